@@ -1,0 +1,164 @@
+// The sans-IO MRC protocol engine: QPs, memory regions, CQs, reliability.
+// Threading: single-threaded. One owner calls every method; the API layer
+// serialises callers. No syscalls, no clock reads, no threads inside: every
+// input that depends on time takes `now`, and the engine says when it next
+// needs to run (next_deadline()).
+//
+// A driver (UDP sockets, or the simulated network) runs this loop:
+//
+//   on_datagram(now, rx, bytes)   for every datagram received
+//   on_timeout(now)               when now >= next_deadline()
+//   while (auto t = poll_transmit(now, buf)) send t   (until it returns nullopt)
+//   poll_cq(...) / poll_event()   to drain completions and async events
+//
+// and app-facing calls (post_send, post_recv, modify_qp, ...) may be made
+// between any two of these. After any call, poll_transmit may have work and
+// next_deadline may have moved.
+//
+// What a packet is and how it is placed: wire/wire.h. How a QP sends,
+// retransmits and completes: qp.h. How paths are chosen: paths.h.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/stats.h"
+#include "engine/types.h"
+
+namespace mrc::engine {
+
+/// Moves payload bytes to their final place (registered memory). memcpy by
+/// default; a GPU-memory or DMA-engine copier can replace it.
+using PayloadCopy = void (*)(void* dst, const void* src, size_t n);
+
+struct EngineConfig {
+  bool payload_crc = true;           // send a payload CRC32C and check received ones
+  uint32_t ack_every = 2;            // ACK after this many data packets (out of order: at once)
+  Duration ack_delay{8'000};         // ...or this long after the first unacked one
+  uint32_t max_qps = 65536;
+  uint32_t max_cqs = 65536;
+  uint32_t max_mrs = 1 << 20;
+  uint32_t recv_window = 16384;      // PSNs a receiver tracks past its cumulative PSN (power of 2)
+  Duration rnr_delay{100'000};       // wait before resending after NO_RESOURCE (no receive posted)
+  PayloadCopy copy = nullptr;        // nullptr: memcpy
+};
+
+/// Attributes set by modify_qp, named as verbs/OCP name them.
+struct QpAttr {
+  QpState state = QpState::kReset;
+  uint32_t mtu = 4096;               // payload bytes per packet: 256, 512, 1024, 2048 or 4096
+  uint32_t sq_psn = 0;               // first PSN this QP sends (RTS)
+  uint32_t rq_psn = 0;               // first PSN this QP expects (RTR)
+  PeerId peer = 0;                   // remote host (RTR)
+  Qpn dest_qpn = 0;                  // remote QP (RTR)
+  uint32_t remote_token = 0;         // token the remote QP expects in our packets (RTR)
+  uint8_t timeout = 14;              // ack timeout 1.024 us x 2^timeout, 1..31 (OCP: <= 24); 0 = none
+  uint8_t retry_cnt_linear = 7;      // retries at the base timeout, 0..7
+  uint8_t retry_cnt_exp = 0;         // then retries with doubling timeout, 0..25; 25 = forever
+  uint8_t rnr_retry = 7;             // NO_RESOURCE retries; 7 = forever (verbs)
+  uint32_t max_psn_range = 1024;     // MPR: most PSNs in flight (OCP: units of 128 PSNs)
+  std::vector<Path> paths;           // EVs to send on (RTR); at least one
+};
+
+/// Which QpAttr fields a modify_qp call sets.
+namespace attr {
+inline constexpr uint32_t kState = 1u << 0;
+inline constexpr uint32_t kMtu = 1u << 1;
+inline constexpr uint32_t kSqPsn = 1u << 2;
+inline constexpr uint32_t kRqPsn = 1u << 3;
+inline constexpr uint32_t kDest = 1u << 4;  // peer, dest_qpn, remote_token
+inline constexpr uint32_t kTimeout = 1u << 5;
+inline constexpr uint32_t kRetry = 1u << 6;  // retry_cnt_linear, retry_cnt_exp
+inline constexpr uint32_t kRnrRetry = 1u << 7;
+inline constexpr uint32_t kMpr = 1u << 8;
+inline constexpr uint32_t kPaths = 1u << 9;
+}  // namespace attr
+
+struct QpInit {
+  CqId send_cq = 0;
+  CqId recv_cq = 0;
+  uint32_t max_send_wr = 1024;
+  uint32_t max_recv_wr = 1024;
+  bool sq_sig_all = false;  // every send WR completes, whatever its `signaled`
+  uint32_t local_token = 0; // token peers must put in packets to this QP (caller draws it at random)
+};
+
+/// Metadata a driver passes with each received datagram.
+struct RxInfo {
+  uint16_t plane = 0;   // local port it arrived on
+  bool ecn_ce = false;  // IP header had ECN CE
+};
+
+/// One datagram to send: the header is in the caller's buffer, the payload is
+/// `payload` (registered memory, or the caller's buffer right after the header
+/// when the engine had to gather). Valid until the next engine call.
+struct Transmit {
+  PeerId peer = 0;
+  Path path;                          // EV and local plane port to send from
+  size_t header_len = 0;              // bytes at the start of the caller's buffer
+  std::span<const uint8_t> payload;   // follows the header on the wire
+  size_t size() const { return header_len + payload.size(); }
+};
+
+/// Minimum buffer poll_transmit needs: largest header + largest payload.
+inline constexpr size_t kTransmitBufferSize = 128 + 4096;
+
+class Engine {
+ public:
+  explicit Engine(const EngineConfig& cfg = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // ---- Resources -----------------------------------------------------------------------
+  /// Registers [addr, addr+len) with IOVA `iova` (== addr for plain reg_mr).
+  /// Returns the key (lkey == rkey). A deregistered key is never valid again.
+  Result<uint32_t, Error> register_mr(void* addr, uint64_t len, uint64_t iova, uint32_t access);
+  Status<Error> deregister_mr(uint32_t key);
+
+  Result<CqId, Error> create_cq(uint32_t depth);
+  Status<Error> destroy_cq(CqId cq);  // kBadState while a QP uses it
+  /// Moves up to out.size() completions of `cq` into `out`, oldest first.
+  size_t poll_cq(CqId cq, std::span<Completion> out);
+  /// Completions waiting in `cq`.
+  size_t cq_depth(CqId cq) const;
+
+  Result<Qpn, Error> create_qp(const QpInit& init);
+  /// State transitions as verbs: RESET->INIT->RTR->RTS, any->ERROR, any->RESET,
+  /// RTS<->SQD. RTR needs kDest and kPaths (and kRqPsn, kMtu when not default).
+  Status<Error> modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask);
+  Result<QpAttr, Error> query_qp(Qpn qpn) const;
+  Status<Error> destroy_qp(Qpn qpn);
+
+  // ---- Work requests --------------------------------------------------------------------
+  Status<Error> post_send(Qpn qpn, const SendWr& wr);
+  Status<Error> post_recv(Qpn qpn, const RecvWr& wr);
+
+  // ---- Driver interface (see the loop above) -------------------------------------------
+  void on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> bytes);
+  void on_timeout(Time now);
+  /// Next datagram to send, built in `buf` (at least kTransmitBufferSize bytes).
+  std::optional<Transmit> poll_transmit(Time now, std::span<uint8_t> buf);
+  /// Earliest time on_timeout must be called; kNever when idle.
+  Time next_deadline() const;
+  std::optional<Event> poll_event();
+
+  // ---- Observability -------------------------------------------------------------------
+  const EngineStats& stats() const;
+  /// Null if no such QP.
+  const QpStats* qp_stats(Qpn qpn) const;
+  /// Per-path counters of a QP, in the order of QpAttr::paths; empty if no such QP.
+  std::span<const PathStats> path_stats(Qpn qpn) const;
+  /// True when no QP has anything in flight or queued to send.
+  bool idle() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mrc::engine

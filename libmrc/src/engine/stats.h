@@ -1,0 +1,71 @@
+// Plain counter structs of the engine. Counters only grow; read them as snapshots.
+// Threading: owned by the engine; copy them out under the engine's owner.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace mrc::engine {
+
+/// Why a received datagram was dropped. Every drop is counted under one reason.
+enum class Drop : uint8_t {
+  kMalformed,        // wire decode failed (see malformed_by_error)
+  kUnknownQp,        // dst_qpn names no QP
+  kBadToken,         // token does not match the QP
+  kQpNotReady,       // QP not in RTR/RTS (or SQD)
+  kPsnOutOfWindow,   // data PSN beyond the receive window (NACKed)
+  kDuplicate,        // data PSN already received (re-ACKed, not placed again)
+  kBadAck,           // ACK/NACK acknowledging PSNs never sent
+  kTrimmed,          // trimmed data packet (NACKed, counted here as well)
+  kNoReceive,        // SEND/WRITE_IMM with no receive posted (NACKed NO_RESOURCE)
+  kRemoteAccess,     // WRITE/READ refused by key, bounds or access (NACKed)
+  kCount
+};
+const char* to_string(Drop d);
+
+struct EngineStats {
+  uint64_t rx_datagrams = 0;
+  uint64_t tx_datagrams = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t tx_bytes = 0;
+  std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
+  std::array<uint64_t, 8> malformed_by_error{};  // indexed by wire::WireError value
+  uint64_t drops_total() const {
+    uint64_t n = 0;
+    for (auto d : drops) n += d;
+    return n;
+  }
+  uint64_t dropped(Drop d) const { return drops[static_cast<size_t>(d)]; }
+};
+
+struct QpStats {
+  uint64_t tx_data_packets = 0;   // first transmissions
+  uint64_t tx_retransmits = 0;    // retransmitted data packets
+  uint64_t tx_payload_bytes = 0;  // first transmissions only
+  uint64_t rx_data_packets = 0;   // accepted (placed) data packets
+  uint64_t rx_payload_bytes = 0;
+  uint64_t tx_acks = 0;
+  uint64_t rx_acks = 0;
+  uint64_t tx_nacks = 0;
+  uint64_t rx_nacks = 0;
+  uint64_t rto_fired = 0;         // retransmission timeouts
+  uint64_t fast_losses = 0;       // packets declared lost from SACK/RACK before a timeout
+  uint64_t rnr_naks = 0;          // NO_RESOURCE NACKs received
+  uint64_t rtt_samples = 0;
+  uint64_t srtt_ns = 0;           // smoothed RTT, ns (last value)
+  uint64_t min_rtt_ns = 0;        // lowest RTT seen, ns
+  uint64_t completions = 0;       // completions written (both queues)
+  uint64_t error_completions = 0;
+};
+
+struct PathStats {
+  uint64_t tx_packets = 0;   // data packets sent on this EV (incl. retransmits)
+  uint64_t tx_bytes = 0;
+  uint64_t acked = 0;        // data packets sent on this EV and acknowledged
+  uint64_t lost = 0;         // data packets sent on this EV and declared lost
+  uint64_t trims = 0;        // NACK TRIMMED received for this EV
+  uint64_t ecn_marks = 0;    // ACKs echoing ECN CE for this EV
+  uint64_t rtt_ns = 0;       // last RTT sample on this EV, ns
+};
+
+}  // namespace mrc::engine

@@ -1,0 +1,124 @@
+// Engine vocabulary: time, ids, work requests, completions, events, errors.
+// Threading: plain value types.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+
+namespace mrc::engine {
+
+/// A point in time: nanoseconds since an epoch the driver picks (virtual time
+/// in the simulator, CLOCK_MONOTONIC under the UDP driver).
+using Time = std::chrono::nanoseconds;
+using Duration = std::chrono::nanoseconds;
+inline constexpr Time kNever = Time::max();
+
+using Qpn = uint32_t;     // queue pair number, > 0; unique per engine
+using CqId = uint32_t;    // completion queue handle
+using PeerId = uint32_t;  // the driver's handle for a remote host; opaque to the engine
+
+/// Errors returned by engine calls (not completions: those carry WcStatus).
+enum class Error : uint8_t {
+  kInvalidArgument = 1,  // a field out of range (MTU, PSN, sizes, zero paths...)
+  kNoSuchQp,
+  kNoSuchCq,
+  kNoSuchMr,
+  kBadState,       // operation not allowed in the QP's current state / transition not allowed
+  kQueueFull,      // send or receive queue at its max_*_wr
+  kTooLarge,       // message above kMaxMessage or inline above kMaxInline
+  kResourceLimit,  // engine-wide cap reached (QPs, CQs, MRs)
+  kLocalAccess,    // SGE not covered by a local MR with the needed access
+  kNotSupported,
+};
+const char* to_string(Error e);
+
+inline constexpr uint64_t kMaxMessage = 1ull << 30;  // 1 GiB
+inline constexpr uint32_t kMaxSge = 16;
+inline constexpr uint32_t kMaxInline = 256;
+
+/// Access flags, same values as IBV_ACCESS_*.
+namespace access {
+inline constexpr uint32_t kLocalWrite = 1;
+inline constexpr uint32_t kRemoteWrite = 2;
+inline constexpr uint32_t kRemoteRead = 4;
+inline constexpr uint32_t kRemoteAtomic = 8;
+}  // namespace access
+
+/// QP states, in the order of the normal path (verbs/OCP names).
+enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kSqd, kError };
+const char* to_string(QpState s);
+
+/// One entropy value of a QP: the driver maps (peer, ev) to a destination
+/// (an SRv6 uSID address, or a UDP source port + flow label) and sends it out
+/// of the local port of `plane`.
+struct Path {
+  uint32_t ev = 0;
+  uint16_t plane = 0;
+};
+
+enum class Opcode : uint8_t { kWrite, kWriteImm, kSend, kSendImm, kRead };
+
+struct Sge {
+  uint64_t addr = 0;  // local VA (in the MR's iova space)
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  Opcode opcode = Opcode::kWrite;
+  std::span<const Sge> sg;   // gather list (scatter list for kRead), at most kMaxSge
+  uint64_t remote_addr = 0;  // WRITE/READ: remote VA
+  uint32_t rkey = 0;         // WRITE/READ: remote key
+  uint32_t imm = 0;          // WRITE_IMM/SEND_IMM: immediate data (host order)
+  bool signaled = true;      // completion on success (errors always complete)
+  bool solicited = false;
+  bool inline_data = false;  // copy the payload at post time (<= kMaxInline); lkeys not checked
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  std::span<const Sge> sg;  // scatter list, at most kMaxSge
+};
+
+/// Completion status, one to one with ibv_wc_status values we produce.
+enum class WcStatus : uint8_t {
+  kSuccess = 0,
+  kLocLenErr = 1,
+  kLocProtErr = 4,
+  kWrFlushErr = 5,
+  kRemInvReqErr = 9,
+  kRemAccessErr = 10,
+  kRemOpErr = 11,
+  kRetryExcErr = 12,
+  kRnrRetryExcErr = 13,
+};
+const char* to_string(WcStatus s);
+
+enum class WcOpcode : uint8_t { kSend, kWrite, kRead, kRecv, kRecvWriteImm };
+
+struct Completion {
+  uint64_t wr_id = 0;
+  WcStatus status = WcStatus::kSuccess;
+  WcOpcode opcode = WcOpcode::kSend;
+  bool has_imm = false;
+  bool solicited = false;
+  Qpn qpn = 0;
+  uint32_t byte_len = 0;  // receives: bytes placed; READ: bytes read
+  uint32_t imm = 0;       // host order, when has_imm
+};
+
+enum class EventType : uint8_t {
+  kQpFatal,      // QP went to ERROR (retry exhausted, remote error); all WRs flushed
+  kCqOverflow,   // a completion was lost because the CQ was full
+};
+
+struct Event {
+  EventType type = EventType::kQpFatal;
+  Qpn qpn = 0;
+  CqId cq = 0;
+  WcStatus cause = WcStatus::kSuccess;  // kQpFatal: the error that ended the QP
+};
+
+}  // namespace mrc::engine

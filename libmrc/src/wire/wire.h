@@ -1,0 +1,201 @@
+// The MRC wire format: every header on the wire, its size, and the one decoder.
+// Threading: pure functions, no state.
+//
+// Every datagram is UDP/IPv6 (port configurable, 4791 by default) carrying
+//
+//   CommonHeader (32 B) | kind extension | payload (data packets only)
+//
+// All fields are big-endian. docs/wire-format.md draws each header. The
+// layouts below are the wire: `static_assert`s pin every size, encode and
+// decode go through these structs only.
+//
+// Integrity: `hdr_crc` is CRC32C over the whole header (common + extension)
+// with `hdr_crc` and `net_flags` taken as zero, so a switch may set
+// `net_flags` (it trims a packet and marks it) without breaking the header.
+// The payload has its own CRC32C (`payload_crc`, valid when flag
+// kPayloadCrc is set) because the transport may run with UDP checksums off
+// so that switches can trim.
+//
+// Trimming: a switch cuts a data packet to its header. The receiver
+// recognises it from what is left: the payload is shorter than
+// `payload_len`, and/or net_flags has kTrimmed. Decode reports
+// `Packet::trimmed` and an empty payload; a trimmed packet is a congestion
+// signal (the receiver NACKs it), never data.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "common/result.h"
+
+namespace mrc::wire {
+
+inline constexpr uint8_t kVersion = 1;
+inline constexpr uint16_t kDefaultUdpPort = 4791;
+/// Largest payload one data packet carries (the largest MTU, as in IB: MTU counts payload).
+inline constexpr uint32_t kMaxPayload = 4096;
+/// PSNs covered by one SACK bitmap.
+inline constexpr uint32_t kSackBits = 256;
+
+enum class Kind : uint8_t {
+  kWrite = 1,      // RDMA WRITE: place at (rkey, addr + offset)
+  kWriteImm = 2,   // WRITE with immediate: as kWrite, consumes a receive on the last packet
+  kSend = 3,       // SEND: place in receive #msn at offset
+  kSendImm = 4,    // SEND with immediate
+  kReadReq = 5,    // READ request: responder reads (rkey, addr, msg_len) and sends kReadResp
+  kReadResp = 6,   // READ response data: placed at offset of the requester's READ #msn
+  kAck = 16,       // cumulative ACK + SACK bitmap, echoes one data packet's EV and timestamp
+  kNack = 17,      // negative ACK of one PSN with a reason
+  kProbe = 32,     // path probe on one EV
+  kProbeReply = 33,
+};
+
+/// True for the kinds that carry a DataHeader.
+constexpr bool is_data(Kind k) { return k >= Kind::kWrite && k <= Kind::kReadResp; }
+
+/// CommonHeader::flags, set by the sender and covered by hdr_crc.
+namespace flag {
+inline constexpr uint8_t kFirst = 0x01;       // first packet of a message
+inline constexpr uint8_t kLast = 0x02;        // last packet of a message
+inline constexpr uint8_t kAckReq = 0x04;      // receiver should ACK at once
+inline constexpr uint8_t kPayloadCrc = 0x08;  // DataHeader::payload_crc is valid
+inline constexpr uint8_t kRetransmit = 0x10;  // a retransmission (diagnostics only)
+inline constexpr uint8_t kSolicited = 0x20;   // solicited event (verbs IBV_SEND_SOLICITED)
+}  // namespace flag
+
+/// CommonHeader::net_flags, set by switches; not covered by hdr_crc.
+namespace net_flag {
+inline constexpr uint8_t kTrimmed = 0x01;
+inline constexpr uint8_t kTrimmedLastHop = 0x02;
+}  // namespace net_flag
+
+/// AckHeader::ack_flags.
+namespace ack_flag {
+inline constexpr uint8_t kEcnEcho = 0x01;  // the echoed packet arrived with ECN CE
+}
+
+/// NACK reason codes. 0x01..0x0B follow UET as MRC uses them; 0x20.. are ours (RC errors).
+enum class NackReason : uint8_t {
+  kTrimmed = 0x01,
+  kTrimmedLastHop = 0x02,
+  kNoBitmap = 0x06,
+  kNoPktBuffer = 0x07,
+  kNoResource = 0x0A,      // no receive posted / responder resources full (RNR)
+  kPsnOutOfWindow = 0x0B,  // PSN beyond the receive window
+  kRemoteAccess = 0x20,    // rkey, bounds or access flags refused: requester gets REM_ACCESS_ERR
+  kRemoteInvalid = 0x21,   // request the responder cannot do (message longer than the receive)
+  kRemoteOperation = 0x22, // responder QP in error
+};
+
+// ---- Host-order views of the headers -------------------------------------------------
+
+struct CommonHeader {
+  uint8_t version = kVersion;
+  Kind kind = Kind::kWrite;
+  uint8_t flags = 0;      // flag::*
+  uint8_t net_flags = 0;  // net_flag::*
+  uint32_t dst_qpn = 0;   // QP at the receiver (0: connectionless probe)
+  uint32_t token = 0;     // per-connection token the receiver checks
+  uint32_t ev = 0;        // entropy value (path) this packet was sent on
+  uint32_t psn = 0;       // data: packet sequence number; probe: probe sequence
+  uint32_t hdr_crc = 0;   // filled by encode
+  uint64_t ts = 0;        // sender's clock at send, ns; echoed for RTT
+};
+
+struct DataHeader {
+  uint64_t addr = 0;         // WRITE/READ_REQ: remote VA of the message start; else 0
+  uint32_t rkey = 0;         // WRITE/READ_REQ: remote key
+  uint32_t msn = 0;          // SEND/WRITE_IMM: receive sequence number; READ: read number
+  uint32_t offset = 0;       // byte offset of this packet's payload in the message
+  uint32_t msg_len = 0;      // total message length in bytes
+  uint32_t imm = 0;          // immediate data (WRITE_IMM, SEND_IMM)
+  uint16_t payload_len = 0;  // payload bytes this packet carried when sent (before any trim)
+  uint32_t payload_crc = 0;  // CRC32C of the payload, when flag::kPayloadCrc
+  uint32_t src_qpn = 0;      // sender's QPN (diagnostics, probe replies)
+};
+
+struct AckHeader {
+  uint32_t cum_psn = 0;       // every PSN before this one has been received
+  uint32_t sack_base = 0;     // PSN of bit 0 of `sack`
+  uint32_t echo_ev = 0;       // EV of the data packet that triggered this ACK
+  uint32_t echo_psn = 0;      // its PSN
+  uint64_t echo_ts = 0;       // its CommonHeader::ts
+  uint32_t ack_delay_ns = 0;  // time the receiver held it before acking
+  uint8_t ack_flags = 0;      // ack_flag::*
+  std::array<uint64_t, kSackBits / 64> sack{};  // bit i of word i/64: PSN sack_base + i received
+};
+
+struct NackHeader {
+  uint32_t cum_psn = 0;   // as in AckHeader
+  uint32_t nack_psn = 0;  // the PSN refused
+  uint32_t echo_ev = 0;   // EV the refused packet came on
+  NackReason reason = NackReason::kTrimmed;
+  uint64_t echo_ts = 0;
+};
+
+struct ProbeReplyHeader {
+  uint32_t echo_ev = 0;
+  uint8_t probe_flags = 0;  // ack_flag::kEcnEcho when the probe arrived CE-marked
+  uint64_t echo_ts = 0;
+};
+
+/// A decoded packet. Only the extension matching common.kind is meaningful.
+struct Packet {
+  CommonHeader common;
+  DataHeader data;
+  AckHeader ack;
+  NackHeader nack;
+  ProbeReplyHeader probe_reply;
+  std::span<const uint8_t> payload;  // data packets: the payload (empty when trimmed)
+  bool trimmed = false;              // data packet cut by a switch
+};
+
+// ---- Sizes ----------------------------------------------------------------------------
+
+inline constexpr size_t kCommonSize = 32;
+inline constexpr size_t kDataExtSize = 40;
+inline constexpr size_t kAckExtSize = 64;
+inline constexpr size_t kNackExtSize = 24;
+inline constexpr size_t kProbeReplyExtSize = 16;
+inline constexpr size_t kMaxHeaderSize = kCommonSize + kAckExtSize;
+
+/// Header bytes (common + extension) of a packet of kind k; 0 for an unknown kind.
+constexpr size_t header_size(Kind k) {
+  if (is_data(k)) return kCommonSize + kDataExtSize;
+  switch (k) {
+    case Kind::kAck: return kCommonSize + kAckExtSize;
+    case Kind::kNack: return kCommonSize + kNackExtSize;
+    case Kind::kProbe: return kCommonSize;
+    case Kind::kProbeReply: return kCommonSize + kProbeReplyExtSize;
+    default: return 0;
+  }
+}
+inline constexpr size_t kDataHeaderSize = kCommonSize + kDataExtSize;
+
+// ---- Encode / decode -----------------------------------------------------------------
+
+enum class WireError : uint8_t {
+  kTooShort = 1,       // fewer bytes than the common header or the kind's header
+  kBadVersion,         // version is not kVersion
+  kUnknownKind,        // kind byte names no packet kind
+  kBadLength,          // control packet with trailing bytes, or payload longer than payload_len
+  kPayloadTooLarge,    // payload_len above kMaxPayload
+  kBadHeaderCrc,       // hdr_crc does not match
+  kBadPayloadCrc,      // payload_crc does not match (untrimmed packet)
+};
+const char* to_string(WireError e);
+
+/// Writes `p`'s header (common + the extension of p.common.kind) into `out`, which
+/// must hold header_size(kind) bytes. For data packets, `payload` is the payload
+/// that will follow; its length must equal p.data.payload_len, and when
+/// flag::kPayloadCrc is set its CRC goes in the header. Returns the header length.
+size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+/// Parses one datagram. Never trusts the input: every malformed datagram gets a
+/// WireError, never a crash or an out-of-bounds read. On success the payload
+/// span points into `bytes`.
+Result<Packet, WireError> decode(std::span<const uint8_t> bytes);
+
+}  // namespace mrc::wire
