@@ -1,0 +1,580 @@
+// Engine: resource tables, the QP state machine, datagram dispatch, the
+// transmit scheduler and timers. Sending is in sender.cc, receiving in receiver.cc.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/internal.h"
+
+namespace mrc::engine {
+
+namespace {
+
+void default_copy(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
+
+bool valid_mtu(uint32_t mtu) {
+  return mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
+}
+
+bool transition_ok(QpState from, QpState to) {
+  if (to == QpState::kReset || to == QpState::kError) return true;
+  switch (from) {
+    case QpState::kReset: return to == QpState::kInit;
+    case QpState::kInit: return to == QpState::kInit || to == QpState::kRtr;
+    case QpState::kRtr: return to == QpState::kRts;
+    case QpState::kRts: return to == QpState::kRts || to == QpState::kSqd;
+    case QpState::kSqd: return to == QpState::kRts || to == QpState::kSqd;
+    case QpState::kError: return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+// ---- scatter/gather ------------------------------------------------------------------
+
+template <typename F>
+static bool sg_walk(const std::vector<Seg>& sg, uint64_t offset, size_t n, F&& f) {
+  size_t i = 0;
+  while (i < sg.size() && offset >= sg[i].len) offset -= sg[i++].len;
+  size_t done = 0;
+  while (done < n) {
+    if (i == sg.size()) return false;
+    const size_t take = std::min<uint64_t>(n - done, sg[i].len - offset);
+    f(sg[i].host + offset, done, take);
+    done += take;
+    offset = 0;
+    ++i;
+  }
+  return true;
+}
+
+bool sg_copy_out(const std::vector<Seg>& sg, uint64_t offset, uint8_t* dst, size_t n,
+                 PayloadCopy copy) {
+  return sg_walk(sg, offset, n, [&](uint8_t* p, size_t at, size_t k) { copy(dst + at, p, k); });
+}
+
+bool sg_copy_in(const std::vector<Seg>& sg, uint64_t offset, const uint8_t* src, size_t n,
+                PayloadCopy copy) {
+  return sg_walk(sg, offset, n, [&](uint8_t* p, size_t at, size_t k) { copy(p, src + at, k); });
+}
+
+std::span<const uint8_t> sg_contiguous(const std::vector<Seg>& sg, uint64_t offset, size_t n) {
+  for (const Seg& s : sg) {
+    if (offset < s.len) {
+      if (s.len - offset >= n) return {s.host + offset, n};
+      return {};
+    }
+    offset -= s.len;
+  }
+  return {};
+}
+
+// ---- Core ----------------------------------------------------------------------------
+
+Core::Core(const EngineConfig& c) : cfg(c) {
+  if (!cfg.copy) cfg.copy = default_copy;
+  mrs.emplace_back();  // slot 0 is never used, so no key is 0
+  uint32_t w = 64;
+  while (w < cfg.recv_window) w <<= 1;
+  cfg.recv_window = w;
+  if (cfg.ack_every == 0) cfg.ack_every = 1;
+}
+
+Qp* Core::qp(Qpn qpn) {
+  if (qpn == 0 || qpn > qps.size()) return nullptr;
+  return qps[qpn - 1].get();
+}
+
+const Mr* Core::mr(uint32_t key) const {
+  const size_t slot = key >> 8;
+  if (slot >= mrs.size() || mrs[slot].key != key || key == 0) return nullptr;
+  return &mrs[slot];
+}
+
+void Core::make_ready(Qp& q) {
+  if (q.in_ready || q.state != QpState::kRts) return;
+  q.in_ready = true;
+  ready.push_back(q.qpn);
+}
+
+void Core::want_ack(Qp& q) {
+  if (q.in_ackq) return;
+  q.in_ackq = true;
+  ackq.push_back(q.qpn);
+}
+
+void Core::reschedule(Qp& q) {
+  const Time t = q.timers.next();
+  if (t >= q.scheduled) return;  // the earlier heap entry will fire and re-arm
+  q.scheduled = t;
+  heap.push_back({t, q.qpn});
+  std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+}
+
+void Core::complete(Qp& q, CqId id, const Completion& c) {
+  ++q.stats.completions;
+  if (c.status != WcStatus::kSuccess) ++q.stats.error_completions;
+  Cq& cq = cqs[id - 1];
+  if (cq.q.size() >= cq.depth) {
+    events.push_back(Event{EventType::kCqOverflow, q.qpn, id, c.status});
+    return;
+  }
+  cq.q.push_back(c);
+}
+
+void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
+  const bool was_error = q.state == QpState::kError;
+  q.state = QpState::kError;
+  if (culprit == UINT64_MAX && !q.sq.empty()) culprit = q.sq.head();
+  for (uint64_t s = q.sq.head(); s != q.sq.tail(); ++s) {
+    const SendWqe& w = q.sq.at(s);
+    Completion c;
+    c.wr_id = w.wr_id;
+    c.status = s == culprit ? cause : WcStatus::kWrFlushErr;
+    c.opcode = w.op == Opcode::kRead                                     ? WcOpcode::kRead
+               : (w.op == Opcode::kSend || w.op == Opcode::kSendImm) ? WcOpcode::kSend
+                                                                         : WcOpcode::kWrite;
+    c.qpn = q.qpn;
+    complete(q, q.init.send_cq, c);
+  }
+  q.sq.clear();
+  q.pkt_wqe = q.sq.tail();
+  q.rsp.clear();
+  q.pkt_rsp = q.rsp.tail();
+  q.reads.clear();
+  for (uint64_t s = q.rq.head(); s != q.rq.tail(); ++s) {
+    Completion c;
+    c.wr_id = q.rq.at(s).wr_id;
+    c.status = WcStatus::kWrFlushErr;
+    c.opcode = WcOpcode::kRecv;
+    c.qpn = q.qpn;
+    complete(q, q.init.recv_cq, c);
+  }
+  q.rq.clear();
+  for (auto& p : q.tx) p = TxPkt{};
+  q.snd_una = q.snd_nxt;
+  q.list_head = q.list_tail = kNone;
+  q.retx.clear();
+  q.pending_reads = 0;
+  q.timers.cancel_all();
+  if (!was_error) events.push_back(Event{EventType::kQpFatal, q.qpn, 0, cause});
+}
+
+// ---- Engine --------------------------------------------------------------------------
+
+struct Engine::Impl : Core {
+  using Core::Core;
+};
+
+Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
+Engine::~Engine() = default;
+
+Result<uint32_t, Error> Engine::register_mr(void* addr, uint64_t len, uint64_t iova,
+                                           uint32_t access) {
+  Core& c = *impl_;
+  if ((addr == nullptr && len > 0) || iova + len < iova) return Err{Error::kInvalidArgument};
+  size_t slot;
+  if (c.free_mrs.size() > 16) {  // reuse slots late; the generation byte kills old keys
+    slot = c.free_mrs.front();
+    c.free_mrs.pop_front();
+  } else {
+    if (c.mrs.size() > c.cfg.max_mrs || c.mrs.size() >= (1u << 24) - 1)
+      return Err{Error::kResourceLimit};
+    c.mrs.emplace_back();
+    slot = c.mrs.size() - 1;
+  }
+  Mr& m = c.mrs[slot];
+  const uint8_t gen = static_cast<uint8_t>((m.key & 0xff) + 1);
+  m.host = static_cast<uint8_t*>(addr);
+  m.iova = iova;
+  m.len = len;
+  m.access = access;
+  m.key = static_cast<uint32_t>(slot << 8) | gen;
+  return m.key;
+}
+
+Status<Error> Engine::deregister_mr(uint32_t key) {
+  Core& c = *impl_;
+  if (!c.mr(key)) return Err{Error::kNoSuchMr};
+  Mr& m = c.mrs[key >> 8];
+  m = Mr{};
+  m.key = key & 0xff;  // free: matches no key (slot bits 0), generation kept for the next one
+  c.free_mrs.push_back(key >> 8);
+  return {};
+}
+
+Result<CqId, Error> Engine::create_cq(uint32_t depth) {
+  Core& c = *impl_;
+  if (depth == 0) return Err{Error::kInvalidArgument};
+  for (size_t i = 0; i < c.cqs.size(); ++i) {
+    if (!c.cqs[i].live) {
+      c.cqs[i] = Cq{depth, {}, 0, true};
+      return static_cast<CqId>(i + 1);
+    }
+  }
+  if (c.cqs.size() >= c.cfg.max_cqs) return Err{Error::kResourceLimit};
+  c.cqs.push_back(Cq{depth, {}, 0, true});
+  return static_cast<CqId>(c.cqs.size());
+}
+
+Status<Error> Engine::destroy_cq(CqId id) {
+  Core& c = *impl_;
+  if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return Err{Error::kNoSuchCq};
+  if (c.cqs[id - 1].users) return Err{Error::kBadState};
+  c.cqs[id - 1] = Cq{};
+  return {};
+}
+
+size_t Engine::poll_cq(CqId id, std::span<Completion> out) {
+  Core& c = *impl_;
+  if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return 0;
+  auto& q = c.cqs[id - 1].q;
+  const size_t n = std::min(out.size(), q.size());
+  std::copy_n(q.begin(), n, out.begin());
+  q.erase(q.begin(), q.begin() + static_cast<ptrdiff_t>(n));
+  return n;
+}
+
+size_t Engine::cq_depth(CqId id) const {
+  const Core& c = *impl_;
+  if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return 0;
+  return c.cqs[id - 1].q.size();
+}
+
+Result<Qpn, Error> Engine::create_qp(const QpInit& init) {
+  Core& c = *impl_;
+  for (CqId id : {init.send_cq, init.recv_cq})
+    if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return Err{Error::kNoSuchCq};
+  if (init.max_send_wr == 0 || init.max_recv_wr == 0 || init.max_send_wr > (1u << 20) ||
+      init.max_recv_wr > (1u << 20))
+    return Err{Error::kInvalidArgument};
+  if (c.live_qps >= c.cfg.max_qps) return Err{Error::kResourceLimit};
+  Qpn qpn;
+  if (c.free_qpns.size() > 64) {  // reuse numbers late, so stale packets meet no QP
+    qpn = c.free_qpns.front();
+    c.free_qpns.pop_front();
+  } else {
+    c.qps.emplace_back();
+    qpn = static_cast<Qpn>(c.qps.size());
+  }
+  auto q = std::make_unique<Qp>();
+  q->qpn = qpn;
+  q->init = init;
+  q->sq.init(init.max_send_wr);
+  q->rq.init(init.max_recv_wr);
+  q->rsp.init(kMaxReadResponses);
+  q->retry = RetryPolicy{q->attr.timeout, q->attr.retry_cnt_linear, q->attr.retry_cnt_exp};
+  c.qps[qpn - 1] = std::move(q);
+  ++c.cqs[init.send_cq - 1].users;
+  ++c.cqs[init.recv_cq - 1].users;
+  ++c.live_qps;
+  return qpn;
+}
+
+Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
+  Core& c = *impl_;
+  Qp* q = c.qp(qpn);
+  if (!q) return Err{Error::kNoSuchQp};
+  const QpState to = (mask & attr::kState) ? a.state : q->state;
+  if ((mask & attr::kState) ? !transition_ok(q->state, to)
+                            : (q->state == QpState::kReset || q->state == QpState::kError))
+    return Err{Error::kBadState};
+  if ((mask & attr::kMtu) && !valid_mtu(a.mtu)) return Err{Error::kInvalidArgument};
+  if ((mask & attr::kTimeout) && a.timeout > 31) return Err{Error::kInvalidArgument};
+  if ((mask & attr::kRetry) && (a.retry_cnt_linear > 7 || a.retry_cnt_exp > kRetryForever))
+    return Err{Error::kInvalidArgument};
+  if ((mask & attr::kRnrRetry) && a.rnr_retry > 7) return Err{Error::kInvalidArgument};
+  if ((mask & attr::kMpr) && (a.max_psn_range == 0 || a.max_psn_range > c.cfg.recv_window))
+    return Err{Error::kInvalidArgument};
+  if ((mask & attr::kPaths) && (a.paths.empty() || a.paths.size() > 65535))
+    return Err{Error::kInvalidArgument};
+  const bool entering = to != q->state;
+  if (entering && to == QpState::kRtr && q->state == QpState::kInit &&
+      (!(mask & attr::kDest) || !(mask & attr::kPaths)))
+    return Err{Error::kInvalidArgument};
+  if ((mask & attr::kMtu) && q->state >= QpState::kRtr && q->state != QpState::kError &&
+      a.mtu != q->attr.mtu && !q->sq.empty())
+    return Err{Error::kBadState};
+
+  if (to == QpState::kReset) {  // drop everything, keep the number and CQs
+    const QpInit init = q->init;
+    auto fresh = std::make_unique<Qp>();
+    fresh->qpn = qpn;
+    fresh->init = init;
+    fresh->sq.init(init.max_send_wr);
+    fresh->rq.init(init.max_recv_wr);
+    fresh->rsp.init(kMaxReadResponses);
+    fresh->retry = RetryPolicy{fresh->attr.timeout, fresh->attr.retry_cnt_linear,
+                               fresh->attr.retry_cnt_exp};
+    c.qps[qpn - 1] = std::move(fresh);
+    return {};
+  }
+  if (to == QpState::kError) {
+    c.fail_qp(*q, WcStatus::kWrFlushErr);
+    return {};
+  }
+  QpAttr& s = q->attr;
+  if (mask & attr::kMtu) s.mtu = a.mtu;
+  if (mask & attr::kSqPsn) s.sq_psn = a.sq_psn;
+  if (mask & attr::kRqPsn) s.rq_psn = a.rq_psn;
+  if (mask & attr::kDest) {
+    s.peer = a.peer;
+    s.dest_qpn = a.dest_qpn;
+    s.remote_token = a.remote_token;
+  }
+  if (mask & attr::kTimeout) s.timeout = a.timeout;
+  if (mask & attr::kRetry) {
+    s.retry_cnt_linear = a.retry_cnt_linear;
+    s.retry_cnt_exp = a.retry_cnt_exp;
+  }
+  if (mask & attr::kRnrRetry) s.rnr_retry = a.rnr_retry;
+  if (mask & attr::kMpr) s.max_psn_range = a.max_psn_range;
+  if (mask & attr::kPaths) {
+    s.paths = a.paths;
+    q->path_stats.resize(s.paths.size());
+    q->next_path = 0;
+    // In-flight records keep path indexes; clamp them to the new set.
+    for (auto& p : q->tx)
+      if (p.path >= s.paths.size()) p.path = 0;
+  }
+  q->retry = RetryPolicy{s.timeout, s.retry_cnt_linear, s.retry_cnt_exp};
+  if (entering && to == QpState::kRtr) {
+    q->sb.reset(s.rq_psn, c.cfg.recv_window);
+    q->acts.assign(c.cfg.recv_window, Action{});
+  }
+  if (entering && to == QpState::kRts && q->state == QpState::kRtr) {
+    uint32_t n = 1;
+    while (n < s.max_psn_range) n <<= 1;
+    q->tx.assign(n, TxPkt{});
+    q->tx_mask = n - 1;
+    q->snd_una = q->snd_nxt = s.sq_psn;
+  }
+  if (to == QpState::kRts && (mask & attr::kMpr) && s.max_psn_range > q->tx_mask + 1) {
+    if (q->inflight() > 0) return Err{Error::kBadState};
+    uint32_t n = 1;
+    while (n < s.max_psn_range) n <<= 1;
+    q->tx.assign(n, TxPkt{});
+    q->tx_mask = n - 1;
+  }
+  q->state = to;
+  if (to == QpState::kRts) c.make_ready(*q);
+  return {};
+}
+
+Result<QpAttr, Error> Engine::query_qp(Qpn qpn) const {
+  Qp* q = impl_->qp(qpn);
+  if (!q) return Err{Error::kNoSuchQp};
+  QpAttr a = q->attr;
+  a.state = q->state;
+  return a;
+}
+
+Status<Error> Engine::destroy_qp(Qpn qpn) {
+  Core& c = *impl_;
+  Qp* q = c.qp(qpn);
+  if (!q) return Err{Error::kNoSuchQp};
+  --c.cqs[q->init.send_cq - 1].users;
+  --c.cqs[q->init.recv_cq - 1].users;
+  c.qps[qpn - 1].reset();
+  c.free_qpns.push_back(qpn);
+  --c.live_qps;
+  return {};
+}
+
+Status<Error> Engine::post_send(Qpn qpn, const SendWr& wr) {
+  Qp* q = impl_->qp(qpn);
+  if (!q) return Err{Error::kNoSuchQp};
+  return impl_->post_send(*q, wr);
+}
+
+Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
+  Core& c = *impl_;
+  Qp* q = c.qp(qpn);
+  if (!q) return Err{Error::kNoSuchQp};
+  if (q->state == QpState::kReset) return Err{Error::kBadState};
+  if (q->rq.full()) return Err{Error::kQueueFull};
+  if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
+  RecvWqe& r = q->rq.at(q->rq.tail());
+  r.sg.clear();
+  r.capacity = 0;
+  for (const Sge& s : wr.sg) {
+    if (s.length == 0) continue;
+    const Mr* m = c.mr(s.lkey);
+    if (!m || !m->covers(s.addr, s.length) || !(m->access & access::kLocalWrite))
+      return Err{Error::kLocalAccess};
+    r.sg.push_back(Seg{m->at(s.addr), s.length});
+    r.capacity += s.length;
+  }
+  r.wr_id = wr.wr_id;
+  q->rq.push();
+  if (q->state == QpState::kError) c.fail_qp(*q, WcStatus::kWrFlushErr);
+  return {};
+}
+
+void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> bytes) {
+  Core& c = *impl_;
+  ++c.stats.rx_datagrams;
+  c.stats.rx_bytes += bytes.size();
+  auto pk = wire::decode(bytes);
+  if (!pk) {
+    ++c.stats.drops[static_cast<size_t>(Drop::kMalformed)];
+    ++c.stats.malformed_by_error[static_cast<size_t>(pk.error()) % c.stats.malformed_by_error.size()];
+    return;
+  }
+  const wire::Packet& p = *pk;
+  Qp* q = c.qp(p.common.dst_qpn);
+  if (!q) {
+    ++c.stats.drops[static_cast<size_t>(Drop::kUnknownQp)];
+    return;
+  }
+  if (p.common.token != q->init.local_token) {
+    ++c.stats.drops[static_cast<size_t>(Drop::kBadToken)];
+    return;
+  }
+  const bool rx_ok = q->state == QpState::kRtr || q->state == QpState::kRts ||
+                     q->state == QpState::kSqd;
+  const bool tx_ok = q->state == QpState::kRts || q->state == QpState::kSqd;
+  if (wire::is_data(p.common.kind)) {
+    if (!rx_ok) {
+      ++c.stats.drops[static_cast<size_t>(Drop::kQpNotReady)];
+      if (q->state == QpState::kError) c.nack(*q, p, rx, wire::NackReason::kRemoteOperation);
+      return;
+    }
+    c.on_data(*q, now, rx, p);
+  } else if (p.common.kind == wire::Kind::kAck || p.common.kind == wire::Kind::kNack) {
+    if (!tx_ok) {
+      ++c.stats.drops[static_cast<size_t>(Drop::kQpNotReady)];
+      return;
+    }
+    if (p.common.kind == wire::Kind::kAck) c.on_ack(*q, now, p);
+    else c.on_nack(*q, now, p);
+  } else if (p.common.kind == wire::Kind::kProbe) {
+    if (!rx_ok) {
+      ++c.stats.drops[static_cast<size_t>(Drop::kQpNotReady)];
+      return;
+    }
+    Control r;
+    r.kind = wire::Kind::kProbeReply;
+    r.qpn = q->qpn;
+    r.path = Path{p.common.ev, rx.plane};
+    r.nack.nack_psn = p.common.psn;
+    r.nack.echo_ev = p.common.ev;
+    r.nack.echo_ts = p.common.ts;
+    r.nack.reason = rx.ecn_ce ? wire::NackReason::kTrimmed : wire::NackReason{0};
+    c.ctrl.push_back(r);
+  }
+  c.reschedule(*q);
+}
+
+void Engine::on_timeout(Time now) {
+  Core& c = *impl_;
+  while (!c.heap.empty() && c.heap.front().at <= now) {
+    const Core::Deadline d = c.heap.front();
+    std::pop_heap(c.heap.begin(), c.heap.end(), std::greater<>{});
+    c.heap.pop_back();
+    Qp* q = c.qp(d.qpn);
+    if (!q || q->scheduled != d.at) continue;
+    q->scheduled = kNever;
+    c.sender_timeout(*q, now);
+    c.receiver_timeout(*q, now);
+    c.reschedule(*q);
+  }
+}
+
+std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) {
+  Core& c = *impl_;
+  auto sent = [&](const Transmit& t) {
+    ++c.stats.tx_datagrams;
+    c.stats.tx_bytes += t.size();
+    return t;
+  };
+  while (!c.ctrl.empty()) {
+    const Control k = c.ctrl.front();
+    c.ctrl.pop_front();
+    Qp* q = c.qp(k.qpn);
+    if (!q) continue;
+    wire::Packet pk;
+    pk.common.kind = k.kind;
+    pk.common.dst_qpn = q->attr.dest_qpn;
+    pk.common.token = q->attr.remote_token;
+    pk.common.ev = k.path.ev;
+    pk.common.psn = k.nack.nack_psn;
+    pk.common.ts = static_cast<uint64_t>(now.count());
+    if (k.kind == wire::Kind::kNack) {
+      pk.nack = k.nack;
+    } else {
+      pk.probe_reply.echo_ev = k.nack.echo_ev;
+      pk.probe_reply.echo_ts = k.nack.echo_ts;
+      pk.probe_reply.probe_flags =
+          k.nack.reason == wire::NackReason::kTrimmed ? wire::ack_flag::kEcnEcho : 0;
+    }
+    const size_t n = wire::encode_header(pk, {}, buf);
+    return sent(Transmit{q->attr.peer, k.path, n, {}});
+  }
+  while (!c.ackq.empty()) {
+    Qp* q = c.qp(c.ackq.front());
+    c.ackq.pop_front();
+    if (!q) continue;
+    q->in_ackq = false;
+    if (q->state == QpState::kError || q->state == QpState::kReset) continue;
+    Path path;
+    const size_t n = c.build_ack(*q, now, buf, &path);
+    c.reschedule(*q);
+    return sent(Transmit{q->attr.peer, path, n, {}});
+  }
+  while (!c.ready.empty()) {
+    const Qpn qpn = c.ready.front();
+    c.ready.pop_front();
+    Qp* q = c.qp(qpn);
+    if (!q) continue;
+    auto t = c.has_data(*q, now) ? c.send_data(*q, now, buf) : std::nullopt;
+    if (!t) {
+      q->in_ready = false;
+      c.reschedule(*q);
+      continue;
+    }
+    c.ready.push_back(qpn);  // round robin between QPs
+    c.reschedule(*q);
+    return sent(*t);
+  }
+  return std::nullopt;
+}
+
+Time Engine::next_deadline() const {
+  return impl_->heap.empty() ? kNever : impl_->heap.front().at;
+}
+
+std::optional<Event> Engine::poll_event() {
+  Core& c = *impl_;
+  if (c.events.empty()) return std::nullopt;
+  Event e = c.events.front();
+  c.events.pop_front();
+  return e;
+}
+
+const EngineStats& Engine::stats() const { return impl_->stats; }
+
+const QpStats* Engine::qp_stats(Qpn qpn) const {
+  const Qp* q = impl_->qp(qpn);
+  return q ? &q->stats : nullptr;
+}
+
+std::span<const PathStats> Engine::path_stats(Qpn qpn) const {
+  const Qp* q = impl_->qp(qpn);
+  if (!q) return {};
+  return q->path_stats;
+}
+
+bool Engine::idle() const {
+  const Core& c = *impl_;
+  if (!c.ctrl.empty() || !c.ackq.empty()) return false;
+  for (const auto& q : c.qps) {
+    if (!q) continue;
+    if (q->inflight() > 0 || q->pkt_wqe != q->sq.tail() || q->pkt_rsp != q->rsp.tail()) return false;
+  }
+  return true;
+}
+
+}  // namespace mrc::engine

@@ -1,0 +1,285 @@
+// The engine's private state: memory regions, CQs, QPs (sender and receiver
+// halves) and the Core that owns them. Shared by engine.cc (API, state
+// machine, dispatch), sender.cc and receiver.cc.
+// Threading: single-threaded, like Engine.
+//
+// Sender (requester) half of a QP:
+//   sq_   app send WQEs, completed in posting order
+//   rsp_  READ responses this QP owes its peer (internal, never completed to the app)
+//   tx_   one record per PSN in flight [snd_una, snd_nxt), ring indexed by PSN
+//   sent-order list: the in-flight PSNs ordered by last transmission time;
+//         its head drives the RTO, RACK walks it to find losses
+//   retx_ PSNs declared lost, to resend on a different path
+// Receiver (responder) half:
+//   sb_    RecvScoreboard (cum PSN + bitmap)
+//   rq_    posted receives; receive #msn is rq_[msn - rq_base_msn_]
+//   acts_  in-order work at the last PSN of a message (complete a receive,
+//          run a READ, finish our READ), run as cum passes that PSN
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/retry.h"
+#include "engine/sack.h"
+#include "engine/timers.h"
+#include "wire/wire.h"
+
+namespace mrc::engine {
+
+inline constexpr uint32_t kNone = UINT32_MAX;
+inline constexpr uint32_t kMaxReadResponses = 128;  // READs a responder runs at once
+
+struct Mr {
+  uint8_t* host = nullptr;  // where iova maps in this process
+  uint64_t iova = 0;
+  uint64_t len = 0;
+  uint32_t access = 0;
+  uint32_t key = 0;  // 0: free slot
+  bool covers(uint64_t addr, uint64_t n) const {
+    return addr >= iova && n <= len && addr - iova <= len - n;
+  }
+  uint8_t* at(uint64_t addr) const { return host + (addr - iova); }
+};
+
+/// A contiguous piece of local memory a message reads from or writes to.
+struct Seg {
+  uint8_t* host = nullptr;
+  uint32_t len = 0;
+};
+
+/// Copies between a scatter/gather list and a flat buffer at a byte offset.
+/// Returns false if [offset, offset + n) is outside the list.
+bool sg_copy_out(const std::vector<Seg>& sg, uint64_t offset, uint8_t* dst, size_t n,
+                 PayloadCopy copy);
+bool sg_copy_in(const std::vector<Seg>& sg, uint64_t offset, const uint8_t* src, size_t n,
+                PayloadCopy copy);
+/// The span [offset, offset + n) if it lies within one segment, else empty.
+std::span<const uint8_t> sg_contiguous(const std::vector<Seg>& sg, uint64_t offset, size_t n);
+
+struct SendWqe {
+  uint64_t wr_id = 0;
+  Opcode op = Opcode::kWrite;
+  bool signaled = true;
+  bool solicited = false;
+  bool is_read_resp = false;  // in rsp_: data we owe for the peer's READ #msn
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint32_t imm = 0;
+  uint32_t msn = 0;       // SEND/WRITE_IMM: receive number at the peer; READ: read number
+  uint64_t len = 0;
+  std::vector<Seg> sg;    // local memory (for READ: where the response lands)
+  std::vector<uint8_t> inline_buf;
+  uint32_t npkts = 0;     // packets in the message (READ request: 1)
+  uint32_t sent = 0;      // packets given a PSN so far
+  uint32_t acked = 0;     // packets acknowledged
+  uint32_t first_psn = 0;
+  bool read_done = false; // READ: the whole response arrived
+  WcStatus status = WcStatus::kSuccess;
+};
+
+/// Fixed-capacity ring of WQEs addressed by absolute sequence number.
+template <typename T>
+class SeqRing {
+ public:
+  void init(uint32_t capacity) {
+    uint32_t c = 1;
+    while (c < capacity) c <<= 1;
+    slots_.resize(c);
+    cap_ = capacity;
+  }
+  bool full() const { return tail_ - head_ >= cap_; }
+  bool empty() const { return tail_ == head_; }
+  uint64_t size() const { return tail_ - head_; }
+  uint64_t head() const { return head_; }
+  uint64_t tail() const { return tail_; }
+  T& at(uint64_t seq) { return slots_[seq & (slots_.size() - 1)]; }
+  const T& at(uint64_t seq) const { return slots_[seq & (slots_.size() - 1)]; }
+  T& push() { return slots_[tail_++ & (slots_.size() - 1)]; }
+  void pop() { ++head_; }
+  void clear() { head_ = tail_; }
+
+ private:
+  std::vector<T> slots_;
+  uint32_t cap_ = 0;
+  uint64_t head_ = 0, tail_ = 0;
+};
+
+/// One PSN in flight.
+struct TxPkt {
+  enum State : uint8_t { kFree, kInFlight, kLost, kAcked };
+  uint64_t wqe = 0;       // sequence number in sq_ or rsp_
+  uint32_t offset = 0;    // byte offset in the message
+  uint16_t len = 0;       // payload bytes
+  uint16_t path = 0;      // index into the QP's paths of the last transmission
+  uint8_t state = kFree;
+  bool rsp = false;       // wqe indexes rsp_ (else sq_)
+  bool first = false, last = false;
+  uint8_t tx_count = 0;
+  Time sent{0};           // last transmission
+  uint64_t xseq = 0;      // transmission order of the last transmission (QP-wide counter)
+  Time not_before{0};     // earliest resend (RNR delay)
+  uint32_t prev = kNone, next = kNone;  // sent-order list links (PSNs)
+};
+
+struct RecvWqe {
+  uint64_t wr_id = 0;
+  std::vector<Seg> sg;
+  uint64_t capacity = 0;
+};
+
+/// In-order work the receiver runs when cum passes `psn` (the message's last PSN).
+struct Action {
+  enum Kind : uint8_t { kNone, kRecv, kRecvImm, kWriteImm, kReadReq, kReadResp };
+  Kind kind = kNone;
+  bool solicited = false;
+  uint32_t psn = 0;   // the message's last PSN
+  uint32_t msn = 0;
+  uint32_t imm = 0;
+  uint32_t len = 0;
+  uint64_t addr = 0;  // READ request: remote (our) VA
+  uint32_t rkey = 0;
+};
+
+/// A control packet waiting to be sent (NACKs and probe replies; ACKs are
+/// built from the QP's state when their turn comes).
+struct Control {
+  wire::Kind kind = wire::Kind::kNack;
+  Qpn qpn = 0;  // local QP (its peer is the destination)
+  Path path;
+  wire::NackHeader nack;
+};
+
+struct Qp {
+  Qpn qpn = 0;
+  QpInit init;
+  QpAttr attr;
+  QpState state = QpState::kReset;
+  RetryPolicy retry;
+  Timers timers;
+  Time scheduled = kNever;  // deadline currently in the engine's timer heap
+  bool in_ready = false;    // in the engine's ready list
+  bool in_ackq = false;     // in the engine's ACK list
+  QpStats stats;
+  std::vector<PathStats> path_stats;
+
+  // ---- sender ----
+  SeqRing<SendWqe> sq;
+  SeqRing<SendWqe> rsp;
+  uint64_t pkt_wqe = 0;     // next sq_ WQE to packetize
+  uint64_t pkt_rsp = 0;     // next rsp_ WQE to packetize
+  uint32_t next_recv_msn = 0;  // next SEND/WRITE_IMM receive number at the peer
+  uint32_t next_read_msn = 0;  // next READ number
+  std::deque<uint64_t> reads;  // sq_ sequence numbers of READs awaiting their response
+  uint32_t reads_base_msn = 0; // read number of reads.front()
+  std::vector<TxPkt> tx;    // ring, size power of two >= max_psn_range
+  uint32_t tx_mask = 0;
+  uint32_t snd_una = 0;     // oldest PSN not acked
+  uint32_t snd_nxt = 0;     // next new PSN
+  uint32_t list_head = kNone, list_tail = kNone;  // sent-order list
+  std::deque<uint32_t> retx;  // lost PSNs to resend
+  uint32_t next_path = 0;   // round-robin position
+  uint32_t rto_retries = 0; // consecutive timeouts without progress
+  uint32_t rnr_retries = 0;
+  uint64_t xseq_next = 1;   // next transmission order number
+  uint64_t rack_xseq = 0;   // transmission order of the most recently sent packet known delivered
+  Duration srtt{0}, rttvar{0}, min_rtt{0};
+
+  // ---- receiver ----
+  RecvScoreboard sb;
+  SeqRing<RecvWqe> rq;
+  uint32_t rq_base_msn = 0;   // receive number of rq.head()
+  std::vector<Action> acts;   // ring indexed like the scoreboard
+  uint32_t pending_reads = 0; // READ requests accepted, response not yet fully acked
+  uint32_t unacked = 0;       // data packets since our last ACK
+  bool ack_now = false;
+  wire::AckHeader last_rx;    // echo fields of the newest data packet (ack_flags, echo_*)
+  Path ack_path;              // path of the newest data packet (ACKs go back on it)
+  Time last_rx_at{0};
+
+  TxPkt& pkt(uint32_t psn) { return tx[psn & tx_mask]; }
+  size_t inflight() const { return snd_nxt - snd_una; }
+  Duration rto() const { return retry.rto(rto_retries); }
+};
+
+struct Cq {
+  uint32_t depth = 0;
+  std::deque<Completion> q;
+  uint32_t users = 0;  // QPs using it
+  bool live = false;
+};
+
+/// Engine::Impl: owns everything; sender.cc and receiver.cc add its methods.
+struct Core {
+  explicit Core(const EngineConfig& c);
+
+  EngineConfig cfg;
+  EngineStats stats;
+  std::vector<Mr> mrs;            // slot index = key >> 8
+  std::deque<uint32_t> free_mrs;
+  std::vector<Cq> cqs;            // CqId = index + 1
+  std::vector<std::unique_ptr<Qp>> qps;  // slot = qpn - 1
+  std::deque<uint32_t> free_qpns;
+  size_t live_qps = 0;
+  std::deque<Qpn> ready;          // QPs that may have data to send
+  std::deque<Qpn> ackq;           // QPs owing an ACK
+  std::deque<Control> ctrl;       // NACKs, probe replies
+  std::deque<Event> events;
+  struct Deadline {
+    Time at;
+    Qpn qpn;
+    bool operator>(const Deadline& o) const { return at > o.at; }
+  };
+  std::vector<Deadline> heap;     // min-heap by time; stale entries skipped
+
+  void copy(void* dst, const void* src, size_t n) const { cfg.copy(dst, src, n); }
+
+  // lookup
+  Qp* qp(Qpn qpn);
+  const Mr* mr(uint32_t key) const;
+
+  // scheduling
+  void make_ready(Qp& q);
+  void want_ack(Qp& q);
+  void reschedule(Qp& q);
+
+  // completions / errors
+  void complete(Qp& q, CqId cq, const Completion& c);
+  /// Moves q to ERROR: the WQE `culprit` (an sq_ sequence number, or the
+  /// oldest when kNone) completes with `cause`, every other WR with
+  /// WR_FLUSH_ERR; emits kQpFatal.
+  void fail_qp(Qp& q, WcStatus cause, uint64_t culprit = UINT64_MAX);
+
+  // sender (sender.cc)
+  Status<Error> post_send(Qp& q, const SendWr& wr);
+  bool has_data(const Qp& q, Time now) const;
+  std::optional<Transmit> send_data(Qp& q, Time now, std::span<uint8_t> buf);
+  void on_ack(Qp& q, Time now, const wire::Packet& p);
+  void on_nack(Qp& q, Time now, const wire::Packet& p);
+  void sender_timeout(Qp& q, Time now);
+  void complete_sends(Qp& q);
+  void read_response_done(Qp& q, uint32_t msn);
+  void queue_read_response(Qp& q, const Action& a);
+  void list_remove(Qp& q, uint32_t psn);
+  void list_append(Qp& q, uint32_t psn);
+  void mark_lost(Qp& q, uint32_t psn, Time not_before);
+  void ack_psn(Qp& q, uint32_t psn, bool* progress);
+  void ack_through(Qp& q, uint32_t cum, bool* progress);
+  void detect_losses(Qp& q, Time now);
+  void after_acks(Qp& q, Time now, bool progress);
+  void arm_rto(Qp& q);
+  uint16_t pick_path(Qp& q, int avoid);
+
+  // receiver (receiver.cc)
+  void on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p);
+  void receiver_timeout(Qp& q, Time now);
+  size_t build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path);
+  void nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r);
+  void run_action(Qp& q, Action& a);
+};
+
+}  // namespace mrc::engine

@@ -1,0 +1,233 @@
+// Receiver (responder) half of a QP: check each data packet against the QP
+// and the memory it names, place its payload at once (no reorder buffer),
+// mark it in the scoreboard, run in-order work as the cumulative PSN moves,
+// and ACK/SACK/NACK.
+#include <algorithm>
+
+#include "engine/internal.h"
+
+namespace mrc::engine {
+
+void Core::nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r) {
+  ++q.stats.tx_nacks;
+  if (ctrl.size() >= 4 * 4096) return;  // the sender's timeout covers a NACK we could not queue
+  Control c;
+  c.kind = wire::Kind::kNack;
+  c.qpn = q.qpn;
+  c.path = Path{p.common.ev, rx.plane};
+  c.nack.cum_psn = q.sb.cum();
+  c.nack.nack_psn = p.common.psn;
+  c.nack.echo_ev = p.common.ev;
+  c.nack.echo_ts = p.common.ts;
+  c.nack.reason = r;
+  ctrl.push_back(c);
+}
+
+void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
+  auto drop = [&](Drop d) { ++stats.drops[static_cast<size_t>(d)]; };
+  const wire::CommonHeader& h = p.common;
+  const wire::DataHeader& d = p.data;
+  if (p.trimmed) {
+    drop(Drop::kTrimmed);
+    nack(q, p, rx,
+         (h.net_flags & wire::net_flag::kTrimmedLastHop) ? wire::NackReason::kTrimmedLastHop
+                                                          : wire::NackReason::kTrimmed);
+    return;
+  }
+  const int32_t ahead = psn_diff(h.psn, q.sb.cum());
+  if (ahead < 0 || q.sb.received(h.psn)) {
+    drop(Drop::kDuplicate);
+    q.ack_path = Path{h.ev, rx.plane};
+    want_ack(q);  // the sender may have missed our ACK
+    return;
+  }
+  if (static_cast<uint32_t>(ahead) >= q.sb.window()) {
+    drop(Drop::kPsnOutOfWindow);
+    nack(q, p, rx, wire::NackReason::kPsnOutOfWindow);
+    return;
+  }
+  if (uint64_t{d.offset} + d.payload_len > d.msg_len) {
+    drop(Drop::kRemoteAccess);
+    nack(q, p, rx, wire::NackReason::kRemoteInvalid);
+    return;
+  }
+  const bool last = h.flags & wire::flag::kLast;
+  Action act;
+  act.psn = h.psn;
+  act.msn = d.msn;
+  act.imm = d.imm;
+  act.len = d.msg_len;
+  act.solicited = h.flags & wire::flag::kSolicited;
+
+  switch (h.kind) {
+    case wire::Kind::kWrite:
+    case wire::Kind::kWriteImm: {
+      if (d.msg_len > 0) {
+        const Mr* m = mr(d.rkey);
+        if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) {
+          drop(Drop::kRemoteAccess);
+          nack(q, p, rx, wire::NackReason::kRemoteAccess);
+          return;
+        }
+        if (h.kind == wire::Kind::kWriteImm && last &&
+            psn_diff(d.msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) >= 0) {
+          drop(Drop::kNoReceive);
+          nack(q, p, rx, wire::NackReason::kNoResource);
+          return;
+        }
+        copy(m->at(d.addr + d.offset), p.payload.data(), d.payload_len);
+      } else if (h.kind == wire::Kind::kWriteImm &&
+                 psn_diff(d.msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) >= 0) {
+        drop(Drop::kNoReceive);
+        nack(q, p, rx, wire::NackReason::kNoResource);
+        return;
+      }
+      if (h.kind == wire::Kind::kWriteImm) act.kind = Action::kWriteImm;
+      break;
+    }
+    case wire::Kind::kSend:
+    case wire::Kind::kSendImm: {
+      const int32_t idx = psn_diff(d.msn, q.rq_base_msn);
+      if (idx < 0) {  // its receive already completed: a forged or corrupt MSN
+        drop(Drop::kDuplicate);
+        return;
+      }
+      if (static_cast<uint64_t>(idx) >= q.rq.size()) {
+        drop(Drop::kNoReceive);
+        nack(q, p, rx, wire::NackReason::kNoResource);
+        return;
+      }
+      const RecvWqe& r = q.rq.at(q.rq.head() + static_cast<uint64_t>(idx));
+      if (d.msg_len > r.capacity) {
+        drop(Drop::kRemoteAccess);
+        nack(q, p, rx, wire::NackReason::kRemoteInvalid);
+        return;
+      }
+      if (d.payload_len) sg_copy_in(r.sg, d.offset, p.payload.data(), d.payload_len, cfg.copy);
+      act.kind = h.kind == wire::Kind::kSendImm ? Action::kRecvImm : Action::kRecv;
+      break;
+    }
+    case wire::Kind::kReadReq: {
+      if (d.msg_len > 0) {
+        const Mr* m = mr(d.rkey);
+        if (!m || !(m->access & access::kRemoteRead) || !m->covers(d.addr, d.msg_len)) {
+          drop(Drop::kRemoteAccess);
+          nack(q, p, rx, wire::NackReason::kRemoteAccess);
+          return;
+        }
+      }
+      if (q.pending_reads >= kMaxReadResponses) {
+        drop(Drop::kNoReceive);
+        nack(q, p, rx, wire::NackReason::kNoResource);
+        return;
+      }
+      ++q.pending_reads;
+      act.kind = Action::kReadReq;
+      act.addr = d.addr;
+      act.rkey = d.rkey;
+      break;
+    }
+    case wire::Kind::kReadResp: {
+      const int32_t idx = psn_diff(d.msn, q.reads_base_msn);
+      if (idx < 0 || static_cast<size_t>(idx) >= q.reads.size()) {
+        drop(Drop::kBadAck);
+        return;
+      }
+      const SendWqe& w = q.sq.at(q.reads[static_cast<size_t>(idx)]);
+      if (d.msg_len != w.len) {
+        drop(Drop::kBadAck);
+        return;
+      }
+      if (d.payload_len) sg_copy_in(w.sg, d.offset, p.payload.data(), d.payload_len, cfg.copy);
+      act.kind = Action::kReadResp;
+      break;
+    }
+    default: return;
+  }
+
+  (void)q.sb.mark(h.psn);
+  ++q.stats.rx_data_packets;
+  q.stats.rx_payload_bytes += d.payload_len;
+  if (last && act.kind != Action::kNone) q.acts[h.psn & (q.acts.size() - 1)] = act;
+  q.sb.advance([&](uint32_t psn) {
+    Action& a = q.acts[psn & (q.acts.size() - 1)];
+    if (a.kind != Action::kNone) {
+      run_action(q, a);
+      a.kind = Action::kNone;
+    }
+  });
+
+  // ACK policy: at once on a hole, on request or every ack_every packets; else delayed.
+  if (q.unacked == 0) q.last_rx.ack_flags = 0;
+  ++q.unacked;
+  q.last_rx.echo_ev = h.ev;
+  q.last_rx.echo_psn = h.psn;
+  q.last_rx.echo_ts = h.ts;
+  if (rx.ecn_ce) q.last_rx.ack_flags |= wire::ack_flag::kEcnEcho;
+  q.last_rx_at = now;
+  q.ack_path = Path{h.ev, rx.plane};
+  if ((h.flags & wire::flag::kAckReq) || q.sb.has_holes() || q.unacked >= cfg.ack_every) {
+    want_ack(q);
+  } else if (q.timers.at(Timer::kAck) == kNever) {
+    q.timers.set(Timer::kAck, now + cfg.ack_delay);
+  }
+}
+
+void Core::run_action(Qp& q, Action& a) {
+  switch (a.kind) {
+    case Action::kRecv:
+    case Action::kRecvImm:
+    case Action::kWriteImm: {
+      if (q.rq.empty() || a.msn != q.rq_base_msn) return;  // cannot happen with an honest peer
+      const RecvWqe& r = q.rq.at(q.rq.head());
+      Completion c;
+      c.wr_id = r.wr_id;
+      c.opcode = a.kind == Action::kWriteImm ? WcOpcode::kRecvWriteImm : WcOpcode::kRecv;
+      c.qpn = q.qpn;
+      c.byte_len = a.len;
+      c.has_imm = a.kind != Action::kRecv;
+      c.imm = a.imm;
+      c.solicited = a.solicited;
+      q.rq.pop();
+      ++q.rq_base_msn;
+      complete(q, q.init.recv_cq, c);
+      break;
+    }
+    case Action::kReadReq: queue_read_response(q, a); break;
+    case Action::kReadResp: read_response_done(q, a.msn); break;
+    case Action::kNone: break;
+  }
+}
+
+void Core::receiver_timeout(Qp& q, Time now) {
+  if (q.timers.expired(Timer::kAck, now)) {
+    q.timers.cancel(Timer::kAck);
+    if (q.unacked > 0) want_ack(q);
+  }
+}
+
+size_t Core::build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path) {
+  wire::Packet pk;
+  pk.common.kind = wire::Kind::kAck;
+  pk.common.dst_qpn = q.attr.dest_qpn;
+  pk.common.token = q.attr.remote_token;
+  pk.common.ev = q.ack_path.ev;
+  pk.common.ts = static_cast<uint64_t>(now.count());
+  wire::AckHeader& a = pk.ack;
+  a = q.last_rx;
+  a.cum_psn = q.sb.cum();
+  const int32_t ahead = psn_diff(a.echo_psn, a.cum_psn);
+  a.sack_base = ahead < static_cast<int32_t>(wire::kSackBits)
+                    ? a.cum_psn
+                    : a.echo_psn - (wire::kSackBits - 1);
+  a.sack = q.sb.sack(a.sack_base);
+  a.ack_delay_ns = q.unacked ? static_cast<uint32_t>(std::min<int64_t>((now - q.last_rx_at).count(), UINT32_MAX)) : 0;
+  q.unacked = 0;
+  q.last_rx.ack_flags = 0;
+  q.timers.cancel(Timer::kAck);
+  ++q.stats.tx_acks;
+  *path = q.ack_path;
+  return wire::encode_header(pk, {}, buf);
+}
+
+}  // namespace mrc::engine

@@ -1,0 +1,35 @@
+// Retransmission timeout and retry budget with OCP MRC / verbs semantics.
+// Threading: plain value type.
+//
+// The QP's `timeout` attribute t gives the base ack timeout 1.024 us x 2^t
+// (verbs: t = 0 means wait forever). Consecutive timeouts without progress
+// are counted: the first `linear` retries wait the base timeout, the next
+// `exp` retries double it each time (capped at 2^31 x 1.024 us). After
+// linear + exp retries the QP fails with RETRY_EXC_ERR, except exp == 25,
+// which means retry forever (OCP MRC). Any progress (a newly acknowledged
+// packet) resets the count.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/types.h"
+
+namespace mrc::engine {
+
+inline constexpr uint8_t kRetryForever = 25;  // retry_cnt_exp value meaning "never give up"
+
+struct RetryPolicy {
+  uint8_t timeout = 14;      // exponent t
+  uint8_t linear = 7;        // retries at the base timeout (0..7)
+  uint8_t exp = 0;           // retries with doubling timeout (0..25)
+
+  /// 1.024 us x 2^timeout; kNever for timeout 0.
+  Duration base() const;
+  /// Timeout to wait before retry number `retries + 1`, after `retries`
+  /// consecutive timeouts so far.
+  Duration rto(uint32_t retries) const;
+  /// True when `retries` consecutive timeouts exceed the budget.
+  bool exhausted(uint32_t retries) const;
+};
+
+}  // namespace mrc::engine

@@ -1,0 +1,504 @@
+// Sender (requester) half of a QP: packetize WQEs, spray them over the QP's
+// paths, process ACK/SACK/NACK, detect loss (RACK + RTO), resend on another
+// path, complete WQEs in posting order.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "engine/internal.h"
+
+namespace mrc::engine {
+
+namespace {
+
+wire::Kind wire_kind(const SendWqe& w) {
+  if (w.is_read_resp) return wire::Kind::kReadResp;
+  switch (w.op) {
+    case Opcode::kWrite: return wire::Kind::kWrite;
+    case Opcode::kWriteImm: return wire::Kind::kWriteImm;
+    case Opcode::kSend: return wire::Kind::kSend;
+    case Opcode::kSendImm: return wire::Kind::kSendImm;
+    case Opcode::kRead: return wire::Kind::kReadReq;
+  }
+  return wire::Kind::kWrite;
+}
+
+WcOpcode wc_opcode(Opcode op) {
+  switch (op) {
+    case Opcode::kWrite:
+    case Opcode::kWriteImm: return WcOpcode::kWrite;
+    case Opcode::kSend:
+    case Opcode::kSendImm: return WcOpcode::kSend;
+    case Opcode::kRead: return WcOpcode::kRead;
+  }
+  return WcOpcode::kSend;
+}
+
+bool fatal_reason(wire::NackReason r) {
+  return r == wire::NackReason::kRemoteAccess || r == wire::NackReason::kRemoteInvalid ||
+         r == wire::NackReason::kRemoteOperation;
+}
+
+}  // namespace
+
+Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
+  if (q.state == QpState::kReset || q.state == QpState::kInit || q.state == QpState::kRtr)
+    return Err{Error::kBadState};
+  if (q.sq.full()) return Err{Error::kQueueFull};
+  if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
+  if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(Opcode::kRead))
+    return Err{Error::kInvalidArgument};
+  uint64_t len = 0;
+  for (const Sge& s : wr.sg) len += s.length;
+  if (len > kMaxMessage) return Err{Error::kTooLarge};
+  const bool is_inline = wr.inline_data && wr.opcode != Opcode::kRead;
+  if (is_inline && len > kMaxInline) return Err{Error::kTooLarge};
+
+  SendWqe& w = q.sq.at(q.sq.tail());
+  w.sg.clear();
+  w.inline_buf.clear();
+  if (is_inline) {
+    for (const Sge& s : wr.sg) {
+      const auto* p = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(s.addr));
+      w.inline_buf.insert(w.inline_buf.end(), p, p + s.length);
+    }
+  } else {
+    const uint32_t need = wr.opcode == Opcode::kRead ? access::kLocalWrite : 0;
+    for (const Sge& s : wr.sg) {
+      if (s.length == 0) continue;
+      const Mr* m = mr(s.lkey);
+      if (!m || !m->covers(s.addr, s.length) || (m->access & need) != need)
+        return Err{Error::kLocalAccess};
+      w.sg.push_back(Seg{m->at(s.addr), s.length});
+    }
+  }
+  w.wr_id = wr.wr_id;
+  w.op = wr.opcode;
+  w.signaled = wr.signaled || q.init.sq_sig_all;
+  w.solicited = wr.solicited;
+  w.is_read_resp = false;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.imm = wr.imm;
+  w.len = len;
+  w.npkts = wr.opcode == Opcode::kRead
+                ? 1
+                : std::max<uint32_t>(1, static_cast<uint32_t>((len + q.attr.mtu - 1) / q.attr.mtu));
+  w.sent = w.acked = 0;
+  w.read_done = false;
+  w.status = WcStatus::kSuccess;
+  w.msn = 0;
+  switch (wr.opcode) {
+    case Opcode::kSend:
+    case Opcode::kSendImm:
+    case Opcode::kWriteImm: w.msn = q.next_recv_msn++; break;
+    case Opcode::kRead:
+      w.msn = q.next_read_msn++;
+      q.reads.push_back(q.sq.tail());
+      break;
+    case Opcode::kWrite: break;
+  }
+  q.sq.push();
+  if (q.state == QpState::kError) {
+    fail_qp(q, WcStatus::kWrFlushErr);
+    return {};
+  }
+  make_ready(q);
+  return {};
+}
+
+bool Core::has_data(const Qp& q, Time now) const {
+  if (q.state != QpState::kRts) return false;
+  for (uint32_t psn : q.retx) {
+    const TxPkt& p = q.tx[psn & q.tx_mask];
+    if (p.state == TxPkt::kLost) return p.not_before <= now;
+  }
+  if (q.inflight() >= q.attr.max_psn_range) return false;
+  return q.pkt_rsp != q.rsp.tail() || q.pkt_wqe != q.sq.tail();
+}
+
+uint16_t Core::pick_path(Qp& q, int avoid) {
+  const auto n = static_cast<uint32_t>(q.attr.paths.size());
+  uint32_t i = q.next_path++ % n;
+  if (static_cast<int>(i) == avoid && n > 1) i = q.next_path++ % n;
+  return static_cast<uint16_t>(i);
+}
+
+void Core::list_append(Qp& q, uint32_t psn) {
+  TxPkt& p = q.pkt(psn);
+  p.prev = q.list_tail;
+  p.next = kNone;
+  if (q.list_tail != kNone) q.pkt(q.list_tail).next = psn;
+  else q.list_head = psn;
+  q.list_tail = psn;
+}
+
+void Core::list_remove(Qp& q, uint32_t psn) {
+  TxPkt& p = q.pkt(psn);
+  if (p.prev != kNone) q.pkt(p.prev).next = p.next;
+  else q.list_head = p.next;
+  if (p.next != kNone) q.pkt(p.next).prev = p.prev;
+  else q.list_tail = p.prev;
+  p.prev = p.next = kNone;
+}
+
+std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf) {
+  uint32_t psn = kNone;
+  bool retransmit = false;
+  // Resends first, on a different path than last time.
+  while (!q.retx.empty()) {
+    TxPkt& p = q.pkt(q.retx.front());
+    if (p.state != TxPkt::kLost) {
+      q.retx.pop_front();
+      continue;
+    }
+    if (p.not_before > now) {
+      q.timers.set(Timer::kRnr, p.not_before);
+      break;
+    }
+    psn = q.retx.front();
+    q.retx.pop_front();
+    retransmit = true;
+    break;
+  }
+  if (psn == kNone) {
+    if (q.inflight() >= q.attr.max_psn_range) return std::nullopt;
+    const bool from_rsp = q.pkt_rsp != q.rsp.tail();
+    if (!from_rsp && q.pkt_wqe == q.sq.tail()) return std::nullopt;
+    uint64_t& cursor = from_rsp ? q.pkt_rsp : q.pkt_wqe;
+    SendWqe& w = from_rsp ? q.rsp.at(cursor) : q.sq.at(cursor);
+    psn = q.snd_nxt++;
+    TxPkt& p = q.pkt(psn);
+    p.wqe = cursor;
+    p.rsp = from_rsp;
+    p.offset = w.sent * q.attr.mtu;
+    p.len = w.op == Opcode::kRead && !w.is_read_resp
+                ? 0
+                : static_cast<uint16_t>(std::min<uint64_t>(q.attr.mtu, w.len - p.offset));
+    p.first = w.sent == 0;
+    p.last = w.sent + 1 == w.npkts;
+    p.tx_count = 0;
+    p.not_before = Time{0};
+    p.path = pick_path(q, -1);
+    if (p.first) w.first_psn = psn;
+    if (++w.sent == w.npkts) ++cursor;
+    ++q.stats.tx_data_packets;
+    q.stats.tx_payload_bytes += p.len;
+  } else {
+    TxPkt& p = q.pkt(psn);
+    p.path = pick_path(q, p.path);
+    ++q.stats.tx_retransmits;
+  }
+
+  TxPkt& p = q.pkt(psn);
+  const SendWqe& w = p.rsp ? q.rsp.at(p.wqe) : q.sq.at(p.wqe);
+  p.state = TxPkt::kInFlight;
+  p.sent = now;
+  p.xseq = q.xseq_next++;
+  ++p.tx_count;
+  list_append(q, psn);
+  const Path path = q.attr.paths[p.path];
+  PathStats& ps = q.path_stats[p.path];
+  ++ps.tx_packets;
+  ps.tx_bytes += p.len;
+
+  wire::Packet pk;
+  pk.common.kind = wire_kind(w);
+  pk.common.flags = (p.first ? wire::flag::kFirst : 0) | (p.last ? wire::flag::kLast | wire::flag::kAckReq : 0) |
+                    (retransmit ? wire::flag::kRetransmit : 0) |
+                    (cfg.payload_crc ? wire::flag::kPayloadCrc : 0) |
+                    (p.last && w.solicited ? wire::flag::kSolicited : 0);
+  pk.common.dst_qpn = q.attr.dest_qpn;
+  pk.common.token = q.attr.remote_token;
+  pk.common.ev = path.ev;
+  pk.common.psn = psn;
+  pk.common.ts = static_cast<uint64_t>(now.count());
+  pk.data.addr = w.remote_addr;
+  pk.data.rkey = w.rkey;
+  pk.data.msn = w.msn;
+  pk.data.offset = p.offset;
+  pk.data.msg_len = static_cast<uint32_t>(w.len);
+  pk.data.imm = w.imm;
+  pk.data.payload_len = p.len;
+  pk.data.src_qpn = q.qpn;
+
+  std::span<const uint8_t> payload;
+  if (p.len > 0) {
+    if (!w.inline_buf.empty()) {
+      payload = std::span<const uint8_t>(w.inline_buf).subspan(p.offset, p.len);
+    } else {
+      payload = sg_contiguous(w.sg, p.offset, p.len);
+      if (payload.empty()) {  // crosses SGEs: gather after the header
+        uint8_t* dst = buf.data() + wire::kDataHeaderSize;
+        sg_copy_out(w.sg, p.offset, dst, p.len, cfg.copy);
+        payload = {dst, p.len};
+      }
+    }
+  }
+  const size_t hl = wire::encode_header(pk, payload, buf);
+  arm_rto(q);
+  return Transmit{q.attr.peer, path, hl, payload};
+}
+
+void Core::arm_rto(Qp& q) {
+  if (q.list_head == kNone) {
+    q.timers.cancel(Timer::kRto);
+    return;
+  }
+  const Duration rto = q.rto();
+  if (rto == kNever) {
+    q.timers.cancel(Timer::kRto);
+    return;
+  }
+  q.timers.set(Timer::kRto, q.pkt(q.list_head).sent + rto);
+}
+
+void Core::mark_lost(Qp& q, uint32_t psn, Time not_before) {
+  TxPkt& p = q.pkt(psn);
+  if (p.state == TxPkt::kInFlight) {
+    list_remove(q, psn);
+    p.state = TxPkt::kLost;
+    ++q.path_stats[p.path].lost;
+    q.retx.push_back(psn);
+  }
+  p.not_before = std::max(p.not_before, not_before);
+}
+
+void Core::ack_psn(Qp& q, uint32_t psn, bool* progress) {
+  TxPkt& p = q.pkt(psn);
+  if (p.state != TxPkt::kInFlight && p.state != TxPkt::kLost) return;
+  if (p.state == TxPkt::kInFlight) list_remove(q, psn);
+  p.state = TxPkt::kAcked;
+  SendWqe& w = p.rsp ? q.rsp.at(p.wqe) : q.sq.at(p.wqe);
+  ++w.acked;
+  ++q.path_stats[p.path].acked;
+  if (p.xseq > q.rack_xseq) q.rack_xseq = p.xseq;
+  *progress = true;
+}
+
+void Core::ack_through(Qp& q, uint32_t cum, bool* progress) {
+  // PSNs below snd_una are already freed.
+  while (psn_diff(cum, q.snd_una) > 0) {
+    ack_psn(q, q.snd_una, progress);
+    q.pkt(q.snd_una).state = TxPkt::kFree;
+    ++q.snd_una;
+  }
+}
+
+void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
+  const wire::AckHeader& a = pk.ack;
+  if (psn_diff(a.cum_psn, q.snd_nxt) > 0) {
+    ++stats.drops[static_cast<size_t>(Drop::kBadAck)];
+    return;
+  }
+  ++q.stats.rx_acks;
+  // Which path the echoed packet went on: its record is still in the ring.
+  int echo_path = -1;
+  if (psn_diff(q.snd_nxt, a.echo_psn) > 0 && psn_diff(q.snd_nxt, a.echo_psn) <= static_cast<int32_t>(q.tx_mask + 1)) {
+    const TxPkt& e = q.pkt(a.echo_psn);
+    if (e.path < q.attr.paths.size() && q.attr.paths[e.path].ev == a.echo_ev) echo_path = e.path;
+  }
+  bool progress = false;
+  ack_through(q, a.cum_psn, &progress);
+  for (size_t k = 0; k < a.sack.size(); ++k) {
+    uint64_t bits = a.sack[k];
+    while (bits) {
+      const int b = std::countr_zero(bits);
+      bits &= bits - 1;
+      const uint32_t psn = a.sack_base + static_cast<uint32_t>(64 * k + b);
+      if (psn_diff(psn, q.snd_una) >= 0 && psn_diff(psn, q.snd_nxt) < 0) ack_psn(q, psn, &progress);
+    }
+  }
+  while (q.snd_una != q.snd_nxt && q.pkt(q.snd_una).state == TxPkt::kAcked) {
+    q.pkt(q.snd_una).state = TxPkt::kFree;
+    ++q.snd_una;
+  }
+
+  // RTT from the echoed timestamp, minus the time the receiver held the ACK.
+  const auto echo = Time{static_cast<int64_t>(a.echo_ts)};
+  if (a.echo_ts != 0 && echo <= now) {
+    Duration rtt = now - echo - Duration{a.ack_delay_ns};
+    if (rtt <= Duration{0}) rtt = now - echo;
+    ++q.stats.rtt_samples;
+    if (q.srtt == Duration{0}) {
+      q.srtt = rtt;
+      q.rttvar = rtt / 2;
+      q.min_rtt = rtt;
+    } else {
+      const Duration err = rtt > q.srtt ? rtt - q.srtt : q.srtt - rtt;
+      q.rttvar = (3 * q.rttvar + err) / 4;
+      q.srtt = (7 * q.srtt + rtt) / 8;
+      q.min_rtt = std::min(q.min_rtt, rtt);
+    }
+    q.stats.srtt_ns = static_cast<uint64_t>(q.srtt.count());
+    q.stats.min_rtt_ns = static_cast<uint64_t>(q.min_rtt.count());
+    if (echo_path >= 0) q.path_stats[echo_path].rtt_ns = static_cast<uint64_t>(rtt.count());
+  }
+  if (echo_path >= 0 && (a.ack_flags & wire::ack_flag::kEcnEcho)) ++q.path_stats[echo_path].ecn_marks;
+  after_acks(q, now, progress);
+}
+
+void Core::after_acks(Qp& q, Time now, bool progress) {
+  if (progress) {
+    q.rto_retries = 0;
+    q.rnr_retries = 0;
+  }
+  detect_losses(q, now);
+  complete_sends(q);
+  arm_rto(q);
+  if (has_data(q, now)) make_ready(q);
+}
+
+void Core::detect_losses(Qp& q, Time now) {
+  // RACK (RFC 8985): a packet sent before one that was delivered is lost once
+  // it is older than an RTT plus a reorder window.
+  q.timers.cancel(Timer::kRack);
+  const Duration reo = std::max(q.min_rtt / 4, Duration{2000});
+  while (q.list_head != kNone) {
+    const uint32_t psn = q.list_head;
+    const TxPkt& p = q.pkt(psn);
+    if (p.xseq >= q.rack_xseq) break;
+    const Time deadline = p.sent + q.srtt + reo;
+    if (deadline > now) {
+      q.timers.set(Timer::kRack, deadline);
+      break;
+    }
+    ++q.stats.fast_losses;
+    mark_lost(q, psn, now);
+  }
+}
+
+void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
+  const wire::NackHeader& n = pk.nack;
+  if (psn_diff(n.nack_psn, q.snd_nxt) >= 0 || psn_diff(n.cum_psn, q.snd_nxt) > 0) {
+    ++stats.drops[static_cast<size_t>(Drop::kBadAck)];
+    return;
+  }
+  ++q.stats.rx_nacks;
+  bool progress = false;
+  ack_through(q, n.cum_psn, &progress);
+  const bool in_flight = psn_diff(n.nack_psn, q.snd_una) >= 0;
+  TxPkt* p = in_flight ? &q.pkt(n.nack_psn) : nullptr;
+  if (p && p->state != TxPkt::kInFlight && p->state != TxPkt::kLost) p = nullptr;
+
+  if (fatal_reason(n.reason)) {
+    // Also honoured for a PSN already acked: a READ refused after it was accepted.
+    const WcStatus st = n.reason == wire::NackReason::kRemoteAccess    ? WcStatus::kRemAccessErr
+                        : n.reason == wire::NackReason::kRemoteInvalid ? WcStatus::kRemInvReqErr
+                                                                       : WcStatus::kRemOpErr;
+    uint64_t culprit = UINT64_MAX;
+    if (p && !p->rsp) culprit = p->wqe;
+    fail_qp(q, st, culprit);
+    return;
+  }
+  switch (n.reason) {
+    case wire::NackReason::kTrimmed:
+    case wire::NackReason::kTrimmedLastHop:
+      if (p) {
+        ++q.path_stats[p->path].trims;
+        mark_lost(q, n.nack_psn, now);
+      }
+      break;
+    case wire::NackReason::kNoResource:
+      ++q.stats.rnr_naks;
+      if (!p) break;
+      if (q.attr.rnr_retry != 7 && ++q.rnr_retries > q.attr.rnr_retry) {
+        fail_qp(q, WcStatus::kRnrRetryExcErr, p->rsp ? UINT64_MAX : p->wqe);
+        return;
+      }
+      mark_lost(q, n.nack_psn, now + cfg.rnr_delay);
+      q.timers.set(Timer::kRnr, now + cfg.rnr_delay);
+      break;
+    case wire::NackReason::kPsnOutOfWindow:
+    case wire::NackReason::kNoPktBuffer:
+    case wire::NackReason::kNoBitmap:
+      if (p) mark_lost(q, n.nack_psn, now + std::max(q.srtt, Duration{1000}));
+      break;
+    default: ++stats.drops[static_cast<size_t>(Drop::kBadAck)]; return;
+  }
+  after_acks(q, now, progress);
+}
+
+void Core::sender_timeout(Qp& q, Time now) {
+  if (q.state != QpState::kRts && q.state != QpState::kSqd) return;
+  if (q.timers.expired(Timer::kRnr, now)) {
+    q.timers.cancel(Timer::kRnr);
+    make_ready(q);
+  }
+  if (q.timers.expired(Timer::kRack, now)) detect_losses(q, now);
+  if (q.timers.expired(Timer::kRto, now) && q.list_head != kNone) {
+    const Duration rto = q.rto();
+    if (q.pkt(q.list_head).sent + rto <= now) {
+      ++q.stats.rto_fired;
+      ++q.rto_retries;
+      if (q.retry.exhausted(q.rto_retries)) {
+        fail_qp(q, WcStatus::kRetryExcErr);
+        return;
+      }
+      // Everything out longer than the timeout is lost; resend it elsewhere.
+      while (q.list_head != kNone && q.pkt(q.list_head).sent + rto <= now)
+        mark_lost(q, q.list_head, now);
+    }
+  }
+  arm_rto(q);
+  if (has_data(q, now)) make_ready(q);
+}
+
+void Core::complete_sends(Qp& q) {
+  while (!q.sq.empty() && q.sq.head() != q.pkt_wqe) {
+    SendWqe& w = q.sq.at(q.sq.head());
+    if (w.acked < w.npkts) break;
+    if (w.op == Opcode::kRead && !w.read_done) break;
+    if (w.signaled) {
+      Completion c;
+      c.wr_id = w.wr_id;
+      c.opcode = wc_opcode(w.op);
+      c.qpn = q.qpn;
+      c.byte_len = static_cast<uint32_t>(w.len);
+      complete(q, q.init.send_cq, c);
+    }
+    q.sq.pop();
+  }
+  while (!q.rsp.empty() && q.rsp.head() != q.pkt_rsp) {
+    SendWqe& w = q.rsp.at(q.rsp.head());
+    if (w.acked < w.npkts) break;
+    q.rsp.pop();
+    --q.pending_reads;
+  }
+}
+
+void Core::read_response_done(Qp& q, uint32_t msn) {
+  if (q.reads.empty() || msn != q.reads_base_msn) return;
+  q.sq.at(q.reads.front()).read_done = true;
+  q.reads.pop_front();
+  ++q.reads_base_msn;
+  complete_sends(q);
+}
+
+void Core::queue_read_response(Qp& q, const Action& a) {
+  const Mr* m = a.len ? mr(a.rkey) : nullptr;
+  if (a.len && (!m || !m->covers(a.addr, a.len) || !(m->access & access::kRemoteRead))) {
+    // The MR went away between the request and its turn.
+    --q.pending_reads;
+    Control c;
+    c.kind = wire::Kind::kNack;
+    c.qpn = q.qpn;
+    c.path = q.ack_path;
+    c.nack.cum_psn = q.sb.cum();
+    c.nack.nack_psn = a.psn;
+    c.nack.reason = wire::NackReason::kRemoteAccess;
+    ctrl.push_back(c);
+    return;
+  }
+  SendWqe& w = q.rsp.push();
+  w = SendWqe{};
+  w.is_read_resp = true;
+  w.op = Opcode::kRead;
+  w.msn = a.msn;
+  w.len = a.len;
+  if (a.len) w.sg.push_back(Seg{m->at(a.addr), a.len});
+  w.npkts = std::max<uint32_t>(1, (a.len + q.attr.mtu - 1) / q.attr.mtu);
+  make_ready(q);
+}
+
+}  // namespace mrc::engine

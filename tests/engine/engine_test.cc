@@ -1,0 +1,482 @@
+// Engine behaviour over a back-to-back loop: operations, ordering,
+// reliability, protection, spoofing, errors.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "loop.h"
+
+namespace mrc::engine {
+namespace {
+
+using testing::Loop;
+using testing::peek;
+using namespace std::chrono_literals;
+
+void fill(std::vector<uint8_t>& m, uint64_t off, uint32_t len, uint32_t seed) {
+  for (uint32_t i = 0; i < len; ++i) m[off + i] = static_cast<uint8_t>((i * 131 + seed * 7) ^ (i >> 8));
+}
+bool same(const std::vector<uint8_t>& x, uint64_t xo, const std::vector<uint8_t>& y, uint64_t yo,
+          uint32_t len) {
+  return std::equal(x.begin() + xo, x.begin() + xo + len, y.begin() + yo);
+}
+
+TEST(Engine, Write_PlacesEveryByteAndCompletes) {
+  Loop l;
+  fill(l.a.mem, 0, 100000, 1);
+  l.post_write(l.a, 7, 0, 100000, 4096);
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].wr_id, 7u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kWrite);
+  EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 4096, 100000));
+  EXPECT_EQ(l.b.mem[4095], 2);  // untouched around it
+  EXPECT_EQ(l.b.mem[4096 + 100000], 2);
+  EXPECT_TRUE(l.poll(l.b).empty());  // plain WRITE consumes no receive
+}
+
+TEST(Engine, Write_SpraysOverEveryPath) {
+  Loop l;
+  l.post_write(l.a, 1, 0, 64 * 4096, 0);
+  l.run();
+  auto ps = l.a.eng.path_stats(l.a.qpn);
+  ASSERT_EQ(ps.size(), 4u);
+  for (const auto& p : ps) EXPECT_EQ(p.tx_packets, 16u);
+}
+
+TEST(Engine, WriteImm_ConsumesReceiveWithImmediate) {
+  Loop l;
+  l.post_recv(l.b, 55, 0, 0);
+  fill(l.a.mem, 0, 5000, 3);
+  l.post_write(l.a, 1, 0, 5000, 8192, Opcode::kWriteImm, 0xdeadbeef);
+  l.run();
+  auto rc = l.poll(l.b);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].wr_id, 55u);
+  EXPECT_EQ(rc[0].opcode, WcOpcode::kRecvWriteImm);
+  EXPECT_TRUE(rc[0].has_imm);
+  EXPECT_EQ(rc[0].imm, 0xdeadbeefu);
+  EXPECT_EQ(rc[0].byte_len, 5000u);
+  EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 8192, 5000));
+}
+
+TEST(Engine, SendRecv_ScattersIntoPostedReceivesInOrder) {
+  Loop l;
+  for (int i = 0; i < 3; ++i) l.post_recv(l.b, 100 + i, 100000 * i, 100000);
+  fill(l.a.mem, 0, 300000, 9);
+  const uint32_t lens[] = {0, 1, 99999};
+  uint64_t off = 0;
+  for (int i = 0; i < 3; ++i) {
+    l.post_write(l.a, i, off, lens[i], 0, i == 2 ? Opcode::kSendImm : Opcode::kSend, 42);
+    off += lens[i];
+  }
+  l.run();
+  auto rc = l.poll(l.b);
+  ASSERT_EQ(rc.size(), 3u);
+  off = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(rc[i].wr_id, 100u + i);
+    EXPECT_EQ(rc[i].opcode, WcOpcode::kRecv);
+    EXPECT_EQ(rc[i].byte_len, lens[i]);
+    EXPECT_EQ(rc[i].has_imm, i == 2);
+    EXPECT_TRUE(same(l.a.mem, off, l.b.mem, 100000 * i, lens[i]));
+    off += lens[i];
+  }
+  EXPECT_EQ(l.poll(l.a).size(), 3u);
+}
+
+TEST(Engine, Send_WithoutReceiveWaitsForOneThenDelivers) {
+  Loop l;
+  fill(l.a.mem, 0, 10000, 4);
+  l.post_write(l.a, 1, 0, 10000, 0, Opcode::kSend);
+  l.run(1ms);
+  EXPECT_TRUE(l.poll(l.a).empty());
+  EXPECT_GT(l.a.eng.qp_stats(l.a.qpn)->rnr_naks, 0u);
+  l.post_recv(l.b, 9, 0, 10000);
+  l.run();
+  ASSERT_EQ(l.poll(l.b).size(), 1u);
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 0, 10000));
+}
+
+TEST(Engine, Send_LongerThanReceiveFailsRemoteInvalid) {
+  Loop l;
+  l.post_recv(l.b, 9, 0, 100);
+  l.post_write(l.a, 1, 0, 101, 0, Opcode::kSend);
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kRemInvReqErr);
+  EXPECT_EQ(l.b.mem[0], 2);  // nothing placed
+}
+
+TEST(Engine, Read_BringsRemoteBytes) {
+  Loop l;
+  fill(l.b.mem, 50000, 70000, 5);
+  Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()) + 1000, 70000, l.a.key};
+  SendWr wr;
+  wr.wr_id = 3;
+  wr.opcode = Opcode::kRead;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data()) + 50000;
+  wr.rkey = l.b.key;
+  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kRead);
+  EXPECT_TRUE(same(l.b.mem, 50000, l.a.mem, 1000, 70000));
+  EXPECT_TRUE(l.poll(l.b).empty());  // READ responses complete nothing at the responder
+}
+
+TEST(Engine, Read_AfterWriteSeesTheWrite) {
+  Loop l;
+  fill(l.a.mem, 0, 20000, 6);
+  l.post_write(l.a, 1, 0, 20000, 0);
+  Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()) + 500000, 20000, l.a.key};
+  SendWr wr;
+  wr.wr_id = 2;
+  wr.opcode = Opcode::kRead;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data());
+  wr.rkey = l.b.key;
+  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  // Hold back the WRITE's first packet so the READ arrives before it.
+  bool held = false;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    auto p = peek(d);
+    if (from == 0 && p.common.kind == wire::Kind::kWrite && !held) {
+      held = true;
+      return Loop::Verdict::kDrop;
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].wr_id, 1u);
+  EXPECT_EQ(c[1].wr_id, 2u);
+  EXPECT_TRUE(same(l.a.mem, 0, l.a.mem, 500000, 20000));
+}
+
+TEST(Engine, Completions_InPostingOrderAndUnsignaledSilent) {
+  Loop l;
+  for (int i = 0; i < 20; ++i) {
+    Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), static_cast<uint32_t>(40000 - i * 2000), l.a.key};
+    SendWr wr;
+    wr.wr_id = i;
+    wr.sg = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data());
+    wr.rkey = l.b.key;
+    wr.signaled = i % 3 != 1;
+    ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  }
+  uint32_t n = 0;
+  l.hook = [&](int from, std::vector<uint8_t>&) {
+    return from == 0 && (++n % 7) == 0 ? Loop::Verdict::kDrop : Loop::Verdict::kDeliver;
+  };
+  l.run();
+  auto c = l.poll(l.a);
+  std::vector<uint64_t> ids;
+  for (auto& x : c) {
+    EXPECT_EQ(x.status, WcStatus::kSuccess);
+    ids.push_back(x.wr_id);
+  }
+  std::vector<uint64_t> want;
+  for (int i = 0; i < 20; ++i)
+    if (i % 3 != 1) want.push_back(i);
+  EXPECT_EQ(ids, want);
+}
+
+TEST(Engine, Loss_SelectiveRetransmitOnlyLostPackets) {
+  Loop l;
+  fill(l.a.mem, 0, 400 * 1024, 8);
+  l.post_write(l.a, 1, 0, 400 * 1024, 0);
+  std::set<uint32_t> dropped;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    auto p = peek(d);
+    if (from == 0 && wire::is_data(p.common.kind) && p.common.psn % 10 == 3 &&
+        dropped.insert(p.common.psn).second)
+      return Loop::Verdict::kDrop;
+    return Loop::Verdict::kDeliver;
+  };
+  l.run();
+  ASSERT_EQ(l.poll(l.a).size(), 1u);
+  EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 0, 400 * 1024));
+  const QpStats* s = l.a.eng.qp_stats(l.a.qpn);
+  EXPECT_EQ(s->tx_retransmits, dropped.size());
+  EXPECT_GT(s->fast_losses, 0u);  // found from SACKs, not only timeouts
+}
+
+TEST(Engine, Loss_RetransmitGoesOnAnotherPath) {
+  Loop l;
+  l.post_write(l.a, 1, 0, 8 * 4096, 0);
+  std::map<uint32_t, uint32_t> ev_of;
+  bool dropped = false;
+  bool other_path = false;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    auto p = peek(d);
+    if (from != 0 || !wire::is_data(p.common.kind)) return Loop::Verdict::kDeliver;
+    if (ev_of.count(p.common.psn)) other_path = ev_of[p.common.psn] != p.common.ev;
+    ev_of[p.common.psn] = p.common.ev;
+    if (p.common.psn == 1002 && !dropped) {
+      dropped = true;
+      return Loop::Verdict::kDrop;
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  l.run();
+  EXPECT_TRUE(dropped);
+  EXPECT_TRUE(other_path);
+}
+
+TEST(Engine, Blackhole_RetryExhaustionErrorsEverything) {
+  Loop l;
+  for (int i = 0; i < 5; ++i) l.post_write(l.a, i, 0, 10000, 0);
+  l.post_recv(l.a, 77, 0, 10);
+  l.hook = [](int, std::vector<uint8_t>&) { return Loop::Verdict::kDrop; };
+  const Time start = l.now;
+  l.run(60s);
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 6u);
+  EXPECT_EQ(c[0].status, WcStatus::kRetryExcErr);
+  for (size_t i = 1; i < 5; ++i) EXPECT_EQ(c[i].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(c[5].wr_id, 77u);
+  EXPECT_EQ(c[5].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(l.a.eng.query_qp(l.a.qpn)->state, QpState::kError);
+  auto ev = l.a.eng.poll_event();
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->type, EventType::kQpFatal);
+  // timeout 10 = 1.048576 ms, 7 linear retries then failure on the 8th timeout.
+  const Duration took = l.now - start;
+  EXPECT_GE(took, 8 * 1048576ns);
+  EXPECT_LE(took, 9 * 1048576ns);
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->rto_fired, 8u);
+}
+
+TEST(Engine, Protection_WriteOutsideMrFailsAndLeavesMemory) {
+  Loop l;
+  fill(l.a.mem, 0, 8192, 1);
+  const size_t at = l.b.mem.size() - 4096;
+  std::vector<uint8_t> before(l.b.mem.begin() + at, l.b.mem.end());
+  l.post_write(l.a, 1, 0, 8192, at);  // runs past the end
+  l.post_write(l.a, 2, 0, 10, 0);
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(c[1].status, WcStatus::kWrFlushErr);
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), l.b.mem.begin() + at));
+  EXPECT_GT(l.b.eng.stats().dropped(Drop::kRemoteAccess), 0u);
+}
+
+TEST(Engine, Protection_WrongRkeyAndDeregisteredKeyRefused) {
+  Loop l;
+  const uint32_t old = l.b.key;
+  ASSERT_TRUE(l.b.eng.deregister_mr(old).ok());
+  l.b.key = l.b.eng.register_mr(l.b.mem.data(), l.b.mem.size(), reinterpret_cast<uint64_t>(l.b.mem.data()),
+                               access::kLocalWrite | access::kRemoteWrite).value();
+  EXPECT_NE(l.b.key, old);
+  std::vector<uint8_t> before = l.b.mem;
+  Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 100, l.a.key};
+  SendWr wr;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data());
+  wr.rkey = old;
+  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(l.b.mem, before);
+}
+
+TEST(Engine, Protection_ReadNeedsRemoteReadAccess) {
+  Loop l;
+  ASSERT_TRUE(l.b.eng.deregister_mr(l.b.key).ok());
+  l.b.key = l.b.eng.register_mr(l.b.mem.data(), l.b.mem.size(), reinterpret_cast<uint64_t>(l.b.mem.data()),
+                               access::kRemoteWrite).value();
+  Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 100, l.a.key};
+  SendWr wr;
+  wr.opcode = Opcode::kRead;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data());
+  wr.rkey = l.b.key;
+  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kRemAccessErr);
+}
+
+TEST(Engine, PostSend_RejectsBadLocalKeyAndBadState) {
+  Loop l;
+  Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 100, l.a.key + 1};
+  SendWr wr;
+  wr.sg = {&sge, 1};
+  auto s = l.a.eng.post_send(l.a.qpn, wr);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error(), Error::kLocalAccess);
+  sge.lkey = l.a.key;
+  sge.addr = reinterpret_cast<uint64_t>(l.a.mem.data()) + l.a.mem.size() - 10;
+  EXPECT_EQ(l.a.eng.post_send(l.a.qpn, wr).error(), Error::kLocalAccess);
+  EXPECT_EQ(l.a.eng.post_send(999, wr).error(), Error::kNoSuchQp);
+}
+
+TEST(Engine, Spoof_WrongTokenWrongQpnAndOutOfWindowDroppedAndCounted) {
+  Loop l;
+  fill(l.a.mem, 0, 4096, 2);
+  l.post_write(l.a, 1, 0, 4096, 0);
+  std::vector<uint8_t> captured;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    if (from == 0 && captured.empty()) captured = d;
+    return Loop::Verdict::kDeliver;
+  };
+  l.run();
+  ASSERT_FALSE(captured.empty());
+  std::vector<uint8_t> before = l.b.mem;
+  auto forge = [&](auto mutate) {
+    wire::Packet p = peek(captured);
+    mutate(p);
+    std::vector<uint8_t> d(wire::kDataHeaderSize);
+    wire::encode_header(p, p.payload, d);
+    d.insert(d.end(), p.payload.begin(), p.payload.end());
+    l.b.eng.on_datagram(l.now, {}, d);
+  };
+  forge([](wire::Packet& p) { p.common.token ^= 1; p.data.offset = 0; });
+  forge([&](wire::Packet& p) { p.common.dst_qpn = l.b.qpn + 100; });
+  forge([](wire::Packet& p) { p.common.psn += 1u << 20; });  // far past the window
+  forge([](wire::Packet& p) { p.common.psn -= 1u << 20; });  // long ago: a duplicate
+  forge([](wire::Packet& p) { (void)p; });                   // exact replay: a duplicate
+  const auto& st = l.b.eng.stats();
+  EXPECT_EQ(st.dropped(Drop::kBadToken), 1u);
+  EXPECT_EQ(st.dropped(Drop::kUnknownQp), 1u);
+  EXPECT_EQ(st.dropped(Drop::kPsnOutOfWindow), 1u);
+  EXPECT_EQ(st.dropped(Drop::kDuplicate), 2u);
+  EXPECT_EQ(l.b.mem, before);
+  // A corrupted byte is caught by the CRCs.
+  std::vector<uint8_t> bad = captured;
+  bad[100] ^= 0x10;
+  l.b.eng.on_datagram(l.now, {}, bad);
+  EXPECT_EQ(st.dropped(Drop::kMalformed), 1u);
+}
+
+TEST(Engine, Spoof_ForgedAckForUnsentPsnIgnored) {
+  Loop l;
+  l.post_write(l.a, 1, 0, 3 * 4096, 0);
+  bool forged = false;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    auto p = peek(d);
+    if (from == 1 && p.common.kind == wire::Kind::kAck && !forged) {
+      forged = true;
+      p.ack.cum_psn += 100000;
+      wire::encode_header(p, {}, d);
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  l.run();
+  EXPECT_TRUE(forged);
+  EXPECT_GE(l.a.eng.stats().dropped(Drop::kBadAck), 1u);
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+}
+
+TEST(Engine, Trimmed_NackedAndResentAtOnce) {
+  Loop l;
+  fill(l.a.mem, 0, 16 * 4096, 3);
+  l.post_write(l.a, 1, 0, 16 * 4096, 0);
+  int trims = 0;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    auto p = peek(d);
+    if (from == 0 && wire::is_data(p.common.kind) && p.common.psn % 4 == 0 &&
+        !(p.common.flags & wire::flag::kRetransmit)) {
+      d.resize(wire::kDataHeaderSize);  // a switch cut it
+      d[3] |= wire::net_flag::kTrimmed;
+      ++trims;
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  l.run();
+  EXPECT_EQ(trims, 4);
+  EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 0, 16 * 4096));
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->rto_fired, 0u);
+  uint64_t t = 0;
+  for (auto& p : l.a.eng.path_stats(l.a.qpn)) t += p.trims;
+  EXPECT_EQ(t, 4u);
+}
+
+TEST(Engine, Mtu_SmallMtuCutsMorePackets) {
+  Loop l;
+  QpAttr at;
+  at.mtu = 256;
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kMtu).ok());
+  fill(l.a.mem, 0, 1000, 2);
+  l.post_write(l.a, 1, 0, 1000, 0);
+  l.run();
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->tx_data_packets, 4u);
+  EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 0, 1000));
+  at.mtu = 300;
+  EXPECT_EQ(l.a.eng.modify_qp(l.a.qpn, at, attr::kMtu).error(), Error::kInvalidArgument);
+}
+
+TEST(Engine, MultiSge_GathersAcrossSegments) {
+  Loop l;
+  fill(l.a.mem, 0, 300000, 11);
+  Sge sg[3] = {{reinterpret_cast<uint64_t>(l.a.mem.data()) + 0, 1000, l.a.key},
+               {reinterpret_cast<uint64_t>(l.a.mem.data()) + 200000, 5000, l.a.key},
+               {reinterpret_cast<uint64_t>(l.a.mem.data()) + 100000, 3, l.a.key}};
+  SendWr wr;
+  wr.sg = sg;
+  wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data());
+  wr.rkey = l.b.key;
+  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  l.run();
+  EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 0, 1000));
+  EXPECT_TRUE(same(l.a.mem, 200000, l.b.mem, 1000, 5000));
+  EXPECT_TRUE(same(l.a.mem, 100000, l.b.mem, 6000, 3));
+}
+
+TEST(Engine, Inline_CopiedAtPostTime) {
+  Loop l;
+  std::vector<uint8_t> small(64, 0x5a);
+  Sge sge{reinterpret_cast<uint64_t>(small.data()), 64, 0};
+  SendWr wr;
+  wr.sg = {&sge, 1};
+  wr.inline_data = true;
+  wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data());
+  wr.rkey = l.b.key;
+  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  std::fill(small.begin(), small.end(), 0);  // the app reuses its buffer at once
+  l.run();
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(l.b.mem[i], 0x5a);
+}
+
+TEST(Engine, QueueFull_ReportsQueueFull) {
+  EngineConfig cfg;
+  Engine e(cfg);
+  CqId cq = e.create_cq(16).value();
+  QpInit init;
+  init.send_cq = init.recv_cq = cq;
+  init.max_recv_wr = 2;
+  Qpn q = e.create_qp(init).value();
+  QpAttr at;
+  at.state = QpState::kInit;
+  ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
+  RecvWr r;
+  EXPECT_TRUE(e.post_recv(q, r).ok());
+  EXPECT_TRUE(e.post_recv(q, r).ok());
+  EXPECT_EQ(e.post_recv(q, r).error(), Error::kQueueFull);
+}
+
+}  // namespace
+}  // namespace mrc::engine

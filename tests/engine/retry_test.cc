@@ -1,0 +1,48 @@
+// RetryPolicy: OCP MRC timeout exponent, linear then exponential retries, 25 = forever.
+#include "engine/retry.h"
+
+#include <gtest/gtest.h>
+
+namespace mrc::engine {
+namespace {
+
+TEST(RetryPolicy, Base_IsMicrosecondsTimesPowerOfTwo) {
+  EXPECT_EQ((RetryPolicy{8, 7, 0}.base()), Duration{262144});     // ~262 us, the OCP example
+  EXPECT_EQ((RetryPolicy{20, 7, 0}.base()), Duration{1073741824});  // ~1.07 s, NCCL default
+  EXPECT_EQ((RetryPolicy{0, 7, 0}.base()), kNever);                 // verbs: wait forever
+}
+
+TEST(RetryPolicy, Rto_LinearThenDoubling) {
+  RetryPolicy p{10, 3, 4};
+  const Duration b = p.base();
+  EXPECT_EQ(p.rto(0), b);
+  EXPECT_EQ(p.rto(2), b);
+  EXPECT_EQ(p.rto(3), 2 * b);
+  EXPECT_EQ(p.rto(4), 4 * b);
+  EXPECT_EQ(p.rto(6), 16 * b);
+}
+
+TEST(RetryPolicy, Rto_CappedNoOverflow) {
+  RetryPolicy p{24, 0, 25};
+  for (uint32_t r = 0; r < 200; ++r) {
+    EXPECT_GT(p.rto(r), Duration{0});
+    EXPECT_LE(p.rto(r), Duration{int64_t{1024} << 31});
+  }
+}
+
+TEST(RetryPolicy, Exhausted_AfterLinearPlusExp) {
+  RetryPolicy p{10, 7, 2};
+  EXPECT_FALSE(p.exhausted(9));
+  EXPECT_TRUE(p.exhausted(10));
+  RetryPolicy none{10, 0, 0};
+  EXPECT_FALSE(none.exhausted(0));
+  EXPECT_TRUE(none.exhausted(1));
+}
+
+TEST(RetryPolicy, Exhausted_NeverWhenExpIs25) {
+  RetryPolicy p{10, 7, kRetryForever};
+  EXPECT_FALSE(p.exhausted(1000000));
+}
+
+}  // namespace
+}  // namespace mrc::engine
