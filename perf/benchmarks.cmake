@@ -1,0 +1,2 @@
+# Benchmarks (mrc_add_benchmark is defined in perf/CMakeLists.txt).
+mrc_add_benchmark(engine_pps_bench SOURCES engine_pps_bench.cc)

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the project needs to build and test.
+# Idempotent: checks with dpkg-query first and prints nothing when all are present.
+# As root it installs what is missing; as another user it lists what is missing and fails.
+#
+# Usage: bash scripts/deps.sh           install what is missing
+#        bash scripts/deps.sh --check   only report; exit 1 if anything is missing
+set -euo pipefail
+
+# Debian package names, grouped by what needs them. Add new ones here.
+PACKAGES=(
+  # build
+  cmake ninja-build g++ pkg-config
+  # tests (tests/) and benchmarks (perf/)
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+)
+
+check_only=0
+case "${1:-}" in
+  --check) check_only=1 ;;
+  "") ;;
+  -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "deps.sh: unknown option: $1" >&2; exit 2 ;;
+esac
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "installed" ]] || missing+=("$pkg")
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+if ((check_only)); then
+  echo "deps.sh: missing packages: ${missing[*]}" >&2
+  exit 1
+fi
+
+if ((EUID != 0)); then
+  echo "deps.sh: missing packages: ${missing[*]}" >&2
+  echo "deps.sh: not root; install them with: sudo bash scripts/deps.sh" >&2
+  exit 1
+fi
+
+echo "deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 "${missing[@]}" >/dev/null
+echo "deps.sh: done"
