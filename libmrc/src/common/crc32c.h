@@ -12,4 +12,9 @@ namespace mrc {
 /// final xor are applied inside: crc32c(0, "123456789", 9) == 0xE3069283.
 uint32_t crc32c(uint32_t crc, const void* data, size_t n);
 
+namespace detail {
+/// The table implementation crc32c falls back to; same contract. For tests.
+uint32_t crc32c_sw(uint32_t crc, const void* data, size_t n);
+}  // namespace detail
+
 }  // namespace mrc

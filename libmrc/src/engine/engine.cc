@@ -105,14 +105,6 @@ void Core::want_ack(Qp& q) {
   ackq.push_back(q.qpn);
 }
 
-void Core::reschedule(Qp& q) {
-  const Time t = q.timers.next();
-  if (t >= q.scheduled) return;  // the earlier heap entry will fire and re-arm
-  q.scheduled = t;
-  heap.push_back({t, q.qpn});
-  std::push_heap(heap.begin(), heap.end(), std::greater<>{});
-}
-
 void Core::complete(Qp& q, CqId id, const Completion& c) {
   ++q.stats.completions;
   if (c.status != WcStatus::kSuccess) ++q.stats.error_completions;
@@ -231,6 +223,7 @@ size_t Engine::poll_cq(CqId id, std::span<Completion> out) {
   Core& c = *impl_;
   if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return 0;
   auto& q = c.cqs[id - 1].q;
+  if (q.empty()) return 0;
   const size_t n = std::min(out.size(), q.size());
   std::copy_n(q.begin(), n, out.begin());
   q.erase(q.begin(), q.begin() + static_cast<ptrdiff_t>(n));
@@ -417,13 +410,12 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
   Core& c = *impl_;
   ++c.stats.rx_datagrams;
   c.stats.rx_bytes += bytes.size();
-  auto pk = wire::decode(bytes);
-  if (!pk) {
+  if (const auto s = wire::decode(bytes, c.rx_pkt); !s) {
     ++c.stats.drops[static_cast<size_t>(Drop::kMalformed)];
-    ++c.stats.malformed_by_error[static_cast<size_t>(pk.error()) % c.stats.malformed_by_error.size()];
+    ++c.stats.malformed_by_error[static_cast<size_t>(s.error()) % c.stats.malformed_by_error.size()];
     return;
   }
-  const wire::Packet& p = *pk;
+  const wire::Packet& p = c.rx_pkt;
   Qp* q = c.qp(p.common.dst_qpn);
   if (!q) {
     ++c.stats.drops[static_cast<size_t>(Drop::kUnknownQp)];
@@ -495,13 +487,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     c.ctrl.pop_front();
     Qp* q = c.qp(k.qpn);
     if (!q) continue;
-    wire::Packet pk;
-    pk.common.kind = k.kind;
-    pk.common.dst_qpn = q->attr.dest_qpn;
-    pk.common.token = q->attr.remote_token;
-    pk.common.ev = k.path.ev;
-    pk.common.psn = k.nack.nack_psn;
-    pk.common.ts = static_cast<uint64_t>(now.count());
+    wire::Packet& pk = c.tx_header(*q, k.kind, k.path.ev, k.nack.nack_psn, now);
     if (k.kind == wire::Kind::kNack) {
       pk.nack = k.nack;
     } else {
@@ -529,13 +515,20 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     c.ready.pop_front();
     Qp* q = c.qp(qpn);
     if (!q) continue;
-    auto t = c.has_data(*q, now) ? c.send_data(*q, now, buf) : std::nullopt;
+    auto t = q->state == QpState::kRts ? c.send_data(*q, now, buf) : std::nullopt;
     if (!t) {
       q->in_ready = false;
+      c.burst = 0;
       c.reschedule(*q);
       continue;
     }
-    c.ready.push_back(qpn);  // round robin between QPs
+    // Round robin between QPs, in bursts (consecutive packets batch well in the driver).
+    if (++c.burst < 16) {
+      c.ready.push_front(qpn);
+    } else {
+      c.burst = 0;
+      c.ready.push_back(qpn);
+    }
     c.reschedule(*q);
     return sent(*t);
   }

@@ -17,8 +17,10 @@
 //          run a READ, finish our READ), run as cum passes that PSN
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -235,6 +237,24 @@ struct Core {
     bool operator>(const Deadline& o) const { return at > o.at; }
   };
   std::vector<Deadline> heap;     // min-heap by time; stale entries skipped
+  wire::Packet rx_pkt;            // decode target, reused (no per-datagram init)
+  wire::Packet tx_pkt;            // encode source, reused
+  uint32_t burst = 0;             // packets the front ready QP sent in a row
+
+  /// tx_pkt with its common header set for a packet of `q` to its peer.
+  wire::Packet& tx_header(const Qp& q, wire::Kind kind, uint32_t ev, uint32_t psn, Time now) {
+    wire::CommonHeader& h = tx_pkt.common;
+    h.version = wire::kVersion;
+    h.kind = kind;
+    h.flags = 0;
+    h.net_flags = 0;
+    h.dst_qpn = q.attr.dest_qpn;
+    h.token = q.attr.remote_token;
+    h.ev = ev;
+    h.psn = psn;
+    h.ts = static_cast<uint64_t>(now.count());
+    return tx_pkt;
+  }
 
   void copy(void* dst, const void* src, size_t n) const { cfg.copy(dst, src, n); }
 
@@ -245,7 +265,15 @@ struct Core {
   // scheduling
   void make_ready(Qp& q);
   void want_ack(Qp& q);
-  void reschedule(Qp& q);
+  /// Puts q's next timer in the heap if it is earlier than the entry already there
+  /// (a later one is found when that entry fires).
+  void reschedule(Qp& q) {
+    const Time t = q.timers.next();
+    if (t >= q.scheduled) return;
+    q.scheduled = t;
+    heap.push_back({t, q.qpn});
+    std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+  }
 
   // completions / errors
   void complete(Qp& q, CqId cq, const Completion& c);

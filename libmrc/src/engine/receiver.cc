@@ -207,12 +207,7 @@ void Core::receiver_timeout(Qp& q, Time now) {
 }
 
 size_t Core::build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path) {
-  wire::Packet pk;
-  pk.common.kind = wire::Kind::kAck;
-  pk.common.dst_qpn = q.attr.dest_qpn;
-  pk.common.token = q.attr.remote_token;
-  pk.common.ev = q.ack_path.ev;
-  pk.common.ts = static_cast<uint64_t>(now.count());
+  wire::Packet& pk = tx_header(q, wire::Kind::kAck, q.ack_path.ev, 0, now);
   wire::AckHeader& a = pk.ack;
   a = q.last_rx;
   a.cum_psn = q.sb.cum();

@@ -202,17 +202,12 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   ++ps.tx_packets;
   ps.tx_bytes += p.len;
 
-  wire::Packet pk;
-  pk.common.kind = wire_kind(w);
-  pk.common.flags = (p.first ? wire::flag::kFirst : 0) | (p.last ? wire::flag::kLast | wire::flag::kAckReq : 0) |
+  wire::Packet& pk = tx_header(q, wire_kind(w), path.ev, psn, now);
+  pk.common.flags = (p.first ? wire::flag::kFirst : 0) |
+                    (p.last ? wire::flag::kLast | wire::flag::kAckReq : 0) |
                     (retransmit ? wire::flag::kRetransmit : 0) |
                     (cfg.payload_crc ? wire::flag::kPayloadCrc : 0) |
                     (p.last && w.solicited ? wire::flag::kSolicited : 0);
-  pk.common.dst_qpn = q.attr.dest_qpn;
-  pk.common.token = q.attr.remote_token;
-  pk.common.ev = path.ev;
-  pk.common.psn = psn;
-  pk.common.ts = static_cast<uint64_t>(now.count());
   pk.data.addr = w.remote_addr;
   pk.data.rkey = w.rkey;
   pk.data.msn = w.msn;

@@ -6,8 +6,9 @@
 //   CommonHeader (32 B) | kind extension | payload (data packets only)
 //
 // All fields are big-endian. docs/wire-format.md draws each header. The
-// layouts below are the wire: `static_assert`s pin every size, encode and
-// decode go through these structs only.
+// structs below are host-order views; the byte images (with `static_assert`s
+// on every size and offset) are private to wire.cc, and encode_header and
+// decode are the only ways in and out.
 //
 // Integrity: `hdr_crc` is CRC32C over the whole header (common + extension)
 // with `hdr_crc` and `net_flags` taken as zero, so a switch may set
@@ -193,9 +194,13 @@ const char* to_string(WireError e);
 /// flag::kPayloadCrc is set its CRC goes in the header. Returns the header length.
 size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::span<uint8_t> out);
 
-/// Parses one datagram. Never trusts the input: every malformed datagram gets a
-/// WireError, never a crash or an out-of-bounds read. On success the payload
-/// span points into `bytes`.
+/// Parses one datagram into `out`. Never trusts the input: every malformed
+/// datagram gets a WireError, never a crash or an out-of-bounds read. On
+/// success out.common, the extension of its kind, payload and trimmed are set
+/// (the other extensions keep what they held: the engine reuses one Packet);
+/// the payload span points into `bytes`. On error `out` is unspecified.
+Status<WireError> decode(std::span<const uint8_t> bytes, Packet& out);
+/// The same into a fresh Packet (tests, tools).
 Result<Packet, WireError> decode(std::span<const uint8_t> bytes);
 
 }  // namespace mrc::wire
