@@ -461,6 +461,40 @@ TEST(Engine, Inline_CopiedAtPostTime) {
   for (int i = 0; i < 64; ++i) ASSERT_EQ(l.b.mem[i], 0x5a);
 }
 
+TEST(Engine, Sqd_FinishesInFlightStartsNothingNew) {
+  Loop l;
+  fill(l.a.mem, 0, 64 * 1024, 5);
+  l.post_write(l.a, 1, 0, 32 * 1024, 0);
+  bool dropped = false;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    auto p = peek(d);
+    if (from == 0 && wire::is_data(p.common.kind) && !dropped) {
+      dropped = true;  // the first packet must be resent while draining
+      return Loop::Verdict::kDrop;
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  QpAttr at;
+  at.state = QpState::kSqd;
+  // Let the first WRITE go out, then drain; a second WRITE posted now must wait.
+  l.run(Duration{1});
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kState).ok());
+  l.post_write(l.a, 2, 32 * 1024, 32 * 1024, 32 * 1024);
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].wr_id, 1u);
+  EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 0, 32 * 1024));
+  EXPECT_EQ(l.b.mem[32 * 1024], 2);  // WR 2 not started
+  at.state = QpState::kRts;
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kState).ok());
+  l.run();
+  c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].wr_id, 2u);
+  EXPECT_TRUE(same(l.a.mem, 32 * 1024, l.b.mem, 32 * 1024, 32 * 1024));
+}
+
 TEST(Engine, QueueFull_ReportsQueueFull) {
   EngineConfig cfg;
   Engine e(cfg);

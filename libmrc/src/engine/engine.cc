@@ -94,7 +94,7 @@ const Mr* Core::mr(uint32_t key) const {
 }
 
 void Core::make_ready(Qp& q) {
-  if (q.in_ready || q.state != QpState::kRts) return;
+  if (q.in_ready || (q.state != QpState::kRts && q.state != QpState::kSqd)) return;
   q.in_ready = true;
   ready.push_back(q.qpn);
 }
@@ -515,7 +515,8 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     c.ready.pop_front();
     Qp* q = c.qp(qpn);
     if (!q) continue;
-    auto t = q->state == QpState::kRts ? c.send_data(*q, now, buf) : std::nullopt;
+    auto t = q->state == QpState::kRts || q->state == QpState::kSqd ? c.send_data(*q, now, buf)
+                                                                     : std::nullopt;
     if (!t) {
       q->in_ready = false;
       c.burst = 0;

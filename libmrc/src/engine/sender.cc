@@ -108,12 +108,12 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
 }
 
 bool Core::has_data(const Qp& q, Time now) const {
-  if (q.state != QpState::kRts) return false;
+  if (q.state != QpState::kRts && q.state != QpState::kSqd) return false;
   for (uint32_t psn : q.retx) {
     const TxPkt& p = q.tx[psn & q.tx_mask];
     if (p.state == TxPkt::kLost) return p.not_before <= now;
   }
-  if (q.inflight() >= q.attr.max_psn_range) return false;
+  if (q.state != QpState::kRts || q.inflight() >= q.attr.max_psn_range) return false;
   return q.pkt_rsp != q.rsp.tail() || q.pkt_wqe != q.sq.tail();
 }
 
@@ -162,7 +162,8 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     break;
   }
   if (psn == kNone) {
-    if (q.inflight() >= q.attr.max_psn_range) return std::nullopt;
+    // SQD: what is in flight still completes (resends above), nothing new starts.
+    if (q.state != QpState::kRts || q.inflight() >= q.attr.max_psn_range) return std::nullopt;
     const bool from_rsp = q.pkt_rsp != q.rsp.tail();
     if (!from_rsp && q.pkt_wqe == q.sq.tail()) return std::nullopt;
     uint64_t& cursor = from_rsp ? q.pkt_rsp : q.pkt_wqe;
