@@ -253,9 +253,9 @@ TEST(Engine, Blackhole_RetryExhaustionErrorsEverything) {
   EXPECT_EQ(c[5].wr_id, 77u);
   EXPECT_EQ(c[5].status, WcStatus::kWrFlushErr);
   EXPECT_EQ(l.a.eng.query_qp(l.a.qpn)->state, QpState::kError);
-  auto ev = l.a.eng.poll_event();
-  ASSERT_TRUE(ev.has_value());
-  EXPECT_EQ(ev->type, EventType::kQpFatal);
+  bool fatal = false;
+  while (auto ev = l.a.eng.poll_event()) fatal |= ev->type == EventType::kQpFatal;
+  EXPECT_TRUE(fatal);
   // timeout 10 = 1.048576 ms, 7 linear retries then failure on the 8th timeout.
   const Duration took = l.now - start;
   EXPECT_GE(took, 8 * 1048576ns);

@@ -95,10 +95,18 @@ TEST_F(Blackhole, AllPaths_ErrorCompletionsWithinRetryBudget) {
   EXPECT_EQ(got[2].status, WcStatus::kWrFlushErr);
   EXPECT_TRUE(std::equal(src.begin(), src.begin() + (1 << 20), dst.begin()));
   EXPECT_EQ(tb.engine(a).query_qp(qp.a)->state, QpState::kError);
-  auto ev = tb.engine(a).poll_event();
-  ASSERT_TRUE(ev.has_value());
-  EXPECT_EQ(ev->type, EventType::kQpFatal);
-  EXPECT_EQ(ev->cause, WcStatus::kRetryExcErr);
+  std::optional<Event> fatal;
+  uint32_t bad = 0, drained = 0;
+  while (auto e = tb.engine(a).poll_event()) {
+    if (e->type == EventType::kQpFatal) fatal = e;
+    if (e->type != EventType::kEvState) continue;
+    if (e->reason == uint8_t(EvReason::kPlaneDrained)) ++drained;
+    else if (e->to == uint8_t(EvState::kAssumedBad)) ++bad;
+  }
+  EXPECT_EQ(drained, 4u);  // one EV per plane here
+  ASSERT_TRUE(fatal.has_value());
+  EXPECT_EQ(fatal->cause, WcStatus::kRetryExcErr);
+  EXPECT_EQ(bad, 4u);  // every path was declared bad on the way
 }
 
 TEST_F(Blackhole, AllPathsForever_Retry25KeepsTryingThenRecovers) {

@@ -154,6 +154,70 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
   if (!was_error) events.push_back(Event{EventType::kQpFatal, q.qpn, 0, cause});
 }
 
+// ---- paths ---------------------------------------------------------------------------
+
+void Core::push_event(const Event& e) {
+  if (events.size() >= 65536) {
+    ++events_dropped;
+    return;
+  }
+  events.push_back(e);
+  events.back().dropped_before = events_dropped;
+  events_dropped = 0;
+}
+
+void Core::ev_events(Qp& q) {
+  for (const EvEvent& v : ev_scratch) {
+    Event e;
+    e.type = EventType::kEvState;
+    e.qpn = q.qpn;
+    e.ev = v.ev;
+    e.plane = v.plane;
+    e.from = static_cast<uint8_t>(v.from);
+    e.to = static_cast<uint8_t>(v.to);
+    e.reason = static_cast<uint8_t>(v.reason);
+    e.at = v.at;
+    push_event(e);
+  }
+  ev_scratch.clear();
+  q.timers.set(Timer::kProbe, q.paths.next_probe_time());
+}
+
+void Core::path_timeout(Qp& q, Time now) {
+  if (!q.timers.expired(Timer::kProbe, now)) return;
+  if (q.state != QpState::kRts && q.state != QpState::kSqd) {
+    q.timers.cancel(Timer::kProbe);
+    return;
+  }
+  q.paths.poll_probes(now, probe_scratch, ev_scratch);
+  for (const ProbeRequest& r : probe_scratch) {
+    Control c;
+    c.kind = wire::Kind::kProbe;
+    c.qpn = q.qpn;
+    c.path = q.paths.ev(r.index).path;
+    c.psn = r.seq;
+    ++q.path_stats[r.index].probes;
+    ctrl.push_back(c);
+  }
+  probe_scratch.clear();
+  ev_events(q);
+}
+
+void Core::on_probe_reply(Qp& q, Time now, const wire::Packet& p) {
+  const int i = q.paths.find(p.probe_reply.echo_ev);
+  if (i < 0) {
+    ++stats.drops[static_cast<size_t>(Drop::kBadAck)];
+    return;
+  }
+  const auto echo = Time{static_cast<int64_t>(p.probe_reply.echo_ts)};
+  if (echo <= now) q.path_stats[static_cast<size_t>(i)].rtt_ns = static_cast<uint64_t>((now - echo).count());
+  ++q.path_stats[static_cast<size_t>(i)].probe_replies;
+  q.paths.on_probe_reply(static_cast<uint16_t>(i), p.common.psn,
+                         p.probe_reply.probe_flags & wire::ack_flag::kEcnEcho, now, ev_scratch);
+  ev_events(q);
+  if (has_data(q, now)) make_ready(q);
+}
+
 // ---- Engine --------------------------------------------------------------------------
 
 struct Engine::Impl : Core {
@@ -281,8 +345,18 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
   if ((mask & attr::kRnrRetry) && a.rnr_retry > 7) return Err{Error::kInvalidArgument};
   if ((mask & attr::kMpr) && (a.max_psn_range == 0 || a.max_psn_range > c.cfg.recv_window))
     return Err{Error::kInvalidArgument};
-  if ((mask & attr::kPaths) && (a.paths.empty() || a.paths.size() > 65535))
-    return Err{Error::kInvalidArgument};
+  if (mask & attr::kPaths) {
+    if (a.paths.empty() || a.paths.size() + a.backup_paths.size() > 65535)
+      return Err{Error::kInvalidArgument};
+    std::vector<uint32_t> evs;
+    for (const auto* list : {&a.paths, &a.backup_paths})
+      for (const Path& p : *list) {
+        if (p.plane >= 16) return Err{Error::kInvalidArgument};
+        evs.push_back(p.ev);
+      }
+    std::sort(evs.begin(), evs.end());
+    if (std::adjacent_find(evs.begin(), evs.end()) != evs.end()) return Err{Error::kInvalidArgument};
+  }
   const bool entering = to != q->state;
   if (entering && to == QpState::kRtr && q->state == QpState::kInit &&
       (!(mask & attr::kDest) || !(mask & attr::kPaths)))
@@ -324,13 +398,19 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
   }
   if (mask & attr::kRnrRetry) s.rnr_retry = a.rnr_retry;
   if (mask & attr::kMpr) s.max_psn_range = a.max_psn_range;
+  if (mask & attr::kPathPolicy) {
+    s.path_policy = a.path_policy;
+    q->paths.set_policy(s.path_policy);
+  }
   if (mask & attr::kPaths) {
     s.paths = a.paths;
-    q->path_stats.resize(s.paths.size());
-    q->next_path = 0;
+    s.backup_paths = a.backup_paths;
+    q->paths.reset(s.paths, s.backup_paths, s.path_policy);
+    q->path_stats.assign(q->paths.size(), PathStats{});
+    q->timers.cancel(Timer::kProbe);
     // In-flight records keep path indexes; clamp them to the new set.
     for (auto& p : q->tx)
-      if (p.path >= s.paths.size()) p.path = 0;
+      if (p.path >= q->paths.size()) p.path = 0;
   }
   q->retry = RetryPolicy{s.timeout, s.retry_cnt_linear, s.retry_cnt_exp};
   if (entering && to == QpState::kRtr) {
@@ -451,11 +531,17 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
     r.kind = wire::Kind::kProbeReply;
     r.qpn = q->qpn;
     r.path = Path{p.common.ev, rx.plane};
-    r.nack.nack_psn = p.common.psn;
-    r.nack.echo_ev = p.common.ev;
-    r.nack.echo_ts = p.common.ts;
-    r.nack.reason = rx.ecn_ce ? wire::NackReason::kTrimmed : wire::NackReason{0};
-    c.ctrl.push_back(r);
+    r.psn = p.common.psn;
+    r.echo_ev = p.common.ev;
+    r.echo_ts = p.common.ts;
+    r.ecn = rx.ecn_ce;
+    if (c.ctrl.size() < 4 * 4096) c.ctrl.push_back(r);
+  } else if (p.common.kind == wire::Kind::kProbeReply) {
+    if (!tx_ok) {
+      ++c.stats.drops[static_cast<size_t>(Drop::kQpNotReady)];
+      return;
+    }
+    c.on_probe_reply(*q, now, p);
   }
   c.reschedule(*q);
 }
@@ -471,6 +557,7 @@ void Engine::on_timeout(Time now) {
     q->scheduled = kNever;
     c.sender_timeout(*q, now);
     c.receiver_timeout(*q, now);
+    c.path_timeout(*q, now);
     c.reschedule(*q);
   }
 }
@@ -487,14 +574,13 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     c.ctrl.pop_front();
     Qp* q = c.qp(k.qpn);
     if (!q) continue;
-    wire::Packet& pk = c.tx_header(*q, k.kind, k.path.ev, k.nack.nack_psn, now);
+    wire::Packet& pk = c.tx_header(*q, k.kind, k.path.ev, k.psn, now);
     if (k.kind == wire::Kind::kNack) {
       pk.nack = k.nack;
-    } else {
-      pk.probe_reply.echo_ev = k.nack.echo_ev;
-      pk.probe_reply.echo_ts = k.nack.echo_ts;
-      pk.probe_reply.probe_flags =
-          k.nack.reason == wire::NackReason::kTrimmed ? wire::ack_flag::kEcnEcho : 0;
+    } else if (k.kind == wire::Kind::kProbeReply) {
+      pk.probe_reply.echo_ev = k.echo_ev;
+      pk.probe_reply.echo_ts = k.echo_ts;
+      pk.probe_reply.probe_flags = k.ecn ? wire::ack_flag::kEcnEcho : 0;
     }
     const size_t n = wire::encode_header(pk, {}, buf);
     return sent(Transmit{q->attr.peer, k.path, n, {}});
@@ -538,6 +624,21 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
 
 Time Engine::next_deadline() const {
   return impl_->heap.empty() ? kNever : impl_->heap.front().at;
+}
+
+Status<Error> Engine::deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny) {
+  Core& c = *impl_;
+  Qp* q = c.qp(qpn);
+  if (!q) return Err{Error::kNoSuchQp};
+  if (!q->paths.deny(ev, deny, now, c.ev_scratch)) return Err{Error::kInvalidArgument};
+  c.ev_events(*q);
+  c.reschedule(*q);
+  return {};
+}
+
+const PathSet* Engine::paths(Qpn qpn) const {
+  const Qp* q = impl_->qp(qpn);
+  return q ? &q->paths : nullptr;
 }
 
 std::optional<Event> Engine::poll_event() {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/paths.h"
 #include "engine/stats.h"
 #include "engine/types.h"
 
@@ -61,7 +62,9 @@ struct QpAttr {
   uint8_t retry_cnt_exp = 0;         // then retries with doubling timeout, 0..25; 25 = forever
   uint8_t rnr_retry = 7;             // NO_RESOURCE retries; 7 = forever (verbs)
   uint32_t max_psn_range = 1024;     // MPR: most PSNs in flight (OCP: units of 128 PSNs)
-  std::vector<Path> paths;           // EVs to send on (RTR); at least one
+  std::vector<Path> paths;           // active EVs to spray on (RTR); at least one
+  std::vector<Path> backup_paths;    // EVs that replace bad ones of the same plane
+  PathPolicy path_policy;            // loss threshold, probing, plane weights
 };
 
 /// Which QpAttr fields a modify_qp call sets.
@@ -75,7 +78,8 @@ inline constexpr uint32_t kTimeout = 1u << 5;
 inline constexpr uint32_t kRetry = 1u << 6;  // retry_cnt_linear, retry_cnt_exp
 inline constexpr uint32_t kRnrRetry = 1u << 7;
 inline constexpr uint32_t kMpr = 1u << 8;
-inline constexpr uint32_t kPaths = 1u << 9;
+inline constexpr uint32_t kPaths = 1u << 9;       // paths and backup_paths
+inline constexpr uint32_t kPathPolicy = 1u << 10;
 }  // namespace attr
 
 struct QpInit {
@@ -147,12 +151,19 @@ class Engine {
   Time next_deadline() const;
   std::optional<Event> poll_event();
 
+  // ---- Controller ----------------------------------------------------------------------
+  /// DENY (true) or allow (false) one EV of a QP. Allowing probes it before use.
+  Status<Error> deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny);
+
   // ---- Observability -------------------------------------------------------------------
   const EngineStats& stats() const;
   /// Null if no such QP.
   const QpStats* qp_stats(Qpn qpn) const;
-  /// Per-path counters of a QP, in the order of QpAttr::paths; empty if no such QP.
+  /// Per-path counters of a QP, in the order of QpAttr::paths then backup_paths;
+  /// empty if no such QP.
   std::span<const PathStats> path_stats(Qpn qpn) const;
+  /// The QP's EVs with their state, same order; null if no such QP.
+  const PathSet* paths(Qpn qpn) const;
   /// True when no QP has anything in flight or queued to send.
   bool idle() const;
 

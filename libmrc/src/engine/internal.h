@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/paths.h"
 #include "engine/retry.h"
 #include "engine/sack.h"
 #include "engine/timers.h"
@@ -147,14 +148,21 @@ struct Action {
   uint32_t rkey = 0;
 };
 
-/// A control packet waiting to be sent (NACKs and probe replies; ACKs are
+/// A control packet waiting to be sent: NACKs, probes, probe replies (ACKs are
 /// built from the QP's state when their turn comes).
 struct Control {
   wire::Kind kind = wire::Kind::kNack;
   Qpn qpn = 0;  // local QP (its peer is the destination)
   Path path;
-  wire::NackHeader nack;
+  uint32_t psn = 0;            // NACK: refused PSN; probe, reply: probe sequence
+  wire::NackHeader nack;       // kNack
+  uint32_t echo_ev = 0;        // kProbeReply
+  uint64_t echo_ts = 0;        // kProbeReply
+  bool ecn = false;            // kProbeReply: the probe arrived CE-marked
 };
+
+/// How a packet came to be declared lost (only RACK and RTO count against its EV).
+enum class LossKind : uint8_t { kRack, kTimeout, kNack };
 
 struct Qp {
   Qpn qpn = 0;
@@ -168,6 +176,7 @@ struct Qp {
   bool in_ackq = false;     // in the engine's ACK list
   QpStats stats;
   std::vector<PathStats> path_stats;
+  PathSet paths;
 
   // ---- sender ----
   SeqRing<SendWqe> sq;
@@ -184,7 +193,6 @@ struct Qp {
   uint32_t snd_nxt = 0;     // next new PSN
   uint32_t list_head = kNone, list_tail = kNone;  // sent-order list
   std::deque<uint32_t> retx;  // lost PSNs to resend
-  uint32_t next_path = 0;   // round-robin position
   uint32_t rto_retries = 0; // consecutive timeouts without progress
   uint32_t rnr_retries = 0;
   uint64_t xseq_next = 1;   // next transmission order number
@@ -294,13 +302,20 @@ struct Core {
   void queue_read_response(Qp& q, const Action& a);
   void list_remove(Qp& q, uint32_t psn);
   void list_append(Qp& q, uint32_t psn);
-  void mark_lost(Qp& q, uint32_t psn, Time not_before);
+  void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);
   void ack_psn(Qp& q, uint32_t psn, bool* progress);
   void ack_through(Qp& q, uint32_t cum, bool* progress);
   void detect_losses(Qp& q, Time now);
   void after_acks(Qp& q, Time now, bool progress);
   void arm_rto(Qp& q);
-  uint16_t pick_path(Qp& q, int avoid);
+  // paths (engine.cc)
+  void ev_events(Qp& q);      // turns ev_scratch into engine events, re-arms probes
+  void path_timeout(Qp& q, Time now);
+  void on_probe_reply(Qp& q, Time now, const wire::Packet& p);
+  std::vector<EvEvent> ev_scratch;
+  std::vector<ProbeRequest> probe_scratch;
+  uint32_t events_dropped = 0;
+  void push_event(const Event& e);
 
   // receiver (receiver.cc)
   void on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p);

@@ -15,6 +15,7 @@ void Core::nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason
   c.kind = wire::Kind::kNack;
   c.qpn = q.qpn;
   c.path = Path{p.common.ev, rx.plane};
+  c.psn = p.common.psn;
   c.nack.cum_psn = q.sb.cum();
   c.nack.nack_psn = p.common.psn;
   c.nack.echo_ev = p.common.ev;

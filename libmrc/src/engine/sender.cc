@@ -117,13 +117,6 @@ bool Core::has_data(const Qp& q, Time now) const {
   return q.pkt_rsp != q.rsp.tail() || q.pkt_wqe != q.sq.tail();
 }
 
-uint16_t Core::pick_path(Qp& q, int avoid) {
-  const auto n = static_cast<uint32_t>(q.attr.paths.size());
-  uint32_t i = q.next_path++ % n;
-  if (static_cast<int>(i) == avoid && n > 1) i = q.next_path++ % n;
-  return static_cast<uint16_t>(i);
-}
-
 void Core::list_append(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
   p.prev = q.list_tail;
@@ -180,14 +173,14 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     p.last = w.sent + 1 == w.npkts;
     p.tx_count = 0;
     p.not_before = Time{0};
-    p.path = pick_path(q, -1);
+    p.path = q.paths.next(-1);
     if (p.first) w.first_psn = psn;
     if (++w.sent == w.npkts) ++cursor;
     ++q.stats.tx_data_packets;
     q.stats.tx_payload_bytes += p.len;
   } else {
     TxPkt& p = q.pkt(psn);
-    p.path = pick_path(q, p.path);
+    p.path = q.paths.next(p.path);
     ++q.stats.tx_retransmits;
   }
 
@@ -198,7 +191,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   p.xseq = q.xseq_next++;
   ++p.tx_count;
   list_append(q, psn);
-  const Path path = q.attr.paths[p.path];
+  const Path path = q.paths.ev(p.path).path;
   PathStats& ps = q.path_stats[p.path];
   ++ps.tx_packets;
   ps.tx_bytes += p.len;
@@ -249,13 +242,14 @@ void Core::arm_rto(Qp& q) {
   q.timers.set(Timer::kRto, q.pkt(q.list_head).sent + rto);
 }
 
-void Core::mark_lost(Qp& q, uint32_t psn, Time not_before) {
+void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why) {
   TxPkt& p = q.pkt(psn);
   if (p.state == TxPkt::kInFlight) {
     list_remove(q, psn);
     p.state = TxPkt::kLost;
     ++q.path_stats[p.path].lost;
     q.retx.push_back(psn);
+    if (why != LossKind::kNack) q.paths.on_lost(p.path, why == LossKind::kTimeout, now, ev_scratch);
   }
   p.not_before = std::max(p.not_before, not_before);
 }
@@ -268,6 +262,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, bool* progress) {
   SendWqe& w = p.rsp ? q.rsp.at(p.wqe) : q.sq.at(p.wqe);
   ++w.acked;
   ++q.path_stats[p.path].acked;
+  q.paths.on_acked(p.path);
   if (p.xseq > q.rack_xseq) q.rack_xseq = p.xseq;
   *progress = true;
 }
@@ -292,7 +287,7 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   int echo_path = -1;
   if (psn_diff(q.snd_nxt, a.echo_psn) > 0 && psn_diff(q.snd_nxt, a.echo_psn) <= static_cast<int32_t>(q.tx_mask + 1)) {
     const TxPkt& e = q.pkt(a.echo_psn);
-    if (e.path < q.attr.paths.size() && q.attr.paths[e.path].ev == a.echo_ev) echo_path = e.path;
+    if (e.path < q.paths.size() && q.paths.ev(e.path).path.ev == a.echo_ev) echo_path = e.path;
   }
   bool progress = false;
   ack_through(q, a.cum_psn, &progress);
@@ -330,7 +325,10 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     q.stats.min_rtt_ns = static_cast<uint64_t>(q.min_rtt.count());
     if (echo_path >= 0) q.path_stats[echo_path].rtt_ns = static_cast<uint64_t>(rtt.count());
   }
-  if (echo_path >= 0 && (a.ack_flags & wire::ack_flag::kEcnEcho)) ++q.path_stats[echo_path].ecn_marks;
+  if (echo_path >= 0 && (a.ack_flags & wire::ack_flag::kEcnEcho)) {
+    ++q.path_stats[echo_path].ecn_marks;
+    q.paths.on_congestion(static_cast<uint16_t>(echo_path));
+  }
   after_acks(q, now, progress);
 }
 
@@ -342,6 +340,7 @@ void Core::after_acks(Qp& q, Time now, bool progress) {
   detect_losses(q, now);
   complete_sends(q);
   arm_rto(q);
+  if (!ev_scratch.empty()) ev_events(q);
   if (has_data(q, now)) make_ready(q);
 }
 
@@ -360,7 +359,7 @@ void Core::detect_losses(Qp& q, Time now) {
       break;
     }
     ++q.stats.fast_losses;
-    mark_lost(q, psn, now);
+    mark_lost(q, psn, now, now, LossKind::kRack);
   }
 }
 
@@ -392,7 +391,8 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
     case wire::NackReason::kTrimmedLastHop:
       if (p) {
         ++q.path_stats[p->path].trims;
-        mark_lost(q, n.nack_psn, now);
+        q.paths.on_congestion(p->path);
+        mark_lost(q, n.nack_psn, now, now, LossKind::kNack);
       }
       break;
     case wire::NackReason::kNoResource:
@@ -402,13 +402,13 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
         fail_qp(q, WcStatus::kRnrRetryExcErr, p->rsp ? UINT64_MAX : p->wqe);
         return;
       }
-      mark_lost(q, n.nack_psn, now + cfg.rnr_delay);
+      mark_lost(q, n.nack_psn, now, now + cfg.rnr_delay, LossKind::kNack);
       q.timers.set(Timer::kRnr, now + cfg.rnr_delay);
       break;
     case wire::NackReason::kPsnOutOfWindow:
     case wire::NackReason::kNoPktBuffer:
     case wire::NackReason::kNoBitmap:
-      if (p) mark_lost(q, n.nack_psn, now + std::max(q.srtt, Duration{1000}));
+      if (p) mark_lost(q, n.nack_psn, now, now + std::max(q.srtt, Duration{1000}), LossKind::kNack);
       break;
     default: ++stats.drops[static_cast<size_t>(Drop::kBadAck)]; return;
   }
@@ -433,10 +433,11 @@ void Core::sender_timeout(Qp& q, Time now) {
       }
       // Everything out longer than the timeout is lost; resend it elsewhere.
       while (q.list_head != kNone && q.pkt(q.list_head).sent + rto <= now)
-        mark_lost(q, q.list_head, now);
+        mark_lost(q, q.list_head, now, now, LossKind::kTimeout);
     }
   }
   arm_rto(q);
+  if (!ev_scratch.empty()) ev_events(q);
   if (has_data(q, now)) make_ready(q);
 }
 
@@ -480,6 +481,7 @@ void Core::queue_read_response(Qp& q, const Action& a) {
     c.kind = wire::Kind::kNack;
     c.qpn = q.qpn;
     c.path = q.ack_path;
+    c.psn = a.psn;
     c.nack.cum_psn = q.sb.cum();
     c.nack.nack_psn = a.psn;
     c.nack.reason = wire::NackReason::kRemoteAccess;

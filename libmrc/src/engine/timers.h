@@ -14,6 +14,7 @@ enum class Timer : uint8_t {
   kRack,   // reorder window of a packet sent before one already acked (RACK)
   kAck,    // delayed ACK
   kRnr,    // resend after NO_RESOURCE (receiver not ready)
+  kProbe,  // probe bad EVs (paths.h)
   kCount
 };
 

@@ -1,0 +1,294 @@
+#include "engine/paths.h"
+
+#include <algorithm>
+
+namespace mrc::engine {
+
+void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
+                    const PathPolicy& p) {
+  policy_ = p;
+  evs_.clear();
+  index_.clear();
+  uint16_t planes = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Path& path : pass == 0 ? active : backups) {
+      Ev e;
+      e.path = path;
+      e.active = pass == 0;
+      index_.emplace(path.ev, static_cast<uint16_t>(evs_.size()));
+      evs_.push_back(e);
+      planes = std::max<uint16_t>(planes, static_cast<uint16_t>(path.plane + 1));
+    }
+  }
+  plane_evs_.assign(planes, {});
+  plane_cursor_.assign(planes, 0);
+  target_active_.assign(planes, 0);
+  wrr_current_.assign(planes, 0);
+  usable_.assign(planes, 0);
+  active_.assign(planes, 0);
+  for (size_t i = 0; i < evs_.size(); ++i) {
+    const uint16_t pl = evs_[i].path.plane;
+    plane_evs_[pl].push_back(static_cast<uint16_t>(i));
+    if (evs_[i].active) {
+      ++target_active_[pl];
+      ++active_[pl];
+      ++usable_[pl];
+    }
+  }
+  for (auto& d : drained_) d = false;
+  fallback_cursor_ = 0;
+}
+
+int PathSet::find(uint32_t ev) const {
+  auto it = index_.find(ev);
+  return it == index_.end() ? -1 : it->second;
+}
+
+int PathSet::pick_in_plane(uint16_t plane, int avoid) {
+  const auto& list = plane_evs_[plane];
+  const size_t n = list.size();
+  int fallback = -1;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t k = 0; k < n; ++k) {
+      const size_t pos = (plane_cursor_[plane] + k) % n;
+      Ev& e = evs_[list[pos]];
+      if (!e.active || e.state != EvState::kGood) continue;
+      if (e.skip && pass == 0) {
+        e.skip = false;
+        if (fallback < 0) fallback = list[pos];
+        continue;
+      }
+      if (list[pos] == avoid) {
+        if (fallback < 0) fallback = list[pos];
+        continue;
+      }
+      plane_cursor_[plane] = static_cast<uint32_t>(pos + 1);
+      return list[pos];
+    }
+  }
+  return fallback;
+}
+
+uint16_t PathSet::next(int avoid) {
+  int64_t total = 0;
+  int best = -1;
+  const uint32_t floor = std::max<uint32_t>(1, policy_.min_active_per_plane);
+  for (size_t p = 0; p < plane_evs_.size(); ++p) {
+    const uint32_t u = usable_[p];
+    if (u == 0) continue;
+    const int64_t w = int64_t{policy_.plane_weight[p]} * 1024 * std::min(u, floor) / floor;
+    wrr_current_[p] += w;
+    total += w;
+    if (best < 0 || wrr_current_[p] > wrr_current_[static_cast<size_t>(best)]) best = static_cast<int>(p);
+  }
+  if (best >= 0) {
+    wrr_current_[static_cast<size_t>(best)] -= total;
+    const int i = pick_in_plane(static_cast<uint16_t>(best), avoid);
+    if (i >= 0) return static_cast<uint16_t>(i);
+  }
+  // Nothing usable: keep trying every EV that is not denied, in turn.
+  const size_t n = evs_.size();
+  int fallback = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const size_t i = (fallback_cursor_ + k) % n;
+    if (evs_[i].state == EvState::kDenied) continue;
+    fallback = static_cast<int>(i);
+    if (static_cast<int>(i) == avoid && n > 1) continue;
+    fallback_cursor_ = static_cast<uint32_t>(i + 1);
+    return static_cast<uint16_t>(i);
+  }
+  return static_cast<uint16_t>(fallback);
+}
+
+void PathSet::on_acked(uint16_t i) { evs_[i].losses = 0; }
+
+void PathSet::on_congestion(uint16_t i) { evs_[i].skip = true; }
+
+void PathSet::on_lost(uint16_t i, bool timeout, Time now, std::vector<EvEvent>& out) {
+  Ev& e = evs_[i];
+  if (e.state != EvState::kGood) return;
+  ++e.losses;
+  if (timeout || e.losses >= policy_.loss_threshold)
+    set_state(i, EvState::kAssumedBad, timeout ? EvReason::kTimeout : EvReason::kLoss, now, out);
+}
+
+uint32_t PathSet::count(EvState s) const {
+  uint32_t n = 0;
+  for (const Ev& e : evs_) n += e.state == s;
+  return n;
+}
+
+bool PathSet::plane_all_bad(uint16_t plane) const {
+  bool any_bad = false;
+  for (uint16_t i : plane_evs_[plane]) {
+    if (evs_[i].state == EvState::kGood) return false;
+    any_bad |= evs_[i].state == EvState::kAssumedBad;
+  }
+  return any_bad;
+}
+
+void PathSet::leave_active(uint16_t i) {
+  Ev& e = evs_[i];
+  if (!e.active) return;
+  const uint16_t pl = e.path.plane;
+  e.active = false;
+  --active_[pl];
+  // The best backup of the same plane takes its place.
+  for (uint16_t j : plane_evs_[pl]) {
+    Ev& b = evs_[j];
+    if (!b.active && b.state == EvState::kGood) {
+      b.active = true;
+      ++active_[pl];
+      ++usable_[pl];
+      return;
+    }
+  }
+}
+
+void PathSet::rejoin(uint16_t i) {
+  Ev& e = evs_[i];
+  const uint16_t pl = e.path.plane;
+  if (active_[pl] < target_active_[pl]) {
+    e.active = true;
+    ++active_[pl];
+    ++usable_[pl];
+  }
+}
+
+void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vector<EvEvent>& out) {
+  Ev& e = evs_[i];
+  const EvState from = e.state;
+  if (from == to) return;
+  const uint16_t pl = e.path.plane;
+  if (from == EvState::kGood && e.active) --usable_[pl];
+  e.state = to;
+  e.since = now;
+  e.losses = 0;
+  e.clean = 0;
+  e.skip = false;
+  out.push_back(EvEvent{e.path.ev, pl, from, to, why, now});
+  switch (to) {
+    case EvState::kGood:
+      e.next_probe = kNever;
+      rejoin(i);
+      break;
+    case EvState::kAssumedBad:
+      leave_active(i);
+      e.next_probe = now + policy_.probe_interval;
+      if (!drained_[pl] && plane_all_bad(pl)) {
+        drained_[pl] = true;
+        plane_clean_[pl] = 0;
+        plane_answered_[pl] = true;
+        plane_next_probe_[pl] = now + policy_.probe_interval;
+        out.push_back(EvEvent{e.path.ev, pl, to, to, EvReason::kPlaneDrained, now});
+      }
+      break;
+    case EvState::kDenied:
+      leave_active(i);
+      e.next_probe = kNever;
+      break;
+  }
+}
+
+Time PathSet::next_probe_time() const {
+  Time t = kNever;
+  for (size_t p = 0; p < plane_evs_.size(); ++p)
+    if (drained_[p]) t = std::min(t, plane_next_probe_[p]);
+  for (const Ev& e : evs_) {
+    if (e.state != EvState::kAssumedBad || drained_[e.path.plane]) continue;
+    t = std::min(t, e.next_probe);
+    if (e.probe_seq != e.reply_seq) t = std::min(t, e.probe_sent + policy_.probe_timeout);
+  }
+  return t;
+}
+
+void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<EvEvent>&) {
+  for (size_t p = 0; p < plane_evs_.size(); ++p) {
+    if (!drained_[p] || plane_next_probe_[p] > now) continue;
+    if (!plane_answered_[p] && now >= plane_probe_sent_[p] + policy_.probe_timeout) plane_clean_[p] = 0;
+    const auto& list = plane_evs_[p];
+    for (size_t k = 0; k < list.size(); ++k) {
+      const uint16_t i = list[(drain_cursor_[p] + k) % list.size()];
+      if (evs_[i].state != EvState::kAssumedBad) continue;
+      drain_cursor_[p] = static_cast<uint32_t>((drain_cursor_[p] + k + 1) % list.size());
+      Ev& e = evs_[i];
+      e.probe_seq = next_seq_++;
+      e.probe_sent = now;
+      plane_probe_sent_[p] = now;
+      plane_answered_[p] = false;
+      out.push_back(ProbeRequest{i, e.probe_seq});
+      break;
+    }
+    plane_next_probe_[p] = now + policy_.probe_interval;
+  }
+  for (size_t i = 0; i < evs_.size(); ++i) {
+    Ev& e = evs_[i];
+    if (e.state != EvState::kAssumedBad || drained_[e.path.plane]) continue;
+    if (e.probe_seq != e.reply_seq && now >= e.probe_sent + policy_.probe_timeout) {
+      e.clean = 0;  // unanswered: the run of clean replies is broken
+      e.reply_seq = e.probe_seq;
+    }
+    if (e.next_probe > now) continue;
+    e.probe_seq = next_seq_++;
+    e.probe_sent = now;
+    e.next_probe = now + policy_.probe_interval;
+    out.push_back(ProbeRequest{static_cast<uint16_t>(i), e.probe_seq});
+  }
+}
+
+void PathSet::on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now,
+                             std::vector<EvEvent>& out) {
+  Ev& e = evs_[i];
+  if (e.state != EvState::kAssumedBad || seq == 0 || seq > e.probe_seq || seq <= e.reply_seq) return;
+  e.reply_seq = seq;
+  const uint16_t pl = e.path.plane;
+  if (drained_[pl]) {
+    plane_answered_[pl] = true;
+    plane_clean_[pl] = ecn ? 0 : plane_clean_[pl] + 1;
+    if (plane_clean_[pl] < policy_.probes_to_good) return;
+    drained_[pl] = false;
+    for (uint16_t j : plane_evs_[pl])
+      if (evs_[j].state == EvState::kAssumedBad)
+        set_state(j, EvState::kGood, EvReason::kPlaneRestored, now, out);
+    return;
+  }
+  e.clean = ecn ? 0 : e.clean + 1;
+  if (e.clean >= policy_.probes_to_good) set_state(i, EvState::kGood, EvReason::kProbeClean, now, out);
+}
+
+bool PathSet::deny(uint32_t ev, bool on, Time now, std::vector<EvEvent>& out) {
+  const int i = find(ev);
+  if (i < 0) return false;
+  const auto idx = static_cast<uint16_t>(i);
+  if (on) {
+    set_state(idx, EvState::kDenied, EvReason::kDenied, now, out);
+  } else if (evs_[idx].state == EvState::kDenied) {
+    set_state(idx, EvState::kAssumedBad, EvReason::kAllowed, now, out);
+    evs_[idx].next_probe = now;
+  }
+  return true;
+}
+
+const char* to_string(EvState s) {
+  switch (s) {
+    case EvState::kGood: return "GOOD";
+    case EvState::kAssumedBad: return "ASSUMED_BAD";
+    case EvState::kDenied: return "DENIED";
+  }
+  return "?";
+}
+
+const char* to_string(EvReason r) {
+  switch (r) {
+    case EvReason::kLoss: return "loss";
+    case EvReason::kTimeout: return "timeout";
+    case EvReason::kProbeClean: return "probe_clean";
+    case EvReason::kPlaneDrained: return "plane_drained";
+    case EvReason::kPlaneRestored: return "plane_restored";
+    case EvReason::kDenied: return "denied";
+    case EvReason::kAllowed: return "allowed";
+  }
+  return "?";
+}
+
+}  // namespace mrc::engine

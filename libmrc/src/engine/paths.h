@@ -1,0 +1,165 @@
+// Path (EV) health of one QP: which EVs carry data and in what order (spraying),
+// when an EV is declared bad, how it is probed and brought back.
+// Threading: owned by its QP (engine thread).
+//
+// A QP holds its active EVs (QpAttr::paths, typically 16 per plane) and
+// backups (QpAttr::backup_paths); all live in one array, indexed by the
+// `path` of each packet record. Per EV:
+//
+//   GOOD         carries data. A trim NACK or an ECN echo sets a one-time skip
+//                mark: the sprayer passes it over once (SKIP in MRC terms).
+//   ASSUMED_BAD  carries no data; probed every probe_interval; after
+//                probes_to_good clean replies in a row it is GOOD again.
+//                Entered after loss_threshold losses in a row on the EV
+//                (RACK, i.e. later packets on other EVs were acknowledged),
+//                or at once on a retransmission timeout. Trims never count.
+//   DENIED       set by the controller; never used nor probed until allowed.
+//
+// Active set: an EV that goes bad leaves the active set and the best backup
+// of the same plane takes its place; an EV that comes back rejoins the active
+// set if its plane is short, else the backups.
+//
+// Spraying: planes take turns by smooth weighted round robin, weight =
+// plane_weight x min(1, usable EVs / min_active_per_plane), so a plane that
+// has lost paths beyond its backups carries less, and a plane with no usable
+// EV carries nothing. Inside a plane, EVs take turns. A retransmission avoids
+// the EV the packet was lost on. With no usable EV anywhere (everything bad),
+// the sprayer still returns a non-denied EV, round robin: the QP keeps trying
+// and its retry budget decides, it never stalls silently.
+//
+// Plane drain: when every EV of a plane is bad the plane is drained and probed
+// as a whole, one probe per probe_interval over its EVs in turn; after
+// probes_to_good clean replies the whole plane is GOOD again.
+//
+// Every state change is an EvEvent (EV, plane, old, new, reason).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/types.h"
+
+namespace mrc::engine {
+
+enum class EvState : uint8_t { kGood, kAssumedBad, kDenied };
+const char* to_string(EvState s);
+
+enum class EvReason : uint8_t {
+  kLoss,          // loss_threshold packets in a row lost on it
+  kTimeout,       // a retransmission timeout hit a packet on it
+  kProbeClean,    // probes_to_good clean probe replies
+  kPlaneDrained,  // every EV of its plane is bad (reported once per plane, on the last EV)
+  kPlaneRestored, // its drained plane answered probes again
+  kDenied,        // controller
+  kAllowed,       // controller lifted a deny; probing starts
+};
+const char* to_string(EvReason r);
+
+/// How a QP judges and probes its paths (OCP EV profile and our knobs).
+struct PathPolicy {
+  uint32_t min_active_per_plane = 4;  // ev_min_active: below it a plane's weight shrinks
+  uint32_t loss_threshold = 2;        // losses in a row (RACK) that make an EV ASSUMED_BAD
+  uint32_t probes_to_good = 3;        // clean probe replies in a row that make it GOOD
+  Duration probe_interval{100'000};   // between probes of one bad EV (or of a drained plane)
+  Duration probe_timeout{500'000};    // an unanswered probe is a failed probe after this
+  uint32_t plane_weight[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};  // capacity by plane
+};
+
+struct EvEvent {
+  uint32_t ev = 0;
+  uint16_t plane = 0;
+  EvState from = EvState::kGood;
+  EvState to = EvState::kGood;
+  EvReason reason = EvReason::kLoss;
+  Time at{0};
+};
+
+/// A probe to send now on EV `index`.
+struct ProbeRequest {
+  uint16_t index = 0;
+  uint32_t seq = 0;
+};
+
+class PathSet {
+ public:
+  struct Ev {
+    Path path;
+    EvState state = EvState::kGood;
+    bool active = false;       // in the sprayed set (else a backup)
+    bool skip = false;         // pass over once
+    uint16_t losses = 0;       // losses in a row
+    uint16_t clean = 0;        // clean probe replies in a row
+    uint32_t probe_seq = 0;    // seq of the latest probe sent (0: none)
+    uint32_t reply_seq = 0;    // seq of the latest probe answered
+    Time probe_sent{0};
+    Time next_probe = kNever;
+    Time since{0};             // time of the last state change
+  };
+
+  /// Replaces the set. Planes must be < 16. Events are not emitted for the reset.
+  void reset(std::span<const Path> active, std::span<const Path> backups, const PathPolicy& p);
+  const PathPolicy& policy() const { return policy_; }
+  void set_policy(const PathPolicy& p) { policy_ = p; }
+
+  size_t size() const { return evs_.size(); }
+  const Ev& ev(size_t i) const { return evs_[i]; }
+  std::span<const Ev> evs() const { return evs_; }
+  /// Index of `ev`, or -1.
+  int find(uint32_t ev) const;
+
+  /// The EV for the next data packet; `avoid` (an index or -1) is skipped when
+  /// another choice exists.
+  uint16_t next(int avoid);
+
+  // ---- Feedback (each may append to `out`) ----------------------------------------------
+  void on_acked(uint16_t i);
+  void on_lost(uint16_t i, bool timeout, Time now, std::vector<EvEvent>& out);
+  /// Trim NACK or ECN echo: skip once.
+  void on_congestion(uint16_t i);
+
+  // ---- Probes ---------------------------------------------------------------------------
+  /// Earliest time poll_probes has work (kNever when nothing is bad).
+  Time next_probe_time() const;
+  /// Probes due at `now`, appended to `out`; marks them outstanding.
+  void poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<EvEvent>& events);
+  /// A probe reply for EV index i with sequence seq; ecn: it came back marked.
+  void on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now, std::vector<EvEvent>& out);
+
+  // ---- Controller -----------------------------------------------------------------------
+  /// Deny (true) or allow (false) an EV. False if no such EV.
+  bool deny(uint32_t ev, bool on, Time now, std::vector<EvEvent>& out);
+
+  /// EVs per state, and planes drained.
+  uint32_t count(EvState s) const;
+  bool plane_drained(uint16_t plane) const { return plane < 16 && drained_[plane]; }
+
+ private:
+  void set_state(uint16_t i, EvState to, EvReason why, Time now, std::vector<EvEvent>& out);
+  void leave_active(uint16_t i);
+  void rejoin(uint16_t i);
+  uint32_t usable(uint16_t plane) const;
+  bool plane_all_bad(uint16_t plane) const;
+  int pick_in_plane(uint16_t plane, int avoid);
+
+  PathPolicy policy_;
+  std::vector<Ev> evs_;
+  std::unordered_map<uint32_t, uint16_t> index_;
+  std::vector<std::vector<uint16_t>> plane_evs_;  // EV indexes of each plane
+  std::vector<uint32_t> plane_cursor_;
+  std::vector<uint32_t> target_active_;           // active EVs per plane at reset
+  std::vector<int64_t> wrr_current_;              // smooth weighted round robin state
+  std::vector<uint32_t> usable_;                  // active GOOD EVs per plane
+  std::vector<uint32_t> active_;                  // active EVs per plane
+  bool drained_[16] = {};
+  Time plane_probe_sent_[16] = {};
+  bool plane_answered_[16] = {};
+  uint32_t drain_cursor_[16] = {};
+  Time plane_next_probe_[16] = {};
+  uint32_t plane_clean_[16] = {};
+  uint32_t fallback_cursor_ = 0;
+  uint32_t next_seq_ = 1;
+};
+
+}  // namespace mrc::engine

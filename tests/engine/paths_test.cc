@@ -1,0 +1,204 @@
+// PathSet: spraying over planes and EVs, loss -> ASSUMED_BAD, backups, probes,
+// plane drain and restore, deny/allow, events.
+#include "engine/paths.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+namespace mrc::engine {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// 4 planes x 4 active EVs (ev = plane * 100 + k) and 2 backups per plane.
+PathSet make(PathPolicy pol = {}) {
+  std::vector<Path> active, backup;
+  for (uint16_t p = 0; p < 4; ++p) {
+    for (uint32_t k = 0; k < 4; ++k) active.push_back(Path{p * 100u + k, p});
+    for (uint32_t k = 4; k < 6; ++k) backup.push_back(Path{p * 100u + k, p});
+  }
+  PathSet s;
+  s.reset(active, backup, pol);
+  return s;
+}
+
+std::map<uint32_t, int> spray(PathSet& s, int n) {
+  std::map<uint32_t, int> count;
+  for (int i = 0; i < n; ++i) ++count[s.ev(s.next(-1)).path.ev];
+  return count;
+}
+
+TEST(PathSet, Next_SpraysEvenlyOverActiveEvsOfEveryPlane) {
+  PathSet s = make();
+  auto c = spray(s, 1600);
+  ASSERT_EQ(c.size(), 16u);  // backups carry nothing while actives are good
+  for (auto& [ev, n] : c) EXPECT_EQ(n, 100) << ev;
+}
+
+TEST(PathSet, Next_AvoidPicksAnotherEv) {
+  PathSet s = make();
+  for (int i = 0; i < 100; ++i) {
+    const uint16_t a = s.next(-1);
+    EXPECT_NE(s.next(a), a);
+  }
+}
+
+TEST(PathSet, OnLost_TwoInARowMakeAssumedBadAndBackupReplacesIt) {
+  PathSet s = make();
+  std::vector<EvEvent> ev;
+  const int i = s.find(101);
+  s.on_lost(i, false, Time{10}, ev);
+  EXPECT_EQ(s.ev(i).state, EvState::kGood);
+  s.on_acked(i);  // an ack in between resets the run
+  s.on_lost(i, false, Time{11}, ev);
+  EXPECT_EQ(s.ev(i).state, EvState::kGood);
+  s.on_lost(i, false, Time{12}, ev);
+  EXPECT_EQ(s.ev(i).state, EvState::kAssumedBad);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].ev, 101u);
+  EXPECT_EQ(ev[0].plane, 1);
+  EXPECT_EQ(ev[0].from, EvState::kGood);
+  EXPECT_EQ(ev[0].to, EvState::kAssumedBad);
+  EXPECT_EQ(ev[0].reason, EvReason::kLoss);
+  auto c = spray(s, 1600);
+  EXPECT_EQ(c.count(101), 0u);
+  EXPECT_EQ(c[104], 100);  // the plane's first backup took its place
+  EXPECT_EQ(c[100], 100);
+}
+
+TEST(PathSet, OnLost_TimeoutIsEnoughAlone) {
+  PathSet s = make();
+  std::vector<EvEvent> ev;
+  s.on_lost(s.find(2), true, Time{5}, ev);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].reason, EvReason::kTimeout);
+}
+
+TEST(PathSet, OnCongestion_SkipsOnceOnly) {
+  PathSet s = make();
+  const int i = s.find(0);
+  s.on_congestion(i);
+  auto c = spray(s, 4);  // one pick per plane
+  EXPECT_EQ(c.count(0), 0u);  // passed over...
+  EXPECT_EQ(c[1], 1);
+  c = spray(s, 12);
+  EXPECT_EQ(c[0], 1);  // ...once
+  EXPECT_EQ(s.ev(i).state, EvState::kGood);
+}
+
+TEST(PathSet, Probes_CleanRepliesBringItBack) {
+  PathPolicy pol;
+  pol.probes_to_good = 3;
+  pol.probe_interval = 100us;
+  PathSet s = make(pol);
+  std::vector<EvEvent> ev;
+  std::vector<ProbeRequest> pr;
+  const int i = s.find(202);
+  s.on_lost(i, true, Time{0}, ev);
+  EXPECT_EQ(s.next_probe_time(), Time{100us});
+  Time now{100us};
+  for (int k = 0; k < 3; ++k) {
+    pr.clear();
+    s.poll_probes(now, pr, ev);
+    ASSERT_EQ(pr.size(), 1u);
+    EXPECT_EQ(pr[0].index, i);
+    EXPECT_EQ(s.ev(i).state, EvState::kAssumedBad);
+    s.on_probe_reply(pr[0].index, pr[0].seq, false, now + 10us, ev);
+    now += 100us;
+  }
+  EXPECT_EQ(s.ev(i).state, EvState::kGood);
+  EXPECT_EQ(ev.back().reason, EvReason::kProbeClean);
+  EXPECT_EQ(s.next_probe_time(), kNever);
+  // It comes back as a backup: its replacement stays active.
+  EXPECT_FALSE(s.ev(i).active);
+}
+
+TEST(PathSet, Probes_MarkedOrLostReplyRestartsCount) {
+  PathSet s = make();
+  std::vector<EvEvent> ev;
+  std::vector<ProbeRequest> pr;
+  const int i = s.find(3);
+  s.on_lost(i, true, Time{0}, ev);
+  Time now = s.next_probe_time();
+  s.poll_probes(now, pr, ev);
+  s.on_probe_reply(i, pr.back().seq, false, now, ev);
+  now = s.next_probe_time();
+  s.poll_probes(now, pr, ev);
+  s.on_probe_reply(i, pr.back().seq, true, now, ev);  // CE-marked: not clean
+  EXPECT_EQ(s.ev(i).clean, 0);
+  s.on_probe_reply(i, pr.back().seq + 100, false, now, ev);  // never sent: ignored
+  EXPECT_EQ(s.ev(i).clean, 0);
+}
+
+TEST(PathSet, Plane_AllBadDrainsProbesAsWholeAndRestores) {
+  PathPolicy pol;
+  pol.probes_to_good = 2;
+  PathSet s = make(pol);
+  std::vector<EvEvent> ev;
+  for (uint32_t k = 0; k < 6; ++k) {  // actives and the backups that replace them
+    const int i = s.find(300 + k);
+    s.on_lost(i, true, Time{1}, ev);
+  }
+  EXPECT_TRUE(s.plane_drained(3));
+  EXPECT_EQ(ev.back().reason, EvReason::kPlaneDrained);
+  auto c = spray(s, 1200);
+  for (uint32_t k = 0; k < 6; ++k) EXPECT_EQ(c.count(300 + k), 0u);
+  EXPECT_EQ(c[0], 100);  // the other planes share it all
+  // One probe per interval for the whole plane.
+  std::vector<ProbeRequest> pr;
+  Time now = s.next_probe_time();
+  s.poll_probes(now, pr, ev);
+  ASSERT_EQ(pr.size(), 1u);
+  s.on_probe_reply(pr[0].index, pr[0].seq, false, now, ev);
+  pr.clear();
+  now = s.next_probe_time();
+  s.poll_probes(now, pr, ev);
+  ASSERT_EQ(pr.size(), 1u);
+  s.on_probe_reply(pr[0].index, pr[0].seq, false, now, ev);
+  EXPECT_FALSE(s.plane_drained(3));
+  for (uint32_t k = 0; k < 6; ++k) EXPECT_EQ(s.ev(s.find(300 + k)).state, EvState::kGood);
+  c = spray(s, 1600);
+  for (uint32_t k = 0; k < 4; ++k) EXPECT_EQ(c[300 + k], 100);
+}
+
+TEST(PathSet, Plane_LosingPathsBeyondBackupsShrinksItsShare) {
+  PathPolicy pol;
+  pol.min_active_per_plane = 4;
+  PathSet s = make(pol);
+  std::vector<EvEvent> ev;
+  for (uint32_t k = 0; k < 4; ++k) s.on_lost(s.find(200 + k), true, Time{1}, ev);  // 2 backups left
+  auto c = spray(s, 700);
+  int plane2 = c[204] + c[205];
+  EXPECT_EQ(plane2, 100);  // 2 of 4 usable: half weight (1/7 of traffic)
+  EXPECT_EQ(c[0] + c[1] + c[2] + c[3], 200);
+}
+
+TEST(PathSet, Deny_NeverUsedNorProbedUntilAllowed) {
+  PathSet s = make();
+  std::vector<EvEvent> ev;
+  ASSERT_TRUE(s.deny(1, true, Time{1}, ev));
+  EXPECT_FALSE(s.deny(999, true, Time{1}, ev));
+  EXPECT_EQ(ev.back().to, EvState::kDenied);
+  EXPECT_EQ(spray(s, 1600).count(1), 0u);
+  EXPECT_EQ(s.next_probe_time(), kNever);
+  ASSERT_TRUE(s.deny(1, false, Time{2}, ev));
+  EXPECT_EQ(ev.back().reason, EvReason::kAllowed);
+  EXPECT_EQ(s.ev(s.find(1)).state, EvState::kAssumedBad);
+  EXPECT_EQ(s.next_probe_time(), Time{2});
+}
+
+TEST(PathSet, Next_EverythingBadStillReturnsNonDeniedEvs) {
+  PathSet s = make();
+  std::vector<EvEvent> ev;
+  for (size_t i = 0; i < s.size(); ++i) s.on_lost(static_cast<uint16_t>(i), true, Time{1}, ev);
+  s.deny(0, true, Time{1}, ev);
+  std::set<uint32_t> seen;
+  for (int i = 0; i < 100; ++i) seen.insert(s.ev(s.next(-1)).path.ev);
+  EXPECT_EQ(seen.count(0), 0u);
+  EXPECT_EQ(seen.size(), s.size() - 1);
+}
+
+}  // namespace
+}  // namespace mrc::engine
