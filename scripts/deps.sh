@@ -11,6 +11,8 @@ set -euo pipefail
 PACKAGES=(
   # build
   cmake ninja-build g++ pkg-config
+  # tools (tools/): command-line parsing
+  libcli11-dev
   # tests (tests/) and benchmarks (perf/)
   libgtest-dev libgmock-dev googletest libbenchmark-dev
 )

@@ -147,6 +147,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
   q.rq.clear();
   for (auto& p : q.tx) p = TxPkt{};
   q.snd_una = q.snd_nxt;
+  q.bytes_in_flight = 0;
   q.list_head = q.list_tail = kNone;
   q.retx.clear();
   q.pending_reads = 0;
@@ -345,6 +346,7 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
   if ((mask & attr::kRnrRetry) && a.rnr_retry > 7) return Err{Error::kInvalidArgument};
   if ((mask & attr::kMpr) && (a.max_psn_range == 0 || a.max_psn_range > c.cfg.recv_window))
     return Err{Error::kInvalidArgument};
+  if ((mask & attr::kCc) && a.cc && validate(*a.cc) != nullptr) return Err{Error::kInvalidArgument};
   if (mask & attr::kPaths) {
     if (a.paths.empty() || a.paths.size() + a.backup_paths.size() > 65535)
       return Err{Error::kInvalidArgument};
@@ -398,6 +400,10 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
   }
   if (mask & attr::kRnrRetry) s.rnr_retry = a.rnr_retry;
   if (mask & attr::kMpr) s.max_psn_range = a.max_psn_range;
+  if (mask & attr::kCc) {
+    s.cc = a.cc;
+    if (q->cc) c.start_cc(*q);
+  }
   if (mask & attr::kPathPolicy) {
     s.path_policy = a.path_policy;
     q->paths.set_policy(s.path_policy);
@@ -423,6 +429,8 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     q->tx.assign(n, TxPkt{});
     q->tx_mask = n - 1;
     q->snd_una = q->snd_nxt = s.sq_psn;
+    q->bytes_in_flight = 0;
+    c.start_cc(*q);
   }
   if (to == QpState::kRts && (mask & attr::kMpr) && s.max_psn_range > q->tx_mask + 1) {
     if (q->inflight() > 0) return Err{Error::kBadState};
@@ -639,6 +647,12 @@ Status<Error> Engine::deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny) {
 const PathSet* Engine::paths(Qpn qpn) const {
   const Qp* q = impl_->qp(qpn);
   return q ? &q->paths : nullptr;
+}
+
+std::optional<NsccStats> Engine::cc_stats(Qpn qpn) const {
+  const Qp* q = impl_->qp(qpn);
+  if (!q || !q->cc) return std::nullopt;
+  return q->cc->stats();
 }
 
 std::optional<Event> Engine::poll_event() {

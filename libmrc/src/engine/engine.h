@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/nscc.h"
 #include "engine/paths.h"
 #include "engine/stats.h"
 #include "engine/types.h"
@@ -45,6 +46,12 @@ struct EngineConfig {
   uint32_t max_mrs = 1 << 20;
   uint32_t recv_window = 16384;      // PSNs a receiver tracks past its cumulative PSN (power of 2)
   Duration rnr_delay{100'000};       // wait before resending after NO_RESOURCE (no receive posted)
+  // Congestion control (NSCC). A QP without its own CC profile (QpAttr::cc) derives
+  // one from these with NsccConfig::defaults.
+  bool congestion_control = true;
+  uint64_t nic_bps = 100'000'000'000;  // the NIC: all its plane ports together, bits/s
+  Duration base_rtt{0};              // unloaded RTT; 0 = learn it (min RTT), starting from 12 us
+  bool trimming = true;              // the fabric trims (target delay 0.75 base RTT, else 1.0)
   PayloadCopy copy = nullptr;        // nullptr: memcpy
 };
 
@@ -65,6 +72,7 @@ struct QpAttr {
   std::vector<Path> paths;           // active EVs to spray on (RTR); at least one
   std::vector<Path> backup_paths;    // EVs that replace bad ones of the same plane
   PathPolicy path_policy;            // loss threshold, probing, plane weights
+  std::optional<NsccConfig> cc;      // CC profile (mrc_ctl_cc_nscc_cfg); unset: from EngineConfig
 };
 
 /// Which QpAttr fields a modify_qp call sets.
@@ -80,6 +88,7 @@ inline constexpr uint32_t kRnrRetry = 1u << 7;
 inline constexpr uint32_t kMpr = 1u << 8;
 inline constexpr uint32_t kPaths = 1u << 9;       // paths and backup_paths
 inline constexpr uint32_t kPathPolicy = 1u << 10;
+inline constexpr uint32_t kCc = 1u << 11;
 }  // namespace attr
 
 struct QpInit {
@@ -164,6 +173,8 @@ class Engine {
   std::span<const PathStats> path_stats(Qpn qpn) const;
   /// The QP's EVs with their state, same order; null if no such QP.
   const PathSet* paths(Qpn qpn) const;
+  /// The QP's congestion window counters; nullopt if no such QP or CC is off.
+  std::optional<NsccStats> cc_stats(Qpn qpn) const;
   /// True when no QP has anything in flight or queued to send.
   bool idle() const;
 

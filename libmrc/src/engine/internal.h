@@ -161,8 +161,15 @@ struct Control {
   bool ecn = false;            // kProbeReply: the probe arrived CE-marked
 };
 
-/// How a packet came to be declared lost (only RACK and RTO count against its EV).
-enum class LossKind : uint8_t { kRack, kTimeout, kNack };
+/// What one ACK newly acknowledged.
+struct AckTally {
+  uint64_t bytes = 0;
+  uint32_t packets = 0;
+};
+
+/// How a packet came to be declared lost: RACK and RTO count against its EV and
+/// the window; kNoBlame (NACKed, or resent along with an RTO) does not.
+enum class LossKind : uint8_t { kRack, kTimeout, kNoBlame };
 
 struct Qp {
   Qpn qpn = 0;
@@ -194,10 +201,18 @@ struct Qp {
   uint32_t list_head = kNone, list_tail = kNone;  // sent-order list
   std::deque<uint32_t> retx;  // lost PSNs to resend
   uint32_t rto_retries = 0; // consecutive timeouts without progress
+  bool tlp_sent = false;    // a tail loss probe went out since the last progress
+  Time last_ack_at{0};      // last ACK that acknowledged something
   uint32_t rnr_retries = 0;
   uint64_t xseq_next = 1;   // next transmission order number
+  uint32_t reo_mult = 1;    // RACK reorder window in units of min_rtt/4, grown by spurious losses
+  uint32_t since_spurious = 0;  // packets acked since the last spurious loss
   uint64_t rack_xseq = 0;   // transmission order of the most recently sent packet known delivered
   Duration srtt{0}, rttvar{0}, min_rtt{0};
+  std::optional<Nscc> cc;   // congestion window (RTS on; absent when CC is off)
+  bool cc_auto = false;     // profile derived from EngineConfig, base RTT learned
+  Duration cc_base{0};      // base RTT the auto profile was derived with
+  uint64_t bytes_in_flight = 0;  // payload bytes of kInFlight packets
 
   // ---- receiver ----
   RecvScoreboard sb;
@@ -303,11 +318,15 @@ struct Core {
   void list_remove(Qp& q, uint32_t psn);
   void list_append(Qp& q, uint32_t psn);
   void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);
-  void ack_psn(Qp& q, uint32_t psn, bool* progress);
-  void ack_through(Qp& q, uint32_t cum, bool* progress);
+  void ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked);
+  void ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked);
   void detect_losses(Qp& q, Time now);
   void after_acks(Qp& q, Time now, bool progress);
   void arm_rto(Qp& q);
+  void start_cc(Qp& q);
+  bool cwnd_full(const Qp& q) const {
+    return q.cc && q.bytes_in_flight > 0 && !q.cc->can_send(q.bytes_in_flight);
+  }
   // paths (engine.cc)
   void ev_events(Qp& q);      // turns ev_scratch into engine events, re-arms probes
   void path_timeout(Qp& q, Time now);

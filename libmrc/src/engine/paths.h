@@ -96,6 +96,7 @@ class PathSet {
     Time probe_sent{0};
     Time next_probe = kNever;
     Time since{0};             // time of the last state change
+    Duration srtt{0};          // smoothed send-to-ACK time of data on this EV
   };
 
   /// Replaces the set. Planes must be < 16. Events are not emitted for the reset.
@@ -115,6 +116,11 @@ class PathSet {
 
   // ---- Feedback (each may append to `out`) ----------------------------------------------
   void on_acked(uint16_t i);
+  /// A send-to-ACK sample of a data packet on EV i (EWMA 1/8).
+  void on_rtt(uint16_t i, Duration rtt) {
+    Duration& s = evs_[i].srtt;
+    s = s == Duration{0} ? rtt : (7 * s + rtt) / 8;
+  }
   void on_lost(uint16_t i, bool timeout, Time now, std::vector<EvEvent>& out);
   /// Trim NACK or ECN echo: skip once.
   void on_congestion(uint16_t i);

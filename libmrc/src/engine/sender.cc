@@ -109,6 +109,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
 
 bool Core::has_data(const Qp& q, Time now) const {
   if (q.state != QpState::kRts && q.state != QpState::kSqd) return false;
+  if (cwnd_full(q)) return false;
   for (uint32_t psn : q.retx) {
     const TxPkt& p = q.tx[psn & q.tx_mask];
     if (p.state == TxPkt::kLost) return p.not_before <= now;
@@ -136,6 +137,7 @@ void Core::list_remove(Qp& q, uint32_t psn) {
 }
 
 std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf) {
+  if (cwnd_full(q)) return std::nullopt;
   uint32_t psn = kNone;
   bool retransmit = false;
   // Resends first, on a different path than last time.
@@ -190,6 +192,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   p.sent = now;
   p.xseq = q.xseq_next++;
   ++p.tx_count;
+  q.bytes_in_flight += p.len;
   list_append(q, psn);
   const Path path = q.paths.ev(p.path).path;
   PathStats& ps = q.path_stats[p.path];
@@ -229,17 +232,31 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   return Transmit{q.attr.peer, path, hl, payload};
 }
 
+void Core::start_cc(Qp& q) {
+  q.cc.reset();
+  q.cc_auto = false;
+  if (q.attr.cc) {
+    q.cc.emplace(*q.attr.cc, q.attr.mtu);
+  } else if (cfg.congestion_control) {
+    q.cc_auto = cfg.base_rtt == Duration{0};
+    q.cc_base = q.cc_auto ? Duration{0} : cfg.base_rtt;
+    const Duration base = q.cc_auto ? Duration{12'000} : cfg.base_rtt;
+    q.cc.emplace(NsccConfig::defaults(cfg.nic_bps, base, q.attr.mtu, cfg.trimming), q.attr.mtu);
+  }
+}
+
 void Core::arm_rto(Qp& q) {
-  if (q.list_head == kNone) {
-    q.timers.cancel(Timer::kRto);
-    return;
-  }
+  q.timers.cancel(Timer::kRto);
+  q.timers.cancel(Timer::kTlp);
+  if (q.list_head == kNone) return;
   const Duration rto = q.rto();
-  if (rto == kNever) {
-    q.timers.cancel(Timer::kRto);
-    return;
+  if (rto != kNever) q.timers.set(Timer::kRto, q.pkt(q.list_head).sent + rto);
+  // Tail loss probe (RFC 8985 section 7): losses at the tail have no later packet
+  // to reveal them; resending the newest one does, long before the RTO.
+  if (q.srtt > Duration{0} && !q.tlp_sent) {
+    const Time at = std::max(q.pkt(q.list_tail).sent, q.last_ack_at) + 2 * q.srtt + cfg.ack_delay;
+    if (at < q.timers.at(Timer::kRto)) q.timers.set(Timer::kTlp, at);
   }
-  q.timers.set(Timer::kRto, q.pkt(q.list_head).sent + rto);
 }
 
 void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why) {
@@ -247,30 +264,51 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
   if (p.state == TxPkt::kInFlight) {
     list_remove(q, psn);
     p.state = TxPkt::kLost;
+    q.bytes_in_flight -= p.len;
     ++q.path_stats[p.path].lost;
     q.retx.push_back(psn);
-    if (why != LossKind::kNack) q.paths.on_lost(p.path, why == LossKind::kTimeout, now, ev_scratch);
+    if (why != LossKind::kNoBlame) {  // RACK or RTO: blame the EV, tell CC
+      q.paths.on_lost(p.path, why == LossKind::kTimeout, now, ev_scratch);
+      if (q.cc) q.cc->on_loss(now);
+    }
   }
   p.not_before = std::max(p.not_before, not_before);
 }
 
-void Core::ack_psn(Qp& q, uint32_t psn, bool* progress) {
+void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   TxPkt& p = q.pkt(psn);
   if (p.state != TxPkt::kInFlight && p.state != TxPkt::kLost) return;
-  if (p.state == TxPkt::kInFlight) list_remove(q, psn);
+  // Spurious loss: declared lost, yet acknowledged before a resend could be (RFC
+  // 8985 7.2 adapts the reorder window the same way, from DSACKs we don't have).
+  if (p.state == TxPkt::kLost || (p.tx_count > 1 && now - p.sent < q.min_rtt / 2)) {
+    ++q.stats.spurious_losses;
+    q.reo_mult = std::min<uint32_t>(q.reo_mult + 1, 64);
+    q.since_spurious = 0;
+  } else if (++q.since_spurious >= 16384 && q.reo_mult > 1) {
+    q.reo_mult /= 2;
+    q.since_spurious = 0;
+  }
+  if (p.state == TxPkt::kInFlight) {
+    list_remove(q, psn);
+    q.bytes_in_flight -= p.len;
+    // Time to acknowledgement of this EV (send to ACK, with the receiver's coalescing):
+    // what RACK waits for on this path. Only unambiguous (first) transmissions.
+    if (p.tx_count == 1) q.paths.on_rtt(p.path, now - p.sent);
+  }
   p.state = TxPkt::kAcked;
   SendWqe& w = p.rsp ? q.rsp.at(p.wqe) : q.sq.at(p.wqe);
   ++w.acked;
   ++q.path_stats[p.path].acked;
   q.paths.on_acked(p.path);
   if (p.xseq > q.rack_xseq) q.rack_xseq = p.xseq;
-  *progress = true;
+  acked->bytes += p.len;
+  ++acked->packets;
 }
 
-void Core::ack_through(Qp& q, uint32_t cum, bool* progress) {
+void Core::ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked) {
   // PSNs below snd_una are already freed.
   while (psn_diff(cum, q.snd_una) > 0) {
-    ack_psn(q, q.snd_una, progress);
+    ack_psn(q, q.snd_una, now, acked);
     q.pkt(q.snd_una).state = TxPkt::kFree;
     ++q.snd_una;
   }
@@ -289,15 +327,15 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     const TxPkt& e = q.pkt(a.echo_psn);
     if (e.path < q.paths.size() && q.paths.ev(e.path).path.ev == a.echo_ev) echo_path = e.path;
   }
-  bool progress = false;
-  ack_through(q, a.cum_psn, &progress);
+  AckTally acked;
+  ack_through(q, a.cum_psn, now, &acked);
   for (size_t k = 0; k < a.sack.size(); ++k) {
     uint64_t bits = a.sack[k];
     while (bits) {
       const int b = std::countr_zero(bits);
       bits &= bits - 1;
       const uint32_t psn = a.sack_base + static_cast<uint32_t>(64 * k + b);
-      if (psn_diff(psn, q.snd_una) >= 0 && psn_diff(psn, q.snd_nxt) < 0) ack_psn(q, psn, &progress);
+      if (psn_diff(psn, q.snd_una) >= 0 && psn_diff(psn, q.snd_nxt) < 0) ack_psn(q, psn, now, &acked);
     }
   }
   while (q.snd_una != q.snd_nxt && q.pkt(q.snd_una).state == TxPkt::kAcked) {
@@ -307,8 +345,9 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
 
   // RTT from the echoed timestamp, minus the time the receiver held the ACK.
   const auto echo = Time{static_cast<int64_t>(a.echo_ts)};
+  Duration rtt{0};
   if (a.echo_ts != 0 && echo <= now) {
-    Duration rtt = now - echo - Duration{a.ack_delay_ns};
+    rtt = now - echo - Duration{a.ack_delay_ns};
     if (rtt <= Duration{0}) rtt = now - echo;
     ++q.stats.rtt_samples;
     if (q.srtt == Duration{0}) {
@@ -325,17 +364,28 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     q.stats.min_rtt_ns = static_cast<uint64_t>(q.min_rtt.count());
     if (echo_path >= 0) q.path_stats[echo_path].rtt_ns = static_cast<uint64_t>(rtt.count());
   }
-  if (echo_path >= 0 && (a.ack_flags & wire::ack_flag::kEcnEcho)) {
+  const bool ecn = a.ack_flags & wire::ack_flag::kEcnEcho;
+  if (echo_path >= 0 && ecn) {
     ++q.path_stats[echo_path].ecn_marks;
     q.paths.on_congestion(static_cast<uint16_t>(echo_path));
   }
-  after_acks(q, now, progress);
+  if (q.cc) {
+    if (q.cc_auto && rtt > Duration{0} &&
+        (q.cc_base == Duration{0} || q.min_rtt * 10 < q.cc_base * 9)) {
+      q.cc_base = q.min_rtt;  // learned base RTT moved: re-derive the profile
+      q.cc->set_config(NsccConfig::defaults(cfg.nic_bps, q.cc_base, q.attr.mtu, cfg.trimming));
+    }
+    q.cc->on_ack(now, acked.bytes, rtt, ecn, q.bytes_in_flight);
+  }
+  after_acks(q, now, acked.packets > 0);
 }
 
 void Core::after_acks(Qp& q, Time now, bool progress) {
   if (progress) {
     q.rto_retries = 0;
     q.rnr_retries = 0;
+    q.tlp_sent = false;
+    q.last_ack_at = now;
   }
   detect_losses(q, now);
   complete_sends(q);
@@ -346,14 +396,17 @@ void Core::after_acks(Qp& q, Time now, bool progress) {
 
 void Core::detect_losses(Qp& q, Time now) {
   // RACK (RFC 8985): a packet sent before one that was delivered is lost once
-  // it is older than an RTT plus a reorder window.
+  // it is older than an RTT plus a reorder window. Paths differ in delay, so the
+  // RTT is the larger of the QP's and the packet's own EV's; queues make them
+  // vary, so the window grows with spurious losses (up to SRTT) and shrinks back.
   q.timers.cancel(Timer::kRack);
-  const Duration reo = std::max(q.min_rtt / 4, Duration{2000});
+  const Duration reo =
+      std::min(q.reo_mult * std::max(q.min_rtt / 4, Duration{2000}), std::max(q.srtt, Duration{2000}));
   while (q.list_head != kNone) {
     const uint32_t psn = q.list_head;
     const TxPkt& p = q.pkt(psn);
     if (p.xseq >= q.rack_xseq) break;
-    const Time deadline = p.sent + q.srtt + reo;
+    const Time deadline = p.sent + std::max(q.srtt, q.paths.ev(p.path).srtt) + reo;
     if (deadline > now) {
       q.timers.set(Timer::kRack, deadline);
       break;
@@ -370,8 +423,8 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
     return;
   }
   ++q.stats.rx_nacks;
-  bool progress = false;
-  ack_through(q, n.cum_psn, &progress);
+  AckTally acked;
+  ack_through(q, n.cum_psn, now, &acked);
   const bool in_flight = psn_diff(n.nack_psn, q.snd_una) >= 0;
   TxPkt* p = in_flight ? &q.pkt(n.nack_psn) : nullptr;
   if (p && p->state != TxPkt::kInFlight && p->state != TxPkt::kLost) p = nullptr;
@@ -392,7 +445,8 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
       if (p) {
         ++q.path_stats[p->path].trims;
         q.paths.on_congestion(p->path);
-        mark_lost(q, n.nack_psn, now, now, LossKind::kNack);
+        if (q.cc) q.cc->on_nack_trim(now, p->len);
+        mark_lost(q, n.nack_psn, now, now, LossKind::kNoBlame);
       }
       break;
     case wire::NackReason::kNoResource:
@@ -402,17 +456,17 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
         fail_qp(q, WcStatus::kRnrRetryExcErr, p->rsp ? UINT64_MAX : p->wqe);
         return;
       }
-      mark_lost(q, n.nack_psn, now, now + cfg.rnr_delay, LossKind::kNack);
+      mark_lost(q, n.nack_psn, now, now + cfg.rnr_delay, LossKind::kNoBlame);
       q.timers.set(Timer::kRnr, now + cfg.rnr_delay);
       break;
     case wire::NackReason::kPsnOutOfWindow:
     case wire::NackReason::kNoPktBuffer:
     case wire::NackReason::kNoBitmap:
-      if (p) mark_lost(q, n.nack_psn, now, now + std::max(q.srtt, Duration{1000}), LossKind::kNack);
+      if (p) mark_lost(q, n.nack_psn, now, now + std::max(q.srtt, Duration{1000}), LossKind::kNoBlame);
       break;
     default: ++stats.drops[static_cast<size_t>(Drop::kBadAck)]; return;
   }
-  after_acks(q, now, progress);
+  after_acks(q, now, acked.packets > 0);
 }
 
 void Core::sender_timeout(Qp& q, Time now) {
@@ -422,6 +476,11 @@ void Core::sender_timeout(Qp& q, Time now) {
     make_ready(q);
   }
   if (q.timers.expired(Timer::kRack, now)) detect_losses(q, now);
+  if (q.timers.expired(Timer::kTlp, now) && q.list_tail != kNone && !q.tlp_sent) {
+    q.tlp_sent = true;
+    ++q.stats.tail_probes;
+    mark_lost(q, q.list_tail, now, now, LossKind::kNoBlame);
+  }
   if (q.timers.expired(Timer::kRto, now) && q.list_head != kNone) {
     const Duration rto = q.rto();
     if (q.pkt(q.list_head).sent + rto <= now) {
@@ -431,9 +490,14 @@ void Core::sender_timeout(Qp& q, Time now) {
         fail_qp(q, WcStatus::kRetryExcErr);
         return;
       }
-      // Everything out longer than the timeout is lost; resend it elsewhere.
-      while (q.list_head != kNone && q.pkt(q.list_head).sent + rto <= now)
-        mark_lost(q, q.list_head, now, now, LossKind::kTimeout);
+      // Everything in flight is resent elsewhere (as TCP does on RTO): what is
+      // older than the timeout blames its EV; what is younger is resent too, or
+      // the oldest survivor would set the next, doubled, timeout and the window
+      // would drain one packet per timeout.
+      while (q.list_head != kNone) {
+        const bool expired = q.pkt(q.list_head).sent + rto <= now;
+        mark_lost(q, q.list_head, now, now, expired ? LossKind::kTimeout : LossKind::kNoBlame);
+      }
     }
   }
   arm_rto(q);

@@ -50,6 +50,8 @@ struct QpStats {
   uint64_t rx_nacks = 0;
   uint64_t rto_fired = 0;         // retransmission timeouts
   uint64_t fast_losses = 0;       // packets declared lost from SACK/RACK before a timeout
+  uint64_t spurious_losses = 0;   // packets declared lost whose first transmission was acked
+  uint64_t tail_probes = 0;       // tail loss probes (newest packet resent after 2 SRTT of silence)
   uint64_t rnr_naks = 0;          // NO_RESOURCE NACKs received
   uint64_t rtt_samples = 0;
   uint64_t srtt_ns = 0;           // smoothed RTT, ns (last value)

@@ -11,6 +11,7 @@ namespace mrc::engine {
 
 enum class Timer : uint8_t {
   kRto,    // retransmission timeout of the oldest packet in flight
+  kTlp,    // tail loss probe: nothing acked for 2 SRTT, resend the newest packet
   kRack,   // reorder window of a packet sent before one already acked (RACK)
   kAck,    // delayed ACK
   kRnr,    // resend after NO_RESOURCE (receiver not ready)

@@ -63,7 +63,8 @@ Testbed::QpPair Testbed::connect(PeerId a, PeerId b, std::span<const engine::Pat
     at.rq_psn = 0x10000 * (1 + i);
     at.paths.assign(paths.begin(), paths.end());
     must(e.modify_qp(qpn[i], at,
-                     attr::kState | attr::kDest | attr::kPaths | attr::kRqPsn | attr::kMtu),
+                     attr::kState | attr::kDest | attr::kPathPolicy | attr::kPaths | attr::kRqPsn |
+                         attr::kMtu),
          "modify_qp RTR");
     at.state = QpState::kRts;
     at.sq_psn = 0x10000 * (2 - i);

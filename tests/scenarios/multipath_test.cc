@@ -1,0 +1,308 @@
+// Multipath fault runs on the simulated two-tier fabric (DESIGN.md section 6):
+// 2 hosts on different T0s, 4 planes x 4 spines, host ports of equal rate,
+// bulk WRITE with every byte verified. Thresholds are in virtual time.
+// Each test prints a FIGURES line (goodput, dip, time to detect, time to
+// reintegrate); perf/RESULTS.md records them.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "io/sim/bulk.h"
+#include "io/sim/fabric.h"
+#include "io/sim/testbed.h"
+
+namespace mrc {
+namespace {
+
+using namespace engine;
+using namespace sim;
+using namespace std::chrono_literals;
+
+constexpr uint64_t kPortBps = 10'000'000'000;  // per plane; 4 planes
+constexpr uint64_t kAggregateBps = 4 * kPortBps;
+constexpr Duration kMeterInterval = 1ms;
+
+double ms(Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double seconds(Time t) { return std::chrono::duration<double>(t).count(); }
+
+/// One fault run: fabric, QP pair a -> b, verified bulk WRITE, goodput meter, EV events.
+struct FaultRun {
+  static EngineConfig engine_config() {
+    EngineConfig c;
+    c.nic_bps = kAggregateBps;  // CC defaults from the NIC's real rate...
+    c.base_rtt = 22us;          // ...and the fabric's unloaded RTT (4 hops of 4 KiB at 10 Gb/s)
+    return c;
+  }
+  explicit FaultRun(uint32_t hosts = 2, uint64_t seed = 1) : tb(SimConfig{seed}, engine_config()) {
+    for (uint32_t i = 0; i < hosts; ++i) tb.add_host();
+    FabricConfig fc;
+    fc.hosts = hosts;
+    fc.host_port_bps = kPortBps;
+    fc.uplink_bps = kPortBps;
+    // Switch queues as UEC suggests, from the BDP of one port (10 Gb/s x ~22 us RTT
+    // = 27 KB): ECN CE from 0.5 BDP, trim from 1.5 BDP (the last hop's figure).
+    fc.ecn_threshold_bytes = 14 << 10;
+    fc.trim_threshold_bytes = 40 << 10;
+    fab = std::make_unique<Fabric>(tb.net(), fc);
+  }
+
+  /// Connects src -> dst with 16 EVs per plane and 4 backups per plane, and starts a stream.
+  BulkWrite& stream(PeerId src, PeerId dst) {
+    QpAttr at;
+    at.mtu = 4096;
+    at.max_psn_range = 1024;
+    at.timeout = 14;  // 16.8 ms
+    at.retry_cnt_linear = 7;
+    at.retry_cnt_exp = 7;
+    at.backup_paths = fab->backup_paths(src, dst, 4);
+    auto paths = fab->paths(src, dst, 16);
+    pairs.push_back(tb.connect(src, dst, paths, at));
+    streams.push_back(std::make_unique<BulkWrite>(tb, src, dst, pairs.back()));
+    return *streams.back();
+  }
+
+  /// Goodput as the receiver accepts it (payload bytes, no duplicates) of QP pair i.
+  GoodputMeter& meter(size_t i, PeerId dst) {
+    const Qpn qpn = pairs[i].b;
+    meters.push_back(std::make_unique<GoodputMeter>(
+        tb.net(), [this, dst, qpn] { return tb.engine(dst).qp_stats(qpn)->rx_payload_bytes; },
+        kMeterInterval));
+    meters.back()->start();
+    return *meters.back();
+  }
+
+  void run_until(Time t) {
+    std::vector<BulkWrite*> s;
+    for (auto& x : streams) s.push_back(x.get());
+    while (tb.net().now() < t) {
+      run_streams(tb.net(), s, std::min(t, tb.net().now() + 1ms));
+      for (PeerId h = 0; h < fab->config().hosts; ++h)
+        while (auto e = tb.engine(h).poll_event()) events.push_back({h, *e});
+    }
+  }
+
+  /// Every stream verified, no error completion, no QP failure, no RTO storm.
+  void expect_clean() {
+    for (auto& s : streams) {
+      EXPECT_GT(s->completed(), 0u);
+      EXPECT_EQ(s->mismatches(), 0u);
+      EXPECT_EQ(s->errors(), 0u);
+    }
+    for (auto& [h, e] : events) EXPECT_NE(e.type, EventType::kQpFatal) << "host " << h;
+  }
+
+  /// EV events of host h changing to `to`, at or after `from`.
+  std::vector<Event> ev_events(PeerId h, EvState to, Time from = Time{0}) const {
+    std::vector<Event> out;
+    for (auto& [host, e] : events)
+      if (host == h && e.type == EventType::kEvState && e.to == uint8_t(to) && e.at >= from &&
+          e.reason != uint8_t(EvReason::kPlaneDrained))
+        out.push_back(e);
+    return out;
+  }
+
+  Time now() { return tb.net().now(); }
+
+  Testbed tb;
+  std::unique_ptr<Fabric> fab;
+  std::vector<Testbed::QpPair> pairs;
+  std::vector<std::unique_ptr<BulkWrite>> streams;
+  std::vector<std::unique_ptr<GoodputMeter>> meters;
+  std::vector<std::pair<PeerId, Event>> events;
+};
+
+/// Goodput of the healthy run, measured once over the same window as the faults use.
+double healthy_bps() {
+  static const double bps = [] {
+    FaultRun r;
+    r.stream(0, 1);
+    auto& m = r.meter(0, 1);
+    r.run_until(Time{200ms});
+    r.expect_clean();
+    return m.rate_bps(Time{20ms}, Time{200ms});
+  }();
+  return bps;
+}
+
+/// First time from `from` on at which goodput over `window` is back to `frac` of healthy.
+Time recovered_at(const GoodputMeter& m, Time from, Time to, double frac, Duration window = 10ms) {
+  for (Time t = from; t + window <= to; t += kMeterInterval)
+    if (m.rate_bps(t, t + window) >= frac * healthy_bps()) return t;
+  return kNever;
+}
+
+void figures(const char* name, const std::string& line) {
+  std::printf("FIGURES %-22s %s\n", name, line.c_str());
+  ::testing::Test::RecordProperty(name, line);
+}
+
+TEST(Multipath, Healthy_GoodputNearAggregate) {
+  const double g = healthy_bps();
+  figures("healthy", "goodput " + std::to_string(g / 1e9) + " Gb/s = " +
+                         std::to_string(g / kAggregateBps) + " of 4 ports");
+  EXPECT_GE(g, 0.92 * kAggregateBps);
+}
+
+TEST(Multipath, T0Down_ThreeQuartersThenFullAgain) {
+  FaultRun r;
+  r.stream(0, 1);
+  auto& m = r.meter(0, 1);
+  const Time down{100ms}, up{400ms}, end{600ms};
+  r.tb.net().at(down, [&] { r.fab->t0_down(3, r.fab->t0_of(0)); });
+  r.tb.net().at(up, [&] { r.fab->t0_up(3, r.fab->t0_of(0)); });
+  r.run_until(end);
+  r.expect_clean();
+  const double during = m.min_rate_bps(down + 10ms, up, 10ms);
+  const Time back = recovered_at(m, up, end, 0.95);
+  const auto bad = r.ev_events(0, EvState::kAssumedBad, down);
+  ASSERT_FALSE(bad.empty());
+  Time detect{0};
+  for (auto& e : bad) {
+    EXPECT_EQ(e.plane, 3) << Fabric::describe(e.ev);
+    detect = std::max(detect, e.at);
+  }
+  figures("t0_down", "min 10ms goodput during " + std::to_string(during / healthy_bps()) +
+                         " of healthy; all plane-3 EVs bad after " + std::to_string(ms(detect - down)) +
+                         " ms; healthy again " + std::to_string(ms(back - up)) + " ms after repair");
+  EXPECT_GE(during, 0.95 * 0.75 * healthy_bps());
+  EXPECT_LE(back - up, 1s);
+  EXPECT_FALSE(r.fab->t0_count() == 0);
+}
+
+TEST(Multipath, T1FailRestore_NoStallNoDip) {
+  FaultRun r;
+  r.stream(0, 1);
+  auto& m = r.meter(0, 1);
+  const Time fail{100ms}, restore{300ms}, end{500ms};
+  r.tb.net().at(fail, [&] { r.fab->t1_down(1, 2); });
+  r.tb.net().at(restore, [&] { r.fab->t1_up(1, 2); });
+  r.run_until(end);
+  r.expect_clean();
+  std::printf("%s\n", r.fab->summary().c_str());
+  for (uint16_t pl = 0; pl < 4; ++pl) for (PeerId h = 0; h < 2; ++h) for (Dir d : {Dir::kUp, Dir::kDown}) {
+    auto& st = r.tb.net().link_stats(r.fab->host_link(h, pl, d));
+    std::printf("host %u plane %u %s maxq %lu delivered %lu\n", h, pl, d == Dir::kUp ? "up" : "down", st.max_queued_bytes, st.delivered);
+  }
+  for (auto& [h, e] : r.events) if (h == 0 && e.type == EventType::kEvState && (e.ev == 0x10202 || e.plane == 1)) std::printf("EV %s %s->%s %s at %.6f\n", Fabric::describe(e.ev).c_str(), to_string(EvState(e.from)), to_string(EvState(e.to)), to_string(EvReason(e.reason)), seconds(e.at));
+  auto ps = r.tb.engine(0).path_stats(r.pairs[0].a);
+  auto* set = r.tb.engine(0).paths(r.pairs[0].a);
+  for (size_t i = 0; i < ps.size(); ++i) std::printf("%s rtt %lu tx %lu lost %lu state %s\n", Fabric::describe(set->ev(i).path.ev).c_str(), ps[i].rtt_ns, ps[i].tx_packets, ps[i].lost, to_string(set->ev(i).state));
+  const Duration stall = m.longest_stall(Time{2ms}, end);
+  const double g = m.rate_bps(Time{20ms}, end);
+  const double dip = m.min_rate_bps(fail, fail + 10ms, 1ms);
+  Time reint{0};
+  for (auto& e : r.ev_events(0, EvState::kGood, restore)) reint = std::max(reint, e.at);
+  figures("t1_fail_restore", "goodput " + std::to_string(g / healthy_bps()) +
+                                 " of healthy; worst 1ms after fault " +
+                                 std::to_string(dip / healthy_bps()) + "; longest stall " +
+                                 std::to_string(ms(stall)) + " ms; reintegrated " +
+                                 std::to_string(ms(reint - restore)) + " ms after restore");
+  EXPECT_EQ(stall, Duration{0});
+  EXPECT_GE(g, 0.97 * healthy_bps());
+  for (auto& e : r.ev_events(0, EvState::kAssumedBad, fail)) {
+    EXPECT_EQ(e.plane, 1) << Fabric::describe(e.ev) << " at " << seconds(e.at) << " reason "
+                          << to_string(EvReason(e.reason));
+    EXPECT_EQ(Fabric::spine_of(e.ev), 2u) << Fabric::describe(e.ev) << " at " << seconds(e.at)
+                                          << " reason " << to_string(EvReason(e.reason));
+  }
+}
+
+TEST(Multipath, LinkFlap200ms_GoodputHolds) {
+  FaultRun r;
+  r.stream(0, 1);
+  auto& m = r.meter(0, 1);
+  const Time start{50ms}, stop{1050ms}, end{1100ms};
+  r.tb.net().at(start, [&] {
+    r.fab->flap(LinkRef::uplink(0, r.fab->t0_of(0), 1), 200ms, stop);
+  });
+  r.run_until(end);
+  r.expect_clean();
+  const double g = m.rate_bps(start, stop);
+  figures("flap_200ms", "goodput " + std::to_string(g / healthy_bps()) + " of healthy over 1 s of flapping");
+  EXPECT_GE(g, 0.95 * healthy_bps());
+}
+
+TEST(Multipath, T1Blackhole_FoundInMsAndRoutedAround) {
+  FaultRun r;
+  r.stream(0, 1);
+  auto& m = r.meter(0, 1);
+  const Time fault{100ms}, restore{200ms}, end{300ms};
+  std::set<uint32_t> its_paths;
+  for (const Path& p : r.fab->paths(0, 1, 16))
+    if (p.plane == 2 && Fabric::spine_of(p.ev) == 3) its_paths.insert(p.ev);
+  r.tb.net().at(fault, [&] { r.fab->blackhole_t1(2, 3, true); });
+  r.tb.net().at(restore, [&] { r.fab->blackhole_t1(2, 3, false); });
+  r.run_until(end);
+  r.expect_clean();
+  std::map<uint32_t, Time> bad_at;
+  for (auto& e : r.ev_events(0, EvState::kAssumedBad, fault)) {
+    EXPECT_EQ(e.plane, 2) << Fabric::describe(e.ev);
+    EXPECT_EQ(Fabric::spine_of(e.ev), 3u) << Fabric::describe(e.ev);
+    EXPECT_TRUE(e.reason == uint8_t(EvReason::kLoss) || e.reason == uint8_t(EvReason::kTimeout));
+    if (!bad_at.count(e.ev)) bad_at[e.ev] = e.at;
+  }
+  Time detect{0};
+  for (uint32_t ev : its_paths) {
+    ASSERT_TRUE(bad_at.count(ev)) << Fabric::describe(ev) << " never declared bad";
+    detect = std::max(detect, bad_at[ev]);
+  }
+  Time reint{0};
+  for (auto& e : r.ev_events(0, EvState::kGood, restore)) reint = std::max(reint, e.at);
+  const double after = m.min_rate_bps(fault + 10ms, restore, 10ms);
+  figures("t1_blackhole", "all " + std::to_string(its_paths.size()) + " paths bad after " +
+                              std::to_string(ms(detect - fault)) + " ms; min 10ms goodput from +10ms " +
+                              std::to_string(after / healthy_bps()) + " of healthy; reintegrated " +
+                              std::to_string(ms(reint - restore)) + " ms after restore");
+  EXPECT_LE(detect - fault, 5ms);
+  EXPECT_GE(after, 0.95 * healthy_bps());
+  EXPECT_GT(reint, restore);
+}
+
+TEST(Multipath, OnePercentLossOnOneLink_GoodputHolds) {
+  FaultRun r;
+  r.stream(0, 1);
+  auto& m = r.meter(0, 1);
+  r.fab->loss(LinkRef::uplink(2, r.fab->t0_of(0), 0), 0.01);
+  r.run_until(Time{300ms});
+  r.expect_clean();
+  const double g = m.rate_bps(Time{20ms}, Time{300ms});
+  uint64_t retx = r.tb.engine(0).qp_stats(r.pairs[0].a)->tx_retransmits;
+  figures("loss_1pct_one_link", "goodput " + std::to_string(g / healthy_bps()) + " of healthy; " +
+                                    std::to_string(retx) + " retransmits");
+  EXPECT_GE(g, 0.95 * healthy_bps());
+}
+
+TEST(Multipath, Incast8To1WithTrimming_NoTimeoutsFairAndFull) {
+  FaultRun r(9);
+  for (PeerId s = 0; s < 8; ++s) r.stream(s, 8);
+  std::vector<GoodputMeter*> ms_;
+  for (size_t i = 0; i < 8; ++i) ms_.push_back(&r.meter(i, 8));
+  const Time from{50ms}, end{300ms};
+  r.run_until(end);
+  r.expect_clean();
+  std::vector<double> rates;
+  double total = 0;
+  uint64_t rtos = 0, trims = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    rates.push_back(ms_[i]->rate_bps(from, end));
+    total += rates.back();
+    rtos += r.tb.engine(i).qp_stats(r.pairs[i].a)->rto_fired;
+    for (auto& p : r.tb.engine(i).path_stats(r.pairs[i].a)) trims += p.trims;
+  }
+  const double jain = jain_fairness(rates);
+  std::printf("%s\n", r.fab->summary().c_str());
+  for (uint16_t pl = 0; pl < 4; ++pl) { auto& st = r.tb.net().link_stats(r.fab->host_link(8, pl, Dir::kDown)); std::printf("rx port plane %u maxq %lu delivered %lu trims %lu ce %lu\n", pl, st.max_queued_bytes, st.delivered, st.trimmed, st.ecn_marked); }
+  for (size_t i = 0; i < 8; ++i) { auto* q = r.tb.engine(i).qp_stats(r.pairs[i].a); auto cs = *r.tb.engine(i).cc_stats(r.pairs[i].a); std::printf("sender %zu rate %.2f retx %lu fast %lu srtt %lu minrtt %lu | cwnd %lu min %lu dec %lu qa %lu prop %lu fast %lu fair %lu hold %lu trims %lu loss %lu ign %lu\n", i, rates[i]/1e9, q->tx_retransmits, q->fast_losses, q->srtt_ns, q->min_rtt_ns, cs.cwnd, cs.min_cwnd, cs.decreases, cs.quick_adapts, cs.proportional_increases, cs.fast_increases, cs.fair_increases, cs.holds, cs.trims, cs.losses, cs.ignored_acks); }
+  figures("incast_8to1", "bottleneck goodput " + std::to_string(total / kAggregateBps) +
+                             " of its rate; Jain " + std::to_string(jain) + "; " + std::to_string(trims) +
+                             " trims; " + std::to_string(rtos) + " RTOs");
+  EXPECT_EQ(rtos, 0u);
+  EXPECT_GE(total, 0.9 * kAggregateBps);
+  EXPECT_GE(jain, 0.95);
+}
+
+}  // namespace
+}  // namespace mrc
