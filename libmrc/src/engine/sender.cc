@@ -112,7 +112,7 @@ bool Core::has_data(const Qp& q, Time now) const {
   if (cwnd_full(q)) return false;
   for (uint32_t psn : q.retx) {
     const TxPkt& p = q.tx[psn & q.tx_mask];
-    if (p.state == TxPkt::kLost) return p.not_before <= now;
+    if (psn_diff(psn, q.snd_una) >= 0 && p.state == TxPkt::kLost) return p.not_before <= now;
   }
   if (q.state != QpState::kRts || q.inflight() >= q.attr.max_psn_range) return false;
   return q.pkt_rsp != q.rsp.tail() || q.pkt_wqe != q.sq.tail();
@@ -142,8 +142,9 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   bool retransmit = false;
   // Resends first, on a different path than last time.
   while (!q.retx.empty()) {
+    // Stale entries: acknowledged since (the slot may already hold a newer PSN).
     TxPkt& p = q.pkt(q.retx.front());
-    if (p.state != TxPkt::kLost) {
+    if (psn_diff(q.retx.front(), q.snd_una) < 0 || p.state != TxPkt::kLost) {
       q.retx.pop_front();
       continue;
     }

@@ -93,6 +93,7 @@ struct Fabric::State {
     c.latency = latency;
     c.capacity_bytes = cfg.capacity_bytes;
     c.ecn_threshold_bytes = cfg.ecn_threshold_bytes;
+    c.ecn_ramp_bytes = cfg.ecn_ramp_bytes;
     c.trim_threshold_bytes = trimming ? cfg.trim_threshold_bytes : kUnlimited;
     c.trimmed_priority = cfg.trimmed_priority;
     return c;

@@ -16,7 +16,7 @@
 // host_port_bps, host_latency, unlimited buffer, no ECN, no trimming; SimNet pauses the
 // host while it holds a couple of datagrams), and its ingress port *is* the T0->host
 // link. The switch egress links (T0->T1, T1->T0, T0->host) share one queue model:
-// capacity_bytes, ecn_threshold_bytes, trim_threshold_bytes (sim_net.h says what each
+// capacity_bytes, ecn_threshold_bytes and ecn_ramp_bytes, trim_threshold_bytes (sim_net.h says what each
 // does). Host-side links run at host_port_bps, T0-T1 links at uplink_bps.
 //
 // Routing (set_router; routes are precomputed and outlive the Fabric as long as the
@@ -77,7 +77,8 @@ struct FabricConfig {
   Duration uplink_latency{1'000};            // propagation of a T0<->T1 link (1 us)
   // Switch egress queues (T0->T1, T1->T0, T0->host):
   uint64_t capacity_bytes = 1 << 20;          // buffer; tail drop above
-  uint64_t ecn_threshold_bytes = 64 << 10;    // CE at or above
+  uint64_t ecn_threshold_bytes = 64 << 10;    // CE at or above, with probability rising...
+  uint64_t ecn_ramp_bytes = 0;                // ...over this many bytes (WRED; 0: always)
   uint64_t trim_threshold_bytes = 128 << 10;  // trim data at or above (when trimming is on)
   bool trimming = true;                       // initial state of set_trimming
   bool trimmed_priority = true;               // trimmed headers jump the queue

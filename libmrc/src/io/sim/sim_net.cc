@@ -367,8 +367,13 @@ struct SimNet::Impl {
     const bool buffered = l.cfg.rate_bps != 0 || l.in_service != kNone;
     if (buffered && b + p.size > l.cfg.capacity_bytes) return drop(pi, lid, DropCause::kQueueFull);
     if (b >= l.cfg.ecn_threshold_bytes && !p.ce) {
-      p.ce = true;
-      ++l.stats.ecn_marked;
+      // WRED: certain past the ramp, with a probability rising across it.
+      const uint64_t over = b - l.cfg.ecn_threshold_bytes;
+      if (over >= l.cfg.ecn_ramp_bytes ||
+          l.rng.uniform() * static_cast<double>(l.cfg.ecn_ramp_bytes) < static_cast<double>(over)) {
+        p.ce = true;
+        ++l.stats.ecn_marked;
+      }
     }
     ++l.stats.enqueued;
     if (!buffered) return depart(pi, lid);

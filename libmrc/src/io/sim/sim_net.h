@@ -46,7 +46,8 @@
 //        kTrimmedLastHop when this link is the route's last), never dropped for
 //        it; with trimmed_priority it waits in a queue served before the rest;
 //      B + size > capacity_bytes: tail drop;
-//      B >= ecn_threshold_bytes: ECN CE set;
+//      B >= ecn_threshold_bytes: ECN CE set, with probability (B - threshold) /
+//        ecn_ramp_bytes while B is inside the ramp (WRED), always past it;
 //   6. after serialization, with probability `reorder` an extra delay uniform in
 //      [1 ns, reorder_max] is added to its propagation (it overtakes nothing in
 //      this link's buffer, only on the wire).
@@ -103,10 +104,12 @@ struct LinkConfig {
   Duration latency{0};                   // propagation delay
   uint64_t rate_bps = 0;                 // bits/s; 0 = infinite (no buffer, no serialization)
   uint64_t capacity_bytes = kUnlimited;  // buffer size, bytes (waiting + in service); tail drop
-  uint64_t ecn_threshold_bytes =
-      kUnlimited;  // mark CE when the buffer holds at least this on arrival
-  uint64_t trim_threshold_bytes =
-      kUnlimited;                // trim data packets when the buffer holds at least this
+  // Mark CE when the buffer holds at least ecn_threshold_bytes on arrival, with a
+  // probability rising from 0 to 1 across the next ecn_ramp_bytes (WRED; 0: always).
+  uint64_t ecn_threshold_bytes = kUnlimited;
+  uint64_t ecn_ramp_bytes = 0;
+  // Trim data packets when the buffer holds at least this.
+  uint64_t trim_threshold_bytes = kUnlimited;
   bool trimmed_priority = true;  // trimmed headers go before untrimmed packets
 };
 
