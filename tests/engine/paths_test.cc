@@ -132,6 +132,28 @@ TEST(PathSet, Probes_MarkedOrLostReplyRestartsCount) {
   EXPECT_EQ(s.ev(i).clean, 0);
 }
 
+TEST(PathSet, Probes_UnansweredBackOffToMaxAndReplyResets) {
+  PathPolicy pol;
+  pol.probe_interval = 100us;
+  pol.probe_interval_max = 800us;
+  PathSet s = make(pol);
+  std::vector<EvEvent> ev;
+  std::vector<ProbeRequest> pr;
+  const int i = s.find(5);
+  s.on_lost(i, true, Time{0}, ev);
+  std::vector<Duration> gaps;
+  Time last{0};
+  for (int k = 0; k < 6; ++k) {
+    const Time t = s.next_probe_time();
+    gaps.push_back(t - last);
+    last = t;
+    s.poll_probes(t, pr, ev);  // never answered
+  }
+  EXPECT_EQ(gaps, (std::vector<Duration>{100us, 100us, 200us, 400us, 800us, 800us}));
+  s.on_probe_reply(i, pr.back().seq, false, last + 5us, ev);
+  EXPECT_EQ(s.next_probe_time(), last + 5us + 100us);  // back to the base interval
+}
+
 TEST(PathSet, Plane_AllBadDrainsProbesAsWholeAndRestores) {
   PathPolicy pol;
   pol.probes_to_good = 2;

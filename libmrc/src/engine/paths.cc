@@ -166,6 +166,7 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
   e.losses = 0;
   e.clean = 0;
   e.skip = false;
+  e.backoff = 0;
   out.push_back(EvEvent{e.path.ev, pl, from, to, why, now});
   switch (to) {
     case EvState::kGood:
@@ -179,6 +180,7 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
         drained_[pl] = true;
         plane_clean_[pl] = 0;
         plane_answered_[pl] = true;
+        plane_backoff_[pl] = 0;
         plane_next_probe_[pl] = now + policy_.probe_interval;
         out.push_back(EvEvent{e.path.ev, pl, to, to, EvReason::kPlaneDrained, now});
       }
@@ -190,22 +192,30 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
   }
 }
 
+Duration PathSet::probe_gap(uint8_t backoff) const {
+  Duration d = policy_.probe_interval;
+  for (uint8_t i = 0; i < backoff && d < policy_.probe_interval_max; ++i) d *= 2;
+  return std::min(d, std::max(policy_.probe_interval, policy_.probe_interval_max));
+}
+
 Time PathSet::next_probe_time() const {
   Time t = kNever;
   for (size_t p = 0; p < plane_evs_.size(); ++p)
     if (drained_[p]) t = std::min(t, plane_next_probe_[p]);
-  for (const Ev& e : evs_) {
-    if (e.state != EvState::kAssumedBad || drained_[e.path.plane]) continue;
-    t = std::min(t, e.next_probe);
-    if (e.probe_seq != e.reply_seq) t = std::min(t, e.probe_sent + policy_.probe_timeout);
-  }
+  for (const Ev& e : evs_)
+    if (e.state == EvState::kAssumedBad && !drained_[e.path.plane]) t = std::min(t, e.next_probe);
   return t;
 }
 
 void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<EvEvent>&) {
+  // A probe still unanswered when the next one is due counts as lost: the run of
+  // clean replies restarts and the interval doubles (up to probe_interval_max).
   for (size_t p = 0; p < plane_evs_.size(); ++p) {
     if (!drained_[p] || plane_next_probe_[p] > now) continue;
-    if (!plane_answered_[p] && now >= plane_probe_sent_[p] + policy_.probe_timeout) plane_clean_[p] = 0;
+    if (!plane_answered_[p]) {
+      plane_clean_[p] = 0;
+      if (plane_backoff_[p] < 16) ++plane_backoff_[p];
+    }
     const auto& list = plane_evs_[p];
     for (size_t k = 0; k < list.size(); ++k) {
       const uint16_t i = list[(drain_cursor_[p] + k) % list.size()];
@@ -214,24 +224,22 @@ void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<
       Ev& e = evs_[i];
       e.probe_seq = next_seq_++;
       e.probe_sent = now;
-      plane_probe_sent_[p] = now;
       plane_answered_[p] = false;
       out.push_back(ProbeRequest{i, e.probe_seq});
       break;
     }
-    plane_next_probe_[p] = now + policy_.probe_interval;
+    plane_next_probe_[p] = now + probe_gap(plane_backoff_[p]);
   }
   for (size_t i = 0; i < evs_.size(); ++i) {
     Ev& e = evs_[i];
-    if (e.state != EvState::kAssumedBad || drained_[e.path.plane]) continue;
-    if (e.probe_seq != e.reply_seq && now >= e.probe_sent + policy_.probe_timeout) {
-      e.clean = 0;  // unanswered: the run of clean replies is broken
-      e.reply_seq = e.probe_seq;
+    if (e.state != EvState::kAssumedBad || drained_[e.path.plane] || e.next_probe > now) continue;
+    if (e.probe_seq != e.reply_seq) {
+      e.clean = 0;
+      if (e.backoff < 16) ++e.backoff;
     }
-    if (e.next_probe > now) continue;
     e.probe_seq = next_seq_++;
     e.probe_sent = now;
-    e.next_probe = now + policy_.probe_interval;
+    e.next_probe = now + probe_gap(e.backoff);
     out.push_back(ProbeRequest{static_cast<uint16_t>(i), e.probe_seq});
   }
 }
@@ -240,10 +248,13 @@ void PathSet::on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now,
                              std::vector<EvEvent>& out) {
   Ev& e = evs_[i];
   if (e.state != EvState::kAssumedBad || seq == 0 || seq > e.probe_seq || seq <= e.reply_seq) return;
-  e.reply_seq = seq;
+  e.reply_seq = e.probe_seq;  // answered: older probes in flight no longer count as lost
+  e.backoff = 0;
   const uint16_t pl = e.path.plane;
   if (drained_[pl]) {
     plane_answered_[pl] = true;
+    plane_backoff_[pl] = 0;
+    plane_next_probe_[pl] = std::min(plane_next_probe_[pl], now + policy_.probe_interval);
     plane_clean_[pl] = ecn ? 0 : plane_clean_[pl] + 1;
     if (plane_clean_[pl] < policy_.probes_to_good) return;
     drained_[pl] = false;
@@ -252,6 +263,7 @@ void PathSet::on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now,
         set_state(j, EvState::kGood, EvReason::kPlaneRestored, now, out);
     return;
   }
+  e.next_probe = std::min(e.next_probe, now + policy_.probe_interval);
   e.clean = ecn ? 0 : e.clean + 1;
   if (e.clean >= policy_.probes_to_good) set_state(i, EvState::kGood, EvReason::kProbeClean, now, out);
 }

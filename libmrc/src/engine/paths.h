@@ -8,8 +8,10 @@
 //
 //   GOOD         carries data. A trim NACK or an ECN echo sets a one-time skip
 //                mark: the sprayer passes it over once (SKIP in MRC terms).
-//   ASSUMED_BAD  carries no data; probed every probe_interval; after
-//                probes_to_good clean replies in a row it is GOOD again.
+//   ASSUMED_BAD  carries no data; probed every probe_interval (doubling while
+//                probes go unanswered, up to probe_interval_max, back to
+//                probe_interval on a reply); after probes_to_good clean
+//                replies in a row it is GOOD again.
 //                Entered after loss_threshold losses in a row on the EV
 //                (RACK, i.e. later packets on other EVs were acknowledged),
 //                or at once on a retransmission timeout. Trims never count.
@@ -62,8 +64,8 @@ struct PathPolicy {
   uint32_t min_active_per_plane = 4;  // ev_min_active: below it a plane's weight shrinks
   uint32_t loss_threshold = 2;        // losses in a row (RACK) that make an EV ASSUMED_BAD
   uint32_t probes_to_good = 3;        // clean probe replies in a row that make it GOOD
-  Duration probe_interval{100'000};   // between probes of one bad EV (or of a drained plane)
-  Duration probe_timeout{500'000};    // an unanswered probe is a failed probe after this
+  Duration probe_interval{100'000};   // between probes of one bad EV (or of a drained plane)...
+  Duration probe_interval_max{2'000'000};  // ...doubling per unanswered probe up to this
   uint32_t plane_weight[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};  // capacity by plane
 };
 
@@ -92,9 +94,10 @@ class PathSet {
     uint16_t losses = 0;       // losses in a row
     uint16_t clean = 0;        // clean probe replies in a row
     uint32_t probe_seq = 0;    // seq of the latest probe sent (0: none)
-    uint32_t reply_seq = 0;    // seq of the latest probe answered
+    uint32_t reply_seq = 0;    // probe_seq when last answered (equal: nothing outstanding)
     Time probe_sent{0};
     Time next_probe = kNever;
+    uint8_t backoff = 0;       // probe interval doublings (unanswered probes)
     Time since{0};             // time of the last state change
     Duration srtt{0};          // smoothed send-to-ACK time of data on this EV
   };
@@ -143,6 +146,7 @@ class PathSet {
 
  private:
   void set_state(uint16_t i, EvState to, EvReason why, Time now, std::vector<EvEvent>& out);
+  Duration probe_gap(uint8_t backoff) const;
   void leave_active(uint16_t i);
   void rejoin(uint16_t i);
   uint32_t usable(uint16_t plane) const;
@@ -163,6 +167,7 @@ class PathSet {
   bool plane_answered_[16] = {};
   uint32_t drain_cursor_[16] = {};
   Time plane_next_probe_[16] = {};
+  uint8_t plane_backoff_[16] = {};
   uint32_t plane_clean_[16] = {};
   uint32_t fallback_cursor_ = 0;
   uint32_t next_seq_ = 1;
