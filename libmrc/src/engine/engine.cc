@@ -17,6 +17,18 @@ bool valid_mtu(uint32_t mtu) {
   return mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
 }
 
+/// A QP in RESET with its queues sized.
+std::unique_ptr<Qp> new_qp(Qpn qpn, const QpInit& init) {
+  auto q = std::make_unique<Qp>();
+  q->qpn = qpn;
+  q->init = init;
+  q->sq.init(init.max_send_wr);
+  q->rq.init(init.max_recv_wr);
+  q->rsp.init(kMaxReadResponses);
+  q->retry = RetryPolicy{q->attr.timeout, q->attr.retry_cnt_linear, q->attr.retry_cnt_exp};
+  return q;
+}
+
 bool transition_ok(QpState from, QpState to) {
   if (to == QpState::kReset || to == QpState::kError) return true;
   switch (from) {
@@ -317,14 +329,7 @@ Result<Qpn, Error> Engine::create_qp(const QpInit& init) {
     c.qps.emplace_back();
     qpn = static_cast<Qpn>(c.qps.size());
   }
-  auto q = std::make_unique<Qp>();
-  q->qpn = qpn;
-  q->init = init;
-  q->sq.init(init.max_send_wr);
-  q->rq.init(init.max_recv_wr);
-  q->rsp.init(kMaxReadResponses);
-  q->retry = RetryPolicy{q->attr.timeout, q->attr.retry_cnt_linear, q->attr.retry_cnt_exp};
-  c.qps[qpn - 1] = std::move(q);
+  c.qps[qpn - 1] = new_qp(qpn, init);
   ++c.cqs[init.send_cq - 1].users;
   ++c.cqs[init.recv_cq - 1].users;
   ++c.live_qps;
@@ -368,16 +373,7 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     return Err{Error::kBadState};
 
   if (to == QpState::kReset) {  // drop everything, keep the number and CQs
-    const QpInit init = q->init;
-    auto fresh = std::make_unique<Qp>();
-    fresh->qpn = qpn;
-    fresh->init = init;
-    fresh->sq.init(init.max_send_wr);
-    fresh->rq.init(init.max_recv_wr);
-    fresh->rsp.init(kMaxReadResponses);
-    fresh->retry = RetryPolicy{fresh->attr.timeout, fresh->attr.retry_cnt_linear,
-                               fresh->attr.retry_cnt_exp};
-    c.qps[qpn - 1] = std::move(fresh);
+    c.qps[qpn - 1] = new_qp(qpn, q->init);
     return {};
   }
   if (to == QpState::kError) {

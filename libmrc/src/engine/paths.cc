@@ -37,6 +37,17 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
   }
   for (auto& d : drained_) d = false;
   fallback_cursor_ = 0;
+  refresh_weights();
+}
+
+void PathSet::refresh_weights() {
+  const uint32_t floor = std::max<uint32_t>(1, policy_.min_active_per_plane);
+  plane_w_.assign(plane_evs_.size(), 0);
+  total_w_ = 0;
+  for (size_t p = 0; p < plane_evs_.size(); ++p) {
+    plane_w_[p] = int64_t{policy_.plane_weight[p]} * 1024 * std::min(usable_[p], floor) / floor;
+    total_w_ += plane_w_[p];
+  }
 }
 
 int PathSet::find(uint32_t ev) const {
@@ -49,8 +60,8 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
   const size_t n = list.size();
   int fallback = -1;
   for (int pass = 0; pass < 2; ++pass) {
-    for (size_t k = 0; k < n; ++k) {
-      const size_t pos = (plane_cursor_[plane] + k) % n;
+    size_t pos = plane_cursor_[plane] % n;
+    for (size_t k = 0; k < n; ++k, pos = pos + 1 == n ? 0 : pos + 1) {
       Ev& e = evs_[list[pos]];
       if (!e.active || e.state != EvState::kGood) continue;
       if (e.skip && pass == 0) {
@@ -70,19 +81,14 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
 }
 
 uint16_t PathSet::next(int avoid) {
-  int64_t total = 0;
   int best = -1;
-  const uint32_t floor = std::max<uint32_t>(1, policy_.min_active_per_plane);
-  for (size_t p = 0; p < plane_evs_.size(); ++p) {
-    const uint32_t u = usable_[p];
-    if (u == 0) continue;
-    const int64_t w = int64_t{policy_.plane_weight[p]} * 1024 * std::min(u, floor) / floor;
-    wrr_current_[p] += w;
-    total += w;
+  for (size_t p = 0; p < plane_w_.size(); ++p) {
+    if (plane_w_[p] == 0) continue;
+    wrr_current_[p] += plane_w_[p];
     if (best < 0 || wrr_current_[p] > wrr_current_[static_cast<size_t>(best)]) best = static_cast<int>(p);
   }
   if (best >= 0) {
-    wrr_current_[static_cast<size_t>(best)] -= total;
+    wrr_current_[static_cast<size_t>(best)] -= total_w_;
     const int i = pick_in_plane(static_cast<uint16_t>(best), avoid);
     if (i >= 0) return static_cast<uint16_t>(i);
   }
@@ -190,6 +196,7 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
       e.next_probe = kNever;
       break;
   }
+  refresh_weights();
 }
 
 Duration PathSet::probe_gap(uint8_t backoff) const {

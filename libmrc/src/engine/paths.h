@@ -105,7 +105,10 @@ class PathSet {
   /// Replaces the set. Planes must be < 16. Events are not emitted for the reset.
   void reset(std::span<const Path> active, std::span<const Path> backups, const PathPolicy& p);
   const PathPolicy& policy() const { return policy_; }
-  void set_policy(const PathPolicy& p) { policy_ = p; }
+  void set_policy(const PathPolicy& p) {
+    policy_ = p;
+    refresh_weights();
+  }
 
   size_t size() const { return evs_.size(); }
   const Ev& ev(size_t i) const { return evs_[i]; }
@@ -152,6 +155,7 @@ class PathSet {
   uint32_t usable(uint16_t plane) const;
   bool plane_all_bad(uint16_t plane) const;
   int pick_in_plane(uint16_t plane, int avoid);
+  void refresh_weights();  // after usable_ or the policy changes
 
   PathPolicy policy_;
   std::vector<Ev> evs_;
@@ -160,6 +164,8 @@ class PathSet {
   std::vector<uint32_t> plane_cursor_;
   std::vector<uint32_t> target_active_;           // active EVs per plane at reset
   std::vector<int64_t> wrr_current_;              // smooth weighted round robin state
+  std::vector<int64_t> plane_w_;                  // current weight of each plane
+  int64_t total_w_ = 0;
   std::vector<uint32_t> usable_;                  // active GOOD EVs per plane
   std::vector<uint32_t> active_;                  // active EVs per plane
   bool drained_[16] = {};
