@@ -495,6 +495,33 @@ TEST(Engine, Sqd_FinishesInFlightStartsNothingNew) {
   EXPECT_TRUE(same(l.a.mem, 32 * 1024, l.b.mem, 32 * 1024, 32 * 1024));
 }
 
+TEST(Engine, Cc_ProfileWindowBoundsDataInFlight) {
+  Loop l;
+  QpAttr at;
+  NsccConfig cc;
+  cc.max_cwnd = 4 * 4096;
+  at.cc = cc;
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kCc).ok());
+  fill(l.a.mem, 0, 100 * 1024, 7);
+  l.post_write(l.a, 1, 0, 100 * 1024, 0);
+  std::map<Time, int> sent_at;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    if (from == 0 && wire::is_data(peek(d).common.kind)) ++sent_at[l.now];
+    return Loop::Verdict::kDeliver;
+  };
+  l.run();
+  ASSERT_FALSE(sent_at.empty());
+  EXPECT_EQ(sent_at.begin()->second, 4);  // the first burst is the window
+  EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 0, 100 * 1024));
+  auto cs = l.a.eng.cc_stats(l.a.qpn);
+  ASSERT_TRUE(cs.has_value());
+  EXPECT_LE(cs->cwnd, 4u * 4096);
+  NsccConfig bad;
+  bad.gamma = 2;
+  at.cc = bad;
+  EXPECT_EQ(l.a.eng.modify_qp(l.a.qpn, at, attr::kCc).error(), Error::kInvalidArgument);
+}
+
 TEST(Engine, QueueFull_ReportsQueueFull) {
   EngineConfig cfg;
   Engine e(cfg);

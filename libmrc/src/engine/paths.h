@@ -34,6 +34,12 @@
 // probes_to_good clean replies the whole plane is GOOD again.
 //
 // Every state change is an EvEvent (EV, plane, old, new, reason).
+//
+// Reverse paths: the receiver sends each ACK (and NACK, probe reply) back on
+// the EV and plane the data came on, so an ACK path is always one the data
+// sender currently judges GOOD. A broken reverse direction shows up at the
+// sender as unacknowledged packets (RACK, TLP, RTO) and failed probes, which
+// are round trips; a QP that only receives needs no path state of its own.
 #pragma once
 
 #include <cstdint>
