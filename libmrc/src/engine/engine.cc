@@ -122,13 +122,14 @@ void Core::complete(Qp& q, CqId id, const Completion& c) {
   if (c.status != WcStatus::kSuccess) ++q.stats.error_completions;
   Cq& cq = cqs[id - 1];
   if (cq.q.size() >= cq.depth) {
-    events.push_back(Event{EventType::kCqOverflow, q.qpn, id, c.status});
+    push_event(Event{EventType::kCqOverflow, q.qpn, id, c.status});
     return;
   }
   cq.q.push_back(c);
 }
 
 void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
+  if (!ev_scratch.empty()) ev_events(q);  // path changes that led here are this QP's
   const bool was_error = q.state == QpState::kError;
   q.state = QpState::kError;
   if (culprit == UINT64_MAX && !q.sq.empty()) culprit = q.sq.head();
@@ -160,11 +161,18 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
   for (auto& p : q.tx) p = TxPkt{};
   q.snd_una = q.snd_nxt;
   q.bytes_in_flight = 0;
-  q.list_head = q.list_tail = kNone;
+  q.list_head = q.list_tail = kNoLink;
   q.retx.clear();
   q.pending_reads = 0;
   q.timers.cancel_all();
-  if (!was_error) events.push_back(Event{EventType::kQpFatal, q.qpn, 0, cause});
+  if (!was_error) push_event(Event{EventType::kQpFatal, q.qpn, 0, cause});
+}
+
+void Core::compact_heap() {
+  heap.clear();
+  for (const auto& q : qps)
+    if (q && q->scheduled != kNever) heap.push_back({q->scheduled, q->qpn});
+  std::make_heap(heap.begin(), heap.end(), std::greater<>{});
 }
 
 // ---- paths ---------------------------------------------------------------------------
@@ -270,7 +278,8 @@ Status<Error> Engine::deregister_mr(uint32_t key) {
   Mr& m = c.mrs[key >> 8];
   m = Mr{};
   m.key = key & 0xff;  // free: matches no key (slot bits 0), generation kept for the next one
-  c.free_mrs.push_back(key >> 8);
+  // A slot whose generation would wrap is retired, so no key ever comes back.
+  if ((key & 0xff) != 0xff) c.free_mrs.push_back(key >> 8);
   return {};
 }
 
@@ -369,8 +378,21 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
       (!(mask & attr::kDest) || !(mask & attr::kPaths)))
     return Err{Error::kInvalidArgument};
   if ((mask & attr::kMtu) && q->state >= QpState::kRtr && q->state != QpState::kError &&
-      a.mtu != q->attr.mtu && !q->sq.empty())
+      a.mtu != q->attr.mtu && (!q->sq.empty() || !q->rsp.empty() || q->inflight() > 0))
     return Err{Error::kBadState};
+  if (mask & attr::kPathPolicy) {
+    const PathPolicy& pp = a.path_policy;
+    if (pp.probe_interval <= Duration{0} || pp.probe_interval_max <= Duration{0} ||
+        pp.probes_to_good == 0 || pp.loss_threshold == 0)
+      return Err{Error::kInvalidArgument};
+  }
+  // The PSN range sizes the in-flight ring: it may grow on a live QP only while
+  // nothing is in flight, and never past the peer's receive window.
+  const uint32_t mpr = (mask & attr::kMpr) ? a.max_psn_range : q->attr.max_psn_range;
+  if (to == QpState::kRts && mpr > c.cfg.recv_window) return Err{Error::kInvalidArgument};
+  const bool live = q->state == QpState::kRts || q->state == QpState::kSqd;
+  const bool grow_ring = live && (mask & attr::kMpr) && mpr > q->tx_mask + 1;
+  if (grow_ring && q->inflight() > 0) return Err{Error::kBadState};
 
   if (to == QpState::kReset) {  // drop everything, keep the number and CQs
     c.qps[qpn - 1] = new_qp(qpn, q->init);
@@ -398,7 +420,11 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
   if (mask & attr::kMpr) s.max_psn_range = a.max_psn_range;
   if (mask & attr::kCc) {
     s.cc = a.cc;
-    if (q->cc) c.start_cc(*q);
+    if (q->cc && a.cc) {  // a live QP keeps its window
+      q->cc->set_config(*a.cc);
+      q->cc_auto = false;
+    }
+    else if (q->cc) c.start_cc(*q);               // back to the profile from EngineConfig
   }
   if (mask & attr::kPathPolicy) {
     s.path_policy = a.path_policy;
@@ -428,8 +454,7 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     q->bytes_in_flight = 0;
     c.start_cc(*q);
   }
-  if (to == QpState::kRts && (mask & attr::kMpr) && s.max_psn_range > q->tx_mask + 1) {
-    if (q->inflight() > 0) return Err{Error::kBadState};
+  if (grow_ring) {
     uint32_t n = 1;
     while (n < s.max_psn_range) n <<= 1;
     q->tx.assign(n, TxPkt{});
@@ -481,7 +506,7 @@ Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
     const Mr* m = c.mr(s.lkey);
     if (!m || !m->covers(s.addr, s.length) || !(m->access & access::kLocalWrite))
       return Err{Error::kLocalAccess};
-    r.sg.push_back(Seg{m->at(s.addr), s.length});
+    r.sg.push_back(Seg{m->at(s.addr), s.length, s.lkey});
     r.capacity += s.length;
   }
   r.wr_id = wr.wr_id;
@@ -577,7 +602,8 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     const Control k = c.ctrl.front();
     c.ctrl.pop_front();
     Qp* q = c.qp(k.qpn);
-    if (!q) continue;
+    // A QP reset since has no peer any more (ERROR still answers: NACKs tell the peer).
+    if (!q || q->state == QpState::kReset || q->state == QpState::kInit) continue;
     wire::Packet& pk = c.tx_header(*q, k.kind, k.path.ev, k.psn, now);
     if (k.kind == wire::Kind::kNack) {
       pk.nack = k.nack;
@@ -594,7 +620,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     c.ackq.pop_front();
     if (!q) continue;
     q->in_ackq = false;
-    if (q->state == QpState::kError || q->state == QpState::kReset) continue;
+    if (q->state != QpState::kRtr && q->state != QpState::kRts && q->state != QpState::kSqd) continue;
     Path path;
     const size_t n = c.build_ack(*q, now, buf, &path);
     c.reschedule(*q);

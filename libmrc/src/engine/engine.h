@@ -15,8 +15,9 @@
 // between any two of these. After any call, poll_transmit may have work and
 // next_deadline may have moved.
 //
-// What a packet is and how it is placed: wire/wire.h. How a QP sends,
-// retransmits and completes: qp.h. How paths are chosen: paths.h.
+// What a packet is: wire/wire.h. How a QP sends, retransmits and completes:
+// sender.cc; how it checks and places what arrives: receiver.cc (state in
+// internal.h). How paths are chosen and judged: paths.h. Congestion: nscc.h.
 #pragma once
 
 #include <cstdint>

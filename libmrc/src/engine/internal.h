@@ -34,7 +34,8 @@
 
 namespace mrc::engine {
 
-inline constexpr uint32_t kNone = UINT32_MAX;
+/// "No PSN" in the sent-order list links: wider than a PSN, since every 32-bit value is one.
+inline constexpr uint64_t kNoLink = UINT64_MAX;
 inline constexpr uint32_t kMaxReadResponses = 128;  // READs a responder runs at once
 
 struct Mr {
@@ -53,6 +54,7 @@ struct Mr {
 struct Seg {
   uint8_t* host = nullptr;
   uint32_t len = 0;
+  uint32_t key = 0;  // the MR it lies in; checked before every use (deregistered: refused)
 };
 
 /// Copies between a scatter/gather list and a flat buffer at a byte offset.
@@ -81,6 +83,7 @@ struct SendWqe {
   uint32_t sent = 0;      // packets given a PSN so far
   uint32_t acked = 0;     // packets acknowledged
   uint32_t first_psn = 0;
+  uint32_t req_psn = 0;   // READ response: the PSN of the peer's READ request
   bool read_done = false; // READ: the whole response arrived
   WcStatus status = WcStatus::kSuccess;
 };
@@ -126,7 +129,7 @@ struct TxPkt {
   Time sent{0};           // last transmission
   uint64_t xseq = 0;      // transmission order of the last transmission (QP-wide counter)
   Time not_before{0};     // earliest resend (RNR delay)
-  uint32_t prev = kNone, next = kNone;  // sent-order list links (PSNs)
+  uint64_t prev = kNoLink, next = kNoLink;  // sent-order list links (PSNs)
 };
 
 struct RecvWqe {
@@ -198,10 +201,14 @@ struct Qp {
   uint32_t tx_mask = 0;
   uint32_t snd_una = 0;     // oldest PSN not acked
   uint32_t snd_nxt = 0;     // next new PSN
-  uint32_t list_head = kNone, list_tail = kNone;  // sent-order list
+  uint64_t list_head = kNoLink, list_tail = kNoLink;  // sent-order list (PSNs)
+  bool list_empty() const { return list_head == kNoLink; }
+  uint32_t oldest() const { return static_cast<uint32_t>(list_head); }  // !list_empty()
+  uint32_t newest() const { return static_cast<uint32_t>(list_tail); }
   std::deque<uint32_t> retx;  // lost PSNs to resend
   uint32_t rto_retries = 0; // consecutive timeouts without progress
   bool tlp_sent = false;    // a tail loss probe went out since the last progress
+  Time wait_since = kNever; // nothing in flight, yet waiting on the peer since (READ, no path)
   Time last_ack_at{0};      // last ACK that acknowledged something
   uint32_t rnr_retries = 0;
   uint64_t xseq_next = 1;   // next transmission order number
@@ -284,6 +291,12 @@ struct Core {
   // lookup
   Qp* qp(Qpn qpn);
   const Mr* mr(uint32_t key) const;
+  /// Every segment still lies in a registered MR (none was deregistered since).
+  bool live(const std::vector<Seg>& sg) const {
+    for (const Seg& g : sg)
+      if (!mr(g.key)) return false;
+    return true;
+  }
 
   // scheduling
   void make_ready(Qp& q);
@@ -296,12 +309,15 @@ struct Core {
     q.scheduled = t;
     heap.push_back({t, q.qpn});
     std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+    if (heap.size() > 1024 + 4 * live_qps) compact_heap();
   }
+  /// Drops the stale entries (each QP keeps only the one its `scheduled` names).
+  void compact_heap();
 
   // completions / errors
   void complete(Qp& q, CqId cq, const Completion& c);
   /// Moves q to ERROR: the WQE `culprit` (an sq_ sequence number, or the
-  /// oldest when kNone) completes with `cause`, every other WR with
+  /// oldest when UINT64_MAX) completes with `cause`, every other WR with
   /// WR_FLUSH_ERR; emits kQpFatal.
   void fail_qp(Qp& q, WcStatus cause, uint64_t culprit = UINT64_MAX);
 
@@ -322,7 +338,8 @@ struct Core {
   void ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked);
   void detect_losses(Qp& q, Time now);
   void after_acks(Qp& q, Time now, bool progress);
-  void arm_rto(Qp& q);
+  void arm_rto(Qp& q, Time now);
+  bool waiting_on_peer(const Qp& q) const;
   void start_cc(Qp& q);
   bool cwnd_full(const Qp& q) const {
     return q.cc && q.bytes_in_flight > 0 && !q.cc->can_send(q.bytes_in_flight);

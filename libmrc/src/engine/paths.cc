@@ -94,7 +94,7 @@ uint16_t PathSet::next(int avoid) {
   }
   // Nothing usable: keep trying every EV that is not denied, in turn.
   const size_t n = evs_.size();
-  int fallback = 0;
+  int fallback = kNoPath;
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (fallback_cursor_ + k) % n;
     if (evs_[i].state == EvState::kDenied) continue;

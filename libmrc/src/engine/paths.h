@@ -122,8 +122,9 @@ class PathSet {
   /// Index of `ev`, or -1.
   int find(uint32_t ev) const;
 
+  static constexpr uint16_t kNoPath = 0xFFFF;
   /// The EV for the next data packet; `avoid` (an index or -1) is skipped when
-  /// another choice exists.
+  /// another choice exists. kNoPath when every EV is denied.
   uint16_t next(int avoid);
 
   // ---- Feedback (each may append to `out`) ----------------------------------------------

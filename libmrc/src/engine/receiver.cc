@@ -38,8 +38,15 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
   const int32_t ahead = psn_diff(h.psn, q.sb.cum());
   if (ahead < 0 || q.sb.received(h.psn)) {
     drop(Drop::kDuplicate);
+    // Re-ACK (the sender may have missed ours), echoing this packet so its RTT
+    // sample is this transmission's.
+    if (q.unacked == 0) q.last_rx.ack_flags = 0;
+    q.last_rx.echo_ev = h.ev;
+    q.last_rx.echo_psn = h.psn;
+    q.last_rx.echo_ts = h.ts;
+    q.last_rx_at = now;
     q.ack_path = Path{h.ev, rx.plane};
-    want_ack(q);  // the sender may have missed our ACK
+    want_ack(q);
     return;
   }
   if (static_cast<uint32_t>(ahead) >= q.sb.window()) {
@@ -104,6 +111,10 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         nack(q, p, rx, wire::NackReason::kRemoteInvalid);
         return;
       }
+      if (!live(r.sg)) {  // the app deregistered the receive buffer: a local error
+        fail_qp(q, WcStatus::kLocProtErr);
+        return;
+      }
       if (d.payload_len) sg_copy_in(r.sg, d.offset, p.payload.data(), d.payload_len, cfg.copy);
       act.kind = h.kind == wire::Kind::kSendImm ? Action::kRecvImm : Action::kRecv;
       break;
@@ -139,8 +150,14 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         drop(Drop::kBadAck);
         return;
       }
+      if (!live(w.sg)) {
+        fail_qp(q, WcStatus::kLocProtErr, q.reads[static_cast<size_t>(idx)]);
+        return;
+      }
       if (d.payload_len) sg_copy_in(w.sg, d.offset, p.payload.data(), d.payload_len, cfg.copy);
       act.kind = Action::kReadResp;
+      q.rto_retries = 0;  // the responder is alive: restart the wait for the rest
+      if (q.wait_since != kNever) q.wait_since = now;
       break;
     }
     default: return;

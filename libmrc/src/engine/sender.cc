@@ -69,7 +69,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
       const Mr* m = mr(s.lkey);
       if (!m || !m->covers(s.addr, s.length) || (m->access & need) != need)
         return Err{Error::kLocalAccess};
-      w.sg.push_back(Seg{m->at(s.addr), s.length});
+      w.sg.push_back(Seg{m->at(s.addr), s.length, s.lkey});
     }
   }
   w.wr_id = wr.wr_id;
@@ -107,61 +107,114 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   return {};
 }
 
+namespace {
+
+bool stale_resend(const Qp& q, uint32_t psn) {
+  // Acknowledged since it was queued (the slot may already hold a newer PSN).
+  return psn_diff(psn, q.snd_una) < 0 || q.tx[psn & q.tx_mask].state != TxPkt::kLost;
+}
+
+/// Index in q.retx of the first resend allowed at `now`, or -1; *wake: the
+/// earliest time a delayed one (RNR, out of window) is allowed.
+long find_resend(const Qp& q, Time now, Time* wake) {
+  *wake = kNever;
+  for (size_t i = 0; i < q.retx.size(); ++i) {
+    const uint32_t psn = q.retx[i];
+    if (stale_resend(q, psn)) continue;
+    const Time nb = q.tx[psn & q.tx_mask].not_before;
+    if (nb <= now) return static_cast<long>(i);
+    *wake = std::min(*wake, nb);
+  }
+  return -1;
+}
+
+}  // namespace
+
 bool Core::has_data(const Qp& q, Time now) const {
   if (q.state != QpState::kRts && q.state != QpState::kSqd) return false;
   if (cwnd_full(q)) return false;
-  for (uint32_t psn : q.retx) {
-    const TxPkt& p = q.tx[psn & q.tx_mask];
-    if (psn_diff(psn, q.snd_una) >= 0 && p.state == TxPkt::kLost) return p.not_before <= now;
-  }
+  Time wake;
+  if (find_resend(q, now, &wake) >= 0) return true;
   if (q.state != QpState::kRts || q.inflight() >= q.attr.max_psn_range) return false;
   return q.pkt_rsp != q.rsp.tail() || q.pkt_wqe != q.sq.tail();
+}
+
+bool Core::waiting_on_peer(const Qp& q) const {
+  // A READ whose request was acknowledged waits for its response; data that no
+  // path may carry (every EV denied) waits for one. The retry budget bounds both.
+  if (!q.reads.empty()) return true;
+  const bool pending = !q.retx.empty() || q.pkt_rsp != q.rsp.tail() || q.pkt_wqe != q.sq.tail();
+  return pending && q.paths.count(EvState::kDenied) == q.paths.size();
 }
 
 void Core::list_append(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
   p.prev = q.list_tail;
-  p.next = kNone;
-  if (q.list_tail != kNone) q.pkt(q.list_tail).next = psn;
+  p.next = kNoLink;
+  if (!q.list_empty()) q.pkt(q.newest()).next = psn;
   else q.list_head = psn;
   q.list_tail = psn;
 }
 
 void Core::list_remove(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
-  if (p.prev != kNone) q.pkt(p.prev).next = p.next;
+  if (p.prev != kNoLink) q.pkt(static_cast<uint32_t>(p.prev)).next = p.next;
   else q.list_head = p.next;
-  if (p.next != kNone) q.pkt(p.next).prev = p.prev;
+  if (p.next != kNoLink) q.pkt(static_cast<uint32_t>(p.next)).prev = p.prev;
   else q.list_tail = p.prev;
-  p.prev = p.next = kNone;
+  p.prev = p.next = kNoLink;
 }
 
 std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf) {
   if (cwnd_full(q)) return std::nullopt;
-  uint32_t psn = kNone;
-  bool retransmit = false;
-  // Resends first, on a different path than last time.
-  while (!q.retx.empty()) {
-    // Stale entries: acknowledged since (the slot may already hold a newer PSN).
-    TxPkt& p = q.pkt(q.retx.front());
-    if (psn_diff(q.retx.front(), q.snd_una) < 0 || p.state != TxPkt::kLost) {
-      q.retx.pop_front();
-      continue;
+  // Resends first, each on a different path than last time.
+  while (!q.retx.empty() && stale_resend(q, q.retx.front())) q.retx.pop_front();
+  Time wake;
+  const long r = find_resend(q, now, &wake);
+  if (wake != kNever &&
+      (!q.timers.pending(Timer::kRnr, now) || wake < q.timers.at(Timer::kRnr)))
+    q.timers.set(Timer::kRnr, wake);
+  const bool retransmit = r >= 0;
+  const bool from_rsp = q.pkt_rsp != q.rsp.tail();
+  // SQD: what is in flight still completes (resends), nothing new starts.
+  if (!retransmit && (q.state != QpState::kRts || q.inflight() >= q.attr.max_psn_range ||
+                      (!from_rsp && q.pkt_wqe == q.sq.tail())))
+    return std::nullopt;
+  // The memory must still be registered: an app that deregistered it must not
+  // have its freed pages sent (nor a READ response served from them).
+  {
+    const bool rsp = retransmit ? q.pkt(q.retx[static_cast<size_t>(r)]).rsp : from_rsp;
+    const uint64_t seq = retransmit ? q.pkt(q.retx[static_cast<size_t>(r)]).wqe
+                                    : (from_rsp ? q.pkt_rsp : q.pkt_wqe);
+    const SendWqe& w = rsp ? q.rsp.at(seq) : q.sq.at(seq);
+    if (!live(w.sg)) {
+      if (rsp) {
+        Control c;
+        c.kind = wire::Kind::kNack;
+        c.qpn = q.qpn;
+        c.path = q.ack_path;
+        c.psn = w.req_psn;
+        c.nack.cum_psn = q.sb.cum();
+        c.nack.nack_psn = w.req_psn;
+        c.nack.reason = wire::NackReason::kRemoteAccess;
+        ctrl.push_back(c);
+      }
+      fail_qp(q, WcStatus::kLocProtErr, rsp ? UINT64_MAX : seq);
+      return std::nullopt;
     }
-    if (p.not_before > now) {
-      q.timers.set(Timer::kRnr, p.not_before);
-      break;
-    }
-    psn = q.retx.front();
-    q.retx.pop_front();
-    retransmit = true;
-    break;
   }
-  if (psn == kNone) {
-    // SQD: what is in flight still completes (resends above), nothing new starts.
-    if (q.state != QpState::kRts || q.inflight() >= q.attr.max_psn_range) return std::nullopt;
-    const bool from_rsp = q.pkt_rsp != q.rsp.tail();
-    if (!from_rsp && q.pkt_wqe == q.sq.tail()) return std::nullopt;
+  const int avoid = retransmit ? q.pkt(q.retx[static_cast<size_t>(r)]).path : -1;
+  const uint16_t path_index = q.paths.next(avoid);
+  if (path_index == PathSet::kNoPath) {  // every EV denied: wait (arm_rto bounds it)
+    arm_rto(q, now);
+    return std::nullopt;
+  }
+  uint32_t psn;
+  if (retransmit) {
+    psn = q.retx[static_cast<size_t>(r)];
+    q.retx.erase(q.retx.begin() + r);
+    ++q.stats.tx_retransmits;
+  } else {
     uint64_t& cursor = from_rsp ? q.pkt_rsp : q.pkt_wqe;
     SendWqe& w = from_rsp ? q.rsp.at(cursor) : q.sq.at(cursor);
     psn = q.snd_nxt++;
@@ -176,16 +229,12 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     p.last = w.sent + 1 == w.npkts;
     p.tx_count = 0;
     p.not_before = Time{0};
-    p.path = q.paths.next(-1);
     if (p.first) w.first_psn = psn;
     if (++w.sent == w.npkts) ++cursor;
     ++q.stats.tx_data_packets;
     q.stats.tx_payload_bytes += p.len;
-  } else {
-    TxPkt& p = q.pkt(psn);
-    p.path = q.paths.next(p.path);
-    ++q.stats.tx_retransmits;
   }
+  q.pkt(psn).path = path_index;
 
   TxPkt& p = q.pkt(psn);
   const SendWqe& w = p.rsp ? q.rsp.at(p.wqe) : q.sq.at(p.wqe);
@@ -229,7 +278,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     }
   }
   const size_t hl = wire::encode_header(pk, payload, buf);
-  arm_rto(q);
+  arm_rto(q, now);
   return Transmit{q.attr.peer, path, hl, payload};
 }
 
@@ -246,18 +295,28 @@ void Core::start_cc(Qp& q) {
   }
 }
 
-void Core::arm_rto(Qp& q) {
-  q.timers.cancel(Timer::kRto);
+void Core::arm_rto(Qp& q, Time now) {
   q.timers.cancel(Timer::kTlp);
-  if (q.list_head == kNone) return;
   const Duration rto = q.rto();
-  if (rto != kNever) q.timers.set(Timer::kRto, q.pkt(q.list_head).sent + rto);
-  // Tail loss probe (RFC 8985 section 7): losses at the tail have no later packet
-  // to reveal them; resending the newest one does, long before the RTO.
-  if (q.srtt > Duration{0} && !q.tlp_sent) {
-    const Time at = std::max(q.pkt(q.list_tail).sent, q.last_ack_at) + 2 * q.srtt + cfg.ack_delay;
-    if (at < q.timers.at(Timer::kRto)) q.timers.set(Timer::kTlp, at);
+  if (!q.list_empty()) {
+    q.wait_since = kNever;
+    q.timers.set(Timer::kRto, rto == kNever ? kNever : q.pkt(q.oldest()).sent + rto);
+    // Tail loss probe (RFC 8985 section 7): losses at the tail have no later packet
+    // to reveal them; resending the newest one does, long before the RTO.
+    if (q.srtt > Duration{0} && !q.tlp_sent) {
+      const Time at = std::max(q.pkt(q.newest()).sent, q.last_ack_at) + 2 * q.srtt + cfg.ack_delay;
+      if (at < q.timers.at(Timer::kRto)) q.timers.set(Timer::kTlp, at);
+    }
+    return;
   }
+  // Nothing in flight: still bound a wait on the peer by the same timeout.
+  if (rto == kNever || !waiting_on_peer(q)) {
+    q.wait_since = kNever;
+    q.timers.cancel(Timer::kRto);
+    return;
+  }
+  if (q.wait_since == kNever) q.wait_since = now;
+  q.timers.set(Timer::kRto, q.wait_since + rto);
 }
 
 void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why) {
@@ -376,7 +435,7 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
       q.cc_base = q.min_rtt;  // learned base RTT moved: re-derive the profile
       q.cc->set_config(NsccConfig::defaults(cfg.nic_bps, q.cc_base, q.attr.mtu, cfg.trimming));
     }
-    q.cc->on_ack(now, acked.bytes, rtt, ecn, q.bytes_in_flight);
+    if (acked.packets > 0) q.cc->on_ack(now, acked.bytes, rtt, ecn, q.bytes_in_flight);
   }
   after_acks(q, now, acked.packets > 0);
 }
@@ -390,7 +449,7 @@ void Core::after_acks(Qp& q, Time now, bool progress) {
   }
   detect_losses(q, now);
   complete_sends(q);
-  arm_rto(q);
+  arm_rto(q, now);
   if (!ev_scratch.empty()) ev_events(q);
   if (has_data(q, now)) make_ready(q);
 }
@@ -403,8 +462,8 @@ void Core::detect_losses(Qp& q, Time now) {
   q.timers.cancel(Timer::kRack);
   const Duration reo =
       std::min(q.reo_mult * std::max(q.min_rtt / 4, Duration{2000}), std::max(q.srtt, Duration{2000}));
-  while (q.list_head != kNone) {
-    const uint32_t psn = q.list_head;
+  while (!q.list_empty()) {
+    const uint32_t psn = q.oldest();
     const TxPkt& p = q.pkt(psn);
     if (p.xseq >= q.rack_xseq) break;
     const Time deadline = p.sent + std::max(q.srtt, q.paths.ev(p.path).srtt) + reo;
@@ -426,6 +485,7 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
   ++q.stats.rx_nacks;
   AckTally acked;
   ack_through(q, n.cum_psn, now, &acked);
+  if (q.cc && acked.packets > 0) q.cc->on_ack(now, acked.bytes, Duration{0}, false, q.bytes_in_flight);
   const bool in_flight = psn_diff(n.nack_psn, q.snd_una) >= 0;
   TxPkt* p = in_flight ? &q.pkt(n.nack_psn) : nullptr;
   if (p && p->state != TxPkt::kInFlight && p->state != TxPkt::kLost) p = nullptr;
@@ -453,17 +513,24 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
     case wire::NackReason::kNoResource:
       ++q.stats.rnr_naks;
       if (!p) break;
-      if (q.attr.rnr_retry != 7 && ++q.rnr_retries > q.attr.rnr_retry) {
+      // One retry per RNR episode: every packet of a message may be refused at once.
+      if (!q.timers.pending(Timer::kRnr, now) && q.attr.rnr_retry != 7 &&
+          ++q.rnr_retries > q.attr.rnr_retry) {
         fail_qp(q, WcStatus::kRnrRetryExcErr, p->rsp ? UINT64_MAX : p->wqe);
         return;
       }
       mark_lost(q, n.nack_psn, now, now + cfg.rnr_delay, LossKind::kNoBlame);
-      q.timers.set(Timer::kRnr, now + cfg.rnr_delay);
+      if (!q.timers.pending(Timer::kRnr, now)) q.timers.set(Timer::kRnr, now + cfg.rnr_delay);
       break;
     case wire::NackReason::kPsnOutOfWindow:
     case wire::NackReason::kNoPktBuffer:
     case wire::NackReason::kNoBitmap:
-      if (p) mark_lost(q, n.nack_psn, now, now + std::max(q.srtt, Duration{1000}), LossKind::kNoBlame);
+      if (p) {
+        const Time at = now + std::max(q.srtt, Duration{1000});
+        mark_lost(q, n.nack_psn, now, at, LossKind::kNoBlame);
+        if (!q.timers.pending(Timer::kRnr, now) || at < q.timers.at(Timer::kRnr))
+          q.timers.set(Timer::kRnr, at);
+      }
       break;
     default: ++stats.drops[static_cast<size_t>(Drop::kBadAck)]; return;
   }
@@ -477,31 +544,34 @@ void Core::sender_timeout(Qp& q, Time now) {
     make_ready(q);
   }
   if (q.timers.expired(Timer::kRack, now)) detect_losses(q, now);
-  if (q.timers.expired(Timer::kTlp, now) && q.list_tail != kNone && !q.tlp_sent) {
+  if (q.timers.expired(Timer::kTlp, now) && !q.list_empty() && !q.tlp_sent) {
     q.tlp_sent = true;
     ++q.stats.tail_probes;
-    mark_lost(q, q.list_tail, now, now, LossKind::kNoBlame);
+    mark_lost(q, q.newest(), now, now, LossKind::kNoBlame);
   }
-  if (q.timers.expired(Timer::kRto, now) && q.list_head != kNone) {
+  if (q.timers.expired(Timer::kRto, now)) {
     const Duration rto = q.rto();
-    if (q.pkt(q.list_head).sent + rto <= now) {
+    const bool in_flight_expired = !q.list_empty() && q.pkt(q.oldest()).sent + rto <= now;
+    const bool wait_expired = q.list_empty() && q.wait_since != kNever && q.wait_since + rto <= now;
+    if (in_flight_expired || wait_expired) {
       ++q.stats.rto_fired;
       ++q.rto_retries;
       if (q.retry.exhausted(q.rto_retries)) {
-        fail_qp(q, WcStatus::kRetryExcErr);
+        fail_qp(q, WcStatus::kRetryExcErr, q.list_empty() && !q.reads.empty() ? q.reads.front() : UINT64_MAX);
         return;
       }
+      q.wait_since = kNever;  // the next wait starts now, with the backed-off timeout
       // Everything in flight is resent elsewhere (as TCP does on RTO): what is
       // older than the timeout blames its EV; what is younger is resent too, or
       // the oldest survivor would set the next, doubled, timeout and the window
       // would drain one packet per timeout.
-      while (q.list_head != kNone) {
-        const bool expired = q.pkt(q.list_head).sent + rto <= now;
-        mark_lost(q, q.list_head, now, now, expired ? LossKind::kTimeout : LossKind::kNoBlame);
+      while (!q.list_empty()) {
+        const bool expired = q.pkt(q.oldest()).sent + rto <= now;
+        mark_lost(q, q.oldest(), now, now, expired ? LossKind::kTimeout : LossKind::kNoBlame);
       }
     }
   }
-  arm_rto(q);
+  arm_rto(q, now);
   if (!ev_scratch.empty()) ev_events(q);
   if (has_data(q, now)) make_ready(q);
 }
@@ -559,7 +629,8 @@ void Core::queue_read_response(Qp& q, const Action& a) {
   w.op = Opcode::kRead;
   w.msn = a.msn;
   w.len = a.len;
-  if (a.len) w.sg.push_back(Seg{m->at(a.addr), a.len});
+  w.req_psn = a.psn;
+  if (a.len) w.sg.push_back(Seg{m->at(a.addr), a.len, a.rkey});
   w.npkts = std::max<uint32_t>(1, (a.len + q.attr.mtu - 1) / q.attr.mtu);
   make_ready(q);
 }

@@ -25,6 +25,8 @@ class Timers {
   void cancel(Timer t) { at_[static_cast<size_t>(t)] = kNever; }
   Time at(Timer t) const { return at_[static_cast<size_t>(t)]; }
   bool expired(Timer t, Time now) const { return at(t) <= now; }
+  /// Set and still in the future.
+  bool pending(Timer t, Time now) const { return at(t) != kNever && at(t) > now; }
   Time next() const {
     Time m = kNever;
     for (Time t : at_) m = t < m ? t : m;
