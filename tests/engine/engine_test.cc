@@ -522,6 +522,144 @@ TEST(Engine, Cc_ProfileWindowBoundsDataInFlight) {
   EXPECT_EQ(l.a.eng.modify_qp(l.a.qpn, at, attr::kCc).error(), Error::kInvalidArgument);
 }
 
+TEST(Engine, PsnWrap_LossAtLastPsnBeforeWrapRecovers) {
+  for (uint32_t lost : {0xFFFFFFFFu, 0u, 0x7FFFFFFFu}) {
+    Loop l(lost - 20);
+    fill(l.a.mem, 0, 64 * 4096, 3);
+    l.post_write(l.a, 1, 0, 64 * 4096, 0);
+    bool dropped = false;
+    l.hook = [&](int from, std::vector<uint8_t>& d) {
+      auto p = peek(d);
+      if (from == 0 && wire::is_data(p.common.kind) && p.common.psn == lost && !dropped) {
+        dropped = true;
+        return Loop::Verdict::kDrop;
+      }
+      return Loop::Verdict::kDeliver;
+    };
+    l.run();
+    EXPECT_TRUE(dropped) << std::hex << lost;
+    auto c = l.poll(l.a);
+    ASSERT_EQ(c.size(), 1u) << std::hex << lost;
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 0, 64 * 4096));
+  }
+}
+
+TEST(Engine, Read_ResponderGoneEndsInErrorWithinRetryBudget) {
+  Loop l;
+  QpAttr at;
+  at.retry_cnt_linear = 2;
+  at.retry_cnt_exp = 0;
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kRetry).ok());
+  Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 50000, l.a.key};
+  SendWr wr;
+  wr.wr_id = 9;
+  wr.opcode = Opcode::kRead;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data());
+  wr.rkey = l.b.key;
+  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  // The request is acknowledged, every response packet vanishes.
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    return from == 1 && peek(d).common.kind == wire::Kind::kReadResp ? Loop::Verdict::kDrop
+                                                                     : Loop::Verdict::kDeliver;
+  };
+  l.run(60s);
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);  // never a hang
+  EXPECT_EQ(c[0].wr_id, 9u);
+  EXPECT_EQ(c[0].status, WcStatus::kRetryExcErr);
+}
+
+TEST(Engine, Read_DeregisteredSourceIsNeverSent) {
+  Loop l;
+  std::vector<uint8_t>* secret = new std::vector<uint8_t>(20000, 0x77);
+  const uint32_t key =
+      l.b.eng.register_mr(secret->data(), secret->size(), reinterpret_cast<uint64_t>(secret->data()),
+                          access::kRemoteRead).value();
+  Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 20000, l.a.key};
+  SendWr wr;
+  wr.opcode = Opcode::kRead;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(secret->data());
+  wr.rkey = key;
+  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  // Drop the responses once, and free the memory meanwhile.
+  bool freed = false;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    if (from == 1 && peek(d).common.kind == wire::Kind::kReadResp && !freed) {
+      freed = true;
+      EXPECT_TRUE(l.b.eng.deregister_mr(key).ok());
+      delete secret;  // ASan would flag any later read of it
+      secret = nullptr;
+      return Loop::Verdict::kDrop;
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kRemAccessErr);
+  delete secret;
+}
+
+TEST(Engine, Reset_QueuedAckIsDroppedNotBuiltFromEmptyState) {
+  Loop l;
+  l.post_write(l.a, 1, 0, 4096, 0);
+  std::vector<uint8_t> buf(kTransmitBufferSize);
+  auto t = l.a.eng.poll_transmit(l.now, buf);
+  ASSERT_TRUE(t.has_value());
+  std::vector<uint8_t> d(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(t->header_len));
+  d.insert(d.end(), t->payload.begin(), t->payload.end());
+  l.b.eng.on_datagram(l.now, {}, d);  // B now owes an ACK
+  QpAttr at;
+  at.state = QpState::kReset;
+  ASSERT_TRUE(l.b.eng.modify_qp(l.b.qpn, at, attr::kState).ok());
+  at.state = QpState::kInit;
+  ASSERT_TRUE(l.b.eng.modify_qp(l.b.qpn, at, attr::kState).ok());
+  EXPECT_FALSE(l.b.eng.poll_transmit(l.now, buf).has_value());
+}
+
+TEST(Engine, Mpr_GrowingWithPacketsInFlightRefusedAndUnchanged) {
+  Loop l;
+  l.post_write(l.a, 1, 0, 8 * 4096, 0);
+  std::vector<uint8_t> buf(kTransmitBufferSize);
+  ASSERT_TRUE(l.a.eng.poll_transmit(l.now, buf).has_value());
+  QpAttr at;
+  at.max_psn_range = 8192;
+  EXPECT_EQ(l.a.eng.modify_qp(l.a.qpn, at, attr::kMpr).error(), Error::kBadState);
+  EXPECT_EQ(l.a.eng.query_qp(l.a.qpn)->max_psn_range, 1024u);
+  l.run();
+  EXPECT_EQ(l.poll(l.a).size(), 1u);
+  EXPECT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kMpr).ok());  // idle now: it may grow
+}
+
+TEST(Engine, Rnr_OneRetryPerEpisodeNotPerPacket) {
+  Loop l;
+  QpAttr at;
+  at.rnr_retry = 3;
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kRnrRetry).ok());
+  l.post_write(l.a, 1, 0, 8 * 4096, 0, Opcode::kSend);  // 8 packets, all refused at first
+  l.run(150us);  // about one RNR delay
+  l.post_recv(l.b, 5, 0, 8 * 4096);
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+}
+
+TEST(Engine, Mr_KeysNeverComeBack) {
+  Engine e;
+  std::vector<uint8_t> buf(64);
+  std::set<uint32_t> seen;
+  for (int i = 0; i < 5000; ++i) {
+    const uint32_t k = e.register_mr(buf.data(), buf.size(), reinterpret_cast<uint64_t>(buf.data()),
+                                     access::kRemoteWrite).value();
+    ASSERT_TRUE(seen.insert(k).second) << "key " << k << " reused after " << i;
+    ASSERT_TRUE(e.deregister_mr(k).ok());
+  }
+}
+
 TEST(Engine, QueueFull_ReportsQueueFull) {
   EngineConfig cfg;
   Engine e(cfg);

@@ -36,13 +36,13 @@ class Loop {
   enum class Verdict { kDeliver, kDrop };
   using Hook = std::function<Verdict(int from, std::vector<uint8_t>& dgram)>;
 
-  explicit Loop(size_t mem_bytes = 1 << 20, const EngineConfig& cfg = {}, uint32_t npaths = 4)
+  /// Both QPs start their PSNs at `first_psn`.
+  explicit Loop(uint32_t first_psn = 1000, const EngineConfig& cfg = {}, uint32_t npaths = 4)
       : a(cfg), b(cfg) {
     setup(a, 1, 0xA11CE);
     setup(b, 2, 0xB0B);
-    connect(a, b, npaths);
-    connect(b, a, npaths);
-    (void)mem_bytes;
+    connect(a, b, npaths, first_psn);
+    connect(b, a, npaths, first_psn);
   }
 
   Side a, b;
@@ -114,7 +114,7 @@ class Loop {
                              access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead)
                 .value();
   }
-  static void connect(Side& s, Side& peer, uint32_t npaths) {
+  static void connect(Side& s, Side& peer, uint32_t npaths, uint32_t first_psn) {
     QpAttr at;
     at.state = QpState::kInit;
     ASSERT_TRUE(s.eng.modify_qp(s.qpn, at, attr::kState).ok());
@@ -122,11 +122,11 @@ class Loop {
     at.peer = &s == &peer ? 0 : 1;
     at.dest_qpn = peer.qpn;
     at.remote_token = peer.token;
-    at.rq_psn = 1000;
+    at.rq_psn = first_psn;
     for (uint32_t i = 0; i < npaths; ++i) at.paths.push_back(Path{0x100 + i, static_cast<uint16_t>(i % 2)});
     ASSERT_TRUE(s.eng.modify_qp(s.qpn, at, attr::kState | attr::kDest | attr::kPaths | attr::kRqPsn).ok());
     at.state = QpState::kRts;
-    at.sq_psn = 1000;
+    at.sq_psn = first_psn;
     at.timeout = 10;  // ~1 ms
     ASSERT_TRUE(s.eng.modify_qp(s.qpn, at, attr::kState | attr::kSqPsn | attr::kTimeout).ok());
   }
