@@ -331,6 +331,9 @@ struct Core {
   void complete_sends(Qp& q);
   void read_response_done(Qp& q, uint32_t msn);
   void queue_read_response(Qp& q, const Action& a);
+  /// NACKs the peer's READ request `req_psn` with REMOTE_ACCESS after it was
+  /// accepted (its MR was deregistered since): the requester fails that READ.
+  void refuse_read(Qp& q, uint32_t req_psn);
   void list_remove(Qp& q, uint32_t psn);
   void list_append(Qp& q, uint32_t psn);
   void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);

@@ -139,7 +139,7 @@ void PathSet::leave_active(uint16_t i) {
   const uint16_t pl = e.path.plane;
   e.active = false;
   --active_[pl];
-  // The best backup of the same plane takes its place.
+  // The first GOOD backup of the same plane (in the order given) takes its place.
   for (uint16_t j : plane_evs_[pl]) {
     Ev& b = evs_[j];
     if (!b.active && b.state == EvState::kGood) {

@@ -17,7 +17,7 @@
 //                or at once on a retransmission timeout. Trims never count.
 //   DENIED       set by the controller; never used nor probed until allowed.
 //
-// Active set: an EV that goes bad leaves the active set and the best backup
+// Active set: an EV that goes bad leaves the active set and the first GOOD backup
 // of the same plane takes its place; an EV that comes back rejoins the active
 // set if its plane is short, else the backups.
 //

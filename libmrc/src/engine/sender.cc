@@ -188,17 +188,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
                                     : (from_rsp ? q.pkt_rsp : q.pkt_wqe);
     const SendWqe& w = rsp ? q.rsp.at(seq) : q.sq.at(seq);
     if (!live(w.sg)) {
-      if (rsp) {
-        Control c;
-        c.kind = wire::Kind::kNack;
-        c.qpn = q.qpn;
-        c.path = q.ack_path;
-        c.psn = w.req_psn;
-        c.nack.cum_psn = q.sb.cum();
-        c.nack.nack_psn = w.req_psn;
-        c.nack.reason = wire::NackReason::kRemoteAccess;
-        ctrl.push_back(c);
-      }
+      if (rsp) refuse_read(q, w.req_psn);
       fail_qp(q, WcStatus::kLocProtErr, rsp ? UINT64_MAX : seq);
       return std::nullopt;
     }
@@ -607,20 +597,24 @@ void Core::read_response_done(Qp& q, uint32_t msn) {
   complete_sends(q);
 }
 
+void Core::refuse_read(Qp& q, uint32_t req_psn) {
+  Control c;
+  c.kind = wire::Kind::kNack;
+  c.qpn = q.qpn;
+  c.path = q.ack_path;
+  c.psn = req_psn;
+  c.nack.cum_psn = q.sb.cum();
+  c.nack.nack_psn = req_psn;
+  c.nack.reason = wire::NackReason::kRemoteAccess;
+  ctrl.push_back(c);
+}
+
 void Core::queue_read_response(Qp& q, const Action& a) {
   const Mr* m = a.len ? mr(a.rkey) : nullptr;
   if (a.len && (!m || !m->covers(a.addr, a.len) || !(m->access & access::kRemoteRead))) {
     // The MR went away between the request and its turn.
     --q.pending_reads;
-    Control c;
-    c.kind = wire::Kind::kNack;
-    c.qpn = q.qpn;
-    c.path = q.ack_path;
-    c.psn = a.psn;
-    c.nack.cum_psn = q.sb.cum();
-    c.nack.nack_psn = a.psn;
-    c.nack.reason = wire::NackReason::kRemoteAccess;
-    ctrl.push_back(c);
+    refuse_read(q, a.psn);
     return;
   }
   SendWqe& w = q.rsp.push();

@@ -74,7 +74,7 @@ inline constexpr uint8_t kTrimmedLastHop = 0x02;
 
 /// AckHeader::ack_flags.
 namespace ack_flag {
-inline constexpr uint8_t kEcnEcho = 0x01;  // the echoed packet arrived with ECN CE
+inline constexpr uint8_t kEcnEcho = 0x01;  // a packet first acked here arrived with ECN CE
 }
 
 /// NACK reason codes. 0x01..0x0B follow UET as MRC uses them; 0x20.. are ours (RC errors).
