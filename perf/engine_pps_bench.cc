@@ -112,7 +112,8 @@ void BM_EnginePps(benchmark::State& state) {
     if (bench.a.poll_cq(bench.acq, comps) > 0 || (packets & 255) == 0)
       while (bench.posted - packets / 256 < 32) bench.post();
   }
-  state.counters["pkts/s"] = benchmark::Counter(static_cast<double>(packets), benchmark::Counter::kIsRate);
+  state.counters["pkts/s"] =
+      benchmark::Counter(static_cast<double>(packets), benchmark::Counter::kIsRate);
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.counters["retx"] = static_cast<double>(bench.a.qp_stats(bench.aq)->tx_retransmits);
 }
@@ -128,7 +129,8 @@ void BM_Memcpy4K(benchmark::State& state) {
     benchmark::DoNotOptimize(dst.data());
     off = (off + 4096) % src.size();
   }
-  state.counters["pkts/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["pkts/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 4096);
 }
 BENCHMARK(BM_Memcpy4K);

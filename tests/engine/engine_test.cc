@@ -18,7 +18,8 @@ using testing::peek;
 using namespace std::chrono_literals;
 
 void fill(std::vector<uint8_t>& m, uint64_t off, uint32_t len, uint32_t seed) {
-  for (uint32_t i = 0; i < len; ++i) m[off + i] = static_cast<uint8_t>((i * 131 + seed * 7) ^ (i >> 8));
+  for (uint32_t i = 0; i < len; ++i)
+    m[off + i] = static_cast<uint8_t>((i * 131 + seed * 7) ^ (i >> 8));
 }
 bool same(const std::vector<uint8_t>& x, uint64_t xo, const std::vector<uint8_t>& y, uint64_t yo,
           uint32_t len) {
@@ -171,7 +172,8 @@ TEST(Engine, Read_AfterWriteSeesTheWrite) {
 TEST(Engine, Completions_InPostingOrderAndUnsignaledSilent) {
   Loop l;
   for (int i = 0; i < 20; ++i) {
-    Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), static_cast<uint32_t>(40000 - i * 2000), l.a.key};
+    Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), static_cast<uint32_t>(40000 - i * 2000),
+            l.a.key};
     SendWr wr;
     wr.wr_id = i;
     wr.sg = {&sge, 1};
@@ -283,8 +285,11 @@ TEST(Engine, Protection_WrongRkeyAndDeregisteredKeyRefused) {
   Loop l;
   const uint32_t old = l.b.key;
   ASSERT_TRUE(l.b.eng.deregister_mr(old).ok());
-  l.b.key = l.b.eng.register_mr(l.b.mem.data(), l.b.mem.size(), reinterpret_cast<uint64_t>(l.b.mem.data()),
-                               access::kLocalWrite | access::kRemoteWrite).value();
+  l.b.key =
+      l.b.eng
+          .register_mr(l.b.mem.data(), l.b.mem.size(), reinterpret_cast<uint64_t>(l.b.mem.data()),
+                       access::kLocalWrite | access::kRemoteWrite)
+          .value();
   EXPECT_NE(l.b.key, old);
   std::vector<uint8_t> before = l.b.mem;
   Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 100, l.a.key};
@@ -303,8 +308,10 @@ TEST(Engine, Protection_WrongRkeyAndDeregisteredKeyRefused) {
 TEST(Engine, Protection_ReadNeedsRemoteReadAccess) {
   Loop l;
   ASSERT_TRUE(l.b.eng.deregister_mr(l.b.key).ok());
-  l.b.key = l.b.eng.register_mr(l.b.mem.data(), l.b.mem.size(), reinterpret_cast<uint64_t>(l.b.mem.data()),
-                               access::kRemoteWrite).value();
+  l.b.key = l.b.eng
+                .register_mr(l.b.mem.data(), l.b.mem.size(),
+                             reinterpret_cast<uint64_t>(l.b.mem.data()), access::kRemoteWrite)
+                .value();
   Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 100, l.a.key};
   SendWr wr;
   wr.opcode = Opcode::kRead;
@@ -352,7 +359,10 @@ TEST(Engine, Spoof_WrongTokenWrongQpnAndOutOfWindowDroppedAndCounted) {
     d.insert(d.end(), p.payload.begin(), p.payload.end());
     l.b.eng.on_datagram(l.now, {}, d);
   };
-  forge([](wire::Packet& p) { p.common.token ^= 1; p.data.offset = 0; });
+  forge([](wire::Packet& p) {
+    p.common.token ^= 1;
+    p.data.offset = 0;
+  });
   forge([&](wire::Packet& p) { p.common.dst_qpn = l.b.qpn + 100; });
   forge([](wire::Packet& p) { p.common.psn += 1u << 20; });  // far past the window
   forge([](wire::Packet& p) { p.common.psn -= 1u << 20; });  // long ago: a duplicate
@@ -575,8 +585,10 @@ TEST(Engine, Read_DeregisteredSourceIsNeverSent) {
   Loop l;
   std::vector<uint8_t>* secret = new std::vector<uint8_t>(20000, 0x77);
   const uint32_t key =
-      l.b.eng.register_mr(secret->data(), secret->size(), reinterpret_cast<uint64_t>(secret->data()),
-                          access::kRemoteRead).value();
+      l.b.eng
+          .register_mr(secret->data(), secret->size(), reinterpret_cast<uint64_t>(secret->data()),
+                       access::kRemoteRead)
+          .value();
   Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 20000, l.a.key};
   SendWr wr;
   wr.opcode = Opcode::kRead;
@@ -640,7 +652,7 @@ TEST(Engine, Rnr_OneRetryPerEpisodeNotPerPacket) {
   at.rnr_retry = 3;
   ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kRnrRetry).ok());
   l.post_write(l.a, 1, 0, 8 * 4096, 0, Opcode::kSend);  // 8 packets, all refused at first
-  l.run(150us);  // about one RNR delay
+  l.run(150us);                                         // about one RNR delay
   l.post_recv(l.b, 5, 0, 8 * 4096);
   l.run();
   auto c = l.poll(l.a);
@@ -654,7 +666,8 @@ TEST(Engine, Mr_KeysNeverComeBack) {
   std::set<uint32_t> seen;
   for (int i = 0; i < 5000; ++i) {
     const uint32_t k = e.register_mr(buf.data(), buf.size(), reinterpret_cast<uint64_t>(buf.data()),
-                                     access::kRemoteWrite).value();
+                                     access::kRemoteWrite)
+                           .value();
     ASSERT_TRUE(seen.insert(k).second) << "key " << k << " reused after " << i;
     ASSERT_TRUE(e.deregister_mr(k).ok());
   }

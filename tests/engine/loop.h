@@ -123,8 +123,10 @@ class Loop {
     at.dest_qpn = peer.qpn;
     at.remote_token = peer.token;
     at.rq_psn = first_psn;
-    for (uint32_t i = 0; i < npaths; ++i) at.paths.push_back(Path{0x100 + i, static_cast<uint16_t>(i % 2)});
-    ASSERT_TRUE(s.eng.modify_qp(s.qpn, at, attr::kState | attr::kDest | attr::kPaths | attr::kRqPsn).ok());
+    for (uint32_t i = 0; i < npaths; ++i)
+      at.paths.push_back(Path{0x100 + i, static_cast<uint16_t>(i % 2)});
+    ASSERT_TRUE(
+        s.eng.modify_qp(s.qpn, at, attr::kState | attr::kDest | attr::kPaths | attr::kRqPsn).ok());
     at.state = QpState::kRts;
     at.sq_psn = first_psn;
     at.timeout = 10;  // ~1 ms

@@ -80,7 +80,7 @@ TEST(PathSet, OnCongestion_SkipsOnceOnly) {
   PathSet s = make();
   const int i = s.find(0);
   s.on_congestion(i);
-  auto c = spray(s, 4);  // one pick per plane
+  auto c = spray(s, 4);       // one pick per plane
   EXPECT_EQ(c.count(0), 0u);  // passed over...
   EXPECT_EQ(c[1], 1);
   c = spray(s, 12);

@@ -78,7 +78,8 @@ TEST_F(QpState_, Attributes_RangeChecked) {
 TEST_F(QpState_, Error_FlushesPostedReceives) {
   std::vector<uint8_t> buf(64);
   uint32_t key = e.register_mr(buf.data(), buf.size(), reinterpret_cast<uint64_t>(buf.data()),
-                               access::kLocalWrite).value();
+                               access::kLocalWrite)
+                     .value();
   ASSERT_TRUE(to(QpState::kInit).ok());
   Sge s{reinterpret_cast<uint64_t>(buf.data()), 64, key};
   ASSERT_TRUE(e.post_recv(q, RecvWr{11, {&s, 1}}).ok());

@@ -7,7 +7,7 @@ namespace mrc::engine {
 namespace {
 
 TEST(RetryPolicy, Base_IsMicrosecondsTimesPowerOfTwo) {
-  EXPECT_EQ((RetryPolicy{8, 7, 0}.base()), Duration{262144});     // ~262 us, the OCP example
+  EXPECT_EQ((RetryPolicy{8, 7, 0}.base()), Duration{262144});       // ~262 us, the OCP example
   EXPECT_EQ((RetryPolicy{20, 7, 0}.base()), Duration{1073741824});  // ~1.07 s, NCCL default
   EXPECT_EQ((RetryPolicy{0, 7, 0}.base()), kNever);                 // verbs: wait forever
 }

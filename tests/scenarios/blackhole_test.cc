@@ -100,8 +100,10 @@ TEST_F(Blackhole, AllPaths_ErrorCompletionsWithinRetryBudget) {
   while (auto e = tb.engine(a).poll_event()) {
     if (e->type == EventType::kQpFatal) fatal = e;
     if (e->type != EventType::kEvState) continue;
-    if (e->reason == uint8_t(EvReason::kPlaneDrained)) ++drained;
-    else if (e->to == uint8_t(EvState::kAssumedBad)) ++bad;
+    if (e->reason == uint8_t(EvReason::kPlaneDrained))
+      ++drained;
+    else if (e->to == uint8_t(EvState::kAssumedBad))
+      ++bad;
   }
   EXPECT_EQ(drained, 4u);  // one EV per plane here
   ASSERT_TRUE(fatal.has_value());

@@ -146,8 +146,8 @@ void figures(const char* name, const std::string& line) {
 
 TEST(Multipath, Healthy_GoodputNearAggregate) {
   const double g = healthy_bps();
-  figures("healthy", "goodput " + std::to_string(g / 1e9) + " Gb/s = " +
-                         std::to_string(g / kAggregateBps) + " of 4 ports");
+  figures("healthy", "goodput " + std::to_string(g / 1e9) +
+                         " Gb/s = " + std::to_string(g / kAggregateBps) + " of 4 ports");
   EXPECT_GE(g, 0.92 * kAggregateBps);
 }
 
@@ -172,8 +172,9 @@ TEST(Multipath, T0Down_ThreeQuartersThenFullAgain) {
   Time reint{0};
   for (auto& e : r.ev_events(0, EvState::kGood, up)) reint = std::max(reint, e.at);
   figures("t0_down", "min 10ms goodput during " + std::to_string(during / healthy_bps()) +
-                         " of healthy; all plane-3 EVs bad after " + std::to_string(ms(detect - down)) +
-                         " ms; GOOD again " + std::to_string(ms(reint - up)) +
+                         " of healthy; all plane-3 EVs bad after " +
+                         std::to_string(ms(detect - down)) + " ms; GOOD again " +
+                         std::to_string(ms(reint - up)) +
                          " ms after repair; first 10ms window at >= 0.95 of healthy starts " +
                          std::to_string(ms(back - up)) + " ms after repair");
   EXPECT_GE(during, 0.95 * 0.75 * healthy_bps());
@@ -195,11 +196,10 @@ TEST(Multipath, T1FailRestore_NoStallNoDip) {
   const double dip = m.min_rate_bps(fail, fail + 10ms, 1ms);
   Time reint{0};
   for (auto& e : r.ev_events(0, EvState::kGood, restore)) reint = std::max(reint, e.at);
-  figures("t1_fail_restore", "goodput " + std::to_string(g / healthy_bps()) +
-                                 " of healthy; worst 1ms after fault " +
-                                 std::to_string(dip / healthy_bps()) + "; longest stall " +
-                                 std::to_string(ms(stall)) + " ms; reintegrated " +
-                                 std::to_string(ms(reint - restore)) + " ms after restore");
+  figures("t1_fail_restore",
+          "goodput " + std::to_string(g / healthy_bps()) + " of healthy; worst 1ms after fault " +
+              std::to_string(dip / healthy_bps()) + "; longest stall " + std::to_string(ms(stall)) +
+              " ms; reintegrated " + std::to_string(ms(reint - restore)) + " ms after restore");
   EXPECT_EQ(stall, Duration{0});
   EXPECT_GE(g, 0.97 * healthy_bps());
   for (auto& e : r.ev_events(0, EvState::kAssumedBad, fail)) {
@@ -215,13 +215,12 @@ TEST(Multipath, LinkFlap200ms_GoodputHolds) {
   r.stream(0, 1);
   auto& m = r.meter(0, 1);
   const Time start{50ms}, stop{1050ms}, end{1100ms};
-  r.tb.net().at(start, [&] {
-    r.fab->flap(LinkRef::uplink(0, r.fab->t0_of(0), 1), 200ms, stop);
-  });
+  r.tb.net().at(start, [&] { r.fab->flap(LinkRef::uplink(0, r.fab->t0_of(0), 1), 200ms, stop); });
   r.run_until(end);
   r.expect_clean();
   const double g = m.rate_bps(start, stop);
-  figures("flap_200ms", "goodput " + std::to_string(g / healthy_bps()) + " of healthy over 1 s of flapping");
+  figures("flap_200ms",
+          "goodput " + std::to_string(g / healthy_bps()) + " of healthy over 1 s of flapping");
   EXPECT_GE(g, 0.95 * healthy_bps());
 }
 
@@ -253,7 +252,8 @@ TEST(Multipath, T1Blackhole_FoundInMsAndRoutedAround) {
   for (auto& e : r.ev_events(0, EvState::kGood, restore)) reint = std::max(reint, e.at);
   const double after = m.min_rate_bps(fault + 10ms, restore, 10ms);
   figures("t1_blackhole", "all " + std::to_string(its_paths.size()) + " paths bad after " +
-                              std::to_string(ms(detect - fault)) + " ms; min 10ms goodput from +10ms " +
+                              std::to_string(ms(detect - fault)) +
+                              " ms; min 10ms goodput from +10ms " +
                               std::to_string(after / healthy_bps()) + " of healthy; reintegrated " +
                               std::to_string(ms(reint - restore)) + " ms after restore");
   EXPECT_LE(detect - fault, 5ms);
@@ -294,8 +294,8 @@ TEST(Multipath, Incast8To1WithTrimming_NoTimeoutsFairAndFull) {
   }
   const double jain = jain_fairness(rates);
   figures("incast_8to1", "bottleneck goodput " + std::to_string(total / kAggregateBps) +
-                             " of its rate; Jain " + std::to_string(jain) + "; " + std::to_string(trims) +
-                             " trims; " + std::to_string(rtos) + " RTOs");
+                             " of its rate; Jain " + std::to_string(jain) + "; " +
+                             std::to_string(trims) + " trims; " + std::to_string(rtos) + " RTOs");
   EXPECT_EQ(rtos, 0u);
   EXPECT_GE(total, 0.9 * kAggregateBps);
   EXPECT_GE(jain, 0.95);

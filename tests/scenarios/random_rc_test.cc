@@ -24,11 +24,11 @@ using sim::Testbed;
 
 struct Op {
   Opcode op = Opcode::kWrite;
-  int from = 0;          // host index 0/1
+  int from = 0;  // host index 0/1
   uint64_t len = 0;
-  uint64_t src = 0;      // offset in the source host's src area (READ: in the remote's)
-  uint64_t dst = 0;      // offset in the destination's dst area (READ: in the requester's)
-  uint64_t slack = 0;    // SEND: extra receive capacity
+  uint64_t src = 0;    // offset in the source host's src area (READ: in the remote's)
+  uint64_t dst = 0;    // offset in the destination's dst area (READ: in the requester's)
+  uint64_t slack = 0;  // SEND: extra receive capacity
   uint32_t imm = 0;
   bool signaled = true;
   uint64_t wr_id = 0;
@@ -50,7 +50,9 @@ uint64_t pick_len(std::mt19937_64& rng) {
 std::string run_scenario(uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0, 1);
-  auto pick = [&](uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(rng); };
+  auto pick = [&](uint64_t lo, uint64_t hi) {
+    return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
+  };
   std::ostringstream why;
 
   // ---- the network and its faults
@@ -127,7 +129,9 @@ std::string run_scenario(uint64_t seed) {
     key_src[h] = tb.register_mr(host[h], src[h]);
     key_dst[h] = tb.register_mr(host[h], dst[h]);
   }
-  auto va = [](std::vector<uint8_t>& v, uint64_t off) { return reinterpret_cast<uint64_t>(v.data()) + off; };
+  auto va = [](std::vector<uint8_t>& v, uint64_t off) {
+    return reinterpret_cast<uint64_t>(v.data()) + off;
+  };
 
   // Receives, in the order their messages are sent; sometimes posted late (RNR path).
   const bool late_recv = u(rng) < 0.2;
@@ -186,7 +190,8 @@ std::string run_scenario(uint64_t seed) {
   auto drain = [&] {
     Completion c[64];
     for (int h = 0; h < 2; ++h)
-      while (size_t n = tb.engine(host[h]).poll_cq(tb.cq(host[h]), c)) got[h].insert(got[h].end(), c, c + n);
+      while (size_t n = tb.engine(host[h]).poll_cq(tb.cq(host[h]), c))
+        got[h].insert(got[h].end(), c, c + n);
   };
   const bool done = tb.net().run_until(
       [&] {
@@ -196,20 +201,26 @@ std::string run_scenario(uint64_t seed) {
       tb.net().now() + 600s);
   tb.net().run_for(50ms);  // anything more would be a duplicate
   drain();
-  if (!done) why << "hang: completions " << got[0].size() << "/" << want[0] << " and " << got[1].size() << "/" << want[1] << "; ";
+  if (!done)
+    why << "hang: completions " << got[0].size() << "/" << want[0] << " and " << got[1].size()
+        << "/" << want[1] << "; ";
 
   // ---- check completions: order, exactly once, status, lengths, immediates
   for (int h = 0; h < 2; ++h) {
     std::vector<uint64_t> sends, recvs, want_sends, want_recvs;
     for (const Completion& c : got[h]) {
-      if (c.status != WcStatus::kSuccess) why << "host " << h << " wr " << c.wr_id << " status " << to_string(c.status) << "; ";
+      if (c.status != WcStatus::kSuccess)
+        why << "host " << h << " wr " << c.wr_id << " status " << to_string(c.status) << "; ";
       if (c.opcode == WcOpcode::kRecv || c.opcode == WcOpcode::kRecvWriteImm) {
         recvs.push_back(c.wr_id);
         const Op& o = ops[c.wr_id - 1000];
-        if (c.byte_len != o.len) why << "recv " << c.wr_id << " byte_len " << c.byte_len << " want " << o.len << "; ";
+        if (c.byte_len != o.len)
+          why << "recv " << c.wr_id << " byte_len " << c.byte_len << " want " << o.len << "; ";
         const bool imm = o.op != Opcode::kSend;
-        if (c.has_imm != imm || (imm && c.imm != o.imm)) why << "recv " << c.wr_id << " immediate wrong; ";
-        if ((c.opcode == WcOpcode::kRecvWriteImm) != (o.op == Opcode::kWriteImm)) why << "recv opcode wrong; ";
+        if (c.has_imm != imm || (imm && c.imm != o.imm))
+          why << "recv " << c.wr_id << " immediate wrong; ";
+        if ((c.opcode == WcOpcode::kRecvWriteImm) != (o.op == Opcode::kWriteImm))
+          why << "recv opcode wrong; ";
       } else {
         sends.push_back(c.wr_id);
       }
@@ -218,17 +229,22 @@ std::string run_scenario(uint64_t seed) {
       if (o.from == h && o.signaled) want_sends.push_back(o.wr_id);
       if (o.from != h && consumes_recv(o.op)) want_recvs.push_back(1000 + o.wr_id);
     }
-    if (sends != want_sends) why << "host " << h << " send completions out of order, missing or doubled; ";
-    if (recvs != want_recvs) why << "host " << h << " receive completions out of order, missing or doubled; ";
+    if (sends != want_sends)
+      why << "host " << h << " send completions out of order, missing or doubled; ";
+    if (recvs != want_recvs)
+      why << "host " << h << " receive completions out of order, missing or doubled; ";
     while (auto e = tb.engine(host[h]).poll_event())
-      if (e->type != EventType::kEvState) why << "host " << h << " async event " << int(e->type) << "; ";
+      if (e->type != EventType::kEvState)
+        why << "host " << h << " async event " << int(e->type) << "; ";
   }
 
   // ---- check memory: every destination byte, and nothing written elsewhere
-  std::vector<uint8_t> expect[2] = {std::vector<uint8_t>(dst[0].size(), 0), std::vector<uint8_t>(dst[1].size(), 0)};
+  std::vector<uint8_t> expect[2] = {std::vector<uint8_t>(dst[0].size(), 0),
+                                    std::vector<uint8_t>(dst[1].size(), 0)};
   for (const Op& o : ops) {
     const int s = o.op == Opcode::kRead ? 1 - o.from : o.from;
-    std::copy_n(src[s].begin() + static_cast<ptrdiff_t>(o.src), o.len, expect[1 - s].begin() + static_cast<ptrdiff_t>(o.dst));
+    std::copy_n(src[s].begin() + static_cast<ptrdiff_t>(o.src), o.len,
+                expect[1 - s].begin() + static_cast<ptrdiff_t>(o.dst));
   }
   for (int h = 0; h < 2; ++h) {
     if (dst[h] != expect[h]) {
@@ -239,10 +255,11 @@ std::string run_scenario(uint64_t seed) {
   }
   if (!why.str().empty()) {
     std::ostringstream ctx;
-    ctx << "seed " << seed << " (replay: MRC_SEED=" << seed << "): paths " << npaths << " loss " << loss
-        << " reorder " << imp.reorder << " dup " << imp.duplicate << " corrupt " << imp.corrupt
-        << " mtu " << at.mtu << " mpr " << at.max_psn_range << " ops";
-    for (const Op& o : ops) ctx << " [" << int(o.op) << " from " << o.from << " len " << o.len << "]";
+    ctx << "seed " << seed << " (replay: MRC_SEED=" << seed << "): paths " << npaths << " loss "
+        << loss << " reorder " << imp.reorder << " dup " << imp.duplicate << " corrupt "
+        << imp.corrupt << " mtu " << at.mtu << " mpr " << at.max_psn_range << " ops";
+    for (const Op& o : ops)
+      ctx << " [" << int(o.op) << " from " << o.from << " len " << o.len << "]";
     return ctx.str() + ": " + why.str();
   }
   return "";

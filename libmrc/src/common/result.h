@@ -23,7 +23,7 @@ template <typename T, typename E>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
-  Result(Err<E> err) : v_(std::in_place_index<1>, err.error) {}       // NOLINT: implicit by design
+  Result(Err<E> err) : v_(std::in_place_index<1>, err.error) {}      // NOLINT: implicit by design
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }

@@ -32,12 +32,18 @@ std::unique_ptr<Qp> new_qp(Qpn qpn, const QpInit& init) {
 bool transition_ok(QpState from, QpState to) {
   if (to == QpState::kReset || to == QpState::kError) return true;
   switch (from) {
-    case QpState::kReset: return to == QpState::kInit;
-    case QpState::kInit: return to == QpState::kInit || to == QpState::kRtr;
-    case QpState::kRtr: return to == QpState::kRts;
-    case QpState::kRts: return to == QpState::kRts || to == QpState::kSqd;
-    case QpState::kSqd: return to == QpState::kRts || to == QpState::kSqd;
-    case QpState::kError: return false;
+    case QpState::kReset:
+      return to == QpState::kInit;
+    case QpState::kInit:
+      return to == QpState::kInit || to == QpState::kRtr;
+    case QpState::kRtr:
+      return to == QpState::kRts;
+    case QpState::kRts:
+      return to == QpState::kRts || to == QpState::kSqd;
+    case QpState::kSqd:
+      return to == QpState::kRts || to == QpState::kSqd;
+    case QpState::kError:
+      return false;
   }
   return false;
 }
@@ -138,9 +144,9 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
     Completion c;
     c.wr_id = w.wr_id;
     c.status = s == culprit ? cause : WcStatus::kWrFlushErr;
-    c.opcode = w.op == Opcode::kRead                                     ? WcOpcode::kRead
+    c.opcode = w.op == Opcode::kRead                                 ? WcOpcode::kRead
                : (w.op == Opcode::kSend || w.op == Opcode::kSendImm) ? WcOpcode::kSend
-                                                                         : WcOpcode::kWrite;
+                                                                     : WcOpcode::kWrite;
     c.qpn = q.qpn;
     complete(q, q.init.send_cq, c);
   }
@@ -231,7 +237,8 @@ void Core::on_probe_reply(Qp& q, Time now, const wire::Packet& p) {
     return;
   }
   const auto echo = Time{static_cast<int64_t>(p.probe_reply.echo_ts)};
-  if (echo <= now) q.path_stats[static_cast<size_t>(i)].rtt_ns = static_cast<uint64_t>((now - echo).count());
+  if (echo <= now)
+    q.path_stats[static_cast<size_t>(i)].rtt_ns = static_cast<uint64_t>((now - echo).count());
   ++q.path_stats[static_cast<size_t>(i)].probe_replies;
   q.paths.on_probe_reply(static_cast<uint16_t>(i), p.common.psn,
                          p.probe_reply.probe_flags & wire::ack_flag::kEcnEcho, now, ev_scratch);
@@ -249,7 +256,7 @@ Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
 Engine::~Engine() = default;
 
 Result<uint32_t, Error> Engine::register_mr(void* addr, uint64_t len, uint64_t iova,
-                                           uint32_t access) {
+                                            uint32_t access) {
   Core& c = *impl_;
   if ((addr == nullptr && len > 0) || iova + len < iova) return Err{Error::kInvalidArgument};
   size_t slot;
@@ -371,7 +378,8 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
         evs.push_back(p.ev);
       }
     std::sort(evs.begin(), evs.end());
-    if (std::adjacent_find(evs.begin(), evs.end()) != evs.end()) return Err{Error::kInvalidArgument};
+    if (std::adjacent_find(evs.begin(), evs.end()) != evs.end())
+      return Err{Error::kInvalidArgument};
   }
   const bool entering = to != q->state;
   if (entering && to == QpState::kRtr && q->state == QpState::kInit &&
@@ -423,8 +431,8 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     if (q->cc && a.cc) {  // a live QP keeps its window
       q->cc->set_config(*a.cc);
       q->cc_auto = false;
-    }
-    else if (q->cc) c.start_cc(*q);               // back to the profile from EngineConfig
+    } else if (q->cc)
+      c.start_cc(*q);  // back to the profile from EngineConfig
   }
   if (mask & attr::kPathPolicy) {
     s.path_policy = a.path_policy;
@@ -521,7 +529,8 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
   c.stats.rx_bytes += bytes.size();
   if (const auto s = wire::decode(bytes, c.rx_pkt); !s) {
     ++c.stats.drops[static_cast<size_t>(Drop::kMalformed)];
-    ++c.stats.malformed_by_error[static_cast<size_t>(s.error()) % c.stats.malformed_by_error.size()];
+    ++c.stats
+          .malformed_by_error[static_cast<size_t>(s.error()) % c.stats.malformed_by_error.size()];
     return;
   }
   const wire::Packet& p = c.rx_pkt;
@@ -534,8 +543,8 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
     ++c.stats.drops[static_cast<size_t>(Drop::kBadToken)];
     return;
   }
-  const bool rx_ok = q->state == QpState::kRtr || q->state == QpState::kRts ||
-                     q->state == QpState::kSqd;
+  const bool rx_ok =
+      q->state == QpState::kRtr || q->state == QpState::kRts || q->state == QpState::kSqd;
   const bool tx_ok = q->state == QpState::kRts || q->state == QpState::kSqd;
   if (wire::is_data(p.common.kind)) {
     if (!rx_ok) {
@@ -549,8 +558,10 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
       ++c.stats.drops[static_cast<size_t>(Drop::kQpNotReady)];
       return;
     }
-    if (p.common.kind == wire::Kind::kAck) c.on_ack(*q, now, p);
-    else c.on_nack(*q, now, p);
+    if (p.common.kind == wire::Kind::kAck)
+      c.on_ack(*q, now, p);
+    else
+      c.on_nack(*q, now, p);
   } else if (p.common.kind == wire::Kind::kProbe) {
     if (!rx_ok) {
       ++c.stats.drops[static_cast<size_t>(Drop::kQpNotReady)];
@@ -620,7 +631,8 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     c.ackq.pop_front();
     if (!q) continue;
     q->in_ackq = false;
-    if (q->state != QpState::kRtr && q->state != QpState::kRts && q->state != QpState::kSqd) continue;
+    if (q->state != QpState::kRtr && q->state != QpState::kRts && q->state != QpState::kSqd)
+      continue;
     Path path;
     const size_t n = c.build_ack(*q, now, buf, &path);
     c.reschedule(*q);
@@ -632,7 +644,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     Qp* q = c.qp(qpn);
     if (!q) continue;
     auto t = q->state == QpState::kRts || q->state == QpState::kSqd ? c.send_data(*q, now, buf)
-                                                                     : std::nullopt;
+                                                                    : std::nullopt;
     if (!t) {
       q->in_ready = false;
       c.burst = 0;
@@ -652,9 +664,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
   return std::nullopt;
 }
 
-Time Engine::next_deadline() const {
-  return impl_->heap.empty() ? kNever : impl_->heap.front().at;
-}
+Time Engine::next_deadline() const { return impl_->heap.empty() ? kNever : impl_->heap.front().at; }
 
 Status<Error> Engine::deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny) {
   Core& c = *impl_;
@@ -703,7 +713,8 @@ bool Engine::idle() const {
   if (!c.ctrl.empty() || !c.ackq.empty()) return false;
   for (const auto& q : c.qps) {
     if (!q) continue;
-    if (q->inflight() > 0 || q->pkt_wqe != q->sq.tail() || q->pkt_rsp != q->rsp.tail()) return false;
+    if (q->inflight() > 0 || q->pkt_wqe != q->sq.tail() || q->pkt_rsp != q->rsp.tail())
+      return false;
   }
   return true;
 }

@@ -39,41 +39,41 @@ namespace mrc::engine {
 using PayloadCopy = void (*)(void* dst, const void* src, size_t n);
 
 struct EngineConfig {
-  bool payload_crc = true;           // send a payload CRC32C and check received ones
-  uint32_t ack_every = 2;            // ACK after this many data packets (out of order: at once)
-  Duration ack_delay{8'000};         // ...or this long after the first unacked one
+  bool payload_crc = true;    // send a payload CRC32C and check received ones
+  uint32_t ack_every = 2;     // ACK after this many data packets (out of order: at once)
+  Duration ack_delay{8'000};  // ...or this long after the first unacked one
   uint32_t max_qps = 65536;
   uint32_t max_cqs = 65536;
   uint32_t max_mrs = 1 << 20;
-  uint32_t recv_window = 16384;      // PSNs a receiver tracks past its cumulative PSN (power of 2)
-  Duration rnr_delay{100'000};       // wait before resending after NO_RESOURCE (no receive posted)
+  uint32_t recv_window = 16384;  // PSNs a receiver tracks past its cumulative PSN (power of 2)
+  Duration rnr_delay{100'000};   // wait before resending after NO_RESOURCE (no receive posted)
   // Congestion control (NSCC). A QP without its own CC profile (QpAttr::cc) derives
   // one from these with NsccConfig::defaults.
   bool congestion_control = true;
   uint64_t nic_bps = 100'000'000'000;  // the NIC: all its plane ports together, bits/s
-  Duration base_rtt{0};              // unloaded RTT; 0 = learn it (min RTT), starting from 12 us
-  bool trimming = true;              // the fabric trims (target delay 0.75 base RTT, else 1.0)
-  PayloadCopy copy = nullptr;        // nullptr: memcpy
+  Duration base_rtt{0};                // unloaded RTT; 0 = learn it (min RTT), starting from 12 us
+  bool trimming = true;                // the fabric trims (target delay 0.75 base RTT, else 1.0)
+  PayloadCopy copy = nullptr;          // nullptr: memcpy
 };
 
 /// Attributes set by modify_qp, named as verbs/OCP name them.
 struct QpAttr {
   QpState state = QpState::kReset;
-  uint32_t mtu = 4096;               // payload bytes per packet: 256, 512, 1024, 2048 or 4096
-  uint32_t sq_psn = 0;               // first PSN this QP sends (RTS)
-  uint32_t rq_psn = 0;               // first PSN this QP expects (RTR)
-  PeerId peer = 0;                   // remote host (RTR)
-  Qpn dest_qpn = 0;                  // remote QP (RTR)
-  uint32_t remote_token = 0;         // token the remote QP expects in our packets (RTR)
-  uint8_t timeout = 14;              // ack timeout 1.024 us x 2^timeout, 1..31 (OCP: <= 24); 0 = none
-  uint8_t retry_cnt_linear = 7;      // retries at the base timeout, 0..7
-  uint8_t retry_cnt_exp = 0;         // then retries with doubling timeout, 0..25; 25 = forever
-  uint8_t rnr_retry = 7;             // NO_RESOURCE retries; 7 = forever (verbs)
-  uint32_t max_psn_range = 1024;     // MPR: most PSNs in flight (OCP: units of 128 PSNs)
-  std::vector<Path> paths;           // active EVs to spray on (RTR); at least one
-  std::vector<Path> backup_paths;    // EVs that replace bad ones of the same plane
-  PathPolicy path_policy;            // loss threshold, probing, plane weights
-  std::optional<NsccConfig> cc;      // CC profile (mrc_ctl_cc_nscc_cfg); unset: from EngineConfig
+  uint32_t mtu = 4096;             // payload bytes per packet: 256, 512, 1024, 2048 or 4096
+  uint32_t sq_psn = 0;             // first PSN this QP sends (RTS)
+  uint32_t rq_psn = 0;             // first PSN this QP expects (RTR)
+  PeerId peer = 0;                 // remote host (RTR)
+  Qpn dest_qpn = 0;                // remote QP (RTR)
+  uint32_t remote_token = 0;       // token the remote QP expects in our packets (RTR)
+  uint8_t timeout = 14;            // ack timeout 1.024 us x 2^timeout, 1..31 (OCP: <= 24); 0 = none
+  uint8_t retry_cnt_linear = 7;    // retries at the base timeout, 0..7
+  uint8_t retry_cnt_exp = 0;       // then retries with doubling timeout, 0..25; 25 = forever
+  uint8_t rnr_retry = 7;           // NO_RESOURCE retries; 7 = forever (verbs)
+  uint32_t max_psn_range = 1024;   // MPR: most PSNs in flight (OCP: units of 128 PSNs)
+  std::vector<Path> paths;         // active EVs to spray on (RTR); at least one
+  std::vector<Path> backup_paths;  // EVs that replace bad ones of the same plane
+  PathPolicy path_policy;          // loss threshold, probing, plane weights
+  std::optional<NsccConfig> cc;    // CC profile (mrc_ctl_cc_nscc_cfg); unset: from EngineConfig
 };
 
 /// Which QpAttr fields a modify_qp call sets.
@@ -87,7 +87,7 @@ inline constexpr uint32_t kTimeout = 1u << 5;
 inline constexpr uint32_t kRetry = 1u << 6;  // retry_cnt_linear, retry_cnt_exp
 inline constexpr uint32_t kRnrRetry = 1u << 7;
 inline constexpr uint32_t kMpr = 1u << 8;
-inline constexpr uint32_t kPaths = 1u << 9;       // paths and backup_paths
+inline constexpr uint32_t kPaths = 1u << 9;  // paths and backup_paths
 inline constexpr uint32_t kPathPolicy = 1u << 10;
 inline constexpr uint32_t kCc = 1u << 11;
 }  // namespace attr
@@ -98,7 +98,8 @@ struct QpInit {
   uint32_t max_send_wr = 1024;
   uint32_t max_recv_wr = 1024;
   bool sq_sig_all = false;  // every send WR completes, whatever its `signaled`
-  uint32_t local_token = 0; // token peers must put in packets to this QP (caller draws it at random)
+  uint32_t local_token =
+      0;  // token peers must put in packets to this QP (caller draws it at random)
 };
 
 /// Metadata a driver passes with each received datagram.
@@ -112,9 +113,9 @@ struct RxInfo {
 /// when the engine had to gather). Valid until the next engine call.
 struct Transmit {
   PeerId peer = 0;
-  Path path;                          // EV and local plane port to send from
-  size_t header_len = 0;              // bytes at the start of the caller's buffer
-  std::span<const uint8_t> payload;   // follows the header on the wire
+  Path path;                         // EV and local plane port to send from
+  size_t header_len = 0;             // bytes at the start of the caller's buffer
+  std::span<const uint8_t> payload;  // follows the header on the wire
   size_t size() const { return header_len + payload.size(); }
 };
 

@@ -75,16 +75,16 @@ struct SendWqe {
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint32_t imm = 0;
-  uint32_t msn = 0;       // SEND/WRITE_IMM: receive number at the peer; READ: read number
+  uint32_t msn = 0;  // SEND/WRITE_IMM: receive number at the peer; READ: read number
   uint64_t len = 0;
-  std::vector<Seg> sg;    // local memory (for READ: where the response lands)
+  std::vector<Seg> sg;  // local memory (for READ: where the response lands)
   std::vector<uint8_t> inline_buf;
-  uint32_t npkts = 0;     // packets in the message (READ request: 1)
-  uint32_t sent = 0;      // packets given a PSN so far
-  uint32_t acked = 0;     // packets acknowledged
+  uint32_t npkts = 0;  // packets in the message (READ request: 1)
+  uint32_t sent = 0;   // packets given a PSN so far
+  uint32_t acked = 0;  // packets acknowledged
   uint32_t first_psn = 0;
-  uint32_t req_psn = 0;   // READ response: the PSN of the peer's READ request
-  bool read_done = false; // READ: the whole response arrived
+  uint32_t req_psn = 0;    // READ response: the PSN of the peer's READ request
+  bool read_done = false;  // READ: the whole response arrived
   WcStatus status = WcStatus::kSuccess;
 };
 
@@ -118,17 +118,17 @@ class SeqRing {
 /// One PSN in flight.
 struct TxPkt {
   enum State : uint8_t { kFree, kInFlight, kLost, kAcked };
-  uint64_t wqe = 0;       // sequence number in sq_ or rsp_
-  uint32_t offset = 0;    // byte offset in the message
-  uint16_t len = 0;       // payload bytes
-  uint16_t path = 0;      // index into the QP's paths of the last transmission
+  uint64_t wqe = 0;     // sequence number in sq_ or rsp_
+  uint32_t offset = 0;  // byte offset in the message
+  uint16_t len = 0;     // payload bytes
+  uint16_t path = 0;    // index into the QP's paths of the last transmission
   uint8_t state = kFree;
-  bool rsp = false;       // wqe indexes rsp_ (else sq_)
+  bool rsp = false;  // wqe indexes rsp_ (else sq_)
   bool first = false, last = false;
   uint8_t tx_count = 0;
-  Time sent{0};           // last transmission
-  uint64_t xseq = 0;      // transmission order of the last transmission (QP-wide counter)
-  Time not_before{0};     // earliest resend (RNR delay)
+  Time sent{0};        // last transmission
+  uint64_t xseq = 0;   // transmission order of the last transmission (QP-wide counter)
+  Time not_before{0};  // earliest resend (RNR delay)
   uint64_t prev = kNoLink, next = kNoLink;  // sent-order list links (PSNs)
 };
 
@@ -143,7 +143,7 @@ struct Action {
   enum Kind : uint8_t { kNone, kRecv, kRecvImm, kWriteImm, kReadReq, kReadResp };
   Kind kind = kNone;
   bool solicited = false;
-  uint32_t psn = 0;   // the message's last PSN
+  uint32_t psn = 0;  // the message's last PSN
   uint32_t msn = 0;
   uint32_t imm = 0;
   uint32_t len = 0;
@@ -157,11 +157,11 @@ struct Control {
   wire::Kind kind = wire::Kind::kNack;
   Qpn qpn = 0;  // local QP (its peer is the destination)
   Path path;
-  uint32_t psn = 0;            // NACK: refused PSN; probe, reply: probe sequence
-  wire::NackHeader nack;       // kNack
-  uint32_t echo_ev = 0;        // kProbeReply
-  uint64_t echo_ts = 0;        // kProbeReply
-  bool ecn = false;            // kProbeReply: the probe arrived CE-marked
+  uint32_t psn = 0;       // NACK: refused PSN; probe, reply: probe sequence
+  wire::NackHeader nack;  // kNack
+  uint32_t echo_ev = 0;   // kProbeReply
+  uint64_t echo_ts = 0;   // kProbeReply
+  bool ecn = false;       // kProbeReply: the probe arrived CE-marked
 };
 
 /// What one ACK newly acknowledged.
@@ -191,46 +191,46 @@ struct Qp {
   // ---- sender ----
   SeqRing<SendWqe> sq;
   SeqRing<SendWqe> rsp;
-  uint64_t pkt_wqe = 0;     // next sq_ WQE to packetize
-  uint64_t pkt_rsp = 0;     // next rsp_ WQE to packetize
-  uint32_t next_recv_msn = 0;  // next SEND/WRITE_IMM receive number at the peer
-  uint32_t next_read_msn = 0;  // next READ number
-  std::deque<uint64_t> reads;  // sq_ sequence numbers of READs awaiting their response
-  uint32_t reads_base_msn = 0; // read number of reads.front()
-  std::vector<TxPkt> tx;    // ring, size power of two >= max_psn_range
+  uint64_t pkt_wqe = 0;         // next sq_ WQE to packetize
+  uint64_t pkt_rsp = 0;         // next rsp_ WQE to packetize
+  uint32_t next_recv_msn = 0;   // next SEND/WRITE_IMM receive number at the peer
+  uint32_t next_read_msn = 0;   // next READ number
+  std::deque<uint64_t> reads;   // sq_ sequence numbers of READs awaiting their response
+  uint32_t reads_base_msn = 0;  // read number of reads.front()
+  std::vector<TxPkt> tx;        // ring, size power of two >= max_psn_range
   uint32_t tx_mask = 0;
-  uint32_t snd_una = 0;     // oldest PSN not acked
-  uint32_t snd_nxt = 0;     // next new PSN
+  uint32_t snd_una = 0;                               // oldest PSN not acked
+  uint32_t snd_nxt = 0;                               // next new PSN
   uint64_t list_head = kNoLink, list_tail = kNoLink;  // sent-order list (PSNs)
   bool list_empty() const { return list_head == kNoLink; }
   uint32_t oldest() const { return static_cast<uint32_t>(list_head); }  // !list_empty()
   uint32_t newest() const { return static_cast<uint32_t>(list_tail); }
   std::deque<uint32_t> retx;  // lost PSNs to resend
-  uint32_t rto_retries = 0; // consecutive timeouts without progress
-  bool tlp_sent = false;    // a tail loss probe went out since the last progress
-  Time wait_since = kNever; // nothing in flight, yet waiting on the peer since (READ, no path)
-  Time last_ack_at{0};      // last ACK that acknowledged something
+  uint32_t rto_retries = 0;   // consecutive timeouts without progress
+  bool tlp_sent = false;      // a tail loss probe went out since the last progress
+  Time wait_since = kNever;   // nothing in flight, yet waiting on the peer since (READ, no path)
+  Time last_ack_at{0};        // last ACK that acknowledged something
   uint32_t rnr_retries = 0;
-  uint64_t xseq_next = 1;   // next transmission order number
-  uint32_t reo_mult = 1;    // RACK reorder window in units of min_rtt/4, grown by spurious losses
+  uint64_t xseq_next = 1;  // next transmission order number
+  uint32_t reo_mult = 1;   // RACK reorder window in units of min_rtt/4, grown by spurious losses
   uint32_t since_spurious = 0;  // packets acked since the last spurious loss
-  uint64_t rack_xseq = 0;   // transmission order of the most recently sent packet known delivered
+  uint64_t rack_xseq = 0;  // transmission order of the most recently sent packet known delivered
   Duration srtt{0}, rttvar{0}, min_rtt{0};
-  std::optional<Nscc> cc;   // congestion window (RTS on; absent when CC is off)
-  bool cc_auto = false;     // profile derived from EngineConfig, base RTT learned
-  Duration cc_base{0};      // base RTT the auto profile was derived with
+  std::optional<Nscc> cc;        // congestion window (RTS on; absent when CC is off)
+  bool cc_auto = false;          // profile derived from EngineConfig, base RTT learned
+  Duration cc_base{0};           // base RTT the auto profile was derived with
   uint64_t bytes_in_flight = 0;  // payload bytes of kInFlight packets
 
   // ---- receiver ----
   RecvScoreboard sb;
   SeqRing<RecvWqe> rq;
-  uint32_t rq_base_msn = 0;   // receive number of rq.head()
-  std::vector<Action> acts;   // ring indexed like the scoreboard
-  uint32_t pending_reads = 0; // READ requests accepted, response not yet fully acked
-  uint32_t unacked = 0;       // data packets since our last ACK
+  uint32_t rq_base_msn = 0;    // receive number of rq.head()
+  std::vector<Action> acts;    // ring indexed like the scoreboard
+  uint32_t pending_reads = 0;  // READ requests accepted, response not yet fully acked
+  uint32_t unacked = 0;        // data packets since our last ACK
   bool ack_now = false;
-  wire::AckHeader last_rx;    // echo fields of the newest data packet (ack_flags, echo_*)
-  Path ack_path;              // path of the newest data packet (ACKs go back on it)
+  wire::AckHeader last_rx;  // echo fields of the newest data packet (ack_flags, echo_*)
+  Path ack_path;            // path of the newest data packet (ACKs go back on it)
   Time last_rx_at{0};
 
   TxPkt& pkt(uint32_t psn) { return tx[psn & tx_mask]; }
@@ -251,25 +251,25 @@ struct Core {
 
   EngineConfig cfg;
   EngineStats stats;
-  std::vector<Mr> mrs;            // slot index = key >> 8
+  std::vector<Mr> mrs;  // slot index = key >> 8
   std::deque<uint32_t> free_mrs;
-  std::vector<Cq> cqs;            // CqId = index + 1
+  std::vector<Cq> cqs;                   // CqId = index + 1
   std::vector<std::unique_ptr<Qp>> qps;  // slot = qpn - 1
   std::deque<uint32_t> free_qpns;
   size_t live_qps = 0;
-  std::deque<Qpn> ready;          // QPs that may have data to send
-  std::deque<Qpn> ackq;           // QPs owing an ACK
-  std::deque<Control> ctrl;       // NACKs, probe replies
+  std::deque<Qpn> ready;     // QPs that may have data to send
+  std::deque<Qpn> ackq;      // QPs owing an ACK
+  std::deque<Control> ctrl;  // NACKs, probe replies
   std::deque<Event> events;
   struct Deadline {
     Time at;
     Qpn qpn;
     bool operator>(const Deadline& o) const { return at > o.at; }
   };
-  std::vector<Deadline> heap;     // min-heap by time; stale entries skipped
-  wire::Packet rx_pkt;            // decode target, reused (no per-datagram init)
-  wire::Packet tx_pkt;            // encode source, reused
-  uint32_t burst = 0;             // packets the front ready QP sent in a row
+  std::vector<Deadline> heap;  // min-heap by time; stale entries skipped
+  wire::Packet rx_pkt;         // decode target, reused (no per-datagram init)
+  wire::Packet tx_pkt;         // encode source, reused
+  uint32_t burst = 0;          // packets the front ready QP sent in a row
 
   /// tx_pkt with its common header set for a packet of `q` to its peer.
   wire::Packet& tx_header(const Qp& q, wire::Kind kind, uint32_t ev, uint32_t psn, Time now) {
@@ -348,7 +348,7 @@ struct Core {
     return q.cc && q.bytes_in_flight > 0 && !q.cc->can_send(q.bytes_in_flight);
   }
   // paths (engine.cc)
-  void ev_events(Qp& q);      // turns ev_scratch into engine events, re-arms probes
+  void ev_events(Qp& q);  // turns ev_scratch into engine events, re-arms probes
   void path_timeout(Qp& q, Time now);
   void on_probe_reply(Qp& q, Time now, const wire::Packet& p);
   std::vector<EvEvent> ev_scratch;

@@ -85,7 +85,8 @@ uint16_t PathSet::next(int avoid) {
   for (size_t p = 0; p < plane_w_.size(); ++p) {
     if (plane_w_[p] == 0) continue;
     wrr_current_[p] += plane_w_[p];
-    if (best < 0 || wrr_current_[p] > wrr_current_[static_cast<size_t>(best)]) best = static_cast<int>(p);
+    if (best < 0 || wrr_current_[p] > wrr_current_[static_cast<size_t>(best)])
+      best = static_cast<int>(p);
   }
   if (best >= 0) {
     wrr_current_[static_cast<size_t>(best)] -= total_w_;
@@ -254,7 +255,8 @@ void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<
 void PathSet::on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now,
                              std::vector<EvEvent>& out) {
   Ev& e = evs_[i];
-  if (e.state != EvState::kAssumedBad || seq == 0 || seq > e.probe_seq || seq <= e.reply_seq) return;
+  if (e.state != EvState::kAssumedBad || seq == 0 || seq > e.probe_seq || seq <= e.reply_seq)
+    return;
   e.reply_seq = e.probe_seq;  // answered: older probes in flight no longer count as lost
   e.backoff = 0;
   const uint16_t pl = e.path.plane;
@@ -272,7 +274,8 @@ void PathSet::on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now,
   }
   e.next_probe = std::min(e.next_probe, now + policy_.probe_interval);
   e.clean = ecn ? 0 : e.clean + 1;
-  if (e.clean >= policy_.probes_to_good) set_state(i, EvState::kGood, EvReason::kProbeClean, now, out);
+  if (e.clean >= policy_.probes_to_good)
+    set_state(i, EvState::kGood, EvReason::kProbeClean, now, out);
 }
 
 bool PathSet::deny(uint32_t ev, bool on, Time now, std::vector<EvEvent>& out) {
@@ -290,22 +293,32 @@ bool PathSet::deny(uint32_t ev, bool on, Time now, std::vector<EvEvent>& out) {
 
 const char* to_string(EvState s) {
   switch (s) {
-    case EvState::kGood: return "GOOD";
-    case EvState::kAssumedBad: return "ASSUMED_BAD";
-    case EvState::kDenied: return "DENIED";
+    case EvState::kGood:
+      return "GOOD";
+    case EvState::kAssumedBad:
+      return "ASSUMED_BAD";
+    case EvState::kDenied:
+      return "DENIED";
   }
   return "?";
 }
 
 const char* to_string(EvReason r) {
   switch (r) {
-    case EvReason::kLoss: return "loss";
-    case EvReason::kTimeout: return "timeout";
-    case EvReason::kProbeClean: return "probe_clean";
-    case EvReason::kPlaneDrained: return "plane_drained";
-    case EvReason::kPlaneRestored: return "plane_restored";
-    case EvReason::kDenied: return "denied";
-    case EvReason::kAllowed: return "allowed";
+    case EvReason::kLoss:
+      return "loss";
+    case EvReason::kTimeout:
+      return "timeout";
+    case EvReason::kProbeClean:
+      return "probe_clean";
+    case EvReason::kPlaneDrained:
+      return "plane_drained";
+    case EvReason::kPlaneRestored:
+      return "plane_restored";
+    case EvReason::kDenied:
+      return "denied";
+    case EvReason::kAllowed:
+      return "allowed";
   }
   return "?";
 }

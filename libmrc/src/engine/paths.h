@@ -55,13 +55,13 @@ enum class EvState : uint8_t { kGood, kAssumedBad, kDenied };
 const char* to_string(EvState s);
 
 enum class EvReason : uint8_t {
-  kLoss,          // loss_threshold packets in a row lost on it
-  kTimeout,       // a retransmission timeout hit a packet on it
-  kProbeClean,    // probes_to_good clean probe replies
-  kPlaneDrained,  // every EV of its plane is bad (reported once per plane, on the last EV)
-  kPlaneRestored, // its drained plane answered probes again
-  kDenied,        // controller
-  kAllowed,       // controller lifted a deny; probing starts
+  kLoss,           // loss_threshold packets in a row lost on it
+  kTimeout,        // a retransmission timeout hit a packet on it
+  kProbeClean,     // probes_to_good clean probe replies
+  kPlaneDrained,   // every EV of its plane is bad (reported once per plane, on the last EV)
+  kPlaneRestored,  // its drained plane answered probes again
+  kDenied,         // controller
+  kAllowed,        // controller lifted a deny; probing starts
 };
 const char* to_string(EvReason r);
 
@@ -72,7 +72,8 @@ struct PathPolicy {
   uint32_t probes_to_good = 3;        // clean probe replies in a row that make it GOOD
   Duration probe_interval{100'000};   // between probes of one bad EV (or of a drained plane)...
   Duration probe_interval_max{2'000'000};  // ...doubling per unanswered probe up to this
-  uint32_t plane_weight[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};  // capacity by plane
+  uint32_t plane_weight[16] = {1, 1, 1, 1, 1, 1, 1, 1,
+                               1, 1, 1, 1, 1, 1, 1, 1};  // capacity by plane
 };
 
 struct EvEvent {
@@ -95,17 +96,17 @@ class PathSet {
   struct Ev {
     Path path;
     EvState state = EvState::kGood;
-    bool active = false;       // in the sprayed set (else a backup)
-    bool skip = false;         // pass over once
-    uint16_t losses = 0;       // losses in a row
-    uint16_t clean = 0;        // clean probe replies in a row
-    uint32_t probe_seq = 0;    // seq of the latest probe sent (0: none)
-    uint32_t reply_seq = 0;    // probe_seq when last answered (equal: nothing outstanding)
+    bool active = false;     // in the sprayed set (else a backup)
+    bool skip = false;       // pass over once
+    uint16_t losses = 0;     // losses in a row
+    uint16_t clean = 0;      // clean probe replies in a row
+    uint32_t probe_seq = 0;  // seq of the latest probe sent (0: none)
+    uint32_t reply_seq = 0;  // probe_seq when last answered (equal: nothing outstanding)
     Time probe_sent{0};
     Time next_probe = kNever;
-    uint8_t backoff = 0;       // probe interval doublings (unanswered probes)
-    Time since{0};             // time of the last state change
-    Duration srtt{0};          // smoothed send-to-ACK time of data on this EV
+    uint8_t backoff = 0;  // probe interval doublings (unanswered probes)
+    Time since{0};        // time of the last state change
+    Duration srtt{0};     // smoothed send-to-ACK time of data on this EV
   };
 
   /// Replaces the set. Planes must be < 16. Events are not emitted for the reset.
@@ -169,12 +170,12 @@ class PathSet {
   std::unordered_map<uint32_t, uint16_t> index_;
   std::vector<std::vector<uint16_t>> plane_evs_;  // EV indexes of each plane
   std::vector<uint32_t> plane_cursor_;
-  std::vector<uint32_t> target_active_;           // active EVs per plane at reset
-  std::vector<int64_t> wrr_current_;              // smooth weighted round robin state
-  std::vector<int64_t> plane_w_;                  // current weight of each plane
+  std::vector<uint32_t> target_active_;  // active EVs per plane at reset
+  std::vector<int64_t> wrr_current_;     // smooth weighted round robin state
+  std::vector<int64_t> plane_w_;         // current weight of each plane
   int64_t total_w_ = 0;
-  std::vector<uint32_t> usable_;                  // active GOOD EVs per plane
-  std::vector<uint32_t> active_;                  // active EVs per plane
+  std::vector<uint32_t> usable_;  // active GOOD EVs per plane
+  std::vector<uint32_t> active_;  // active EVs per plane
   bool drained_[16] = {};
   Time plane_probe_sent_[16] = {};
   bool plane_answered_[16] = {};

@@ -32,7 +32,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     drop(Drop::kTrimmed);
     nack(q, p, rx,
          (h.net_flags & wire::net_flag::kTrimmedLastHop) ? wire::NackReason::kTrimmedLastHop
-                                                          : wire::NackReason::kTrimmed);
+                                                         : wire::NackReason::kTrimmed);
     return;
   }
   const int32_t ahead = psn_diff(h.psn, q.sb.cum());
@@ -160,7 +160,8 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
       if (q.wait_since != kNever) q.wait_since = now;
       break;
     }
-    default: return;
+    default:
+      return;
   }
 
   (void)q.sb.mark(h.psn);
@@ -211,9 +212,14 @@ void Core::run_action(Qp& q, Action& a) {
       complete(q, q.init.recv_cq, c);
       break;
     }
-    case Action::kReadReq: queue_read_response(q, a); break;
-    case Action::kReadResp: read_response_done(q, a.msn); break;
-    case Action::kNone: break;
+    case Action::kReadReq:
+      queue_read_response(q, a);
+      break;
+    case Action::kReadResp:
+      read_response_done(q, a.msn);
+      break;
+    case Action::kNone:
+      break;
   }
 }
 
@@ -230,11 +236,12 @@ size_t Core::build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path) {
   a = q.last_rx;
   a.cum_psn = q.sb.cum();
   const int32_t ahead = psn_diff(a.echo_psn, a.cum_psn);
-  a.sack_base = ahead < static_cast<int32_t>(wire::kSackBits)
-                    ? a.cum_psn
-                    : a.echo_psn - (wire::kSackBits - 1);
+  a.sack_base = ahead < static_cast<int32_t>(wire::kSackBits) ? a.cum_psn
+                                                              : a.echo_psn - (wire::kSackBits - 1);
   a.sack = q.sb.sack(a.sack_base);
-  a.ack_delay_ns = q.unacked ? static_cast<uint32_t>(std::min<int64_t>((now - q.last_rx_at).count(), UINT32_MAX)) : 0;
+  a.ack_delay_ns =
+      q.unacked ? static_cast<uint32_t>(std::min<int64_t>((now - q.last_rx_at).count(), UINT32_MAX))
+                : 0;
   q.unacked = 0;
   q.last_rx.ack_flags = 0;
   q.timers.cancel(Timer::kAck);

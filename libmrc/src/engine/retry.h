@@ -19,9 +19,9 @@ namespace mrc::engine {
 inline constexpr uint8_t kRetryForever = 25;  // retry_cnt_exp value meaning "never give up"
 
 struct RetryPolicy {
-  uint8_t timeout = 14;      // exponent t
-  uint8_t linear = 7;        // retries at the base timeout (0..7)
-  uint8_t exp = 0;           // retries with doubling timeout (0..25)
+  uint8_t timeout = 14;  // exponent t
+  uint8_t linear = 7;    // retries at the base timeout (0..7)
+  uint8_t exp = 0;       // retries with doubling timeout (0..25)
 
   /// 1.024 us x 2^timeout; kNever for timeout 0.
   Duration base() const;

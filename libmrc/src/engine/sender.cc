@@ -14,11 +14,16 @@ namespace {
 wire::Kind wire_kind(const SendWqe& w) {
   if (w.is_read_resp) return wire::Kind::kReadResp;
   switch (w.op) {
-    case Opcode::kWrite: return wire::Kind::kWrite;
-    case Opcode::kWriteImm: return wire::Kind::kWriteImm;
-    case Opcode::kSend: return wire::Kind::kSend;
-    case Opcode::kSendImm: return wire::Kind::kSendImm;
-    case Opcode::kRead: return wire::Kind::kReadReq;
+    case Opcode::kWrite:
+      return wire::Kind::kWrite;
+    case Opcode::kWriteImm:
+      return wire::Kind::kWriteImm;
+    case Opcode::kSend:
+      return wire::Kind::kSend;
+    case Opcode::kSendImm:
+      return wire::Kind::kSendImm;
+    case Opcode::kRead:
+      return wire::Kind::kReadReq;
   }
   return wire::Kind::kWrite;
 }
@@ -26,10 +31,13 @@ wire::Kind wire_kind(const SendWqe& w) {
 WcOpcode wc_opcode(Opcode op) {
   switch (op) {
     case Opcode::kWrite:
-    case Opcode::kWriteImm: return WcOpcode::kWrite;
+    case Opcode::kWriteImm:
+      return WcOpcode::kWrite;
     case Opcode::kSend:
-    case Opcode::kSendImm: return WcOpcode::kSend;
-    case Opcode::kRead: return WcOpcode::kRead;
+    case Opcode::kSendImm:
+      return WcOpcode::kSend;
+    case Opcode::kRead:
+      return WcOpcode::kRead;
   }
   return WcOpcode::kSend;
 }
@@ -91,12 +99,15 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   switch (wr.opcode) {
     case Opcode::kSend:
     case Opcode::kSendImm:
-    case Opcode::kWriteImm: w.msn = q.next_recv_msn++; break;
+    case Opcode::kWriteImm:
+      w.msn = q.next_recv_msn++;
+      break;
     case Opcode::kRead:
       w.msn = q.next_read_msn++;
       q.reads.push_back(q.sq.tail());
       break;
-    case Opcode::kWrite: break;
+    case Opcode::kWrite:
+      break;
   }
   q.sq.push();
   if (q.state == QpState::kError) {
@@ -151,17 +162,23 @@ void Core::list_append(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
   p.prev = q.list_tail;
   p.next = kNoLink;
-  if (!q.list_empty()) q.pkt(q.newest()).next = psn;
-  else q.list_head = psn;
+  if (!q.list_empty())
+    q.pkt(q.newest()).next = psn;
+  else
+    q.list_head = psn;
   q.list_tail = psn;
 }
 
 void Core::list_remove(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
-  if (p.prev != kNoLink) q.pkt(static_cast<uint32_t>(p.prev)).next = p.next;
-  else q.list_head = p.next;
-  if (p.next != kNoLink) q.pkt(static_cast<uint32_t>(p.next)).prev = p.prev;
-  else q.list_tail = p.prev;
+  if (p.prev != kNoLink)
+    q.pkt(static_cast<uint32_t>(p.prev)).next = p.next;
+  else
+    q.list_head = p.next;
+  if (p.next != kNoLink)
+    q.pkt(static_cast<uint32_t>(p.next)).prev = p.prev;
+  else
+    q.list_tail = p.prev;
   p.prev = p.next = kNoLink;
 }
 
@@ -171,8 +188,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   while (!q.retx.empty() && stale_resend(q, q.retx.front())) q.retx.pop_front();
   Time wake;
   const long r = find_resend(q, now, &wake);
-  if (wake != kNever &&
-      (!q.timers.pending(Timer::kRnr, now) || wake < q.timers.at(Timer::kRnr)))
+  if (wake != kNever && (!q.timers.pending(Timer::kRnr, now) || wake < q.timers.at(Timer::kRnr)))
     q.timers.set(Timer::kRnr, wake);
   const bool retransmit = r >= 0;
   const bool from_rsp = q.pkt_rsp != q.rsp.tail();
@@ -184,8 +200,8 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   // have its freed pages sent (nor a READ response served from them).
   {
     const bool rsp = retransmit ? q.pkt(q.retx[static_cast<size_t>(r)]).rsp : from_rsp;
-    const uint64_t seq = retransmit ? q.pkt(q.retx[static_cast<size_t>(r)]).wqe
-                                    : (from_rsp ? q.pkt_rsp : q.pkt_wqe);
+    const uint64_t seq =
+        retransmit ? q.pkt(q.retx[static_cast<size_t>(r)]).wqe : (from_rsp ? q.pkt_rsp : q.pkt_wqe);
     const SendWqe& w = rsp ? q.rsp.at(seq) : q.sq.at(seq);
     if (!live(w.sg)) {
       if (rsp) refuse_read(q, w.req_psn);
@@ -240,11 +256,10 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   ps.tx_bytes += p.len;
 
   wire::Packet& pk = tx_header(q, wire_kind(w), path.ev, psn, now);
-  pk.common.flags = (p.first ? wire::flag::kFirst : 0) |
-                    (p.last ? wire::flag::kLast | wire::flag::kAckReq : 0) |
-                    (retransmit ? wire::flag::kRetransmit : 0) |
-                    (cfg.payload_crc ? wire::flag::kPayloadCrc : 0) |
-                    (p.last && w.solicited ? wire::flag::kSolicited : 0);
+  pk.common.flags =
+      (p.first ? wire::flag::kFirst : 0) | (p.last ? wire::flag::kLast | wire::flag::kAckReq : 0) |
+      (retransmit ? wire::flag::kRetransmit : 0) | (cfg.payload_crc ? wire::flag::kPayloadCrc : 0) |
+      (p.last && w.solicited ? wire::flag::kSolicited : 0);
   pk.data.addr = w.remote_addr;
   pk.data.rkey = w.rkey;
   pk.data.msn = w.msn;
@@ -373,7 +388,8 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   ++q.stats.rx_acks;
   // Which path the echoed packet went on: its record is still in the ring.
   int echo_path = -1;
-  if (psn_diff(q.snd_nxt, a.echo_psn) > 0 && psn_diff(q.snd_nxt, a.echo_psn) <= static_cast<int32_t>(q.tx_mask + 1)) {
+  if (psn_diff(q.snd_nxt, a.echo_psn) > 0 &&
+      psn_diff(q.snd_nxt, a.echo_psn) <= static_cast<int32_t>(q.tx_mask + 1)) {
     const TxPkt& e = q.pkt(a.echo_psn);
     if (e.path < q.paths.size() && q.paths.ev(e.path).path.ev == a.echo_ev) echo_path = e.path;
   }
@@ -385,7 +401,8 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
       const int b = std::countr_zero(bits);
       bits &= bits - 1;
       const uint32_t psn = a.sack_base + static_cast<uint32_t>(64 * k + b);
-      if (psn_diff(psn, q.snd_una) >= 0 && psn_diff(psn, q.snd_nxt) < 0) ack_psn(q, psn, now, &acked);
+      if (psn_diff(psn, q.snd_una) >= 0 && psn_diff(psn, q.snd_nxt) < 0)
+        ack_psn(q, psn, now, &acked);
     }
   }
   while (q.snd_una != q.snd_nxt && q.pkt(q.snd_una).state == TxPkt::kAcked) {
@@ -450,8 +467,8 @@ void Core::detect_losses(Qp& q, Time now) {
   // RTT is the larger of the QP's and the packet's own EV's; queues make them
   // vary, so the window grows with spurious losses (up to SRTT) and shrinks back.
   q.timers.cancel(Timer::kRack);
-  const Duration reo =
-      std::min(q.reo_mult * std::max(q.min_rtt / 4, Duration{2000}), std::max(q.srtt, Duration{2000}));
+  const Duration reo = std::min(q.reo_mult * std::max(q.min_rtt / 4, Duration{2000}),
+                                std::max(q.srtt, Duration{2000}));
   while (!q.list_empty()) {
     const uint32_t psn = q.oldest();
     const TxPkt& p = q.pkt(psn);
@@ -475,7 +492,8 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
   ++q.stats.rx_nacks;
   AckTally acked;
   ack_through(q, n.cum_psn, now, &acked);
-  if (q.cc && acked.packets > 0) q.cc->on_ack(now, acked.bytes, Duration{0}, false, q.bytes_in_flight);
+  if (q.cc && acked.packets > 0)
+    q.cc->on_ack(now, acked.bytes, Duration{0}, false, q.bytes_in_flight);
   const bool in_flight = psn_diff(n.nack_psn, q.snd_una) >= 0;
   TxPkt* p = in_flight ? &q.pkt(n.nack_psn) : nullptr;
   if (p && p->state != TxPkt::kInFlight && p->state != TxPkt::kLost) p = nullptr;
@@ -522,7 +540,9 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
           q.timers.set(Timer::kRnr, at);
       }
       break;
-    default: ++stats.drops[static_cast<size_t>(Drop::kBadAck)]; return;
+    default:
+      ++stats.drops[static_cast<size_t>(Drop::kBadAck)];
+      return;
   }
   after_acks(q, now, acked.packets > 0);
 }
@@ -547,7 +567,8 @@ void Core::sender_timeout(Qp& q, Time now) {
       ++q.stats.rto_fired;
       ++q.rto_retries;
       if (q.retry.exhausted(q.rto_retries)) {
-        fail_qp(q, WcStatus::kRetryExcErr, q.list_empty() && !q.reads.empty() ? q.reads.front() : UINT64_MAX);
+        fail_qp(q, WcStatus::kRetryExcErr,
+                q.list_empty() && !q.reads.empty() ? q.reads.front() : UINT64_MAX);
         return;
       }
       q.wait_since = kNever;  // the next wait starts now, with the backed-off timeout

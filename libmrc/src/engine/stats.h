@@ -9,16 +9,16 @@ namespace mrc::engine {
 
 /// Why a received datagram was dropped. Every drop is counted under one reason.
 enum class Drop : uint8_t {
-  kMalformed,        // wire decode failed (see malformed_by_error)
-  kUnknownQp,        // dst_qpn names no QP
-  kBadToken,         // token does not match the QP
-  kQpNotReady,       // QP not in RTR/RTS (or SQD)
-  kPsnOutOfWindow,   // data PSN beyond the receive window (NACKed)
-  kDuplicate,        // data PSN already received (re-ACKed, not placed again)
-  kBadAck,           // ACK/NACK acknowledging PSNs never sent
-  kTrimmed,          // trimmed data packet (NACKed, counted here as well)
-  kNoReceive,        // SEND/WRITE_IMM with no receive posted (NACKed NO_RESOURCE)
-  kRemoteAccess,     // WRITE/READ refused by key, bounds or access (NACKed)
+  kMalformed,       // wire decode failed (see malformed_by_error)
+  kUnknownQp,       // dst_qpn names no QP
+  kBadToken,        // token does not match the QP
+  kQpNotReady,      // QP not in RTR/RTS (or SQD)
+  kPsnOutOfWindow,  // data PSN beyond the receive window (NACKed)
+  kDuplicate,       // data PSN already received (re-ACKed, not placed again)
+  kBadAck,          // ACK/NACK acknowledging PSNs never sent
+  kTrimmed,         // trimmed data packet (NACKed, counted here as well)
+  kNoReceive,       // SEND/WRITE_IMM with no receive posted (NACKed NO_RESOURCE)
+  kRemoteAccess,    // WRITE/READ refused by key, bounds or access (NACKed)
   kCount
 };
 const char* to_string(Drop d);
@@ -48,27 +48,27 @@ struct QpStats {
   uint64_t rx_acks = 0;
   uint64_t tx_nacks = 0;
   uint64_t rx_nacks = 0;
-  uint64_t rto_fired = 0;         // retransmission timeouts
-  uint64_t fast_losses = 0;       // packets declared lost from SACK/RACK before a timeout
-  uint64_t spurious_losses = 0;   // packets declared lost whose first transmission was acked
-  uint64_t tail_probes = 0;       // tail loss probes (newest packet resent after 2 SRTT of silence)
-  uint64_t rnr_naks = 0;          // NO_RESOURCE NACKs received
+  uint64_t rto_fired = 0;        // retransmission timeouts
+  uint64_t fast_losses = 0;      // packets declared lost from SACK/RACK before a timeout
+  uint64_t spurious_losses = 0;  // packets declared lost whose first transmission was acked
+  uint64_t tail_probes = 0;      // tail loss probes (newest packet resent after 2 SRTT of silence)
+  uint64_t rnr_naks = 0;         // NO_RESOURCE NACKs received
   uint64_t rtt_samples = 0;
-  uint64_t srtt_ns = 0;           // smoothed RTT, ns (last value)
-  uint64_t min_rtt_ns = 0;        // lowest RTT seen, ns
-  uint64_t completions = 0;       // completions written (both queues)
+  uint64_t srtt_ns = 0;      // smoothed RTT, ns (last value)
+  uint64_t min_rtt_ns = 0;   // lowest RTT seen, ns
+  uint64_t completions = 0;  // completions written (both queues)
   uint64_t error_completions = 0;
 };
 
 struct PathStats {
-  uint64_t tx_packets = 0;   // data packets sent on this EV (incl. retransmits)
+  uint64_t tx_packets = 0;  // data packets sent on this EV (incl. retransmits)
   uint64_t tx_bytes = 0;
-  uint64_t acked = 0;        // data packets sent on this EV and acknowledged
-  uint64_t lost = 0;         // data packets sent on this EV and declared lost
-  uint64_t trims = 0;        // NACK TRIMMED received for this EV
-  uint64_t ecn_marks = 0;    // ACKs echoing ECN CE for this EV
-  uint64_t rtt_ns = 0;       // last RTT sample on this EV (data or probe), ns
-  uint64_t probes = 0;       // probes sent on this EV
+  uint64_t acked = 0;      // data packets sent on this EV and acknowledged
+  uint64_t lost = 0;       // data packets sent on this EV and declared lost
+  uint64_t trims = 0;      // NACK TRIMMED received for this EV
+  uint64_t ecn_marks = 0;  // ACKs echoing ECN CE for this EV
+  uint64_t rtt_ns = 0;     // last RTT sample on this EV (data or probe), ns
+  uint64_t probes = 0;     // probes sent on this EV
   uint64_t probe_replies = 0;
 };
 

@@ -110,9 +110,9 @@ struct Completion {
 };
 
 enum class EventType : uint8_t {
-  kQpFatal,      // QP went to ERROR (retry exhausted, remote error); all WRs flushed
-  kCqOverflow,   // a completion was lost because the CQ was full
-  kEvState,      // an EV of the QP changed state (ev, plane, from, to, reason)
+  kQpFatal,     // QP went to ERROR (retry exhausted, remote error); all WRs flushed
+  kCqOverflow,  // a completion was lost because the CQ was full
+  kEvState,     // an EV of the QP changed state (ev, plane, from, to, reason)
 };
 
 /// EvState and EvReason values (paths.h), carried as bytes here.
@@ -123,10 +123,10 @@ struct Event {
   WcStatus cause = WcStatus::kSuccess;  // kQpFatal: the error that ended the QP
   uint32_t ev = 0;                      // kEvState
   uint16_t plane = 0;
-  uint8_t from = 0, to = 0;             // EvState
-  uint8_t reason = 0;                   // EvReason
+  uint8_t from = 0, to = 0;  // EvState
+  uint8_t reason = 0;        // EvReason
   Time at{0};
-  uint32_t dropped_before = 0;          // events lost (queue full) just before this one
+  uint32_t dropped_before = 0;  // events lost (queue full) just before this one
 };
 
 }  // namespace mrc::engine

@@ -69,8 +69,8 @@ Testbed::QpPair Testbed::connect(PeerId a, PeerId b, std::span<const engine::Pat
     at.state = QpState::kRts;
     at.sq_psn = 0x10000 * (2 - i);
     must(e.modify_qp(qpn[i], at,
-                     attr::kState | attr::kSqPsn | attr::kTimeout | attr::kRetry |
-                         attr::kRnrRetry | attr::kMpr),
+                     attr::kState | attr::kSqPsn | attr::kTimeout | attr::kRetry | attr::kRnrRetry |
+                         attr::kMpr),
          "modify_qp RTS");
   }
   pair.a = qpn[0];
@@ -80,9 +80,10 @@ Testbed::QpPair Testbed::connect(PeerId a, PeerId b, std::span<const engine::Pat
 
 uint32_t Testbed::register_mr(PeerId h, std::span<uint8_t> mem) {
   using namespace engine;
-  return must(engine(h).register_mr(mem.data(), mem.size(), reinterpret_cast<uint64_t>(mem.data()),
-                                    access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead),
-              "register_mr");
+  return must(
+      engine(h).register_mr(mem.data(), mem.size(), reinterpret_cast<uint64_t>(mem.data()),
+                            access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead),
+      "register_mr");
 }
 
 }  // namespace mrc::sim
