@@ -615,6 +615,45 @@ TEST(Engine, Read_DeregisteredSourceIsNeverSent) {
   delete secret;
 }
 
+TEST(Engine, Read_RefusedAfterAcceptanceFailsThatRead) {
+  Loop l;
+  std::vector<uint8_t> region(8192, 0x33);
+  const uint32_t key = l.b.eng.register_mr(region.data(), region.size(),
+                                           reinterpret_cast<uint64_t>(region.data()),
+                                           access::kRemoteRead).value();
+  auto post_read = [&](uint64_t id, uint64_t local, uint64_t remote, uint32_t rkey) {
+    Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()) + local, 8192, l.a.key};
+    SendWr wr;
+    wr.wr_id = id;
+    wr.opcode = Opcode::kRead;
+    wr.sg = {&sge, 1};
+    wr.remote_addr = remote;
+    wr.rkey = rkey;
+    ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  };
+  post_read(1, 0, reinterpret_cast<uint64_t>(l.b.mem.data()), l.b.key);  // stays pending
+  post_read(2, 100000, reinterpret_cast<uint64_t>(region.data()), key);   // refused later
+  bool gone = false;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    const auto p = peek(d);
+    if (from != 1 || p.common.kind != wire::Kind::kReadResp) return Loop::Verdict::kDeliver;
+    if (p.data.msn == 0) return Loop::Verdict::kDrop;  // READ 1 never gets its data
+    if (!gone) {                                       // READ 2's memory goes away
+      gone = true;
+      EXPECT_TRUE(l.b.eng.deregister_mr(key).ok());
+      return Loop::Verdict::kDrop;
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].wr_id, 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kWrFlushErr);  // not blamed for the other READ
+  EXPECT_EQ(c[1].wr_id, 2u);
+  EXPECT_EQ(c[1].status, WcStatus::kRemAccessErr);
+}
+
 TEST(Engine, Reset_QueuedAckIsDroppedNotBuiltFromEmptyState) {
   Loop l;
   l.post_write(l.a, 1, 0, 4096, 0);

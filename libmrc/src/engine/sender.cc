@@ -505,6 +505,8 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
                                                                        : WcStatus::kRemOpErr;
     uint64_t culprit = UINT64_MAX;
     if (p && !p->rsp) culprit = p->wqe;
+    for (uint64_t seq : q.reads)  // an acknowledged READ refused later: find it by its PSN
+      if (!p && q.sq.at(seq).first_psn == n.nack_psn) culprit = seq;
     fail_qp(q, st, culprit);
     return;
   }
