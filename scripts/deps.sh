@@ -13,6 +13,7 @@ PACKAGES=(
   cmake ninja-build g++ pkg-config
   # tools (tools/): command-line parsing
   libcli11-dev
+  nlohmann-json3-dev
   # tests (tests/) and benchmarks (perf/)
   libgtest-dev libgmock-dev googletest libbenchmark-dev
 )
