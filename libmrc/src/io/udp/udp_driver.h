@@ -1,0 +1,169 @@
+// The UDP/IPv6 datapath: one engine, one socket per plane, a progress thread.
+// Threading: every public method is thread-safe. The engine is owned here and
+// touched only under the driver's mutex (with_engine, or the progress loop);
+// step() and start()/stop() must not run concurrently with each other.
+//
+// What it does, per loop iteration (engine.h's driver loop):
+//   ppoll(plane sockets + eventfd, timeout = engine.next_deadline() - now())
+//   recvmmsg a batch (<= kBatch) from every readable plane socket   (no lock)
+//   lock: on_datagram for each, on_timeout if due, drain poll_transmit in
+//         batches of kBatch and sendmmsg them per plane socket; unlock
+// repeated while sockets return full batches, then back to ppoll. An idle
+// driver sleeps in ppoll until a datagram arrives, the engine's deadline
+// passes, or an app call (with_engine) writes the eventfd: no spinning.
+//
+// Wire mapping (this first version):
+//   - ECN: every datagram leaves with IPv6 traffic class ECT(0); received
+//     traffic class CE (0b11 in the low two bits, IPV6_RECVTCLASS) is passed
+//     to the engine as RxInfo::ecn_ce.
+//   - Entropy value (EV): carried in the MRC header only. The destination is
+//     the peer's address for the Transmit's plane, the source port is the
+//     plane socket's own. On a real ECMP fabric every EV of a plane therefore
+//     hashes to the same path.
+//   - UDP checksum: on by default. `zero_udp_checksum` sets UDP_NO_CHECK6_TX
+//     and UDP_NO_CHECK6_RX: trimming switches (the tc eBPF trimmer of the
+//     namespace fabric) cut payloads and cannot cheaply fix the UDP checksum,
+//     so they zero it, and the header carries its own CRC (wire/wire.h).
+//
+// Send buffers: poll_transmit writes each header into one of kBatch slot
+// buffers; the payload is sent zero-copy from where the engine points
+// (registered memory, a WQE's inline buffer, or the slot right after the
+// header). Those spans are valid only until the next engine call, so the
+// whole batch is sent under the mutex before the engine sees any other call
+// (poll_transmit calls in between do not move or free payload memory). What
+// a socket refuses with EAGAIN is copied out to a per-plane pending queue and
+// sent first next time (the socket is then polled for POLLOUT); ENOBUFS and
+// other send errors drop the datagram (counted), and the engine retransmits.
+//
+// Next steps for the real datapath:
+//   - ECMP mode: EV -> UDP source port (and IPv6 flow label) from a per-plane
+//     pool (one socket per source port, or SO_REUSEPORT groups), so the
+//     fabric's hash spreads EVs over spines.
+//   - SRv6 mode: EV -> uSID destination address (srv6/ path plan), one per
+//     (peer, plane, EV).
+//   - UDP GSO (UDP_SEGMENT) for runs of same-destination datagrams and GRO
+//     (UDP_GRO) on receive; per-plane threads or io_uring at higher rates.
+//   - A config file (planes, addresses, ports, peers) and interface binding
+//     (SO_BINDTODEVICE) instead of programmatic UdpConfig only.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/engine.h"
+#include "engine/types.h"
+
+namespace mrc::io {
+
+/// The driver's only clock read: CLOCK_MONOTONIC as engine::Time.
+engine::Time now();
+
+inline constexpr uint16_t kDefaultUdpPort = 4791;  // the RoCEv2 port, as MRC uses
+inline constexpr size_t kBatch = 32;               // datagrams per sendmmsg/recvmmsg
+
+/// One local plane port.
+struct PlaneConfig {
+  std::string address = "::";       // IPv6 literal to bind, optionally with %scope
+  uint16_t port = kDefaultUdpPort;  // 0: ephemeral (see UdpDriver::local_address)
+};
+
+struct UdpConfig {
+  engine::EngineConfig engine;
+  std::vector<PlaneConfig> planes;    // index = plane number; at least one
+  bool zero_udp_checksum = false;     // UDP_NO_CHECK6_TX/RX, for trimming fabrics (see above)
+  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF asked for (kernel may cap)
+  engine::Time (*clock)() = &now;     // replaceable for tests; the only clock
+};
+
+/// Plain counters that only grow; read as a snapshot with counters().
+struct UdpCounters {
+  uint64_t datagrams_sent = 0;
+  uint64_t bytes_sent = 0;  // UDP payload bytes
+  uint64_t datagrams_received = 0;
+  uint64_t bytes_received = 0;
+  uint64_t sendmmsg_calls = 0;
+  uint64_t recvmmsg_calls = 0;
+  uint64_t send_eagain = 0;      // a socket was full; the rest of its batch waited
+  uint64_t send_enobufs = 0;     // dropped by the host
+  uint64_t send_errors = 0;      // other send errors (dropped)
+  uint64_t recv_errors = 0;      // recvmmsg errors other than EAGAIN
+  uint64_t recv_truncated = 0;   // datagrams above kTransmitBufferSize (dropped)
+  uint64_t no_route = 0;         // Transmit to an unknown peer or plane (dropped)
+  uint64_t loop_iterations = 0;  // wakeups of the loop (idle: stays flat)
+  uint64_t timeouts = 0;         // on_timeout calls
+};
+
+class UdpDriver {
+ public:
+  /// Opens and binds one socket per plane. Errors name the address and port.
+  static Result<std::unique_ptr<UdpDriver>, std::string> create(const UdpConfig& cfg);
+  ~UdpDriver();  // stops the thread if running
+  UdpDriver(const UdpDriver&) = delete;
+  UdpDriver& operator=(const UdpDriver&) = delete;
+
+  size_t planes() const { return sockets_.size(); }
+  /// The address a plane socket is bound to (with the real port if 0 was asked).
+  sockaddr_in6 local_address(uint16_t plane) const;
+
+  /// A remote host: its address for each plane (index = plane). The returned id
+  /// is what QpAttr::peer takes. A plane without an address drops (no_route).
+  engine::PeerId add_peer(std::vector<sockaddr_in6> per_plane_addresses);
+
+  /// Runs f(engine) under the driver's mutex, then wakes the progress thread
+  /// so what f posted goes out promptly. Returns what f returns. Do not keep
+  /// references into the engine past f.
+  template <class F>
+  decltype(auto) with_engine(F&& f) {
+    struct Wake {
+      UdpDriver* d;
+      ~Wake() { d->wake(); }
+    } wake_after_unlock{this};  // destroyed after `lock`
+    std::lock_guard lock(mu_);
+    return f(*engine_);
+  }
+
+  /// Starts the progress thread (idempotent).
+  void start();
+  /// Stops and joins it (idempotent); returns promptly.
+  void stop();
+  /// One loop iteration in the caller's thread, waiting up to max_wait for
+  /// something to do. Only while the thread is not started.
+  void step(engine::Duration max_wait);
+
+  UdpCounters counters() const;
+
+ private:
+  struct Plane;
+  struct Slot;
+  explicit UdpDriver(const UdpConfig& cfg);
+  void wake();
+  void run_once(engine::Duration max_wait);
+  size_t receive_batch(size_t plane);                          // no lock; returns datagrams read
+  void feed_received(size_t plane, size_t n, engine::Time t);  // under mu_
+  void transmit(engine::Time t);                               // under mu_
+  bool flush_pending(size_t plane);                            // under mu_; true when all sent
+  void send_slots(size_t plane, const std::vector<size_t>& slots);  // under mu_
+
+  UdpConfig cfg_;
+  std::vector<std::unique_ptr<Plane>> sockets_;
+  int event_fd_ = -1;
+
+  mutable std::mutex mu_;  // guards engine_, peers_, counters_, pending queues
+  std::unique_ptr<engine::Engine> engine_;
+  std::vector<std::vector<sockaddr_in6>> peers_;
+  UdpCounters counters_;
+  std::vector<Slot> tx_slots_;  // kBatch; under mu_
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace mrc::io

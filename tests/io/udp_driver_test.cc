@@ -1,0 +1,407 @@
+// Two UDP drivers in one process on ::1, two planes each, progress threads running.
+// Threading: the test thread talks to the drivers only through with_engine.
+#include "io/udp/udp_driver.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mrc::io {
+namespace {
+
+using namespace engine;
+using namespace std::chrono_literals;
+
+constexpr auto kWaitLimit = 20s;  // every wait fails after this instead of hanging
+
+UdpConfig loopback_config(size_t planes) {
+  UdpConfig cfg;
+  for (size_t i = 0; i < planes; ++i) cfg.planes.push_back(PlaneConfig{"::1", 0});
+  return cfg;
+}
+
+std::unique_ptr<UdpDriver> make_driver(const UdpConfig& cfg) {
+  auto r = UdpDriver::create(cfg);
+  if (!r.ok()) ADD_FAILURE() << r.error();
+  return r.ok() ? std::move(r).value() : nullptr;
+}
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x = x * 1664525u + 1013904223u;
+    b = static_cast<uint8_t>(x >> 24);
+  }
+  return v;
+}
+
+// Two hosts, one RC QP pair between them spraying over 4 EVs on each of 2 planes.
+class UdpPair : public ::testing::Test {
+ protected:
+  struct Host {
+    std::unique_ptr<UdpDriver> drv;
+    PeerId other = 0;
+    CqId cq = 0;
+    Qpn qpn = 0;
+  };
+
+  void SetUp() override {
+    for (auto& h : hosts_) {
+      h.drv = make_driver(loopback_config(2));
+      ASSERT_NE(h.drv, nullptr);
+      auto cq = h.drv->with_engine([](Engine& e) { return e.create_cq(1u << 16); });
+      ASSERT_TRUE(cq.ok());
+      h.cq = *cq;
+    }
+    for (int i = 0; i < 2; ++i) {
+      UdpDriver& remote = *hosts_[1 - i].drv;
+      hosts_[i].other = hosts_[i].drv->add_peer({remote.local_address(0), remote.local_address(1)});
+    }
+    uint32_t token[2] = {0x1234567u, 0x7654321u};
+    for (int i = 0; i < 2; ++i) {
+      QpInit init;
+      init.send_cq = init.recv_cq = hosts_[i].cq;
+      init.local_token = token[i];
+      auto q = hosts_[i].drv->with_engine([&](Engine& e) { return e.create_qp(init); });
+      ASSERT_TRUE(q.ok());
+      hosts_[i].qpn = *q;
+    }
+    std::vector<Path> paths;
+    for (uint32_t ev = 0; ev < 8; ++ev)
+      paths.push_back(Path{ev + 1, static_cast<uint16_t>(ev % 2)});
+    for (int i = 0; i < 2; ++i) {
+      Host& h = hosts_[i];
+      h.drv->with_engine([&](Engine& e) {
+        QpAttr at;
+        at.state = QpState::kInit;
+        ASSERT_TRUE(e.modify_qp(h.qpn, at, attr::kState).ok());
+        at.state = QpState::kRtr;
+        at.peer = h.other;
+        at.dest_qpn = hosts_[1 - i].qpn;
+        at.remote_token = token[1 - i];
+        at.rq_psn = 0x10000 * (1 + i);
+        at.paths = paths;
+        ASSERT_TRUE(
+            e.modify_qp(h.qpn, at, attr::kState | attr::kDest | attr::kPaths | attr::kRqPsn).ok());
+        at.state = QpState::kRts;
+        at.sq_psn = 0x10000 * (2 - i);
+        ASSERT_TRUE(e.modify_qp(h.qpn, at, attr::kState | attr::kSqPsn).ok());
+      });
+    }
+    for (auto& h : hosts_) h.drv->start();
+  }
+
+  void TearDown() override {
+    for (auto& h : hosts_) {
+      if (h.drv) h.drv->stop();
+    }
+  }
+
+  uint32_t reg(int host, std::vector<uint8_t>& mem) {
+    auto r = hosts_[host].drv->with_engine([&](Engine& e) {
+      return e.register_mr(mem.data(), mem.size(), reinterpret_cast<uint64_t>(mem.data()),
+                           access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead);
+    });
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : 0;
+  }
+
+  // Waits for `n` completions on a host's CQ; fails (and returns what it has) after kWaitLimit.
+  std::vector<Completion> wait_cq(int host, size_t n, const char* what) {
+    std::vector<Completion> got;
+    const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+    while (got.size() < n) {
+      Completion c[64];
+      const size_t k = hosts_[host].drv->with_engine(
+          [&](Engine& e) { return e.poll_cq(hosts_[host].cq, std::span<Completion>(c)); });
+      got.insert(got.end(), c, c + k);
+      if (got.size() >= n) break;
+      if (std::chrono::steady_clock::now() > until) {
+        ADD_FAILURE() << what << ": " << got.size() << " of " << n << " completions after 20 s";
+        break;
+      }
+      std::this_thread::sleep_for(200us);
+    }
+    return got;
+  }
+
+  void post(int host, const SendWr& wr) {
+    auto s =
+        hosts_[host].drv->with_engine([&](Engine& e) { return e.post_send(hosts_[host].qpn, wr); });
+    ASSERT_TRUE(s.ok()) << to_string(s.error());
+  }
+  void post_recv(int host, const RecvWr& wr) {
+    auto s =
+        hosts_[host].drv->with_engine([&](Engine& e) { return e.post_recv(hosts_[host].qpn, wr); });
+    ASSERT_TRUE(s.ok()) << to_string(s.error());
+  }
+
+  // Test memory lives until after TearDown has stopped both progress threads: an
+  // engine may still touch an MR (a retransmitted READ response) after the
+  // requester's completion.
+  std::vector<uint8_t>& keep(std::vector<uint8_t> v) { return buffers_.emplace_back(std::move(v)); }
+
+  std::deque<std::vector<uint8_t>> buffers_;
+  Host hosts_[2];
+};
+
+TEST_F(UdpPair, Write_16MiBByteForByte) {
+  auto& src = keep(pattern(16u << 20, 1));
+  auto& dst = keep(std::vector<uint8_t>(src.size(), 0));
+  const uint32_t lkey = reg(0, src);
+  const uint32_t rkey = reg(1, dst);
+  Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
+  SendWr wr;
+  wr.wr_id = 7;
+  wr.opcode = Opcode::kWrite;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+  wr.rkey = rkey;
+  post(0, wr);
+  auto c = wait_cq(0, 1, "16 MiB WRITE");
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].wr_id, 7u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  // Taking B's lock orders its progress thread's writes before our read.
+  hosts_[1].drv->with_engine([](Engine&) {});
+  EXPECT_TRUE(src == dst) << "16 MiB WRITE: destination differs";
+  const UdpCounters a = hosts_[0].drv->counters();
+  const UdpCounters b = hosts_[1].drv->counters();
+  std::printf(
+      "sender: %llu datagrams in %llu sendmmsg, %llu EAGAIN, %llu ENOBUFS; receiver: %llu "
+      "datagrams in %llu recvmmsg\n",
+      (unsigned long long)a.datagrams_sent, (unsigned long long)a.sendmmsg_calls,
+      (unsigned long long)a.send_eagain, (unsigned long long)a.send_enobufs,
+      (unsigned long long)b.datagrams_received, (unsigned long long)b.recvmmsg_calls);
+  EXPECT_GE(a.datagrams_sent, (16u << 20) / 4096);
+  EXPECT_GT(a.sendmmsg_calls, 0u);
+  EXPECT_LT(a.sendmmsg_calls, a.datagrams_sent);  // batching happened
+  EXPECT_GT(hosts_[1].drv->counters().datagrams_received, 0u);
+}
+
+TEST_F(UdpPair, SendRecv_SizesVerified) {
+  const size_t sizes[] = {1, 100, 4095, 4096, 4097, 65536, 300000};
+  uint32_t seed = 10;
+  for (size_t n : sizes) {
+    auto& src = keep(pattern(n, ++seed));
+    auto& dst = keep(std::vector<uint8_t>(n + 64, 0));
+    const uint32_t lkey = reg(0, src);
+    const uint32_t rkey = reg(1, dst);
+    Sge rs{reinterpret_cast<uint64_t>(dst.data()), static_cast<uint32_t>(dst.size()), rkey};
+    post_recv(1, RecvWr{n, {&rs, 1}});
+    Sge ss{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(n), lkey};
+    SendWr wr;
+    wr.wr_id = n;
+    wr.opcode = Opcode::kSend;
+    wr.sg = {&ss, 1};
+    post(0, wr);
+    auto rc = wait_cq(1, 1, "SEND receive");
+    ASSERT_EQ(rc.size(), 1u);
+    EXPECT_EQ(rc[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(rc[0].opcode, WcOpcode::kRecv);
+    EXPECT_EQ(rc[0].byte_len, n);
+    auto sc = wait_cq(0, 1, "SEND completion");
+    ASSERT_EQ(sc.size(), 1u);
+    EXPECT_EQ(sc[0].status, WcStatus::kSuccess);
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << "SEND of " << n << " bytes";
+  }
+}
+
+TEST_F(UdpPair, Read_SizesVerified) {
+  const size_t sizes[] = {1, 4096, 4097, 100000, 1u << 20};
+  uint32_t seed = 20;
+  for (size_t n : sizes) {
+    auto& remote = keep(pattern(n, ++seed));
+    auto& local = keep(std::vector<uint8_t>(n, 0));
+    const uint32_t rkey = reg(1, remote);
+    const uint32_t lkey = reg(0, local);
+    Sge sge{reinterpret_cast<uint64_t>(local.data()), static_cast<uint32_t>(n), lkey};
+    SendWr wr;
+    wr.wr_id = n;
+    wr.opcode = Opcode::kRead;
+    wr.sg = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(remote.data());
+    wr.rkey = rkey;
+    post(0, wr);
+    auto c = wait_cq(0, 1, "READ");
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(c[0].opcode, WcOpcode::kRead);
+    hosts_[0].drv->with_engine([](Engine&) {});
+    EXPECT_TRUE(local == remote) << "READ of " << n << " bytes";
+  }
+}
+
+TEST_F(UdpPair, WriteImm_200InOrder) {
+  constexpr uint32_t kCount = 200;
+  auto& src = keep(pattern(kCount * 64, 3));
+  auto& dst = keep(std::vector<uint8_t>(src.size(), 0));
+  const uint32_t lkey = reg(0, src);
+  const uint32_t rkey = reg(1, dst);
+  for (uint32_t i = 0; i < kCount; ++i) post_recv(1, RecvWr{1000 + i, {}});
+  for (uint32_t i = 0; i < kCount; ++i) {
+    Sge sge{reinterpret_cast<uint64_t>(src.data()) + i * 64, 64, lkey};
+    SendWr wr;
+    wr.wr_id = i;
+    wr.opcode = Opcode::kWriteImm;
+    wr.sg = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + i * 64;
+    wr.rkey = rkey;
+    wr.imm = 0xabc000 + i;
+    post(0, wr);
+  }
+  auto rc = wait_cq(1, kCount, "WRITE_IMM receives");
+  ASSERT_EQ(rc.size(), kCount);
+  for (uint32_t i = 0; i < kCount; ++i) {
+    EXPECT_EQ(rc[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(rc[i].opcode, WcOpcode::kRecvWriteImm);
+    ASSERT_TRUE(rc[i].has_imm);
+    EXPECT_EQ(rc[i].imm, 0xabc000 + i) << "immediate " << i << " out of order";
+    EXPECT_EQ(rc[i].wr_id, 1000 + i);
+  }
+  auto sc = wait_cq(0, kCount, "WRITE_IMM completions");
+  EXPECT_EQ(sc.size(), kCount);
+  EXPECT_TRUE(src == dst);
+}
+
+TEST_F(UdpPair, Idle_ThreadSleeps) {
+  // Some traffic first, then wait for both engines to settle.
+  auto& src = keep(pattern(1 << 20, 5));
+  auto& dst = keep(std::vector<uint8_t>(src.size(), 0));
+  const uint32_t lkey = reg(0, src);
+  const uint32_t rkey = reg(1, dst);
+  Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
+  SendWr wr;
+  wr.opcode = Opcode::kWrite;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+  wr.rkey = rkey;
+  post(0, wr);
+  ASSERT_EQ(wait_cq(0, 1, "WRITE").size(), 1u);
+
+  const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+  auto settled = [&] {
+    for (auto& h : hosts_) {
+      if (!h.drv->with_engine([](Engine& e) { return e.idle() && e.next_deadline() == kNever; }))
+        return false;
+    }
+    return true;
+  };
+  while (!settled()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "engines never went idle";
+    std::this_thread::sleep_for(10ms);
+  }
+  std::this_thread::sleep_for(20ms);  // let the wakeups our polling caused run out
+  uint64_t before[2], after[2];
+  for (int i = 0; i < 2; ++i) before[i] = hosts_[i].drv->counters().loop_iterations;
+  std::this_thread::sleep_for(200ms);
+  for (int i = 0; i < 2; ++i) after[i] = hosts_[i].drv->counters().loop_iterations;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_LE(after[i] - before[i], 5u) << "host " << i << " loop spun while idle";
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& h : hosts_) h.drv->stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "stop() did not return promptly";
+}
+
+TEST(UdpDriver, Create_BadAddressNamesIt) {
+  UdpConfig cfg;
+  cfg.planes.push_back(PlaneConfig{"not-an-address", 4791});
+  auto r = UdpDriver::create(cfg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("not-an-address"), std::string::npos) << r.error();
+}
+
+TEST(UdpDriver, Create_PortInUseNamesIt) {
+  auto a = make_driver(loopback_config(1));
+  ASSERT_NE(a, nullptr);
+  const uint16_t port = ntohs(a->local_address(0).sin6_port);
+  UdpConfig cfg;
+  cfg.planes.push_back(PlaneConfig{"::1", port});
+  auto r = UdpDriver::create(cfg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find(std::to_string(port)), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("bind"), std::string::npos) << r.error();
+}
+
+TEST(UdpDriver, Step_WithoutThreadDeliversWrite) {
+  // Two drivers driven by step() from this thread: a WRITE round trip, no progress thread.
+  auto a = make_driver(loopback_config(1));
+  auto b = make_driver(loopback_config(1));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const PeerId pa = a->add_peer({b->local_address(0)});
+  const PeerId pb = b->add_peer({a->local_address(0)});
+  UdpDriver* d[2] = {a.get(), b.get()};
+  const PeerId peer[2] = {pa, pb};
+  Qpn q[2];
+  CqId cq[2];
+  for (int i = 0; i < 2; ++i) {
+    d[i]->with_engine([&](Engine& e) {
+      cq[i] = *e.create_cq(64);
+      QpInit init;
+      init.send_cq = init.recv_cq = cq[i];
+      init.local_token = 77u + i;
+      q[i] = *e.create_qp(init);
+    });
+  }
+  for (int i = 0; i < 2; ++i) {
+    d[i]->with_engine([&](Engine& e) {
+      QpAttr at;
+      at.state = QpState::kInit;
+      ASSERT_TRUE(e.modify_qp(q[i], at, attr::kState).ok());
+      at.state = QpState::kRtr;
+      at.peer = peer[i];
+      at.dest_qpn = q[1 - i];
+      at.remote_token = 77u + (1 - i);
+      at.paths = {Path{1, 0}, Path{2, 0}};
+      ASSERT_TRUE(e.modify_qp(q[i], at, attr::kState | attr::kDest | attr::kPaths).ok());
+      at.state = QpState::kRts;
+      ASSERT_TRUE(e.modify_qp(q[i], at, attr::kState).ok());
+    });
+  }
+  auto src = pattern(50000, 9);
+  std::vector<uint8_t> dst(src.size(), 0);
+  uint32_t lkey = 0, rkey = 0;
+  a->with_engine([&](Engine& e) {
+    lkey = *e.register_mr(src.data(), src.size(), reinterpret_cast<uint64_t>(src.data()),
+                          access::kLocalWrite);
+  });
+  b->with_engine([&](Engine& e) {
+    rkey = *e.register_mr(dst.data(), dst.size(), reinterpret_cast<uint64_t>(dst.data()),
+                          access::kLocalWrite | access::kRemoteWrite);
+  });
+  Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
+  SendWr wr;
+  wr.opcode = Opcode::kWrite;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+  wr.rkey = rkey;
+  a->with_engine([&](Engine& e) { ASSERT_TRUE(e.post_send(q[0], wr).ok()); });
+  const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+  size_t done = 0;
+  while (done == 0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "WRITE via step() never completed";
+    a->step(1ms);
+    b->step(1ms);
+    Completion c;
+    done = a->with_engine([&](Engine& e) { return e.poll_cq(cq[0], {&c, 1}); });
+    if (done) {
+      EXPECT_EQ(c.status, WcStatus::kSuccess);
+    }
+  }
+  EXPECT_TRUE(src == dst);
+}
+
+}  // namespace
+}  // namespace mrc::io
