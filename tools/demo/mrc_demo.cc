@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "io/sim/bulk.h"
 #include "io/sim/fabric.h"
 #include "io/sim/testbed.h"
 
@@ -162,76 +163,6 @@ bool parse_fault(const std::string& text, double duration_s, uint32_t t0s, Fault
   return true;
 }
 
-// ---- The workload: 1 MiB WRITEs, kOutstanding in flight, each checked when it completes --------
-
-class WriteStream {
- public:
-  WriteStream(sim::Testbed& tb, PeerId src, PeerId dst, engine::Qpn qp, uint64_t seed)
-      : tb_(tb), src_(src), qp_(qp), src_mem_(16 << 20), dst_mem_(2 * kOutstanding * kMsgBytes) {
-    std::mt19937_64 rng(seed);
-    for (size_t i = 0; i < src_mem_.size(); i += 8) {
-      const uint64_t x = rng();
-      std::memcpy(&src_mem_[i], &x, 8);
-    }
-    skey_ = tb.register_mr(src, src_mem_);
-    dkey_ = tb.register_mr(dst, dst_mem_);
-  }
-  // Compares each completed WRITE's destination with its source, then posts up to kOutstanding.
-  void pump() {
-    engine::Completion c[32];
-    while (size_t n = tb_.engine(src_).poll_cq(tb_.cq(src_), c)) {
-      for (size_t i = 0; i < n; ++i, ++done_) {
-        const uint64_t k = c[i].wr_id;
-        if (c[i].status != engine::WcStatus::kSuccess) {
-          if (errors_++ == 0) first_error_ = engine::to_string(c[i].status);
-        } else if (std::memcmp(&dst_mem_[slot(k)], &src_mem_[src_off(k)], kMsgBytes) != 0) {
-          ++mismatches_;
-        } else {
-          ++verified_;
-        }
-      }
-    }
-    const uint64_t before = posted_;
-    while (posting_ && posted_ - done_ < kOutstanding) {
-      engine::Sge s{reinterpret_cast<uint64_t>(&src_mem_[src_off(posted_)]), kMsgBytes, skey_};
-      engine::SendWr wr;
-      wr.wr_id = posted_;
-      wr.sg = {&s, 1};
-      wr.remote_addr = reinterpret_cast<uint64_t>(&dst_mem_[slot(posted_)]);
-      wr.rkey = dkey_;
-      if (!tb_.engine(src_).post_send(qp_, wr).ok()) {
-        if (errors_++ == 0) first_error_ = "post_send refused";
-        posting_ = false;
-      } else {
-        ++posted_;
-      }
-    }
-    if (posted_ != before) tb_.net().wake(src_);
-  }
-  bool cqe_ready() const { return tb_.engine(src_).cq_depth(tb_.cq(src_)) > 0; }
-  void stop_posting() { posting_ = false; }
-  uint64_t in_flight() const { return posted_ - done_; }
-  uint64_t verified() const { return verified_; }
-  uint64_t mismatches() const { return mismatches_; }
-  uint64_t errors() const { return errors_; }
-  const std::string& first_error() const { return first_error_; }
-
- private:
-  // Each WRITE reads its source at a different offset, so bytes left over in a reused
-  // destination slot, or placed at the wrong offset, never compare equal.
-  uint64_t src_off(uint64_t k) const { return (k * 40961) % (src_mem_.size() - kMsgBytes); }
-  uint64_t slot(uint64_t k) const { return (k % (2 * kOutstanding)) * kMsgBytes; }
-
-  sim::Testbed& tb_;
-  PeerId src_;
-  engine::Qpn qp_;
-  std::vector<uint8_t> src_mem_, dst_mem_;
-  uint32_t skey_ = 0, dkey_ = 0;
-  uint64_t posted_ = 0, done_ = 0, verified_ = 0, mismatches_ = 0, errors_ = 0;
-  bool posting_ = true;
-  std::string first_error_;
-};
-
 // ---- The run --------------------------------------------------------------------------------
 
 // From a fault or repair on: when do all the primary EVs through it reach `target`?
@@ -259,7 +190,7 @@ struct Run {
   std::unique_ptr<Fabric> fabric;
   sim::Testbed::QpPair qp;
   std::vector<engine::Path> paths;
-  std::unique_ptr<WriteStream> stream;
+  std::unique_ptr<sim::BulkWrite> stream;
   std::unique_ptr<sim::GoodputMeter> meter, fine;
   std::vector<Fault> faults;
   std::vector<std::pair<Time, std::string>> phases;  // start of each phase, and why
@@ -304,7 +235,8 @@ void setup(Run& r) {
   at.backup_paths = r.fabric->backup_paths(a, b, kBackupsPerPlane);
   r.qp = r.tb.connect(a, b, r.paths, at);
   for (const engine::Path& p : r.paths) r.ev_state[p.ev] = EvState::kGood;
-  r.stream = std::make_unique<WriteStream>(r.tb, a, b, r.qp.a, r.opt.seed);
+  r.stream = std::make_unique<sim::BulkWrite>(
+      r.tb, a, b, r.qp, sim::BulkWrite::Config{kMsgBytes, kOutstanding, r.opt.seed});
   auto counter = [&r] { return r.rx_bytes(); };
   r.meter = std::make_unique<sim::GoodputMeter>(r.tb.net(), counter, at_s(r.opt.interval_s));
   r.fine = std::make_unique<sim::GoodputMeter>(r.tb.net(), counter, kFine);
@@ -511,7 +443,7 @@ void print_intervals(Run& r, bool final) {
 // (up to 10 s more) so that every one is checked.
 void drive(Run& r) {
   sim::SimNet& net = r.tb.net();
-  WriteStream& s = *r.stream;
+  sim::BulkWrite& s = *r.stream;
   const Duration step = at_s(r.opt.interval_s);
   for (Time tick = std::min(step, r.end); net.now() < r.end; tick = std::min(tick + step, r.end)) {
     while (net.now() < tick) {
@@ -538,7 +470,7 @@ void drive(Run& r) {
 
 int report(Run& r) {
   const sim::GoodputMeter& m = *r.meter;
-  const WriteStream& s = *r.stream;
+  const sim::BulkWrite& s = *r.stream;
   const double avg = m.rate_bps(Time{0}, r.end);
   std::printf("\nsummary\n");
   std::printf("  moved     %.2f GB at the receiver, %.2f Gb/s over the run (%.1f%% of %.0f Gb/s)\n",

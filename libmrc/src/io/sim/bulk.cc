@@ -28,18 +28,19 @@ uint64_t BulkWrite::src_offset(uint64_t k) const {
 void BulkWrite::pump() {
   Completion c[64];
   while (size_t n = tb_.engine(src_).poll_cq(tb_.cq(src_), c)) {
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < n; ++i, ++done_) {
+      const uint64_t k = c[i].wr_id;
       if (c[i].status != WcStatus::kSuccess) {
-        ++errors_;
-        continue;
-      }
-      const uint64_t k = completed_++;
-      if (std::memcmp(&dst_mem_[slot(k)], &src_mem_[src_offset(k)], cfg_.msg_bytes) != 0)
+        if (errors_++ == 0) first_error_ = to_string(c[i].status);
+      } else if (std::memcmp(&dst_mem_[slot(k)], &src_mem_[src_offset(k)], cfg_.msg_bytes) != 0) {
         ++mismatches_;
+      } else {
+        ++verified_;
+      }
     }
   }
-  bool posted = false;
-  while (posted_ - completed_ - errors_ < cfg_.outstanding) {
+  const uint64_t before = posted_;
+  while (posting_ && posted_ - done_ < cfg_.outstanding) {
     const uint64_t k = posted_;
     Sge s{reinterpret_cast<uint64_t>(&src_mem_[src_offset(k)]), cfg_.msg_bytes, skey_};
     SendWr wr;
@@ -48,14 +49,16 @@ void BulkWrite::pump() {
     wr.remote_addr = reinterpret_cast<uint64_t>(&dst_mem_[slot(k)]);
     wr.rkey = dkey_;
     if (!tb_.engine(src_).post_send(qp_.a, wr).ok()) {
-      ++errors_;
-      break;
+      if (errors_++ == 0) first_error_ = "post_send refused";
+      posting_ = false;
+    } else {
+      ++posted_;
     }
-    ++posted_;
-    posted = true;
   }
-  if (posted) tb_.net().wake(src_);
+  if (posted_ != before) tb_.net().wake(src_);
 }
+
+bool BulkWrite::cqe_ready() const { return tb_.engine(src_).cq_depth(tb_.cq(src_)) > 0; }
 
 void BulkWrite::run_until(Time t, Duration step) {
   BulkWrite* self = this;

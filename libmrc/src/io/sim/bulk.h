@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "io/sim/testbed.h"
@@ -28,10 +29,18 @@ class BulkWrite {
   /// Runs the network to `t`, pumping every `step`.
   void run_until(Time t, Duration step = Duration{100'000});
 
-  uint64_t completed() const { return completed_; }
-  uint64_t completed_bytes() const { return completed_ * cfg_.msg_bytes; }
+  /// Stops posting; what is in flight still completes (and is verified) on pump().
+  void stop_posting() { posting_ = false; }
+  /// A completion waits in the source's CQ (a run_until predicate: repost at once).
+  bool cqe_ready() const;
+
+  uint64_t in_flight() const { return posted_ - done_; }
+  uint64_t completed() const { return verified_ + mismatches_; }  // successful completions
+  uint64_t completed_bytes() const { return completed() * cfg_.msg_bytes; }
+  uint64_t verified() const { return verified_; }      // WRITEs whose every byte matched
   uint64_t mismatches() const { return mismatches_; }  // WRITEs whose bytes differ
   uint64_t errors() const { return errors_; }          // error completions, failed posts
+  const std::string& first_error() const { return first_error_; }
   bool ok() const { return mismatches_ == 0 && errors_ == 0; }
 
  private:
@@ -41,7 +50,9 @@ class BulkWrite {
   Config cfg_;
   std::vector<uint8_t> src_mem_, dst_mem_;
   uint32_t skey_ = 0, dkey_ = 0;
-  uint64_t posted_ = 0, completed_ = 0, mismatches_ = 0, errors_ = 0;
+  uint64_t posted_ = 0, done_ = 0, verified_ = 0, mismatches_ = 0, errors_ = 0;
+  bool posting_ = true;
+  std::string first_error_;
   uint64_t src_offset(uint64_t k) const;
   uint64_t slot(uint64_t k) const { return (k % (2 * cfg_.outstanding)) * cfg_.msg_bytes; }
 };
