@@ -16,6 +16,10 @@ PACKAGES=(
   nlohmann-json3-dev
   # tests (tests/) and benchmarks (perf/)
   libgtest-dev libgmock-dev googletest libbenchmark-dev
+  # namespace fabric (tools/mrc-fabric): netlink, nftables, tc eBPF trimming
+  iproute2 nftables ethtool libnl-3-dev libnl-route-3-dev clang llvm libbpf-dev bpftool linux-libc-dev
+  # fault runs (tools/mrc-perf): baselines and plots
+  iperf3 mptcpd gnuplot-nox
 )
 
 check_only=0

@@ -14,6 +14,10 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <tuple>
+#include <numeric>
+
+#include "io/netns.h"
 
 namespace mrc::io {
 
@@ -31,7 +35,15 @@ namespace {
 constexpr int kEct0 = 0b10;          // IPv6 traffic class ECN field: ECT(0)
 constexpr int kEcnMask = 0b11;       // ...and CE
 constexpr size_t kMaxRxRounds = 16;  // full receive batches per wakeup before ppoll again
-constexpr size_t kControlSize = 64;  // room for the IPV6_TCLASS cmsg
+constexpr size_t kControlSize = 64;  // room for the IPV6_TCLASS and UDP_GRO cmsgs
+constexpr size_t kGroBuffer = 65536;  // one coalesced receive
+
+#ifndef UDP_SEGMENT
+constexpr int UDP_SEGMENT = 103;
+#endif
+#ifndef UDP_GRO
+constexpr int UDP_GRO = 104;
+#endif
 
 std::string describe(const std::string& address, uint16_t port) {
   return "[" + address + "]:" + std::to_string(port);
@@ -43,106 +55,235 @@ std::string errno_text(int e) { return std::strerror(e); }
 
 /// One plane port: its socket, its receive buffers, what EAGAIN left behind.
 struct UdpDriver::Plane {
-  int fd = -1;
+  int fd = -1;                  // bound to the plane port; receives, and sends unless kEcmp
+  std::vector<int> source_fds;  // kEcmp: sending sockets, one source port each
   sockaddr_in6 local{};
+  bool gso = false;  // under mu_
   // Receive side (progress thread only).
-  std::vector<uint8_t> rx_data = std::vector<uint8_t>(kBatch * engine::kTransmitBufferSize);
+  size_t rx_slot = engine::kTransmitBufferSize;  // bytes per receive buffer
+  std::vector<uint8_t> rx_data;
   std::array<mmsghdr, kBatch> rx_msgs{};
   std::array<iovec, kBatch> rx_iov{};
   std::array<std::array<uint8_t, kControlSize>, kBatch> rx_control{};
   // Datagrams a full socket refused, copied out of the engine's spans (under mu_).
   struct Pending {
-    engine::PeerId peer;
+    int fd;
+    sockaddr_in6 to;
     std::vector<uint8_t> bytes;
   };
   std::deque<Pending> pending;
 
   ~Plane() {
     if (fd >= 0) ::close(fd);
+    for (int s : source_fds) ::close(s);
   }
+};
+
+/// Where one datagram goes, and from which socket.
+struct UdpDriver::Route {
+  const sockaddr_in6* to = nullptr;
+  int fd = -1;
 };
 
 /// One datagram of the transmit batch: header buffer plus what poll_transmit said.
 struct UdpDriver::Slot {
   std::vector<uint8_t> buf = std::vector<uint8_t>(engine::kTransmitBufferSize);
   engine::Transmit tx;
+  const sockaddr_in6* to = nullptr;  // route(tx)
+  int fd = -1;
 };
 
 UdpDriver::UdpDriver(const UdpConfig& cfg)
-    : cfg_(cfg), engine_(std::make_unique<engine::Engine>(cfg.engine)), tx_slots_(kBatch) {}
+    : cfg_(cfg), engine_(std::make_unique<engine::Engine>(cfg.engine)), tx_slots_(kTxBurst) {}
 
 UdpDriver::~UdpDriver() {
   stop();
   if (event_fd_ >= 0) ::close(event_fd_);
 }
 
+namespace {
+
+// A UDP/IPv6 socket with the driver's options, bound to `at` (port 0: ephemeral).
+Result<int, std::string> open_socket(const UdpConfig& cfg, const sockaddr_in6& at, bool receiver,
+                                     const std::string& where) {
+  const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Err("udp driver: " + where + ": socket: " + errno_text(errno));
+  auto fail = [&](const char* what) -> Result<int, std::string> {
+    const std::string msg = "udp driver: " + where + ": " + what + ": " + errno_text(errno);
+    ::close(fd);
+    return Err(msg);
+  };
+  const int one = 1, tclass = kEct0;
+  if (::setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one) != 0 ||
+      ::setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass) != 0) {
+    return fail("traffic class options");
+  }
+  if (cfg.zero_udp_checksum &&
+      (::setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof one) != 0 ||
+       ::setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one) != 0)) {
+    return fail("UDP_NO_CHECK6");
+  }
+  if (receiver && cfg.gro && ::setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) != 0) {
+    return fail("UDP_GRO");
+  }
+  if (cfg.socket_buffer_bytes > 0) {
+    // Best effort: the FORCE variants need CAP_NET_ADMIN; else the kernel caps at rmem_max.
+    const int sz = cfg.socket_buffer_bytes;
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) != 0)
+      (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) != 0)
+      (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+  }
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&at), sizeof(sockaddr_in6)) != 0) {
+    return fail("bind");
+  }
+  return fd;
+}
+
+sockaddr_in6 to_sockaddr(const srv6::Ipv6& a, uint16_t port) {
+  sockaddr_in6 s{};
+  s.sin6_family = AF_INET6;
+  s.sin6_port = htons(port);
+  std::memcpy(&s.sin6_addr, a.data(), a.size());
+  return s;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfig& cfg) {
   if (cfg.planes.empty()) return Err(std::string("udp driver: no planes configured"));
   if (cfg.clock == nullptr) return Err(std::string("udp driver: no clock"));
+  if (cfg.path_mode == PathMode::kSrv6) {
+    if (!cfg.fabric) return Err(std::string("udp driver: srv6 path mode needs a fabric"));
+    if (cfg.local_host >= cfg.fabric->config().hosts) {
+      return Err("udp driver: local host " + std::to_string(cfg.local_host) +
+                 " is not in the fabric (" + std::to_string(cfg.fabric->config().hosts) +
+                 " hosts)");
+    }
+    if (cfg.planes.size() > cfg.fabric->config().planes) {
+      return Err("udp driver: " + std::to_string(cfg.planes.size()) +
+                 " planes configured, the fabric has " +
+                 std::to_string(cfg.fabric->config().planes));
+    }
+  }
+  if (cfg.path_mode == PathMode::kEcmp &&
+      (cfg.ecmp_source_ports == 0 || cfg.ecmp_source_ports > 256)) {
+    return Err("udp driver: ecmp_source_ports must be 1..256, got " +
+               std::to_string(cfg.ecmp_source_ports));
+  }
   std::unique_ptr<UdpDriver> d(new UdpDriver(cfg));
   d->event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (d->event_fd_ < 0) return Err("udp driver: eventfd: " + errno_text(errno));
 
-  for (size_t i = 0; i < cfg.planes.size(); ++i) {
-    const PlaneConfig& pc = cfg.planes[i];
-    const std::string where = "plane " + std::to_string(i) + " " + describe(pc.address, pc.port);
-    addrinfo hints{};
-    hints.ai_family = AF_INET6;
-    hints.ai_socktype = SOCK_DGRAM;
-    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
-    addrinfo* ai = nullptr;
-    const std::string port = std::to_string(pc.port);
-    const int gai = ::getaddrinfo(pc.address.c_str(), port.c_str(), &hints, &ai);
-    if (gai != 0 || ai == nullptr) {
-      return Err("udp driver: " + where + ": not an IPv6 address: " + ::gai_strerror(gai));
-    }
-    auto plane = std::make_unique<Plane>();
-    std::memcpy(&plane->local, ai->ai_addr, sizeof(sockaddr_in6));
-    ::freeaddrinfo(ai);
+  // Sockets are made where the configuration says (a thread inside cfg.netns).
+  auto made = in_netns(cfg.netns, [&]() -> Status<std::string> {
+    for (size_t i = 0; i < cfg.planes.size(); ++i) {
+      const PlaneConfig& pc = cfg.planes[i];
+      const std::string where = "plane " + std::to_string(i) + " " + describe(pc.address, pc.port);
+      addrinfo hints{};
+      hints.ai_family = AF_INET6;
+      hints.ai_socktype = SOCK_DGRAM;
+      hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
+      addrinfo* ai = nullptr;
+      const std::string port = std::to_string(pc.port);
+      const int gai = ::getaddrinfo(pc.address.c_str(), port.c_str(), &hints, &ai);
+      if (gai != 0 || ai == nullptr) {
+        return Err("udp driver: " + where + ": not an IPv6 address: " + ::gai_strerror(gai));
+      }
+      auto plane = std::make_unique<Plane>();
+      std::memcpy(&plane->local, ai->ai_addr, sizeof(sockaddr_in6));
+      ::freeaddrinfo(ai);
 
-    plane->fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (plane->fd < 0) return Err("udp driver: " + where + ": socket: " + errno_text(errno));
-    const int fd = plane->fd;
-    const int one = 1, tclass = kEct0;
-    if (::setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one) != 0 ||
-        ::setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass) != 0) {
-      return Err("udp driver: " + where + ": traffic class options: " + errno_text(errno));
+      auto fd = open_socket(cfg, plane->local, true, where);
+      if (!fd.ok()) return Err(fd.error());
+      plane->fd = *fd;
+      socklen_t len = sizeof(sockaddr_in6);
+      if (::getsockname(plane->fd, reinterpret_cast<sockaddr*>(&plane->local), &len) != 0) {
+        return Err("udp driver: " + where + ": getsockname: " + errno_text(errno));
+      }
+      if (cfg.path_mode == PathMode::kEcmp) {
+        sockaddr_in6 any_port = plane->local;
+        any_port.sin6_port = 0;
+        for (uint32_t k = 0; k < cfg.ecmp_source_ports; ++k) {
+          auto s = open_socket(cfg, any_port, false, where + " source port " + std::to_string(k));
+          if (!s.ok()) return Err(s.error());
+          plane->source_fds.push_back(*s);
+        }
+      }
+      plane->gso = cfg.gso && !cfg.zero_udp_checksum;
+      plane->rx_slot = cfg.gro ? kGroBuffer : engine::kTransmitBufferSize;
+      plane->rx_data.resize(kBatch * plane->rx_slot);
+      for (size_t k = 0; k < kBatch; ++k) {
+        plane->rx_iov[k] = {plane->rx_data.data() + k * plane->rx_slot, plane->rx_slot};
+      }
+      d->sockets_.push_back(std::move(plane));
     }
-    if (cfg.zero_udp_checksum &&
-        (::setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof one) != 0 ||
-         ::setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one) != 0)) {
-      return Err("udp driver: " + where + ": UDP_NO_CHECK6: " + errno_text(errno));
-    }
-    if (cfg.socket_buffer_bytes > 0) {
-      // Best effort: the FORCE variants need CAP_NET_ADMIN; else the kernel caps at rmem_max.
-      const int sz = cfg.socket_buffer_bytes;
-      if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) != 0)
-        (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
-      if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) != 0)
-        (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
-    }
-    if (::bind(fd, reinterpret_cast<const sockaddr*>(&plane->local), sizeof(sockaddr_in6)) != 0) {
-      return Err("udp driver: " + where + ": bind: " + errno_text(errno));
-    }
-    socklen_t len = sizeof(sockaddr_in6);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&plane->local), &len) != 0) {
-      return Err("udp driver: " + where + ": getsockname: " + errno_text(errno));
-    }
-    for (size_t k = 0; k < kBatch; ++k) {
-      plane->rx_iov[k] = {plane->rx_data.data() + k * engine::kTransmitBufferSize,
-                          engine::kTransmitBufferSize};
-    }
-    d->sockets_.push_back(std::move(plane));
-  }
+    return {};
+  });
+  if (!made.ok()) return Err(made.error());
   return d;
 }
 
 sockaddr_in6 UdpDriver::local_address(uint16_t plane) const { return sockets_.at(plane)->local; }
 
 engine::PeerId UdpDriver::add_peer(std::vector<sockaddr_in6> per_plane_addresses) {
+  std::vector<std::vector<sockaddr_in6>> by_plane;
+  for (const sockaddr_in6& a : per_plane_addresses) by_plane.push_back({a});
   std::lock_guard lock(mu_);
-  peers_.push_back(std::move(per_plane_addresses));
+  peers_.push_back(std::move(by_plane));
   return static_cast<engine::PeerId>(peers_.size() - 1);
+}
+
+Result<engine::PeerId, std::string> UdpDriver::add_fabric_peer(uint32_t host) {
+  if (cfg_.path_mode != PathMode::kSrv6 || !cfg_.fabric) {
+    return Err(std::string("udp driver: add_fabric_peer needs the srv6 path mode"));
+  }
+  const srv6::Fabric& f = *cfg_.fabric;
+  if (host >= f.config().hosts || host == cfg_.local_host) {
+    return Err("udp driver: fabric peer " + std::to_string(host) + ": not another host of the " +
+               std::to_string(f.config().hosts) + "-host fabric");
+  }
+  std::vector<std::vector<sockaddr_in6>> by_plane(sockets_.size());
+  for (uint32_t p = 0; p < by_plane.size(); ++p) {
+    for (uint32_t s = 0; s < f.config().spines; ++s) {
+      auto path = f.path_for_ev(cfg_.local_host, host, srv6::Fabric::ev(p, s, 0));
+      if (!path.ok()) return Err("udp driver: fabric peer " + std::to_string(host) + ": " + path.error());
+      by_plane[p].push_back(to_sockaddr(path->dst, cfg_.peer_port));
+    }
+  }
+  std::lock_guard lock(mu_);
+  peers_.push_back(std::move(by_plane));
+  return static_cast<engine::PeerId>(peers_.size() - 1);
+}
+
+std::vector<engine::Path> UdpDriver::fabric_paths(uint32_t host) const {
+  std::vector<engine::Path> out;
+  if (cfg_.path_mode != PathMode::kSrv6 || !cfg_.fabric) return out;
+  for (uint32_t p = 0; p < sockets_.size(); ++p) {
+    for (const srv6::Path& path : cfg_.fabric->paths(cfg_.local_host, host, p)) {
+      out.push_back(engine::Path{path.ev, static_cast<uint16_t>(p)});
+    }
+  }
+  return out;
+}
+
+std::optional<UdpDriver::Route> UdpDriver::route(const engine::Transmit& tx) const {
+  Route r;
+  const uint16_t plane = tx.path.plane;
+  if (plane >= sockets_.size() || tx.peer >= peers_.size() || plane >= peers_[tx.peer].size() ||
+      peers_[tx.peer][plane].empty()) {
+    return std::nullopt;
+  }
+  const auto& dsts = peers_[tx.peer][plane];
+  const Plane& pl = *sockets_[plane];
+  r.to = &dsts[dsts.size() == 1 ? 0 : srv6::Fabric::spine_of(tx.path.ev) % dsts.size()];
+  r.fd = pl.fd;
+  if (!pl.source_fds.empty()) {
+    // Mix the whole EV so EVs that differ only in their salt still pick different ports.
+    const uint32_t h = tx.path.ev * 2654435761u;
+    r.fd = pl.source_fds[(h >> 16) % pl.source_fds.size()];
+  }
+  return r;
 }
 
 UdpCounters UdpDriver::counters() const {
@@ -175,7 +316,7 @@ void UdpDriver::step(Duration max_wait) { run_once(max_wait); }
 
 void UdpDriver::run_once(Duration max_wait) {
   const size_t n = sockets_.size();
-  Time wait = max_wait;
+  Time wait = cfg_.busy_poll ? Duration{0} : max_wait;
   std::vector<pollfd> fds(n + 1);
   {
     std::lock_guard lock(mu_);
@@ -259,17 +400,32 @@ void UdpDriver::feed_received(size_t plane, size_t n, Time t) {
     }
     engine::RxInfo rx;
     rx.plane = static_cast<uint16_t>(plane);
+    size_t segment = 0;  // GRO: bytes per coalesced datagram
     for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
       if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
         int tclass = 0;
         std::memcpy(&tclass, CMSG_DATA(c), sizeof tclass);
         rx.ecn_ce = (tclass & kEcnMask) == kEcnMask;
+      } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+        int size = 0;
+        std::memcpy(&size, CMSG_DATA(c), sizeof size);
+        segment = size > 0 ? static_cast<size_t>(size) : 0;
       }
     }
+    const auto* data = static_cast<const uint8_t*>(pl.rx_iov[k].iov_base);
     const size_t len = pl.rx_msgs[k].msg_len;
-    ++counters_.datagrams_received;
-    counters_.bytes_received += len;
-    engine_->on_datagram(t, rx, {static_cast<const uint8_t*>(pl.rx_iov[k].iov_base), len});
+    if (segment == 0 || segment >= len) segment = len;
+    if (segment < len) ++counters_.gro_messages;
+    for (size_t off = 0; off < len; off += segment) {
+      const size_t m = std::min(segment, len - off);
+      if (m > engine::kTransmitBufferSize) {
+        ++counters_.recv_truncated;  // larger than any MRC packet: not ours
+        continue;
+      }
+      ++counters_.datagrams_received;
+      counters_.bytes_received += m;
+      engine_->on_datagram(t, rx, {data + off, m});
+    }
   }
 }
 
@@ -277,10 +433,9 @@ bool UdpDriver::flush_pending(size_t plane) {
   Plane& pl = *sockets_[plane];
   while (!pl.pending.empty()) {
     const Plane::Pending& d = pl.pending.front();
-    const sockaddr_in6& to = peers_[d.peer][plane];
     ++counters_.sendmmsg_calls;  // one datagram at a time: this is the rare path
-    const ssize_t r = ::sendto(pl.fd, d.bytes.data(), d.bytes.size(), 0,
-                               reinterpret_cast<const sockaddr*>(&to), sizeof to);
+    const ssize_t r = ::sendto(d.fd, d.bytes.data(), d.bytes.size(), 0,
+                               reinterpret_cast<const sockaddr*>(&d.to), sizeof d.to);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       ++counters_.send_eagain;
       return false;
@@ -304,7 +459,7 @@ void UdpDriver::transmit(Time t) {
   std::vector<std::vector<size_t>> by_plane(n);
   while (!blocked) {
     size_t count = 0;
-    for (; count < kBatch; ++count) {
+    for (; count < kTxBurst; ++count) {
       Slot& s = tx_slots_[count];
       auto tx = engine_->poll_transmit(t, s.buf);
       if (!tx) break;
@@ -313,65 +468,137 @@ void UdpDriver::transmit(Time t) {
     if (count == 0) break;
     for (auto& v : by_plane) v.clear();
     for (size_t k = 0; k < count; ++k) {
-      const engine::Transmit& tx = tx_slots_[k].tx;
-      if (tx.path.plane >= n || tx.peer >= peers_.size() ||
-          tx.path.plane >= peers_[tx.peer].size()) {
+      auto r = route(tx_slots_[k].tx);
+      if (!r) {
         ++counters_.no_route;
         continue;
       }
-      by_plane[tx.path.plane].push_back(k);
+      tx_slots_[k].to = r->to;
+      tx_slots_[k].fd = r->fd;
+      by_plane[tx_slots_[k].tx.path.plane].push_back(k);
     }
     for (size_t p = 0; p < n; ++p) {
       if (!by_plane[p].empty()) send_slots(p, by_plane[p]);
       blocked = blocked || !sockets_[p]->pending.empty();
     }
-    if (count < kBatch) break;
+    if (count < kTxBurst) break;
   }
 }
 
-void UdpDriver::send_slots(size_t plane, const std::vector<size_t>& slots) {
+// One plane's share of a burst: grouped by (socket, destination) in the engine's order,
+// runs of equal-size datagrams merged into GSO messages, one sendmmsg per socket.
+void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
   Plane& pl = *sockets_[plane];
-  std::array<mmsghdr, kBatch> msgs{};
-  std::array<std::array<iovec, 2>, kBatch> iov{};
-  const size_t m = slots.size();
-  for (size_t i = 0; i < m; ++i) {
-    Slot& s = tx_slots_[slots[i]];
-    iov[i][0] = {s.buf.data(), s.tx.header_len};
-    iov[i][1] = {const_cast<uint8_t*>(s.tx.payload.data()), s.tx.payload.size()};
-    msghdr& h = msgs[i].msg_hdr;
-    h.msg_name = &peers_[s.tx.peer][plane];
-    h.msg_namelen = sizeof(sockaddr_in6);
-    h.msg_iov = iov[i].data();
-    h.msg_iovlen = s.tx.payload.empty() ? 1 : 2;
-  }
-  size_t i = 0;
-  while (i < m) {
-    ++counters_.sendmmsg_calls;
-    const int r = ::sendmmsg(pl.fd, msgs.data() + i, static_cast<unsigned>(m - i), 0);
-    if (r > 0) {
-      for (int k = 0; k < r; ++k) {
-        ++counters_.datagrams_sent;
-        counters_.bytes_sent += tx_slots_[slots[i + k]].tx.size();
+  std::stable_sort(slots.begin(), slots.end(), [&](size_t a, size_t b) {
+    const Slot& x = tx_slots_[a];
+    const Slot& y = tx_slots_[b];
+    return std::tie(x.fd, x.to) < std::tie(y.fd, y.to);
+  });
+
+  struct Message {
+    size_t first = 0;  // index into slots
+    size_t count = 0;  // datagrams
+    size_t bytes = 0;
+  };
+  std::vector<Message> msgs;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Slot& s = tx_slots_[slots[i]];
+    if (pl.gso && !msgs.empty()) {
+      Message& m = msgs.back();
+      const Slot& head = tx_slots_[slots[m.first]];
+      const Slot& last = tx_slots_[slots[m.first + m.count - 1]];
+      // Every segment but the last must be exactly gso_size long.
+      if (head.fd == s.fd && head.to == s.to && last.tx.size() == head.tx.size() &&
+          s.tx.size() <= head.tx.size() && m.count < kMaxGsoSegments &&
+          m.bytes + s.tx.size() <= kMaxGsoBytes) {
+        ++m.count;
+        m.bytes += s.tx.size();
+        continue;
       }
-      i += static_cast<size_t>(r);
+    }
+    msgs.push_back({i, 1, s.tx.size()});
+  }
+
+  std::vector<mmsghdr> hdrs(msgs.size());
+  std::vector<iovec> iov(2 * slots.size());
+  std::vector<std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t))>> control(msgs.size());
+  for (size_t j = 0; j < msgs.size(); ++j) {
+    const Message& m = msgs[j];
+    size_t v = 2 * m.first;
+    msghdr& h = hdrs[j].msg_hdr;
+    h = msghdr{};
+    h.msg_iov = &iov[v];
+    for (size_t i = m.first; i < m.first + m.count; ++i) {
+      Slot& s = tx_slots_[slots[i]];
+      iov[v++] = {s.buf.data(), s.tx.header_len};
+      if (!s.tx.payload.empty()) {
+        iov[v++] = {const_cast<uint8_t*>(s.tx.payload.data()), s.tx.payload.size()};
+      }
+    }
+    h.msg_iovlen = v - 2 * m.first;
+    const Slot& head = tx_slots_[slots[m.first]];
+    h.msg_name = const_cast<sockaddr_in6*>(head.to);
+    h.msg_namelen = sizeof(sockaddr_in6);
+    if (m.count > 1) {
+      h.msg_control = control[j].data();
+      h.msg_controllen = control[j].size();
+      cmsghdr* c = CMSG_FIRSTHDR(&h);
+      c->cmsg_level = IPPROTO_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      const auto gso_size = static_cast<uint16_t>(head.tx.size());
+      std::memcpy(CMSG_DATA(c), &gso_size, sizeof gso_size);
+    }
+  }
+
+  auto queue_copies = [&](size_t j) {  // message j's datagrams, copied for later
+    const Message& m = msgs[j];
+    for (size_t i = m.first; i < m.first + m.count; ++i) {
+      const Slot& s = tx_slots_[slots[i]];
+      Plane::Pending d{s.fd, *s.to, std::vector<uint8_t>(s.tx.size())};
+      std::memcpy(d.bytes.data(), s.buf.data(), s.tx.header_len);
+      if (!s.tx.payload.empty())
+        std::memcpy(d.bytes.data() + s.tx.header_len, s.tx.payload.data(), s.tx.payload.size());
+      pl.pending.push_back(std::move(d));
+    }
+  };
+
+  size_t j = 0;
+  while (j < msgs.size()) {
+    // One sendmmsg per run of messages from the same socket.
+    size_t end = j;
+    const int fd = tx_slots_[slots[msgs[j].first]].fd;
+    while (end < msgs.size() && tx_slots_[slots[msgs[end].first]].fd == fd) ++end;
+    ++counters_.sendmmsg_calls;
+    const int r = ::sendmmsg(fd, hdrs.data() + j, static_cast<unsigned>(end - j), 0);
+    if (r > 0) {
+      for (size_t k = j; k < j + static_cast<size_t>(r); ++k) {
+        counters_.datagrams_sent += msgs[k].count;
+        counters_.bytes_sent += msgs[k].bytes;
+        if (msgs[k].count > 1) ++counters_.gso_messages;
+      }
+      j += static_cast<size_t>(r);
       continue;
     }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    const int e = errno;
+    if (e == EINTR) continue;
+    if (e == EAGAIN || e == EWOULDBLOCK) {
       // Keep the rest, copied: the engine's spans die at its next call.
       ++counters_.send_eagain;
-      for (; i < m; ++i) {
-        const engine::Transmit& tx = tx_slots_[slots[i]].tx;
-        Plane::Pending d{tx.peer, std::vector<uint8_t>(tx.size())};
-        std::memcpy(d.bytes.data(), tx_slots_[slots[i]].buf.data(), tx.header_len);
-        if (!tx.payload.empty())
-          std::memcpy(d.bytes.data() + tx.header_len, tx.payload.data(), tx.payload.size());
-        pl.pending.push_back(std::move(d));
-      }
+      for (; j < msgs.size(); ++j) queue_copies(j);
       break;
     }
-    ++(errno == ENOBUFS ? counters_.send_enobufs : counters_.send_errors);
-    ++i;  // drop the one that failed; the engine retransmits
+    if (msgs[j].count > 1 && (e == EINVAL || e == EIO || e == EMSGSIZE || e == EOPNOTSUPP)) {
+      // The device or path cannot take GSO: single datagrams from now on, this one too.
+      if (pl.gso) ++counters_.gso_disabled;
+      pl.gso = false;
+      queue_copies(j);
+      ++j;
+      continue;
+    }
+    counters_.send_errors += e == ENOBUFS ? 0 : msgs[j].count;
+    counters_.send_enobufs += e == ENOBUFS ? msgs[j].count : 0;
+    ++j;  // drop the one that failed; the engine retransmits
   }
 }
 

@@ -12,39 +12,45 @@
 // driver sleeps in ppoll until a datagram arrives, the engine's deadline
 // passes, or an app call (with_engine) writes the eventfd: no spinning.
 //
-// Wire mapping (this first version):
+// Wire mapping:
+//   - Destination per path (PathMode): kDirect sends every EV of a plane to
+//     the peer's address for that plane. kSrv6 sends EV e to the uSID address
+//     of srv6::Fabric::path_for_ev(local_host, peer_host, e): the fabric's
+//     switches forward on it (End next-csid), so the EV picks the spine.
+//     kEcmp sends to the peer's plane address from one of `ecmp_source_ports`
+//     sockets per plane (chosen by EV), so an ECMP fabric hashing the 5-tuple
+//     (or the flow label, which the kernel derives from it) spreads EVs.
 //   - ECN: every datagram leaves with IPv6 traffic class ECT(0); received
-//     traffic class CE (0b11 in the low two bits, IPV6_RECVTCLASS) is passed
-//     to the engine as RxInfo::ecn_ce.
-//   - Entropy value (EV): carried in the MRC header only. The destination is
-//     the peer's address for the Transmit's plane, the source port is the
-//     plane socket's own. On a real ECMP fabric every EV of a plane therefore
-//     hashes to the same path.
+//     traffic class CE (IPV6_RECVTCLASS) is passed as RxInfo::ecn_ce.
+//   - GSO: datagrams of one poll round that share a source socket, a
+//     destination and a size are sent as one UDP_SEGMENT message (up to 64
+//     segments, 64 KiB), each segment one whole MRC packet. Groups keep the
+//     engine's order within a destination. A plane whose device refuses GSO
+//     (EINVAL/EIO/EMSGSIZE) falls back to single datagrams for good
+//     (counters.gso_disabled).
+//   - GRO: with `gro`, sockets set UDP_GRO and receive coalesced runs in
+//     64 KiB buffers, split by the gso_size the kernel reports.
 //   - UDP checksum: on by default. `zero_udp_checksum` sets UDP_NO_CHECK6_TX
 //     and UDP_NO_CHECK6_RX: trimming switches (the tc eBPF trimmer of the
-//     namespace fabric) cut payloads and cannot cheaply fix the UDP checksum,
-//     so they zero it, and the header carries its own CRC (wire/wire.h).
+//     namespace fabric) cut payloads and zero the checksum, and the header
+//     carries its own CRC (wire/wire.h). The kernel refuses GSO without a
+//     checksum, so zero_udp_checksum turns GSO off. In kSrv6 mode on a real
+//     NIC the checksum is computed over the address the packet leaves with,
+//     not the one it arrives at: use zero_udp_checksum there (on veth the
+//     checksum stays "partial" and is never checked).
 //
-// Send buffers: poll_transmit writes each header into one of kBatch slot
+// Send buffers: poll_transmit writes each header into one of kTxBurst slot
 // buffers; the payload is sent zero-copy from where the engine points
 // (registered memory, a WQE's inline buffer, or the slot right after the
 // header). Those spans are valid only until the next engine call, so the
-// whole batch is sent under the mutex before the engine sees any other call
+// whole burst is sent under the mutex before the engine sees any other call
 // (poll_transmit calls in between do not move or free payload memory). What
 // a socket refuses with EAGAIN is copied out to a per-plane pending queue and
 // sent first next time (the socket is then polled for POLLOUT); ENOBUFS and
 // other send errors drop the datagram (counted), and the engine retransmits.
 //
-// Next steps for the real datapath:
-//   - ECMP mode: EV -> UDP source port (and IPv6 flow label) from a per-plane
-//     pool (one socket per source port, or SO_REUSEPORT groups), so the
-//     fabric's hash spreads EVs over spines.
-//   - SRv6 mode: EV -> uSID destination address (srv6/ path plan), one per
-//     (peer, plane, EV).
-//   - UDP GSO (UDP_SEGMENT) for runs of same-destination datagrams and GRO
-//     (UDP_GRO) on receive; per-plane threads or io_uring at higher rates.
-//   - A config file (planes, addresses, ports, peers) and interface binding
-//     (SO_BINDTODEVICE) instead of programmatic UdpConfig only.
+// Namespaces: with `netns` set, sockets are made inside that network
+// namespace (/run/netns/<name>) and keep it; the threads stay where they are.
 #pragma once
 
 #include <netinet/in.h>
@@ -53,6 +59,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +67,7 @@
 #include "common/result.h"
 #include "engine/engine.h"
 #include "engine/types.h"
+#include "srv6/fabric.h"
 
 namespace mrc::io {
 
@@ -67,7 +75,13 @@ namespace mrc::io {
 engine::Time now();
 
 inline constexpr uint16_t kDefaultUdpPort = 4791;  // the RoCEv2 port, as MRC uses
-inline constexpr size_t kBatch = 32;               // datagrams per sendmmsg/recvmmsg
+inline constexpr size_t kBatch = 32;               // messages per recvmmsg
+inline constexpr size_t kTxBurst = 256;            // datagrams polled from the engine per round
+inline constexpr size_t kMaxGsoSegments = 64;      // kernel's UDP_MAX_SEGMENTS
+inline constexpr size_t kMaxGsoBytes = 65000;      // UDP payload of one GSO message (IPv6 limit)
+
+/// How a Transmit's path becomes a destination (see the file comment).
+enum class PathMode : uint8_t { kDirect, kSrv6, kEcmp };
 
 /// One local plane port.
 struct PlaneConfig {
@@ -77,10 +91,19 @@ struct PlaneConfig {
 
 struct UdpConfig {
   engine::EngineConfig engine;
-  std::vector<PlaneConfig> planes;    // index = plane number; at least one
-  bool zero_udp_checksum = false;     // UDP_NO_CHECK6_TX/RX, for trimming fabrics (see above)
-  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF asked for (kernel may cap)
-  engine::Time (*clock)() = &now;     // replaceable for tests; the only clock
+  std::vector<PlaneConfig> planes;  // index = plane number; at least one
+  PathMode path_mode = PathMode::kDirect;
+  std::shared_ptr<const srv6::Fabric> fabric;  // kSrv6: the fabric this host is part of
+  uint32_t local_host = 0;                     // kSrv6: this host's id in `fabric`
+  uint16_t peer_port = kDefaultUdpPort;        // kSrv6: the port peers listen on
+  uint32_t ecmp_source_ports = 16;             // kEcmp: sending sockets per plane (1..256)
+  bool zero_udp_checksum = false;              // UDP_NO_CHECK6_TX/RX (see above); no GSO
+  bool gso = true;                             // UDP_SEGMENT for same-destination runs
+  bool gro = true;                             // UDP_GRO on receive
+  bool busy_poll = false;                      // progress thread never sleeps (latency)
+  std::string netns;                           // make sockets in this netns; "" = current
+  int socket_buffer_bytes = 4 << 20;           // SO_SNDBUF/SO_RCVBUF asked for (kernel may cap)
+  engine::Time (*clock)() = &now;              // replaceable for tests; the only clock
 };
 
 /// Plain counters that only grow; read as a snapshot with counters().
@@ -90,6 +113,9 @@ struct UdpCounters {
   uint64_t datagrams_received = 0;
   uint64_t bytes_received = 0;
   uint64_t sendmmsg_calls = 0;
+  uint64_t gso_messages = 0;       // messages that carried several datagrams
+  uint64_t gso_disabled = 0;       // planes that fell back to single datagrams
+  uint64_t gro_messages = 0;       // received messages that held several datagrams
   uint64_t recvmmsg_calls = 0;
   uint64_t send_eagain = 0;      // a socket was full; the rest of its batch waited
   uint64_t send_enobufs = 0;     // dropped by the host
@@ -113,9 +139,15 @@ class UdpDriver {
   /// The address a plane socket is bound to (with the real port if 0 was asked).
   sockaddr_in6 local_address(uint16_t plane) const;
 
-  /// A remote host: its address for each plane (index = plane). The returned id
-  /// is what QpAttr::peer takes. A plane without an address drops (no_route).
+  /// A remote host: its address for each plane (index = plane); kDirect and
+  /// kEcmp. The returned id is what QpAttr::peer takes. A plane without an
+  /// address drops (no_route).
   engine::PeerId add_peer(std::vector<sockaddr_in6> per_plane_addresses);
+  /// kSrv6: a remote host of the fabric by id; its uSID paths are computed here.
+  Result<engine::PeerId, std::string> add_fabric_peer(uint32_t host);
+  /// kSrv6: the EVs to spray on toward `host`, one per plane and spine (k = 0),
+  /// plane-major, as QpAttr::paths takes them. Empty when not in kSrv6 mode.
+  std::vector<engine::Path> fabric_paths(uint32_t host) const;
 
   /// Runs f(engine) under the driver's mutex, then wakes the progress thread
   /// so what f posted goes out promptly. Returns what f returns. Do not keep
@@ -143,6 +175,7 @@ class UdpDriver {
  private:
   struct Plane;
   struct Slot;
+  struct Route;
   explicit UdpDriver(const UdpConfig& cfg);
   void wake();
   void run_once(engine::Duration max_wait);
@@ -150,7 +183,8 @@ class UdpDriver {
   void feed_received(size_t plane, size_t n, engine::Time t);  // under mu_
   void transmit(engine::Time t);                               // under mu_
   bool flush_pending(size_t plane);                            // under mu_; true when all sent
-  void send_slots(size_t plane, const std::vector<size_t>& slots);  // under mu_
+  void send_slots(size_t plane, std::vector<size_t>& slots);   // under mu_
+  std::optional<Route> route(const engine::Transmit& tx) const;  // under mu_; none: no route
 
   UdpConfig cfg_;
   std::vector<std::unique_ptr<Plane>> sockets_;
@@ -158,9 +192,10 @@ class UdpDriver {
 
   mutable std::mutex mu_;  // guards engine_, peers_, counters_, pending queues
   std::unique_ptr<engine::Engine> engine_;
-  std::vector<std::vector<sockaddr_in6>> peers_;
+  // peers_[peer][plane][spine]: destination (kSrv6: one per spine; else one).
+  std::vector<std::vector<std::vector<sockaddr_in6>>> peers_;
   UdpCounters counters_;
-  std::vector<Slot> tx_slots_;  // kBatch; under mu_
+  std::vector<Slot> tx_slots_;  // kTxBurst; under mu_
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

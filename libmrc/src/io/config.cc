@@ -1,0 +1,255 @@
+// nlohmann exceptions stay inside this file.
+#include "io/config.h"
+
+#include <arpa/inet.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "srv6/config.h"
+
+namespace mrc::io {
+namespace {
+
+using nlohmann::json;
+
+struct Bad {
+  std::string msg;
+};
+
+// Every knob, with how to read it from JSON and from the environment.
+struct Fields {
+  std::string path_mode = "direct";
+  std::string fabric;
+  std::optional<uint32_t> host;
+  std::vector<std::string> planes;
+  uint32_t port = kDefaultUdpPort;
+  uint32_t mtu = 4096;
+  std::string netns;
+  bool gso = true, gro = true, zero_udp_checksum = false, busy_poll = false;
+  uint32_t ecmp_source_ports = 16;
+  double nic_gbps = 0;
+  double base_rtt_us = 0;
+};
+
+uint32_t to_uint(const std::string& where, const std::string& s, uint32_t lo, uint32_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || s[0] == '-' || v < lo || v > hi) {
+    throw Bad{where + ": must be " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " +
+              s};
+  }
+  return static_cast<uint32_t>(v);
+}
+
+double to_double(const std::string& where, const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v >= 0)) {
+    throw Bad{where + ": must be a number >= 0, got " + s};
+  }
+  return v;
+}
+
+bool to_bool(const std::string& where, const std::string& s) {
+  if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
+  if (s == "0" || s == "false" || s == "no" || s == "off") return false;
+  throw Bad{where + ": must be 0/1/true/false, got " + s};
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+void from_json(const json& j, const std::string& src, Fields& f) {
+  if (!j.is_object()) throw Bad{src + ": /: must be a JSON object"};
+  for (const auto& [key, v] : j.items()) {
+    const std::string where = src + ": /" + key;
+    auto str = [&]() {
+      if (!v.is_string()) throw Bad{where + ": must be a string, got " + v.type_name()};
+      return v.get<std::string>();
+    };
+    auto boolean = [&]() {
+      if (!v.is_boolean()) throw Bad{where + ": must be true or false, got " + v.dump()};
+      return v.get<bool>();
+    };
+    auto uint = [&](uint32_t lo, uint32_t hi) {
+      if (!v.is_number_unsigned()) throw Bad{where + ": must be an unsigned integer, got " + v.dump()};
+      return to_uint(where, std::to_string(v.get<uint64_t>()), lo, hi);
+    };
+    auto number = [&]() {
+      if (!v.is_number()) throw Bad{where + ": must be a number, got " + v.dump()};
+      return to_double(where, v.dump());
+    };
+    if (key == "path_mode") f.path_mode = str();
+    else if (key == "fabric") f.fabric = str();
+    else if (key == "host") f.host = uint(0, UINT32_MAX);
+    else if (key == "planes") {
+      if (!v.is_array()) throw Bad{where + ": must be an array of IPv6 addresses"};
+      f.planes.clear();
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].is_string()) throw Bad{where + "/" + std::to_string(i) + ": must be a string"};
+        f.planes.push_back(v[i].get<std::string>());
+      }
+    } else if (key == "port") f.port = uint(1, 65535);
+    else if (key == "mtu") f.mtu = uint(256, 4096);
+    else if (key == "netns") f.netns = str();
+    else if (key == "gso") f.gso = boolean();
+    else if (key == "gro") f.gro = boolean();
+    else if (key == "zero_udp_checksum") f.zero_udp_checksum = boolean();
+    else if (key == "busy_poll") f.busy_poll = boolean();
+    else if (key == "ecmp_source_ports") f.ecmp_source_ports = uint(1, 256);
+    else if (key == "nic_gbps") f.nic_gbps = number();
+    else if (key == "base_rtt_us") f.base_rtt_us = number();
+    else throw Bad{where + ": unknown field"};
+  }
+}
+
+void from_env(const Getenv& env, Fields& f, std::string& sources) {
+  auto get = [&](const char* name, auto&& apply) {
+    if (auto v = env(name)) {
+      apply(std::string(name), *v);
+      sources += std::string(", ") + name;
+    }
+  };
+  get("MRC_PATH_MODE", [&](auto, auto v) { f.path_mode = v; });
+  get("MRC_FABRIC", [&](auto, auto v) { f.fabric = v; });
+  get("MRC_HOST", [&](auto n, auto v) { f.host = to_uint(n, v, 0, UINT32_MAX); });
+  get("MRC_PLANES", [&](auto, auto v) { f.planes = split_commas(v); });
+  get("MRC_PORT", [&](auto n, auto v) { f.port = to_uint(n, v, 1, 65535); });
+  get("MRC_MTU", [&](auto n, auto v) { f.mtu = to_uint(n, v, 256, 4096); });
+  get("MRC_NETNS", [&](auto, auto v) { f.netns = v; });
+  get("MRC_GSO", [&](auto n, auto v) { f.gso = to_bool(n, v); });
+  get("MRC_GRO", [&](auto n, auto v) { f.gro = to_bool(n, v); });
+  get("MRC_ZERO_UDP_CHECKSUM", [&](auto n, auto v) { f.zero_udp_checksum = to_bool(n, v); });
+  get("MRC_BUSY_POLL", [&](auto n, auto v) { f.busy_poll = to_bool(n, v); });
+  get("MRC_ECMP_SOURCE_PORTS", [&](auto n, auto v) { f.ecmp_source_ports = to_uint(n, v, 1, 256); });
+  get("MRC_NIC_GBPS", [&](auto n, auto v) { f.nic_gbps = to_double(n, v); });
+  get("MRC_BASE_RTT_US", [&](auto n, auto v) { f.base_rtt_us = to_double(n, v); });
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Bad{path + ": cannot read: " + std::strerror(errno)};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+HostConfig build(const Fields& f, std::string sources) {
+  HostConfig hc;
+  hc.sources = std::move(sources);
+  UdpConfig& u = hc.udp;
+  if (f.path_mode == "direct") u.path_mode = PathMode::kDirect;
+  else if (f.path_mode == "srv6") u.path_mode = PathMode::kSrv6;
+  else if (f.path_mode == "ecmp") u.path_mode = PathMode::kEcmp;
+  else throw Bad{"path_mode: must be direct, srv6 or ecmp, got " + f.path_mode};
+  if ((f.mtu & (f.mtu - 1)) != 0) {
+    throw Bad{"mtu: must be 256, 512, 1024, 2048 or 4096, got " + std::to_string(f.mtu)};
+  }
+  hc.mtu = f.mtu;
+  if (!f.fabric.empty()) {
+    auto fab = srv6::load(read_file(f.fabric));
+    if (!fab.ok()) throw Bad{f.fabric + ": " + fab.error()};
+    u.fabric = std::make_shared<const srv6::Fabric>(std::move(fab).value());
+  }
+  if (u.path_mode == PathMode::kSrv6 && (!u.fabric || !f.host)) {
+    throw Bad{"path_mode srv6: needs both fabric and host"};
+  }
+  if (f.host && u.fabric && *f.host >= u.fabric->config().hosts) {
+    throw Bad{"host: " + std::to_string(*f.host) + " is not in the fabric (" +
+              std::to_string(u.fabric->config().hosts) + " hosts)"};
+  }
+  u.local_host = f.host.value_or(0);
+  std::vector<std::string> planes = f.planes;
+  if (planes.empty() && u.fabric && f.host) {
+    for (uint32_t p = 0; p < u.fabric->config().planes; ++p) {
+      planes.push_back(srv6::format(u.fabric->host_address(*f.host, p)));
+    }
+  }
+  if (planes.empty()) throw Bad{"planes: no local addresses (set planes, or fabric and host)"};
+  for (size_t i = 0; i < planes.size(); ++i) {
+    in6_addr a;
+    const std::string addr = planes[i].substr(0, planes[i].find('%'));
+    if (::inet_pton(AF_INET6, addr.c_str(), &a) != 1) {
+      throw Bad{"planes/" + std::to_string(i) + ": not an IPv6 address: " + planes[i]};
+    }
+    u.planes.push_back(PlaneConfig{planes[i], static_cast<uint16_t>(f.port)});
+  }
+  u.peer_port = static_cast<uint16_t>(f.port);
+  u.netns = f.netns;
+  u.gso = f.gso;
+  u.gro = f.gro;
+  u.zero_udp_checksum = f.zero_udp_checksum;
+  // One checksum over the payload: UDP's, or MRC's payload CRC where UDP's is off.
+  u.engine.payload_crc = f.zero_udp_checksum;
+  u.busy_poll = f.busy_poll;
+  u.ecmp_source_ports = f.ecmp_source_ports;
+  double gbps = f.nic_gbps;
+  if (gbps == 0 && u.fabric) gbps = u.fabric->config().host_port_gbps * u.planes.size();
+  if (gbps > 0) u.engine.nic_bps = static_cast<uint64_t>(gbps * 1e9);
+  u.engine.base_rtt = engine::Duration{static_cast<int64_t>(f.base_rtt_us * 1000)};
+  return hc;
+}
+
+Result<HostConfig, std::string> parse(const std::optional<std::string>& text,
+                                      const std::string& source, const Getenv& env) {
+  try {
+    Fields f;
+    std::string sources = "defaults";
+    if (text) {
+      json j;
+      try {
+        j = json::parse(*text);
+      } catch (const json::exception& e) {
+        throw Bad{source + ": not JSON: " + e.what()};
+      }
+      from_json(j, source, f);
+      sources += ", " + source;
+    }
+    from_env(env, f, sources);
+    return build(f, sources);
+  } catch (const Bad& b) {
+    return Err(b.msg);
+  }
+}
+
+}  // namespace
+
+std::optional<std::string> process_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+Result<HostConfig, std::string> parse_host_config(const std::string& json_text,
+                                                  const std::string& source, const Getenv& env) {
+  return parse(json_text, source, env);
+}
+
+Result<HostConfig, std::string> load_host_config(const Getenv& env) {
+  std::string path = "/etc/mrc/mrc.json";
+  bool must_exist = false;
+  if (auto p = env("MRC_CONFIG")) {
+    path = *p;
+    must_exist = true;
+  }
+  std::ifstream probe(path);
+  if (!probe) {
+    if (must_exist) return Err("MRC_CONFIG: cannot read " + path + ": " + std::strerror(errno));
+    return parse(std::nullopt, "", env);
+  }
+  std::stringstream ss;
+  ss << probe.rdbuf();
+  return parse(ss.str(), path, env);
+}
+
+}  // namespace mrc::io

@@ -1,0 +1,59 @@
+// Host configuration of the UDP datapath, read from one place by every front end (libmrc's
+// OCP API, the verbs shim, the NCCL plugin, mrc-perf). Threading: free functions, no state.
+//
+// Where it comes from, later wins:
+//   1. defaults (below);
+//   2. the JSON file named by $MRC_CONFIG, else /etc/mrc/mrc.json if it exists;
+//   3. environment variables, one per field: MRC_<FIELD in upper case>
+//      (MRC_PORT=4792, MRC_PLANES=fd00::1,fd00:1::1, MRC_GSO=0, ...).
+//
+// The file (every field optional; unknown fields are an error, so typos are caught):
+//   {
+//     "path_mode": "srv6",           // "direct" | "srv6" | "ecmp" (udp_driver.h PathMode)
+//     "fabric": "/etc/mrc/fabric.json", // srv6: the fabric description (srv6/config.h)
+//     "host": 0,                     // srv6: this host's id in the fabric
+//     "planes": ["fd00::1", ...],    // local address per plane; with a fabric and a host
+//                                    // they default to the host's port addresses
+//     "port": 4791,                  // UDP port every plane listens on (and peers use)
+//     "mtu": 4096,                   // payload bytes per packet: 256..4096, a power of 2
+//     "netns": "",                   // make the sockets in this network namespace
+//     "gso": true, "gro": true,      // UDP_SEGMENT / UDP_GRO
+//     "zero_udp_checksum": false,    // needed where switches trim (turns GSO off); MRC's
+//                                    // payload CRC is on exactly when this is (one checksum)
+//     "busy_poll": false,            // progress thread spins instead of sleeping
+//     "ecmp_source_ports": 16,       // ecmp: source ports (sockets) per plane
+//     "nic_gbps": 0,                 // all plane ports together; 0 = fabric's port rate
+//                                    //   x planes, or the engine's default
+//     "base_rtt_us": 0               // unloaded RTT for congestion control; 0 = learn
+//   }
+// Errors name the source and the field: "MRC_PORT: must be 1..65535, got 70000",
+// "/etc/mrc/mrc.json: /planes/1: not an IPv6 address: fd00::zz".
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+#include "io/udp/udp_driver.h"
+
+namespace mrc::io {
+
+struct HostConfig {
+  UdpConfig udp;        // ready for UdpDriver::create
+  uint32_t mtu = 4096;  // QpAttr::mtu front ends use
+  std::string sources;  // what was read, for logs: "defaults, /etc/mrc/mrc.json, MRC_GSO"
+};
+
+/// Reads an environment variable; returns nullopt when unset. Tests pass a map.
+using Getenv = std::function<std::optional<std::string>(const char*)>;
+std::optional<std::string> process_env(const char* name);
+
+/// Defaults, then the file, then the environment, validated (a fabric file is loaded).
+Result<HostConfig, std::string> load_host_config(const Getenv& env = process_env);
+
+/// The same from a JSON text (named `source` in errors), without file lookup; env after it.
+Result<HostConfig, std::string> parse_host_config(const std::string& json, const std::string& source,
+                                                  const Getenv& env);
+
+}  // namespace mrc::io

@@ -1,0 +1,481 @@
+// Tests of the trimming / ECN-marking eBPF program (tools/mrc-fabric/trim.cc) on real network
+// namespaces: sender - switch - receiver, the switch's port toward the receiver rate-limited by
+// tbf and trimmed at the same rate. Skips without permission to create namespaces.
+// Threading: the test thread only; sockets are opened inside the namespaces by io::in_netns.
+#include "trim.h"
+#include "io/netns.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wire/wire.h"
+
+namespace mrc::nsfabric {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+constexpr uint16_t kMrcPort = wire::kDefaultUdpPort;
+constexpr uint16_t kOtherPort = 9999;
+constexpr int kEct0 = 0x02;  // traffic class with ECN = ECT(0)
+constexpr int kEcnCe = 0x03;
+constexpr int kPollMs = 3000;  // a receive gives up after this long without a datagram
+
+// Runs a shell command; returns its output, or an error with the command and its output.
+Result<std::string, std::string> sh(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return Err{cmd + ": popen failed"};
+  std::string out;
+  char buf[256];
+  while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  if (pclose(p) != 0) return Err{cmd + ": " + out};
+  return out;
+}
+
+// A network namespace this test created, deleted (with its interfaces and filters) on scope exit.
+class Netns {
+ public:
+  explicit Netns(std::string name) : name_(std::move(name)) {}
+  Netns(const Netns&) = delete;
+  Netns& operator=(const Netns&) = delete;
+  ~Netns() {
+    if (created_) (void)sh("ip netns del " + name_);
+  }
+  Result<std::string, std::string> create() {
+    auto r = sh("ip netns add " + name_);
+    created_ = r.ok();
+    return r;
+  }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  bool created_ = false;
+};
+
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+Bytes pattern(size_t n, uint32_t seed) {
+  Bytes v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x = x * 1664525u + 1013904223u;
+    b = static_cast<uint8_t>(x >> 24);
+  }
+  return v;
+}
+
+// A WRITE packet with PSN `psn` and a 4 KiB payload, header and payload CRC set.
+Bytes mrc_write(uint32_t psn) {
+  wire::Packet p;
+  p.common.kind = wire::Kind::kWrite;
+  p.common.flags = wire::flag::kPayloadCrc;
+  p.common.dst_qpn = 7;
+  p.common.token = 0xC0FFEE;
+  p.common.ev = psn % 16;
+  p.common.psn = psn;
+  p.data.rkey = 0x1234;
+  p.data.offset = psn * wire::kMaxPayload;
+  p.data.msg_len = 1 << 30;
+  p.data.payload_len = wire::kMaxPayload;
+  const Bytes payload = pattern(wire::kMaxPayload, psn);
+  Bytes b(wire::kDataHeaderSize + payload.size());
+  wire::encode_header(p, payload, b);
+  std::copy(payload.begin(), payload.end(), b.begin() + wire::kDataHeaderSize);
+  return b;
+}
+
+struct Datagram {
+  Bytes bytes;
+  int tclass = -1;
+};
+
+sockaddr_in6 addr(const char* ip, uint16_t port) {
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(port);
+  inet_pton(AF_INET6, ip, &a.sin6_addr);
+  return a;
+}
+
+Status<std::string> setopt(int fd, int level, int name, int value, const char* what) {
+  if (setsockopt(fd, level, name, &value, sizeof value) != 0)
+    return Err{std::string("setsockopt ") + what + ": " + std::strerror(errno)};
+  return {};
+}
+
+// sender (S) 2001:db8:1::1 -- in0 switch (W) out0 -- 2001:db8:2::1 receiver (R)
+// out0 has tbf at kRateMbit and the trim program at the same rate.
+class TrimFabric : public ::testing::Test {
+ protected:
+  static constexpr int kRateMbit = 200;
+  static constexpr const char* kSenderIp = "2001:db8:1::1";
+  static constexpr const char* kReceiverIp = "2001:db8:2::1";
+
+  void SetUp() override {
+    static int instance = 0;
+    const std::string prefix =
+        "mrctrim" + std::to_string(getpid()) + "-" + std::to_string(instance++) + "-";
+    sender_ = std::make_unique<Netns>(prefix + "s");
+    switch_ = std::make_unique<Netns>(prefix + "w");
+    receiver_ = std::make_unique<Netns>(prefix + "r");
+    if (auto st = sender_->create(); !st)
+      GTEST_SKIP() << "cannot create network namespaces (needs root): " << st.error();
+    ASSERT_TRUE(switch_->create().ok());
+    ASSERT_TRUE(receiver_->create().ok());
+    const std::string& s = sender_->name();
+    const std::string& w = switch_->name();
+    const std::string& r = receiver_->name();
+    // Static MACs and neighbours: no neighbour discovery delays or drops the burst.
+    for (const std::string& cmd : {
+             "ip link add eth0 netns " + s + " address 02:00:00:00:01:01 mtu 9000 type veth " +
+                 "peer name in0 netns " + w + " address 02:00:00:00:01:02 mtu 9000",
+             "ip link add out0 netns " + w + " address 02:00:00:00:02:02 mtu 9000 type veth " +
+                 "peer name eth0 netns " + r + " address 02:00:00:00:02:01 mtu 9000",
+             "ip netns exec " + w + " sysctl -qw net.ipv6.conf.all.forwarding=1",
+             "ip -n " + s + " addr add 2001:db8:1::1/64 dev eth0 nodad",
+             "ip -n " + w + " addr add 2001:db8:1::2/64 dev in0 nodad",
+             "ip -n " + w + " addr add 2001:db8:2::2/64 dev out0 nodad",
+             "ip -n " + r + " addr add 2001:db8:2::1/64 dev eth0 nodad",
+             "ip -n " + s + " link set eth0 up",
+             "ip -n " + w + " link set in0 up",
+             "ip -n " + w + " link set out0 up",
+             "ip -n " + r + " link set eth0 up",
+             "ip -n " + s + " route add 2001:db8:2::/64 via 2001:db8:1::2",
+             "ip -n " + r + " route add 2001:db8:1::/64 via 2001:db8:2::2",
+             "ip -n " + s + " neigh replace 2001:db8:1::2 lladdr 02:00:00:00:01:02 dev eth0 " +
+                 "nud permanent",
+             "ip -n " + w + " neigh replace 2001:db8:2::1 lladdr 02:00:00:00:02:01 dev out0 " +
+                 "nud permanent",
+             "tc -n " + w + " qdisc add dev out0 root tbf rate " + std::to_string(kRateMbit) +
+                 "mbit burst 16kb limit 8mb",
+         }) {
+      auto st = sh(cmd);
+      ASSERT_TRUE(st.ok()) << st.error();
+    }
+    // Every test starts with the program on out0.
+    auto st = attach_trim(w, "out0", config());
+    if (!st.ok() && st.error().find("(needs root)") != std::string::npos)
+      GTEST_SKIP() << "cannot load eBPF programs: " << st.error();
+    ASSERT_TRUE(st.ok()) << st.error();
+  }
+
+  TrimConfig config() const {
+    return TrimConfig{kRateMbit / 1000.0, /*trim_bytes=*/32 * 1024, /*ecn_bytes=*/8 * 1024,
+                      kMrcPort};
+  }
+
+  // A socket in the sender's netns: zero UDP checksums, traffic class `tclass`.
+  void open_sender(Fd& fd, int tclass) {
+    auto st = io::in_netns(sender_->name(), [&]() -> Status<std::string> {
+      fd.fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd.fd < 0) return Err{std::string("socket: ") + std::strerror(errno)};
+      if (auto s = setopt(fd.fd, SOL_UDP, UDP_NO_CHECK6_TX, 1, "UDP_NO_CHECK6_TX"); !s) return s;
+      if (auto s = setopt(fd.fd, IPPROTO_IPV6, IPV6_TCLASS, tclass, "IPV6_TCLASS"); !s) return s;
+      return setopt(fd.fd, SOL_SOCKET, SO_SNDBUFFORCE, 16 << 20, "SO_SNDBUFFORCE");
+    });
+    ASSERT_TRUE(st.ok()) << st.error();
+  }
+
+  // A socket in the receiver's netns bound to `port`, accepting zero checksums, reporting tclass.
+  void open_receiver(Fd& fd, uint16_t port) {
+    auto st = io::in_netns(receiver_->name(), [&]() -> Status<std::string> {
+      fd.fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd.fd < 0) return Err{std::string("socket: ") + std::strerror(errno)};
+      if (auto s = setopt(fd.fd, SOL_UDP, UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX"); !s) return s;
+      if (auto s = setopt(fd.fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"); !s) return s;
+      if (auto s = setopt(fd.fd, SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20, "SO_RCVBUFFORCE"); !s)
+        return s;
+      const sockaddr_in6 a = addr("::", port);
+      if (bind(fd.fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0)
+        return Err{std::string("bind: ") + std::strerror(errno)};
+      return {};
+    });
+    ASSERT_TRUE(st.ok()) << st.error();
+  }
+
+  // Sends every datagram in one burst (sendmmsg) to the receiver's `port`.
+  static void send_burst(int fd, const std::vector<Bytes>& dgrams, uint16_t port) {
+    sockaddr_in6 dst = addr(kReceiverIp, port);
+    std::vector<iovec> iov(dgrams.size());
+    std::vector<mmsghdr> msgs(dgrams.size());
+    for (size_t i = 0; i < dgrams.size(); ++i) {
+      iov[i] = {const_cast<uint8_t*>(dgrams[i].data()), dgrams[i].size()};
+      msgs[i].msg_hdr.msg_name = &dst;
+      msgs[i].msg_hdr.msg_namelen = sizeof dst;
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    for (size_t sent = 0; sent < msgs.size();) {
+      const int n = sendmmsg(fd, msgs.data() + sent, static_cast<unsigned>(msgs.size() - sent), 0);
+      ASSERT_GT(n, 0) << "sendmmsg: " << std::strerror(errno);
+      sent += static_cast<size_t>(n);
+    }
+  }
+
+  // Receives up to `n` datagrams; stops early when none comes for kPollMs.
+  static std::vector<Datagram> receive(int fd, size_t n) {
+    std::vector<Datagram> out;
+    Bytes buf(65536);
+    while (out.size() < n) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, kPollMs) <= 0) break;
+      iovec iov{buf.data(), buf.size()};
+      alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
+      msghdr m{};
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      m.msg_control = ctl;
+      m.msg_controllen = sizeof ctl;
+      const ssize_t len = recvmsg(fd, &m, 0);
+      if (len < 0) break;
+      Datagram d;
+      d.bytes.assign(buf.begin(), buf.begin() + len);
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS)
+          std::memcpy(&d.tclass, CMSG_DATA(c), sizeof d.tclass);
+      }
+      out.push_back(std::move(d));
+    }
+    return out;
+  }
+
+  TrimCounters counters() {
+    auto c = trim_counters(switch_->name(), "out0");
+    EXPECT_TRUE(c.ok()) << c.error();
+    return c.ok() ? *c : TrimCounters{};
+  }
+
+  std::unique_ptr<Netns> sender_, switch_, receiver_;
+};
+
+TEST(AttachTrim, BadConfigNamesPortAndField) {
+  auto st = attach_trim("ns0", "p0", TrimConfig{0, 1000, 100});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().find("p0 in ns0: bad trim config: rate_gbps"), std::string::npos)
+      << st.error();
+  st = attach_trim("ns0", "p0", TrimConfig{1, 1000, 2000});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().find("ecn_bytes (2000) must not exceed trim_bytes (1000)"),
+            std::string::npos)
+      << st.error();
+  st = attach_trim("ns0", "p0", TrimConfig{1, 1000, 100, 0});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().find("udp_port"), std::string::npos) << st.error();
+}
+
+TEST(AttachTrim, UnknownNetnsIsNamed) {
+  const std::string ns = "mrctrim" + std::to_string(getpid()) + "-absent";
+  auto st = attach_trim(ns, "p0", TrimConfig{1, 1000, 100});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error(), "p0 in " + ns + ": netns " + ns + " does not exist");
+}
+
+TEST_F(TrimFabric, UnknownInterfaceNamesPort) {
+  auto st = attach_trim(switch_->name(), "nope0", config());
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().rfind("nope0 in " + switch_->name() + ": interface:", 0), 0u) << st.error();
+}
+
+// A burst far above the port rate: every MRC packet arrives and decodes, the queue marks CE
+// then trims, untrimmed payloads are intact, and the counters say what arrived.
+TEST_F(TrimFabric, Burst_TrimsAndMarksAndCountersAgree) {
+  constexpr size_t kPackets = 300;
+  const TrimCounters before = counters();
+  Fd tx, rx;
+  ASSERT_NO_FATAL_FAILURE(open_sender(tx, kEct0));
+  ASSERT_NO_FATAL_FAILURE(open_receiver(rx, kMrcPort));
+
+  std::vector<Bytes> burst;
+  for (uint32_t psn = 0; psn < kPackets; ++psn) burst.push_back(mrc_write(psn));
+  ASSERT_NO_FATAL_FAILURE(send_burst(tx.fd, burst, kMrcPort));
+  const std::vector<Datagram> got = receive(rx.fd, kPackets);
+  ASSERT_EQ(got.size(), kPackets) << "tbf and socket buffers are sized to lose nothing";
+
+  size_t trimmed = 0;
+  size_t ce = 0;
+  std::vector<bool> seen(kPackets);
+  for (const Datagram& d : got) {
+    auto p = wire::decode(d.bytes);
+    ASSERT_TRUE(p.ok()) << wire::to_string(p.error());
+    const uint32_t psn = p->common.psn;
+    ASSERT_LT(psn, kPackets);
+    EXPECT_FALSE(seen[psn]) << "psn " << psn << " twice";
+    seen[psn] = true;
+    const bool is_ce = (d.tclass & 0x3) == kEcnCe;
+    if (p->trimmed) {
+      ++trimmed;
+      EXPECT_EQ(d.bytes.size(), wire::kDataHeaderSize);
+      EXPECT_TRUE(p->payload.empty());
+      EXPECT_NE(p->common.net_flags & wire::net_flag::kTrimmed, 0);
+      EXPECT_FALSE(is_ce) << "trimmed packets are not also marked";
+    } else {
+      const Bytes want = pattern(wire::kMaxPayload, psn);
+      EXPECT_TRUE(std::equal(p->payload.begin(), p->payload.end(), want.begin(), want.end()))
+          << "psn " << psn;
+      EXPECT_EQ(p->common.net_flags, 0);
+    }
+    EXPECT_TRUE(is_ce || (d.tclass & 0x3) == kEct0) << "tclass " << d.tclass;
+    if (is_ce) ++ce;
+    if (psn == 0) {
+      EXPECT_TRUE(!p->trimmed && !is_ce) << "the first packet finds an empty queue";
+    }
+  }
+  EXPECT_GT(trimmed, 0u);
+  EXPECT_GT(ce, 0u);
+  EXPECT_LT(trimmed, kPackets);
+
+  const TrimCounters after = counters();
+  EXPECT_EQ(after.trimmed - before.trimmed, trimmed);
+  EXPECT_EQ(after.ce_marked - before.ce_marked, ce);
+  EXPECT_EQ(after.gso_passed, 0u);
+  const uint64_t mrc_packets = (after.packets - after.not_mrc) - (before.packets - before.not_mrc);
+  EXPECT_EQ(mrc_packets, kPackets);
+  uint64_t l2_bytes = 0;  // what arrived plus Ethernet + IPv6 + UDP headers
+  for (const Datagram& d : got) l2_bytes += d.bytes.size() + 14 + 40 + 8;
+  EXPECT_GE(after.bytes - before.bytes, l2_bytes);
+}
+
+// Datagrams that are not MRC (another port; the MRC port with a bad version; too short) pass
+// byte for byte even while the queue is far above the trim threshold.
+TEST_F(TrimFabric, NonMrc_PassesUnmodified) {
+  Fd tx, rx_mrc, rx_other;
+  ASSERT_NO_FATAL_FAILURE(open_sender(tx, 0));
+  ASSERT_NO_FATAL_FAILURE(open_receiver(rx_mrc, kMrcPort));
+  ASSERT_NO_FATAL_FAILURE(open_receiver(rx_other, kOtherPort));
+
+  std::vector<Bytes> other;
+  std::vector<Bytes> at_mrc_port;
+  for (uint32_t i = 0; i < 60; ++i) {
+    other.push_back(mrc_write(i));  // well-formed MRC, but not at the configured port
+    Bytes bad = mrc_write(i);
+    bad[0] = wire::kVersion + 1;
+    at_mrc_port.push_back(bad);
+  }
+  at_mrc_port.push_back(Bytes{1, 1, 0, 0, 0});  // version and kind right, far too short
+  ASSERT_NO_FATAL_FAILURE(send_burst(tx.fd, other, kOtherPort));
+  ASSERT_NO_FATAL_FAILURE(send_burst(tx.fd, at_mrc_port, kMrcPort));
+
+  const std::vector<Datagram> got_other = receive(rx_other.fd, other.size());
+  ASSERT_EQ(got_other.size(), other.size());
+  for (size_t i = 0; i < other.size(); ++i) {
+    EXPECT_EQ(got_other[i].bytes, other[i]) << "datagram " << i;
+    EXPECT_EQ(got_other[i].tclass, 0);
+  }
+  const std::vector<Datagram> got_mrc = receive(rx_mrc.fd, at_mrc_port.size());
+  ASSERT_EQ(got_mrc.size(), at_mrc_port.size());
+  for (size_t i = 0; i < at_mrc_port.size(); ++i)
+    EXPECT_EQ(got_mrc[i].bytes, at_mrc_port[i]) << "datagram " << i;
+
+  const TrimCounters c = counters();
+  EXPECT_EQ(c.trimmed, 0u);
+  EXPECT_EQ(c.ce_marked, 0u);
+  EXPECT_GE(c.not_mrc, other.size() + at_mrc_port.size());
+}
+
+// GSO skbs (one UDP_SEGMENT send of several MRC packets) cannot be trimmed per segment: they
+// pass whole, count in the queue and in gso_passed, and get CE above ecn_bytes.
+TEST_F(TrimFabric, Gso_PassesUntrimmedAndIsCounted) {
+  constexpr size_t kSends = 4;
+  constexpr size_t kSegments = 8;  // 8 x 4168 bytes: one send alone fills the queue past trim
+  Fd tx, rx;
+  ASSERT_NO_FATAL_FAILURE(open_receiver(rx, kMrcPort));
+  auto st = io::in_netns(sender_->name(), [&]() -> Status<std::string> {
+    // UDP GSO needs checksums on (the kernel refuses UDP_SEGMENT with UDP_NO_CHECK6_TX).
+    tx.fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (tx.fd < 0) return Err{std::string("socket: ") + std::strerror(errno)};
+    if (auto s = setopt(tx.fd, IPPROTO_IPV6, IPV6_TCLASS, kEct0, "IPV6_TCLASS"); !s) return s;
+    return setopt(tx.fd, SOL_UDP, UDP_SEGMENT,
+                  static_cast<int>(wire::kDataHeaderSize) + static_cast<int>(wire::kMaxPayload),
+                  "UDP_SEGMENT");
+  });
+  ASSERT_TRUE(st.ok()) << st.error();
+
+  const sockaddr_in6 dst = addr(kReceiverIp, kMrcPort);
+  for (uint32_t i = 0; i < kSends; ++i) {
+    Bytes gso;
+    for (uint32_t k = 0; k < kSegments; ++k) {
+      const Bytes one = mrc_write(i * kSegments + k);
+      gso.insert(gso.end(), one.begin(), one.end());
+    }
+    ASSERT_EQ(sendto(tx.fd, gso.data(), gso.size(), 0, reinterpret_cast<const sockaddr*>(&dst),
+                     sizeof dst),
+              static_cast<ssize_t>(gso.size()))
+        << std::strerror(errno);
+  }
+  const std::vector<Datagram> got = receive(rx.fd, kSends * kSegments);
+  ASSERT_EQ(got.size(), kSends * kSegments);
+  size_t ce = 0;
+  for (const Datagram& d : got) {
+    auto p = wire::decode(d.bytes);
+    ASSERT_TRUE(p.ok()) << wire::to_string(p.error());
+    EXPECT_FALSE(p->trimmed);
+    if ((d.tclass & 0x3) == kEcnCe) ++ce;
+  }
+  const TrimCounters c = counters();
+  EXPECT_EQ(c.gso_passed, kSends);
+  EXPECT_EQ(c.trimmed, 0u);
+  EXPECT_GT(c.ce_marked, 0u);
+  EXPECT_EQ(ce, c.ce_marked * kSegments) << "a marked GSO skb marks every segment";
+}
+
+// The filter and its counters outlive the process that attached them; another process reads them.
+TEST_F(TrimFabric, Attach_OutlivesTheLoadingProcess) {
+  ASSERT_TRUE(detach_trim(switch_->name(), "out0").ok());
+  const pid_t child = fork();
+  ASSERT_GE(child, 0) << std::strerror(errno);
+  if (child == 0) _exit(attach_trim(switch_->name(), "out0", config()).ok() ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "attach in the child failed";
+
+  Fd tx, rx;
+  ASSERT_NO_FATAL_FAILURE(open_sender(tx, kEct0));
+  ASSERT_NO_FATAL_FAILURE(open_receiver(rx, kMrcPort));
+  ASSERT_NO_FATAL_FAILURE(send_burst(tx.fd, {mrc_write(0)}, kMrcPort));
+  ASSERT_EQ(receive(rx.fd, 1).size(), 1u);
+  EXPECT_GE(counters().packets - counters().not_mrc, 1u);
+}
+
+// Detach removes the filter: counters are gone, traffic passes, a second detach says so.
+TEST_F(TrimFabric, Detach_RemovesFilter) {
+  const std::string& w = switch_->name();
+  ASSERT_TRUE(attach_trim(w, "out0", config()).ok()) << "attaching again replaces";
+  ASSERT_TRUE(trim_counters(w, "out0").ok());
+  auto st = detach_trim(w, "out0");
+  ASSERT_TRUE(st.ok()) << st.error();
+
+  auto c = trim_counters(w, "out0");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error(), "out0 in " + w + ": no trim program attached");
+  st = detach_trim(w, "out0");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error(), "out0 in " + w + ": no trim program attached");
+  auto filters = sh("tc -n " + w + " filter show dev out0 egress");
+  ASSERT_TRUE(filters.ok()) << filters.error();
+  EXPECT_EQ(*filters, "") << "an egress filter is left";
+}
+
+}  // namespace
+}  // namespace mrc::nsfabric

@@ -1,0 +1,93 @@
+// Host configuration: defaults, file, environment overrides, and the errors that name the field.
+#include "io/config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "srv6/config.h"
+
+namespace mrc::io {
+namespace {
+
+Getenv env_of(std::map<std::string, std::string> m) {
+  return [m](const char* name) -> std::optional<std::string> {
+    auto it = m.find(name);
+    if (it == m.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::string error_of(const Result<HostConfig, std::string>& r) { return r.ok() ? "" : r.error(); }
+
+TEST(HostConfig, Parse_FileThenEnvironmentWins) {
+  auto r = parse_host_config(R"({"planes": ["fd00::1", "fd00:1::1"], "port": 5000, "gso": false})",
+                             "test.json", env_of({{"MRC_PORT", "6000"}, {"MRC_GRO", "0"}}));
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_EQ(r->udp.planes.size(), 2u);
+  EXPECT_EQ(r->udp.planes[1].address, "fd00:1::1");
+  EXPECT_EQ(r->udp.planes[0].port, 6000);
+  EXPECT_EQ(r->udp.peer_port, 6000);
+  EXPECT_FALSE(r->udp.gso);
+  EXPECT_FALSE(r->udp.gro);
+  EXPECT_EQ(r->udp.path_mode, PathMode::kDirect);
+  EXPECT_NE(r->sources.find("MRC_PORT"), std::string::npos) << r->sources;
+}
+
+TEST(HostConfig, Parse_ErrorsNameTheField) {
+  const Getenv none = env_of({});
+  EXPECT_NE(error_of(parse_host_config(R"({"prot": 1})", "a.json", none)).find("a.json: /prot: unknown field"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["fd00::zz"]})", "a.json", none)).find("planes/0: not an IPv6 address: fd00::zz"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
+                                       env_of({{"MRC_PORT", "70000"}})))
+                .find("MRC_PORT: must be 1..65535, got 70000"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "mtu": 1000})", "a.json", none)).find("mtu"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "path_mode": "spray"})", "a.json", none)).find("path_mode"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "path_mode": "srv6"})", "a.json", none)).find("needs both fabric and host"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config("{", "a.json", none)).find("a.json: not JSON"), std::string::npos);
+  EXPECT_NE(error_of(parse_host_config("{}", "a.json", none)).find("planes: no local addresses"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({{"MRC_GSO", "maybe"}}))).find("MRC_GSO"),
+            std::string::npos);
+}
+
+TEST(HostConfig, Load_Srv6FromFabricFileDerivesPlanes) {
+  auto fab = srv6::Fabric::make({.hosts = 4, .planes = 2, .spines = 2, .hosts_per_t0 = 2,
+                                 .host_port_gbps = 2});
+  ASSERT_TRUE(fab.ok());
+  char path[] = "/tmp/mrc-config-test-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  { std::ofstream(path) << srv6::dump(*fab); }
+  char cfg_path[] = "/tmp/mrc-config-test-XXXXXX";
+  const int fd2 = ::mkstemp(cfg_path);
+  ASSERT_GE(fd2, 0);
+  ::close(fd2);
+  { std::ofstream(cfg_path) << R"({"path_mode": "srv6", "fabric": ")" << path << R"(", "host": 3})"; }
+
+  auto r = load_host_config(env_of({{"MRC_CONFIG", cfg_path}}));
+  std::remove(path);
+  std::remove(cfg_path);
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_EQ(r->udp.planes.size(), 2u);
+  EXPECT_EQ(r->udp.planes[1].address, srv6::format(fab->host_address(3, 1)));
+  EXPECT_EQ(r->udp.path_mode, PathMode::kSrv6);
+  EXPECT_EQ(r->udp.local_host, 3u);
+  EXPECT_EQ(r->udp.engine.nic_bps, 4'000'000'000u);  // 2 planes x 2 Gbit/s
+
+  auto missing = load_host_config(env_of({{"MRC_CONFIG", "/nonexistent/mrc.json"}}));
+  EXPECT_NE(error_of(missing).find("MRC_CONFIG: cannot read /nonexistent/mrc.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mrc::io

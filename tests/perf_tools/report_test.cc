@@ -1,0 +1,85 @@
+// summarize() on synthetic series: healthy level, phases, the 50 ms and 100 ms figures, detect
+// time and stalls; CSV layout.
+#include "report.h"
+#include "session.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace mrc::perf {
+namespace {
+
+Series t0_down_series() {
+  Series s;
+  s.name = "mrc";
+  // 10 ms intervals for 3 s: 8 Gbit/s, a T0 down at 1.0 s: 20 ms at 2, then 6; up at 2.0 s.
+  for (int i = 1; i <= 300; ++i) {
+    const double t = i * 0.01;
+    double g = 8;
+    if (t > 1.0 && t <= 1.02) g = 2;
+    else if (t > 1.02 && t <= 2.0) g = 6;
+    s.intervals.push_back({t, g});
+  }
+  s.faults = {{1.0, "down t0 h0 p2", ""}, {2.0, "up t0 h0 p2", ""}};
+  s.path_events = {{1.004, 0x20000, 2, "GOOD", "ASSUMED_BAD", "LOSS"},
+                   {2.3, 0x20000, 2, "ASSUMED_BAD", "GOOD", "PROBE_CLEAN"}};
+  return s;
+}
+
+TEST(Summarize, T0DownPhases) {
+  const Series s = t0_down_series();
+  const Summary sum = summarize(s);
+  EXPECT_NEAR(sum.healthy_gbps, 8, 1e-9);
+  ASSERT_EQ(sum.phases.size(), 3u);
+  const PhaseSummary& down = sum.phases[1];
+  EXPECT_EQ(down.fault, "down t0 h0 p2");
+  EXPECT_NEAR(down.detect_ms, 4, 1e-6);
+  EXPECT_NEAR(down.min_interval_gbps, 2, 1e-9);
+  EXPECT_NEAR(down.min_100ms_gbps, (2 * 2 + 6 * 8) / 10.0, 1e-9);
+  EXPECT_NEAR(down.after_50ms_gbps, 6, 1e-9);  // settled by 50 ms
+  EXPECT_NEAR(sum.phases[2].min_100ms_gbps, 8, 1e-9);
+  EXPECT_LT(sum.phases[2].detect_ms, 0);  // no EV went bad after "up"
+  EXPECT_EQ(sum.longest_stall_ms, 0);
+  EXPECT_NE(format_summary(s, sum).find("down t0 h0 p2"), std::string::npos);
+}
+
+TEST(Summarize, LongestStall) {
+  Series s;
+  for (int i = 1; i <= 200; ++i) s.intervals.push_back({i * 0.01, (i > 100 && i <= 107) ? 0.0 : 5.0});
+  EXPECT_NEAR(summarize(s).longest_stall_ms, 70, 1e-6);
+}
+
+TEST(WriteCsv, ColumnsAndFaultMarks) {
+  Series a = t0_down_series();
+  Series b;
+  b.name = "tcp";
+  b.intervals = {{0.01, 1.5}};
+  const std::string path = testing::TempDir() + "report_test.csv";
+  ASSERT_TRUE(write_csv(path, {a, b}).ok());
+  std::ifstream in(path);
+  std::string header, row1;
+  std::getline(in, header);
+  std::getline(in, row1);
+  EXPECT_EQ(header, "mrc_t_s,mrc_gbps,tcp_t_s,tcp_gbps,fault");
+  EXPECT_EQ(row1, "0.010,8.0000,0.010,1.5000,");
+  std::stringstream all;
+  all << in.rdbuf();
+  EXPECT_NE(all.str().find("1.000,8.0000,,,down t0 h0 p2"), std::string::npos);
+  EXPECT_FALSE(write_csv("/nonexistent/dir/x.csv", {a}).ok());
+}
+
+TEST(UndoFaults, LastActionPerTargetReversed) {
+  const std::vector<TimedFault> f = {{1, "down t0 h0 p2"},         {2, "up t0 h0 p2"},
+                                     {3, "down t1 p1 s2"},         {4, "loss link h0 p1 1.5"},
+                                     {5, "flap link p0 t0 s1 200"}, {6, "trim link h1 p0 1 32"},
+                                     {7, "blackhole t1 p0 s0"},    {8, "loss link p1 t0 s0 2"},
+                                     {9, "loss link p1 t0 s0 0"}};
+  EXPECT_EQ(undo_faults(f), (std::vector<std::string>{"up t1 p1 s2", "loss link h0 p1 0",
+                                                      "unflap link p0 t0 s1", "untrim link h1 p0",
+                                                      "unblackhole t1 p0 s0"}));
+}
+
+}  // namespace
+}  // namespace mrc::perf

@@ -1,0 +1,92 @@
+// The fault language of the namespace fabric, shared by `mrc-fabric fault` and mrc-perf
+// schedules: parse a fault from words, print it back. Threading: free functions, no state.
+//
+// Words separated by spaces (numbers are decimal):
+//   targets   switch:  t0 p<P> t<T>     T0 T of plane P
+//                      t0 h<H> p<P>     the T0 above host H in plane P
+//                      t1 p<P> s<S>     spine S of plane P
+//             link:    link p<P> t<T> s<S>   the cable from T0 T to spine S in plane P
+//                      link h<H> p<P>        host H's port on plane P (to its T0)
+//   faults    down <switch|link>      every link of a switch, or the link, admin down on
+//             up <switch|link>        both veth ends; up restores (routes re-programmed)
+//             blackhole <switch>      drop everything the switch forwards; links stay up
+//             unblackhole <switch>
+//             loss <link> <percent>   drop that share of packets leaving either end of the
+//                                     link (0..100, two decimals; "%" allowed; 0 removes);
+//                                     neighbour discovery is exempt
+//             flap <link> <period_ms> down for period/2, up for period/2, until unflap
+//             unflap <link>           stops flapping and leaves the link up
+//             trim <link> <gbps> [<trim_kb> [<ecn_kb>]]
+//                                     the link's upper end (the T0 of a host link, the spine
+//                                     of an uplink) trims and marks on egress as a port of
+//                                     <gbps> would (trim.h): past trim_kb KiB of virtual queue
+//                                     MRC data packets are cut to their header (default 64),
+//                                     past ecn_kb KiB ECN-capable packets get CE (default 16).
+//                                     Hosts must send with zero UDP checksums (mrc-perf --trim)
+//             untrim <link>           removes the trimming program
+// parse_fault checks the grammar only; NsFabric::apply checks the numbers against a fabric
+// ("t0 p9 t0: plane 9 out of range (fabric has 4 planes)"). Parse errors name the bad word:
+// "expected p<N> after t1, got 'x'".
+//
+// Fault is a variant: element faults (links and switches) and the trimming fault.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "common/result.h"
+
+namespace mrc::nsfabric {
+
+struct Target {
+  enum class Kind : uint8_t {
+    kT0,        // t0 p<plane> t<t0>
+    kT0OfHost,  // t0 h<host> p<plane>
+    kT1,        // t1 p<plane> s<spine>
+    kUplink,    // link p<plane> t<t0> s<spine>
+    kHostLink,  // link h<host> p<plane>
+  };
+  Kind kind = Kind::kT0;
+  uint32_t plane = 0;
+  uint32_t t0 = 0;     // kT0, kUplink
+  uint32_t spine = 0;  // kT1, kUplink
+  uint32_t host = 0;   // kT0OfHost, kHostLink
+
+  bool is_switch() const {
+    return kind == Kind::kT0 || kind == Kind::kT0OfHost || kind == Kind::kT1;
+  }
+  bool operator==(const Target&) const = default;
+};
+
+enum class Action : uint8_t { kDown, kUp, kBlackhole, kUnblackhole, kLoss, kFlap, kUnflap };
+
+// A fault on one switch or link.
+struct ElementFault {
+  Action action = Action::kDown;
+  Target target;
+  double loss_pct = 0;     // kLoss: 0..100, in steps of 0.01
+  uint32_t period_ms = 0;  // kFlap: >= kMinFlapPeriodMs
+};
+
+inline constexpr uint32_t kMinFlapPeriodMs = 20;
+
+// trim / untrim on a link's upper end.
+struct TrimFault {
+  bool on = true;  // false: untrim
+  Target target;   // a link
+  double gbps = 0;
+  uint32_t trim_kb = 64;
+  uint32_t ecn_kb = 16;
+};
+
+using Fault = std::variant<ElementFault, TrimFault>;
+
+Result<Fault, std::string> parse_fault(std::string_view text);
+
+// The words parse_fault reads back to the same fault ("down t0 h0 p2", "loss link p0 t0 s1 0.5").
+std::string to_string(const Target& t);
+std::string to_string(const Fault& f);
+
+}  // namespace mrc::nsfabric

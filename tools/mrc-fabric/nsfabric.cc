@@ -1,0 +1,820 @@
+// The namespace fabric: build, faults, status, teardown (see nsfabric.h).
+#include "nsfabric.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "command.h"
+#include "trim.h"
+#include "srv6/config.h"
+#include "srv6/export_linux.h"
+#include "srv6/netlink.h"
+
+namespace mrc::nsfabric {
+namespace {
+
+namespace fs = std::filesystem;
+using srv6::Fabric;
+using srv6::SwitchId;
+using srv6::Tier;
+
+constexpr char kFlapperName[] = "mrcf-flap";  // process name (comm) of a flapper
+
+// One namespace of the fabric: a host or a switch.
+struct Node {
+  bool is_host = false;
+  uint32_t host = 0;
+  SwitchId sw;
+};
+
+struct End {
+  Node node;
+  std::string ifname;
+};
+
+struct Cable {
+  End a, b;  // a: the switch it was listed from (in cables(): the T0), b: the other end
+  bool operator==(const Cable& o) const {  // either way round
+    return (a.ifname == o.a.ifname && b.ifname == o.b.ifname) ||
+           (a.ifname == o.b.ifname && b.ifname == o.a.ifname);
+  }
+};
+
+std::string host_ns(const std::string& prefix, uint32_t h) {
+  return prefix + "-h" + std::to_string(h);
+}
+
+// Names and wiring of one fabric's namespaces.
+class Layout {
+ public:
+  Layout(const Fabric& f, std::string prefix) : f_(f), prefix_(std::move(prefix)) {}
+
+  const Fabric& fabric() const { return f_; }
+  const std::string& prefix() const { return prefix_; }
+
+  std::string ns(const Node& n) const {
+    return n.is_host ? host_ns(prefix_, n.host) : prefix_ + "-" + f_.switch_name(n.sw);
+  }
+
+  std::vector<Node> switches() const {
+    std::vector<Node> v;
+    for (uint32_t p = 0; p < f_.config().planes; ++p) {
+      for (uint32_t t = 0; t < f_.t0s(); ++t) v.push_back(Node{false, 0, {Tier::kT0, p, t}});
+      for (uint32_t s = 0; s < f_.config().spines; ++s) {
+        v.push_back(Node{false, 0, {Tier::kT1, p, s}});
+      }
+    }
+    return v;
+  }
+
+  std::vector<Node> nodes() const {
+    std::vector<Node> v;
+    for (uint32_t h = 0; h < f_.config().hosts; ++h) v.push_back(Node{true, h, {}});
+    for (const Node& n : switches()) v.push_back(n);
+    return v;
+  }
+
+  // The cables of a switch, each with the switch at end a.
+  std::vector<Cable> cables_of(SwitchId s) const {
+    std::vector<Cable> v;
+    for (const srv6::Port& p : f_.ports(s)) {
+      Node peer;
+      if (p.to_host) {
+        peer = Node{true, p.peer, {}};
+      } else {
+        peer = Node{false, 0, {s.tier == Tier::kT0 ? Tier::kT1 : Tier::kT0, s.plane, p.peer}};
+      }
+      v.push_back(Cable{End{Node{false, 0, s}, p.ifname}, End{peer, p.peer_if}});
+    }
+    return v;
+  }
+
+  // Every cable once: all T0 ports.
+  std::vector<Cable> cables() const {
+    std::vector<Cable> v;
+    for (const Node& n : switches()) {
+      if (n.sw.tier != Tier::kT0) continue;
+      for (const Cable& c : cables_of(n.sw)) v.push_back(c);
+    }
+    return v;
+  }
+
+  // The cables a (validated) target covers.
+  std::vector<Cable> cables(const Target& t) const {
+    switch (t.kind) {
+      case Target::Kind::kT0:
+        return cables_of({Tier::kT0, t.plane, t.t0});
+      case Target::Kind::kT0OfHost:
+        return cables_of({Tier::kT0, t.plane, f_.t0_of(t.host)});
+      case Target::Kind::kT1:
+        return cables_of({Tier::kT1, t.plane, t.spine});
+      case Target::Kind::kUplink:
+      case Target::Kind::kHostLink: {
+        const bool host = t.kind == Target::Kind::kHostLink;
+        const SwitchId t0{Tier::kT0, t.plane, host ? f_.t0_of(t.host) : t.t0};
+        for (const Cable& c : cables_of(t0)) {
+          const bool match = host ? (c.b.node.is_host && c.b.node.host == t.host)
+                                  : (!c.b.node.is_host && c.b.node.sw.index == t.spine);
+          if (match) return {c};
+        }
+        return {};
+      }
+    }
+    return {};
+  }
+
+  std::vector<std::string> ports(const Node& n) const {
+    std::vector<std::string> v;
+    if (n.is_host) {
+      for (uint32_t p = 0; p < f_.config().planes; ++p) v.push_back(f_.host_ifname(n.host, p));
+    } else {
+      for (const srv6::Port& p : f_.ports(n.sw)) v.push_back(p.ifname);
+    }
+    return v;
+  }
+
+  // Whether port `ifname` of n is on a host link (where tbf sits).
+  bool host_link(const Node& n, const std::string& ifname) const {
+    if (n.is_host) return true;
+    for (const srv6::Port& p : f_.ports(n.sw)) {
+      if (p.ifname == ifname) return p.to_host;
+    }
+    return false;
+  }
+
+  srv6::Plan plan(const Node& n) const {
+    if (n.is_host) return srv6::host_plan(f_, n.host);
+    return srv6::switch_plan(f_, n.sw, kSwitchPlan);
+  }
+
+ private:
+  const Fabric& f_;
+  std::string prefix_;
+};
+
+// ---- small helpers ----
+
+Status<std::string> ok_or(const Result<std::string, std::string>& r) {
+  if (!r) return Err(r.error());
+  return {};
+}
+
+Status<std::string> write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Err("write " + path + ": " + std::strerror(errno));
+  return {};
+}
+
+Result<std::string, std::string> read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Err("read " + path + ": " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status<std::string> check_prefix(const std::string& p) {
+  static const std::regex re("[A-Za-z][A-Za-z0-9_]{0,31}");
+  if (!std::regex_match(p, re)) {
+    return Err("prefix '" + p +
+               "': must be a letter then letters, digits or '_', at most 32 characters");
+  }
+  return {};
+}
+
+// The fabric's namespaces that exist now, found by name.
+std::vector<std::string> existing_netns(const std::string& prefix) {
+  const std::regex re(prefix + "-(h[0-9]+|t[01]p[0-9]+-[0-9]+)");
+  std::vector<std::string> v;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/run/netns", ec)) {
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, re)) v.push_back(name);
+  }
+  return v;
+}
+
+Status<std::string> set_sysctl(const std::string& key, const std::string& value) {
+  std::string path = "/proc/sys/" + key;
+  std::replace(path.begin() + 10, path.end(), '.', '/');
+  return write_file(path, value);
+}
+
+// ---- persistent state ----
+
+struct Flapper {
+  int pid = 0;
+  uint32_t period_ms = 0;
+};
+
+struct State {
+  Options opts;
+  std::vector<std::string> down;            // canonical targets
+  std::set<std::string> blackholed;         // canonical switch targets
+  std::map<std::string, double> loss;       // canonical link target -> percent
+  std::map<std::string, Flapper> flapping;  // canonical link target
+};
+
+std::string state_file(const std::string& prefix) { return state_dir(prefix) + "/state.json"; }
+
+Status<std::string> save(const State& s) {
+  nlohmann::json j;
+  j["options"] = {{"prefix", s.opts.prefix},
+                  {"mtu", s.opts.mtu},
+                  {"gso", s.opts.gso},
+                  {"use_netlink", s.opts.use_netlink},
+                  {"shape", s.opts.shape}};
+  j["down"] = s.down;
+  j["blackhole"] = s.blackholed;
+  j["loss"] = s.loss;
+  nlohmann::json fl = nlohmann::json::object();
+  for (const auto& [k, v] : s.flapping) fl[k] = {{"pid", v.pid}, {"period_ms", v.period_ms}};
+  j["flap"] = fl;
+  const std::string path = state_file(s.opts.prefix);
+  if (auto w = write_file(path + ".tmp", j.dump(2) + "\n"); !w) return w;
+  std::error_code ec;
+  fs::rename(path + ".tmp", path, ec);
+  if (ec) return Err("rename " + path + ": " + ec.message());
+  return {};
+}
+
+Result<State, std::string> load_state(const std::string& prefix) {
+  auto text = read_file(state_file(prefix));
+  if (!text) return Err(text.error());
+  try {
+    const nlohmann::json j = nlohmann::json::parse(*text);
+    State s;
+    const auto& o = j.at("options");
+    s.opts.prefix = o.at("prefix").get<std::string>();
+    s.opts.mtu = o.at("mtu").get<int>();
+    s.opts.gso = o.at("gso").get<bool>();
+    s.opts.use_netlink = o.at("use_netlink").get<bool>();
+    s.opts.shape = o.at("shape").get<bool>();
+    s.down = j.at("down").get<std::vector<std::string>>();
+    s.blackholed = j.at("blackhole").get<std::set<std::string>>();
+    s.loss = j.at("loss").get<std::map<std::string, double>>();
+    for (const auto& [k, v] : j.at("flap").items()) {
+      s.flapping[k] = Flapper{v.at("pid").get<int>(), v.at("period_ms").get<uint32_t>()};
+    }
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    return Err(state_file(prefix) + ": " + e.what());
+  }
+}
+
+// An exclusive flock on the state directory's lock file, for one apply().
+class StateLock {
+ public:
+  explicit StateLock(const std::string& prefix) {
+    fd_ = ::open((state_dir(prefix) + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0) flock(fd_, LOCK_EX);
+  }
+  ~StateLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  StateLock(const StateLock&) = delete;
+  StateLock& operator=(const StateLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+Target parse_target_text(const std::string& text) {
+  auto f = parse_fault("down " + text);
+  return f ? std::get<ElementFault>(*f).target : Target{};
+}
+
+// ---- links, plans, nftables ----
+
+// Sets the given ends up or down, grouped by namespace; with `up`, then re-applies the
+// plans of their namespaces (Linux deleted the routes through them when they went down).
+Status<std::string> set_ends(const Layout& l, const std::vector<End>& ends, bool up) {
+  std::map<std::string, std::pair<Node, std::vector<std::string>>> by_ns;
+  for (const End& e : ends) {
+    auto& slot = by_ns[l.ns(e.node)];
+    slot.first = e.node;
+    slot.second.push_back(e.ifname);
+  }
+  for (const auto& [ns, entry] : by_ns) {
+    const auto& [node, ifs] = entry;
+    auto s = io::in_netns(ns, [&]() -> Status<std::string> {
+      for (const std::string& i : ifs) {
+        if (auto r = srv6::set_link_up(i, up); !r) return r;
+      }
+      if (up) return srv6::apply(l.plan(node));
+      return {};
+    });
+    if (!s) return Err(ns + ": " + s.error());
+  }
+  return {};
+}
+
+Status<std::string> set_cables(const Layout& l, const std::vector<Cable>& cables, bool up) {
+  std::vector<End> ends;
+  for (const Cable& c : cables) {
+    ends.push_back(c.a);
+    ends.push_back(c.b);
+  }
+  return set_ends(l, ends, up);
+}
+
+std::string fault_table(const std::string& prefix) { return prefix + "_fault"; }
+
+std::string switch_key(SwitchId s) {
+  return to_string(s.tier == Tier::kT0 ? Target{Target::Kind::kT0, s.plane, s.index, 0, 0}
+                                       : Target{Target::Kind::kT1, s.plane, 0, s.index, 0});
+}
+
+// Rewrites namespace ns's fault table from the state: forwarded packets dropped if the
+// switch is blackholed, and random loss on the ends of lossy links in it.
+Status<std::string> write_fault_table(const Layout& l, const State& st, const Node& node) {
+  const std::string ns = l.ns(node);
+  std::string forward, output;
+  if (!node.is_host && st.blackholed.count(switch_key(node.sw))) {
+    forward = "    counter drop comment \"blackhole\"\n";
+  }
+  for (const auto& [link, pct] : st.loss) {
+    for (const Cable& c : l.cables(parse_target_text(link))) {
+      for (const End& e : {c.a, c.b}) {
+        if (l.ns(e.node) != ns) continue;
+        const std::string rule = "    oifname \"" + e.ifname + "\" numgen random mod 10000 < " +
+                                 std::to_string(std::lround(pct * 100)) +
+                                 " counter drop comment \"loss " + link + "\"\n";
+        forward += rule;
+        output += rule;
+      }
+    }
+  }
+  // Neighbour discovery is exempt: a lossy link still resolves its next hops.
+  if (!output.empty()) {
+    output = "    icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept\n" + output;
+  }
+  const std::string t = "inet " + fault_table(l.prefix());
+  std::string script = "table " + t + "\ndelete table " + t + "\n";
+  if (!forward.empty() || !output.empty()) {
+    script += "table " + t + " {\n  chain forward {\n    type filter hook forward priority 0;\n" +
+              forward + "  }\n  chain output {\n    type filter hook output priority 0;\n" +
+              output + "  }\n}\n";
+  }
+  return ok_or(run_command({"ip", "netns", "exec", ns, "nft", "-f", "-"}, script));
+}
+
+// ---- flappers ----
+
+bool is_flapper(int pid) {
+  auto comm = read_file("/proc/" + std::to_string(pid) + "/comm");
+  return comm && *comm == std::string(kFlapperName) + "\n";
+}
+
+void stop_flapper(int pid) {
+  if (pid <= 0 || !is_flapper(pid)) return;
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 200; ++i) {  // up to 2 s
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
+    if (kill(pid, 0) != 0 && errno == ESRCH) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, WNOHANG);
+}
+
+// Forks the flapper: a process that outlives this one (a CLI call) and toggles the cable.
+Result<int, std::string> start_flapper(const Layout& l, const Cable& c, uint32_t period_ms) {
+  const pid_t pid = fork();
+  if (pid < 0) return Err("fork: " + std::string(std::strerror(errno)));
+  if (pid > 0) return static_cast<int>(pid);
+  setsid();
+  const int null = ::open("/dev/null", O_RDWR);
+  for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
+  close_range(3, ~0u, 0);  // also the parent's state lock
+  prctl(PR_SET_NAME, kFlapperName);
+  const auto half = std::chrono::milliseconds(period_ms / 2);
+  const std::string ns_a = "/run/netns/" + l.ns(c.a.node);
+  const std::string ns_b = "/run/netns/" + l.ns(c.b.node);
+  for (bool up = false;; up = !up) {
+    if (access(ns_a.c_str(), F_OK) != 0 || access(ns_b.c_str(), F_OK) != 0) _exit(0);
+    (void)set_cables(l, {c}, up);
+    std::this_thread::sleep_for(half);
+  }
+}
+
+// ---- faults ----
+
+Status<std::string> validate(const Fabric& f, const Target& t) {
+  const auto& c = f.config();
+  const auto range = [&](const std::string& what, uint32_t v, uint32_t n,
+                         const std::string& things) -> Status<std::string> {
+    if (v < n) return {};
+    return Err(to_string(t) + ": " + what + " " + std::to_string(v) + " out of range (fabric has " +
+               std::to_string(n) + " " + things + ")");
+  };
+  if (auto s = range("plane", t.plane, c.planes, "planes"); !s) return s;
+  const bool has_t0 = t.kind == Target::Kind::kT0 || t.kind == Target::Kind::kUplink;
+  const bool has_spine = t.kind == Target::Kind::kT1 || t.kind == Target::Kind::kUplink;
+  const bool has_host = t.kind == Target::Kind::kT0OfHost || t.kind == Target::Kind::kHostLink;
+  if (has_t0) {
+    if (auto s = range("T0", t.t0, f.t0s(), "T0s per plane"); !s) return s;
+  }
+  if (has_spine) {
+    if (auto s = range("spine", t.spine, c.spines, "spines per plane"); !s) return s;
+  }
+  if (has_host) {
+    if (auto s = range("host", t.host, c.hosts, "hosts"); !s) return s;
+  }
+  return {};
+}
+
+Target canonical(const Fabric& f, Target t) {
+  if (t.kind == Target::Kind::kT0OfHost) {
+    t = Target{Target::Kind::kT0, t.plane, f.t0_of(t.host), 0, 0};
+  }
+  return t;
+}
+
+// Whether cable c belongs to any of `targets` (canonical target strings).
+bool covered(const Layout& l, const std::vector<std::string>& targets, const Cable& c) {
+  for (const std::string& key : targets) {
+    for (const Cable& d : l.cables(parse_target_text(key))) {
+      if (d == c) return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> keys(const std::map<std::string, Flapper>& m) {
+  std::vector<std::string> v;
+  for (const auto& [k, f] : m) v.push_back(k);
+  return v;
+}
+
+Status<std::string> apply_element(const Layout& l, const ElementFault& f) {
+  if (auto v = validate(l.fabric(), f.target); !v) return v;
+  const Target t = canonical(l.fabric(), f.target);
+  const std::string key = to_string(t);
+  StateLock lock(l.prefix());
+  auto loaded = load_state(l.prefix());
+  if (!loaded) return Err(loaded.error());
+  State st = std::move(loaded).value();
+  const std::vector<Cable> cables = l.cables(t);
+  const auto is_down = [&] {
+    return std::find(st.down.begin(), st.down.end(), key) != st.down.end();
+  };
+
+  switch (f.action) {
+    case Action::kDown: {
+      for (const Cable& c : cables) {
+        if (covered(l, keys(st.flapping), c)) {
+          return Err(key + ": a link of it is flapping (unflap it first)");
+        }
+      }
+      if (auto s = set_cables(l, cables, false); !s) return s;
+      if (!is_down()) st.down.push_back(key);
+      break;
+    }
+    case Action::kUp:
+    case Action::kUnflap: {
+      if (f.action == Action::kUp) {
+        st.down.erase(std::remove(st.down.begin(), st.down.end(), key), st.down.end());
+      } else if (auto it = st.flapping.find(key); it != st.flapping.end()) {
+        stop_flapper(it->second.pid);
+        st.flapping.erase(it);
+      }
+      std::vector<Cable> restore;
+      for (const Cable& c : cables) {
+        if (!covered(l, st.down, c)) restore.push_back(c);
+      }
+      if (auto s = set_cables(l, restore, true); !s) return s;
+      break;
+    }
+    case Action::kBlackhole:
+    case Action::kUnblackhole:
+      if (f.action == Action::kBlackhole) {
+        st.blackholed.insert(key);
+      } else {
+        st.blackholed.erase(key);
+      }
+      if (auto s = write_fault_table(l, st, cables.front().a.node); !s) return s;
+      break;
+    case Action::kLoss:
+      if (f.loss_pct > 0) {
+        st.loss[key] = f.loss_pct;
+      } else {
+        st.loss.erase(key);
+      }
+      for (const Node& n : {cables.front().a.node, cables.front().b.node}) {
+        if (auto s = write_fault_table(l, st, n); !s) return s;
+      }
+      break;
+    case Action::kFlap: {
+      if (st.flapping.count(key)) return Err(key + ": already flapping (unflap it first)");
+      if (covered(l, st.down, cables.front())) return Err(key + ": is down (up it first)");
+      auto pid = start_flapper(l, cables.front(), f.period_ms);
+      if (!pid) return Err(pid.error());
+      st.flapping[key] = Flapper{*pid, f.period_ms};
+      break;
+    }
+  }
+  return save(st);
+}
+
+// ---- building ----
+
+Status<std::string> set_sysctls(bool is_switch) {
+  std::vector<std::pair<std::string, std::string>> kv = {
+      {"net.ipv6.conf.default.accept_dad", "0"},
+      {"net.ipv6.conf.all.accept_dad", "0"},
+      {"net.ipv6.conf.default.addr_gen_mode", "1"},
+      {"net.ipv6.conf.default.keep_addr_on_down", "1"},
+      {"net.ipv6.conf.all.keep_addr_on_down", "1"},
+  };
+  if (is_switch) {
+    kv.insert(kv.end(), {{"net.ipv6.conf.all.forwarding", "1"},
+                         {"net.ipv6.conf.default.seg6_enabled", "1"},
+                         {"net.ipv6.conf.all.seg6_enabled", "1"},
+                         {"net.ipv6.fib_multipath_hash_policy", "1"}});
+  }
+  for (const auto& [k, v] : kv) {
+    if (auto s = set_sysctl(k, v); !s) return s;
+  }
+  return srv6::set_link_up("lo", true);
+}
+
+std::string rate_bits(double gbps) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0fbit", gbps * 1e9);
+  return buf;
+}
+
+std::string gbps_string(double gbps) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g Gbit/s", gbps);
+  return buf;
+}
+
+Status<std::string> build(const Layout& l, const Options& o) {
+  const Fabric& f = l.fabric();
+  const std::vector<Node> nodes = l.nodes();
+  std::string batch;
+  for (const Node& n : nodes) batch += "netns add " + l.ns(n) + "\n";
+  if (auto s = ok_or(run_command({"ip", "-batch", "-"}, batch)); !s) return s;
+
+  for (const Node& n : nodes) {
+    auto s = io::in_netns(l.ns(n), [&] { return set_sysctls(!n.is_host); });
+    if (!s) return Err(l.ns(n) + ": " + s.error());
+  }
+
+  batch.clear();
+  const std::string mtu = std::to_string(o.mtu);
+  for (const Cable& c : l.cables()) {
+    batch += "link add " + c.a.ifname + " netns " + l.ns(c.a.node) + " mtu " + mtu +
+             " type veth peer name " + c.b.ifname + " netns " + l.ns(c.b.node) + " mtu " + mtu +
+             "\n";
+  }
+  for (const Node& n : l.switches()) {
+    batch += "link add " + std::string(kEndDev) + " netns " + l.ns(n) + " type veth peer name " +
+             kEndDev + "-peer netns " + l.ns(n) + "\n";
+  }
+  if (auto s = ok_or(run_command({"ip", "-batch", "-"}, batch)); !s) return s;
+
+  for (const Node& n : nodes) {
+    const std::string ns = l.ns(n);
+    const srv6::Plan plan = l.plan(n);
+    std::vector<std::string> ifs = l.ports(n);
+    if (!n.is_host) ifs.insert(ifs.end(), {kEndDev, kEndDev + std::string("-peer")});
+    auto s = io::in_netns(ns, [&]() -> Status<std::string> {
+      for (const std::string& i : ifs) {
+        if (auto r = srv6::set_link_up(i, true); !r) return r;
+      }
+      if (o.use_netlink) return srv6::apply(plan);
+      return {};
+    });
+    if (!s) return Err(ns + ": " + s.error());
+    if (!o.use_netlink) {
+      std::string lines;
+      for (const std::string& c : srv6::ip_commands(plan)) lines += c.substr(6) + "\n";  // "ip -6 "
+      if (auto r = ok_or(run_command({"ip", "-6", "-n", ns, "-batch", "-"}, lines)); !r) return r;
+    }
+  }
+
+  for (uint32_t h = 0; h < f.config().hosts; ++h) {
+    for (uint32_t p = 0; p < f.config().planes; ++p) {
+      const Cable c = l.cables(Target{Target::Kind::kHostLink, p, 0, 0, h}).front();
+      if (o.shape) {
+        for (const End& e : {c.a, c.b}) {
+          const std::string rate = rate_bits(f.config().host_port_gbps);
+          auto r =
+              run_command({"tc", "-n", l.ns(e.node), "qdisc", "replace", "dev", e.ifname, "root",
+                           "tbf", "rate", rate, "burst", std::to_string(kTbfBurstBytes), "limit",
+                           std::to_string(kTbfLimitBytes)});
+          if (!r) return Err(r.error());
+        }
+      }
+      if (!o.gso) {
+        auto r = run_command({"ip", "netns", "exec", l.ns(c.b.node), "ethtool", "-K", c.b.ifname,
+                              "tx-udp-segmentation", "off"});
+        if (!r) return Err(r.error());
+      }
+    }
+  }
+  return {};
+}
+
+Status<std::string> check_options(const Fabric& f, const Options& o) {
+  if (auto s = check_prefix(o.prefix); !s) return s;
+  if (o.mtu < 1280 || o.mtu > 65535) {
+    return Err("mtu: must be 1280..65535, got " + std::to_string(o.mtu));
+  }
+  if (o.shape && f.config().host_port_gbps > kMaxShapedGbps) {
+    return Err("host_port_gbps: tbf shapes at most " + gbps_string(kMaxShapedGbps) + ", got " +
+               gbps_string(f.config().host_port_gbps) + " (turn shaping off)");
+  }
+  return {};
+}
+
+// ---- status ----
+
+std::string tbf_counters(const std::string& ns, const std::string& dev) {
+  auto r = run_command({"tc", "-n", ns, "-s", "qdisc", "show", "dev", dev});
+  if (!r) return "";
+  std::istringstream in(*r);
+  for (std::string line; std::getline(in, line);) {
+    const auto at = line.find("Sent ");
+    if (r->find("tbf") != std::string::npos && at != std::string::npos) {
+      return " [tbf " + line.substr(at) + "]";
+    }
+  }
+  return "";
+}
+
+std::string fault_counters(const std::string& ns, const std::string& table) {
+  auto r = run_command({"ip", "netns", "exec", ns, "nft", "list", "table", "inet", table});
+  if (!r) return "";
+  std::string s, chain;
+  std::istringstream in(*r);
+  for (std::string line; std::getline(in, line);) {
+    line.erase(0, line.find_first_not_of(" \t"));
+    if (line.starts_with("chain ")) chain = line.substr(6, line.find(' ', 6) - 6);
+    if (line.find("counter") != std::string::npos) s += "\n  nft " + chain + ": " + line;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string state_dir(const std::string& prefix) { return "/run/mrc-fabric/" + prefix; }
+
+std::string NsFabric::host_netns(uint32_t host) const { return host_ns(opts_.prefix, host); }
+
+std::string NsFabric::switch_netns(SwitchId s) const {
+  return opts_.prefix + "-" + fabric_.switch_name(s);
+}
+
+Result<NsFabric, std::string> NsFabric::up(const Fabric& f, const Options& o) {
+  if (auto s = check_options(f, o); !s) return Err(s.error());
+  std::error_code ec;
+  if (fs::exists(state_dir(o.prefix), ec) || !existing_netns(o.prefix).empty()) {
+    return Err("fabric '" + o.prefix + "' exists (take it down first: mrc-fabric down --prefix " +
+               o.prefix + ")");
+  }
+  fs::create_directories(state_dir(o.prefix), ec);
+  if (ec) return Err("mkdir " + state_dir(o.prefix) + ": " + ec.message());
+  NsFabric nf(f, o);
+  Status<std::string> s = write_file(state_dir(o.prefix) + "/fabric.json", srv6::dump(f) + "\n");
+  if (s) s = save(State{o, {}, {}, {}, {}});
+  if (s) s = build(Layout(nf.fabric_, o.prefix), o);
+  if (!s) {
+    (void)down(o.prefix);
+    return Err("up " + o.prefix + ": " + s.error());
+  }
+  return nf;
+}
+
+Result<NsFabric, std::string> NsFabric::attach(const std::string& prefix) {
+  if (auto s = check_prefix(prefix); !s) return Err(s.error());
+  const std::string path = state_dir(prefix) + "/fabric.json";
+  auto text = read_file(path);
+  if (!text) return Err("no fabric '" + prefix + "' (" + text.error() + ")");
+  auto f = srv6::load(*text);
+  if (!f) return Err(path + f.error());
+  auto st = load_state(prefix);
+  if (!st) return Err(st.error());
+  return NsFabric(std::move(f).value(), st->opts);
+}
+
+Status<std::string> NsFabric::down(const std::string& prefix) {
+  if (auto s = check_prefix(prefix); !s) return s;
+  std::string errors;
+  if (auto st = load_state(prefix)) {
+    for (const auto& [link, fl] : st->flapping) stop_flapper(fl.pid);
+  }
+  const std::vector<std::string> names = existing_netns(prefix);
+  if (!names.empty()) {
+    std::string batch;
+    for (const std::string& n : names) batch += "netns del " + n + "\n";
+    if (auto r = run_command({"ip", "-force", "-batch", "-"}, batch); !r) errors = r.error();
+  }
+  std::error_code ec;
+  fs::remove_all(state_dir(prefix), ec);
+  if (ec)
+    errors += (errors.empty() ? "" : "; ") + ("rm " + state_dir(prefix) + ": " + ec.message());
+  if (!errors.empty()) return Err("down " + prefix + ": " + errors);
+  return {};
+}
+
+// The trimming program on the egress of the link's upper end (trim.h).
+Status<std::string> apply_element(const Layout& l, const TrimFault& f) {
+  if (auto v = validate(l.fabric(), f.target); !v) return v;
+  const std::vector<Cable> cables = l.cables(canonical(l.fabric(), f.target));
+  if (cables.size() != 1) return Err(to_string(f.target) + ": not one link");
+  const Cable& c = cables[0];
+  const End& upper = c.b.node.is_host ? c.a : c.b;  // host link: the T0; uplink: the spine
+  const std::string ns = l.ns(upper.node);
+  if (!f.on) return detach_trim(ns, upper.ifname);
+  TrimConfig cfg;
+  cfg.rate_gbps = f.gbps;
+  cfg.trim_bytes = f.trim_kb * 1024;
+  cfg.ecn_bytes = f.ecn_kb * 1024;
+  return attach_trim(ns, upper.ifname, cfg);
+}
+
+Status<std::string> NsFabric::apply(const Fault& fault) const {
+  const Layout l(fabric_, opts_.prefix);
+  return std::visit([&](const auto& f) { return apply_element(l, f); }, fault);
+}
+
+std::string NsFabric::status() const {
+  const Layout l(fabric_, opts_.prefix);
+  const auto& c = fabric_.config();
+  std::ostringstream out;
+  const std::vector<Node> nodes = l.nodes();
+  out << "fabric " << opts_.prefix << ": " << c.hosts << " hosts, " << c.planes << " planes, "
+      << fabric_.t0s() << " T0s and " << c.spines << " spines per plane, " << nodes.size()
+      << " namespaces; mtu " << opts_.mtu << ", gso " << (opts_.gso ? "on" : "off")
+      << ", host ports " << (opts_.shape ? gbps_string(c.host_port_gbps) + " (tbf)" : "unshaped")
+      << "\n";
+  auto st = load_state(opts_.prefix);
+  out << "faults:";
+  if (!st) {
+    out << " (state unreadable: " << st.error() << ")";
+  } else {
+    for (const std::string& d : st->down) out << "\n  down " << d;
+    for (const std::string& b : st->blackholed) out << "\n  blackhole " << b;
+    for (const auto& [k, v] : st->loss) {
+      out << "\n  " << to_string(Fault{ElementFault{Action::kLoss, parse_target_text(k), v, 0}});
+    }
+    for (const auto& [k, v] : st->flapping) {
+      out << "\n  flap " << k << " " << v.period_ms << " (pid " << v.pid
+          << (is_flapper(v.pid) ? ", running)" : ", NOT running)");
+    }
+    if (st->down.empty() && st->blackholed.empty() && st->loss.empty() && st->flapping.empty()) {
+      out << " none";
+    }
+  }
+  out << "\n";
+  std::error_code ec;
+  for (const Node& n : nodes) {
+    const std::string ns = l.ns(n);
+    out << ns << ":";
+    if (!fs::exists("/run/netns/" + ns, ec)) {
+      out << " MISSING\n";
+      continue;
+    }
+    const std::vector<std::string> ports = l.ports(n);
+    auto states = io::in_netns(ns, [&]() -> Result<std::vector<std::string>, std::string> {
+      std::vector<std::string> v;
+      for (const std::string& p : ports) {
+        auto up = srv6::link_is_up(p);
+        v.push_back(!up ? "missing" : (*up ? "up" : "DOWN"));
+      }
+      return v;
+    });
+    for (size_t i = 0; i < ports.size(); ++i) {
+      out << "\n  " << ports[i] << " " << (states ? (*states)[i] : states.error());
+      if (opts_.shape && l.host_link(n, ports[i])) out << tbf_counters(ns, ports[i]);
+    }
+    out << fault_counters(ns, fault_table(opts_.prefix)) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace mrc::nsfabric

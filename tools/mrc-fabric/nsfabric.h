@@ -1,0 +1,108 @@
+// The namespace fabric: srv6::Fabric built from Linux network namespaces and veth pairs on
+// one machine, with faults. Threading: an NsFabric is a handle (the fabric lives in the
+// kernel and in its state directory); its const members may run on any thread. apply()
+// calls, also from other processes (`mrc-fabric fault`), are serialized by a lock file.
+// Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN); runs ip, tc, nft and ethtool.
+//
+// What up() builds, for prefix P:
+//   namespaces   P-h<H> per host, P-t0p<P>-<T> per T0, P-t1p<P>-<S> per spine (fabric.h
+//                switch_name); every cable a veth pair with fabric.h's interface names,
+//                MTU Options::mtu, made directly into its two namespaces.
+//   sysctls      all: accept_dad=0 (addresses usable at once), addr_gen_mode=1 (only the
+//                plan's link-locals), keep_addr_on_down=1; switches also forwarding=1,
+//                seg6_enabled=1 (all and every interface), fib_multipath_hash_policy=1.
+//   routes       export_linux.h plans through srv6/netlink.h (or, with use_netlink=false,
+//                through its ip commands): hosts host_plan (per-plane tables); switches
+//                switch_plan with plain_routes (ECMP to every host port address, for TCP
+//                and MPTCP baselines) and the End route on kEndDev (a port going down must
+//                not take the End route with it).
+//   rate         with Options::shape, tbf on both ends of every host link (egress from host
+//                and from its T0) at the fabric's host_port_gbps, burst kTbfBurstBytes (so a
+//                64 KiB GSO packet passes whole), limit kTbfLimitBytes.
+//   gso          Options::gso=false turns tx-udp-segmentation off on hosts' ports, so GSO
+//                sends are cut into packets before they enter the fabric.
+//   state        /run/mrc-fabric/P/: fabric.json (srv6::dump), state.json (options, active
+//                faults, flapper pids), lock.
+//
+// Faults (fault.h). Linux deletes the routes through an interface that goes admin down, so
+// `up` re-applies the plans of the namespaces at both ends of every link it restores.
+// A link stays down while any active `down` covers it (a switch or the link itself).
+// blackhole and loss are nftables rules in table inet P_fault of the namespaces concerned,
+// rewritten as a whole from the active faults at each change. flap forks the calling
+// process (no exec; the child is named mrcf-flap, pid in state.json, and closes every
+// inherited file descriptor) to toggle the link until unflap or down() stops it; it also
+// ends by itself when the namespaces are gone. The child runs only this library's code
+// (netlink, threads of its own), so the fork is safe as long as no other thread of the
+// caller is inside this library at that moment. A flapping link cannot be taken down, nor
+// a down one flapped, until unflap / up.
+//
+// down() removes the flapper processes (by recorded pid, after checking their name), every
+// namespace whose name is one of this fabric's (P-h<N>, P-t0p<N>-<N>, P-t1p<N>-<N>, whether
+// or not the state says so) and the state directory. It is idempotent.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+#include "fault.h"
+#include "io/netns.h"  // io::in_netns: run a function (e.g. make a socket) inside a namespace
+#include "srv6/export_linux.h"
+#include "srv6/fabric.h"
+
+namespace mrc::nsfabric {
+
+// The End route's device in every switch namespace: one end of a veth pair (peer
+// "srv6-peer") that no fault takes down.
+inline constexpr char kEndDev[] = "srv6";
+// The plan options of every switch namespace (export_linux.h); hosts get srv6::host_plan.
+inline const srv6::SwitchPlanOptions kSwitchPlan = {.plain_routes = true, .end_dev = kEndDev};
+
+inline constexpr uint32_t kTbfBurstBytes = 128 * 1024;
+inline constexpr uint32_t kTbfLimitBytes = 512 * 1024;
+// tc keeps a burst as time in its clock's ticks: above this rate kTbfBurstBytes rounds
+// down to too few bytes for a 64 KiB packet; up() refuses faster ports while shaping.
+inline constexpr double kMaxShapedGbps = 800;
+
+struct Options {
+  std::string prefix = "mrcf";  // [A-Za-z][A-Za-z0-9_]*, at most 32 characters
+  int mtu = 9000;               // every veth, 1280..65535
+  bool gso = true;              // false: tx-udp-segmentation off on host ports
+  bool use_netlink = true;      // false: program with the ip commands (initial routes only)
+  bool shape = true;            // tbf on host links at the fabric's host_port_gbps
+};
+
+// The state directory of a prefix: /run/mrc-fabric/<prefix>.
+std::string state_dir(const std::string& prefix);
+
+class NsFabric {
+ public:
+  // Builds the fabric. Fails if one with this prefix exists (state or namespaces); on any
+  // failure removes what it made and returns the error.
+  static Result<NsFabric, std::string> up(const srv6::Fabric& f, const Options& o);
+  // Reopens a fabric made by up() in this or another process.
+  static Result<NsFabric, std::string> attach(const std::string& prefix);
+  // Removes the fabric of `prefix`, also a half-made one. Idempotent.
+  static Status<std::string> down(const std::string& prefix);
+  Status<std::string> down() const { return down(opts_.prefix); }
+
+  const srv6::Fabric& fabric() const { return fabric_; }
+  const Options& options() const { return opts_; }
+  std::string host_netns(uint32_t host) const;  // name under /run/netns
+  std::string switch_netns(srv6::SwitchId s) const;
+
+  // Validates the fault's target against the fabric, applies it, records it.
+  Status<std::string> apply(const Fault& f) const;
+
+  // Human-readable: the fabric, active faults, every namespace's ports (up/down, tbf
+  // counters) and fault-table drop counters.
+  std::string status() const;
+
+ private:
+  NsFabric(srv6::Fabric f, Options o) : fabric_(std::move(f)), opts_(std::move(o)) {}
+
+  srv6::Fabric fabric_;
+  Options opts_;
+};
+
+}  // namespace mrc::nsfabric

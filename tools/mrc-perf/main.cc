@@ -1,0 +1,270 @@
+// mrc-perf: bandwidth runs between two hosts of a namespace fabric, under a fault schedule,
+// with TCP / MPTCP / raw UDP baselines on the same fabric; writes CSV, PNG and a summary.
+// `--demo` is the README's demo: its own 2-host, 4-plane x 4-spine fabric with 2 Gbit/s
+// ports, a 30 s WRITE run with a T1 failure and a T0 outage; it falls back to the simulated
+// fabric (mrc-demo) where namespaces are not allowed. Single-threaded CLI over session.h.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "nsfabric.h"
+#include "session.h"
+
+namespace {
+
+using namespace mrc;
+
+std::atomic<bool> g_cancel{false};
+
+void on_signal(int) {
+  if (g_cancel.exchange(true)) ::_exit(130);  // a second Ctrl-C ends at once
+}
+
+Result<uint32_t, std::string> parse_size(const std::string& s) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  unsigned long long mul = 1;
+  const std::string unit = end ? end : "";
+  if (unit == "K" || unit == "k" || unit == "KiB") mul = 1024;
+  else if (unit == "M" || unit == "m" || unit == "MiB") mul = 1024 * 1024;
+  else if (!unit.empty()) return Err("size '" + s + "': unit must be K or M");
+  if (s.empty() || s[0] == '-' || v == 0 || v * mul > (1ull << 30))
+    return Err("size '" + s + "': must be 1 B .. 1 GiB");
+  return static_cast<uint32_t>(v * mul);
+}
+
+// Namespaces are usable when one can be made (and removed) here.
+bool namespaces_allowed() {
+  const std::string probe = "mrcprobe" + std::to_string(::getpid());
+  const std::string add = "ip netns add " + probe + " >/dev/null 2>&1";
+  if (std::system(add.c_str()) != 0) return false;
+  const std::string del = "ip netns del " + probe + " >/dev/null 2>&1";
+  return std::system(del.c_str()) == 0;
+}
+
+int fallback_to_sim(const char* argv0) {
+  std::fprintf(stderr,
+               "mrc-perf: network namespaces are not allowed here (needs root and "
+               "CAP_NET_ADMIN): running the demo on the simulated fabric instead\n");
+  std::error_code ec;
+  auto self = std::filesystem::canonical("/proc/self/exe", ec);
+  const std::string sim = (ec ? std::filesystem::path(argv0) : self).parent_path() / "mrc-demo";
+  ::execl(sim.c_str(), sim.c_str(), static_cast<char*>(nullptr));
+  std::perror(("mrc-perf: " + sim).c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mrc-perf: bandwidth runs between two hosts of a namespace fabric (mrc-fabric), under a\n"
+      "fault schedule, with TCP / MPTCP / raw UDP baselines on the same fabric. Writes per-\n"
+      "interval CSV, a PNG plot and a summary. Exit 0: every run completed, every MRC byte\n"
+      "verified and every fault applied; 1: not so; 2: bad arguments or setup failure."};
+  std::string prefix;
+  uint32_t hosts = 2, planes = 0, spines = 4, hosts_per_t0 = 1;
+  double rate = 2;
+  int mtu = 9000;
+  bool demo = false, no_gso = false, trim = false, no_mrc = false;
+  std::string size = "1M", op = "write";
+  std::vector<std::string> faults, baselines;
+  perf::SessionOptions o;
+  app.add_flag("--demo", demo,
+               "the README demo: own 2x4x4 fabric, 2 Gbit/s ports, 30 s WRITE with a T1 failure "
+               "and a T0 outage, CSV and PNG in ./demo-out (sim fallback without namespaces)");
+  app.add_option("--prefix", prefix, "use the fabric `mrc-fabric up --prefix P` made");
+  app.add_option("--planes", planes, "make an own fabric (removed at the end): planes");
+  app.add_option("--spines", spines, "own fabric: spines per plane")->capture_default_str();
+  app.add_option("--hosts", hosts, "own fabric: hosts")->capture_default_str();
+  app.add_option("--hosts-per-t0", hosts_per_t0, "own fabric: hosts per T0")->capture_default_str();
+  app.add_option("--rate", rate, "own fabric: host port rate, Gbit/s (tbf); 0 = unlimited")
+      ->capture_default_str();
+  app.add_option("--mtu", mtu, "own fabric: MTU of every link")->capture_default_str();
+  app.add_option("--client", o.client, "sending host id")->capture_default_str();
+  app.add_option("--server", o.server, "receiving host id")->capture_default_str();
+  app.add_option("--op", op, "write, send or read")->capture_default_str();
+  app.add_option("--size", size, "message size (K, M suffixes)")->capture_default_str();
+  app.add_option("--qps", o.qps, "QP pairs")->capture_default_str();
+  app.add_option("--outstanding", o.outstanding, "messages in flight per QP (1..30)")
+      ->capture_default_str();
+  app.add_option("--duration", o.duration_s, "seconds per run")->capture_default_str();
+  app.add_option("--interval", o.interval_s, "seconds per MRC sample")->capture_default_str();
+  app.add_flag("--bidir", o.bidirectional, "both directions at once");
+  app.add_flag("!--no-verify", o.verify, "do not check the bytes (default: every byte checked)");
+  app.add_option("--fault", faults, "'<time> <fault>', repeatable: '5s down t0 h0 p2' (mrc-fabric's "
+                                    "fault words; undone at the end of each run)");
+  app.add_option("--baseline", baselines, "tcp, mptcp or udp-ceiling; repeatable; run after MRC");
+  app.add_flag("--no-mrc", no_mrc, "run only the baselines");
+  app.add_flag("--trim", trim, "the fabric trims: zero UDP checksums (so no GSO), engine told");
+  app.add_flag("--no-gso", no_gso, "MRC sends single datagrams (no UDP GSO)");
+  app.add_option("--base-rtt-us", o.base_rtt_us,
+                 "congestion control's unloaded RTT, us (0: learned)")->capture_default_str();
+  app.add_option("--mpr", o.max_psn_range, "most packets in flight per QP (max PSN range)")
+      ->capture_default_str();
+  app.add_flag("!--no-cc", o.congestion_control, "congestion control off (a window of MPR only)");
+  app.add_option("--csv", o.csv, "per-interval goodput, every run (CSV)");
+  app.add_option("--png", o.png, "plot of --csv (gnuplot); needs --csv");
+  app.add_option("--title", o.title, "plot title");
+  app.add_flag("-q,--quiet", o.quiet, "no line per second");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  if (demo) {
+    if (!namespaces_allowed()) return fallback_to_sim(argv[0]);
+    planes = 4;
+    spines = 4;
+    hosts = 2;
+    rate = 2;
+    o.duration_s = 30;
+    if (faults.empty())
+      faults = {"6s down t1 p1 s2", "10s up t1 p1 s2", "16s down t0 h0 p2", "23s up t0 h0 p2"};
+    std::filesystem::create_directories("demo-out");
+    if (o.csv.empty()) o.csv = "demo-out/demo.csv";
+    if (o.png.empty()) o.png = "demo-out/demo.png";
+    if (o.title.empty())
+      o.title = "MRC WRITE goodput, 2 hosts, 4 planes x 4 spines, 2 Gbit/s ports: T1 fails and "
+                "is restored, then a T0 of plane 2 goes down and up";
+  }
+  auto parsed_op = perf::parse_op(op);
+  auto parsed_size = parse_size(size);
+  for (const auto& r : {parsed_op.ok() ? std::string() : parsed_op.error(),
+                        parsed_size.ok() ? std::string() : parsed_size.error()}) {
+    if (!r.empty()) {
+      std::fprintf(stderr, "mrc-perf: %s\n", r.c_str());
+      return 2;
+    }
+  }
+  o.op = *parsed_op;
+  o.msg_bytes = *parsed_size;
+  o.mrc = !no_mrc;
+  o.trimming = trim;
+  o.gso = !no_gso;
+  for (const std::string& f : faults) {
+    auto t = perf::parse_timed_fault(f);
+    if (!t.ok()) {
+      std::fprintf(stderr, "mrc-perf: --fault: %s\n", t.error().c_str());
+      return 2;
+    }
+    if (auto p = nsfabric::parse_fault(t->fault); !p.ok()) {
+      std::fprintf(stderr, "mrc-perf: --fault '%s': %s\n", f.c_str(), p.error().c_str());
+      return 2;
+    }
+    o.faults.push_back(*t);
+  }
+  std::stable_sort(o.faults.begin(), o.faults.end(),
+                   [](const auto& a, const auto& b) { return a.t_s < b.t_s; });
+  for (const std::string& b : baselines) {
+    auto p = perf::parse_baseline(b);
+    if (!p.ok()) {
+      std::fprintf(stderr, "mrc-perf: --baseline: %s\n", p.error().c_str());
+      return 2;
+    }
+    o.baselines.push_back(*p);
+  }
+  if (!o.png.empty() && o.csv.empty()) {
+    std::fprintf(stderr, "mrc-perf: --png needs --csv (the plot is drawn from it)\n");
+    return 2;
+  }
+  if (prefix.empty() == (planes == 0)) {
+    std::fprintf(stderr, "mrc-perf: give either --prefix (a fabric mrc-fabric made) or --planes "
+                         "(and --spines, --hosts, --rate) to make one, or --demo\n");
+    return 2;
+  }
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  o.cancel = &g_cancel;
+
+  // The fabric: attached, or made here and removed at the end (also after Ctrl-C).
+  std::optional<nsfabric::NsFabric> fab;
+  bool own = false;
+  if (!prefix.empty()) {
+    auto a = nsfabric::NsFabric::attach(prefix);
+    if (!a.ok()) {
+      std::fprintf(stderr, "mrc-perf: %s\n", a.error().c_str());
+      return 2;
+    }
+    fab.emplace(std::move(a).value());
+  } else {
+    srv6::FabricConfig cfg;
+    cfg.hosts = hosts;
+    cfg.planes = planes;
+    cfg.spines = spines;
+    cfg.hosts_per_t0 = hosts_per_t0;
+    cfg.host_port_gbps = rate > 0 ? rate : 400;
+    auto f = srv6::Fabric::make(cfg);
+    if (!f.ok()) {
+      std::fprintf(stderr, "mrc-perf: fabric: %s\n", f.error().c_str());
+      return 2;
+    }
+    nsfabric::Options no;
+    no.prefix = "mrcp" + std::to_string(::getpid());
+    no.mtu = mtu;
+    no.shape = rate > 0;
+    no.gso = !trim;
+    std::printf("mrc-perf: building fabric %s: %u hosts, %u planes x %u spines, %s ports\n",
+                no.prefix.c_str(), hosts, planes, spines,
+                rate > 0 ? (std::to_string(rate).substr(0, 4) + " Gbit/s").c_str() : "unlimited");
+    auto u = nsfabric::NsFabric::up(*f, no);
+    if (!u.ok()) {
+      std::fprintf(stderr, "mrc-perf: %s\n", u.error().c_str());
+      return 2;
+    }
+    fab.emplace(std::move(u).value());
+    own = true;
+  }
+
+  perf::FabricHandle h;
+  h.fabric = &fab->fabric();
+  h.host_netns = [&](uint32_t host) { return fab->host_netns(host); };
+  h.apply_fault = [&](const std::string& text) -> Status<std::string> {
+    auto f = nsfabric::parse_fault(text);
+    if (!f.ok()) return Err(f.error());
+    auto r = fab->apply(*f);
+    if (!o.quiet) std::printf("  fault: %s%s%s\n", text.c_str(), r.ok() ? "" : ": FAILED: ",
+                              r.ok() ? "" : r.error().c_str());
+    return r;
+  };
+  h.port_gbps = fab->options().shape ? fab->fabric().config().host_port_gbps : 0;
+
+  auto res = perf::run_session(h, o);
+  int rc = 0;
+  if (!res.ok()) {
+    std::fprintf(stderr, "mrc-perf: %s\n", res.error().c_str());
+    rc = 2;
+  } else {
+    std::printf("\n");
+    for (const std::string& d : res->details) std::printf("%s\n", d.c_str());
+    bool faults_ok = true;
+    for (size_t i = 0; i < res->series.size(); ++i) {
+      std::printf("\n%s", perf::format_summary(res->series[i], res->summaries[i]).c_str());
+      for (const auto& m : res->series[i].faults) faults_ok = faults_ok && m.error.empty();
+    }
+    if (!o.csv.empty()) std::printf("\nCSV: %s\n", o.csv.c_str());
+    if (!o.png.empty()) std::printf("PNG: %s\n", o.png.c_str());
+    const bool pass = res->data_ok && faults_ok && !g_cancel;
+    std::printf("%s%s%s\n", pass ? "PASS" : "FAIL", res->first_error.empty() ? "" : ": ",
+                res->first_error.c_str());
+    rc = pass ? 0 : 1;
+  }
+  if (own) {
+    if (auto d = fab->down(); !d.ok()) {
+      std::fprintf(stderr, "mrc-perf: removing the fabric: %s\n", d.error().c_str());
+      rc = rc ? rc : 1;
+    }
+  }
+  return rc;
+}

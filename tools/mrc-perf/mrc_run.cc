@@ -1,0 +1,445 @@
+#include "mrc_run.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "engine/paths.h"
+
+namespace mrc::perf {
+
+using namespace engine;
+
+Result<Op, std::string> parse_op(const std::string& s) {
+  if (s == "write") return Op::kWrite;
+  if (s == "send") return Op::kSend;
+  if (s == "read") return Op::kRead;
+  return Err("operation must be write, send or read, got '" + s + "'");
+}
+
+const char* to_string(Op op) {
+  switch (op) {
+    case Op::kWrite:
+      return "write";
+    case Op::kSend:
+      return "send";
+    case Op::kRead:
+      return "read";
+  }
+  return "?";
+}
+
+Result<TimedFault, std::string> parse_timed_fault(const std::string& text) {
+  const size_t sp = text.find(' ');
+  const std::string when = text.substr(0, sp);
+  if (sp == std::string::npos || text.find_first_not_of(' ', sp) == std::string::npos) {
+    return Err("fault '" + text + "': expected '<time> <fault>', like '5s down t0 h0 p2'");
+  }
+  double scale = 0;
+  std::string num;
+  if (when.size() > 2 && when.ends_with("ms")) {
+    scale = 1e-3;
+    num = when.substr(0, when.size() - 2);
+  } else if (when.size() > 1 && when.ends_with("s")) {
+    scale = 1;
+    num = when.substr(0, when.size() - 1);
+  } else {
+    return Err("fault '" + text + "': time '" + when + "' needs a unit, s or ms (5s, 500ms)");
+  }
+  char* end = nullptr;
+  const double v = std::strtod(num.c_str(), &end);
+  if (num.empty() || *end != '\0' || !(v >= 0)) {
+    return Err("fault '" + text + "': time '" + when + "' is not a number >= 0");
+  }
+  return TimedFault{v * scale, text.substr(text.find_first_not_of(' ', sp))};
+}
+
+namespace {
+
+constexpr uint32_t kOffsets = 61;  // prime: a stale slot's pattern offset always differs
+constexpr uint32_t kOffsetStep = 64;
+
+struct Side {
+  std::unique_ptr<io::UdpDriver> drv;
+  PeerId peer = 0;
+};
+
+// Work of one QP pair in one direction.
+struct Stream {
+  Op op = Op::kWrite;
+  int init = 0;              // side that posts (the other one is `1 - init`)
+  int source = 0, sink = 1;  // where the bytes come from and go to
+  Qpn qp[2] = {0, 0};
+  CqId cq[2] = {0, 0};
+  std::vector<uint8_t> src, dst;  // src at `source`, dst at `sink`
+  uint32_t src_key = 0, dst_key = 0;
+  uint64_t posted = 0, done = 0, received = 0;
+  uint64_t last_rx_bytes = 0;
+};
+
+class Runner {
+ public:
+  explicit Runner(const MrcRunSpec& spec) : spec_(spec) {}
+
+  Result<MrcRunResult, std::string> run();
+
+ private:
+  Status<std::string> setup();
+  Status<std::string> connect(Stream& s, int init);
+  void pump(Stream& s, bool posting);
+  bool post_one(Stream& s);
+  void check(Stream& s, uint64_t k, const uint8_t* got);
+  void drain_events(int side);
+  uint64_t rx_bytes(Stream& s);
+  double since_start(Time t) const { return static_cast<double>((t - start_).count()) * 1e-9; }
+  uint64_t src_offset(uint64_t k) const { return (k % kOffsets) * kOffsetStep; }
+  uint64_t slot(uint64_t k) const {
+    return (k % (2 * spec_.outstanding)) * uint64_t{spec_.msg_bytes};
+  }
+  void fail(const std::string& what) {
+    ++res_.errors;
+    if (res_.first_error.empty()) res_.first_error = what;
+  }
+
+  const MrcRunSpec& spec_;
+  Side side_[2];
+  std::deque<Stream> streams_;
+  MrcRunResult res_;
+  Time start_{0};
+  std::mutex mu_;  // res_.faults (fault thread)
+};
+
+Status<std::string> Runner::setup() {
+  if (spec_.msg_bytes == 0) return Err(std::string("message size must be > 0"));
+  if (spec_.outstanding == 0 || spec_.outstanding > 30)
+    return Err(std::string("outstanding must be 1..30"));
+  if (spec_.qps == 0 || spec_.qps > 64) return Err(std::string("qps must be 1..64"));
+  if (!spec_.schedule.empty() && !spec_.apply_fault)
+    return Err(std::string("a fault schedule needs a fabric to apply it to"));
+  const io::UdpConfig* cfg[2] = {&spec_.client, &spec_.server};
+  for (int i = 0; i < 2; ++i) {
+    auto d = io::UdpDriver::create(*cfg[i]);
+    if (!d.ok()) return Err(std::string(i == 0 ? "client: " : "server: ") + d.error());
+    side_[i].drv = std::move(d).value();
+  }
+  for (int i = 0; i < 2; ++i) {
+    io::UdpDriver& me = *side_[i].drv;
+    io::UdpDriver& other = *side_[1 - i].drv;
+    if (cfg[i]->path_mode == io::PathMode::kSrv6) {
+      auto p = me.add_fabric_peer(cfg[1 - i]->local_host);
+      if (!p.ok()) return Err(p.error());
+      side_[i].peer = *p;
+    } else {
+      std::vector<sockaddr_in6> addrs;
+      for (size_t p = 0; p < other.planes(); ++p) addrs.push_back(other.local_address(p));
+      side_[i].peer = me.add_peer(addrs);
+    }
+  }
+  for (uint32_t q = 0; q < spec_.qps; ++q) {
+    for (int dir = 0; dir < (spec_.bidirectional ? 2 : 1); ++dir) {
+      Stream& s = streams_.emplace_back();
+      auto c = connect(s, dir);
+      if (!c.ok()) return c;
+    }
+  }
+  return {};
+}
+
+Status<std::string> Runner::connect(Stream& s, int init) {
+  s.op = spec_.op;
+  s.init = init;
+  s.source = s.op == Op::kRead ? 1 - init : init;
+  s.sink = 1 - s.source;
+  std::mt19937_64 rng(0x5eed + streams_.size());
+  s.src.resize(spec_.msg_bytes + kOffsets * kOffsetStep);
+  for (auto& b : s.src) b = static_cast<uint8_t>(rng());
+  s.dst.assign(2ull * spec_.outstanding * spec_.msg_bytes, 0);
+  const uint32_t token[2] = {static_cast<uint32_t>(rng()) | 1, static_cast<uint32_t>(rng()) | 1};
+  for (int i = 0; i < 2; ++i) {
+    auto st = side_[i].drv->with_engine([&](Engine& e) -> Status<std::string> {
+      auto cq = e.create_cq(4096);
+      if (!cq.ok()) return Err("create_cq: " + std::string(to_string(cq.error())));
+      s.cq[i] = *cq;
+      QpInit init_attr;
+      init_attr.send_cq = init_attr.recv_cq = s.cq[i];
+      init_attr.local_token = token[i];
+      auto qp = e.create_qp(init_attr);
+      if (!qp.ok()) return Err("create_qp: " + std::string(to_string(qp.error())));
+      s.qp[i] = *qp;
+      const uint32_t acc = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
+      if (i == s.source) {
+        auto k = e.register_mr(s.src.data(), s.src.size(), reinterpret_cast<uint64_t>(s.src.data()),
+                               acc);
+        if (!k.ok()) return Err("register_mr: " + std::string(to_string(k.error())));
+        s.src_key = *k;
+      } else {
+        auto k = e.register_mr(s.dst.data(), s.dst.size(), reinterpret_cast<uint64_t>(s.dst.data()),
+                               acc);
+        if (!k.ok()) return Err("register_mr: " + std::string(to_string(k.error())));
+        s.dst_key = *k;
+      }
+      return {};
+    });
+    if (!st.ok()) return st;
+  }
+  const io::UdpConfig* cfg[2] = {&spec_.client, &spec_.server};
+  for (int i = 0; i < 2; ++i) {
+    io::UdpDriver& d = *side_[i].drv;
+    std::vector<Path> paths;
+    if (cfg[i]->path_mode == io::PathMode::kSrv6) {
+      paths = d.fabric_paths(cfg[1 - i]->local_host);
+    } else {
+      for (uint16_t p = 0; p < d.planes(); ++p)
+        for (uint32_t k = 0; k < 4; ++k) paths.push_back(Path{uint32_t{p} << 16 | k << 8, p});
+    }
+    auto st = d.with_engine([&](Engine& e) -> Status<std::string> {
+      QpAttr at;
+      at.state = QpState::kInit;
+      if (auto r = e.modify_qp(s.qp[i], at, attr::kState); !r.ok())
+        return Err("modify_qp INIT: " + std::string(to_string(r.error())));
+      at.state = QpState::kRtr;
+      at.peer = side_[i].peer;
+      at.dest_qpn = s.qp[1 - i];
+      at.remote_token = token[1 - i];
+      at.mtu = spec_.mtu;
+      at.paths = paths;
+      at.retry_cnt_exp = 7;
+      if (auto r = e.modify_qp(
+              s.qp[i], at, attr::kState | attr::kDest | attr::kPaths | attr::kMtu | attr::kRetry);
+          !r.ok())
+        return Err("modify_qp RTR: " + std::string(to_string(r.error())));
+      at.state = QpState::kRts;
+      if (auto r = e.modify_qp(s.qp[i], at, attr::kState); !r.ok())
+        return Err("modify_qp RTS: " + std::string(to_string(r.error())));
+      return {};
+    });
+    if (!st.ok()) return st;
+  }
+  if (s.op == Op::kSend) {
+    for (uint64_t j = 0; j < 2ull * spec_.outstanding; ++j) {
+      Sge sge{reinterpret_cast<uint64_t>(s.dst.data() + slot(j)), spec_.msg_bytes, s.dst_key};
+      auto r = side_[s.sink].drv->with_engine([&](Engine& e) {
+        return e.post_recv(s.qp[s.sink], RecvWr{j, {&sge, 1}});
+      });
+      if (!r.ok()) return Err("post_recv: " + std::string(to_string(r.error())));
+    }
+  }
+  return {};
+}
+
+bool Runner::post_one(Stream& s) {
+  const uint64_t k = s.posted;
+  SendWr wr;
+  wr.wr_id = k;
+  Sge sge;
+  switch (s.op) {
+    case Op::kWrite:
+    case Op::kSend:
+      sge = {reinterpret_cast<uint64_t>(s.src.data() + src_offset(k)), spec_.msg_bytes, s.src_key};
+      wr.opcode = s.op == Op::kWrite ? Opcode::kWrite : Opcode::kSend;
+      wr.remote_addr = reinterpret_cast<uint64_t>(s.dst.data() + slot(k));
+      wr.rkey = s.dst_key;
+      break;
+    case Op::kRead:
+      sge = {reinterpret_cast<uint64_t>(s.dst.data() + slot(k)), spec_.msg_bytes, s.dst_key};
+      wr.opcode = Opcode::kRead;
+      wr.remote_addr = reinterpret_cast<uint64_t>(s.src.data() + src_offset(k));
+      wr.rkey = s.src_key;
+      break;
+  }
+  wr.sg = {&sge, 1};
+  auto r = side_[s.init].drv->with_engine([&](Engine& e) { return e.post_send(s.qp[s.init], wr); });
+  if (!r.ok()) {
+    fail("post_send: " + std::string(to_string(r.error())));
+    return false;
+  }
+  ++s.posted;
+  return true;
+}
+
+void Runner::check(Stream& s, uint64_t k, const uint8_t* got) {
+  if (spec_.verify) {
+    // Taking the sink's lock orders its progress thread's writes before this read.
+    side_[s.sink].drv->with_engine([](Engine&) {});
+    if (std::memcmp(got, s.src.data() + src_offset(k), spec_.msg_bytes) != 0) {
+      ++res_.mismatches;
+      if (res_.first_error.empty())
+        res_.first_error = "message " + std::to_string(k) + ": bytes differ at the destination";
+      return;
+    }
+  }
+  ++res_.messages;
+  res_.bytes += spec_.msg_bytes;
+}
+
+void Runner::pump(Stream& s, bool posting) {
+  Completion c[64];
+  for (int i = 0; i < 2; ++i) {
+    for (;;) {
+      const size_t n = side_[i].drv->with_engine([&](Engine& e) { return e.poll_cq(s.cq[i], c); });
+      for (size_t j = 0; j < n; ++j) {
+        if (c[j].status != WcStatus::kSuccess) {
+          fail(std::string("completion error: ") + to_string(c[j].status));
+          continue;
+        }
+        if (i == s.init && c[j].opcode != WcOpcode::kRecv) {
+          const uint64_t k = s.done++;
+          if (s.op == Op::kWrite) check(s, k, s.dst.data() + slot(k));
+          if (s.op == Op::kRead) check(s, k, s.dst.data() + slot(k));
+        } else if (i == s.sink && c[j].opcode == WcOpcode::kRecv) {
+          const uint64_t k = s.received++;
+          check(s, k, s.dst.data() + slot(k));
+          Sge sge{reinterpret_cast<uint64_t>(s.dst.data() + slot(k)), spec_.msg_bytes, s.dst_key};
+          auto r = side_[i].drv->with_engine([&](Engine& e) {
+            return e.post_recv(s.qp[i], RecvWr{k + 2ull * spec_.outstanding, {&sge, 1}});
+          });
+          if (!r.ok()) fail("post_recv: " + std::string(to_string(r.error())));
+        }
+      }
+      if (n < std::size(c)) break;
+    }
+  }
+  // SEND: a slot is free again only once its receive completed and was reposted.
+  const uint64_t free_limit = s.op == Op::kSend ? s.received + spec_.outstanding : UINT64_MAX;
+  while (posting && s.posted - s.done < spec_.outstanding && s.posted < free_limit) {
+    if (!post_one(s)) break;
+  }
+}
+
+void Runner::drain_events(int side) {
+  side_[side].drv->with_engine([&](Engine& e) {
+    while (auto ev = e.poll_event()) {
+      if (ev->type != EventType::kEvState) continue;
+      res_.path_events.push_back(PathEvent{
+          since_start(ev->at), ev->ev, ev->plane, to_string(static_cast<EvState>(ev->from)),
+          to_string(static_cast<EvState>(ev->to)), to_string(static_cast<EvReason>(ev->reason))});
+    }
+  });
+}
+
+uint64_t Runner::rx_bytes(Stream& s) {
+  return side_[s.sink].drv->with_engine([&](Engine& e) {
+    const QpStats* st = e.qp_stats(s.qp[s.sink]);
+    return st ? st->rx_payload_bytes : 0;
+  });
+}
+
+Result<MrcRunResult, std::string> Runner::run() {
+  if (auto s = setup(); !s.ok()) return Err(s.error());
+  for (auto& sd : side_) sd.drv->start();
+  using Clock = std::chrono::steady_clock;
+  start_ = io::now();
+  const auto t0 = Clock::now();
+  auto at = [&](double s) {
+    return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  };
+
+  std::atomic<bool> stop_faults{false};
+  std::thread faults([&] {
+    for (const TimedFault& f : spec_.schedule) {
+      while (!stop_faults && Clock::now() < at(f.t_s))
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (stop_faults) return;
+      const double when = std::chrono::duration<double>(Clock::now() - t0).count();
+      auto r = spec_.apply_fault(f.fault);
+      std::lock_guard lock(mu_);
+      res_.faults.push_back(FaultMark{when, f.fault, r.ok() ? "" : r.error()});
+    }
+  });
+
+  for (Stream& s : streams_) s.last_rx_bytes = rx_bytes(s);
+  double next = spec_.interval_s;
+  double second_bytes = 0, next_second = 1;
+  auto cancelled = [&] { return spec_.cancel != nullptr && spec_.cancel->load(); };
+  while (Clock::now() < at(spec_.duration_s) && !cancelled()) {
+    for (Stream& s : streams_) pump(s, true);
+    drain_events(0);
+    if (spec_.bidirectional) drain_events(1);
+    const double now_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (now_s >= next) {
+      uint64_t bytes = 0;
+      for (Stream& s : streams_) {
+        const uint64_t b = rx_bytes(s);
+        bytes += b - s.last_rx_bytes;
+        s.last_rx_bytes = b;
+      }
+      // Attribute to the interval that just ended; a late sample covers the time it spans.
+      const double span = now_s - (next - spec_.interval_s);
+      res_.intervals.push_back(Sample{next, bytes * 8.0 / span / 1e9});
+      second_bytes += bytes;
+      next += spec_.interval_s;
+      if (next <= now_s) next = now_s + spec_.interval_s;  // we stalled: skip ahead
+      if (now_s >= next_second) {
+        if (spec_.on_second) spec_.on_second(next_second, second_bytes * 8.0 / 1e9);
+        second_bytes = 0;
+        next_second += 1;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  stop_faults = true;
+  faults.join();
+
+  // Let what is in flight finish (and be checked), then account for it.
+  const auto drain_until = Clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    bool busy = false;
+    for (Stream& s : streams_) {
+      pump(s, false);
+      busy = busy || s.done < s.posted || (s.op == Op::kSend && s.received < s.posted);
+    }
+    if (!busy) break;
+    if (Clock::now() > drain_until) {
+      fail("in-flight messages did not complete within 10 s of the end of the run");
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  for (Stream& s : streams_) {
+    for (int i = 0; i < 2; ++i) {
+      side_[i].drv->with_engine([&](Engine& e) {
+        if (const QpStats* st = e.qp_stats(s.qp[i])) {
+          res_.retransmits += st->tx_retransmits;
+          res_.rtos += st->rto_fired;
+          res_.spurious += st->spurious_losses;
+        }
+        for (const PathStats& p : e.path_stats(s.qp[i])) res_.trims_seen += p.trims;
+        const QpStats* st = e.qp_stats(s.qp[i]);
+        auto cc = e.cc_stats(s.qp[i]);
+        if (i == s.source && st && res_.cc.empty()) {
+          char b[256];
+          std::snprintf(b, sizeof b,
+                        "srtt %.0f us, min rtt %.0f us, cwnd %.0f KiB (min %.0f), %llu decreases, "
+                        "%llu quick adapts, %llu increases",
+                        st->srtt_ns / 1e3, st->min_rtt_ns / 1e3, cc ? cc->cwnd / 1024.0 : 0.0,
+                        cc ? cc->min_cwnd / 1024.0 : 0.0, cc ? (unsigned long long)cc->decreases : 0ull,
+                        cc ? (unsigned long long)cc->quick_adapts : 0ull,
+                        cc ? (unsigned long long)cc->increases() : 0ull);
+          res_.cc = b;
+        }
+      });
+    }
+  }
+  for (auto& sd : side_) {
+    sd.drv->with_engine([&](Engine& e) { res_.duplicates += e.stats().dropped(Drop::kDuplicate); });
+  }
+  for (auto& sd : side_) sd.drv->stop();
+  res_.client_counters = side_[0].drv->counters();
+  res_.server_counters = side_[1].drv->counters();
+  return std::move(res_);
+}
+
+}  // namespace
+
+Result<MrcRunResult, std::string> run_mrc(const MrcRunSpec& spec) {
+  Runner r(spec);
+  return r.run();
+}
+
+}  // namespace mrc::perf

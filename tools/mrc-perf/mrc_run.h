@@ -1,0 +1,97 @@
+// An MRC bandwidth run between two hosts over the real UDP datapath: both endpoints live in
+// this process (each its own UdpDriver and progress thread, its sockets in its host's network
+// namespace), joined only by the network between them. Every byte is checked when `verify`.
+// Threading: run_mrc blocks the calling thread, which posts work, verifies, samples the
+// receivers' counters every interval and applies the fault schedule through a callback.
+//
+// Workloads (per QP pair, per direction; `outstanding` messages in flight, reposted as they
+// complete):
+//   write  RDMA WRITE into a ring of slots at the receiver; checked when the WRITE completes
+//   send   SEND into posted receives; checked at the receiver's completion
+//   read   RDMA READ of the server's memory; checked at the reader's completion
+// Bandwidth is goodput: payload bytes the receiving QPs accepted (QpStats::rx_payload_bytes,
+// duplicates excluded), per interval.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "baseline.h"
+#include "common/result.h"
+#include "io/udp/udp_driver.h"
+
+namespace mrc::perf {
+
+enum class Op : uint8_t { kWrite, kSend, kRead };
+Result<Op, std::string> parse_op(const std::string& s);
+const char* to_string(Op op);
+
+/// A fault at a time: "5s down t0 h0 p2" -> {5.0, "down t0 h0 p2"}.
+struct TimedFault {
+  double t_s = 0;
+  std::string fault;
+};
+/// Parses "<time><unit> <fault words>", unit s or ms ("500ms flap link h0 p1 200").
+Result<TimedFault, std::string> parse_timed_fault(const std::string& text);
+
+struct MrcRunSpec {
+  io::UdpConfig client, server;  // each with its netns, planes, path mode (and fabric)
+  // How each side names the other: kSrv6 -> fabric host ids; else the peer's plane addresses
+  // are taken from the other driver's bound sockets.
+  Op op = Op::kWrite;
+  uint32_t msg_bytes = 1u << 20;
+  uint32_t outstanding = 8;  // messages in flight per QP and direction (<= 30)
+  uint32_t qps = 1;
+  bool bidirectional = false;
+  bool verify = true;
+  uint32_t mtu = 4096;
+  uint32_t max_psn_range = 1024;  // QpAttr::max_psn_range: most packets in flight per QP
+  double duration_s = 10;
+  double interval_s = 0.01;
+  std::vector<TimedFault> schedule;
+  std::function<Status<std::string>(const std::string& fault)> apply_fault;  // required if schedule
+  std::function<void(double t_s, double gbps)> on_second;  // a line per second (may be empty)
+  const std::atomic<bool>* cancel = nullptr;  // set (by a signal handler) to end the run early
+};
+
+// Samples are baseline.h's Sample: {end of the interval in s since the start, Gbit/s}.
+
+struct FaultMark {
+  double t_s = 0;
+  std::string fault;
+  std::string error;  // empty: applied
+};
+
+/// An EV state change the sender saw (client side, or both sides when bidirectional).
+struct PathEvent {
+  double t_s = 0;
+  uint32_t ev = 0;
+  uint16_t plane = 0;
+  std::string from, to, reason;
+};
+
+struct MrcRunResult {
+  std::vector<Sample> intervals;  // goodput per interval, all directions and QPs
+  std::vector<FaultMark> faults;
+  std::vector<PathEvent> path_events;
+  uint64_t messages = 0;    // completed and (if verify) checked
+  uint64_t bytes = 0;       // payload bytes of those messages
+  uint64_t mismatches = 0;  // messages whose bytes differed
+  uint64_t errors = 0;      // error completions or failed posts
+  std::string first_error;
+  uint64_t retransmits = 0, rtos = 0, trims_seen = 0;
+  uint64_t spurious = 0;       // retransmits whose first copy was acknowledged after all
+  uint64_t duplicates = 0;     // data packets the receivers had already
+  std::string cc;              // sender's RTT and congestion window at the end, one line
+  io::UdpCounters client_counters, server_counters;
+  bool ok() const { return mismatches == 0 && errors == 0; }
+};
+
+/// Sets up the drivers and QPs, runs, tears down. Errors are setup failures (sockets, QPs);
+/// what goes wrong during the run is in the result (mismatches, errors, first_error).
+Result<MrcRunResult, std::string> run_mrc(const MrcRunSpec& spec);
+
+}  // namespace mrc::perf
