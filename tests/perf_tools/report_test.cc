@@ -38,7 +38,7 @@ TEST(Summarize, T0DownPhases) {
   EXPECT_NEAR(down.detect_ms, 4, 1e-6);
   EXPECT_NEAR(down.min_interval_gbps, 2, 1e-9);
   EXPECT_NEAR(down.min_100ms_gbps, (2 * 2 + 6 * 8) / 10.0, 1e-9);
-  EXPECT_NEAR(down.after_50ms_gbps, 6, 1e-9);  // settled by 50 ms
+  EXPECT_NEAR(down.at_50ms_gbps, 6, 1e-9);  // settled by 50 ms
   EXPECT_NEAR(sum.phases[2].min_100ms_gbps, 8, 1e-9);
   EXPECT_LT(sum.phases[2].detect_ms, 0);  // no EV went bad after "up"
   EXPECT_EQ(sum.longest_stall_ms, 0);

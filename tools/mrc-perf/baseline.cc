@@ -316,12 +316,31 @@ Status<std::string> setup_mptcp(const BaselineSpec& spec) {
                       const char* flag) -> Status<std::string> {
     auto dev = iface_of(ns, addr);
     if (!dev) return Err("mptcp setup: " + dev.error());
-    auto r = run_cmd({"ip", "-n", ns, "mptcp", "endpoint", "add", addr, "dev", *dev, flag});
+    std::vector<std::string> cmd = {"ip", "-n", ns, "mptcp", "endpoint", "add", addr, "dev", *dev};
+    std::istringstream words(flag);
+    for (std::string w; words >> w;) cmd.push_back(w);
+    auto r = run_cmd(cmd);
     if (!r) return Err("mptcp setup: " + r.error());
     return {};
   };
-  for (const auto& a : spec.client_addrs) {
-    if (auto s = add(spec.client_netns, a, "subflow"); !s) return s;
+  // The server announces its other plane addresses (ADD_ADDR); the client opens a subflow to
+  // each from the source address routing picks. Planes never meet, so the client gets a route
+  // to each announced address through that plane, with that plane's address as source (what
+  // `ip route get <server addr> from <client addr>` says), removed again by flush_mptcp.
+  for (size_t p = 1; p < spec.server_addrs.size() && p < spec.client_addrs.size(); ++p) {
+    auto j = run_json({"ip", "-j", "-n", spec.client_netns, "route", "get", spec.server_addrs[p],
+                       "from", spec.client_addrs[p]});
+    if (!j) return Err("mptcp setup: " + j.error());
+    std::vector<std::string> cmd = {"ip", "-n", spec.client_netns, "route", "replace",
+                                    spec.server_addrs[p] + "/128"};
+    try {
+      const json& r = j->at(0);
+      if (r.contains("gateway")) cmd.insert(cmd.end(), {"via", r.at("gateway").get<std::string>()});
+      cmd.insert(cmd.end(), {"dev", r.at("dev").get<std::string>(), "src", spec.client_addrs[p]});
+    } catch (const json::exception& e) {
+      return Err(std::string("mptcp setup: unexpected `ip -j route get` output: ") + e.what());
+    }
+    if (auto r = run_cmd(cmd); !r) return Err("mptcp setup: " + r.error());
   }
   for (const auto& a : spec.server_addrs) {
     if (auto s = add(spec.server_netns, a, "signal"); !s) return s;
@@ -332,6 +351,9 @@ Status<std::string> setup_mptcp(const BaselineSpec& spec) {
 void flush_mptcp(const BaselineSpec& spec) {
   for (const auto* ns : {&spec.client_netns, &spec.server_netns}) {
     (void)run_cmd({"ip", "-n", *ns, "mptcp", "endpoint", "flush"});
+  }
+  for (size_t p = 1; p < spec.server_addrs.size() && p < spec.client_addrs.size(); ++p) {
+    (void)run_cmd({"ip", "-n", spec.client_netns, "route", "del", spec.server_addrs[p] + "/128"});
   }
 }
 

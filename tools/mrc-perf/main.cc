@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
   app.add_option("--png", o.png, "plot of --csv (gnuplot); needs --csv");
   app.add_option("--title", o.title, "plot title");
   app.add_flag("-q,--quiet", o.quiet, "no line per second");
+  app.add_flag("--paths", o.show_paths, "print the sender's EVs at the end (state, sent, lost)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

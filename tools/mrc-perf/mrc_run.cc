@@ -210,9 +210,11 @@ Status<std::string> Runner::connect(Stream& s, int init) {
       at.mtu = spec_.mtu;
       at.paths = paths;
       at.retry_cnt_exp = 7;
-      if (auto r = e.modify_qp(
-              s.qp[i], at, attr::kState | attr::kDest | attr::kPaths | attr::kMtu | attr::kRetry);
-          !r.ok())
+      at.max_psn_range = spec_.max_psn_range;
+      at.path_policy.min_active_per_plane = spec_.min_active_per_plane;
+      constexpr uint32_t kMask = attr::kState | attr::kDest | attr::kPaths | attr::kMtu |
+                                 attr::kRetry | attr::kMpr | attr::kPathPolicy;
+      if (auto r = e.modify_qp(s.qp[i], at, kMask); !r.ok())
         return Err("modify_qp RTR: " + std::string(to_string(r.error())));
       at.state = QpState::kRts;
       if (auto r = e.modify_qp(s.qp[i], at, attr::kState); !r.ok())
@@ -422,6 +424,16 @@ Result<MrcRunResult, std::string> Runner::run() {
                         cc ? (unsigned long long)cc->quick_adapts : 0ull,
                         cc ? (unsigned long long)cc->increases() : 0ull);
           res_.cc = b;
+          const PathSet* ps = e.paths(s.qp[i]);
+          const auto pst = e.path_stats(s.qp[i]);
+          for (size_t k = 0; ps && k < ps->size() && k < pst.size(); ++k) {
+            const PathSet::Ev& ev = ps->ev(k);
+            std::snprintf(b, sizeof b, "  ev 0x%05x plane %u  %-11s %10llu sent %8llu lost %6.0f us\n",
+                          ev.path.ev, ev.path.plane, to_string(ev.state),
+                          (unsigned long long)pst[k].tx_packets, (unsigned long long)pst[k].lost,
+                          pst[k].rtt_ns / 1e3);
+            res_.paths += b;
+          }
         }
       });
     }

@@ -49,6 +49,8 @@ struct MrcRunSpec {
   bool verify = true;
   uint32_t mtu = 4096;
   uint32_t max_psn_range = 1024;  // QpAttr::max_psn_range: most packets in flight per QP
+  // PathPolicy::min_active_per_plane: below this many good EVs a plane's share shrinks.
+  uint32_t min_active_per_plane = 4;
   double duration_s = 10;
   double interval_s = 0.01;
   std::vector<TimedFault> schedule;
@@ -86,6 +88,7 @@ struct MrcRunResult {
   uint64_t spurious = 0;       // retransmits whose first copy was acknowledged after all
   uint64_t duplicates = 0;     // data packets the receivers had already
   std::string cc;              // sender's RTT and congestion window at the end, one line
+  std::string paths;           // sender's EVs at the end: state, packets sent, lost, RTT
   io::UdpCounters client_counters, server_counters;
   bool ok() const { return mismatches == 0 && errors == 0; }
 };

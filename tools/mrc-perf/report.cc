@@ -54,7 +54,6 @@ Summary summarize(const Series& s, double warmup_s) {
   if (v.empty()) return sum;
   const double dt = interval_len(v);
   const size_t w100 = std::max<size_t>(1, static_cast<size_t>(std::lround(0.1 / dt)));
-  const size_t w50 = std::max<size_t>(1, static_cast<size_t>(std::lround(0.05 / dt)));
   const double end = v.back().t_s;
   std::vector<FaultMark> faults;
   for (const FaultMark& f : s.faults)
@@ -76,9 +75,14 @@ Summary summarize(const Series& s, double warmup_s) {
     ph.min_interval_gbps = min_window(v, from, ph.end_s, 1);
     if (p > 0) {
       ph.fault = faults[p - 1].fault;
-      ph.after_50ms_gbps =
-          ph.start_s + 0.05 < ph.end_s ? min_window(v, ph.start_s + 0.05, ph.end_s, w50) : 0;
+      ph.at_50ms_gbps =
+          ph.start_s + 0.1 <= ph.end_s ? mean_in(v, ph.start_s + 0.05, ph.start_s + 0.1) : 0;
+      // Repairs (up, unblackhole, unflap, untrim, loss ... 0) have nothing to detect.
+      const std::string& f = ph.fault;
+      const bool repair = f.rfind("up ", 0) == 0 || f.rfind("un", 0) == 0 ||
+                          (f.rfind("loss ", 0) == 0 && f.size() >= 2 && f.ends_with(" 0"));
       for (const PathEvent& e : s.path_events) {
+        if (repair) break;
         if (e.t_s >= ph.start_s && e.t_s < ph.end_s && e.to != "GOOD") {
           ph.detect_ms = (e.t_s - ph.start_s) * 1e3;
           break;
@@ -104,12 +108,12 @@ std::string format_summary(const Series& s, const Summary& sum) {
                 s.name.c_str(), sum.healthy_gbps, sum.mean_gbps, sum.longest_stall_ms);
   o << line;
   std::snprintf(line, sizeof line, "  %-34s %8s %8s %9s %9s %10s %9s\n", "phase (from fault)",
-                "start_s", "mean", "min100ms", "/healthy", "after50ms", "detect_ms");
+                "start_s", "mean", "min100ms", "/healthy", "at50ms", "detect_ms");
   o << line;
   for (const PhaseSummary& p : sum.phases) {
     const double h = sum.healthy_gbps > 0 ? sum.healthy_gbps : 1;
     std::string detect = p.detect_ms >= 0 ? std::to_string(p.detect_ms).substr(0, 6) : "-";
-    std::string after = p.fault.empty() ? "-" : std::to_string(p.after_50ms_gbps / h).substr(0, 5);
+    std::string after = p.fault.empty() ? "-" : std::to_string(p.at_50ms_gbps / h).substr(0, 5);
     std::snprintf(line, sizeof line, "  %-34s %8.2f %8.3f %9.3f %9.3f %10s %9s\n",
                   p.fault.empty() ? "(start)" : p.fault.c_str(), p.start_s, p.mean_gbps,
                   p.min_100ms_gbps, p.min_100ms_gbps / h, after.c_str(), detect.c_str());

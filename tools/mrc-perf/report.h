@@ -5,9 +5,9 @@
 //   healthy      mean goodput from `warmup_s` until the first fault (or the whole run)
 //   phase        the time from one fault (or the start) to the next (or the end)
 //   min_100ms    lowest mean over any 100 ms window (10 intervals of 10 ms) in a phase
-//   after_50ms   lowest 50 ms moving mean from 50 ms after the fault to the end of its phase:
-//                "within 50 ms the bandwidth is at least this"
-//   detect_ms    fault to the first EV the sender declared bad (none: -1)
+//   at_50ms      mean over the 50 ms that start 50 ms after the fault: where the bandwidth
+//                is once 50 ms have passed (printed as a share of healthy)
+//   detect_ms    fault to the first EV the sender declared bad (none, or a repair: -1)
 //   longest stall  the longest run of intervals below 10% of healthy
 #pragma once
 
@@ -30,7 +30,7 @@ struct PhaseSummary {
   double start_s = 0, end_s = 0;
   std::string fault;  // what started it ("" for the first)
   double mean_gbps = 0, min_100ms_gbps = 0, min_interval_gbps = 0;
-  double after_50ms_gbps = 0;  // phases that start with a fault
+  double at_50ms_gbps = 0;  // phases that start with a fault
   double detect_ms = -1;
 };
 

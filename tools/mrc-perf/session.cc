@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <map>
@@ -153,6 +154,13 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
     spec.msg_bytes = o.msg_bytes;
     spec.outstanding = o.outstanding;
     spec.max_psn_range = o.max_psn_range;
+    // A plane keeps its full share while its good spines can still carry its host ports:
+    // hosts_per_t0 ports of port_gbps over uplinks of uplink_gbps each.
+    const auto& fc = f.config();
+    const double port = fab.port_gbps > 0 ? fab.port_gbps : fc.host_port_gbps;
+    spec.min_active_per_plane = std::clamp<uint32_t>(
+        static_cast<uint32_t>(std::ceil(fc.hosts_per_t0 * port / fc.uplink_gbps - 1e-9)), 1,
+        fc.spines);
     spec.qps = o.qps;
     spec.bidirectional = o.bidirectional;
     spec.verify = o.verify;
@@ -188,6 +196,7 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         (unsigned long long)r->client_counters.gso_messages);
     out.details.push_back(line);
     out.details.push_back("mrc: " + r->cc);
+    if (o.show_paths) out.details.push_back("mrc: sender's paths at the end:\n" + r->paths);
     if (!r->ok()) {
       out.data_ok = false;
       out.first_error = r->first_error;

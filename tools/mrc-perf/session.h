@@ -51,7 +51,8 @@ struct SessionOptions {
   bool congestion_control = true;
   uint32_t max_psn_range = 1024;  // packets in flight per QP at most (MPR)
   std::string csv, png, title;
-  bool quiet = false;  // no line per second
+  bool quiet = false;       // no line per second
+  bool show_paths = false;  // print the sender's EVs (state, packets, losses) at the end
   const std::atomic<bool>* cancel = nullptr;
 };
 
