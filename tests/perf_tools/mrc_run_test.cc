@@ -38,6 +38,21 @@ TEST_P(RunMrc, Loopback_VerifiedAndMeasured) {
 INSTANTIATE_TEST_SUITE_P(Ops, RunMrc, ::testing::Values(Op::kWrite, Op::kSend, Op::kRead),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
+TEST(RunMrc, Latency_OneInFlightMeasured) {
+  MrcRunSpec s = loopback(Op::kWrite);
+  s.msg_bytes = 8;
+  s.outstanding = 1;
+  s.spin = true;
+  s.duration_s = 0.3;
+  auto r = run_mrc(s);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_TRUE(r->ok()) << r->first_error;
+  EXPECT_GT(r->latency.samples, 10u);
+  EXPECT_GT(r->latency.p50_us, 0);
+  EXPECT_LE(r->latency.p50_us, r->latency.p99_us);
+  EXPECT_LE(r->latency.p99_us, r->latency.max_us);
+}
+
 TEST(RunMrc, Setup_ErrorsNameTheProblem) {
   MrcRunSpec s = loopback(Op::kWrite);
   s.outstanding = 0;

@@ -64,6 +64,7 @@ namespace {
 
 constexpr uint32_t kOffsets = 61;  // prime: a stale slot's pattern offset always differs
 constexpr uint32_t kOffsetStep = 64;
+constexpr size_t kMaxLatencySamples = 1 << 22;
 
 struct Side {
   std::unique_ptr<io::UdpDriver> drv;
@@ -80,6 +81,7 @@ struct Stream {
   std::vector<uint8_t> src, dst;  // src at `source`, dst at `sink`
   uint32_t src_key = 0, dst_key = 0;
   uint64_t posted = 0, done = 0, received = 0;
+  std::vector<Time> posted_at;  // per slot: when message k was posted (latency)
   uint64_t last_rx_bytes = 0;
 };
 
@@ -111,6 +113,7 @@ class Runner {
   Side side_[2];
   std::deque<Stream> streams_;
   MrcRunResult res_;
+  std::vector<Duration> latencies_;  // post to completion at the poster, first messages
   Time start_{0};
   std::mutex mu_;  // res_.faults (fault thread)
 };
@@ -160,6 +163,7 @@ Status<std::string> Runner::connect(Stream& s, int init) {
   s.src.resize(spec_.msg_bytes + kOffsets * kOffsetStep);
   for (auto& b : s.src) b = static_cast<uint8_t>(rng());
   s.dst.assign(2ull * spec_.outstanding * spec_.msg_bytes, 0);
+  s.posted_at.assign(2ull * spec_.outstanding, Time{0});
   const uint32_t token[2] = {static_cast<uint32_t>(rng()) | 1, static_cast<uint32_t>(rng()) | 1};
   for (int i = 0; i < 2; ++i) {
     auto st = side_[i].drv->with_engine([&](Engine& e) -> Status<std::string> {
@@ -261,6 +265,7 @@ bool Runner::post_one(Stream& s) {
     fail("post_send: " + std::string(to_string(r.error())));
     return false;
   }
+  s.posted_at[k % s.posted_at.size()] = io::now();
   ++s.posted;
   return true;
 }
@@ -292,6 +297,8 @@ void Runner::pump(Stream& s, bool posting) {
         }
         if (i == s.init && c[j].opcode != WcOpcode::kRecv) {
           const uint64_t k = s.done++;
+          if (latencies_.size() < kMaxLatencySamples)
+            latencies_.push_back(io::now() - s.posted_at[k % s.posted_at.size()]);
           if (s.op == Op::kWrite) check(s, k, s.dst.data() + slot(k));
           if (s.op == Op::kRead) check(s, k, s.dst.data() + slot(k));
         } else if (i == s.sink && c[j].opcode == WcOpcode::kRecv) {
@@ -383,7 +390,7 @@ Result<MrcRunResult, std::string> Runner::run() {
         next_second += 1;
       }
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (!spec_.spin) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   stop_faults = true;
   faults.join();
@@ -440,6 +447,14 @@ Result<MrcRunResult, std::string> Runner::run() {
   }
   for (auto& sd : side_) {
     sd.drv->with_engine([&](Engine& e) { res_.duplicates += e.stats().dropped(Drop::kDuplicate); });
+  }
+  if (!latencies_.empty()) {
+    std::sort(latencies_.begin(), latencies_.end());
+    auto us = [&](double q) {
+      const size_t i = std::min(latencies_.size() - 1, static_cast<size_t>(q * latencies_.size()));
+      return static_cast<double>(latencies_[i].count()) / 1e3;
+    };
+    res_.latency = {latencies_.size(), us(0.5), us(0.99), us(0.999), us(1.0)};
   }
   for (auto& sd : side_) sd.drv->stop();
   res_.client_counters = side_[0].drv->counters();

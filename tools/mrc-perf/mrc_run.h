@@ -53,6 +53,7 @@ struct MrcRunSpec {
   uint32_t min_active_per_plane = 4;
   double duration_s = 10;
   double interval_s = 0.01;
+  bool spin = false;  // poll completions without sleeping (latency runs)
   std::vector<TimedFault> schedule;
   std::function<Status<std::string>(const std::string& fault)> apply_fault;  // required if schedule
   std::function<void(double t_s, double gbps)> on_second;  // a line per second (may be empty)
@@ -75,10 +76,17 @@ struct PathEvent {
   std::string from, to, reason;
 };
 
+/// Post-to-completion time of messages at the poster, microseconds (the first 4 M messages).
+struct Latency {
+  size_t samples = 0;
+  double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
+};
+
 struct MrcRunResult {
   std::vector<Sample> intervals;  // goodput per interval, all directions and QPs
   std::vector<FaultMark> faults;
   std::vector<PathEvent> path_events;
+  Latency latency;
   uint64_t messages = 0;    // completed and (if verify) checked
   uint64_t bytes = 0;       // payload bytes of those messages
   uint64_t mismatches = 0;  // messages whose bytes differed

@@ -152,7 +152,8 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
     }
     spec.op = o.op;
     spec.msg_bytes = o.msg_bytes;
-    spec.outstanding = o.outstanding;
+    spec.outstanding = o.latency ? 1 : o.outstanding;
+    spec.spin = o.latency;
     spec.max_psn_range = o.max_psn_range;
     // A plane keeps its full share while its good spines can still carry its host ports:
     // hosts_per_t0 ports of port_gbps over uplinks of uplink_gbps each.
@@ -196,6 +197,12 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         (unsigned long long)r->client_counters.gso_messages);
     out.details.push_back(line);
     out.details.push_back("mrc: " + r->cc);
+    std::snprintf(line, sizeof line,
+                  "mrc: latency (post to completion, %zu messages): p50 %.1f us, p99 %.1f us, "
+                  "p99.9 %.1f us, max %.1f us",
+                  r->latency.samples, r->latency.p50_us, r->latency.p99_us, r->latency.p999_us,
+                  r->latency.max_us);
+    out.details.push_back(line);
     if (o.show_paths) out.details.push_back("mrc: sender's paths at the end:\n" + r->paths);
     if (!r->ok()) {
       out.data_ok = false;

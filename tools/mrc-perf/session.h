@@ -39,6 +39,7 @@ struct SessionOptions {
   double interval_s = 0.01;  // MRC samples; iperf3 cannot go below 0.1
   bool bidirectional = false;
   bool verify = true;
+  bool latency = false;  // a latency run: one message in flight, completions polled busily
   bool mrc = true;                  // run MRC (false: baselines only)
   std::vector<Baseline> baselines;  // run after MRC, in this order
   std::vector<TimedFault> faults;   // applied in every run; undone at the end of each
