@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   app.add_option("--interval", o.interval_s, "seconds per MRC sample")->capture_default_str();
   app.add_flag("--bidir", o.bidirectional, "both directions at once");
   app.add_flag("--latency", o.latency,
-               "latency run: one message in flight per QP, completions polled without sleeping "
+               "latency run: one message in flight per QP, completions polled every 2 us "
                "(use a small --size); prints p50/p99/p99.9/max");
   app.add_flag("!--no-verify", o.verify, "do not check the bytes (default: every byte checked)");
   app.add_option("--fault", faults, "'<time> <fault>', repeatable: '5s down t0 h0 p2' (mrc-fabric's "
@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-mrc", no_mrc, "run only the baselines");
   app.add_flag("--trim", trim, "the fabric trims: zero UDP checksums (so no GSO), engine told");
   app.add_flag("--no-gso", no_gso, "MRC sends single datagrams (no UDP GSO)");
+  app.add_flag("--ecmp", o.ecmp,
+               "MRC picks paths by UDP source port over the fabric's ECMP routes (no SRv6)");
   app.add_option("--base-rtt-us", o.base_rtt_us,
                  "congestion control's unloaded RTT, us (0: learned)")->capture_default_str();
   app.add_option("--mpr", o.max_psn_range, "most packets in flight per QP (max PSN range)")

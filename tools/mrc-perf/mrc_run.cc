@@ -390,7 +390,7 @@ Result<MrcRunResult, std::string> Runner::run() {
         next_second += 1;
       }
     }
-    if (!spec_.spin) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::this_thread::sleep_for(std::chrono::microseconds(spec_.spin ? 2 : 200));
   }
   stop_faults = true;
   faults.join();

@@ -135,7 +135,7 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
       const uint32_t h = i == 0 ? o.client : o.server;
       for (const std::string& a : addrs[i])
         c.planes.push_back(io::PlaneConfig{a, io::kDefaultUdpPort});
-      c.path_mode = io::PathMode::kSrv6;
+      c.path_mode = o.ecmp ? io::PathMode::kEcmp : io::PathMode::kSrv6;
       c.fabric = shared;
       c.local_host = h;
       c.netns = fab.host_netns(h);
@@ -197,12 +197,14 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         (unsigned long long)r->client_counters.gso_messages);
     out.details.push_back(line);
     out.details.push_back("mrc: " + r->cc);
-    std::snprintf(line, sizeof line,
+    if (o.latency) {
+      std::snprintf(line, sizeof line,
                   "mrc: latency (post to completion, %zu messages): p50 %.1f us, p99 %.1f us, "
                   "p99.9 %.1f us, max %.1f us",
                   r->latency.samples, r->latency.p50_us, r->latency.p99_us, r->latency.p999_us,
                   r->latency.max_us);
-    out.details.push_back(line);
+      out.details.push_back(line);
+    }
     if (o.show_paths) out.details.push_back("mrc: sender's paths at the end:\n" + r->paths);
     if (!r->ok()) {
       out.data_ok = false;

@@ -39,12 +39,13 @@ struct SessionOptions {
   double interval_s = 0.01;  // MRC samples; iperf3 cannot go below 0.1
   bool bidirectional = false;
   bool verify = true;
-  bool latency = false;  // a latency run: one message in flight, completions polled busily
+  bool latency = false;  // a latency run: one message in flight, completions polled every 2 us
   bool mrc = true;                  // run MRC (false: baselines only)
   std::vector<Baseline> baselines;  // run after MRC, in this order
   std::vector<TimedFault> faults;   // applied in every run; undone at the end of each
   bool trimming = false;            // the fabric trims: zero UDP checksums (no GSO), engine told so
   bool gso = true, gro = true;
+  bool ecmp = false;  // paths by UDP source port over the fabric's ECMP routes, not SRv6
   // NSCC's unloaded RTT. Software endpoints: thread wakeups and batching, not the wire,
   // set the RTT floor (~100-600 us on a 2-core VM; 300 measured best here, perf/RESULTS.md), and the lucky minimum the engine would
   // learn (~20 us) makes NSCC hold the window at a few packets. 0 = learn it.
