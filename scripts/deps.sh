@@ -18,6 +18,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   # namespace fabric (tools/mrc-fabric): netlink, nftables, tc eBPF trimming
   iproute2 nftables ethtool libnl-3-dev libnl-route-3-dev clang llvm libbpf-dev bpftool linux-libc-dev
+  # fuzzing (fuzz/): libFuzzer runtime for clang
+  libclang-rt-14-dev
   # fault runs (tools/mrc-perf): baselines and plots
   iperf3 mptcpd gnuplot-nox
 )

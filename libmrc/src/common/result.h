@@ -14,6 +14,9 @@ namespace mrc {
 
 template <typename E>
 struct Err {
+  // A constructor, not an aggregate: Err(x) then works without C++20's parenthesized
+  // aggregate init, which clang before 16 (the fuzz preset's compiler) lacks.
+  explicit Err(E e) : error(std::move(e)) {}
   E error;
 };
 template <typename E>

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -71,7 +72,9 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 void from_json(const json& j, const std::string& src, Fields& f) {
   if (!j.is_object()) throw Bad{src + ": /: must be a JSON object"};
-  for (const auto& [key, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string key = item.key();
+    const json& v = item.value();
     const std::string where = src + ": /" + key;
     auto str = [&]() {
       if (!v.is_string()) throw Bad{where + ": must be a string, got " + v.type_name()};
@@ -136,12 +139,20 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
   get("MRC_BASE_RTT_US", [&](auto n, auto v) { f.base_rtt_us = to_double(n, v); });
 }
 
+constexpr size_t kMaxFileBytes = 16 << 20;  // a fabric file of the published scale is far less
+
 std::string read_file(const std::string& path) {
-  std::ifstream in(path);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw Bad{path + ": not a regular file" + (ec ? ": " + ec.message() : "")};
+  }
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw Bad{path + ": cannot read: " + std::strerror(errno)};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string text(kMaxFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxFileBytes) throw Bad{path + ": larger than 16 MiB"};
+  return text;
 }
 
 HostConfig build(const Fields& f, std::string sources) {
