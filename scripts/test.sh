@@ -3,26 +3,27 @@
 #   1. installs missing Debian packages (scripts/deps.sh)
 #   2. release preset (build/): configure, build everything incl. perf/ benchmarks, ctest
 #   3. asan preset (build/asan): configure, build, ctest under ASan+UBSan
-#   4. fuzz preset (build/fuzz): every libFuzzer target for 20 s from its seed corpus
+#   4. tsan preset (build/tsan): the threaded parts (UDP driver, mrc-perf runs) under TSan
+#   5. fuzz preset (build/fuzz): every libFuzzer target for 20 s from its seed corpus
 # Exits non-zero on the first failure; the last line says PASS or FAIL and where.
 #
 # Usage: bash scripts/test.sh [--quick | --asan-only] [-- <ctest args>]
-#   --quick       release only (skip the ASan+UBSan build and the fuzzers)
-#   --asan-only   ASan+UBSan only (skip the release build and the fuzzers)
+#   --quick       release only (skip the ASan+UBSan, TSan and fuzz builds)
+#   --asan-only   ASan+UBSan only (skip the release, TSan and fuzz builds)
 #   -- ARGS       passed to both ctest runs, e.g. -- -R Scoreboard  or  -- -LE perf
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
 
 run_release=1
 run_asan=1
-run_fuzz=1
+run_tsan_fuzz=1
 ctest_args=()
 while (($#)); do
   case "$1" in
-    --quick) run_asan=0; run_fuzz=0 ;;
-    --asan-only) run_release=0; run_fuzz=0 ;;
+    --quick) run_asan=0; run_tsan_fuzz=0 ;;
+    --asan-only) run_release=0; run_tsan_fuzz=0 ;;
     --) shift; ctest_args=("$@"); break ;;
     -h|--help) usage; exit 0 ;;
     *) echo "test.sh: unknown option: $1" >&2; usage >&2; exit 2 ;;
@@ -79,8 +80,17 @@ if ((run_asan)); then
   passed+=(asan)
 fi
 
+# The threaded parts under ThreadSanitizer: only their test binaries are built.
+if ((run_tsan_fuzz)); then
+  step "tsan: configure" cmake --preset tsan
+  step "tsan: build" cmake --build --preset tsan --parallel "$jobs" \
+    --target udp_driver_test config_test mrc_run_test
+  step "tsan: test" ctest --preset tsan -j "$jobs"
+  passed+=(tsan)
+fi
+
 # Short bounded fuzzing of the wire decoder, the engine and the config parsers (fuzz/).
-if ((run_fuzz)); then
+if ((run_tsan_fuzz)); then
   step "fuzz" bash scripts/fuzz.sh "${MRC_FUZZ_SECONDS:-20}"
   passed+=(fuzz)
 fi
