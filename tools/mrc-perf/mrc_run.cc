@@ -448,6 +448,8 @@ Result<MrcRunResult, std::string> Runner::run() {
   for (auto& sd : side_) {
     sd.drv->with_engine([&](Engine& e) { res_.duplicates += e.stats().dropped(Drop::kDuplicate); });
   }
+  res_.client_engine = side_[0].drv->with_engine([](Engine& e) { return e.stats(); });
+  res_.server_engine = side_[1].drv->with_engine([](Engine& e) { return e.stats(); });
   if (!latencies_.empty()) {
     std::sort(latencies_.begin(), latencies_.end());
     auto us = [&](double q) {

@@ -98,6 +98,7 @@ struct MrcRunResult {
   std::string cc;              // sender's RTT and congestion window at the end, one line
   std::string paths;           // sender's EVs at the end: state, packets sent, lost, RTT
   io::UdpCounters client_counters, server_counters;
+  engine::EngineStats client_engine, server_engine;  // incl. every dropped datagram by reason
   bool ok() const { return mismatches == 0 && errors == 0; }
 };
 
