@@ -79,6 +79,25 @@ struct UdpDriver::Plane {
   }
 };
 
+/// Buffers reused by every loop iteration, so the datapath does not allocate.
+struct UdpDriver::Scratch {
+  // Progress loop (its thread, or step()'s caller): one entry per plane socket (+ eventfd).
+  std::vector<pollfd> fds;
+  std::vector<size_t> got;
+  // Transmit (under mu_): a burst's slots per plane, and one plane's messages.
+  struct Message {
+    size_t first = 0;  // index into the plane's slot list
+    size_t count = 0;  // datagrams
+    size_t bytes = 0;
+  };
+  std::vector<std::vector<size_t>> by_plane;
+  std::vector<Message> msgs;
+  std::vector<mmsghdr> hdrs = std::vector<mmsghdr>(kTxBurst);
+  std::vector<iovec> iov = std::vector<iovec>(2 * kTxBurst);
+  std::vector<std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t))>> control =
+      std::vector<std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t))>>(kTxBurst);
+};
+
 /// Where one datagram goes, and from which socket.
 struct UdpDriver::Route {
   const sockaddr_in6* to = nullptr;
@@ -94,7 +113,10 @@ struct UdpDriver::Slot {
 };
 
 UdpDriver::UdpDriver(const UdpConfig& cfg)
-    : cfg_(cfg), engine_(std::make_unique<engine::Engine>(cfg.engine)), tx_slots_(kTxBurst) {}
+    : cfg_(cfg),
+      engine_(std::make_unique<engine::Engine>(cfg.engine)),
+      tx_slots_(kTxBurst),
+      scratch_(std::make_unique<Scratch>()) {}
 
 UdpDriver::~UdpDriver() {
   stop();
@@ -317,7 +339,8 @@ void UdpDriver::step(Duration max_wait) { run_once(max_wait); }
 void UdpDriver::run_once(Duration max_wait) {
   const size_t n = sockets_.size();
   Time wait = cfg_.busy_poll ? Duration{0} : max_wait;
-  std::vector<pollfd> fds(n + 1);
+  std::vector<pollfd>& fds = scratch_->fds;
+  fds.resize(n + 1);
   {
     std::lock_guard lock(mu_);
     ++counters_.loop_iterations;
@@ -348,7 +371,8 @@ void UdpDriver::run_once(Duration max_wait) {
 
   // Receive full batches outside the lock, feed them to the engine under it,
   // and transmit after each round so ACKs and data interleave.
-  std::vector<size_t> got(n, 0);
+  std::vector<size_t>& got = scratch_->got;
+  got.assign(n, 0);
   for (size_t round = 0; round < kMaxRxRounds; ++round) {
     bool full = false;
     for (size_t p = 0; p < n; ++p) {
@@ -456,7 +480,8 @@ void UdpDriver::transmit(Time t) {
   const size_t n = sockets_.size();
   bool blocked = false;
   for (size_t p = 0; p < n; ++p) blocked = !flush_pending(p) || blocked;
-  std::vector<std::vector<size_t>> by_plane(n);
+  std::vector<std::vector<size_t>>& by_plane = scratch_->by_plane;
+  by_plane.resize(n);
   while (!blocked) {
     size_t count = 0;
     for (; count < kTxBurst; ++count) {
@@ -495,12 +520,9 @@ void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
     return std::tie(x.fd, x.to) < std::tie(y.fd, y.to);
   });
 
-  struct Message {
-    size_t first = 0;  // index into slots
-    size_t count = 0;  // datagrams
-    size_t bytes = 0;
-  };
-  std::vector<Message> msgs;
+  using Message = Scratch::Message;
+  std::vector<Message>& msgs = scratch_->msgs;
+  msgs.clear();
   for (size_t i = 0; i < slots.size(); ++i) {
     const Slot& s = tx_slots_[slots[i]];
     if (pl.gso && !msgs.empty()) {
@@ -519,9 +541,10 @@ void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
     msgs.push_back({i, 1, s.tx.size()});
   }
 
-  std::vector<mmsghdr> hdrs(msgs.size());
-  std::vector<iovec> iov(2 * slots.size());
-  std::vector<std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t))>> control(msgs.size());
+  // At most kTxBurst datagrams per plane and burst: the scratch arrays are that large.
+  auto& hdrs = scratch_->hdrs;
+  auto& iov = scratch_->iov;
+  auto& control = scratch_->control;
   for (size_t j = 0; j < msgs.size(); ++j) {
     const Message& m = msgs[j];
     size_t v = 2 * m.first;

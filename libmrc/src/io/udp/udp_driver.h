@@ -176,6 +176,7 @@ class UdpDriver {
   struct Plane;
   struct Slot;
   struct Route;
+  struct Scratch;
   explicit UdpDriver(const UdpConfig& cfg);
   void wake();
   void run_once(engine::Duration max_wait);
@@ -195,7 +196,8 @@ class UdpDriver {
   // peers_[peer][plane][spine]: destination (kSrv6: one per spine; else one).
   std::vector<std::vector<std::vector<sockaddr_in6>>> peers_;
   UdpCounters counters_;
-  std::vector<Slot> tx_slots_;  // kTxBurst; under mu_
+  std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
+  std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
 
   std::thread thread_;
   std::atomic<bool> stop_{false};
