@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "command.h"
+#include "common/fd.h"
 #include "srv6/netlink.h"
 
 namespace mrc::nsfabric {
@@ -43,23 +44,6 @@ std::vector<std::string> netns_with(const std::string& prefix) {
 bool process_alive(int pid) {
   return std::filesystem::exists("/proc/" + std::to_string(pid) + "/comm");
 }
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 sockaddr_in6 socket_address(const Ipv6& a, uint16_t port) {
   sockaddr_in6 sa{};
@@ -104,7 +88,7 @@ class NsFabricTest : public ::testing::Test {
           return s;
         });
         ASSERT_TRUE(fd.ok()) << fd.error();
-        socks_[{h, p}] = Fd(*fd);
+        socks_[{h, p}] = UniqueFd(*fd);
       }
     }
   }
@@ -189,7 +173,7 @@ class NsFabricTest : public ::testing::Test {
 
   std::string prefix_;
   std::optional<NsFabric> nf_;
-  std::map<std::pair<uint32_t, uint32_t>, Fd> socks_;  // (host, plane)
+  std::map<std::pair<uint32_t, uint32_t>, UniqueFd> socks_;  // (host, plane)
   uint64_t tag_ = 0;
 };
 

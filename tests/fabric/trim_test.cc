@@ -3,6 +3,7 @@
 // tbf and trimmed at the same rate. Skips without permission to create namespaces.
 // Threading: the test thread only; sockets are opened inside the namespaces by io::in_netns.
 #include "trim.h"
+#include "common/fd.h"
 #include "io/netns.h"
 
 #include <arpa/inet.h>
@@ -64,16 +65,6 @@ class Netns {
  private:
   std::string name_;
   bool created_ = false;
-};
-
-struct Fd {
-  int fd = -1;
-  Fd() = default;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
 };
 
 Bytes pattern(size_t n, uint32_t seed) {
@@ -187,28 +178,28 @@ class TrimFabric : public ::testing::Test {
   }
 
   // A socket in the sender's netns: zero UDP checksums, traffic class `tclass`.
-  void open_sender(Fd& fd, int tclass) {
+  void open_sender(UniqueFd& fd, int tclass) {
     auto st = io::in_netns(sender_->name(), [&]() -> Status<std::string> {
-      fd.fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-      if (fd.fd < 0) return Err{std::string("socket: ") + std::strerror(errno)};
-      if (auto s = setopt(fd.fd, SOL_UDP, UDP_NO_CHECK6_TX, 1, "UDP_NO_CHECK6_TX"); !s) return s;
-      if (auto s = setopt(fd.fd, IPPROTO_IPV6, IPV6_TCLASS, tclass, "IPV6_TCLASS"); !s) return s;
-      return setopt(fd.fd, SOL_SOCKET, SO_SNDBUFFORCE, 16 << 20, "SO_SNDBUFFORCE");
+      fd.reset(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+      if (fd.get() < 0) return Err{std::string("socket: ") + std::strerror(errno)};
+      if (auto s = setopt(fd.get(), SOL_UDP, UDP_NO_CHECK6_TX, 1, "UDP_NO_CHECK6_TX"); !s) return s;
+      if (auto s = setopt(fd.get(), IPPROTO_IPV6, IPV6_TCLASS, tclass, "IPV6_TCLASS"); !s) return s;
+      return setopt(fd.get(), SOL_SOCKET, SO_SNDBUFFORCE, 16 << 20, "SO_SNDBUFFORCE");
     });
     ASSERT_TRUE(st.ok()) << st.error();
   }
 
   // A socket in the receiver's netns bound to `port`, accepting zero checksums, reporting tclass.
-  void open_receiver(Fd& fd, uint16_t port) {
+  void open_receiver(UniqueFd& fd, uint16_t port) {
     auto st = io::in_netns(receiver_->name(), [&]() -> Status<std::string> {
-      fd.fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-      if (fd.fd < 0) return Err{std::string("socket: ") + std::strerror(errno)};
-      if (auto s = setopt(fd.fd, SOL_UDP, UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX"); !s) return s;
-      if (auto s = setopt(fd.fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"); !s) return s;
-      if (auto s = setopt(fd.fd, SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20, "SO_RCVBUFFORCE"); !s)
+      fd.reset(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+      if (fd.get() < 0) return Err{std::string("socket: ") + std::strerror(errno)};
+      if (auto s = setopt(fd.get(), SOL_UDP, UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX"); !s) return s;
+      if (auto s = setopt(fd.get(), IPPROTO_IPV6, IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"); !s) return s;
+      if (auto s = setopt(fd.get(), SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20, "SO_RCVBUFFORCE"); !s)
         return s;
       const sockaddr_in6 a = addr("::", port);
-      if (bind(fd.fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0)
+      if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0)
         return Err{std::string("bind: ") + std::strerror(errno)};
       return {};
     });
@@ -303,14 +294,14 @@ TEST_F(TrimFabric, UnknownInterfaceNamesPort) {
 TEST_F(TrimFabric, Burst_TrimsAndMarksAndCountersAgree) {
   constexpr size_t kPackets = 300;
   const TrimCounters before = counters();
-  Fd tx, rx;
+  UniqueFd tx, rx;
   ASSERT_NO_FATAL_FAILURE(open_sender(tx, kEct0));
   ASSERT_NO_FATAL_FAILURE(open_receiver(rx, kMrcPort));
 
   std::vector<Bytes> burst;
   for (uint32_t psn = 0; psn < kPackets; ++psn) burst.push_back(mrc_write(psn));
-  ASSERT_NO_FATAL_FAILURE(send_burst(tx.fd, burst, kMrcPort));
-  const std::vector<Datagram> got = receive(rx.fd, kPackets);
+  ASSERT_NO_FATAL_FAILURE(send_burst(tx.get(), burst, kMrcPort));
+  const std::vector<Datagram> got = receive(rx.get(), kPackets);
   ASSERT_EQ(got.size(), kPackets) << "tbf and socket buffers are sized to lose nothing";
 
   size_t trimmed = 0;
@@ -360,7 +351,7 @@ TEST_F(TrimFabric, Burst_TrimsAndMarksAndCountersAgree) {
 // Datagrams that are not MRC (another port; the MRC port with a bad version; too short) pass
 // byte for byte even while the queue is far above the trim threshold.
 TEST_F(TrimFabric, NonMrc_PassesUnmodified) {
-  Fd tx, rx_mrc, rx_other;
+  UniqueFd tx, rx_mrc, rx_other;
   ASSERT_NO_FATAL_FAILURE(open_sender(tx, 0));
   ASSERT_NO_FATAL_FAILURE(open_receiver(rx_mrc, kMrcPort));
   ASSERT_NO_FATAL_FAILURE(open_receiver(rx_other, kOtherPort));
@@ -374,16 +365,16 @@ TEST_F(TrimFabric, NonMrc_PassesUnmodified) {
     at_mrc_port.push_back(bad);
   }
   at_mrc_port.push_back(Bytes{1, 1, 0, 0, 0});  // version and kind right, far too short
-  ASSERT_NO_FATAL_FAILURE(send_burst(tx.fd, other, kOtherPort));
-  ASSERT_NO_FATAL_FAILURE(send_burst(tx.fd, at_mrc_port, kMrcPort));
+  ASSERT_NO_FATAL_FAILURE(send_burst(tx.get(), other, kOtherPort));
+  ASSERT_NO_FATAL_FAILURE(send_burst(tx.get(), at_mrc_port, kMrcPort));
 
-  const std::vector<Datagram> got_other = receive(rx_other.fd, other.size());
+  const std::vector<Datagram> got_other = receive(rx_other.get(), other.size());
   ASSERT_EQ(got_other.size(), other.size());
   for (size_t i = 0; i < other.size(); ++i) {
     EXPECT_EQ(got_other[i].bytes, other[i]) << "datagram " << i;
     EXPECT_EQ(got_other[i].tclass, 0);
   }
-  const std::vector<Datagram> got_mrc = receive(rx_mrc.fd, at_mrc_port.size());
+  const std::vector<Datagram> got_mrc = receive(rx_mrc.get(), at_mrc_port.size());
   ASSERT_EQ(got_mrc.size(), at_mrc_port.size());
   for (size_t i = 0; i < at_mrc_port.size(); ++i)
     EXPECT_EQ(got_mrc[i].bytes, at_mrc_port[i]) << "datagram " << i;
@@ -399,14 +390,14 @@ TEST_F(TrimFabric, NonMrc_PassesUnmodified) {
 TEST_F(TrimFabric, Gso_PassesUntrimmedAndIsCounted) {
   constexpr size_t kSends = 4;
   constexpr size_t kSegments = 8;  // 8 x 4168 bytes: one send alone fills the queue past trim
-  Fd tx, rx;
+  UniqueFd tx, rx;
   ASSERT_NO_FATAL_FAILURE(open_receiver(rx, kMrcPort));
   auto st = io::in_netns(sender_->name(), [&]() -> Status<std::string> {
     // UDP GSO needs checksums on (the kernel refuses UDP_SEGMENT with UDP_NO_CHECK6_TX).
-    tx.fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (tx.fd < 0) return Err{std::string("socket: ") + std::strerror(errno)};
-    if (auto s = setopt(tx.fd, IPPROTO_IPV6, IPV6_TCLASS, kEct0, "IPV6_TCLASS"); !s) return s;
-    return setopt(tx.fd, SOL_UDP, UDP_SEGMENT,
+    tx.reset(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (tx.get() < 0) return Err{std::string("socket: ") + std::strerror(errno)};
+    if (auto s = setopt(tx.get(), IPPROTO_IPV6, IPV6_TCLASS, kEct0, "IPV6_TCLASS"); !s) return s;
+    return setopt(tx.get(), SOL_UDP, UDP_SEGMENT,
                   static_cast<int>(wire::kDataHeaderSize) + static_cast<int>(wire::kMaxPayload),
                   "UDP_SEGMENT");
   });
@@ -419,12 +410,12 @@ TEST_F(TrimFabric, Gso_PassesUntrimmedAndIsCounted) {
       const Bytes one = mrc_write(i * kSegments + k);
       gso.insert(gso.end(), one.begin(), one.end());
     }
-    ASSERT_EQ(sendto(tx.fd, gso.data(), gso.size(), 0, reinterpret_cast<const sockaddr*>(&dst),
+    ASSERT_EQ(sendto(tx.get(), gso.data(), gso.size(), 0, reinterpret_cast<const sockaddr*>(&dst),
                      sizeof dst),
               static_cast<ssize_t>(gso.size()))
         << std::strerror(errno);
   }
-  const std::vector<Datagram> got = receive(rx.fd, kSends * kSegments);
+  const std::vector<Datagram> got = receive(rx.get(), kSends * kSegments);
   ASSERT_EQ(got.size(), kSends * kSegments);
   size_t ce = 0;
   for (const Datagram& d : got) {
@@ -450,11 +441,11 @@ TEST_F(TrimFabric, Attach_OutlivesTheLoadingProcess) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "attach in the child failed";
 
-  Fd tx, rx;
+  UniqueFd tx, rx;
   ASSERT_NO_FATAL_FAILURE(open_sender(tx, kEct0));
   ASSERT_NO_FATAL_FAILURE(open_receiver(rx, kMrcPort));
-  ASSERT_NO_FATAL_FAILURE(send_burst(tx.fd, {mrc_write(0)}, kMrcPort));
-  ASSERT_EQ(receive(rx.fd, 1).size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(send_burst(tx.get(), {mrc_write(0)}, kMrcPort));
+  ASSERT_EQ(receive(rx.get(), 1).size(), 1u);
   EXPECT_GE(counters().packets - counters().not_mrc, 1u);
 }
 

@@ -1,6 +1,7 @@
 // Loading, attaching, reading and detaching the trim eBPF program (trim.h).
 #include "trim.h"
 
+#include "common/fd.h"
 #include "io/netns.h"
 
 #include <bpf/bpf.h>
@@ -57,16 +58,6 @@ Status<std::string> in_port_netns(const std::string& netns, const std::string& i
 
 struct Skeleton {
   void operator()(trim_bpf* s) const { trim_bpf__destroy(s); }
-};
-
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
 };
 
 Status<std::string> check_config(const TrimConfig& cfg) {
@@ -143,27 +134,27 @@ Result<TrimCounters, std::string> read_counters(int ifindex) {
     if (err == -ENOENT || err == -EINVAL) return Err{std::string(kNotAttached)};
     return fail("tc query", err);
   }
-  Fd prog(bpf_prog_get_fd_by_id(opts.prog_id));
-  if (prog.fd < 0) return fail("bpf prog by id", errno);
+  UniqueFd prog(bpf_prog_get_fd_by_id(opts.prog_id));
+  if (prog.get() < 0) return fail("bpf prog by id", errno);
   std::vector<uint32_t> map_ids(8);
   bpf_prog_info info{};
   info.nr_map_ids = static_cast<uint32_t>(map_ids.size());
   info.map_ids = reinterpret_cast<uintptr_t>(map_ids.data());
   uint32_t len = sizeof info;
-  if (bpf_obj_get_info_by_fd(prog.fd, &info, &len) != 0) return fail("bpf prog info", errno);
+  if (bpf_obj_get_info_by_fd(prog.get(), &info, &len) != 0) return fail("bpf prog info", errno);
   if (std::strcmp(info.name, kProgName) != 0)
     return Err{std::string("the egress filter runs '") + info.name + "', not " + kProgName};
   map_ids.resize(std::min<size_t>(info.nr_map_ids, map_ids.size()));
   for (const uint32_t id : map_ids) {
-    Fd map(bpf_map_get_fd_by_id(id));
-    if (map.fd < 0) return fail("bpf map by id", errno);
+    UniqueFd map(bpf_map_get_fd_by_id(id));
+    if (map.get() < 0) return fail("bpf map by id", errno);
     bpf_map_info minfo{};
     uint32_t mlen = sizeof minfo;
-    if (bpf_obj_get_info_by_fd(map.fd, &minfo, &mlen) != 0) return fail("bpf map info", errno);
+    if (bpf_obj_get_info_by_fd(map.get(), &minfo, &mlen) != 0) return fail("bpf map info", errno);
     if (std::strcmp(minfo.name, kCountersMap) != 0) continue;
     const uint32_t key = 0;
     mrc_trim_counters c{};
-    if (bpf_map_lookup_elem(map.fd, &key, &c) != 0) return fail("read counters", errno);
+    if (bpf_map_lookup_elem(map.get(), &key, &c) != 0) return fail("read counters", errno);
     return TrimCounters{c.packets, c.bytes, c.trimmed, c.ce_marked, c.gso_passed, c.not_mrc};
   }
   return Err{std::string("program ") + kProgName + " has no map " + kCountersMap};

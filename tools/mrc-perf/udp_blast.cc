@@ -15,8 +15,9 @@
 #include <cstring>
 #include <thread>
 
-#include "io/netns.h"
 #include "baseline.h"
+#include "common/fd.h"
+#include "io/netns.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -42,24 +43,6 @@ constexpr timeval kSocketTimeout{0, 20'000};  // so blocked threads see the stop
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 // An owned file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
-
 sockaddr_in6 make_addr(const std::string& addr, uint16_t port) {
   sockaddr_in6 sa{};
   sa.sin6_family = AF_INET6;
@@ -75,8 +58,8 @@ void set_buffer(int fd, int force_opt, int opt) {
 }
 
 // A UDP socket in the calling thread's netns, bound to addr:port.
-Result<Fd, std::string> udp_socket(const std::string& addr, uint16_t port) {
-  Fd fd(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+Result<UniqueFd, std::string> udp_socket(const std::string& addr, uint16_t port) {
+  UniqueFd fd(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return Err(errno_text("socket"));
   const sockaddr_in6 sa = make_addr(addr, port);
   if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0)
@@ -163,7 +146,7 @@ Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
                std::to_string(segment));
   const size_t send_bytes = kMaxSend / segment * segment;
 
-  Fd rx_fd;
+  UniqueFd rx_fd;
   auto s = io::in_netns(spec.server_netns, [&]() -> Status<std::string> {
     auto fd = udp_socket(spec.server_addrs[0], spec.port);
     if (!fd) return Err("udp-ceiling receiver: " + fd.error());
@@ -176,7 +159,7 @@ Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
   });
   if (!s) return Err(s.error());
 
-  std::vector<Fd> tx_fds;
+  std::vector<UniqueFd> tx_fds;
   s = io::in_netns(spec.client_netns, [&]() -> Status<std::string> {
     const sockaddr_in6 dst = make_addr(spec.server_addrs[0], spec.port);
     const int gso = static_cast<int>(segment);
