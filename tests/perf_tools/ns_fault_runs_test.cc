@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
 
-#include "nsfabric.h"
-#include "session.h"
+#include "io/netns.h"
+#include "ns_handle.h"
+#include "ns_test_fabric.h"
 
 namespace mrc::perf {
 namespace {
@@ -20,24 +20,12 @@ namespace {
 class NsFaultRuns : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string probe = "mrctprobe" + std::to_string(::getpid());
-    if (std::system(("ip netns add " + probe + " 2>/dev/null").c_str()) != 0) {
-      skip_ = "cannot create network namespaces here (needs root / CAP_NET_ADMIN)";
+    if (auto ok = io::netns_supported(); !ok.ok()) {
+      skip_ = ok.error();
       return;
     }
-    (void)std::system(("ip netns del " + probe).c_str());
-    srv6::FabricConfig cfg;
-    cfg.hosts = 2;
-    cfg.planes = 2;
-    cfg.spines = 2;
-    cfg.hosts_per_t0 = 1;
-    cfg.host_port_gbps = 1;
-    auto f = srv6::Fabric::make(cfg);
-    ASSERT_TRUE(f.ok()) << f.error();
-    nsfabric::Options o;
-    o.prefix = "mrct" + std::to_string(::getpid());
-    o.gso = false;  // the trimming run needs packets, not GSO runs, at the trimming port
-    auto up = nsfabric::NsFabric::up(*f, o);
+    // No host GSO: the trimming run needs packets, not GSO runs, at the trimming port.
+    auto up = make_test_fabric("mrct", 2, /*gso=*/false);
     ASSERT_TRUE(up.ok()) << up.error();
     fab_.emplace(std::move(up).value());
   }
@@ -60,15 +48,7 @@ class NsFaultRuns : public ::testing::Test {
 
   // A 2.5 s WRITE run with `fault` at 0.6 s and `repair` at 1.6 s.
   SessionResult run(const std::string& fault, const std::string& repair, bool trimming = false) {
-    FabricHandle h;
-    h.fabric = &fab_->fabric();
-    h.host_netns = [](uint32_t host) { return fab_->host_netns(host); };
-    h.apply_fault = [](const std::string& text) -> Status<std::string> {
-      auto f = nsfabric::parse_fault(text);
-      if (!f.ok()) return Err(f.error());
-      return fab_->apply(*f);
-    };
-    h.port_gbps = 1;
+    const FabricHandle h = fabric_handle(*fab_);
     SessionOptions o;
     o.msg_bytes = 256 << 10;
     o.duration_s = 2.5;

@@ -19,8 +19,8 @@
 
 #include "engine/stats.h"
 #include "io/netns.h"
-#include "nsfabric.h"
-#include "session.h"
+#include "ns_handle.h"
+#include "ns_test_fabric.h"
 #include "wire/wire.h"
 
 namespace mrc::perf {
@@ -90,22 +90,8 @@ void attack(int fd, std::vector<sockaddr_in6> targets, std::atomic<bool>& stop, 
 }
 
 TEST(NsHostile, ForgedAndJunkDatagrams_TransferIntactDropsCounted) {
-  const std::string probe = "mrchprobe" + std::to_string(::getpid());
-  if (std::system(("ip netns add " + probe + " 2>/dev/null").c_str()) != 0)
-    GTEST_SKIP() << "cannot create network namespaces here (needs root / CAP_NET_ADMIN)";
-  (void)std::system(("ip netns del " + probe).c_str());
-
-  srv6::FabricConfig cfg;
-  cfg.hosts = 3;
-  cfg.planes = 2;
-  cfg.spines = 2;
-  cfg.hosts_per_t0 = 1;
-  cfg.host_port_gbps = 1;
-  auto f = srv6::Fabric::make(cfg);
-  ASSERT_TRUE(f.ok()) << f.error();
-  nsfabric::Options o;
-  o.prefix = "mrch" + std::to_string(::getpid());
-  auto up = nsfabric::NsFabric::up(*f, o);
+  if (auto ok = io::netns_supported(); !ok.ok()) GTEST_SKIP() << ok.error();
+  auto up = make_test_fabric("mrch", 3, /*gso=*/true);
   ASSERT_TRUE(up.ok()) << up.error();
   nsfabric::NsFabric fab = std::move(up).value();
   struct Down {
@@ -122,16 +108,12 @@ TEST(NsHostile, ForgedAndJunkDatagrams_TransferIntactDropsCounted) {
   ASSERT_TRUE(fd.ok()) << fd.error();
   std::vector<sockaddr_in6> targets;
   for (uint32_t h : {0u, 1u})
-    for (uint32_t p = 0; p < 2; ++p) targets.push_back(to(f->host_address(h, p)));
+    for (uint32_t p = 0; p < 2; ++p) targets.push_back(to(fab.fabric().host_address(h, p)));
   std::atomic<bool> stop{false};
   uint64_t sent = 0;
   std::thread attacker(attack, *fd, targets, std::ref(stop), &sent);
 
-  FabricHandle h;
-  h.fabric = &fab.fabric();
-  h.host_netns = [&](uint32_t host) { return fab.host_netns(host); };
-  h.apply_fault = [](const std::string&) -> Status<std::string> { return {}; };
-  h.port_gbps = 1;
+  const FabricHandle h = fabric_handle(fab);
   SessionOptions so;
   so.msg_bytes = 256 << 10;
   so.duration_s = 2.5;

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "nsfabric.h"
-#include "session.h"
+#include "io/netns.h"
+#include "ns_handle.h"
 
 namespace {
 
@@ -40,19 +40,9 @@ Result<uint32_t, std::string> parse_size(const std::string& s) {
   return static_cast<uint32_t>(v * mul);
 }
 
-// Namespaces are usable when one can be made (and removed) here.
-bool namespaces_allowed() {
-  const std::string probe = "mrcprobe" + std::to_string(::getpid());
-  const std::string add = "ip netns add " + probe + " >/dev/null 2>&1";
-  if (std::system(add.c_str()) != 0) return false;
-  const std::string del = "ip netns del " + probe + " >/dev/null 2>&1";
-  return std::system(del.c_str()) == 0;
-}
-
-int fallback_to_sim(const char* argv0) {
-  std::fprintf(stderr,
-               "mrc-perf: network namespaces are not allowed here (needs root and "
-               "CAP_NET_ADMIN): running the demo on the simulated fabric instead\n");
+int fallback_to_sim(const char* argv0, const std::string& why) {
+  std::fprintf(stderr, "mrc-perf: %s: running the demo on the simulated fabric instead\n",
+               why.c_str());
   std::error_code ec;
   auto self = std::filesystem::canonical("/proc/self/exe", ec);
   const std::string sim = (ec ? std::filesystem::path(argv0) : self).parent_path() / "mrc-demo";
@@ -127,7 +117,7 @@ int main(int argc, char** argv) {
   }
 
   if (demo) {
-    if (!namespaces_allowed()) return fallback_to_sim(argv[0]);
+    if (auto ok = io::netns_supported(); !ok.ok()) return fallback_to_sim(argv[0], ok.error());
     planes = 4;
     spines = 4;
     hosts = 2;
@@ -233,18 +223,13 @@ int main(int argc, char** argv) {
     own = true;
   }
 
-  perf::FabricHandle h;
-  h.fabric = &fab->fabric();
-  h.host_netns = [&](uint32_t host) { return fab->host_netns(host); };
-  h.apply_fault = [&](const std::string& text) -> Status<std::string> {
-    auto f = nsfabric::parse_fault(text);
-    if (!f.ok()) return Err(f.error());
-    auto r = fab->apply(*f);
-    if (!o.quiet) std::printf("  fault: %s%s%s\n", text.c_str(), r.ok() ? "" : ": FAILED: ",
-                              r.ok() ? "" : r.error().c_str());
+  perf::FabricHandle h = perf::fabric_handle(*fab);
+  h.apply_fault = [apply = h.apply_fault, quiet = o.quiet](const std::string& text) {
+    auto r = apply(text);
+    if (!quiet) std::printf("  fault: %s%s%s\n", text.c_str(), r.ok() ? "" : ": FAILED: ",
+                            r.ok() ? "" : r.error().c_str());
     return r;
   };
-  h.port_gbps = fab->options().shape ? fab->fabric().config().host_port_gbps : 0;
 
   auto res = perf::run_session(h, o);
   int rc = 0;

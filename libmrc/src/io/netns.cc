@@ -6,10 +6,19 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace mrc::io {
 
 std::string netns_path(const std::string& name) { return "/run/netns/" + name; }
+
+Status<std::string> netns_supported() {
+  int err = 0;
+  std::thread([&] { err = ::unshare(CLONE_NEWNET) == 0 ? 0 : errno; }).join();
+  if (err == 0) return {};
+  return Err("cannot create network namespaces here (needs root: CAP_SYS_ADMIN and "
+             "CAP_NET_ADMIN): unshare: " + std::string(std::strerror(err)));
+}
 
 Status<std::string> enter_netns(const std::string& name) {
   const std::string path = netns_path(name);

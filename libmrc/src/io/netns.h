@@ -18,6 +18,10 @@ namespace mrc::io {
 /// The path of a named namespace as `ip netns` makes them: /run/netns/<name>.
 std::string netns_path(const std::string& name);
 
+/// Whether this process may make network namespaces (root / CAP_SYS_ADMIN): tries on a
+/// throwaway thread. The error says why not, for skipping tests and for the demo's fallback.
+Status<std::string> netns_supported();
+
 /// Enters namespace `name` on the calling thread. Errors name the namespace and the cause
 /// ("netns mrcf-h0 does not exist", "netns x: setns: Operation not permitted").
 Status<std::string> enter_netns(const std::string& name);
