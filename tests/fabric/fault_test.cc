@@ -96,5 +96,21 @@ TEST(FaultParse, Trim_RoundTripAndErrors) {
   EXPECT_EQ(parse_error("untrim link h0 p0 2"), "unexpected '2' after 'untrim link h0 p0'");
 }
 
+TEST(Repairs, LastActionPerTargetReversed) {
+  std::vector<Fault> schedule;
+  for (const char* text : {"down t0 h0 p2", "up t0 h0 p2", "down t1 p1 s2", "loss link h0 p1 1.5",
+                           "flap link p0 t0 s1 200", "trim link h1 p0 1 32", "blackhole t1 p0 s0",
+                           "loss link p1 t0 s0 2", "loss link p1 t0 s0 0"}) {
+    auto f = parse_fault(text);
+    ASSERT_TRUE(f.ok()) << f.error();
+    schedule.push_back(*f);
+  }
+  std::vector<std::string> got;
+  for (const Fault& f : repairs(schedule)) got.push_back(to_string(f));
+  EXPECT_EQ(got, (std::vector<std::string>{"up t1 p1 s2", "loss link h0 p1 0",
+                                           "unflap link p0 t0 s1", "untrim link h1 p0",
+                                           "unblackhole t1 p0 s0"}));
+}
+
 }  // namespace
 }  // namespace mrc::nsfabric

@@ -1,7 +1,6 @@
 // summarize() on synthetic series: healthy level, phases, the 50 ms and 100 ms figures, detect
 // time and stalls; CSV layout.
 #include "report.h"
-#include "session.h"
 
 #include <gtest/gtest.h>
 
@@ -68,17 +67,6 @@ TEST(WriteCsv, ColumnsAndFaultMarks) {
   all << in.rdbuf();
   EXPECT_NE(all.str().find("1.000,8.0000,,,down t0 h0 p2"), std::string::npos);
   EXPECT_FALSE(write_csv("/nonexistent/dir/x.csv", {a}).ok());
-}
-
-TEST(UndoFaults, LastActionPerTargetReversed) {
-  const std::vector<TimedFault> f = {{1, "down t0 h0 p2"},         {2, "up t0 h0 p2"},
-                                     {3, "down t1 p1 s2"},         {4, "loss link h0 p1 1.5"},
-                                     {5, "flap link p0 t0 s1 200"}, {6, "trim link h1 p0 1 32"},
-                                     {7, "blackhole t1 p0 s0"},    {8, "loss link p1 t0 s0 2"},
-                                     {9, "loss link p1 t0 s0 0"}};
-  EXPECT_EQ(undo_faults(f), (std::vector<std::string>{"up t1 p1 s2", "loss link h0 p1 0",
-                                                      "unflap link p0 t0 s1", "untrim link h1 p0",
-                                                      "unblackhole t1 p0 s0"}));
 }
 
 }  // namespace

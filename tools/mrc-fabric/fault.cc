@@ -2,6 +2,7 @@
 #include "fault.h"
 
 #include <cstdio>
+#include <map>
 
 #include <charconv>
 #include <cmath>
@@ -257,6 +258,36 @@ std::string to_string(const Fault& fault) {
   if (f.action == Action::kLoss) s += " " + pct_string(f.loss_pct);
   if (f.action == Action::kFlap) s += " " + std::to_string(f.period_ms);
   return s;
+}
+
+std::vector<Fault> repairs(const std::vector<Fault>& schedule) {
+  std::vector<std::string> order;  // targets, first seen first
+  std::map<std::string, Fault> last;
+  for (const Fault& f : schedule) {
+    const Target& t = std::visit([](const auto& x) -> const Target& { return x.target; }, f);
+    const std::string key = to_string(t);
+    if (!last.count(key)) order.push_back(key);
+    last.insert_or_assign(key, f);
+  }
+  std::vector<Fault> out;
+  for (const std::string& key : order) {
+    const Fault& f = last.at(key);
+    if (const auto* t = std::get_if<TrimFault>(&f)) {
+      if (t->on) out.push_back(TrimFault{false, t->target});
+      continue;
+    }
+    const ElementFault& e = std::get<ElementFault>(f);
+    switch (e.action) {
+      case Action::kDown: out.push_back(ElementFault{Action::kUp, e.target}); break;
+      case Action::kBlackhole: out.push_back(ElementFault{Action::kUnblackhole, e.target}); break;
+      case Action::kLoss:
+        if (e.loss_pct > 0) out.push_back(ElementFault{Action::kLoss, e.target, 0});
+        break;
+      case Action::kFlap: out.push_back(ElementFault{Action::kUnflap, e.target}); break;
+      default: break;  // already a repair
+    }
+  }
+  return out;
 }
 
 }  // namespace mrc::nsfabric

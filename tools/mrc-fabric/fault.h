@@ -35,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "common/result.h"
 
@@ -88,5 +89,10 @@ Result<Fault, std::string> parse_fault(std::string_view text);
 // The words parse_fault reads back to the same fault ("down t0 h0 p2", "loss link p0 t0 s1 0.5").
 std::string to_string(const Target& t);
 std::string to_string(const Fault& f);
+
+// What repairs whatever `schedule` leaves broken: for each target (in first-seen order) whose
+// last fault is a break (down, blackhole, loss > 0, flap, trim), the fault that undoes it
+// (up, unblackhole, loss 0, unflap, untrim). Targets are compared as written.
+std::vector<Fault> repairs(const std::vector<Fault>& schedule);
 
 }  // namespace mrc::nsfabric

@@ -19,6 +19,14 @@ inline FabricHandle fabric_handle(const nsfabric::NsFabric& fab) {
     if (!f.ok()) return Err(f.error());
     return fab.apply(*f);
   };
+  h.repairs = [](const std::vector<std::string>& texts) {
+    std::vector<nsfabric::Fault> faults;
+    for (const std::string& t : texts)
+      if (auto f = nsfabric::parse_fault(t); f.ok()) faults.push_back(*f);
+    std::vector<std::string> out;
+    for (const nsfabric::Fault& f : nsfabric::repairs(faults)) out.push_back(nsfabric::to_string(f));
+    return out;
+  };
   h.port_gbps = fab.options().shape ? fab.fabric().config().host_port_gbps : 0;
   return h;
 }

@@ -2,10 +2,7 @@
 
 #include <cmath>
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
-#include <map>
-#include <sstream>
 
 #include "srv6/fabric.h"
 
@@ -32,19 +29,6 @@ const char* to_string(Baseline b) {
 
 namespace {
 
-std::vector<std::string> words(const std::string& s) {
-  std::vector<std::string> w;
-  std::istringstream in(s);
-  for (std::string x; in >> x;) w.push_back(x);
-  return w;
-}
-
-std::string join(const std::vector<std::string>& w, size_t from, size_t to) {
-  std::string out;
-  for (size_t i = from; i < to && i < w.size(); ++i) out += (out.empty() ? "" : " ") + w[i];
-  return out;
-}
-
 // Applies the schedule from the baselines' tick callback (their own clock).
 class TickFaults {
  public:
@@ -67,7 +51,10 @@ class TickFaults {
 };
 
 void undo(const FabricHandle& fab, const std::vector<TimedFault>& faults) {
-  for (const std::string& f : undo_faults(faults)) {
+  if (!fab.repairs) return;
+  std::vector<std::string> texts;
+  for (const TimedFault& f : faults) texts.push_back(f.fault);
+  for (const std::string& f : fab.repairs(texts)) {
     auto r = fab.apply_fault(f);
     if (!r.ok())
       std::fprintf(stderr, "mrc-perf: undoing faults: %s: %s\n", f.c_str(), r.error().c_str());
@@ -75,39 +62,6 @@ void undo(const FabricHandle& fab, const std::vector<TimedFault>& faults) {
 }
 
 }  // namespace
-
-std::vector<std::string> undo_faults(const std::vector<TimedFault>& faults) {
-  // Last action per target; targets keep their first-seen order.
-  std::vector<std::string> order;
-  std::map<std::string, std::string> last;
-  for (const TimedFault& f : faults) {
-    const auto w = words(f.fault);
-    if (w.empty()) continue;
-    // The target is every word up to the first number (t0 p1 t0, link h0 p2; then args).
-    size_t end = 1;
-    while (end < w.size() && !std::isdigit(static_cast<unsigned char>(w[end][0]))) ++end;
-    const std::string target = join(w, 1, end);
-    std::string action = w[0];
-    if (w[0] == "loss" && w.back() == "0") action = "unloss";
-    if (!last.count(target)) order.push_back(target);
-    last[target] = action;
-  }
-  std::vector<std::string> out;
-  for (const std::string& t : order) {
-    const std::string& a = last[t];
-    if (a == "down")
-      out.push_back("up " + t);
-    else if (a == "blackhole")
-      out.push_back("unblackhole " + t);
-    else if (a == "loss")
-      out.push_back("loss " + t + " 0");
-    else if (a == "flap")
-      out.push_back("unflap " + t);
-    else if (a == "trim")
-      out.push_back("untrim " + t);
-  }
-  return out;
-}
 
 Result<SessionResult, std::string> run_session(const FabricHandle& fab, const SessionOptions& o) {
   if (fab.fabric == nullptr) return Err(std::string("no fabric"));

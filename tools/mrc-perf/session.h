@@ -22,6 +22,8 @@ struct FabricHandle {
   const srv6::Fabric* fabric = nullptr;
   std::function<std::string(uint32_t host)> host_netns;
   std::function<Status<std::string>(const std::string& fault)> apply_fault;
+  // The faults that repair what the given ones leave broken (run after each run); may be empty.
+  std::function<std::vector<std::string>(const std::vector<std::string>& faults)> repairs;
   double port_gbps = 0;  // host port rate limit; 0 = unlimited
 };
 
@@ -69,9 +71,5 @@ struct SessionResult {
 
 Result<SessionResult, std::string> run_session(const FabricHandle& fab, const SessionOptions& o);
 
-/// The faults of `faults` that leave something broken at the end, reversed ("down X" -> "up
-/// X", "blackhole X" -> "unblackhole X", "loss L p" -> "loss L 0", "flap L p" -> "unflap L"),
-/// for cleanup between runs.
-std::vector<std::string> undo_faults(const std::vector<TimedFault>& faults);
 
 }  // namespace mrc::perf
