@@ -162,6 +162,15 @@ class UdpDriver {
     return f(*engine_);
   }
 
+  /// As with_engine, without waking the progress thread: for calls that only
+  /// drain or read (poll_cq, poll_event, stats) and so give it nothing to send.
+  /// Front ends poll completions with this in tight loops.
+  template <class F>
+  decltype(auto) peek_engine(F&& f) {
+    std::lock_guard lock(mu_);
+    return f(*engine_);
+  }
+
   /// Starts the progress thread (idempotent).
   void start();
   /// Stops and joins it (idempotent); returns promptly.
