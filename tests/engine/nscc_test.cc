@@ -97,6 +97,20 @@ TEST(Nscc, Start_AtMaxCwnd) {
   EXPECT_FALSE(n.can_send(225000 - kMtu + 1));
 }
 
+TEST(Nscc, Start_AtInitCwnd_NeverBelowFloor) {
+  NsccConfig c;
+  c.init_cwnd = 64 * 1024;
+  c.cwnd_floor = 6 * kMtu;
+  Nscc n(c, kMtu);
+  EXPECT_EQ(n.cwnd(), 64u * 1024);
+  for (int i = 0; i < 100; ++i) n.on_loss(at_us(i));
+  EXPECT_EQ(n.cwnd(), 6u * kMtu);
+  EXPECT_EQ(n.stats().losses, 100u);
+
+  c.init_cwnd = 10 * 225000;  // above the ceiling: starts at the ceiling
+  EXPECT_EQ(Nscc(c, kMtu).cwnd(), 225000u);
+}
+
 TEST(Nscc, ProportionalIncreaseBelowTarget) {
   Nscc n = with_headroom();
   const uint64_t w0 = n.cwnd();

@@ -259,13 +259,13 @@ Result<uint32_t, Error> Engine::register_mr(void* addr, uint64_t len, uint64_t i
                                             uint32_t access) {
   Core& c = *impl_;
   if ((addr == nullptr && len > 0) || iova + len < iova) return Err{Error::kInvalidArgument};
+  if (c.live_mrs >= c.cfg.max_mrs) return Err{Error::kResourceLimit};
   size_t slot;
   if (c.free_mrs.size() > 16) {  // reuse slots late; the generation byte kills old keys
     slot = c.free_mrs.front();
     c.free_mrs.pop_front();
   } else {
-    if (c.mrs.size() > c.cfg.max_mrs || c.mrs.size() >= (1u << 24) - 1)
-      return Err{Error::kResourceLimit};
+    if (c.mrs.size() >= (1u << 24) - 1) return Err{Error::kResourceLimit};  // key space
     c.mrs.emplace_back();
     slot = c.mrs.size() - 1;
   }
@@ -276,6 +276,7 @@ Result<uint32_t, Error> Engine::register_mr(void* addr, uint64_t len, uint64_t i
   m.len = len;
   m.access = access;
   m.key = static_cast<uint32_t>(slot << 8) | gen;
+  ++c.live_mrs;
   return m.key;
 }
 
@@ -283,6 +284,7 @@ Status<Error> Engine::deregister_mr(uint32_t key) {
   Core& c = *impl_;
   if (!c.mr(key)) return Err{Error::kNoSuchMr};
   Mr& m = c.mrs[key >> 8];
+  --c.live_mrs;
   m = Mr{};
   m.key = key & 0xff;  // free: matches no key (slot bits 0), generation kept for the next one
   // A slot whose generation would wrap is retired, so no key ever comes back.
@@ -442,6 +444,8 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     s.paths = a.paths;
     s.backup_paths = a.backup_paths;
     q->paths.reset(s.paths, s.backup_paths, s.path_policy);
+    for (uint16_t p = 0; p < 16; ++p)
+      if (c.planes_drained & (1u << p)) q->paths.set_plane_admin_down(p, true);
     q->path_stats.assign(q->paths.size(), PathStats{});
     q->timers.cancel(Timer::kProbe);
     // In-flight records keep path indexes; clamp them to the new set.
@@ -675,6 +679,23 @@ Status<Error> Engine::deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny) {
   c.reschedule(*q);
   return {};
 }
+
+Status<Error> Engine::set_plane_drained(uint16_t plane, bool drained) {
+  Core& c = *impl_;
+  if (plane >= 16) return Err{Error::kInvalidArgument};
+  const auto bit = static_cast<uint16_t>(1u << plane);
+  c.planes_drained = drained ? (c.planes_drained | bit) : (c.planes_drained & ~bit);
+  for (auto& q : c.qps) {
+    if (!q) continue;
+    q->paths.set_plane_admin_down(plane, drained);
+    c.make_ready(*q);  // undrained capacity may let it send again
+  }
+  return {};
+}
+
+uint16_t Engine::drained_planes() const { return impl_->planes_drained; }
+
+Qpn Engine::max_qpn() const { return static_cast<Qpn>(impl_->qps.size()); }
 
 const PathSet* Engine::paths(Qpn qpn) const {
   const Qp* q = impl_->qp(qpn);

@@ -165,6 +165,13 @@ class Engine {
   // ---- Controller ----------------------------------------------------------------------
   /// DENY (true) or allow (false) one EV of a QP. Allowing probes it before use.
   Status<Error> deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny);
+  /// Drain (true) or undrain (false) local plane port `plane` for every QP, present and
+  /// future (PathSet::set_plane_admin_down): no data is sent on it, EV states are kept,
+  /// in-flight packets are acknowledged or retransmitted on other planes. The peer's
+  /// ACKs follow the data off the plane. kInvalidArgument if plane >= 16.
+  Status<Error> set_plane_drained(uint16_t plane, bool drained);
+  /// Bit p set: plane p is drained by set_plane_drained.
+  uint16_t drained_planes() const;
 
   // ---- Observability -------------------------------------------------------------------
   const EngineStats& stats() const;
@@ -177,6 +184,8 @@ class Engine {
   const PathSet* paths(Qpn qpn) const;
   /// The QP's congestion window counters; nullopt if no such QP or CC is off.
   std::optional<NsccStats> cc_stats(Qpn qpn) const;
+  /// Every QPN in use lies in 1..max_qpn() (0: no QP was ever made); for enumerating QPs.
+  Qpn max_qpn() const;
   /// True when no QP has anything in flight or queued to send.
   bool idle() const;
 

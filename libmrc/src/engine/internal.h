@@ -253,10 +253,13 @@ struct Core {
   EngineStats stats;
   std::vector<Mr> mrs;  // slot index = key >> 8
   std::deque<uint32_t> free_mrs;
+  // Registered MRs: what EngineConfig::max_mrs caps (mrs may hold more slots: freed, retired).
+  size_t live_mrs = 0;
   std::vector<Cq> cqs;                   // CqId = index + 1
   std::vector<std::unique_ptr<Qp>> qps;  // slot = qpn - 1
   std::deque<uint32_t> free_qpns;
   size_t live_qps = 0;
+  uint16_t planes_drained = 0;  // Engine::set_plane_drained, bit per plane
   std::deque<Qpn> ready;     // QPs that may have data to send
   std::deque<Qpn> ackq;      // QPs owing an ACK
   std::deque<Control> ctrl;  // NACKs, probe replies

@@ -66,7 +66,7 @@ const char* validate(const NsccConfig& c) {
 Nscc::Nscc(const NsccConfig& config, uint32_t mtu) : mtu_(mtu) {
   assert(mtu > 0);
   set_config(config);
-  cwnd_ = max_wnd_;
+  cwnd_ = config.init_cwnd > 0 ? std::clamp<double>(config.init_cwnd, floor_, max_wnd_) : max_wnd_;
   stats_.min_cwnd = cwnd();
 }
 
@@ -74,6 +74,7 @@ void Nscc::set_config(const NsccConfig& config) {
   assert(validate(config) == nullptr);
   config_ = config;
   max_wnd_ = std::max<double>(config.max_cwnd, mtu_);
+  floor_ = std::min<double>(std::max<double>(config.cwnd_floor, mtu_), max_wnd_);
   alpha_ = config.alpha > 0 ? config.alpha
                             : nscc_alpha(mtu_, config.max_cwnd / 1.5, config.target_delay);
   if (cwnd_ > 0) set_cwnd(cwnd_);
@@ -99,7 +100,7 @@ void Nscc::start(Time now) {
 }
 
 void Nscc::set_cwnd(double bytes) {
-  cwnd_ = std::clamp(bytes, static_cast<double>(mtu_), max_wnd_);
+  cwnd_ = std::clamp(bytes, floor_, max_wnd_);
   stats_.min_cwnd = std::min(stats_.min_cwnd, cwnd());
 }
 

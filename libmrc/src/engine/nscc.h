@@ -41,7 +41,8 @@
 // bytes are taken off cwnd. A loss (RTO or inferred, UEC OnInferredLoss) takes one MTU off cwnd
 // and nothing else: no quick adapt, no delay sample.
 //
-// The window always stays within [MTU, max(max_cwnd, MTU)]; it starts at the top (UEC: cwnd =
+// The window always stays within [max(MTU, cwnd_floor), max(max_cwnd, MTU)]; it starts at
+// init_cwnd when set, else at the top (UEC: cwnd =
 // MaxWnd). Constants are float parameters as in the OCP struct; see NsccConfig::defaults().
 #pragma once
 
@@ -80,6 +81,11 @@ struct NsccConfig {
   // Not in the OCP struct (the device derives it): proportional-increase gain, bytes per ns of
   // delay headroom (4 MTU a b / target). 0 = derive it from max_cwnd (BDP = max_cwnd / 1.5).
   double alpha = 4.0 * 4096 * 0.75 / 9000;
+  // Not in the OCP struct either: the rate hints of an MRC QP hint (init/min rate x base RTT),
+  // bytes. init_cwnd: the starting window, 0 = max_cwnd (UEC). cwnd_floor: the window never
+  // goes below max(MTU, cwnd_floor); 0 = MTU.
+  uint32_t init_cwnd = 0;
+  uint32_t cwnd_floor = 0;
 
   /// Every constant from the link: BDP = nic_bps / 8 x base_rtt; target = 0.75 base_rtt with
   /// trimming, 1.0 without; the rest as in the field comments. base_rtt must be > 0 here (it
@@ -123,7 +129,7 @@ class Nscc {
  public:
   Nscc(const NsccConfig& config, uint32_t mtu);
 
-  /// Congestion window, bytes, in [MTU, max(max_cwnd, MTU)].
+  /// Congestion window, bytes, in [max(MTU, cwnd_floor), max(max_cwnd, MTU)].
   uint64_t cwnd() const { return static_cast<uint64_t>(cwnd_); }
   /// UEC CanSend: one more MTU fits under the window.
   bool can_send(uint64_t bytes_in_flight) const { return bytes_in_flight + mtu_ <= cwnd(); }
@@ -164,6 +170,7 @@ class Nscc {
   double alpha_ = 0;    // effective alpha, bytes per ns
   double max_wnd_ = 0;  // max(max_cwnd, mtu), bytes
   double cwnd_ = 0;     // bytes; fractional so that small inc / cwnd steps add up
+  double floor_ = 0;    // bytes; max(MTU, config cwnd_floor), at most max_wnd_
 
   Duration min_rtt_ = kNever;  // smallest RTT sample
   double avg_delay_ns_ = 0;

@@ -45,7 +45,9 @@ void PathSet::refresh_weights() {
   plane_w_.assign(plane_evs_.size(), 0);
   total_w_ = 0;
   for (size_t p = 0; p < plane_evs_.size(); ++p) {
-    plane_w_[p] = int64_t{policy_.plane_weight[p]} * 1024 * std::min(usable_[p], floor) / floor;
+    plane_w_[p] = admin_down_[p] ? 0
+                                 : int64_t{policy_.plane_weight[p]} * 1024 *
+                                       std::min(usable_[p], floor) / floor;
     total_w_ += plane_w_[p];
   }
 }
@@ -170,6 +172,8 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
   if (from == EvState::kGood && e.active) --usable_[pl];
   e.state = to;
   e.since = now;
+  e.reason = why;
+  ++e.changes;
   e.losses = 0;
   e.clean = 0;
   e.skip = false;
@@ -276,6 +280,12 @@ void PathSet::on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now,
   e.clean = ecn ? 0 : e.clean + 1;
   if (e.clean >= policy_.probes_to_good)
     set_state(i, EvState::kGood, EvReason::kProbeClean, now, out);
+}
+
+void PathSet::set_plane_admin_down(uint16_t plane, bool down) {
+  if (plane >= 16) return;
+  admin_down_[plane] = down;
+  refresh_weights();
 }
 
 bool PathSet::deny(uint32_t ev, bool on, Time now, std::vector<EvEvent>& out) {

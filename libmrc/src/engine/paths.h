@@ -106,6 +106,8 @@ class PathSet {
     Time next_probe = kNever;
     uint8_t backoff = 0;  // probe interval doublings (unanswered probes)
     Time since{0};        // time of the last state change
+    EvReason reason = EvReason::kAllowed;  // why it entered `state` (meaningful once changes > 0)
+    uint32_t changes = 0;                  // state changes so far (observers diff snapshots)
     Duration srtt{0};     // smoothed send-to-ACK time of data on this EV
   };
 
@@ -155,6 +157,13 @@ class PathSet {
   uint32_t count(EvState s) const;
   bool plane_drained(uint16_t plane) const { return plane < 16 && drained_[plane]; }
 
+  /// Administrative drain (controller), unlike the automatic drain above: a plane that
+  /// is admin-down gets weight 0, so no data is sprayed on it (retransmissions included),
+  /// while its EVs keep their state, counters and probing. Survives reset(). Only the
+  /// "nothing usable anywhere" fallback of next() may still pick one of its EVs.
+  void set_plane_admin_down(uint16_t plane, bool down);
+  bool plane_admin_down(uint16_t plane) const { return plane < 16 && admin_down_[plane]; }
+
  private:
   void set_state(uint16_t i, EvState to, EvReason why, Time now, std::vector<EvEvent>& out);
   Duration probe_gap(uint8_t backoff) const;
@@ -177,6 +186,7 @@ class PathSet {
   std::vector<uint32_t> usable_;  // active GOOD EVs per plane
   std::vector<uint32_t> active_;  // active EVs per plane
   bool drained_[16] = {};
+  bool admin_down_[16] = {};
   Time plane_probe_sent_[16] = {};
   bool plane_answered_[16] = {};
   uint32_t drain_cursor_[16] = {};
