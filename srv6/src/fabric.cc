@@ -1,4 +1,6 @@
 // SRv6 uSID fabric model: uSID plan, addresses, path enumeration (see fabric.h).
+#include <algorithm>
+#include <cmath>
 #include "srv6/fabric.h"
 
 #include <arpa/inet.h>
@@ -205,6 +207,13 @@ Result<Path, std::string> Fabric::path_for_ev(uint32_t src, uint32_t dst, uint32
   }
   const bool direct = t0_of(src) == t0_of(dst);
   return make_path(dst, plane, spine_of(ev) % cfg_.spines, direct, salt_of(ev));
+}
+
+
+uint32_t spines_for_full_t0(const FabricConfig& c, double port_gbps) {
+  const double port = port_gbps > 0 ? port_gbps : c.host_port_gbps;
+  const double need = std::ceil(c.hosts_per_t0 * port / c.uplink_gbps - 1e-9);
+  return std::clamp<uint32_t>(static_cast<uint32_t>(std::max(need, 1.0)), 1, std::max(c.spines, 1u));
 }
 
 }  // namespace mrc::srv6

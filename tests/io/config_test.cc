@@ -45,7 +45,7 @@ TEST(HostConfig, Parse_ErrorsNameTheField) {
             std::string::npos);
   EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
                                        env_of({{"MRC_PORT", "70000"}})))
-                .find("MRC_PORT: must be 1..65535, got 70000"),
+                .find("MRC_PORT: must be 0..65535, got 70000"),
             std::string::npos);
   EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "mtu": 1000})", "a.json", none)).find("mtu"),
             std::string::npos);

@@ -35,10 +35,7 @@ class NsFaultRuns : public ::testing::Test {
     const std::string prefix = fab_->options().prefix;
     EXPECT_TRUE(fab_->down().ok());
     fab_.reset();
-    for (const auto& e : std::filesystem::directory_iterator("/run/netns")) {
-      EXPECT_NE(e.path().filename().string().rfind(prefix + "-", 0), 0u)
-          << "namespace left behind: " << e.path();
-    }
+    EXPECT_EQ(namespaces_left(prefix), std::vector<std::string>{}) << "namespaces left behind";
   }
 
   void SetUp() override {

@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "nsfabric.h"
@@ -26,6 +28,18 @@ inline Result<nsfabric::NsFabric, std::string> make_test_fabric(const std::strin
   o.prefix = tag + std::to_string(::getpid());
   o.gso = gso;
   return nsfabric::NsFabric::up(*f, o);
+}
+
+/// Named namespaces under /run/netns that start with `prefix` + "-": what a removed fabric must
+/// not have left behind (tests expect this to be empty).
+inline std::vector<std::string> namespaces_left(const std::string& prefix) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/run/netns", ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind(prefix + "-", 0) == 0) out.push_back(n);
+  }
+  return out;
 }
 
 }  // namespace mrc::perf

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdarg>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -97,7 +99,18 @@ bpf_tc_opts filter_opts() {
   return opts;
 }
 
+// libbpf's messages to stderr as by default (no debug lines), without the kernel's "Exclusivity
+// flag on" that comes with EEXIST for a clsact qdisc that is already there (fine here).
+int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list ap) {
+  if (level == LIBBPF_DEBUG) return 0;
+  char line[1024];
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  if (std::strstr(line, "Exclusivity flag on") != nullptr) return 0;
+  return std::fputs(line, stderr);
+}
+
 Status<std::string> load_and_attach(int ifindex, const TrimConfig& cfg) {
+  libbpf_set_print(libbpf_print);
   std::vector<char> log(64 * 1024);
   bpf_object_open_opts open_opts{};
   open_opts.sz = sizeof open_opts;

@@ -62,9 +62,22 @@ Result<TimedFault, std::string> parse_timed_fault(const std::string& text) {
 
 namespace {
 
+// VmRSS of this process, KiB (0 if /proc is not readable).
+uint64_t rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %lu kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib;
+}
+
 constexpr uint32_t kOffsets = 61;  // prime: a stale slot's pattern offset always differs
 constexpr uint32_t kOffsetStep = 64;
 constexpr size_t kMaxLatencySamples = 1 << 22;
+constexpr size_t kMaxPathEvents = 1 << 16;  // recorded ones; a long soak counts the rest
 
 struct Side {
   std::unique_ptr<io::UdpDriver> drv;
@@ -93,7 +106,7 @@ class Runner {
 
  private:
   Status<std::string> setup();
-  Status<std::string> connect(Stream& s, int init);
+  Status<std::string> connect(Stream& s, int init, Op op);
   void pump(Stream& s, bool posting);
   bool post_one(Stream& s);
   void check(Stream& s, uint64_t k, const uint8_t* got);
@@ -147,15 +160,15 @@ Status<std::string> Runner::setup() {
   for (uint32_t q = 0; q < spec_.qps; ++q) {
     for (int dir = 0; dir < (spec_.bidirectional ? 2 : 1); ++dir) {
       Stream& s = streams_.emplace_back();
-      auto c = connect(s, dir);
+      auto c = connect(s, dir, spec_.ops.empty() ? spec_.op : spec_.ops[q % spec_.ops.size()]);
       if (!c.ok()) return c;
     }
   }
   return {};
 }
 
-Status<std::string> Runner::connect(Stream& s, int init) {
-  s.op = spec_.op;
+Status<std::string> Runner::connect(Stream& s, int init, Op op) {
+  s.op = op;
   s.init = init;
   s.source = s.op == Op::kRead ? 1 - init : init;
   s.sink = 1 - s.source;
@@ -195,13 +208,7 @@ Status<std::string> Runner::connect(Stream& s, int init) {
   const io::UdpConfig* cfg[2] = {&spec_.client, &spec_.server};
   for (int i = 0; i < 2; ++i) {
     io::UdpDriver& d = *side_[i].drv;
-    std::vector<Path> paths;
-    if (cfg[i]->path_mode == io::PathMode::kSrv6) {
-      paths = d.fabric_paths(cfg[1 - i]->local_host);
-    } else {
-      for (uint16_t p = 0; p < d.planes(); ++p)
-        for (uint32_t k = 0; k < 4; ++k) paths.push_back(Path{uint32_t{p} << 16 | k << 8, p});
-    }
+    const std::vector<Path> paths = d.spray_paths(cfg[1 - i]->local_host);
     auto st = d.with_engine([&](Engine& e) -> Status<std::string> {
       QpAttr at;
       at.state = QpState::kInit;
@@ -325,6 +332,10 @@ void Runner::drain_events(int side) {
   side_[side].drv->with_engine([&](Engine& e) {
     while (auto ev = e.poll_event()) {
       if (ev->type != EventType::kEvState) continue;
+      if (res_.path_events.size() >= kMaxPathEvents) {
+        ++res_.path_events_dropped;
+        continue;
+      }
       res_.path_events.push_back(PathEvent{
           since_start(ev->at), ev->ev, ev->plane, to_string(static_cast<EvState>(ev->from)),
           to_string(static_cast<EvState>(ev->to)), to_string(static_cast<EvReason>(ev->reason))});
@@ -363,6 +374,7 @@ Result<MrcRunResult, std::string> Runner::run() {
   });
 
   for (Stream& s : streams_) s.last_rx_bytes = rx_bytes(s);
+  res_.rss_start_kib = res_.rss_max_kib = rss_kib();
   double next = spec_.interval_s;
   double second_bytes = 0, next_second = 1;
   auto cancelled = [&] { return spec_.cancel != nullptr && spec_.cancel->load(); };
@@ -386,6 +398,7 @@ Result<MrcRunResult, std::string> Runner::run() {
       if (next <= now_s) next = now_s + spec_.interval_s;  // we stalled: skip ahead
       if (now_s >= next_second) {
         if (spec_.on_second) spec_.on_second(next_second, second_bytes * 8.0 / 1e9);
+        res_.rss_max_kib = std::max(res_.rss_max_kib, rss_kib());
         second_bytes = 0;
         next_second += 1;
       }
@@ -394,6 +407,8 @@ Result<MrcRunResult, std::string> Runner::run() {
   }
   stop_faults = true;
   faults.join();
+  res_.rss_end_kib = rss_kib();
+  res_.rss_max_kib = std::max(res_.rss_max_kib, res_.rss_end_kib);
 
   // Let what is in flight finish (and be checked), then account for it.
   const auto drain_until = Clock::now() + std::chrono::seconds(10);

@@ -42,6 +42,7 @@ struct MrcRunSpec {
   // How each side names the other: kSrv6 -> fabric host ids; else the peer's plane addresses
   // are taken from the other driver's bound sockets.
   Op op = Op::kWrite;
+  std::vector<Op> ops;  // when set: QP pair q runs ops[q % ops.size()] (a mix of kinds)
   uint32_t msg_bytes = 1u << 20;
   uint32_t outstanding = 8;  // messages in flight per QP and direction (<= 30)
   uint32_t qps = 1;
@@ -85,7 +86,8 @@ struct Latency {
 struct MrcRunResult {
   std::vector<Sample> intervals;  // goodput per interval, all directions and QPs
   std::vector<FaultMark> faults;
-  std::vector<PathEvent> path_events;
+  std::vector<PathEvent> path_events;  // the first 65536
+  uint64_t path_events_dropped = 0;    // EV state changes past those (counted, not kept)
   Latency latency;
   uint64_t messages = 0;    // completed and (if verify) checked
   uint64_t bytes = 0;       // payload bytes of those messages
@@ -98,6 +100,9 @@ struct MrcRunResult {
   std::string cc;              // sender's RTT and congestion window at the end, one line
   std::string paths;           // sender's EVs at the end: state, packets sent, lost, RTT
   io::UdpCounters client_counters, server_counters;
+  // This process's resident memory (VmRSS), KiB: after setup, the highest sampled once a
+  // second, and at the end of the run (before teardown). Flat memory: max stays near start.
+  uint64_t rss_start_kib = 0, rss_max_kib = 0, rss_end_kib = 0;
   engine::EngineStats client_engine, server_engine;  // incl. every dropped datagram by reason
   bool ok() const { return mismatches == 0 && errors == 0; }
 };

@@ -105,17 +105,14 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         c.engine.nic_bps = static_cast<uint64_t>(fab.port_gbps * 1e9 * f.config().planes);
     }
     spec.op = o.op;
+    spec.ops = o.ops;
     spec.msg_bytes = o.msg_bytes;
     spec.outstanding = o.latency ? 1 : o.outstanding;
     spec.spin = o.latency;
     spec.max_psn_range = o.max_psn_range;
     // A plane keeps its full share while its good spines can still carry its host ports:
     // hosts_per_t0 ports of port_gbps over uplinks of uplink_gbps each.
-    const auto& fc = f.config();
-    const double port = fab.port_gbps > 0 ? fab.port_gbps : fc.host_port_gbps;
-    spec.min_active_per_plane = std::clamp<uint32_t>(
-        static_cast<uint32_t>(std::ceil(fc.hosts_per_t0 * port / fc.uplink_gbps - 1e-9)), 1,
-        fc.spines);
+    spec.min_active_per_plane = srv6::spines_for_full_t0(f.config(), fab.port_gbps);
     spec.qps = o.qps;
     spec.bidirectional = o.bidirectional;
     spec.verify = o.verify;

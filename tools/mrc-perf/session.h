@@ -34,6 +34,7 @@ const char* to_string(Baseline b);
 struct SessionOptions {
   uint32_t client = 0, server = 1;  // fabric host ids
   Op op = Op::kWrite;
+  std::vector<Op> ops;  // MRC: a mix, QP pair q runs ops[q % size] (empty: op everywhere)
   uint32_t msg_bytes = 1u << 20;
   uint32_t qps = 1;
   uint32_t outstanding = 8;

@@ -102,7 +102,7 @@ void from_json(const json& j, const std::string& src, Fields& f) {
         if (!v[i].is_string()) throw Bad{where + "/" + std::to_string(i) + ": must be a string"};
         f.planes.push_back(v[i].get<std::string>());
       }
-    } else if (key == "port") f.port = uint(1, 65535);
+    } else if (key == "port") f.port = uint(0, 65535);
     else if (key == "mtu") f.mtu = uint(256, 4096);
     else if (key == "netns") f.netns = str();
     else if (key == "gso") f.gso = boolean();
@@ -127,7 +127,7 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
   get("MRC_FABRIC", [&](auto, auto v) { f.fabric = v; });
   get("MRC_HOST", [&](auto n, auto v) { f.host = to_uint(n, v, 0, UINT32_MAX); });
   get("MRC_PLANES", [&](auto, auto v) { f.planes = split_commas(v); });
-  get("MRC_PORT", [&](auto n, auto v) { f.port = to_uint(n, v, 1, 65535); });
+  get("MRC_PORT", [&](auto n, auto v) { f.port = to_uint(n, v, 0, 65535); });
   get("MRC_MTU", [&](auto n, auto v) { f.mtu = to_uint(n, v, 256, 4096); });
   get("MRC_NETNS", [&](auto, auto v) { f.netns = v; });
   get("MRC_GSO", [&](auto n, auto v) { f.gso = to_bool(n, v); });

@@ -14,7 +14,9 @@
 //     "host": 0,                     // srv6: this host's id in the fabric
 //     "planes": ["fd00::1", ...],    // local address per plane; with a fabric and a host
 //                                    // they default to the host's port addresses
-//     "port": 4791,                  // UDP port every plane listens on (and peers use)
+//     "port": 4791,                  // UDP port every plane listens on (and peers use); 0: an
+//                                    // ephemeral port per plane, for several processes on one
+//                                    // host (peers learn them in the NCCL plugin's handshake)
 //     "mtu": 4096,                   // payload bytes per packet: 256..4096, a power of 2
 //     "netns": "",                   // make the sockets in this network namespace
 //     "gso": true, "gro": true,      // UDP_SEGMENT / UDP_GRO
@@ -26,7 +28,7 @@
 //                                    //   x planes, or the engine's default
 //     "base_rtt_us": 0               // unloaded RTT for congestion control; 0 = learn
 //   }
-// Errors name the source and the field: "MRC_PORT: must be 1..65535, got 70000",
+// Errors name the source and the field: "MRC_PORT: must be 0..65535, got 70000",
 // "/etc/mrc/mrc.json: /planes/1: not an IPv6 address: fd00::zz".
 #pragma once
 

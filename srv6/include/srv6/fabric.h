@@ -85,6 +85,12 @@ struct FabricConfig {
   std::vector<std::string> names;  // optional host names; empty or one per host
 };
 
+/// Spines a plane needs to carry a full T0's host ports at `port_gbps` each (0: the config's
+/// host_port_gbps): ceil(hosts_per_t0 x port / uplink_gbps), within [1, spines]. Senders use it
+/// as PathPolicy::min_active_per_plane: a plane keeps its full share while that many spines
+/// still work.
+uint32_t spines_for_full_t0(const FabricConfig& c, double port_gbps = 0);
+
 enum class Tier : uint8_t { kT0, kT1 };
 
 struct SwitchId {

@@ -18,6 +18,8 @@
 #include <numeric>
 
 #include "io/netns.h"
+#include "observe/publisher.h"
+#include "wire/wire.h"
 
 namespace mrc::io {
 
@@ -243,6 +245,20 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
     return {};
   });
   if (!made.ok()) return Err(made.error());
+  std::vector<sockaddr_in6> locals;
+  for (const auto& pl : d->sockets_) locals.push_back(pl->local);
+  UdpDriver* raw = d.get();
+  auto send_raw = [raw](engine::PeerId peer, engine::Path path, std::span<const uint8_t> bytes) {
+    engine::Transmit tx;
+    tx.peer = peer;
+    tx.path = path;
+    const auto r = raw->route(tx);  // under mu_: the publisher runs there
+    return r && ::sendto(r->fd, bytes.data(), bytes.size(), MSG_DONTWAIT,
+                         reinterpret_cast<const sockaddr*>(r->to),
+                         sizeof(sockaddr_in6)) == static_cast<ssize_t>(bytes.size());
+  };
+  std::string why;  // no statistics is not an error: the datapath runs without
+  d->publisher_ = observe::Publisher::create(cfg, locals, send_raw, &why);
   return d;
 }
 
@@ -251,12 +267,18 @@ sockaddr_in6 UdpDriver::local_address(uint16_t plane) const { return sockets_.at
 engine::PeerId UdpDriver::add_peer(std::vector<sockaddr_in6> per_plane_addresses) {
   std::vector<std::vector<sockaddr_in6>> by_plane;
   for (const sockaddr_in6& a : per_plane_addresses) by_plane.push_back({a});
+  char name[INET6_ADDRSTRLEN] = "?";
+  if (!per_plane_addresses.empty())
+    ::inet_ntop(AF_INET6, &per_plane_addresses[0].sin6_addr, name, sizeof name);
   std::lock_guard lock(mu_);
   peers_.push_back(std::move(by_plane));
-  return static_cast<engine::PeerId>(peers_.size() - 1);
+  const auto id = static_cast<engine::PeerId>(peers_.size() - 1);
+  if (publisher_) publisher_->add_peer(id, name, UINT32_MAX);
+  return id;
 }
 
-Result<engine::PeerId, std::string> UdpDriver::add_fabric_peer(uint32_t host) {
+Result<engine::PeerId, std::string> UdpDriver::add_fabric_peer(uint32_t host,
+                                                               std::span<const uint16_t> ports) {
   if (cfg_.path_mode != PathMode::kSrv6 || !cfg_.fabric) {
     return Err(std::string("udp driver: add_fabric_peer needs the srv6 path mode"));
   }
@@ -265,17 +287,25 @@ Result<engine::PeerId, std::string> UdpDriver::add_fabric_peer(uint32_t host) {
     return Err("udp driver: fabric peer " + std::to_string(host) + ": not another host of the " +
                std::to_string(f.config().hosts) + "-host fabric");
   }
+  if (!ports.empty() && ports.size() < sockets_.size()) {
+    return Err("udp driver: fabric peer " + std::to_string(host) + ": " +
+               std::to_string(ports.size()) + " ports for " + std::to_string(sockets_.size()) +
+               " planes");
+  }
   std::vector<std::vector<sockaddr_in6>> by_plane(sockets_.size());
   for (uint32_t p = 0; p < by_plane.size(); ++p) {
+    const uint16_t port = ports.empty() ? cfg_.peer_port : ports[p];
     for (uint32_t s = 0; s < f.config().spines; ++s) {
       auto path = f.path_for_ev(cfg_.local_host, host, srv6::Fabric::ev(p, s, 0));
       if (!path.ok()) return Err("udp driver: fabric peer " + std::to_string(host) + ": " + path.error());
-      by_plane[p].push_back(to_sockaddr(path->dst, cfg_.peer_port));
+      by_plane[p].push_back(to_sockaddr(path->dst, port));
     }
   }
   std::lock_guard lock(mu_);
   peers_.push_back(std::move(by_plane));
-  return static_cast<engine::PeerId>(peers_.size() - 1);
+  const auto id = static_cast<engine::PeerId>(peers_.size() - 1);
+  if (publisher_) publisher_->add_peer(id, "h" + std::to_string(host), host);
+  return id;
 }
 
 std::vector<engine::Path> UdpDriver::fabric_paths(uint32_t host) const {
@@ -286,6 +316,16 @@ std::vector<engine::Path> UdpDriver::fabric_paths(uint32_t host) const {
       out.push_back(engine::Path{path.ev, static_cast<uint16_t>(p)});
     }
   }
+  return out;
+}
+
+std::vector<engine::Path> UdpDriver::spray_paths(uint32_t host) const {
+  if (cfg_.path_mode == PathMode::kSrv6) return fabric_paths(host);
+  const uint32_t per_plane = cfg_.path_mode == PathMode::kEcmp ? cfg_.ecmp_source_ports : 4;
+  std::vector<engine::Path> out;
+  for (uint32_t p = 0; p < sockets_.size(); ++p)
+    for (uint32_t k = 0; k < per_plane; ++k)
+      out.push_back(engine::Path{p << 16 | k << 8, static_cast<uint16_t>(p)});
   return out;
 }
 
@@ -340,11 +380,12 @@ void UdpDriver::run_once(Duration max_wait) {
   const size_t n = sockets_.size();
   Time wait = cfg_.busy_poll ? Duration{0} : max_wait;
   std::vector<pollfd>& fds = scratch_->fds;
-  fds.resize(n + 1);
+  fds.resize(n + 2);
   {
     std::lock_guard lock(mu_);
     ++counters_.loop_iterations;
-    const Time deadline = engine_->next_deadline();
+    Time deadline = engine_->next_deadline();
+    if (publisher_) deadline = std::min(deadline, publisher_->next_deadline());
     if (deadline != engine::kNever) {
       const Time t = cfg_.clock();
       wait = std::min(wait, deadline > t ? deadline - t : Duration{0});
@@ -355,6 +396,7 @@ void UdpDriver::run_once(Duration max_wait) {
     }
   }
   fds[n] = {event_fd_, POLLIN, 0};
+  fds[n + 1] = {publisher_ ? publisher_->control_fd() : -1, POLLIN, 0};  // -1: ignored
 
   timespec ts{};
   timespec* tsp = nullptr;
@@ -389,7 +431,14 @@ void UdpDriver::run_once(Duration max_wait) {
       engine_->on_timeout(t);
     }
     transmit(t);
+    activity_.fetch_add(1, std::memory_order_release);
     if (!full) break;
+  }
+  if (publisher_) {
+    const bool commands = ready > 0 && (fds[n + 1].revents & POLLIN);
+    const bool app_call = ready > 0 && (fds[n].revents & POLLIN);
+    std::lock_guard lock(mu_);
+    publisher_->tick(cfg_.clock(), *engine_, counters_, commands, app_call);
   }
 }
 
@@ -448,6 +497,10 @@ void UdpDriver::feed_received(size_t plane, size_t n, Time t) {
       }
       ++counters_.datagrams_received;
       counters_.bytes_received += m;
+      // mrcctl's probe replies go to the publisher (one byte compared for anything else).
+      if (publisher_ && m > 1 && data[off + 1] == static_cast<uint8_t>(wire::Kind::kProbeReply) &&
+           publisher_->on_probe_reply(t, {data + off, m}))
+        continue;
       engine_->on_datagram(t, rx, {data + off, m});
     }
   }

@@ -51,6 +51,11 @@
 //
 // Namespaces: with `netns` set, sockets are made inside that network
 // namespace (/run/netns/<name>) and keep it; the threads stay where they are.
+//
+// Observability (observe/publisher.h): unless MRC_STATS=0, each driver is a device mrc<N>
+// of its process: the loop publishes its counters, QPs and EVs to /dev/shm/mrc-stats.<pid>.<N>
+// (observe/layout.h) and serves mrcctl's commands on /run/mrc/<pid>.<N>.ctl, both under
+// the mutex, at most every few ms and only when something changed.
 #pragma once
 
 #include <netinet/in.h>
@@ -60,6 +65,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,6 +74,10 @@
 #include "engine/engine.h"
 #include "engine/types.h"
 #include "srv6/fabric.h"
+
+namespace mrc::observe {
+class Publisher;
+}
 
 namespace mrc::io {
 
@@ -143,11 +153,18 @@ class UdpDriver {
   /// kEcmp. The returned id is what QpAttr::peer takes. A plane without an
   /// address drops (no_route).
   engine::PeerId add_peer(std::vector<sockaddr_in6> per_plane_addresses);
-  /// kSrv6: a remote host of the fabric by id; its uSID paths are computed here.
-  Result<engine::PeerId, std::string> add_fabric_peer(uint32_t host);
+  /// kSrv6: a remote host of the fabric by id; its uSID paths are computed here. `ports`:
+  /// the UDP port of each of its planes (a process with ephemeral ports, learnt by a front
+  /// end's handshake); empty: UdpConfig::peer_port on every plane.
+  Result<engine::PeerId, std::string> add_fabric_peer(uint32_t host,
+                                                      std::span<const uint16_t> ports = {});
   /// kSrv6: the EVs to spray on toward `host`, one per plane and spine (k = 0),
   /// plane-major, as QpAttr::paths takes them. Empty when not in kSrv6 mode.
   std::vector<engine::Path> fabric_paths(uint32_t host) const;
+  /// The EVs a QP toward `host` sprays on, as QpAttr::paths takes them, in every mode: kSrv6
+  /// fabric_paths(host); kDirect 4 EVs per plane; kEcmp one per source port and plane
+  /// (`host` is unused outside kSrv6). EV = plane << 16 | k << 8.
+  std::vector<engine::Path> spray_paths(uint32_t host) const;
 
   /// Runs f(engine) under the driver's mutex, then wakes the progress thread
   /// so what f posted goes out promptly. Returns what f returns. Do not keep
@@ -156,7 +173,10 @@ class UdpDriver {
   decltype(auto) with_engine(F&& f) {
     struct Wake {
       UdpDriver* d;
-      ~Wake() { d->wake(); }
+      ~Wake() {
+        d->activity_.fetch_add(1, std::memory_order_release);
+        d->wake();
+      }
     } wake_after_unlock{this};  // destroyed after `lock`
     std::lock_guard lock(mu_);
     return f(*engine_);
@@ -170,6 +190,11 @@ class UdpDriver {
     std::lock_guard lock(mu_);
     return f(*engine_);
   }
+
+  /// Grows whenever the engine may hold new completions or events: after every round in
+  /// which the loop fed it datagrams or timeouts, and after every with_engine. A poller
+  /// reads it before draining and skips the engine (and its mutex) while it stays put.
+  uint64_t activity() const { return activity_.load(std::memory_order_acquire); }
 
   /// Starts the progress thread (idempotent).
   void start();
@@ -207,9 +232,11 @@ class UdpDriver {
   UdpCounters counters_;
   std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
   std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
+  std::unique_ptr<observe::Publisher> publisher_;  // under mu_; null with MRC_STATS=0
 
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> activity_{0};
 };
 
 }  // namespace mrc::io

@@ -1,0 +1,650 @@
+// A device's statistics snapshots and control commands (publisher.h).
+// Threading: under the owning driver's mutex only.
+#include "observe/publisher.h"
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "srv6/fabric.h"
+#include "wire/wire.h"
+
+namespace mrc::observe {
+
+using engine::Duration;
+using engine::Time;
+using json = nlohmann::json;
+
+namespace {
+
+std::atomic<uint32_t> g_next_device{0};
+constexpr size_t kRttSamples = 64;
+constexpr uint32_t kProbeBit = 0x80000000u;
+
+void copy_str(char* dst, size_t cap, const std::string& s) {
+  const size_t n = std::min(cap - 1, s.size());
+  std::memcpy(dst, s.data(), n);
+  dst[n] = 0;
+}
+
+std::string addr_text(const sockaddr_in6& a) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET6, &a.sin6_addr, buf, sizeof buf);
+  return buf;
+}
+
+std::optional<std::string> getenv_str(const char* n) {
+  const char* v = std::getenv(n);
+  if (!v) return std::nullopt;
+  return std::string(v);
+}
+
+}  // namespace
+
+/// What the previous snapshot saw of one EV, and its recent RTT samples.
+struct Publisher::EvMemo {
+  uint32_t changes = 0;
+  uint8_t state = 0;  // EvState::kGood: every EV starts GOOD
+  uint64_t acked = 0, probe_replies = 0;
+  uint32_t rtt_us[kRttSamples] = {};
+  uint32_t n = 0;  // samples taken (ring index n % kRttSamples)
+  uint64_t seen = 0;
+};
+
+struct Publisher::ProbeTarget {
+  uint32_t ev = 0;
+  uint16_t plane = 0;
+  uint32_t sent = 0, received = 0;
+  uint64_t replied_rounds = 0;  // bit per round
+  int64_t rtt_min = 0, rtt_max = 0, rtt_sum = 0;
+};
+
+struct Publisher::ProbeSession {
+  sockaddr_un client{};
+  socklen_t client_len = 0;
+  std::string peer_name;
+  engine::PeerId peer = 0;
+  uint32_t qpn = 0, dest_qpn = 0, token = 0;
+  uint8_t nonce = 0;
+  uint32_t count = 5, rounds = 0;
+  Duration interval{20'000'000}, timeout{300'000'000};
+  Time next_round{0}, finish{engine::kNever};
+  std::vector<ProbeTarget> targets;
+};
+
+std::unique_ptr<Publisher> Publisher::create(const io::UdpConfig& cfg,
+                                             const std::vector<sockaddr_in6>& locals, SendFn send,
+                                             std::string* why) {
+  if (auto v = getenv_str("MRC_STATS"); v && (*v == "0" || *v == "off" || *v == "false")) {
+    if (why) *why = "MRC_STATS=" + *v + ": statistics not published";
+    return nullptr;
+  }
+  std::unique_ptr<Publisher> p(new Publisher());
+  p->cfg_ = cfg;
+  p->send_ = std::move(send);
+  p->index_ = g_next_device.fetch_add(1);
+  if (auto v = getenv_str("MRC_STATS_INTERVAL_MS")) {
+    const long ms = std::strtol(v->c_str(), nullptr, 10);
+    if (ms >= 1 && ms <= 10'000) p->interval_ = Duration{ms * 1'000'000};
+  }
+  auto seg = SegmentWriter::create(p->index_);
+  if (!seg.ok()) {
+    if (why) *why = seg.error();
+    return nullptr;
+  }
+  p->seg_ = std::make_unique<SegmentWriter>(std::move(seg).value());
+
+  p->seg_->begin();  // readers may already look: they see a complete device or none
+  DeviceRecord& d = p->seg_->device();
+  copy_str(d.name, sizeof d.name, "mrc" + std::to_string(p->index_));
+  copy_str(d.netns, sizeof d.netns, cfg.netns);
+  d.index = p->index_;
+  d.planes = static_cast<uint32_t>(std::min<size_t>(locals.size(), kMaxPlanes));
+  d.path_mode = static_cast<uint32_t>(cfg.path_mode);
+  d.local_host = cfg.path_mode == io::PathMode::kSrv6 ? cfg.local_host : UINT32_MAX;
+  for (uint32_t i = 0; i < d.planes; ++i) {
+    copy_str(d.plane[i].address, sizeof d.plane[i].address, addr_text(locals[i]));
+    d.plane[i].port = ntohs(locals[i].sin6_port);
+  }
+
+  // The control socket: root's directory, owner-only socket.
+  ::mkdir(kControlDir, 0755);
+  const std::string path = std::string(kControlDir) + "/" + std::to_string(::getpid()) + "." +
+                           std::to_string(p->index_) + ".ctl";
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path.size() < sizeof sa.sun_path) {
+    std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ::unlink(path.c_str());
+    const int one = 1;
+    if (fd >= 0 && ::setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) == 0 &&
+        ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+      ::chmod(path.c_str(), 0600);
+      p->ctl_fd_ = fd;
+      p->ctl_path_ = path;
+      d.has_control = 1;
+    } else if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+  p->seg_->commit(0);
+  return p;
+}
+
+Publisher::~Publisher() {
+  if (ctl_fd_ >= 0) {
+    ::close(ctl_fd_);
+    ::unlink(ctl_path_.c_str());
+  }
+}
+
+Time Publisher::next_deadline() const {
+  Time t = dirty_ ? next_publish_ : engine::kNever;
+  if (probe_) t = std::min(t, probe_->rounds < probe_->count ? probe_->next_round : probe_->finish);
+  return t;
+}
+
+void Publisher::add_peer(engine::PeerId id, std::string name, uint32_t host) {
+  peers_.push_back(Peer{id, std::move(name), host});
+  DeviceRecord& d = seg_->device();
+  seg_->begin();
+  if (d.n_peers < kMaxPeers) {
+    PeerRecord& r = d.peer[d.n_peers++];
+    copy_str(r.name, sizeof r.name, peers_.back().name);
+    r.id = id;
+    r.host = host;
+  }
+  seg_->commit(seg_->header().published_ns);
+}
+
+void Publisher::tick(Time now, engine::Engine& e, const io::UdpCounters& c, bool commands,
+                     bool app_call) {
+  if (commands && ctl_fd_ >= 0) serve_control(now, e);
+  if (app_call) dirty_ = true;  // a QP made, changed or destroyed without traffic
+  if (probe_) probe_rounds(now);
+  const engine::EngineStats& es = e.stats();
+  // What moves when anything happens: datagrams, timer runs, QPs made, plane admin.
+  const uint64_t sig = es.rx_datagrams * 1000003u + es.tx_datagrams * 7919u + c.timeouts * 31u +
+                       e.max_qpn() * 131u + e.drained_planes() + c.datagrams_sent;
+  if (sig != signature_) {
+    signature_ = sig;
+    dirty_ = true;
+  }
+  if (dirty_ && now >= next_publish_) {
+    publish(now, e, c);
+    dirty_ = false;
+    next_publish_ = now + interval_;
+  }
+}
+
+void Publisher::publish(Time now, engine::Engine& e, const io::UdpCounters& c) {
+  SegmentWriter& w = *seg_;
+  SegmentHeader& h = w.header();
+  w.begin();
+  DeviceRecord& d = w.device();
+  const uint16_t drained = e.drained_planes();
+  for (uint32_t p = 0; p < d.planes; ++p) d.plane[p].admin_down = (drained >> p) & 1;
+  d.udp = UdpCountersRecord{
+      c.datagrams_sent,  c.bytes_sent,   c.datagrams_received, c.bytes_received, c.sendmmsg_calls,
+      c.gso_messages,    c.gso_disabled, c.gro_messages,       c.recvmmsg_calls, c.send_eagain,
+      c.send_enobufs,    c.send_errors,  c.recv_errors,        c.recv_truncated, c.no_route,
+      c.loop_iterations, c.timeouts};
+  const engine::EngineStats& es = e.stats();
+  d.rx_datagrams = es.rx_datagrams;
+  d.tx_datagrams = es.tx_datagrams;
+  d.rx_bytes = es.rx_bytes;
+  d.tx_bytes = es.tx_bytes;
+  for (size_t i = 0; i < es.drops.size() && i < kDropReasons; ++i) d.drops[i] = es.drops[i];
+  for (size_t i = 0; i < 8; ++i) d.malformed_by_error[i] = es.malformed_by_error[i];
+
+  const uint64_t gen = h.generation + 1;
+  uint32_t nq = 0, ne = 0, q_trunc = 0, e_trunc = 0;
+  QpRecord* qrecs = w.qps();
+  EvRecord* erecs = w.evs();
+  for (engine::Qpn qpn = 1; qpn <= e.max_qpn(); ++qpn) {
+    const engine::QpStats* qs = e.qp_stats(qpn);
+    if (!qs) continue;
+    const engine::PathSet* ps = e.paths(qpn);
+    const auto pstats = e.path_stats(qpn);
+    if (nq >= h.max_qps) {
+      ++q_trunc;
+      continue;
+    }
+    auto attr = e.query_qp(qpn);
+    QpRecord& q = qrecs[nq++];
+    q = QpRecord{};
+    q.qpn = qpn;
+    if (attr.ok()) {
+      q.state = static_cast<uint8_t>(attr->state);
+      q.peer = attr->peer;
+      q.dest_qpn = attr->dest_qpn;
+      q.mtu = attr->mtu;
+      if (attr->cc) {
+        q.cc_has_profile = 1;
+        q.cc_base_rtt_ns = attr->cc->base_rtt;
+        q.cc_target_delay_ns = attr->cc->target_delay;
+        q.cc_max_cwnd = attr->cc->max_cwnd;
+      }
+    }
+    q.tx_data_packets = qs->tx_data_packets;
+    q.tx_retransmits = qs->tx_retransmits;
+    q.tx_payload_bytes = qs->tx_payload_bytes;
+    q.rx_data_packets = qs->rx_data_packets;
+    q.rx_payload_bytes = qs->rx_payload_bytes;
+    q.tx_acks = qs->tx_acks;
+    q.rx_acks = qs->rx_acks;
+    q.tx_nacks = qs->tx_nacks;
+    q.rx_nacks = qs->rx_nacks;
+    q.rto_fired = qs->rto_fired;
+    q.fast_losses = qs->fast_losses;
+    q.spurious_losses = qs->spurious_losses;
+    q.tail_probes = qs->tail_probes;
+    q.rnr_naks = qs->rnr_naks;
+    q.rtt_samples = qs->rtt_samples;
+    q.srtt_ns = qs->srtt_ns;
+    q.min_rtt_ns = qs->min_rtt_ns;
+    q.completions = qs->completions;
+    q.error_completions = qs->error_completions;
+    if (auto cc = e.cc_stats(qpn)) {
+      q.has_cc = 1;
+      q.cc_cwnd = cc->cwnd;
+      q.cc_min_cwnd = cc->min_cwnd;
+      q.cc_acks = cc->acks;
+      q.cc_increases = cc->increases();
+      q.cc_decreases = cc->decreases;
+      q.cc_quick_adapts = cc->quick_adapts;
+      q.cc_trims = cc->trims;
+      q.cc_losses = cc->losses;
+    }
+    q.ev_first = ne;
+    if (!ps) continue;
+    for (size_t i = 0; i < ps->size(); ++i) {
+      const engine::PathSet::Ev& v = ps->ev(i);
+      auto& memo = memo_[uint64_t{qpn} << 32 | v.path.ev];
+      if (!memo) memo = std::make_unique<EvMemo>();
+      EvMemo& m = *memo;
+      if (v.changes < m.changes) *memo = EvMemo{};  // the QP was reset or remade
+      m.seen = gen;
+      const engine::PathStats ps_i = i < pstats.size() ? pstats[i] : engine::PathStats{};
+      if (v.changes != m.changes) {
+        EventRecord r{};
+        r.at_ns = v.since.count();
+        r.qpn = qpn;
+        r.ev = v.path.ev;
+        r.plane = v.path.plane;
+        r.from = m.state;
+        r.to = static_cast<uint8_t>(v.state);
+        r.reason = static_cast<uint8_t>(v.reason);
+        r.missed = v.changes - m.changes - 1;
+        w.push_event(r);
+        m.changes = v.changes;
+        m.state = static_cast<uint8_t>(v.state);
+      }
+      if ((ps_i.acked != m.acked || ps_i.probe_replies != m.probe_replies) && ps_i.rtt_ns > 0) {
+        m.rtt_us[m.n++ % kRttSamples] =
+            static_cast<uint32_t>(std::min<uint64_t>(ps_i.rtt_ns / 1000, UINT32_MAX));
+      }
+      m.acked = ps_i.acked;
+      m.probe_replies = ps_i.probe_replies;
+      if (ne >= h.max_evs) {
+        ++e_trunc;
+        continue;
+      }
+      EvRecord& r = erecs[ne++];
+      r = EvRecord{};
+      r.qpn = qpn;
+      r.ev = v.path.ev;
+      r.plane = v.path.plane;
+      r.spine = static_cast<uint16_t>(srv6::Fabric::spine_of(v.path.ev));
+      r.state = static_cast<uint8_t>(v.state);
+      r.reason = static_cast<uint8_t>(v.reason);
+      r.active = v.active;
+      r.plane_drained = ps->plane_drained(v.path.plane) || ps->plane_admin_down(v.path.plane);
+      r.changes = v.changes;
+      r.since_ns = v.changes ? v.since.count() : 0;
+      r.srtt_ns = static_cast<uint64_t>(v.srtt.count());
+      const uint32_t n = std::min<uint32_t>(m.n, kRttSamples);
+      if (n > 0) {
+        uint32_t s[kRttSamples];
+        std::copy(m.rtt_us, m.rtt_us + n, s);
+        std::sort(s, s + n);
+        r.rtt_p50_ns = uint64_t{s[(n - 1) / 2]} * 1000;
+        r.rtt_p99_ns = uint64_t{s[std::min<uint32_t>(n - 1, (n * 99 + 99) / 100 - 1)]} * 1000;
+      }
+      r.tx_packets = ps_i.tx_packets;
+      r.tx_bytes = ps_i.tx_bytes;
+      r.acked = ps_i.acked;
+      r.lost = ps_i.lost;
+      r.trims = ps_i.trims;
+      r.ecn_marks = ps_i.ecn_marks;
+      r.rtt_ns = ps_i.rtt_ns;
+      r.probes = ps_i.probes;
+      r.probe_replies = ps_i.probe_replies;
+    }
+    q.ev_count = ne - q.ev_first;
+  }
+  h.n_qps = nq;
+  h.n_evs = ne;
+  h.qps_truncated = q_trunc;
+  h.evs_truncated = e_trunc;
+  w.commit(now.count());
+  // Forget EVs of QPs that are gone.
+  for (auto it = memo_.begin(); it != memo_.end();)
+    it = it->second->seen == gen ? std::next(it) : memo_.erase(it);
+}
+
+// ---- control ------------------------------------------------------------------------------
+
+void Publisher::serve_control(Time now, engine::Engine& e) {
+  char buf[65536];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
+  for (int k = 0; k < 16; ++k) {
+    sockaddr_un from{};
+    iovec iov{buf, sizeof buf};
+    msghdr m{};
+    m.msg_name = &from;
+    m.msg_namelen = sizeof from;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(ctl_fd_, &m, MSG_DONTWAIT);
+    if (n < 0) return;
+    // Only root or this process's own user may command it (the socket's mode says the
+    // same; the kernel's credentials close the window between bind and chmod).
+    const cmsghdr* c = CMSG_FIRSTHDR(&m);
+    ucred cred{};
+    const bool have = c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS;
+    if (have) std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+    if (!have || (cred.uid != 0 && cred.uid != ::geteuid())) {
+      reply(from, m.msg_namelen,
+            json{{"ok", false}, {"error", "needs CAP_NET_ADMIN (run as root)"}}.dump());
+      continue;
+    }
+    bool deferred = false;
+    std::string out;
+    try {
+      out =
+          handle(now, e, std::string(buf, static_cast<size_t>(n)), from, m.msg_namelen, &deferred);
+    } catch (const std::exception&) {
+      // A field of the wrong type, or text that is not UTF-8: refuse, keep the loop alive.
+      deferred = false;
+      out = json{{"ok", false}, {"error", "malformed request"}}.dump();
+    }
+    if (!deferred) reply(from, m.msg_namelen, out);
+  }
+}
+
+void Publisher::reply(const sockaddr_un& to, socklen_t len, const std::string& body) {
+  if (len <= sizeof(sa_family_t)) return;  // unbound sender: nowhere to answer
+  (void)::sendto(ctl_fd_, body.data(), body.size(), MSG_DONTWAIT,
+                 reinterpret_cast<const sockaddr*>(&to), len);
+}
+
+engine::PeerId Publisher::peer_by_name(const std::string& name, bool* found) const {
+  for (const Peer& p : peers_) {
+    if (p.name == name || (p.host != UINT32_MAX && name == std::to_string(p.host))) {
+      *found = true;
+      return p.id;
+    }
+  }
+  *found = false;
+  return 0;
+}
+
+std::string Publisher::handle(Time now, engine::Engine& e, const std::string& request,
+                              const sockaddr_un& from, socklen_t from_len, bool* deferred) {
+  const std::string dev = "mrc" + std::to_string(index_);
+  auto fail = [&](const std::string& why) {
+    return json{{"ok", false}, {"device", dev}, {"error", why}}.dump();
+  };
+  const json rq = json::parse(request, nullptr, false);
+  if (rq.is_discarded() || !rq.is_object() || !rq.contains("cmd") || !rq["cmd"].is_string())
+    return fail("request is not a JSON object with a \"cmd\"");
+  const std::string cmd = rq["cmd"];
+  const uint32_t only_qpn = rq.value("qpn", 0u);
+  if (only_qpn != 0 && e.qp_stats(only_qpn) == nullptr)
+    return fail(dev + " has no QP " + std::to_string(only_qpn));
+
+  if (cmd == "ping") return json{{"ok", true}, {"device", dev}, {"pid", ::getpid()}}.dump();
+
+  if (cmd == "deny") {
+    if (!rq.contains("ev") || !rq["ev"].is_number_unsigned()) return fail("deny: needs \"ev\"");
+    const uint32_t ev = rq["ev"];
+    const bool on = rq.value("deny", true);
+    json qps = json::array();
+    for (engine::Qpn q = 1; q <= e.max_qpn(); ++q) {
+      if (only_qpn != 0 && q != only_qpn) continue;
+      const engine::PathSet* ps = e.paths(q);
+      if (!ps || ps->find(ev) < 0) continue;
+      if (e.deny_ev(now, q, ev, on).ok()) qps.push_back(q);
+    }
+    if (qps.empty()) return fail(dev + ": no QP has EV " + std::to_string(ev));
+    return json{{"ok", true}, {"device", dev}, {"qps", qps}}.dump();
+  }
+
+  if (cmd == "drain") {
+    if (!rq.contains("plane") || !rq["plane"].is_number_unsigned())
+      return fail("drain: needs \"plane\"");
+    const uint32_t plane = rq["plane"];
+    if (plane >= cfg_.planes.size())
+      return fail(dev + " has no plane " + std::to_string(plane) + " (planes 0.." +
+                  std::to_string(cfg_.planes.size() - 1) + ")");
+    const bool on = rq.value("drain", true);
+    if (!e.set_plane_drained(static_cast<uint16_t>(plane), on).ok())
+      return fail("plane " + std::to_string(plane) + ": refused by the engine");
+    dirty_ = true;
+    return json{{"ok", true}, {"device", dev}, {"plane", plane}, {"drained", on}}.dump();
+  }
+
+  if (cmd == "cc_show" || cmd == "cc_set") {
+    const json set = rq.value("set", json::object());
+    if (cmd == "cc_set" && (!set.is_object() || set.empty())) return fail("nothing to set");
+    json qps = json::array();
+    for (engine::Qpn q = 1; q <= e.max_qpn(); ++q) {
+      if (only_qpn != 0 && q != only_qpn) continue;
+      auto a = e.query_qp(q);
+      if (!a.ok()) continue;
+      const bool own = a->cc.has_value();
+      const engine::Duration base =
+          cfg_.engine.base_rtt > Duration{0} ? cfg_.engine.base_rtt : Duration{12'000};
+      engine::NsccConfig c = own ? *a->cc
+                                 : engine::NsccConfig::defaults(cfg_.engine.nic_bps, base, a->mtu,
+                                                                cfg_.engine.trimming);
+      if (!own && cfg_.engine.base_rtt == Duration{0}) c.base_rtt = 0;
+      if (cmd == "cc_set") {
+        for (const auto& [k, v] : set.items()) {
+          if (!v.is_number()) return fail(k + ": not a number");
+          const double x = v.get<double>();
+          if (x < 0) return fail(k + ": must be >= 0");
+          const auto u = static_cast<uint32_t>(x);
+          if (k == "base_rtt")
+            c.base_rtt = u;
+          else if (k == "target_delay")
+            c.target_delay = u;
+          else if (k == "max_cwnd")
+            c.max_cwnd = u;
+          else if (k == "adjust_bytes_threshold")
+            c.adjust_bytes_threshold = u;
+          else if (k == "adjust_period_threshold")
+            c.adjust_period_threshold = u;
+          else if (k == "qa_threshold")
+            c.qa_threshold = u;
+          else if (k == "qa_gate")
+            c.qa_gate = static_cast<uint8_t>(std::min(u, 255u));
+          else if (k == "disable_qa")
+            c.disable_qa = static_cast<uint8_t>(u != 0);
+          else if (k == "eta")
+            c.eta = x;
+          else if (k == "fi")
+            c.fi = x;
+          else if (k == "fi_scale")
+            c.fi_scale = x;
+          else if (k == "gamma")
+            c.gamma = x;
+          else if (k == "max_md_jump")
+            c.max_md_jump = x;
+          else if (k == "alpha")
+            c.alpha = x;
+          else
+            return fail("unknown field " + k);
+        }
+        if (const char* bad = engine::validate(c)) return fail(bad);
+        if (a->state != engine::QpState::kRts && a->state != engine::QpState::kRtr &&
+            a->state != engine::QpState::kSqd && a->state != engine::QpState::kInit)
+          continue;
+        engine::QpAttr na;
+        na.cc = c;
+        if (!e.modify_qp(q, na, engine::attr::kCc).ok())
+          return fail("QP " + std::to_string(q) + " refused the profile");
+      }
+      qps.push_back(json{{"qpn", q},
+                         {"profile", own || cmd == "cc_set" ? "qp" : "engine default"},
+                         {"disable_qa", c.disable_qa},
+                         {"adjust_bytes_threshold", c.adjust_bytes_threshold},
+                         {"adjust_period_threshold", c.adjust_period_threshold},
+                         {"base_rtt", c.base_rtt},
+                         {"eta", c.eta},
+                         {"fi", c.fi},
+                         {"fi_scale", c.fi_scale},
+                         {"gamma", c.gamma},
+                         {"max_md_jump", c.max_md_jump},
+                         {"max_cwnd", c.max_cwnd},
+                         {"qa_gate", c.qa_gate},
+                         {"qa_threshold", c.qa_threshold},
+                         {"target_delay", c.target_delay},
+                         {"alpha", c.alpha}});
+    }
+    if (cmd == "cc_set") dirty_ = true;
+    return json{{"ok", true}, {"device", dev}, {"qps", qps}}.dump();
+  }
+
+  if (cmd == "probe") {
+    if (probe_) return fail(dev + ": a probe is already running");
+    const std::string name = rq.value("peer", std::string());
+    bool found = false;
+    const engine::PeerId peer = peer_by_name(name, &found);
+    if (!found) return fail(dev + " has no peer " + name);
+    auto s = std::make_unique<ProbeSession>();
+    s->peer = peer;
+    s->peer_name = name;
+    s->count = std::clamp(rq.value("count", 5u), 1u, 64u);
+    s->interval =
+        Duration{int64_t{std::clamp(rq.value("interval_ms", 20u), 1u, 1000u)} * 1'000'000};
+    s->timeout =
+        Duration{int64_t{std::clamp(rq.value("timeout_ms", 300u), 10u, 10000u)} * 1'000'000};
+    // An established QP to the peer lends its remote QPN and token.
+    const engine::PathSet* qp_paths = nullptr;
+    for (engine::Qpn q = 1; q <= e.max_qpn() && !qp_paths; ++q) {
+      if (only_qpn != 0 && q != only_qpn) continue;
+      auto a = e.query_qp(q);
+      if (!a.ok() || a->peer != peer) continue;
+      if (a->state != engine::QpState::kRts && a->state != engine::QpState::kSqd) continue;
+      s->qpn = q;
+      s->dest_qpn = a->dest_qpn;
+      s->token = a->remote_token;
+      qp_paths = e.paths(q);
+    }
+    if (!qp_paths) return fail(dev + ": no connected QP to " + name + " to probe with");
+    uint32_t host = UINT32_MAX;
+    for (const Peer& p : peers_)
+      if (p.id == peer) host = p.host;
+    if (cfg_.path_mode == io::PathMode::kSrv6 && cfg_.fabric && host != UINT32_MAX) {
+      for (uint32_t pl = 0; pl < cfg_.planes.size(); ++pl)
+        for (const srv6::Path& path : cfg_.fabric->paths(cfg_.local_host, host, pl))
+          s->targets.push_back(ProbeTarget{path.ev, static_cast<uint16_t>(pl)});
+    } else {
+      for (const auto& v : qp_paths->evs())
+        s->targets.push_back(ProbeTarget{v.path.ev, v.path.plane});
+    }
+    if (s->targets.empty() || s->targets.size() > 0xFFFF)
+      return fail(dev + ": no paths to " + name);
+    s->client = from;
+    s->client_len = from_len;
+    s->nonce = static_cast<uint8_t>(++probe_nonce_ & 0x7F);
+    s->next_round = now;
+    probe_ = std::move(s);
+    probe_rounds(now);
+    *deferred = true;
+    return {};
+  }
+  return fail("unknown command " + cmd);
+}
+
+void Publisher::probe_rounds(Time now) {
+  ProbeSession& s = *probe_;
+  while (s.rounds < s.count && now >= s.next_round) {
+    for (size_t i = 0; i < s.targets.size(); ++i) {
+      ProbeTarget& t = s.targets[i];
+      wire::Packet pk;
+      pk.common.kind = wire::Kind::kProbe;
+      pk.common.dst_qpn = s.dest_qpn;
+      pk.common.token = s.token;
+      pk.common.ev = t.ev;
+      pk.common.psn =
+          kProbeBit | uint32_t{s.nonce} << 24 | (s.rounds & 0xFF) << 16 | static_cast<uint32_t>(i);
+      pk.common.ts = static_cast<uint64_t>(now.count());
+      uint8_t buf[wire::kMaxHeaderSize];
+      const size_t n = wire::encode_header(pk, {}, buf);
+      ++t.sent;
+      (void)send_(s.peer, engine::Path{t.ev, t.plane}, {buf, n});
+    }
+    ++s.rounds;
+    s.next_round = now + s.interval;
+    if (s.rounds == s.count) s.finish = now + s.timeout;
+  }
+  if (s.rounds < s.count || now < s.finish) return;
+  json paths = json::array();
+  for (const ProbeTarget& t : s.targets) {
+    const double loss = t.sent ? 1.0 - static_cast<double>(t.received) / t.sent : 1.0;
+    json p{{"ev", t.ev},        {"plane", t.plane},       {"spine", srv6::Fabric::spine_of(t.ev)},
+           {"sent", t.sent},    {"received", t.received}, {"loss", loss},
+           {"bad", loss >= 0.5}};
+    if (t.received > 0) {
+      p["rtt_min_us"] = t.rtt_min / 1000.0;
+      p["rtt_avg_us"] = static_cast<double>(t.rtt_sum) / t.received / 1000.0;
+      p["rtt_max_us"] = t.rtt_max / 1000.0;
+    }
+    paths.push_back(std::move(p));
+  }
+  const json out{{"ok", true},
+                 {"device", "mrc" + std::to_string(index_)},
+                 {"peer", s.peer_name},
+                 {"qpn", s.qpn},
+                 {"paths", paths}};
+  reply(s.client, s.client_len, out.dump());
+  probe_.reset();
+}
+
+bool Publisher::on_probe_reply(Time now, std::span<const uint8_t> datagram) {
+  if (datagram.size() < 2 || datagram[1] != static_cast<uint8_t>(wire::Kind::kProbeReply))
+    return false;
+  auto p = wire::decode(datagram);
+  if (!p.ok() || !(p->common.psn & kProbeBit)) return false;
+  const uint32_t psn = p->common.psn;
+  if (!probe_ || ((psn >> 24) & 0x7F) != probe_->nonce) return true;  // ours, but late
+  const uint32_t round = (psn >> 16) & 0xFF;
+  const uint32_t i = psn & 0xFFFF;
+  if (i >= probe_->targets.size() || round >= 64) return true;
+  ProbeTarget& t = probe_->targets[i];
+  if (p->probe_reply.echo_ev != t.ev || (t.replied_rounds >> round) & 1) return true;
+  t.replied_rounds |= uint64_t{1} << round;
+  const int64_t rtt = now.count() - static_cast<int64_t>(p->probe_reply.echo_ts);
+  if (rtt < 0) return true;
+  t.rtt_min = t.received == 0 ? rtt : std::min(t.rtt_min, rtt);
+  t.rtt_max = std::max(t.rtt_max, rtt);
+  t.rtt_sum += rtt;
+  ++t.received;
+  return true;
+}
+
+}  // namespace mrc::observe

@@ -1,0 +1,116 @@
+// A device's live statistics and control channel: what a UdpDriver publishes (layout.h) and
+// the commands mrcctl sends it. Threading: every method runs under the owning driver's
+// mutex (the progress loop, or add_peer), never concurrently; it touches the engine only
+// there. It never blocks: the control socket is non-blocking, the segment is written in place.
+//
+// Publishing: tick() runs after each loop iteration. When the engine or driver counters moved
+// since the last snapshot (or the application or a command woke the loop), a new one is
+// written at most every MRC_STATS_INTERVAL_MS (10 ms by default); next_deadline() makes the
+// loop wake for it. EV state changes are found by
+// comparing each EV's change count (PathSet::Ev::changes) with the previous snapshot, so the
+// app's own engine events (poll_event) are left alone; several changes of one EV between two
+// snapshots are one EventRecord with `missed` saying how many more there were.
+//
+// Control channel: a unix datagram socket /run/mrc/<pid>.<device>.ctl (mode 0600; and the
+// sender's kernel credentials must be root's or this process's user's: in practice root). One JSON
+// request per datagram, one JSON reply sent back to the sender's bound address (docs/mrcctl.md
+// lists the commands):
+//   {"cmd":"ping"}
+//   {"cmd":"deny","ev":E,"deny":true|false[,"qpn":N]}     Engine::deny_ev on every QP with E
+//   {"cmd":"drain","plane":P,"drain":true|false}           Engine::set_plane_drained
+//   {"cmd":"cc_show"[,"qpn":N]}                            each QP's NSCC profile
+//   {"cmd":"cc_set","set":{field:value...}[,"qpn":N]}      modify_qp(kCc) with those fields
+//   {"cmd":"probe","peer":NAME[,"count":C,"interval_ms":I,"timeout_ms":T]}
+// Replies are {"ok":true,...} or {"ok":false,"error":"one line"}.
+//
+// Probes: a probe of a peer sends `count` kProbe packets over every path to it (srv6: every
+// plane and spine of the fabric; otherwise the EVs of the QP) on an existing QP to that peer
+// (its remote QPN and token, which the peer's engine checks before it answers; the engine
+// answers no probe for QP 0). The peer's engine echoes each on the same EV. Replies carry
+// sequence numbers with bit 31 set, which the engine's own probes never reach: the driver
+// hands such a reply to on_probe_reply() instead of the engine, so these probes change no
+// engine state or counter. The answer lists per path: sent, received, loss, RTT min/avg/max,
+// and `bad` (loss >= 50%).
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/un.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine.h"
+#include "io/udp/udp_driver.h"
+#include "observe/segment.h"
+
+namespace mrc::observe {
+
+class Publisher {
+ public:
+  /// Sends one datagram from `path`'s plane socket to `peer` on `path` (the driver's route).
+  using SendFn = std::function<bool(engine::PeerId, engine::Path, std::span<const uint8_t>)>;
+
+  /// A publisher for a new device of this process, or nullptr when MRC_STATS=0 or the segment
+  /// cannot be made (then *why says so; the datapath runs without). The control socket is
+  /// optional: without /run/mrc access the device publishes but takes no commands.
+  static std::unique_ptr<Publisher> create(const io::UdpConfig& cfg,
+                                           const std::vector<sockaddr_in6>& locals, SendFn send,
+                                           std::string* why);
+  ~Publisher();
+
+  uint32_t index() const { return index_; }
+  /// The control socket for the loop's ppoll set; -1 if none.
+  int control_fd() const { return ctl_fd_; }
+  /// Earliest time tick() has work (a snapshot due, a probe round); kNever if none.
+  engine::Time next_deadline() const;
+
+  void add_peer(engine::PeerId id, std::string name, uint32_t host);
+  /// After each loop iteration: commands (read only when `commands`: the control socket
+  /// polled readable, so an iteration without them makes no syscall here), probe rounds,
+  /// and a snapshot when due. `app_call`: the application woke the loop (with_engine), so
+  /// QPs may have changed without a datagram or timer showing it.
+  void tick(engine::Time now, engine::Engine& e, const io::UdpCounters& c, bool commands,
+            bool app_call);
+  /// A received datagram that may be a reply to one of our probes; true: it was, consumed.
+  bool on_probe_reply(engine::Time now, std::span<const uint8_t> datagram);
+
+ private:
+  struct EvMemo;
+  struct ProbeTarget;
+  struct ProbeSession;
+  Publisher() = default;
+  void publish(engine::Time now, engine::Engine& e, const io::UdpCounters& c);
+  void serve_control(engine::Time now, engine::Engine& e);
+  std::string handle(engine::Time now, engine::Engine& e, const std::string& request,
+                     const sockaddr_un& from, socklen_t from_len, bool* deferred);
+  void reply(const sockaddr_un& to, socklen_t len, const std::string& body);
+  void probe_rounds(engine::Time now);
+  engine::PeerId peer_by_name(const std::string& name, bool* found) const;
+
+  io::UdpConfig cfg_;
+  SendFn send_;
+  uint32_t index_ = 0;
+  std::unique_ptr<SegmentWriter> seg_;
+  int ctl_fd_ = -1;
+  std::string ctl_path_;
+  engine::Duration interval_{10'000'000};
+  engine::Time next_publish_{0};
+  bool dirty_ = true;
+  uint64_t signature_ = ~uint64_t{0};
+  struct Peer {
+    engine::PeerId id;
+    std::string name;
+    uint32_t host;
+  };
+  std::vector<Peer> peers_;
+  std::unordered_map<uint64_t, std::unique_ptr<EvMemo>> memo_;  // (qpn << 32 | ev)
+  std::unique_ptr<ProbeSession> probe_;
+  uint8_t probe_nonce_ = 0;
+};
+
+}  // namespace mrc::observe

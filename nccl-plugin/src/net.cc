@@ -1,0 +1,1046 @@
+#include "net.h"
+
+#include <arpa/inet.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <vector>
+
+#include "control.h"
+#include "engine/engine.h"
+#include "io/config.h"
+#include "io/netns.h"
+#include "io/udp/udp_driver.h"
+#include "knobs.h"
+#include "mrc/version.h"
+#include "srv6/fabric.h"
+
+namespace mrc::nccl {
+
+using engine::Completion;
+using engine::Engine;
+using engine::WcOpcode;
+using engine::WcStatus;
+
+struct Connecting;
+
+namespace {
+
+// wr_id tags: which of a comm's posted work a completion belongs to.
+constexpr uint64_t kCtsRecv = 1ull << 62;    // | ring slot: a CTS record arrived (sender)
+constexpr uint64_t kCtsSend = 1ull << 61;    // a CTS record sent (receiver; errors only)
+constexpr uint64_t kImmRecv = 1ull << 60;    // a WRITE_IMM arrived (receiver)
+constexpr int kCtsSlots = 2 * kMaxRequests;  // CTS receives the sender keeps
+constexpr size_t kCtsEntry = 20;             // addr u64, rkey u32, size u32, tag i32
+constexpr size_t kCtsBytes = 8 + kCtsEntry * kMaxRecvs;  // 168 <= engine::kMaxInline
+constexpr size_t kCtsSlotBytes = 256;
+constexpr int kImmRecvs = 2 * kMaxRequests * kMaxRecvs;  // receives posted for WRITE_IMMs
+constexpr int kSendRequests = kMaxRequests * kMaxRecvs;  // a send comm's requests in flight
+constexpr uint32_t kSeqMask = (1u << 29) - 1;            // imm = (seq << 3) | buffer index
+constexpr auto kPeerCheckEvery = std::chrono::milliseconds(1);
+constexpr uint64_t kKeepalive = 1ull << 59;  // a 0-byte WRITE from a waiting receiver
+// A receiver waiting this long with nothing arriving sends a 0-byte WRITE, so that a network
+// that stays dead fails its QP within the retry budget (its sends are all acknowledged, so
+// nothing else would ever time out on its side).
+constexpr auto kKeepaliveEvery = std::chrono::milliseconds(100);
+static_assert(kCtsBytes <= engine::kMaxInline);
+
+constexpr uint32_t kHandleMagic = 0x6e63726d;  // "mrcn"
+
+// What listen() writes into NCCL's handle; NCCL ships it to the connecting peer.
+struct Handle {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t dev;
+  sockaddr_in6 addr;  // the listener's control address
+  uint64_t listen_id;
+  Connecting* connecting;  // connector side: the stage, kept in NCCL's handle
+};
+static_assert(sizeof(Handle) <= MRC_NCCL_NET_HANDLE_MAXSIZE);
+
+Failure fail(Code c, std::string what) { return Failure{c, std::move(what)}; }
+Err<Failure> err(Code c, std::string what) { return Err(fail(c, std::move(what))); }
+
+struct Device {
+  std::string name;
+  io::HostConfig cfg;
+  std::unique_ptr<io::UdpDriver> drv;
+  sockaddr_in6 ctrl{};  // where control listeners bind (port 0)
+  std::mutex peers_mu;
+  std::map<std::string, engine::PeerId> peers;  // by fabric host or plane addresses
+};
+
+struct State {
+  std::mutex mu;
+  int inits = 0;
+  Knobs knobs;
+  std::vector<std::unique_ptr<Device>> devices;
+  std::mt19937_64 rng{std::random_device{}()};
+};
+State& state() {
+  static State s;  // torn down when the library is unloaded (or the process exits)
+  return s;
+}
+std::atomic<mrcNcclLogger> g_logger{nullptr};
+
+uint64_t random64() {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return s.rng();
+}
+
+// Makes a socket-owning call inside the device's network namespace, if it has one.
+template <class F>
+auto in_device_netns(const Device& d, F&& f) -> decltype(f()) {
+  if (d.cfg.udp.netns.empty()) return f();
+  return io::in_netns(d.cfg.udp.netns, std::forward<F>(f));
+}
+
+}  // namespace
+
+struct Request {
+  Comm* comm = nullptr;
+  bool busy = false;
+  bool done = false;
+  int n = 1;
+  uint32_t seq = 0;
+  uint8_t pending = 0;    // receive: buffers still waiting for their WRITE_IMM
+  uint64_t write_no = 0;  // send: position of its WRITE_IMM among the comm's
+  std::array<size_t, kMaxRecvs> sizes{};
+};
+
+struct MemHandle {
+  Device* dev = nullptr;
+  uint32_t key = 0;  // 0: an empty registration
+  uint64_t addr = 0, len = 0;
+};
+
+struct Cts {  // a receive the peer posted, as its CTS record describes it
+  struct Entry {
+    uint64_t addr = 0;
+    uint32_t rkey = 0, size = 0;
+    int32_t tag = 0;
+  };
+  bool valid = false;
+  uint32_t seq = 0;
+  int n = 0;
+  uint8_t used = 0;  // buffers already sent to
+  std::array<Entry, kMaxRecvs> e{};
+};
+
+struct Comm {
+  enum class Role : uint8_t { kSend, kRecv } role = Role::kSend;
+  Device* dev = nullptr;
+  Stream ctrl;
+  std::string peer;  // for logs
+  engine::Qpn qpn = 0;
+  engine::CqId cq = 0;
+  uint32_t token = 0;
+  bool broken = false;
+  Failure failure;
+  bool peer_closed = false;
+  std::chrono::steady_clock::time_point next_peer_check{};
+  uint64_t activity_seen = ~0ull;                      // UdpDriver::activity() at the last CQ drain
+  std::chrono::steady_clock::time_point last_heard{};  // receive comm: last completion or keepalive
+  std::vector<Request> reqs;
+  std::vector<uint32_t> free_reqs;  // send comm
+  // Send comm.
+  std::vector<uint8_t> cts_ring;  // kCtsSlots x kCtsSlotBytes, registered
+  uint32_t cts_key = 0;
+  uint32_t cts_expected = 0;  // seq of the next CTS record
+  std::array<Cts, kMaxRequests> cts{};
+  uint32_t send_seq = 0;  // receive the next isend goes to
+  uint64_t writes_posted = 0;
+  // Receive comm.
+  uint32_t recv_seq = 0;
+  uint64_t writes_received = 0;
+
+  void break_with(Code c, std::string what) {
+    if (broken) return;
+    broken = true;
+    failure = fail(c, dev->name + " " + (role == Role::kSend ? "send" : "recv") + " comm to " +
+                          peer + ": " + std::move(what));
+  }
+};
+
+struct ListenComm {
+  struct Accepting {
+    std::unique_ptr<Comm> comm;
+    bool hello_done = false;
+  };
+  Device* dev = nullptr;
+  UniqueFd fd;
+  uint64_t id = 0;
+  std::vector<Accepting> pending;
+};
+
+struct Connecting {
+  std::unique_ptr<Comm> comm;
+  sockaddr_in6 to{};
+  enum class Stage : uint8_t { kTcp, kReply, kReady } stage = Stage::kTcp;
+};
+
+void log(mrcNcclLogLevel level, const std::string& line) {
+  if (mrcNcclLogger l = g_logger.load()) {
+    l(level, MRC_NCCL_LOG_NET, __FILE__, __LINE__, "NET/MRC : %s", line.c_str());
+  } else if (level == mrcNcclLogWarn) {
+    std::fprintf(stderr, "NET/MRC : %s\n", line.c_str());
+  }
+}
+
+namespace {
+
+std::string describe(const Device& d) {
+  const io::UdpConfig& u = d.cfg.udp;
+  std::string s = d.name + ": " + std::to_string(d.drv->planes()) + " planes, ";
+  switch (u.path_mode) {
+    case io::PathMode::kSrv6:
+      s += "srv6 (fabric host " + std::to_string(u.local_host) + ")";
+      break;
+    case io::PathMode::kEcmp:
+      s += "ecmp";
+      break;
+    case io::PathMode::kDirect:
+      s += "direct";
+      break;
+  }
+  s += ", " + std::to_string(u.engine.nic_bps / 1'000'000'000) + " Gbit/s, ports";
+  for (uint16_t p = 0; p < d.drv->planes(); ++p) s += " " + to_string(d.drv->local_address(p));
+  s += "; control " + to_string(d.ctrl) + "; config: " + d.cfg.sources;
+  return s;
+}
+
+Result<std::unique_ptr<Device>, std::string> open_device(uint32_t index, const std::string& file,
+                                                         const Knobs& k) {
+  io::Getenv env = io::process_env;
+  if (!file.empty()) {
+    env = [file](const char* n) -> std::optional<std::string> {
+      if (std::string_view(n) == "MRC_CONFIG") return file;
+      return io::process_env(n);
+    };
+  }
+  auto cfg = io::load_host_config(env);
+  if (!cfg.ok()) return Err(cfg.error());
+  auto d = std::make_unique<Device>();
+  d->name = "mrc" + std::to_string(index);
+  d->cfg = std::move(*cfg);
+  auto drv = io::UdpDriver::create(d->cfg.udp);
+  if (!drv.ok()) return Err(drv.error());
+  d->drv = std::move(*drv);
+  d->drv->start();
+  const sockaddr_in6 p0 = d->drv->local_address(0);
+  d->ctrl = sockaddr_in6{};
+  d->ctrl.sin6_family = AF_INET6;
+  if (!k.ctrl_addr.empty()) {
+    inet_pton(AF_INET6, k.ctrl_addr.c_str(), &d->ctrl.sin6_addr);
+  } else {
+    d->ctrl.sin6_addr = p0.sin6_addr;
+    d->ctrl.sin6_scope_id = p0.sin6_scope_id;
+  }
+  if (d->cfg.udp.path_mode != io::PathMode::kSrv6) {
+    for (uint16_t p = 0; p < d->drv->planes(); ++p) {
+      const sockaddr_in6 a = d->drv->local_address(p);
+      if (IN6_IS_ADDR_UNSPECIFIED(&a.sin6_addr))
+        return Err(d->name + ": plane " + std::to_string(p) +
+                   " is bound to [::]; peers need its address: set \"planes\" in the host config"
+                   " (or MRC_PLANES)");
+    }
+  }
+  if (IN6_IS_ADDR_UNSPECIFIED(&d->ctrl.sin6_addr))
+    return Err(d->name + ": no control address: set NCCL_MRC_CTRL_ADDR");
+  return d;
+}
+
+Device* device(int dev) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (dev < 0 || static_cast<size_t>(dev) >= s.devices.size()) return nullptr;
+  return s.devices[dev].get();
+}
+
+Endpoint local_endpoint(const Comm& c) {
+  Endpoint e;
+  e.mode = c.dev->cfg.udp.path_mode;
+  e.fabric_host = c.dev->cfg.udp.local_host;
+  for (uint16_t p = 0; p < c.dev->drv->planes(); ++p)
+    e.planes.push_back(c.dev->drv->local_address(p));
+  e.qpn = c.qpn;
+  e.token = c.token;
+  e.mtu = c.dev->cfg.mtu;
+  return e;
+}
+
+const char* mode_name(io::PathMode m) {
+  return m == io::PathMode::kSrv6 ? "srv6" : m == io::PathMode::kEcmp ? "ecmp" : "direct";
+}
+
+Result<engine::PeerId, Failure> peer_of(Device& d, const Endpoint& e) {
+  if (e.mode != d.cfg.udp.path_mode)
+    return err(Code::kInvalidUsage, std::string("peer uses path mode ") + mode_name(e.mode) +
+                                        ", this host " + mode_name(d.cfg.udp.path_mode) +
+                                        " (host configs disagree)");
+  std::string key = e.mode == io::PathMode::kSrv6 ? "h" + std::to_string(e.fabric_host) + "/" : "";
+  for (const sockaddr_in6& a : e.planes)
+    key += to_string(a) + "%" + std::to_string(a.sin6_scope_id) + ",";
+  std::lock_guard lock(d.peers_mu);
+  if (auto it = d.peers.find(key); it != d.peers.end()) return it->second;
+  engine::PeerId id = 0;
+  if (e.mode == io::PathMode::kSrv6) {
+    std::vector<uint16_t> ports;  // the peer's own ports: it may run with ephemeral ones
+    for (const sockaddr_in6& a : e.planes) ports.push_back(ntohs(a.sin6_port));
+    auto p = d.drv->add_fabric_peer(e.fabric_host, ports);
+    if (!p.ok()) return err(Code::kRemote, p.error());
+    id = *p;
+  } else {
+    id = d.drv->add_peer(e.planes);
+  }
+  d.peers.emplace(key, id);
+  return id;
+}
+
+// The QP's CC profile from the rate hints (NCCL_MRC_CC_*_RATE), when any is set.
+std::optional<engine::NsccConfig> cc_profile(const Device& d, uint32_t mtu, const Knobs& k) {
+  if (!k.qp_hint || (!k.cc_init_mbps && !k.cc_min_mbps && !k.cc_max_mbps)) return std::nullopt;
+  const engine::EngineConfig& ec = d.cfg.udp.engine;
+  if (!ec.congestion_control) return std::nullopt;
+  const engine::Duration rtt =
+      ec.base_rtt.count() > 0 ? ec.base_rtt : std::chrono::microseconds(12);
+  auto cc = engine::NsccConfig::defaults(ec.nic_bps, rtt, mtu, ec.trimming);
+  auto window = [&](uint64_t mbps) {
+    const double bytes =
+        static_cast<double>(mbps) * 1e6 / 8 * static_cast<double>(rtt.count()) / 1e9;
+    return static_cast<uint32_t>(std::min(bytes, 4e9));
+  };
+  if (k.cc_max_mbps) cc.max_cwnd = std::max(window(k.cc_max_mbps), mtu);
+  if (k.cc_init_mbps) cc.init_cwnd = window(k.cc_init_mbps);
+  if (k.cc_min_mbps) cc.cwnd_floor = window(k.cc_min_mbps);
+  if (ec.base_rtt.count() == 0) cc.base_rtt = 0;
+  return cc;
+}
+
+// A comm with its CQ, QP (INIT) and buffers; not connected yet.
+Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role) {
+  auto c = std::make_unique<Comm>();
+  c->role = role;
+  c->dev = &d;
+  c->token = static_cast<uint32_t>(random64()) | 1u;
+  if (role == Comm::Role::kSend) {
+    c->reqs.resize(kSendRequests);
+    for (uint32_t i = kSendRequests; i-- > 0;) c->free_reqs.push_back(i);
+    c->cts_ring.assign(kCtsSlots * kCtsSlotBytes, 0);
+  } else {
+    c->reqs.resize(kMaxRequests);
+  }
+  for (Request& r : c->reqs) r.comm = c.get();
+  auto st = d.drv->with_engine([&](Engine& e) -> Status<Failure> {
+    auto cq = e.create_cq(4 * kImmRecvs);
+    if (!cq.ok())
+      return err(Code::kSystem, std::string("create_cq: ") + engine::to_string(cq.error()));
+    c->cq = *cq;
+    engine::QpInit qi;
+    qi.send_cq = qi.recv_cq = c->cq;
+    qi.max_send_wr = 2 * kSendRequests;
+    qi.max_recv_wr = 2 * kImmRecvs;
+    qi.local_token = c->token;
+    auto qpn = e.create_qp(qi);
+    if (!qpn.ok())
+      return err(Code::kSystem, std::string("create_qp: ") + engine::to_string(qpn.error()));
+    c->qpn = *qpn;
+    engine::QpAttr a;
+    a.state = engine::QpState::kInit;
+    if (auto r = e.modify_qp(c->qpn, a, engine::attr::kState); !r.ok())
+      return err(Code::kSystem, std::string("modify_qp INIT: ") + engine::to_string(r.error()));
+    if (role == Comm::Role::kSend) {
+      auto k = e.register_mr(c->cts_ring.data(), c->cts_ring.size(),
+                             reinterpret_cast<uint64_t>(c->cts_ring.data()),
+                             engine::access::kLocalWrite);
+      if (!k.ok())
+        return err(Code::kSystem, std::string("register_mr: ") + engine::to_string(k.error()));
+      c->cts_key = *k;
+    }
+    return {};
+  });
+  if (!st.ok()) return Err(st.error());
+  return c;
+}
+
+void destroy_comm(Comm& c) {
+  c.dev->drv->with_engine([&](Engine& e) {
+    if (c.qpn) (void)e.destroy_qp(c.qpn);
+    if (c.cq) (void)e.destroy_cq(c.cq);
+    if (c.cts_key) (void)e.deregister_mr(c.cts_key);
+  });
+}
+
+// RTR and RTS toward the peer's QP, then the receives the role keeps posted.
+NetStatus connect_qp(Comm& c, const Endpoint& peer) {
+  Device& d = *c.dev;
+  auto pid = peer_of(d, peer);
+  if (!pid.ok()) return Err(pid.error());
+  c.peer = peer.mode == io::PathMode::kSrv6 ? "fabric host " + std::to_string(peer.fabric_host)
+                                            : to_string(peer.planes[0]);
+  c.peer += " QP " + std::to_string(peer.qpn);
+  const Knobs k = [] {
+    std::lock_guard lock(state().mu);
+    return state().knobs;
+  }();
+  engine::QpAttr a;
+  a.state = engine::QpState::kRtr;
+  a.peer = *pid;
+  a.dest_qpn = peer.qpn;
+  a.remote_token = peer.token;
+  a.mtu = std::min(peer.mtu, d.cfg.mtu);
+  a.paths = d.drv->spray_paths(peer.fabric_host);
+  a.timeout = k.timeout;
+  a.retry_cnt_linear = k.retry_cnt_linear;
+  a.retry_cnt_exp = k.retry_cnt_exp;
+  a.max_psn_range = k.max_psn_range;
+  if (d.cfg.udp.fabric) {
+    a.path_policy.min_active_per_plane = srv6::spines_for_full_t0(
+        d.cfg.udp.fabric->config(),
+        static_cast<double>(d.cfg.udp.engine.nic_bps) / 1e9 / std::max<size_t>(d.drv->planes(), 1));
+  }
+  a.cc = cc_profile(d, a.mtu, k);
+  uint32_t mask = engine::attr::kState | engine::attr::kDest | engine::attr::kPaths |
+                  engine::attr::kMtu | engine::attr::kTimeout | engine::attr::kRetry |
+                  engine::attr::kMpr | engine::attr::kPathPolicy;
+  if (a.cc) mask |= engine::attr::kCc;
+  const size_t npaths = a.paths.size();
+  auto st = d.drv->with_engine([&](Engine& e) -> Status<Failure> {
+    if (auto r = e.modify_qp(c.qpn, a, mask); !r.ok())
+      return err(Code::kInternal, std::string("modify_qp RTR: ") + engine::to_string(r.error()));
+    a.state = engine::QpState::kRts;
+    if (auto r = e.modify_qp(c.qpn, a, engine::attr::kState); !r.ok())
+      return err(Code::kInternal, std::string("modify_qp RTS: ") + engine::to_string(r.error()));
+    if (c.role == Comm::Role::kRecv) {
+      for (int i = 0; i < kImmRecvs; ++i) {
+        if (auto r = e.post_recv(c.qpn, engine::RecvWr{kImmRecv, {}}); !r.ok())
+          return err(Code::kInternal, std::string("post_recv: ") + engine::to_string(r.error()));
+      }
+    } else {
+      for (int i = 0; i < kCtsSlots; ++i) {
+        engine::Sge sge{reinterpret_cast<uint64_t>(c.cts_ring.data() + i * kCtsSlotBytes),
+                        static_cast<uint32_t>(kCtsSlotBytes), c.cts_key};
+        if (auto r = e.post_recv(c.qpn, engine::RecvWr{kCtsRecv | i, {&sge, 1}}); !r.ok())
+          return err(Code::kInternal, std::string("post_recv: ") + engine::to_string(r.error()));
+      }
+    }
+    return {};
+  });
+  if (!st.ok()) return st;
+  log(mrcNcclLogInfo, d.name + ": " + (c.role == Comm::Role::kSend ? "send" : "recv") +
+                          " comm QP " + std::to_string(c.qpn) + " connected to " + c.peer + ", " +
+                          std::to_string(npaths) + " paths over " +
+                          std::to_string(d.drv->planes()) + " planes");
+  return {};
+}
+
+// ---- Data path ---------------------------------------------------------------------------
+
+void on_cts(Comm& c, const uint8_t* p, uint32_t len) {
+  auto u32 = [&](size_t at) {
+    uint32_t v;
+    std::memcpy(&v, p + at, 4);
+    return v;
+  };
+  if (len < 8) return c.break_with(Code::kRemote, "short CTS record");
+  const uint32_t seq = u32(0), n = u32(4);
+  if (n < 1 || n > kMaxRecvs || len != 8 + kCtsEntry * n)
+    return c.break_with(Code::kRemote, "malformed CTS record (" + std::to_string(n) + " buffers)");
+  if (seq != c.cts_expected)
+    return c.break_with(Code::kRemote, "CTS record " + std::to_string(seq) +
+                                           " out of order (expected " +
+                                           std::to_string(c.cts_expected) + ")");
+  Cts& t = c.cts[seq % kMaxRequests];
+  if (t.valid) return c.break_with(Code::kRemote, "more than 32 receives posted by the peer");
+  ++c.cts_expected;
+  t = Cts{};
+  t.valid = true;
+  t.seq = seq;
+  t.n = static_cast<int>(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint8_t* q = p + 8 + kCtsEntry * i;
+    std::memcpy(&t.e[i].addr, q, 8);
+    std::memcpy(&t.e[i].rkey, q + 8, 4);
+    std::memcpy(&t.e[i].size, q + 12, 4);
+    std::memcpy(&t.e[i].tag, q + 16, 4);
+  }
+}
+
+const char* explain(WcStatus s) {
+  switch (s) {
+    case WcStatus::kRetryExcErr:
+      return "no acknowledgement on any path within the retry budget (NCCL_MRC_TIMEOUT, "
+             "NCCL_MRC_RETRY_CNT_LINEAR/EXP): the peer or every path to it is down";
+    case WcStatus::kRemAccessErr:
+      return "the peer refused a write (bad key or bounds)";
+    case WcStatus::kWrFlushErr:
+      return "work flushed: the QP went to the error state";
+    case WcStatus::kRnrRetryExcErr:
+      return "the peer had no receive posted for too long";
+    default:
+      return "completion error";
+  }
+}
+
+// Drains the comm's CQ into its requests and reposts the receives they used.
+void progress(Comm& c) {
+  const uint64_t seen = c.dev->drv->activity();
+  if (seen == c.activity_seen) return;  // nothing new in the engine since the last drain
+  c.activity_seen = seen;
+  std::array<Completion, 64> wc;
+  std::vector<uint64_t> cts_repost;
+  int imm_repost = 0;
+  for (;;) {
+    const size_t n = c.dev->drv->peek_engine([&](Engine& e) { return e.poll_cq(c.cq, wc); });
+    if (n > 0) c.last_heard = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < n; ++i) {
+      const Completion& w = wc[i];
+      if (w.status != WcStatus::kSuccess) {
+        c.break_with(Code::kRemote,
+                     std::string(engine::to_string(w.status)) + ": " + explain(w.status));
+        continue;
+      }
+      if (c.role == Comm::Role::kSend) {
+        if (w.wr_id & kCtsRecv) {
+          const uint64_t slot = w.wr_id & 0xffff;
+          on_cts(c, c.cts_ring.data() + slot * kCtsSlotBytes, w.byte_len);
+          cts_repost.push_back(slot);
+        } else if (w.wr_id < c.reqs.size() && c.reqs[w.wr_id].busy) {
+          c.reqs[w.wr_id].done = true;
+        }
+      } else if (w.opcode == WcOpcode::kRecvWriteImm) {
+        ++imm_repost;
+        ++c.writes_received;
+        const uint32_t seq = w.imm >> 3, idx = w.imm & 7;
+        Request& r = c.reqs[seq % kMaxRequests];
+        if (!r.busy || (r.seq & kSeqMask) != seq || !(r.pending & (1u << idx))) {
+          c.break_with(Code::kRemote,
+                       "data for a receive not posted (imm " + std::to_string(w.imm) + ")");
+          continue;
+        }
+        r.sizes[idx] = w.byte_len;
+        r.pending &= static_cast<uint8_t>(~(1u << idx));
+        if (!r.pending) r.done = true;
+      }
+    }
+    if (n < wc.size()) break;
+  }
+  if (cts_repost.empty() && imm_repost == 0) return;
+  c.dev->drv->peek_engine([&](Engine& e) {
+    for (uint64_t slot : cts_repost) {
+      engine::Sge sge{reinterpret_cast<uint64_t>(c.cts_ring.data() + slot * kCtsSlotBytes),
+                      static_cast<uint32_t>(kCtsSlotBytes), c.cts_key};
+      (void)e.post_recv(c.qpn, engine::RecvWr{kCtsRecv | slot, {&sge, 1}});
+    }
+    for (int i = 0; i < imm_repost; ++i) (void)e.post_recv(c.qpn, engine::RecvWr{kImmRecv, {}});
+  });
+}
+
+// Reads the control connection: BYE or its closing means the peer is gone.
+void check_peer(Comm& c) {
+  const auto now = std::chrono::steady_clock::now();
+  if (c.peer_closed || now < c.next_peer_check) return;
+  c.next_peer_check = now + kPeerCheckEvery;
+  for (;;) {
+    auto f = c.ctrl.read_frame();
+    if (!f.ok()) {
+      c.peer_closed = true;
+      break;
+    }
+    if (!*f) return;
+    if ((*f)->type != FrameType::kBye) {
+      c.break_with(Code::kRemote, "unexpected control frame after the handshake");
+      return;
+    }
+    // The receiver closed: sends it had received are complete even if their ACK never came.
+    if (c.role == Comm::Role::kSend) {
+      for (Request& r : c.reqs)
+        if (r.busy && r.write_no < (*f)->delivered) r.done = true;
+    }
+    c.peer_closed = true;
+    break;
+  }
+}
+
+bool pending_requests(const Comm& c) {
+  for (const Request& r : c.reqs)
+    if (r.busy && !r.done) return true;
+  return false;
+}
+
+}  // namespace
+
+// ---- Init, devices ------------------------------------------------------------------------
+
+NetStatus init(mrcNcclLogger logger) {
+  if (logger) g_logger.store(logger);
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (s.inits++ > 0) return {};
+  auto k = read_knobs();
+  if (!k.ok()) {
+    s.inits = 0;
+    return err(Code::kInvalidArgument, k.error());
+  }
+  s.knobs = *k;
+  std::vector<std::string> files = s.knobs.config_files;
+  if (files.empty()) files.push_back("");
+  std::vector<std::unique_ptr<Device>> all;
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto d = open_device(static_cast<uint32_t>(i), files[i], s.knobs);
+    if (!d.ok()) {
+      s.inits = 0;
+      return err(Code::kSystem, "device mrc" + std::to_string(i) + ": " + d.error());
+    }
+    all.push_back(std::move(*d));
+  }
+  if (s.knobs.devices.empty()) {
+    s.devices = std::move(all);
+  } else {
+    for (uint32_t i : s.knobs.devices) {
+      if (i >= all.size() || !all[i]) {
+        s.inits = 0;
+        s.devices.clear();
+        return err(Code::kInvalidArgument, "NCCL_MRC_DEVICES: no device " + std::to_string(i) +
+                                               " (" + std::to_string(all.size()) + " configured)");
+      }
+      s.devices.push_back(std::move(all[i]));
+    }
+  }
+  log(mrcNcclLogInfo, std::string("libnccl-net-mrc ") + MRC_LIBRARY_VERSION + ", " +
+                          std::to_string(s.devices.size()) + " device(s)");
+  for (const auto& d : s.devices) log(mrcNcclLogInfo, describe(*d));
+  return {};
+}
+
+void finalize() {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (s.inits == 0 || --s.inits > 0) return;
+  s.devices.clear();
+}
+
+int device_count() {
+  std::lock_guard lock(state().mu);
+  return static_cast<int>(state().devices.size());
+}
+
+Result<Props, Failure> properties(int dev) {
+  Device* d = device(dev);
+  if (!d) return err(Code::kInvalidArgument, "getProperties: no device " + std::to_string(dev));
+  Props p;
+  p.name = d->name.c_str();
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the control address: one NIC, one guid
+  for (size_t i = 0; i < sizeof d->ctrl.sin6_addr; ++i)
+    h = (h ^ reinterpret_cast<const uint8_t*>(&d->ctrl.sin6_addr)[i]) * 1099511628211ull;
+  p.guid = h ^ static_cast<uint64_t>(dev);
+  p.speed_mbps =
+      static_cast<int>(std::min<uint64_t>(d->cfg.udp.engine.nic_bps / 1'000'000, INT32_MAX));
+  return p;
+}
+
+// ---- Connection setup ---------------------------------------------------------------------
+
+NetStatus listen(int dev, void* handle, ListenComm** out) {
+  *out = nullptr;
+  Device* d = device(dev);
+  if (!d) return err(Code::kInvalidArgument, "listen: no device " + std::to_string(dev));
+  auto l = in_device_netns(*d, [&] { return listen_on(d->ctrl); });
+  if (!l.ok()) return err(Code::kSystem, d->name + ": " + l.error());
+  auto lc = std::make_unique<ListenComm>();
+  lc->dev = d;
+  lc->fd = std::move(l->first);
+  lc->id = random64();
+  Handle h{};
+  h.magic = kHandleMagic;
+  h.version = kFrameVersion;
+  h.dev = static_cast<uint16_t>(dev);
+  h.addr = l->second;
+  h.listen_id = lc->id;
+  h.connecting = nullptr;
+  std::memset(handle, 0, MRC_NCCL_NET_HANDLE_MAXSIZE);
+  std::memcpy(handle, &h, sizeof h);
+  *out = lc.release();
+  return {};
+}
+
+NetStatus connect(int dev, void* handle, Comm** out) {
+  *out = nullptr;
+  Handle h;
+  std::memcpy(&h, handle, sizeof h);
+  if (h.magic != kHandleMagic || h.version != kFrameVersion)
+    return err(Code::kInvalidArgument,
+               "connect: not an MRC plugin handle (magic/version mismatch)");
+  Device* d = device(dev);
+  if (!d) return err(Code::kInvalidArgument, "connect: no device " + std::to_string(dev));
+  auto give_up = [&](Failure f) -> NetStatus {
+    if (h.connecting) {
+      if (h.connecting->comm) destroy_comm(*h.connecting->comm);
+      delete h.connecting;
+      h.connecting = nullptr;
+      std::memcpy(handle, &h, sizeof h);
+    }
+    return Err(std::move(f));
+  };
+  if (!h.connecting) {
+    auto c = make_comm(*d, Comm::Role::kSend);
+    if (!c.ok()) return Err(c.error());
+    auto fd = in_device_netns(*d, [&] { return start_connect(h.addr); });
+    if (!fd.ok()) {
+      destroy_comm(**c);
+      return err(Code::kSystem, fd.error());
+    }
+    (*c)->ctrl = Stream(std::move(*fd));
+    h.connecting = new Connecting{std::move(*c), h.addr};
+    std::memcpy(handle, &h, sizeof h);
+  }
+  Connecting& k = *h.connecting;
+  Comm& c = *k.comm;
+  if (k.stage == Connecting::Stage::kTcp) {
+    auto done = connect_finished(c.ctrl.fd(), k.to);
+    if (!done.ok()) return give_up(fail(Code::kSystem, done.error()));
+    if (!*done) return {};
+    Frame f;
+    f.type = FrameType::kHello;
+    f.listen_id = h.listen_id;
+    f.endpoint = local_endpoint(c);
+    c.ctrl.queue(f);
+    k.stage = Connecting::Stage::kReply;
+  }
+  if (auto fl = c.ctrl.flush(); !fl.ok()) return give_up(fail(Code::kSystem, fl.error()));
+  if (k.stage == Connecting::Stage::kReply) {
+    auto f = c.ctrl.read_frame();
+    if (!f.ok())
+      return give_up(fail(Code::kRemote, "connect to " + to_string(k.to) + ": " + f.error()));
+    if (!*f) return {};
+    if ((*f)->type != FrameType::kReply)
+      return give_up(fail(Code::kRemote, "connect: expected REPLY from " + to_string(k.to)));
+    if (auto st = connect_qp(c, (*f)->endpoint); !st.ok()) return give_up(st.error());
+    Frame ready;
+    ready.type = FrameType::kReady;
+    c.ctrl.queue(ready);
+    k.stage = Connecting::Stage::kReady;
+  }
+  auto fl = c.ctrl.flush();
+  if (!fl.ok()) return give_up(fail(Code::kSystem, fl.error()));
+  if (!*fl) return {};
+  *out = k.comm.release();
+  delete h.connecting;
+  h.connecting = nullptr;
+  std::memcpy(handle, &h, sizeof h);
+  return {};
+}
+
+NetStatus accept(ListenComm* l, Comm** out) {
+  *out = nullptr;
+  for (;;) {
+    const int fd = ::accept4(l->fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) break;
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    auto c = make_comm(*l->dev, Comm::Role::kRecv);
+    if (!c.ok()) {
+      ::close(fd);
+      return Err(c.error());
+    }
+    (*c)->ctrl = Stream(UniqueFd(fd));
+    l->pending.push_back(ListenComm::Accepting{std::move(*c), false});
+  }
+  for (size_t i = 0; i < l->pending.size();) {
+    auto& a = l->pending[i];
+    Comm& c = *a.comm;
+    auto drop = [&](const std::string& why) {
+      log(mrcNcclLogWarn, l->dev->name + ": refused a connection: " + why);
+      destroy_comm(c);
+      l->pending.erase(l->pending.begin() + static_cast<ptrdiff_t>(i));
+    };
+    auto f = c.ctrl.read_frame();
+    if (!f.ok()) {
+      drop(f.error());
+      continue;
+    }
+    if (*f && !a.hello_done) {
+      if ((*f)->type != FrameType::kHello) {
+        drop("expected HELLO");
+        continue;
+      }
+      if ((*f)->listen_id != l->id) {
+        drop("HELLO for another listen comm (stale handle?)");
+        continue;
+      }
+      if (auto st = connect_qp(c, (*f)->endpoint); !st.ok()) {
+        drop(st.error().what);
+        continue;
+      }
+      Frame reply;
+      reply.type = FrameType::kReply;
+      reply.endpoint = local_endpoint(c);
+      c.ctrl.queue(reply);
+      a.hello_done = true;
+      f = c.ctrl.read_frame();  // READY may already be here
+      if (!f.ok()) {
+        drop(f.error());
+        continue;
+      }
+    }
+    if (auto fl = c.ctrl.flush(); !fl.ok()) {
+      drop(fl.error());
+      continue;
+    }
+    if (*f && a.hello_done) {
+      if ((*f)->type != FrameType::kReady) {
+        drop("expected READY");
+        continue;
+      }
+      *out = a.comm.release();
+      l->pending.erase(l->pending.begin() + static_cast<ptrdiff_t>(i));
+      return {};
+    }
+    ++i;
+  }
+  return {};
+}
+
+// ---- Memory ---------------------------------------------------------------------------------
+
+NetStatus reg_mr(Comm* c, void* data, size_t size, int type, MemHandle** out) {
+  *out = nullptr;
+  if (type != MRC_NCCL_PTR_HOST)
+    return err(Code::kInvalidArgument, "regMr: memory type " + std::to_string(type) +
+                                           " not supported: this device takes host memory only "
+                                           "(NCCL stages GPU buffers through host memory)");
+  auto mh = std::make_unique<MemHandle>();
+  mh->dev = c->dev;
+  mh->addr = reinterpret_cast<uint64_t>(data);
+  mh->len = size;
+  if (size > 0) {
+    auto k = c->dev->drv->with_engine([&](Engine& e) {
+      return e.register_mr(
+          data, size, mh->addr,
+          engine::access::kLocalWrite | engine::access::kRemoteWrite | engine::access::kRemoteRead);
+    });
+    if (!k.ok())
+      return err(Code::kSystem,
+                 "regMr of " + std::to_string(size) + " bytes: " + engine::to_string(k.error()));
+    mh->key = *k;
+  }
+  *out = mh.release();
+  return {};
+}
+
+NetStatus dereg_mr(Comm*, MemHandle* mh) {
+  if (!mh) return {};
+  std::unique_ptr<MemHandle> own(mh);
+  if (mh->key == 0) return {};
+  // Through the handle's device, not the comm: NCCL may close the comm first.
+  auto st = mh->dev->drv->with_engine([&](Engine& e) { return e.deregister_mr(mh->key); });
+  if (!st.ok())
+    return err(Code::kInvalidArgument, std::string("deregMr: ") + engine::to_string(st.error()));
+  return {};
+}
+
+// ---- Transfers ------------------------------------------------------------------------------
+
+NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Request** out) {
+  *out = nullptr;
+  Comm& c = *cp;
+  if (c.role != Comm::Role::kSend) return err(Code::kInvalidUsage, "isend on a receive comm");
+  if (c.broken) return Err(c.failure);
+  progress(c);
+  if (c.broken) return Err(c.failure);
+  Cts& t = c.cts[c.send_seq % kMaxRequests];
+  if (!t.valid || t.seq != c.send_seq) {
+    check_peer(c);
+    if (c.peer_closed)
+      return err(Code::kRemote, "isend: the peer " + c.peer + " closed the connection");
+    return {};  // the matching receive is not posted yet: NCCL retries
+  }
+  int idx = -1;
+  for (int i = 0; i < t.n; ++i)
+    if (!(t.used & (1u << i)) && t.e[i].tag == tag) {
+      idx = i;
+      break;
+    }
+  if (idx < 0)
+    return err(Code::kInvalidUsage, "isend: tag " + std::to_string(tag) +
+                                        " matches no buffer of the peer's receive " +
+                                        std::to_string(t.seq));
+  const Cts::Entry& e = t.e[idx];
+  if (size > e.size)
+    return err(Code::kInvalidUsage, "isend of " + std::to_string(size) +
+                                        " bytes into a receive of " + std::to_string(e.size) +
+                                        " bytes");
+  if (size > 0 && (!mh || mh->key == 0 || reinterpret_cast<uint64_t>(data) < mh->addr ||
+                   reinterpret_cast<uint64_t>(data) + size > mh->addr + mh->len))
+    return err(Code::kInvalidArgument, "isend: buffer not inside its registered memory handle");
+  if (c.free_reqs.empty()) return {};
+  const uint32_t ri = c.free_reqs.back();
+  Request& r = c.reqs[ri];
+  engine::Sge sge{reinterpret_cast<uint64_t>(data), static_cast<uint32_t>(size), mh ? mh->key : 0};
+  engine::SendWr wr;
+  wr.wr_id = ri;
+  wr.opcode = engine::Opcode::kWriteImm;
+  if (size > 0) wr.sg = {&sge, 1};
+  wr.remote_addr = e.addr;
+  wr.rkey = e.rkey;
+  wr.imm = ((t.seq & kSeqMask) << 3) | static_cast<uint32_t>(idx);
+  auto st = c.dev->drv->with_engine([&](Engine& en) { return en.post_send(c.qpn, wr); });
+  if (!st.ok()) {
+    if (st.error() == engine::Error::kQueueFull) return {};
+    return err(Code::kInternal, std::string("isend: post_send: ") + engine::to_string(st.error()));
+  }
+  c.free_reqs.pop_back();
+  r.busy = true;
+  r.done = false;
+  r.n = 1;
+  r.sizes[0] = size;
+  r.write_no = c.writes_posted++;
+  t.used |= static_cast<uint8_t>(1u << idx);
+  if (t.used == (1u << t.n) - 1) {
+    t.valid = false;
+    ++c.send_seq;
+  }
+  *out = &r;
+  return {};
+}
+
+NetStatus irecv(Comm* cp, int n, void** data, const size_t* sizes, const int* tags,
+                MemHandle** mhandles, Request** out) {
+  *out = nullptr;
+  Comm& c = *cp;
+  if (c.role != Comm::Role::kRecv) return err(Code::kInvalidUsage, "irecv on a send comm");
+  if (n < 1 || n > kMaxRecvs)
+    return err(Code::kInvalidArgument,
+               "irecv: " + std::to_string(n) + " buffers (1.." + std::to_string(kMaxRecvs) + ")");
+  if (c.broken) return Err(c.failure);
+  Request& r = c.reqs[c.recv_seq % kMaxRequests];
+  if (r.busy) return {};  // 32 receives in flight: NCCL retries
+  uint8_t rec[kCtsBytes];
+  const uint32_t seq = c.recv_seq, nn = static_cast<uint32_t>(n);
+  std::memcpy(rec, &seq, 4);
+  std::memcpy(rec + 4, &nn, 4);
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] > MRC_NCCL_MAX_NET_SIZE)
+      return err(Code::kInvalidArgument,
+                 "irecv: buffer of " + std::to_string(sizes[i]) + " bytes (at most 1 GiB)");
+    const uint64_t a = reinterpret_cast<uint64_t>(data[i]);
+    const MemHandle* mh = mhandles ? mhandles[i] : nullptr;
+    if (sizes[i] > 0 && (!mh || mh->key == 0 || a < mh->addr || a + sizes[i] > mh->addr + mh->len))
+      return err(Code::kInvalidArgument,
+                 "irecv: buffer " + std::to_string(i) + " not inside its registered memory handle");
+    const uint32_t key = sizes[i] > 0 ? mh->key : 0, sz = static_cast<uint32_t>(sizes[i]);
+    const int32_t tag = tags ? tags[i] : 0;
+    uint8_t* q = rec + 8 + kCtsEntry * i;
+    std::memcpy(q, &a, 8);
+    std::memcpy(q + 8, &key, 4);
+    std::memcpy(q + 12, &sz, 4);
+    std::memcpy(q + 16, &tag, 4);
+  }
+  engine::Sge sge{reinterpret_cast<uint64_t>(rec), static_cast<uint32_t>(8 + kCtsEntry * n), 0};
+  engine::SendWr wr;
+  wr.wr_id = kCtsSend;
+  wr.opcode = engine::Opcode::kSend;
+  wr.sg = {&sge, 1};
+  wr.inline_data = true;
+  wr.signaled = false;
+  auto st = c.dev->drv->with_engine([&](Engine& e) { return e.post_send(c.qpn, wr); });
+  if (!st.ok()) {
+    if (st.error() == engine::Error::kQueueFull) return {};
+    return err(Code::kInternal,
+               std::string("irecv: post_send CTS: ") + engine::to_string(st.error()));
+  }
+  ++c.recv_seq;
+  if (!pending_requests(c)) c.last_heard = std::chrono::steady_clock::now();
+  r.busy = true;
+  r.done = false;
+  r.n = n;
+  r.seq = seq;
+  r.pending = static_cast<uint8_t>((1u << n) - 1);
+  r.sizes.fill(0);
+  *out = &r;
+  return {};
+}
+
+NetStatus test(Request* r, int* done, int* sizes) {
+  *done = 0;
+  Comm& c = *r->comm;
+  if (!r->busy) return err(Code::kInvalidUsage, "test: request already completed");
+  if (!r->done) progress(c);
+  if (!r->done && !c.broken) {
+    check_peer(c);
+    // What the peer did before it closed is in the CQ by now (it closes after its completions,
+    // which follow our placement); look once more before calling the request lost.
+    if (c.peer_closed) progress(c);
+    if (c.peer_closed && !r->done)
+      c.break_with(Code::kRemote,
+                   "the peer closed the connection (ended or was killed) with this "
+                   "request outstanding");
+  }
+  if (r->done) {
+    *done = 1;
+    if (sizes)
+      for (int i = 0; i < r->n; ++i) sizes[i] = static_cast<int>(r->sizes[i]);
+    r->busy = false;
+    r->done = false;
+    if (c.role == Comm::Role::kSend)
+      c.free_reqs.push_back(static_cast<uint32_t>(r - c.reqs.data()));
+    return {};
+  }
+  if (c.broken) return Err(c.failure);
+  if (c.role == Comm::Role::kRecv) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - c.last_heard > kKeepaliveEvery) {
+      c.last_heard = now;
+      engine::SendWr ka;
+      ka.wr_id = kKeepalive;
+      ka.opcode = engine::Opcode::kWrite;
+      ka.signaled = false;  // errors complete anyway, and those are what it is for
+      (void)c.dev->drv->with_engine([&](Engine& e) { return e.post_send(c.qpn, ka); });
+    }
+  }
+  // NCCL's proxy thread polls test() in a tight loop; when the cores are all busy, give the
+  // progress thread (which does the actual work) the CPU instead of spinning on the mutex.
+  sched_yield();
+  return {};
+}
+
+// ---- Teardown -------------------------------------------------------------------------------
+
+NetStatus close_send(Comm* c) {
+  std::unique_ptr<Comm> own(c);
+  if (pending_requests(*c))
+    log(mrcNcclLogInfo, c->dev->name + ": send comm closed with requests in flight");
+  destroy_comm(*c);
+  return {};
+}
+
+NetStatus close_recv(Comm* c) {
+  std::unique_ptr<Comm> own(c);
+  progress(*c);  // count every WRITE_IMM that arrived, for the sender's sake
+  Frame bye;
+  bye.type = FrameType::kBye;
+  bye.delivered = c->writes_received;
+  c->ctrl.queue(bye);
+  (void)c->ctrl.flush();
+  destroy_comm(*c);
+  return {};
+}
+
+NetStatus close_listen(ListenComm* l) {
+  std::unique_ptr<ListenComm> own(l);
+  for (auto& a : l->pending) destroy_comm(*a.comm);
+  return {};
+}
+
+}  // namespace mrc::nccl

@@ -1,0 +1,80 @@
+// Runs the mrcctl binary (MRCCTL_PATH) as a child process and captures its output.
+// Threading: blocking; children are waited for (or killed by the caller, by pid).
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+namespace mrc::mrcctl::testing {
+
+struct CliResult {
+  int rc = -1;
+  std::string out, err;
+};
+
+/// Starts MRCCTL_PATH with `args`; stdout/stderr to the returned pipes (-1 if not wanted).
+inline pid_t spawn_cli(const std::vector<std::string>& args, int* out_fd, int* err_fd) {
+  int o[2], e[2];
+  if (::pipe2(o, O_CLOEXEC) != 0 || ::pipe2(e, O_CLOEXEC) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(o[1], 1);
+    ::dup2(e[1], 2);
+    std::vector<char*> argv;
+    std::string prog = MRCCTL_PATH;
+    argv.push_back(prog.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(prog.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(o[1]);
+  ::close(e[1]);
+  *out_fd = o[0];
+  *err_fd = e[0];
+  return pid;
+}
+
+/// Runs it to the end (killed after timeout_ms).
+inline CliResult run_cli(const std::vector<std::string>& args, int timeout_ms = 20000) {
+  CliResult r;
+  int o = -1, e = -1;
+  const pid_t pid = spawn_cli(args, &o, &e);
+  if (pid < 0) return r;
+  pollfd fds[2] = {{o, POLLIN, 0}, {e, POLLIN, 0}};
+  int open = 2, waited = 0;
+  char buf[65536];
+  while (open > 0 && waited < timeout_ms) {
+    if (::poll(fds, 2, 100) == 0) {
+      waited += 100;
+      continue;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open;
+      } else {
+        (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(n));
+      }
+    }
+  }
+  if (open > 0) ::kill(pid, SIGKILL);
+  for (auto& f : fds)
+    if (f.fd >= 0) ::close(f.fd);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+}  // namespace mrc::mrcctl::testing

@@ -1,0 +1,205 @@
+// Tests of tools/mrcctl/view.cc on made-up snapshots: the JSON documents (shape and values),
+// event following, EV names, tables, and the Prometheus exposition parsed strictly.
+#include "view.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "engine/paths.h"
+#include "expect.h"
+
+namespace mrc::mrcctl {
+namespace {
+
+using namespace testing;
+
+Snapshot make_snapshot() {
+  Snapshot s;
+  s.name = "/mrc-stats.42.0";
+  s.pid = 42;
+  s.generation = 7;
+  s.published_ns = 1'000'000'000;
+  auto& d = s.device;
+  std::strcpy(d.name, "mrc0");
+  std::strcpy(d.netns, "odd\"ns\\x");  // label values must be escaped
+  d.path_mode = 1;
+  d.local_host = 0;
+  d.planes = 2;
+  std::strcpy(d.plane[0].address, "fd00::1");
+  std::strcpy(d.plane[1].address, "fd00:1::1");
+  d.plane[1].admin_down = 1;
+  d.n_peers = 1;
+  std::strcpy(d.peer[0].name, "h1");
+  d.peer[0].id = 0;
+  d.peer[0].host = 1;
+  d.drops[1] = 3;
+  d.udp.datagrams_sent = 1000;
+  observe::QpRecord q{};
+  q.qpn = 5;
+  q.state = 3;  // RTS
+  q.dest_qpn = 9;
+  q.ev_first = 0;
+  q.ev_count = 4;
+  q.has_cc = 1;
+  q.cc_cwnd = 65536;
+  q.tx_retransmits = 12;
+  s.qps.push_back(q);
+  for (uint32_t i = 0; i < 4; ++i) {
+    observe::EvRecord e{};
+    e.qpn = 5;
+    e.plane = static_cast<uint16_t>(i / 2);
+    e.spine = static_cast<uint16_t>(i % 2);
+    e.ev = uint32_t{e.plane} << 16 | uint32_t{e.spine} << 8;
+    e.tx_packets = 1000;
+    e.lost = i == 1 ? 250 : 0;
+    e.rtt_p50_ns = 100'000;
+    e.rtt_p99_ns = 300'000;
+    e.state = i == 1 ? 1 : 0;
+    e.changes = i == 1 ? 1 : 0;
+    e.reason = static_cast<uint8_t>(engine::EvReason::kLoss);
+    s.evs.push_back(e);
+  }
+  for (uint32_t i = 0; i < 3; ++i) {
+    observe::EventRecord r{};
+    r.at_ns = 100 + i;
+    r.qpn = 5;
+    r.ev = 0x100;
+    r.from = 0;
+    r.to = 1;
+    r.reason = 0;
+    s.events.push_back(r);
+  }
+  s.first_event = 10;
+  s.events_written = 13;
+  return s;
+}
+
+TEST(View, PathsJson_ShapeAndValues) {
+  const std::vector<Snapshot> snaps{make_snapshot()};
+  const Json j = paths_json(snaps, Filter{});
+  expect_shape(j, kPathShape, "paths");
+  ASSERT_EQ(j.size(), 4u);
+  EXPECT_EQ(j[1]["path"], "p0.s1");
+  EXPECT_EQ(j[1]["state"], "ASSUMED_BAD");
+  EXPECT_EQ(j[1]["reason"], "loss");
+  EXPECT_TRUE(j[0]["reason"].is_null());
+  EXPECT_DOUBLE_EQ(j[1]["loss"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(j[1]["rtt_p99_us"].get<double>(), 300.0);
+  EXPECT_EQ(j[3]["plane"], 1);
+  EXPECT_EQ(j[3]["peer"], "h1");
+  Filter f;
+  f.peer = "h2";
+  EXPECT_TRUE(paths_json(snaps, f).empty());
+  f.peer = "h1";
+  f.qpn = 6;
+  EXPECT_TRUE(paths_json(snaps, f).empty());
+  f.qpn = 5;
+  EXPECT_EQ(paths_json(snaps, f).size(), 4u);
+  f.device = "mrc1";
+  EXPECT_TRUE(paths_json(snaps, f).empty());
+}
+
+TEST(View, OtherDocuments_Shape) {
+  const std::vector<Snapshot> snaps{make_snapshot()};
+  const Json dev = devices_json(snaps, Filter{}, 3'000'000'000);
+  expect_shape(dev, kDeviceShape, "devices");
+  EXPECT_DOUBLE_EQ(dev[0]["age_s"].get<double>(), 2.0);
+  EXPECT_EQ(dev[0]["drops"], 3);
+  EXPECT_EQ(dev[0]["path_mode"], "srv6");
+  const Json ports = ports_json(snaps, Filter{});
+  expect_shape(ports, kPortShape, "ports");
+  ASSERT_EQ(ports.size(), 2u);
+  EXPECT_EQ(ports[0]["evs_assumed_bad"], 1);
+  EXPECT_EQ(ports[1]["admin"], "drained");
+  const Json qps = qps_json(snaps, Filter{});
+  expect_shape(qps, kQpShape, "qps");
+  EXPECT_EQ(qps[0]["state"], "RTS");
+  EXPECT_EQ(qps[0]["evs_good"], 3);
+  EXPECT_EQ(qps[0]["cc"]["cwnd"], 65536);
+}
+
+TEST(View, EventsJson_FollowReturnsOnlyNew) {
+  std::vector<Snapshot> snaps{make_snapshot()};
+  std::vector<std::pair<std::string, uint64_t>> from;
+  Json j = events_json(snaps, Filter{}, &from);
+  expect_shape(j, kEventShape, "events");
+  ASSERT_EQ(j.size(), 3u);
+  EXPECT_EQ(j[0]["seq"], 10);
+  EXPECT_EQ(j[0]["to"], "ASSUMED_BAD");
+  EXPECT_TRUE(events_json(snaps, Filter{}, &from).empty());
+  observe::EventRecord r{};
+  r.at_ns = 500;
+  r.ev = 0x10100;
+  r.to = 0;
+  r.from = 1;
+  r.reason = static_cast<uint8_t>(engine::EvReason::kProbeClean);
+  snaps[0].events.push_back(r);
+  snaps[0].events_written = 14;
+  j = events_json(snaps, Filter{}, &from);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["seq"], 13);
+  EXPECT_EQ(j[0]["reason"], "probe_clean");
+  EXPECT_EQ(j[0]["path"], "p1.s1");
+}
+
+TEST(View, ParseEv_NamesAndNumbers) {
+  uint32_t ev = 0;
+  EXPECT_TRUE(parse_ev("p1.s2", &ev));
+  EXPECT_EQ(ev, 0x10200u);
+  EXPECT_TRUE(parse_ev("p3.s0.k7", &ev));
+  EXPECT_EQ(ev, 0x30007u);
+  EXPECT_TRUE(parse_ev("0x10200", &ev));
+  EXPECT_EQ(ev, 0x10200u);
+  EXPECT_TRUE(parse_ev("66048", &ev));
+  EXPECT_EQ(ev, 66048u);
+  for (const char* bad :
+       {"", "p1", "p1.s2x", "p1.s2.k", "-1", "p70000.s0", "p1.s300", "abc", "0x1ffffffff", "12 "})
+    EXPECT_FALSE(parse_ev(bad, &ev)) << bad;
+  EXPECT_EQ(ev_text(0x10200), "p1.s2");
+  EXPECT_EQ(ev_text(0x30007), "p3.s0.k7");
+}
+
+TEST(View, Render_AlignsColumns) {
+  Table t;
+  t.head = {"A", "LONGER"};
+  t.rows = {{"xyz", "1"}, {"q", "22"}};
+  EXPECT_EQ(render(t), "A    LONGER\nxyz  1\nq    22\n");
+  EXPECT_EQ(render(t, {5}), "A      LONGER\nxyz    1\nq      22\n");  // follow mode's fixed widths
+  const std::vector<Snapshot> snaps{make_snapshot()};
+  const std::string paths = render(paths_table(paths_json(snaps, Filter{})));
+  EXPECT_NE(paths.find("ASSUMED_BAD"), std::string::npos);
+  EXPECT_NE(paths.find("25.00"), std::string::npos);  // loss %
+}
+
+TEST(Metrics, Exposition_ParsesAndCarriesCounters) {
+  const std::vector<Snapshot> snaps{make_snapshot()};
+  const auto samples = parse_exposition(metrics_text(snaps));
+  ASSERT_FALSE(samples.empty());
+  EXPECT_EQ(sample(samples, "mrc_path_lost_packets_total",
+                   {{"pid", "42"},
+                    {"device", "mrc0"},
+                    {"qpn", "5"},
+                    {"ev", "256"},
+                    {"plane", "0"},
+                    {"spine", "1"}}),
+            250);
+  EXPECT_EQ(sample(samples, "mrc_path_state", {{"ev", "256"}, {"state", "ASSUMED_BAD"}}), 1);
+  EXPECT_EQ(sample(samples, "mrc_engine_drops_total", {{"reason", "unknown_qp"}}), 3);
+  EXPECT_EQ(sample(samples, "mrc_udp_datagrams_sent_total", {{"device", "mrc0"}}), 1000);
+  EXPECT_EQ(sample(samples, "mrc_plane_admin_down", {{"plane", "1"}}), 1);
+  EXPECT_EQ(sample(samples, "mrc_qp_tx_retransmits_total", {{"qpn", "5"}}), 12);
+  EXPECT_DOUBLE_EQ(
+      sample(samples, "mrc_path_rtt_quantile_seconds", {{"ev", "0"}, {"quantile", "0.99"}}), 3e-4);
+  EXPECT_EQ(sample(samples, "mrc_device_info", {{"netns", "odd\"ns\\x"}}), 1);
+}
+
+TEST(Metrics, Exposition_TwoDevicesStayOneFamilyBlock) {
+  Snapshot a = make_snapshot(), b = make_snapshot();
+  std::strcpy(b.device.name, "mrc1");
+  const auto samples = parse_exposition(metrics_text({a, b}));  // fails on split families
+  EXPECT_EQ(sample(samples, "mrc_udp_datagrams_sent_total", {{"device", "mrc1"}}), 1000);
+}
+
+}  // namespace
+}  // namespace mrc::mrcctl

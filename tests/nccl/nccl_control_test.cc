@@ -1,0 +1,160 @@
+// The plugin's control frames (control.h) and knobs (knobs.h): round trips, and every kind of
+// bad input refused with a message that names it.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "control.h"
+#include "knobs.h"
+
+namespace mrc::nccl {
+namespace {
+
+Endpoint endpoint(int planes) {
+  Endpoint e;
+  e.mode = io::PathMode::kSrv6;
+  e.fabric_host = 3;
+  e.qpn = 17;
+  e.token = 0xdeadbeef;
+  e.mtu = 2048;
+  for (int p = 0; p < planes; ++p) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    inet_pton(AF_INET6, ("fd00:" + std::to_string(p) + "::1").c_str(), &a.sin6_addr);
+    a.sin6_port = htons(static_cast<uint16_t>(4791 + p));
+    a.sin6_scope_id = static_cast<uint32_t>(p);
+    e.planes.push_back(a);
+  }
+  return e;
+}
+
+TEST(ControlFrame, HelloRoundTrip) {
+  Frame f;
+  f.type = FrameType::kHello;
+  f.listen_id = 0x1122334455667788ull;
+  f.endpoint = endpoint(16);
+  const auto bytes = encode(f);
+  EXPECT_EQ(bytes.size(), kFrameHeader + kMaxFrameBody);
+  auto d = decode(bytes);
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_EQ(d->listen_id, f.listen_id);
+  EXPECT_EQ(d->endpoint.mode, io::PathMode::kSrv6);
+  EXPECT_EQ(d->endpoint.fabric_host, 3u);
+  EXPECT_EQ(d->endpoint.qpn, 17u);
+  EXPECT_EQ(d->endpoint.token, 0xdeadbeefu);
+  EXPECT_EQ(d->endpoint.mtu, 2048u);
+  ASSERT_EQ(d->endpoint.planes.size(), 16u);
+  EXPECT_EQ(to_string(d->endpoint.planes[5]), "[fd00:5::1]:4796");
+  EXPECT_EQ(d->endpoint.planes[5].sin6_scope_id, 5u);
+}
+
+TEST(ControlFrame, ReadyAndByeRoundTrip) {
+  Frame bye;
+  bye.type = FrameType::kBye;
+  bye.delivered = 123456789;
+  auto d = decode(encode(bye));
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_EQ(d->type, FrameType::kBye);
+  EXPECT_EQ(d->delivered, 123456789u);
+  Frame ready;
+  ready.type = FrameType::kReady;
+  EXPECT_EQ(encode(ready).size(), kFrameHeader);
+  EXPECT_TRUE(decode(encode(ready)).ok());
+}
+
+std::string decode_error(std::vector<uint8_t> b) {
+  auto d = decode(b);
+  return d.ok() ? "" : d.error();
+}
+
+TEST(ControlFrame, BadInput_NamesTheProblem) {
+  Frame f;
+  f.type = FrameType::kReply;
+  f.endpoint = endpoint(2);
+  const auto good = encode(f);
+  auto b = good;
+  b[0] ^= 1;
+  EXPECT_NE(decode_error(b).find("bad magic"), std::string::npos);
+  b = good;
+  b[4] = 9;
+  EXPECT_NE(decode_error(b).find("peer speaks version 9"), std::string::npos);
+  b = good;
+  b[6] = 77;
+  EXPECT_NE(decode_error(b).find("unknown type 77"), std::string::npos);
+  b = good;
+  b.pop_back();
+  EXPECT_NE(decode_error(b).find("body bytes, got"), std::string::npos);
+  b = good;
+  b[8] = 0xff;
+  b[9] = 0xff;
+  EXPECT_NE(decode_error(b).find("at most"), std::string::npos);
+  b = good;
+  b[kFrameHeader + 8] = 7;  // path mode
+  EXPECT_NE(decode_error(b).find("unknown path mode 7"), std::string::npos);
+  b = good;
+  b[kFrameHeader + 9] = 0;  // planes
+  EXPECT_NE(decode_error(b).find("0 planes"), std::string::npos);
+  b = good;
+  b[kFrameHeader + 9] = 3;  // says 3 planes, carries 2
+  EXPECT_NE(decode_error(b).find("truncated"), std::string::npos);
+  b = good;
+  std::memset(&b[kFrameHeader + 16], 0, 4);  // qpn 0
+  EXPECT_NE(decode_error(b).find("QPN 0"), std::string::npos);
+  b = good;
+  b[kFrameHeader + 24] = 0x01;  // mtu 2048 -> 2049
+  EXPECT_NE(decode_error(b).find("MTU 2049"), std::string::npos);
+  EXPECT_NE(decode_error({1, 2, 3}).find("shorter than a header"), std::string::npos);
+}
+
+io::Getenv env(std::map<std::string, std::string> m) {
+  return [m](const char* n) -> std::optional<std::string> {
+    auto it = m.find(n);
+    if (it == m.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(Knobs, DefaultsAndValues) {
+  auto k = read_knobs(env({}));
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->timeout, 16);
+  EXPECT_EQ(k->retry_cnt_linear, 7);
+  EXPECT_EQ(k->retry_cnt_exp, 3);
+  EXPECT_TRUE(k->qp_hint);
+  k = read_knobs(env({{"NCCL_MRC_TIMEOUT", "20"},
+                      {"NCCL_MRC_RETRY_CNT_EXP", "25"},
+                      {"NCCL_MRC_CC_MAX_RATE", "100000"},
+                      {"NCCL_MRC_CONFIG", "/a.json,/b.json"},
+                      {"NCCL_MRC_DEVICES", "1,0"},
+                      {"NCCL_MRC_CTRL_ADDR", "fd00::5"}}));
+  ASSERT_TRUE(k.ok()) << k.error();
+  EXPECT_EQ(k->timeout, 20);
+  EXPECT_EQ(k->retry_cnt_exp, 25);
+  EXPECT_EQ(k->cc_max_mbps, 100000u);
+  EXPECT_EQ(k->config_files, (std::vector<std::string>{"/a.json", "/b.json"}));
+  EXPECT_EQ(k->devices, (std::vector<uint32_t>{1, 0}));
+  EXPECT_EQ(k->ctrl_addr, "fd00::5");
+}
+
+TEST(Knobs, BadValues_NameTheVariable) {
+  auto bad = [](const char* n, const char* v) {
+    auto k = read_knobs(env({{n, v}}));
+    return k.ok() ? std::string() : k.error();
+  };
+  EXPECT_EQ(bad("NCCL_MRC_TIMEOUT", "25"),
+            "NCCL_MRC_TIMEOUT: must be an integer in 1..24, got \"25\"");
+  EXPECT_NE(bad("NCCL_MRC_RETRY_CNT_LINEAR", "8").find("NCCL_MRC_RETRY_CNT_LINEAR"),
+            std::string::npos);
+  EXPECT_NE(bad("NCCL_MRC_QP_HINT_ENABLE", "yes").find("NCCL_MRC_QP_HINT_ENABLE"),
+            std::string::npos);
+  EXPECT_NE(bad("NCCL_MRC_DEVICES", "0,x").find("NCCL_MRC_DEVICES"), std::string::npos);
+  EXPECT_NE(bad("NCCL_MRC_CTRL_ADDR", "10.0.0.1").find("not an IPv6 address"), std::string::npos);
+  auto k = read_knobs(env({{"NCCL_MRC_CC_MIN_RATE", "5000"}, {"NCCL_MRC_CC_MAX_RATE", "1000"}}));
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.error().find("above NCCL_MRC_CC_MAX_RATE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mrc::nccl

@@ -1,0 +1,509 @@
+// libnccl-net-mrc driven across processes on loopback, as NCCL drives it (the shape of
+// aws-ofi-nccl's functional tests): connection, message transfer 0 B .. 1 GiB with every byte
+// checked, a ring of 4 ranks, grouped receives with tags, close with requests in flight, a
+// reused listen comm, many comms at once, and a killed peer turning into an error from test().
+// Every rank is a forked process with its own plugin instance (two planes on ::1, ephemeral
+// ports); the parent never loads the plugin.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "plugin_harness.h"
+
+namespace mrc::nccl::harness {
+namespace {
+
+std::map<std::string, std::string> loopback_env() {
+  const std::string cfg = "/tmp/mrc-nccl-xfer-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(cfg) << "{}\n";
+  return {{"MRC_CONFIG", cfg},
+          {"MRC_PLANES", "::1,::1"},
+          {"MRC_PORT", "0"},
+          {"MRC_NIC_GBPS", "8"},
+          {"MRC_BASE_RTT_US", "300"},
+          {"NCCL_MRC_TIMEOUT", "14"},
+          {"NCCL_MRC_RETRY_CNT_EXP", "0"}};
+}
+std::vector<RankSpec> ranks(int n) {
+  return std::vector<RankSpec>(static_cast<size_t>(n), RankSpec{loopback_env()});
+}
+
+// A registered buffer, deregistered when it goes.
+struct Buf {
+  Api* a;
+  void* comm;
+  std::vector<uint8_t> mem;
+  void* mh = nullptr;
+  Buf(Api& api, void* c, size_t n) : a(&api), comm(c), mem(std::max<size_t>(n, 1)) {
+    if (a->reg_mr(comm, mem.data(), mem.size(), MRC_NCCL_PTR_HOST, &mh)) mh = nullptr;
+  }
+  ~Buf() {
+    if (mh) a->dereg_mr(comm, mh);
+  }
+  uint8_t* data() { return mem.data(); }
+};
+
+// Rank 1 listens and publishes its handle in slot 0; rank 0 connects.
+struct Pair {
+  Api a;
+  Handle handle{};  // the listener's handle, as listen() made it (connect copies it)
+  void* send = nullptr;
+  void* recv = nullptr;
+  void* listen = nullptr;
+};
+std::string pair_up(Plugin& pl, Board& b, int rank, Pair* p, int version = 12) {
+  if (!pl.lib) return "dlopen: " + pl.error;
+  p->a = pl.api(version);
+  if (int r = p->a.init()) return "init returned " + std::to_string(r);
+  if (rank == 1) {
+    if (p->a.listen(0, p->handle.data(), &p->listen)) return "listen failed";
+    b.put(0, p->handle);
+    return wait_accept(p->a, p->listen, &p->recv);
+  }
+  if (!b.get(0, &p->handle)) return "no handle from the listener";
+  return wait_connect(p->a, p->handle, &p->send);
+}
+
+// Sends `sizes` (in order) from rank 0 to rank 1, `inflight` at a time; the receiver's buffers
+// are `extra` bytes larger than each send. Every byte checked, every reported size checked.
+std::string transfer(Pair& p, int rank, const std::vector<size_t>& sizes, int inflight,
+                     size_t extra = 0) {
+  const size_t biggest = *std::max_element(sizes.begin(), sizes.end()) + extra;
+  const int slots = inflight;
+  Buf buf(p.a, rank == 0 ? p.send : p.recv, biggest * static_cast<size_t>(slots));
+  if (!buf.mh) return "regMr failed";
+  std::vector<void*> req(static_cast<size_t>(slots), nullptr);
+  size_t next = 0, done = 0;
+  while (done < sizes.size()) {
+    for (int s = 0; s < slots && next < sizes.size(); ++s) {
+      if (req[s] || next % static_cast<size_t>(slots) != static_cast<size_t>(s)) continue;
+      uint8_t* at = buf.data() + biggest * static_cast<size_t>(s);
+      int r;
+      if (rank == 0) {
+        fill(at, sizes[next], next);
+        r = p.a.isend(p.send, at, sizes[next], 7, buf.mh, &req[s]);
+      } else {
+        size_t sz = sizes[next] + extra;
+        int tag = 7;
+        void* d = at;
+        void* mh = buf.mh;
+        r = p.a.irecv(p.recv, 1, &d, &sz, &tag, &mh, &req[s]);
+      }
+      if (r) return "post " + std::to_string(next) + " returned " + std::to_string(r);
+      if (req[s]) ++next;
+    }
+    const size_t s = done % static_cast<size_t>(slots);
+    if (!req[s]) continue;
+    int got = -1;
+    int d = 0;
+    if (int r = p.a.test(req[s], &d, &got))
+      return "test of message " + std::to_string(done) + " returned " + std::to_string(r);
+    if (!d) continue;
+    req[s] = nullptr;
+    if (got != static_cast<int>(sizes[done]))
+      return "message " + std::to_string(done) + ": size " + std::to_string(got) + ", sent " +
+             std::to_string(sizes[done]);
+    if (rank == 1) {
+      if (auto e = verify(buf.data() + biggest * s, sizes[done], done); !e.empty()) return e;
+    }
+    ++done;
+  }
+  return "";
+}
+
+std::string close_pair(Pair& p) {
+  int r = 0;
+  if (p.send) r |= p.a.close_send(p.send);
+  if (p.recv) r |= p.a.close_recv(p.recv);
+  if (p.listen) r |= p.a.close_listen(p.listen);
+  r |= p.a.finalize();
+  return r ? "close failed" : "";
+}
+
+TEST(NcclTransfer, Connection_EveryAbiVersion) {
+  for (int v = 6; v <= 12; ++v) {
+    Board b(1);
+    const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+      Plugin pl;
+      Pair p;
+      if (auto e = pair_up(pl, b, rank, &p, v); !e.empty()) return e;
+      if (auto e = transfer(p, rank, {0, 1, 4096, 100000}, 2); !e.empty()) return e;
+      return close_pair(p);
+    });
+    EXPECT_EQ(err, "") << "ABI v" << v;
+  }
+}
+
+TEST(NcclTransfer, MessageSizes_0B_To_1GiB_EveryByteChecked) {
+  Board b(1);
+  const std::string err = run_ranks(
+      ranks(2),
+      [&](int rank) -> std::string {
+        Plugin pl;
+        Pair p;
+        if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+        std::vector<size_t> sizes = {0, 1, 7, 4095, 4096, 4097, 65536, 1 << 20, 3 << 20, 64 << 20};
+        if (auto e = transfer(p, rank, sizes, 4, /*extra=*/100); !e.empty()) return e;
+        if (auto e = transfer(p, rank, {size_t{1} << 30}, 1); !e.empty()) return "1 GiB: " + e;
+        return close_pair(p);
+      },
+      300);
+  EXPECT_EQ(err, "");
+}
+
+TEST(NcclTransfer, ThirtyTwoRequestsInFlight) {
+  Board b(1);
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    std::vector<size_t> sizes(2000);
+    for (size_t i = 0; i < sizes.size(); ++i) sizes[i] = (i * 7919) % 70000;
+    if (auto e = transfer(p, rank, sizes, 32); !e.empty()) return e;
+    return close_pair(p);
+  });
+  EXPECT_EQ(err, "");
+}
+
+TEST(NcclTransfer, RingOfFourRanks) {
+  Board b(4);  // slot r: rank r's handle, read by rank r-1
+  const std::string err = run_ranks(ranks(4), [&](int rank) -> std::string {
+    Plugin pl;
+    Api a = pl.api(12);
+    if (a.init()) return "init";
+    Handle mine{};
+    void* listen = nullptr;
+    if (a.listen(0, mine.data(), &listen)) return "listen";
+    b.put(rank, mine);
+    Handle next;
+    if (!b.get((rank + 1) % 4, &next)) return "no handle from the next rank";
+    void* send = nullptr;
+    void* recv = nullptr;
+    const double end = now_s() + 20;
+    while ((!send || !recv) && now_s() < end) {
+      if (!send && a.connect(0, next.data(), &send)) return "connect";
+      if (!recv && a.accept(listen, &recv)) return "accept";
+    }
+    if (!send || !recv) return "ring not connected";
+    constexpr size_t kSize = 1 << 20;
+    constexpr int kSteps = 20;
+    auto out_p = std::make_unique<Buf>(a, send, kSize),
+         in_p = std::make_unique<Buf>(a, recv, kSize);
+    Buf& out = *out_p;
+    Buf& in = *in_p;
+    for (int step = 0; step < kSteps; ++step) {
+      fill(out.data(), kSize, static_cast<uint64_t>(rank * 1000 + step));
+      void* sreq = nullptr;
+      void* rreq = nullptr;
+      size_t sz = kSize;
+      int tag = step;
+      void* d = in.data();
+      void* mh = in.mh;
+      while (!rreq)
+        if (a.irecv(recv, 1, &d, &sz, &tag, &mh, &rreq)) return "irecv";
+      while (!sreq)
+        if (a.isend(send, out.data(), kSize, step, out.mh, &sreq)) return "isend";
+      int got = 0;
+      if (wait_test(a, sreq, &got) || wait_test(a, rreq, &got))
+        return "test at step " + std::to_string(step);
+      const int prev = (rank + 3) % 4;
+      if (auto e = verify(in.data(), kSize, static_cast<uint64_t>(prev * 1000 + step)); !e.empty())
+        return e;
+    }
+    out_p.reset();
+    in_p.reset();
+    a.close_send(send);
+    a.close_recv(recv);
+    a.close_listen(listen);
+    return a.finalize() ? "finalize" : "";
+  });
+  EXPECT_EQ(err, "");
+}
+
+TEST(NcclTransfer, GroupedReceiveWithTags) {
+  Board b(1);
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    constexpr int kN = 8;
+    constexpr size_t kMax = 256 << 10;
+    auto buf_p = std::make_unique<Buf>(p.a, rank == 0 ? p.send : p.recv, kN * kMax);
+    Buf& buf = *buf_p;
+    for (int round = 0; round < 10; ++round) {
+      if (rank == 1) {
+        void* d[kN];
+        size_t sz[kN];
+        int tags[kN];
+        void* mh[kN];
+        for (int i = 0; i < kN; ++i) {
+          d[i] = buf.data() + i * kMax;
+          sz[i] = kMax;
+          tags[i] = 100 + i;
+          mh[i] = buf.mh;
+        }
+        void* req = nullptr;
+        while (!req)
+          if (p.a.irecv(p.recv, kN, d, sz, tags, mh, &req)) return "irecv";
+        int got[kN];
+        if (int r = wait_test(p.a, req, got)) return "test " + std::to_string(r);
+        for (int i = 0; i < kN; ++i) {
+          const size_t want = 1000u * (i + 1) + round;
+          if (got[i] != static_cast<int>(want))
+            return "buffer " + std::to_string(i) + " got " + std::to_string(got[i]);
+          if (auto e = verify(buf.data() + i * kMax, want, round * 100 + i); !e.empty()) return e;
+        }
+      } else {
+        // Sends go out in a shuffled tag order; the tag picks the buffer.
+        std::vector<int> order(kN);
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), std::mt19937(round));
+        std::vector<void*> reqs;
+        for (int i : order) {
+          const size_t n = 1000u * (i + 1) + round;
+          fill(buf.data() + i * kMax, n, round * 100 + i);
+          void* req = nullptr;
+          while (!req)
+            if (p.a.isend(p.send, buf.data() + i * kMax, n, 100 + i, buf.mh, &req)) return "isend";
+          reqs.push_back(req);
+        }
+        for (void* r : reqs) {
+          int got = 0;
+          if (wait_test(p.a, r, &got)) return "test send";
+        }
+      }
+    }
+    buf_p.reset();
+    return close_pair(p);
+  });
+  EXPECT_EQ(err, "");
+}
+
+TEST(NcclTransfer, SendLargerThanReceive_IsAnError) {
+  Board b(1);
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    Buf buf(p.a, rank == 0 ? p.send : p.recv, 8192);
+    if (rank == 1) {
+      size_t sz = 4096;
+      int tag = 1;
+      void* d = buf.data();
+      void* mh = buf.mh;
+      void* req = nullptr;
+      while (!req)
+        if (p.a.irecv(p.recv, 1, &d, &sz, &tag, &mh, &req)) return "irecv";
+      Handle done;
+      b.get(0, &done, 30);  // wait for the sender's verdict before closing
+      return "";
+    }
+    void* req = nullptr;
+    int r = 0;
+    const double end = now_s() + 10;
+    while (!req && r == 0 && now_s() < end)
+      r = p.a.isend(p.send, buf.data(), 8192, 1, buf.mh, &req);
+    Handle h{};
+    b.put(0, h);
+    if (r != mrcNcclInvalidUsage)
+      return "isend of 8192 B into 4096 B returned " + std::to_string(r);
+    if (warnings().back().find("isend of 8192 bytes into a receive of 4096 bytes") ==
+        std::string::npos)
+      return "WARN: " + warnings().back();
+    return "";
+  });
+  EXPECT_EQ(err, "");
+}
+
+TEST(NcclTransfer, CloseWithRequestsInFlight_ThenConnectAgain) {
+  Board b(1);
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    {
+      Buf buf(p.a, rank == 0 ? p.send : p.recv, 32 << 20);
+      for (int i = 0; i < 16; ++i) {
+        void* req = nullptr;
+        size_t sz = 2 << 20;
+        int tag = 0;
+        void* d = buf.data() + (size_t{2} << 20) * i;
+        void* mh = buf.mh;
+        const int r = rank == 1 ? p.a.irecv(p.recv, 1, &d, &sz, &tag, &mh, &req)
+                                : p.a.isend(p.send, d, sz, 0, buf.mh, &req);
+        if (r) return "post returned " + std::to_string(r);
+      }
+      const int r = rank == 0 ? p.a.close_send(p.send) : p.a.close_recv(p.recv);
+      if (r) return "close with requests in flight returned " + std::to_string(r);
+      p.send = p.recv = nullptr;
+    }
+    // The listen comm, its handle and the plugin stay usable.
+    if (rank == 1) {
+      if (auto e = wait_accept(p.a, p.listen, &p.recv); !e.empty()) return "second accept: " + e;
+    } else {
+      if (auto e = wait_connect(p.a, p.handle, &p.send); !e.empty()) return "second connect: " + e;
+    }
+    if (auto e = transfer(p, rank, {1, 1 << 20, 12345}, 2); !e.empty()) return "after close: " + e;
+    return close_pair(p);
+  });
+  EXPECT_EQ(err, "");
+}
+
+// One listen comm takes connections one after another, each used and closed before the next.
+TEST(NcclTransfer, ReuseListenComm) {
+  Board b(1);
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    for (int round = 0; round < 5; ++round) {
+      if (round > 0) {
+        auto e =
+            rank == 1 ? wait_accept(p.a, p.listen, &p.recv) : wait_connect(p.a, p.handle, &p.send);
+        if (!e.empty()) return "round " + std::to_string(round) + ": " + e;
+      }
+      if (auto e = transfer(p, rank, {100, 200000}, 2); !e.empty()) return e;
+      // The receiver waits for the sender's last completion before closing, so both finish.
+      if (rank == 0)
+        p.a.close_send(p.send);
+      else
+        p.a.close_recv(p.recv);
+      p.send = p.recv = nullptr;
+    }
+    return close_pair(p);
+  });
+  EXPECT_EQ(err, "");
+}
+
+// Many comms between two processes at once (NCCL opens one per channel and peer), all busy.
+TEST(NcclTransfer, ManyCommsAtOnce) {
+  Board b(1);
+  constexpr int kComms = 48;
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    std::vector<void*> comms{rank == 0 ? p.send : p.recv};
+    std::vector<Handle> handles(kComms, p.handle);  // one copy per connect in progress
+    std::vector<void*> pending(kComms, nullptr);
+    const double end = now_s() + 30;
+    while (comms.size() < static_cast<size_t>(kComms) && now_s() < end) {
+      void* c = nullptr;
+      if (rank == 1) {
+        if (p.a.accept(p.listen, &c)) return "accept";
+        if (c) comms.push_back(c);
+      } else {
+        for (size_t i = comms.size(); i < static_cast<size_t>(kComms); ++i) {
+          if (pending[i]) continue;
+          if (p.a.connect(0, handles[i].data(), &pending[i])) return "connect";
+        }
+        for (size_t i = comms.size(); i < static_cast<size_t>(kComms) && pending[i]; ++i)
+          comms.push_back(pending[i]);
+      }
+    }
+    if (comms.size() != static_cast<size_t>(kComms))
+      return "only " + std::to_string(comms.size()) + " comms";
+    constexpr size_t kSize = 256 << 10;
+    std::vector<std::unique_ptr<Buf>> bufs;
+    std::vector<void*> reqs(kComms, nullptr);
+    for (int i = 0; i < kComms; ++i) {
+      bufs.push_back(std::make_unique<Buf>(p.a, comms[i], kSize));
+      if (rank == 0) fill(bufs[i]->data(), kSize, 500 + i);
+    }
+    // Accept order may differ from connect order: the tag says which comm sent it.
+    for (int i = 0; i < kComms; ++i) {
+      while (!reqs[i]) {
+        int r;
+        if (rank == 0) {
+          r = p.a.isend(comms[i], bufs[i]->data(), kSize, 0, bufs[i]->mh, &reqs[i]);
+        } else {
+          size_t sz = kSize;
+          int tag = 0;
+          void* d = bufs[i]->data();
+          void* mh = bufs[i]->mh;
+          r = p.a.irecv(comms[i], 1, &d, &sz, &tag, &mh, &reqs[i]);
+        }
+        if (r) return "post on comm " + std::to_string(i);
+      }
+    }
+    std::vector<bool> seen(kComms, false);
+    for (int i = 0; i < kComms; ++i) {
+      int got = 0;
+      if (int r = wait_test(p.a, reqs[i], &got))
+        return "test on comm " + std::to_string(i) + ": " + std::to_string(r);
+      if (rank == 1) {
+        bool ok = false;
+        for (int s = 0; s < kComms && !ok; ++s)
+          if (!seen[s] && verify(bufs[i]->data(), kSize, 500 + s).empty()) ok = seen[s] = true;
+        if (!ok) return "comm " + std::to_string(i) + " received bytes no sender sent";
+      }
+    }
+    bufs.clear();
+    for (size_t i = 1; i < comms.size(); ++i)
+      rank == 0 ? p.a.close_send(comms[i]) : p.a.close_recv(comms[i]);
+    return close_pair(p);
+  });
+  EXPECT_EQ(err, "");
+}
+
+// A peer killed mid-transfer: the survivor's test() returns an error promptly, not a hang.
+// Both directions: the receiver dies under a sender, the sender under a receiver.
+TEST(NcclTransfer, KilledPeer_TestReturnsAnErrorPromptly) {
+  for (int victim = 0; victim < 2; ++victim) {
+    Board b(2);
+    std::vector<RankSpec> rs = ranks(2);
+    rs[victim].expect_killed = true;
+    const std::string err = run_ranks(rs, [&](int rank) -> std::string {
+      Plugin pl;
+      Pair p;
+      if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+      Buf buf(p.a, rank == 0 ? p.send : p.recv, 64 << 20);
+      if (auto e = transfer(p, rank, {1 << 20, 1 << 20}, 2); !e.empty()) return "warm-up: " + e;
+      void* req = nullptr;
+      // The sender's request stays in flight: it needs the receiver's CTS and then ACKs; the
+      // receiver's stays in flight until data comes. If the receiver dies before its CTS left,
+      // the sender's isend itself reports the error.
+      int post_error = 0;
+      const double end = now_s() + 10;
+      while (!req && !post_error && now_s() < end) {
+        size_t sz = 64 << 20;
+        int tag = 0;
+        void* d = buf.data();
+        void* mh = buf.mh;
+        post_error = rank == 1 ? p.a.irecv(p.recv, 1, &d, &sz, &tag, &mh, &req)
+                               : p.a.isend(p.send, buf.data(), 64 << 20, 0, buf.mh, &req);
+      }
+      if (post_error && rank == victim) return "post returned " + std::to_string(post_error);
+      if (rank == victim) {
+        const double t = now_s();
+        b.put(1, t);
+        ::raise(SIGKILL);  // this process only
+      }
+      int got = 0;
+      const int r = post_error ? post_error : wait_test(p.a, req, &got, 10);
+      const double noticed = now_s();
+      double killed_at = 0;
+      if (!b.get(1, &killed_at, 1)) return "no kill time";
+      if (r == 0) {
+        // The victim may have taken the whole message before it died; then the next one fails.
+        return rank == 0 ? "" : "receive completed although the sender died";
+      }
+      if (r == -1) return "test() still pending 10 s after the peer was killed";
+      if (r != mrcNcclRemoteError)
+        return "test() returned " + std::to_string(r) + ", want RemoteError";
+      if (noticed - killed_at > 2.0)
+        return "error only after " + std::to_string(noticed - killed_at) + " s";
+      if (warnings().empty() ||
+          warnings().back().find("closed the connection") == std::string::npos)
+        return "WARN: " + (warnings().empty() ? std::string("none") : warnings().back());
+      return "";
+    });
+    EXPECT_EQ(err, "") << "victim: rank " << victim;
+  }
+}
+
+}  // namespace
+}  // namespace mrc::nccl::harness
