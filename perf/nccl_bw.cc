@@ -127,7 +127,10 @@ int run_mrc(const Options& o) {
     for (size_t s = 0; s < slots; ++s)
       if (req[s] && (oldest < 0 || seq[s] < seq[static_cast<size_t>(oldest)]))
         oldest = static_cast<int>(s);
-    if (oldest < 0) break;
+    if (oldest < 0) {
+      if (!ended) continue;  // nothing in flight yet: the next CTS has not come (sender)
+      break;
+    }
     int done = 0, size = 0;
     if (a.test(req[oldest], &done, &size)) return 1;
     if (!done) continue;

@@ -494,9 +494,9 @@ const char* explain(WcStatus s) {
 }
 
 // Drains the comm's CQ into its requests and reposts the receives they used.
-void progress(Comm& c) {
+void progress(Comm& c, bool force = false) {
   const uint64_t seen = c.dev->drv->activity();
-  if (seen == c.activity_seen) return;  // nothing new in the engine since the last drain
+  if (seen == c.activity_seen && !force) return;  // nothing new in the engine since the last drain
   c.activity_seen = seen;
   std::array<Completion, 64> wc;
   std::vector<uint64_t> cts_repost;
@@ -981,7 +981,7 @@ NetStatus test(Request* r, int* done, int* sizes) {
     check_peer(c);
     // What the peer did before it closed is in the CQ by now (it closes after its completions,
     // which follow our placement); look once more before calling the request lost.
-    if (c.peer_closed) progress(c);
+    if (c.peer_closed) progress(c, /*force=*/true);
     if (c.peer_closed && !r->done)
       c.break_with(Code::kRemote,
                    "the peer closed the connection (ended or was killed) with this "
@@ -1027,7 +1027,7 @@ NetStatus close_send(Comm* c) {
 
 NetStatus close_recv(Comm* c) {
   std::unique_ptr<Comm> own(c);
-  progress(*c);  // count every WRITE_IMM that arrived, for the sender's sake
+  progress(*c, /*force=*/true);  // count every WRITE_IMM that arrived, for the sender's sake
   Frame bye;
   bye.type = FrameType::kBye;
   bye.delivered = c->writes_received;

@@ -113,7 +113,10 @@ std::string stream(int rank, Board& b, double seconds, double* gbps) {
     int oldest = -1;
     for (int s = 0; s < kSlots; ++s)
       if (req[s] && (oldest < 0 || seq_of[s] < seq_of[oldest])) oldest = s;
-    if (oldest < 0) break;
+    if (oldest < 0) {
+      if (!ended) continue;  // nothing in flight yet: the next CTS has not come (sender)
+      break;
+    }
     int done = 0, size = 0;
     if (a.test(req[oldest], &done, &size))
       return "test of message " + std::to_string(seq_of[oldest]) + ": " + warnings().back();

@@ -64,16 +64,6 @@
 #include "ns_test_fabric.h"
 #include "wire/wire.h"
 
-// AddressSanitizer keeps freed memory in quarantine (256 MiB by default): under it, VmRSS
-// measures the quarantine, not the program, and the memory check below is left out
-// (limits_test.cc's heap accounting covers the engine there).
-#if defined(__SANITIZE_ADDRESS__)
-#define MRC_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MRC_TEST_ASAN 1
-#endif
-#endif
 
 namespace mrc::perf {
 namespace {

@@ -55,7 +55,11 @@ TEST(NsSoak, RandomFaultsEveryKind_NoErrorNoCorruptionFlatMemory) {
   EXPECT_EQ(m.errors, 0u) << m.first_error;
   EXPECT_TRUE(r->data_ok) << r->first_error;
   EXPECT_GT(m.messages, 1000u);
+#ifndef MRC_TEST_ASAN
   EXPECT_LT(m.rss_max_kib, m.rss_start_kib + 64 * 1024) << "memory grew";
+#else
+  std::printf("soak: VmRSS not checked under ASan (its quarantine grows it)\n");
+#endif
   std::printf("soak: %lu messages, %.2f GB, %lu retransmits, RSS %lu -> %lu KiB, %zu faults\n",
               static_cast<unsigned long>(m.messages), static_cast<double>(m.bytes) / 1e9,
               static_cast<unsigned long>(m.retransmits),

@@ -12,6 +12,17 @@
 #include "common/result.h"
 #include "nsfabric.h"
 
+// MRC_TEST_ASAN: defined under AddressSanitizer, which keeps freed memory in quarantine (256 MiB
+// by default): there VmRSS measures the quarantine, not the program, so memory checks by VmRSS
+// are left out (limits_test.cc's heap accounting covers the engine under ASan too).
+#if defined(__SANITIZE_ADDRESS__)
+#define MRC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MRC_TEST_ASAN 1
+#endif
+#endif
+
 namespace mrc::perf {
 
 inline Result<nsfabric::NsFabric, std::string> make_test_fabric(const std::string& tag,

@@ -430,8 +430,10 @@ void UdpDriver::run_once(Duration max_wait) {
       ++counters_.timeouts;
       engine_->on_timeout(t);
     }
-    transmit(t);
+    // Before transmit: the ACKs it sends let peers act on what was just completed here, and
+    // a poller must be able to see those completions by then.
     activity_.fetch_add(1, std::memory_order_release);
+    transmit(t);
     if (!full) break;
   }
   if (publisher_) {

@@ -191,8 +191,9 @@ class UdpDriver {
     return f(*engine_);
   }
 
-  /// Grows whenever the engine may hold new completions or events: after every round in
-  /// which the loop fed it datagrams or timeouts, and after every with_engine. A poller
+  /// Grows whenever the engine may hold new completions or events: in every round in
+  /// which the loop fed it datagrams or timeouts (before that round's transmissions, so a
+  /// peer answering them cannot get ahead of it), and after every with_engine. A poller
   /// reads it before draining and skips the engine (and its mutex) while it stays put.
   uint64_t activity() const { return activity_.load(std::memory_order_acquire); }
 
