@@ -99,11 +99,13 @@ TEST_F(PublisherPair, Control_DenyAllowShowsInPathsAndEvents) {
   ASSERT_NE(ev_of(*s, ev), nullptr);
   EXPECT_EQ(ev_of(*s, ev)->state, static_cast<uint8_t>(EvState::kDenied));
   EXPECT_EQ(ev_of(*s, ev)->reason, static_cast<uint8_t>(EvReason::kDenied));
+  // `from` is the state last published: usually GOOD, but loopback reordering can have made
+  // the EV ASSUMED_BAD or PROBING just before the deny (seen in CI).
   bool denied_event = false;
   for (const auto& e : s->events)
     denied_event = denied_event ||
                    (e.ev == ev && e.to == uint8_t(EvState::kDenied) &&
-                    e.from == uint8_t(EvState::kGood) && e.reason == uint8_t(EvReason::kDenied));
+                    e.from != uint8_t(EvState::kDenied) && e.reason == uint8_t(EvReason::kDenied));
   EXPECT_TRUE(denied_event);
   const uint64_t frozen = ev_of(*s, ev)->tx_packets;
   pump(100ms);
