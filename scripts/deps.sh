@@ -22,6 +22,8 @@ PACKAGES=(
   libclang-rt-14-dev
   # fault runs (tools/mrc-perf): baselines and plots
   iperf3 mptcpd gnuplot-nox
+  # the software verbs device (headers) and the stock programs the verbs shim runs
+  libibverbs-dev perftest ibverbs-utils
 )
 
 check_only=0

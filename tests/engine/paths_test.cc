@@ -185,6 +185,32 @@ TEST(PathSet, Plane_AllBadDrainsProbesAsWholeAndRestores) {
   for (uint32_t k = 0; k < 4; ++k) EXPECT_EQ(c[300 + k], 100);
 }
 
+TEST(PathSet, Plane_LivePathsAmongDeadOnes_BringThePlaneBack) {
+  // Every EV of plane 3 went bad (say a spine died and a burst hit the others), but only
+  // every other one is really dead: probing sticks to an EV that answers, so the plane comes
+  // back (taking turns, no 3 clean replies in a row would ever come).
+  PathPolicy pol;
+  pol.probes_to_good = 3;
+  PathSet s = make(pol);
+  std::vector<EvEvent> ev;
+  for (uint32_t k = 0; k < 6; ++k) s.on_lost(s.find(300 + k), true, Time{1}, ev);
+  ASSERT_TRUE(s.plane_drained(3));
+  auto dead = [&](int i) { return i == s.find(300) || i == s.find(302) || i == s.find(304); };
+  Time now{1};
+  int probes = 0;
+  while (s.plane_drained(3) && probes < 50) {
+    std::vector<ProbeRequest> pr;
+    now = s.next_probe_time();
+    s.poll_probes(now, pr, ev);
+    for (const auto& r : pr) {
+      ++probes;
+      if (!dead(r.index)) s.on_probe_reply(r.index, r.seq, false, now + 10us, ev);
+    }
+  }
+  EXPECT_FALSE(s.plane_drained(3));
+  EXPECT_LE(probes, 6) << "the plane should be back after 3 clean replies in a row";
+}
+
 TEST(PathSet, Plane_LosingPathsBeyondBackupsShrinksItsShare) {
   PathPolicy pol;
   pol.min_active_per_plane = 4;

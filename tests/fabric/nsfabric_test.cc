@@ -1,5 +1,6 @@
 // Tests for tools/mrc-fabric/nsfabric.cc on real namespaces: UDP over every SRv6 path and
-// plain ECMP, each fault and its undo, teardown. Needs root; skips otherwise.
+// plain ECMP, each fault and its undo, the IPv4 management network, the host configuration
+// files, teardown. Needs root; skips otherwise.
 #include "nsfabric.h"
 
 #include <arpa/inet.h>
@@ -15,10 +16,13 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 #include <thread>
+#include <utility>
 
 #include "command.h"
 #include "common/fd.h"
+#include "io/config.h"
 #include "srv6/netlink.h"
 
 namespace mrc::nsfabric {
@@ -30,6 +34,7 @@ using srv6::SwitchId;
 using srv6::Tier;
 
 constexpr uint16_t kPort = 7000;
+constexpr uint16_t kMgmtPort = 7001;  // TCP on the management network
 
 std::vector<std::string> netns_with(const std::string& prefix) {
   std::vector<std::string> v;
@@ -45,6 +50,17 @@ bool process_alive(int pid) {
   return std::filesystem::exists("/proc/" + std::to_string(pid) + "/comm");
 }
 
+bool root_or_skip_reason(const std::string& prefix, std::string* why) {
+  const std::string probe = prefix + "-probe";
+  auto r = run_command({"ip", "netns", "add", probe});
+  if (!r) {
+    *why = "needs root to create network namespaces: " + r.error();
+    return false;
+  }
+  (void)run_command({"ip", "netns", "del", probe});
+  return true;
+}
+
 sockaddr_in6 socket_address(const Ipv6& a, uint16_t port) {
   sockaddr_in6 sa{};
   sa.sin6_family = AF_INET6;
@@ -53,16 +69,13 @@ sockaddr_in6 socket_address(const Ipv6& a, uint16_t port) {
   return sa;
 }
 
-// A fabric of 2 hosts x 2 planes x 2 spines, one host per T0 (10 namespaces), with a UDP
-// socket per host port bound to its address (made inside the host's namespace).
+// A fabric of 2 hosts x 2 planes x 2 spines, one host per T0 (10 namespaces and P-mgmt),
+// with a UDP socket per host port bound to its address (made inside the host's namespace).
 class NsFabricTest : public ::testing::Test {
  protected:
   void SetUp() override {
     prefix_ = "mrcft" + std::to_string(getpid());
-    const std::string probe = prefix_ + "-probe";
-    auto r = run_command({"ip", "netns", "add", probe});
-    if (!r) GTEST_SKIP() << "needs root to create network namespaces: " << r.error();
-    (void)run_command({"ip", "netns", "del", probe});
+    if (std::string why; !root_or_skip_reason(prefix_, &why)) GTEST_SKIP() << why;
 
     srv6::FabricConfig c;
     c.hosts = 2;
@@ -185,7 +198,7 @@ TEST_F(NsFabricTest, Up_EverySrv6PathAndPlainEcmp_Deliver) {
 }
 
 TEST_F(NsFabricTest, Up_StateAttachAndSecondUpRefused) {
-  EXPECT_EQ(netns_with(prefix_).size(), 10u);
+  EXPECT_EQ(netns_with(prefix_).size(), 11u);
   EXPECT_TRUE(std::filesystem::exists(state_dir(prefix_) + "/fabric.json"));
   auto again = NsFabric::attach(prefix_);
   ASSERT_TRUE(again.ok()) << again.error();
@@ -195,11 +208,133 @@ TEST_F(NsFabricTest, Up_StateAttachAndSecondUpRefused) {
   auto dup = NsFabric::up(fabric(), again->options());
   ASSERT_FALSE(dup.ok());
   EXPECT_NE(dup.error().find("exists"), std::string::npos) << dup.error();
-  EXPECT_EQ(netns_with(prefix_).size(), 10u);  // the refused up() removed nothing
+  EXPECT_EQ(netns_with(prefix_).size(), 11u);  // the refused up() removed nothing
   EXPECT_FALSE(NsFabric::attach(prefix_ + "x").ok());
+  EXPECT_TRUE(again->options().mgmt);
   const std::string st = nf_->status();
   EXPECT_NE(st.find("faults: none"), std::string::npos) << st;
   EXPECT_NE(st.find("p0t0-h0 up [tbf Sent"), std::string::npos) << st;
+  EXPECT_NE(st.find(prefix_ + "-mgmt: br0 up"), std::string::npos) << st;
+  EXPECT_NE(st.find(prefix_ + "-h1: MRC_CONFIG=" + state_dir(prefix_) +
+                    "/hosts/h1.json, mgmt0 10.255.0.2 up"),
+            std::string::npos)
+      << st;
+}
+
+TEST(NsFabricMgmt, Address_DistinctDottedIpv4) {
+  EXPECT_EQ(mgmt_address(0), "10.255.0.1");
+  EXPECT_EQ(mgmt_address(249), "10.255.0.250");
+  EXPECT_EQ(mgmt_address(250), "10.255.1.1");
+  EXPECT_EQ(mgmt_address(kMaxMgmtHosts - 1), "10.255.255.250");
+  std::set<std::string> seen;
+  for (uint32_t h = 0; h < kMaxMgmtHosts; ++h) {
+    in_addr a{};
+    ASSERT_EQ(inet_pton(AF_INET, mgmt_address(h).c_str(), &a), 1) << h;
+    EXPECT_EQ(ntohl(a.s_addr) >> 16, 0x0AFFu) << h;  // 10.255.0.0/16
+    seen.insert(mgmt_address(h));
+  }
+  EXPECT_EQ(seen.size(), kMaxMgmtHosts);
+}
+
+bool wait_for(int fd, short events, std::chrono::milliseconds timeout) {
+  pollfd p{fd, events, 0};
+  return poll(&p, 1, static_cast<int>(timeout.count())) == 1;
+}
+
+// A TCP connection from host `from` to host `to`'s management address (sockets made in
+// their namespaces), one byte each way.
+Status<std::string> mgmt_tcp(const NsFabric& nf, uint32_t from, uint32_t to) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(kMgmtPort);
+  const std::string where = mgmt_address(to) + ":" + std::to_string(kMgmtPort);
+  if (inet_pton(AF_INET, mgmt_address(to).c_str(), &sa.sin_addr) != 1) return Err(where);
+  const auto* addr = reinterpret_cast<const sockaddr*>(&sa);
+  const auto make = [&](uint32_t host, bool listener) {
+    return io::in_netns(nf.host_netns(host), [&]() -> Result<int, std::string> {
+      const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (s < 0) return Err("socket: " + std::string(std::strerror(errno)));
+      const int one = 1;
+      setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      const bool ok = listener ? bind(s, addr, sizeof sa) == 0 && listen(s, 1) == 0
+                               : connect(s, addr, sizeof sa) == 0 || errno == EINPROGRESS;
+      if (!ok) {
+        const std::string e = std::strerror(errno);
+        close(s);
+        return Err((listener ? "listen on " : "connect to ") + where + ": " + e);
+      }
+      return s;
+    });
+  };
+  auto l = make(to, true);
+  if (!l) return Err(l.error());
+  const UniqueFd listener(*l);
+  auto c = make(from, false);
+  if (!c) return Err(c.error());
+  const UniqueFd client(*c);
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (!wait_for(client.get(), POLLOUT, 3000ms)) return Err("connect to " + where + ": timeout");
+  getsockopt(client.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) return Err("connect to " + where + ": " + std::strerror(err));
+  if (!wait_for(listener.get(), POLLIN, 3000ms)) return Err(std::string("accept: timeout"));
+  const UniqueFd server(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (server.get() < 0) return Err("accept: " + std::string(std::strerror(errno)));
+  for (auto [out, in] : {std::pair{client.get(), server.get()}, {server.get(), client.get()}}) {
+    char b = 'x';
+    if (send(out, &b, 1, MSG_NOSIGNAL) != 1) {
+      return Err("send: " + std::string(std::strerror(errno)));
+    }
+    if (!wait_for(in, POLLIN, 3000ms) || recv(in, &b, 1, 0) != 1) {
+      return Err(std::string("recv: nothing"));
+    }
+  }
+  return {};
+}
+
+TEST_F(NsFabricTest, Mgmt_TcpIpv4BetweenHosts_Ipv6OffUntouchedByFaults) {
+  auto s = mgmt_tcp(*nf_, 0, 1);
+  EXPECT_TRUE(s.ok()) << s.error();
+  s = mgmt_tcp(*nf_, 1, 0);
+  EXPECT_TRUE(s.ok()) << s.error();
+  for (uint32_t h = 0; h < 2; ++h) {
+    auto v6 = run_command({"ip", "netns", "exec", nf_->host_netns(h), "sysctl", "-n",
+                           "net.ipv6.conf.mgmt0.disable_ipv6"});
+    ASSERT_TRUE(v6.ok()) << v6.error();
+    EXPECT_EQ(*v6, "1\n") << "h" << h;
+    auto a = run_command({"ip", "-n", nf_->host_netns(h), "addr", "show", "dev", "mgmt0"});
+    ASSERT_TRUE(a.ok()) << a.error();
+    EXPECT_NE(a->find("inet " + mgmt_address(h) + "/16"), std::string::npos) << *a;
+    EXPECT_EQ(a->find("inet6"), std::string::npos) << *a;
+  }
+  // Host 1 cut off from every plane: the management network still connects it.
+  ASSERT_TRUE(fault("down t0 h1 p0").ok());
+  ASSERT_TRUE(fault("down t0 h1 p1").ok());
+  EXPECT_TRUE(fails(0, 0, fabric().host_address(1, 0), 1));
+  s = mgmt_tcp(*nf_, 0, 1);
+  EXPECT_TRUE(s.ok()) << s.error();
+}
+
+TEST_F(NsFabricTest, HostConfig_LoadsAsThatHostOnItsPortAddresses) {
+  for (uint32_t h = 0; h < 2; ++h) {
+    const std::string path = nf_->host_config(h);
+    EXPECT_EQ(path, state_dir(prefix_) + "/hosts/h" + std::to_string(h) + ".json");
+    ASSERT_TRUE(std::filesystem::exists(path)) << path;
+    auto c = io::load_host_config([&](const char* name) -> std::optional<std::string> {
+      if (std::string(name) == "MRC_CONFIG") return path;
+      return std::nullopt;
+    });
+    ASSERT_TRUE(c.ok()) << c.error();
+    EXPECT_EQ(c->udp.path_mode, io::PathMode::kSrv6);
+    EXPECT_EQ(c->udp.local_host, h);
+    ASSERT_TRUE(c->udp.fabric);
+    EXPECT_EQ(c->udp.fabric->config().hosts, 2u);
+    ASSERT_EQ(c->udp.planes.size(), 2u);
+    for (uint32_t p = 0; p < 2; ++p) {
+      EXPECT_EQ(c->udp.planes[p].address, srv6::format(fabric().host_address(h, p)));
+    }
+    EXPECT_NE(c->sources.find(path), std::string::npos) << c->sources;
+  }
 }
 
 TEST_F(NsFabricTest, SwitchDownUp_PathsThroughItFailThenWork) {
@@ -308,6 +443,7 @@ TEST_F(NsFabricTest, Down_RemovesNamespacesFlapperAndState_Idempotent) {
   auto s = nf_->down();
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_TRUE(netns_with(prefix_).empty());
+  EXPECT_FALSE(std::filesystem::exists(io::netns_path(prefix_ + "-mgmt")));
   EXPECT_FALSE(process_alive(*pid));
   EXPECT_FALSE(std::filesystem::exists(state_dir(prefix_)));
   s = NsFabric::down(prefix_);
@@ -341,7 +477,8 @@ TEST_F(NsFabricTest, Apply_RangeErrorsNameTheTarget) {
   EXPECT_NE(nf_->status().find("faults: none"), std::string::npos);
 }
 
-// The same fabric programmed with the ip commands, host GSO off, a smaller MTU.
+// The same fabric programmed with the ip commands, host GSO off, a smaller MTU, no
+// management network.
 class NsFabricIpCommandsTest : public NsFabricTest {
  protected:
   Options options() const override {
@@ -349,6 +486,7 @@ class NsFabricIpCommandsTest : public NsFabricTest {
     o.use_netlink = false;
     o.gso = false;
     o.mtu = 4000;
+    o.mgmt = false;
     return o;
   }
 };
@@ -367,6 +505,60 @@ TEST_F(NsFabricIpCommandsTest, Up_Delivers_GsoOffMtuSet) {
   EXPECT_TRUE(fails(0, 1, via_spine(0, 1, 1, 0), 1));
   ASSERT_TRUE(fault("up link p1 t1 s0").ok());
   expect_all_work({1});
+}
+
+TEST_F(NsFabricIpCommandsTest, MgmtOff_NoMgmtNetworkHostConfigsStill) {
+  EXPECT_EQ(netns_with(prefix_).size(), 10u);
+  auto a = run_command({"ip", "-n", nf_->host_netns(0), "link", "show", "mgmt0"});
+  EXPECT_FALSE(a.ok());
+  EXPECT_TRUE(std::filesystem::exists(nf_->host_config(1)));
+  auto again = NsFabric::attach(prefix_);
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_FALSE(again->options().mgmt);
+  const std::string st = nf_->status();
+  EXPECT_NE(st.find("management: none"), std::string::npos) << st;
+}
+
+// A leftover management namespace alone makes the fabric exist: up() refuses and removes
+// nothing; down() removes it by name.
+TEST(NsFabricMgmt, LeftoverMgmtNamespace_UpRefusedDownRemovesIt) {
+  const std::string prefix = "mrcfm" + std::to_string(getpid());
+  if (std::string why; !root_or_skip_reason(prefix, &why)) GTEST_SKIP() << why;
+  auto r = run_command({"ip", "netns", "add", prefix + "-mgmt"});
+  ASSERT_TRUE(r.ok()) << r.error();
+  srv6::FabricConfig c;
+  c.hosts = 1;
+  c.planes = 1;
+  c.spines = 1;
+  c.hosts_per_t0 = 1;
+  auto f = srv6::Fabric::make(c);
+  ASSERT_TRUE(f.ok());
+  Options o;
+  o.prefix = prefix;
+  auto nf = NsFabric::up(*f, o);
+  ASSERT_FALSE(nf.ok());
+  EXPECT_NE(nf.error().find("exists"), std::string::npos) << nf.error();
+  EXPECT_EQ(netns_with(prefix), std::vector<std::string>{prefix + "-mgmt"});
+  auto s = NsFabric::down(prefix);
+  EXPECT_TRUE(s.ok()) << s.error();
+  EXPECT_TRUE(netns_with(prefix).empty());
+}
+
+TEST(NsFabricMgmt, TooManyHosts_Rejected) {
+  srv6::FabricConfig c;
+  c.hosts = kMaxMgmtHosts + 1;
+  c.planes = 1;
+  c.spines = 1;
+  c.hosts_per_t0 = 4096;
+  auto f = srv6::Fabric::make(c);
+  ASSERT_TRUE(f.ok()) << f.error();
+  Options o;
+  o.prefix = "mrcfbig";
+  auto r = NsFabric::up(*f, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(),
+            "hosts: the management network addresses at most 64000 hosts, got 64001 "
+            "(turn it off)");
 }
 
 TEST(NsFabricOptions, BadPrefixAndMtu_Rejected) {

@@ -37,6 +37,31 @@ TEST(HostConfig, Parse_FileThenEnvironmentWins) {
   EXPECT_NE(r->sources.find("MRC_PORT"), std::string::npos) << r->sources;
 }
 
+TEST(HostConfig, PlanesSharingAnAddress_TakeConsecutivePorts) {
+  auto r = parse_host_config(R"({"planes": ["::1", "::1", "fd00::1"], "port": 5000})", "t.json",
+                             env_of({}));
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->udp.planes[0].port, 5000);
+  EXPECT_EQ(r->udp.planes[1].port, 5001);
+  EXPECT_EQ(r->udp.planes[2].port, 5000);
+  auto eph = parse_host_config(R"({"planes": ["::1", "::1"], "port": 0})", "t.json", env_of({}));
+  ASSERT_TRUE(eph.ok());
+  EXPECT_EQ(eph->udp.planes[1].port, 0) << "ephemeral stays ephemeral";
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1", "::1"], "port": 65535})", "t.json",
+                                       env_of({}))).find("planes/1: port 65536 out of range"),
+            std::string::npos);
+}
+
+TEST(HostConfig, MinBaseRtt_DefaultAndOverride) {
+  auto r = parse_host_config(R"({"planes": ["::1"]})", "t.json", env_of({}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->udp.engine.min_base_rtt, std::chrono::microseconds(100));
+  r = parse_host_config(R"({"planes": ["::1"], "min_base_rtt_us": 0})", "t.json",
+                        env_of({{"MRC_MIN_BASE_RTT_US", "40"}}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->udp.engine.min_base_rtt, std::chrono::microseconds(40));
+}
+
 TEST(HostConfig, Parse_ErrorsNameTheField) {
   const Getenv none = env_of({});
   EXPECT_NE(error_of(parse_host_config(R"({"prot": 1})", "a.json", none)).find("a.json: /prot: unknown field"),

@@ -127,14 +127,16 @@ int main(int argc, char** argv) {
   FabricArgs up_args;
   up_args.add(up);
   int mtu = 9000;
-  bool no_gso = false, ip_commands = false;
+  bool no_gso = false, ip_commands = false, no_mgmt = false;
   up->add_option("--mtu", mtu, "MTU of every link (default 9000)");
   up->add_flag("--no-gso", no_gso, "turn UDP segmentation offload off on host ports");
   up->add_flag("--ip-commands", ip_commands, "program routes with ip commands, not netlink");
+  up->add_flag("--no-mgmt", no_mgmt, "no IPv4 management network (<prefix>-mgmt, mgmt0)");
 
   auto* down = app.add_subcommand("down", "remove the fabric (namespaces, flappers, state)");
   add_prefix(down);
-  auto* status = app.add_subcommand("status", "show namespaces, links, faults and counters");
+  auto* status = app.add_subcommand(
+      "status", "show namespaces, links, faults, counters, management addresses, host configs");
   add_prefix(status);
   auto* fault = app.add_subcommand("fault", "apply a fault, e.g.: fault down t0 h0 p2");
   add_prefix(fault);
@@ -191,6 +193,7 @@ int main(int argc, char** argv) {
     o.gso = !no_gso;
     o.use_netlink = !ip_commands;
     o.shape = up_args.shape();
+    o.mgmt = !no_mgmt;
     const auto t0 = std::chrono::steady_clock::now();
     auto nf = NsFabric::up(*f, o);
     if (!nf) return fail(nf.error());
@@ -198,6 +201,12 @@ int main(int argc, char** argv) {
     const auto& c = f->config();
     std::printf("mrc-fabric: %s up in %.2f s: %u hosts, %u planes, %u T0s + %u spines per plane\n",
                 prefix.c_str(), s, c.hosts, c.planes, f->t0s(), c.spines);
+    if (o.mgmt) {
+      std::printf("mrc-fabric: management network 10.255.0.0/16: h0 %s on %s\n",
+                  mrc::nsfabric::mgmt_address(0).c_str(), mrc::nsfabric::kMgmtDev);
+    }
+    std::printf("mrc-fabric: run as host 0: ip netns exec %s env MRC_CONFIG=%s <program>\n",
+                nf->host_netns(0).c_str(), nf->host_config(0).c_str());
     return 0;
   }
   if (down->parsed()) {

@@ -1,9 +1,14 @@
 // The namespace fabric: build, faults, status, teardown (see nsfabric.h).
 #include "nsfabric.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +28,7 @@
 #include <thread>
 
 #include "command.h"
+#include "common/fd.h"
 #include "trim.h"
 #include "srv6/config.h"
 #include "srv6/export_linux.h"
@@ -61,6 +67,20 @@ struct Cable {
 std::string host_ns(const std::string& prefix, uint32_t h) {
   return prefix + "-h" + std::to_string(h);
 }
+
+std::string mgmt_ns(const std::string& prefix) { return prefix + "-mgmt"; }
+
+std::string host_config_file(const std::string& prefix, uint32_t h) {
+  return state_dir(prefix) + "/hosts/h" + std::to_string(h) + ".json";
+}
+
+// The management network's bridges: br0 holds hosts 0..kMgmtHostsPerBridge-1 and the
+// uplinks of the others.
+uint32_t mgmt_bridges(const Fabric& f) {
+  return (f.config().hosts + kMgmtHostsPerBridge - 1) / kMgmtHostsPerBridge;
+}
+
+std::string mgmt_bridge(uint32_t k) { return "br" + std::to_string(k); }
 
 // Names and wiring of one fabric's namespaces.
 class Layout {
@@ -204,7 +224,7 @@ Status<std::string> check_prefix(const std::string& p) {
 
 // The fabric's namespaces that exist now, found by name.
 std::vector<std::string> existing_netns(const std::string& prefix) {
-  const std::regex re(prefix + "-(h[0-9]+|t[01]p[0-9]+-[0-9]+)");
+  const std::regex re(prefix + "-(h[0-9]+|t[01]p[0-9]+-[0-9]+|mgmt)");
   std::vector<std::string> v;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/run/netns", ec)) {
@@ -243,7 +263,8 @@ Status<std::string> save(const State& s) {
                   {"mtu", s.opts.mtu},
                   {"gso", s.opts.gso},
                   {"use_netlink", s.opts.use_netlink},
-                  {"shape", s.opts.shape}};
+                  {"shape", s.opts.shape},
+                  {"mgmt", s.opts.mgmt}};
   j["down"] = s.down;
   j["blackhole"] = s.blackholed;
   j["loss"] = s.loss;
@@ -270,6 +291,7 @@ Result<State, std::string> load_state(const std::string& prefix) {
     s.opts.gso = o.at("gso").get<bool>();
     s.opts.use_netlink = o.at("use_netlink").get<bool>();
     s.opts.shape = o.at("shape").get<bool>();
+    s.opts.mgmt = o.value("mgmt", false);  // state of a fabric made before it existed
     s.down = j.at("down").get<std::vector<std::string>>();
     s.blackholed = j.at("blackhole").get<std::set<std::string>>();
     s.loss = j.at("loss").get<std::map<std::string, double>>();
@@ -559,6 +581,34 @@ Status<std::string> set_sysctls(bool is_switch) {
   return srv6::set_link_up("lo", true);
 }
 
+// `ip addr add <addr>/<len> dev <ifname>` for IPv4, in the calling thread's namespace.
+Status<std::string> add_ipv4(const std::string& ifname, const std::string& addr, int len) {
+  const std::string what = "ip addr add " + addr + "/" + std::to_string(len) + " dev " + ifname;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  auto* sin = reinterpret_cast<sockaddr_in*>(&ifr.ifr_addr);
+  sin->sin_family = AF_INET;
+  if (inet_pton(AF_INET, addr.c_str(), &sin->sin_addr) != 1) {
+    return Err(what + ": not an IPv4 address");
+  }
+  const UniqueFd s(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (s.get() < 0 || ioctl(s.get(), SIOCSIFADDR, &ifr) != 0) {
+    return Err(what + ": " + std::strerror(errno));
+  }
+  sin->sin_addr.s_addr = htonl(~0u << (32 - len));  // SIOCSIFADDR set the class A mask
+  if (ioctl(s.get(), SIOCSIFNETMASK, &ifr) != 0) return Err(what + ": " + std::strerror(errno));
+  return {};
+}
+
+// Host h's end of the management network, in its namespace: IPv6 off, up, its address.
+Status<std::string> set_mgmt_port(uint32_t h) {
+  if (auto s = set_sysctl("net.ipv6.conf." + std::string(kMgmtDev) + ".disable_ipv6", "1"); !s) {
+    return s;
+  }
+  if (auto s = add_ipv4(kMgmtDev, mgmt_address(h), kMgmtPrefixLen); !s) return s;
+  return srv6::set_link_up(kMgmtDev, true);
+}
+
 std::string rate_bits(double gbps) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.0fbit", gbps * 1e9);
@@ -574,13 +624,25 @@ std::string gbps_string(double gbps) {
 Status<std::string> build(const Layout& l, const Options& o) {
   const Fabric& f = l.fabric();
   const std::vector<Node> nodes = l.nodes();
+  const std::string mgmt = mgmt_ns(l.prefix());
   std::string batch;
   for (const Node& n : nodes) batch += "netns add " + l.ns(n) + "\n";
+  if (o.mgmt) batch += "netns add " + mgmt + "\n";
   if (auto s = ok_or(run_command({"ip", "-batch", "-"}, batch)); !s) return s;
 
   for (const Node& n : nodes) {
     auto s = io::in_netns(l.ns(n), [&] { return set_sysctls(!n.is_host); });
     if (!s) return Err(l.ns(n) + ": " + s.error());
+  }
+  if (o.mgmt) {
+    auto s = io::in_netns(mgmt, [&]() -> Status<std::string> {
+      for (const char* k :
+           {"net.ipv6.conf.default.disable_ipv6", "net.ipv6.conf.all.disable_ipv6"}) {
+        if (auto r = set_sysctl(k, "1"); !r) return r;
+      }
+      return srv6::set_link_up("lo", true);
+    });
+    if (!s) return Err(mgmt + ": " + s.error());
   }
 
   batch.clear();
@@ -594,7 +656,30 @@ Status<std::string> build(const Layout& l, const Options& o) {
     batch += "link add " + std::string(kEndDev) + " netns " + l.ns(n) + " type veth peer name " +
              kEndDev + "-peer netns " + l.ns(n) + "\n";
   }
+  std::string mgmt_batch;  // run in P-mgmt
+  if (o.mgmt) {
+    for (uint32_t k = 0; k < mgmt_bridges(f); ++k) {
+      const std::string br = mgmt_bridge(k);
+      batch += "link add " + br + " netns " + mgmt + " type bridge\n";
+      mgmt_batch += "link set " + br + " up\n";
+      if (k == 0) continue;
+      batch += "link add " + br + "-up netns " + mgmt + " type veth peer name " + br +
+               "-dn netns " + mgmt + "\n";
+      mgmt_batch += "link set " + br + "-up master " + br + " up\n" + "link set " + br +
+                    "-dn master " + mgmt_bridge(0) + " up\n";
+    }
+    for (uint32_t h = 0; h < f.config().hosts; ++h) {
+      const std::string peer = "h" + std::to_string(h);
+      batch += "link add " + std::string(kMgmtDev) + " netns " + host_ns(l.prefix(), h) +
+               " type veth peer name " + peer + " netns " + mgmt + "\n";
+      mgmt_batch +=
+          "link set " + peer + " master " + mgmt_bridge(h / kMgmtHostsPerBridge) + " up\n";
+    }
+  }
   if (auto s = ok_or(run_command({"ip", "-batch", "-"}, batch)); !s) return s;
+  if (o.mgmt) {
+    if (auto s = ok_or(run_command({"ip", "-n", mgmt, "-batch", "-"}, mgmt_batch)); !s) return s;
+  }
 
   for (const Node& n : nodes) {
     const std::string ns = l.ns(n);
@@ -604,6 +689,9 @@ Status<std::string> build(const Layout& l, const Options& o) {
     auto s = io::in_netns(ns, [&]() -> Status<std::string> {
       for (const std::string& i : ifs) {
         if (auto r = srv6::set_link_up(i, true); !r) return r;
+      }
+      if (n.is_host && o.mgmt) {
+        if (auto r = set_mgmt_port(n.host); !r) return r;
       }
       if (o.use_netlink) return srv6::apply(plan);
       return {};
@@ -648,6 +736,24 @@ Status<std::string> check_options(const Fabric& f, const Options& o) {
     return Err("host_port_gbps: tbf shapes at most " + gbps_string(kMaxShapedGbps) + ", got " +
                gbps_string(f.config().host_port_gbps) + " (turn shaping off)");
   }
+  if (o.mgmt && f.config().hosts > kMaxMgmtHosts) {
+    return Err("hosts: the management network addresses at most " + std::to_string(kMaxMgmtHosts) +
+               " hosts, got " + std::to_string(f.config().hosts) + " (turn it off)");
+  }
+  return {};
+}
+
+// Every host's MRC configuration file (libmrc/src/io/config.h) under state_dir/hosts.
+Status<std::string> write_host_configs(const Fabric& f, const std::string& prefix) {
+  const std::string dir = state_dir(prefix) + "/hosts";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Err("mkdir " + dir + ": " + ec.message());
+  for (uint32_t h = 0; h < f.config().hosts; ++h) {
+    const nlohmann::json j = {
+        {"path_mode", "srv6"}, {"fabric", state_dir(prefix) + "/fabric.json"}, {"host", h}};
+    if (auto s = write_file(host_config_file(prefix, h), j.dump(2) + "\n"); !s) return s;
+  }
   return {};
 }
 
@@ -683,7 +789,17 @@ std::string fault_counters(const std::string& ns, const std::string& table) {
 
 std::string state_dir(const std::string& prefix) { return "/run/mrc-fabric/" + prefix; }
 
+std::string mgmt_address(uint32_t host) {
+  return "10.255." + std::to_string(host / 250) + "." + std::to_string(host % 250 + 1);
+}
+
 std::string NsFabric::host_netns(uint32_t host) const { return host_ns(opts_.prefix, host); }
+
+std::string NsFabric::mgmt_netns() const { return mgmt_ns(opts_.prefix); }
+
+std::string NsFabric::host_config(uint32_t host) const {
+  return host_config_file(opts_.prefix, host);
+}
 
 std::string NsFabric::switch_netns(SwitchId s) const {
   return opts_.prefix + "-" + fabric_.switch_name(s);
@@ -701,6 +817,7 @@ Result<NsFabric, std::string> NsFabric::up(const Fabric& f, const Options& o) {
   NsFabric nf(f, o);
   Status<std::string> s = write_file(state_dir(o.prefix) + "/fabric.json", srv6::dump(f) + "\n");
   if (s) s = save(State{o, {}, {}, {}, {}});
+  if (s) s = write_host_configs(f, o.prefix);
   if (s) s = build(Layout(nf.fabric_, o.prefix), o);
   if (!s) {
     (void)down(o.prefix);
@@ -768,10 +885,14 @@ std::string NsFabric::status() const {
   std::ostringstream out;
   const std::vector<Node> nodes = l.nodes();
   out << "fabric " << opts_.prefix << ": " << c.hosts << " hosts, " << c.planes << " planes, "
-      << fabric_.t0s() << " T0s and " << c.spines << " spines per plane, " << nodes.size()
-      << " namespaces; mtu " << opts_.mtu << ", gso " << (opts_.gso ? "on" : "off")
-      << ", host ports " << (opts_.shape ? gbps_string(c.host_port_gbps) + " (tbf)" : "unshaped")
-      << "\n";
+      << fabric_.t0s() << " T0s and " << c.spines << " spines per plane, "
+      << nodes.size() + (opts_.mgmt ? 1 : 0) << " namespaces; mtu " << opts_.mtu << ", gso "
+      << (opts_.gso ? "on" : "off") << ", host ports "
+      << (opts_.shape ? gbps_string(c.host_port_gbps) + " (tbf)" : "unshaped") << "\nmanagement: "
+      << (opts_.mgmt ? "IPv4 10.255.0.0/16 on " + std::string(kMgmtDev) +
+                           " of every host, bridged in " + mgmt_netns()
+                     : std::string("none"))
+      << "; host configs: " << state_dir(opts_.prefix) << "/hosts/\n";
   auto st = load_state(opts_.prefix);
   out << "faults:";
   if (!st) {
@@ -792,15 +913,8 @@ std::string NsFabric::status() const {
   }
   out << "\n";
   std::error_code ec;
-  for (const Node& n : nodes) {
-    const std::string ns = l.ns(n);
-    out << ns << ":";
-    if (!fs::exists("/run/netns/" + ns, ec)) {
-      out << " MISSING\n";
-      continue;
-    }
-    const std::vector<std::string> ports = l.ports(n);
-    auto states = io::in_netns(ns, [&]() -> Result<std::vector<std::string>, std::string> {
+  const auto link_states = [](const std::string& ns, const std::vector<std::string>& ports) {
+    return io::in_netns(ns, [&]() -> Result<std::vector<std::string>, std::string> {
       std::vector<std::string> v;
       for (const std::string& p : ports) {
         auto up = srv6::link_is_up(p);
@@ -808,6 +922,42 @@ std::string NsFabric::status() const {
       }
       return v;
     });
+  };
+  if (opts_.mgmt) {
+    const std::string ns = mgmt_netns();
+    out << ns << ":";
+    if (!fs::exists("/run/netns/" + ns, ec)) {
+      out << " MISSING\n";
+    } else {
+      std::vector<std::string> bridges;
+      for (uint32_t k = 0; k < mgmt_bridges(fabric_); ++k) bridges.push_back(mgmt_bridge(k));
+      auto states = link_states(ns, bridges);
+      for (size_t i = 0; i < bridges.size(); ++i) {
+        out << " " << bridges[i] << " " << (states ? (*states)[i] : states.error());
+      }
+      out << "\n";
+    }
+  }
+  for (const Node& n : nodes) {
+    const std::string ns = l.ns(n);
+    out << ns << ":";
+    if (n.is_host) {
+      out << " MRC_CONFIG=" << host_config(n.host);
+      if (!fs::exists(host_config(n.host), ec)) out << " (MISSING)";
+    }
+    if (!fs::exists("/run/netns/" + ns, ec)) {
+      out << " MISSING\n";
+      continue;
+    }
+    std::vector<std::string> ports = l.ports(n);
+    const bool mgmt_port = n.is_host && opts_.mgmt;
+    if (mgmt_port) ports.push_back(kMgmtDev);
+    auto states = link_states(ns, ports);
+    if (mgmt_port) {
+      ports.pop_back();
+      out << ", " << kMgmtDev << " " << mgmt_address(n.host) << " "
+          << (states ? states->back() : states.error());
+    }
     for (size_t i = 0; i < ports.size(); ++i) {
       out << "\n  " << ports[i] << " " << (states ? (*states)[i] : states.error());
       if (opts_.shape && l.host_link(n, ports[i])) out << tbf_counters(ns, ports[i]);

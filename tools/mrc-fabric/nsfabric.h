@@ -21,8 +21,20 @@
 //                64 KiB GSO packet passes whole), limit kTbfLimitBytes.
 //   gso          Options::gso=false turns tx-udp-segmentation off on hosts' ports, so GSO
 //                sends are cut into packets before they enter the fabric.
+//   mgmt         with Options::mgmt, an IPv4 management network beside the fabric, for what
+//                talks TCP over IPv4 out of band (perftest's ib_write_bw, ibv_rc_pingpong):
+//                namespace P-mgmt (lo up, IPv6 off) with Linux bridges br0..br<N> (up, at
+//                most kMgmtHostsPerBridge hosts each; br<K> joins br0 through the veth pair
+//                br<K>-up / br<K>-dn), and per host a veth pair: mgmt0 in P-h<H> (IPv6 off,
+//                up, mgmt_address(H)/16, no other route) and h<H> in P-mgmt, a port of
+//                br<H / kMgmtHostsPerBridge>. No fault touches it; status() shows it.
+//   host configs state_dir(P)/hosts/h<H>.json per host (host_config()): libmrc's host
+//                configuration (libmrc/src/io/config.h) with path_mode "srv6", the state
+//                directory's fabric.json and host H, so that
+//                  ip netns exec P-h<H> env MRC_CONFIG=<that file> <program>
+//                runs a program as host H on its port addresses.
 //   state        /run/mrc-fabric/P/: fabric.json (srv6::dump), state.json (options, active
-//                faults, flapper pids), lock.
+//                faults, flapper pids), hosts/, lock.
 //
 // Faults (fault.h). Linux deletes the routes through an interface that goes admin down, so
 // `up` re-applies the plans of the namespaces at both ends of every link it restores.
@@ -37,8 +49,8 @@
 // a down one flapped, until unflap / up.
 //
 // down() removes the flapper processes (by recorded pid, after checking their name), every
-// namespace whose name is one of this fabric's (P-h<N>, P-t0p<N>-<N>, P-t1p<N>-<N>, whether
-// or not the state says so) and the state directory. It is idempotent.
+// namespace whose name is one of this fabric's (P-h<N>, P-t0p<N>-<N>, P-t1p<N>-<N>, P-mgmt,
+// whether or not the state says so) and the state directory. It is idempotent.
 #pragma once
 
 #include <cstdint>
@@ -64,12 +76,24 @@ inline constexpr uint32_t kTbfLimitBytes = 512 * 1024;
 // down to too few bytes for a 64 KiB packet; up() refuses faster ports while shaping.
 inline constexpr double kMaxShapedGbps = 800;
 
+// The management network: host H is 10.255.<H / 250>.<H % 250 + 1>/16 on its mgmt0
+// (h0 10.255.0.1, h249 10.255.0.250, h250 10.255.1.1), so at most kMaxMgmtHosts hosts.
+inline constexpr char kMgmtDev[] = "mgmt0";
+inline constexpr int kMgmtPrefixLen = 16;
+inline constexpr uint32_t kMaxMgmtHosts = 256 * 250;
+// A Linux bridge takes at most 1023 ports, so hosts are spread over several bridges.
+inline constexpr uint32_t kMgmtHostsPerBridge = 512;
+// Host H's management address, dotted IPv4 without prefix length ("10.255.0.1"); the same
+// in every fabric (each has its own P-mgmt). H < kMaxMgmtHosts.
+std::string mgmt_address(uint32_t host);
+
 struct Options {
   std::string prefix = "mrcf";  // [A-Za-z][A-Za-z0-9_]*, at most 32 characters
   int mtu = 9000;               // every veth, 1280..65535
   bool gso = true;              // false: tx-udp-segmentation off on host ports
   bool use_netlink = true;      // false: program with the ip commands (initial routes only)
   bool shape = true;            // tbf on host links at the fabric's host_port_gbps
+  bool mgmt = true;             // the IPv4 management network (P-mgmt, mgmt0 in every host)
 };
 
 // The state directory of a prefix: /run/mrc-fabric/<prefix>.
@@ -90,12 +114,16 @@ class NsFabric {
   const Options& options() const { return opts_; }
   std::string host_netns(uint32_t host) const;  // name under /run/netns
   std::string switch_netns(srv6::SwitchId s) const;
+  std::string mgmt_netns() const;  // P-mgmt; exists only with Options::mgmt
+  // Host H's MRC configuration file: state_dir(P)/hosts/h<H>.json (for $MRC_CONFIG).
+  std::string host_config(uint32_t host) const;
 
   // Validates the fault's target against the fabric, applies it, records it.
   Status<std::string> apply(const Fault& f) const;
 
   // Human-readable: the fabric, active faults, every namespace's ports (up/down, tbf
-  // counters) and fault-table drop counters.
+  // counters) and fault-table drop counters; for hosts also the management address and
+  // the configuration file.
   std::string status() const;
 
  private:

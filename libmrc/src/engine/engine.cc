@@ -421,6 +421,7 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     s.dest_qpn = a.dest_qpn;
     s.remote_token = a.remote_token;
   }
+  if (mask & attr::kLocalToken) q->init.local_token = a.local_token;
   if (mask & attr::kTimeout) s.timeout = a.timeout;
   if (mask & attr::kRetry) {
     s.retry_cnt_linear = a.retry_cnt_linear;
@@ -482,6 +483,7 @@ Result<QpAttr, Error> Engine::query_qp(Qpn qpn) const {
   if (!q) return Err{Error::kNoSuchQp};
   QpAttr a = q->attr;
   a.state = q->state;
+  a.local_token = q->init.local_token;
   return a;
 }
 
@@ -677,6 +679,23 @@ Status<Error> Engine::deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny) {
   if (!q->paths.deny(ev, deny, now, c.ev_scratch)) return Err{Error::kInvalidArgument};
   c.ev_events(*q);
   c.reschedule(*q);
+  return {};
+}
+
+Status<Error> Engine::probe_ev(Qpn qpn, uint32_t ev) {
+  Core& c = *impl_;
+  Qp* q = c.qp(qpn);
+  if (!q) return Err{Error::kNoSuchQp};
+  if (q->state != QpState::kRts && q->state != QpState::kSqd) return Err{Error::kBadState};
+  const int i = q->paths.find(ev);
+  if (i < 0) return Err{Error::kInvalidArgument};
+  Control k;
+  k.kind = wire::Kind::kProbe;
+  k.qpn = qpn;
+  k.path = q->paths.ev(static_cast<size_t>(i)).path;
+  k.psn = 0;  // sequence 0: PathSet::on_probe_reply ignores the reply, path_stats count it
+  ++q->path_stats[static_cast<size_t>(i)].probes;
+  c.ctrl.push_back(k);
   return {};
 }
 

@@ -52,6 +52,10 @@ struct EngineConfig {
   bool congestion_control = true;
   uint64_t nic_bps = 100'000'000'000;  // the NIC: all its plane ports together, bits/s
   Duration base_rtt{0};                // unloaded RTT; 0 = learn it (min RTT), starting from 12 us
+  // Floor of a learned base RTT. The minimum RTT of a software datapath is an outlier (a
+  // sample that met no scheduling delay): a window cap of 1.5 x BDP and a target delay
+  // derived from it throttle the QP far below the link (io/config.h sets 100 us).
+  Duration min_base_rtt{0};
   bool trimming = true;                // the fabric trims (target delay 0.75 base RTT, else 1.0)
   PayloadCopy copy = nullptr;          // nullptr: memcpy
 };
@@ -65,6 +69,8 @@ struct QpAttr {
   PeerId peer = 0;                 // remote host (RTR)
   Qpn dest_qpn = 0;                // remote QP (RTR)
   uint32_t remote_token = 0;       // token the remote QP expects in our packets (RTR)
+  uint32_t local_token = 0;        // token peers must put in packets to us (kLocalToken);
+                                   // front ends that learn it only at RTR (verbs) set it so
   uint8_t timeout = 14;            // ack timeout 1.024 us x 2^timeout, 1..31 (OCP: <= 24); 0 = none
   uint8_t retry_cnt_linear = 7;    // retries at the base timeout, 0..7
   uint8_t retry_cnt_exp = 0;       // then retries with doubling timeout, 0..25; 25 = forever
@@ -90,6 +96,7 @@ inline constexpr uint32_t kMpr = 1u << 8;
 inline constexpr uint32_t kPaths = 1u << 9;  // paths and backup_paths
 inline constexpr uint32_t kPathPolicy = 1u << 10;
 inline constexpr uint32_t kCc = 1u << 11;
+inline constexpr uint32_t kLocalToken = 1u << 12;  // replaces QpInit::local_token
 }  // namespace attr
 
 struct QpInit {
@@ -165,6 +172,11 @@ class Engine {
   // ---- Controller ----------------------------------------------------------------------
   /// DENY (true) or allow (false) one EV of a QP. Allowing probes it before use.
   Status<Error> deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny);
+  /// Sends one probe on EV `ev` of QP `qpn` at the next poll_transmit, whatever the EV's
+  /// state, and changes no path state: its reply only moves path_stats (rtt_ns,
+  /// probe_replies). On-demand RTT for the controller (OCP mrc_ctl_ep_batch_send_wait).
+  /// kBadState unless the QP is in RTS or SQD; kInvalidArgument if it has no such EV.
+  Status<Error> probe_ev(Qpn qpn, uint32_t ev);
   /// Drain (true) or undrain (false) local plane port `plane` for every QP, present and
   /// future (PathSet::set_plane_admin_down): no data is sent on it, EV states are kept,
   /// in-flight packets are acknowledged or retransmitted on other planes. The peer's

@@ -224,15 +224,18 @@ void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<
   // clean replies restarts and the interval doubles (up to probe_interval_max).
   for (size_t p = 0; p < plane_evs_.size(); ++p) {
     if (!drained_[p] || plane_next_probe_[p] > now) continue;
+    const auto& list = plane_evs_[p];
+    // The EV that answered the last probe is probed again (a plane with one live path among
+    // dead ones comes back through it); one that did not answer hands over to the next.
     if (!plane_answered_[p]) {
       plane_clean_[p] = 0;
       if (plane_backoff_[p] < 16) ++plane_backoff_[p];
+      drain_cursor_[p] = static_cast<uint32_t>((drain_cursor_[p] + 1) % list.size());
     }
-    const auto& list = plane_evs_[p];
     for (size_t k = 0; k < list.size(); ++k) {
       const uint16_t i = list[(drain_cursor_[p] + k) % list.size()];
       if (evs_[i].state != EvState::kAssumedBad) continue;
-      drain_cursor_[p] = static_cast<uint32_t>((drain_cursor_[p] + k + 1) % list.size());
+      drain_cursor_[p] = static_cast<uint32_t>((drain_cursor_[p] + k) % list.size());
       Ev& e = evs_[i];
       e.probe_seq = next_seq_++;
       e.probe_sent = now;

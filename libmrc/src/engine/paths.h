@@ -30,8 +30,9 @@
 // and its retry budget decides, it never stalls silently.
 //
 // Plane drain: when every EV of a plane is bad the plane is drained and probed
-// as a whole, one probe per probe_interval over its EVs in turn; after
-// probes_to_good clean replies the whole plane is GOOD again.
+// as a whole, one probe per probe_interval; an EV that answers is probed again, one that
+// does not hands over to the next EV of the plane. After probes_to_good clean replies in
+// a row the whole plane is GOOD again (EVs still dead then fail again on their own).
 //
 // Every state change is an EvEvent (EV, plane, old, new, reason).
 //

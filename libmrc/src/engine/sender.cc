@@ -295,7 +295,7 @@ void Core::start_cc(Qp& q) {
   } else if (cfg.congestion_control) {
     q.cc_auto = cfg.base_rtt == Duration{0};
     q.cc_base = q.cc_auto ? Duration{0} : cfg.base_rtt;
-    const Duration base = q.cc_auto ? Duration{12'000} : cfg.base_rtt;
+    const Duration base = q.cc_auto ? std::max(Duration{12'000}, cfg.min_base_rtt) : cfg.base_rtt;
     q.cc.emplace(NsccConfig::defaults(cfg.nic_bps, base, q.attr.mtu, cfg.trimming), q.attr.mtu);
   }
 }
@@ -437,9 +437,10 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     q.paths.on_congestion(static_cast<uint16_t>(echo_path));
   }
   if (q.cc) {
+    const Duration learned = std::max(q.min_rtt, cfg.min_base_rtt);
     if (q.cc_auto && rtt > Duration{0} &&
-        (q.cc_base == Duration{0} || q.min_rtt * 10 < q.cc_base * 9)) {
-      q.cc_base = q.min_rtt;  // learned base RTT moved: re-derive the profile
+        (q.cc_base == Duration{0} || learned * 10 < q.cc_base * 9)) {
+      q.cc_base = learned;  // learned base RTT moved: re-derive the profile
       q.cc->set_config(NsccConfig::defaults(cfg.nic_bps, q.cc_base, q.attr.mtu, cfg.trimming));
     }
     if (acked.packets > 0) q.cc->on_ack(now, acked.bytes, rtt, ecn, q.bytes_in_flight);

@@ -33,6 +33,7 @@ struct Fields {
   uint32_t ecmp_source_ports = 16;
   double nic_gbps = 0;
   double base_rtt_us = 0;
+  double min_base_rtt_us = 100;
 };
 
 uint32_t to_uint(const std::string& where, const std::string& s, uint32_t lo, uint32_t hi) {
@@ -112,6 +113,7 @@ void from_json(const json& j, const std::string& src, Fields& f) {
     else if (key == "ecmp_source_ports") f.ecmp_source_ports = uint(1, 256);
     else if (key == "nic_gbps") f.nic_gbps = number();
     else if (key == "base_rtt_us") f.base_rtt_us = number();
+    else if (key == "min_base_rtt_us") f.min_base_rtt_us = number();
     else throw Bad{where + ": unknown field"};
   }
 }
@@ -137,6 +139,7 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
   get("MRC_ECMP_SOURCE_PORTS", [&](auto n, auto v) { f.ecmp_source_ports = to_uint(n, v, 1, 256); });
   get("MRC_NIC_GBPS", [&](auto n, auto v) { f.nic_gbps = to_double(n, v); });
   get("MRC_BASE_RTT_US", [&](auto n, auto v) { f.base_rtt_us = to_double(n, v); });
+  get("MRC_MIN_BASE_RTT_US", [&](auto n, auto v) { f.min_base_rtt_us = to_double(n, v); });
 }
 
 constexpr size_t kMaxFileBytes = 16 << 20;  // a fabric file of the published scale is far less
@@ -193,7 +196,12 @@ HostConfig build(const Fields& f, std::string sources) {
     if (::inet_pton(AF_INET6, addr.c_str(), &a) != 1) {
       throw Bad{"planes/" + std::to_string(i) + ": not an IPv6 address: " + planes[i]};
     }
-    u.planes.push_back(PlaneConfig{planes[i], static_cast<uint16_t>(f.port)});
+    // Planes sharing an address (loopback tests) take consecutive ports: port, port + 1, ...
+    uint32_t port = f.port;
+    if (port != 0)
+      for (size_t j = 0; j < i; ++j) port += planes[j] == planes[i] ? 1 : 0;
+    if (port > 65535) throw Bad{"planes/" + std::to_string(i) + ": port " + std::to_string(port) + " out of range"};
+    u.planes.push_back(PlaneConfig{planes[i], static_cast<uint16_t>(port)});
   }
   u.peer_port = static_cast<uint16_t>(f.port);
   u.netns = f.netns;
@@ -208,6 +216,7 @@ HostConfig build(const Fields& f, std::string sources) {
   if (gbps == 0 && u.fabric) gbps = u.fabric->config().host_port_gbps * u.planes.size();
   if (gbps > 0) u.engine.nic_bps = static_cast<uint64_t>(gbps * 1e9);
   u.engine.base_rtt = engine::Duration{static_cast<int64_t>(f.base_rtt_us * 1000)};
+  u.engine.min_base_rtt = engine::Duration{static_cast<int64_t>(f.min_base_rtt_us * 1000)};
   return hc;
 }
 

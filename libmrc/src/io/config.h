@@ -14,7 +14,8 @@
 //     "host": 0,                     // srv6: this host's id in the fabric
 //     "planes": ["fd00::1", ...],    // local address per plane; with a fabric and a host
 //                                    // they default to the host's port addresses
-//     "port": 4791,                  // UDP port every plane listens on (and peers use); 0: an
+//     "port": 4791,                  // UDP port every plane listens on (and peers use; planes
+//                                    // that share an address take port + 1, + 2, ...); 0: an
 //                                    // ephemeral port per plane, for several processes on one
 //                                    // host (peers learn them in the NCCL plugin's handshake)
 //     "mtu": 4096,                   // payload bytes per packet: 256..4096, a power of 2
@@ -26,7 +27,8 @@
 //     "ecmp_source_ports": 16,       // ecmp: source ports (sockets) per plane
 //     "nic_gbps": 0,                 // all plane ports together; 0 = fabric's port rate
 //                                    //   x planes, or the engine's default
-//     "base_rtt_us": 0               // unloaded RTT for congestion control; 0 = learn
+//     "base_rtt_us": 0,              // unloaded RTT for congestion control; 0 = learn
+//     "min_base_rtt_us": 100         // floor of a learned one (engine.h EngineConfig)
 //   }
 // Errors name the source and the field: "MRC_PORT: must be 0..65535, got 70000",
 // "/etc/mrc/mrc.json: /planes/1: not an IPv6 address: fd00::zz".

@@ -158,8 +158,12 @@ Result<int, std::string> open_socket(const UdpConfig& cfg, const sockaddr_in6& a
     if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) != 0)
       (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
   }
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&at), sizeof(sockaddr_in6)) != 0) {
-    return fail("bind");
+  // An address can be briefly unusable just after its link comes (back) up: retry that for
+  // up to a second before saying so.
+  for (int tries = 0;; ++tries) {
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&at), sizeof(sockaddr_in6)) == 0) break;
+    if (errno != EADDRNOTAVAIL || tries == 100) return fail("bind");
+    ::usleep(10'000);
   }
   return fd;
 }
@@ -436,6 +440,7 @@ void UdpDriver::run_once(Duration max_wait) {
     transmit(t);
     if (!full) break;
   }
+  if (on_progress_) on_progress_();
   if (publisher_) {
     const bool commands = ready > 0 && (fds[n + 1].revents & POLLIN);
     const bool app_call = ready > 0 && (fds[n].revents & POLLIN);

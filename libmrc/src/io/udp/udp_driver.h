@@ -62,6 +62,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -197,6 +198,11 @@ class UdpDriver {
   /// reads it before draining and skips the engine (and its mutex) while it stays put.
   uint64_t activity() const { return activity_.load(std::memory_order_acquire); }
 
+  /// Called by the loop after every iteration that fed the engine (datagrams, timeouts),
+  /// without the mutex held: front ends that must wake sleepers (completion channels) check
+  /// their CQs here. Set before start(); keep it short.
+  void set_on_progress(std::function<void()> f) { on_progress_ = std::move(f); }
+
   /// Starts the progress thread (idempotent).
   void start();
   /// Stops and joins it (idempotent); returns promptly.
@@ -235,6 +241,7 @@ class UdpDriver {
   std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
   std::unique_ptr<observe::Publisher> publisher_;  // under mu_; null with MRC_STATS=0
 
+  std::function<void()> on_progress_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> activity_{0};

@@ -1,0 +1,332 @@
+// PDs, MRs, CQs (plain and _ex) and completion channels of the software verbs device.
+#include <arpa/inet.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "verbs/internal.h"
+#include "verbs/objects.h"
+#include "verbs/verbs.h"
+
+namespace mrc::verbs {
+
+int to_errno(engine::Error e) {
+  switch (e) {
+    case engine::Error::kQueueFull:
+    case engine::Error::kResourceLimit:
+      return ENOMEM;
+    case engine::Error::kNotSupported:
+      return EOPNOTSUPP;
+    default:
+      return EINVAL;
+  }
+}
+
+ibv_wc to_wc(const engine::Completion& c) {
+  ibv_wc w{};
+  w.wr_id = c.wr_id;
+  w.status = static_cast<ibv_wc_status>(c.status);
+  switch (c.opcode) {
+    case engine::WcOpcode::kSend: w.opcode = IBV_WC_SEND; break;
+    case engine::WcOpcode::kWrite: w.opcode = IBV_WC_RDMA_WRITE; break;
+    case engine::WcOpcode::kRead: w.opcode = IBV_WC_RDMA_READ; break;
+    case engine::WcOpcode::kRecv: w.opcode = IBV_WC_RECV; break;
+    case engine::WcOpcode::kRecvWriteImm: w.opcode = IBV_WC_RECV_RDMA_WITH_IMM; break;
+  }
+  w.byte_len = c.byte_len;
+  w.qp_num = c.qpn;
+  if (c.has_imm) {
+    w.wc_flags |= IBV_WC_WITH_IMM;
+    w.imm_data = htonl(c.imm);
+  }
+  return w;
+}
+
+// ---- PD, MR ----------------------------------------------------------------------------
+ibv_pd* alloc_pd(ibv_context* c) {
+  auto* pd = new Pd;
+  pd->pd.context = c;
+  static std::atomic<uint32_t> handles{1};
+  pd->pd.handle = handles++;
+  return &pd->pd;
+}
+
+int dealloc_pd(ibv_pd* pd) {
+  delete reinterpret_cast<Pd*>(pd);
+  return 0;
+}
+
+ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  // Optional bits (IBV_ACCESS_OPTIONAL_RANGE, e.g. RELAXED_ORDERING) are hints: accepted.
+  const unsigned required = access & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
+  if ((required & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(required & IBV_ACCESS_LOCAL_WRITE)) {
+    fail(EINVAL, "ibv_reg_mr: remote write or atomic access needs IBV_ACCESS_LOCAL_WRITE");
+    return nullptr;
+  }
+  const unsigned known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                         IBV_ACCESS_MW_BIND;
+  if (required & ~known) {
+    fail(EOPNOTSUPP, "ibv_reg_mr: access flags 0x%x are not supported by mrc0",
+         required & ~known);
+    return nullptr;
+  }
+  if (length == 0 || length > engine::kMaxMessage * 64ull) {
+    fail(EINVAL, "ibv_reg_mr: length %zu out of range", length);
+    return nullptr;
+  }
+  Device* dev = device_of(pd->context);
+  auto key = dev->driver->with_engine(
+      [&](engine::Engine& e) { return e.register_mr(addr, length, iova, required & 0xf); });
+  if (!key) {
+    fail(to_errno(key.error()), "ibv_reg_mr: %s", engine::to_string(key.error()));
+    return nullptr;
+  }
+  auto* mr = new Mr;
+  mr->mr.context = pd->context;
+  mr->mr.pd = pd;
+  mr->mr.addr = addr;
+  mr->mr.length = length;
+  mr->mr.handle = *key;
+  mr->mr.lkey = mr->mr.rkey = *key;
+  return &mr->mr;
+}
+
+int dereg_mr(ibv_mr* mr) {
+  Device* dev = device_of(mr->context);
+  auto r = dev->driver->with_engine([&](engine::Engine& e) { return e.deregister_mr(mr->lkey); });
+  if (!r) return fail(to_errno(r.error()), "ibv_dereg_mr: %s", engine::to_string(r.error()));
+  delete reinterpret_cast<Mr*>(mr);
+  return 0;
+}
+
+// ---- Channels --------------------------------------------------------------------------
+ibv_comp_channel* create_comp_channel(ibv_context* c) {
+  auto* ch = new Channel;
+  ch->ch.context = c;
+  ch->ch.fd = ::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  if (ch->ch.fd < 0) {
+    const int e = errno;
+    delete ch;
+    fail(e, "ibv_create_comp_channel: eventfd: %s", std::strerror(e));
+    return nullptr;
+  }
+  return &ch->ch;
+}
+
+int destroy_comp_channel(ibv_comp_channel* c) {
+  auto* ch = reinterpret_cast<Channel*>(c);
+  if (c->refcnt > 0)
+    return fail(EBUSY, "ibv_destroy_comp_channel: %d CQs still use it", c->refcnt);
+  ::close(c->fd);
+  delete ch;
+  return 0;
+}
+
+void notify(Cq* cq) {
+  Channel* ch = cq->channel;
+  if (!ch) return;
+  {
+    std::lock_guard lock(ch->mu);
+    ch->ready.push_back(cq);
+  }
+  const uint64_t one = 1;
+  (void)!::write(ch->ch.fd, &one, sizeof one);
+}
+
+int get_cq_event(ibv_comp_channel* c, ibv_cq** cq, void** cq_context) {
+  auto* ch = reinterpret_cast<Channel*>(c);
+  uint64_t one;
+  if (::read(c->fd, &one, sizeof one) != sizeof one) return -1;  // errno from read (EAGAIN)
+  std::lock_guard lock(ch->mu);
+  if (ch->ready.empty()) {
+    errno = EAGAIN;
+    return -1;
+  }
+  Cq* q = ch->ready.front();
+  ch->ready.pop_front();
+  *cq = ibv_cq_ex_to_cq(&q->cq);
+  *cq_context = q->cq.cq_context;
+  return 0;
+}
+
+void ack_cq_events(ibv_cq* cq, unsigned n) {
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += n;
+  pthread_mutex_unlock(&cq->mutex);
+}
+
+// ---- CQs -------------------------------------------------------------------------------
+namespace {
+
+Cq* cq_ex_of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
+
+// CQ_ex reading: `cur` is the completion at the cursor.
+int cqx_next(ibv_cq_ex* c) {
+  Cq* q = cq_ex_of(c);
+  if (q->batch_pos >= q->batch.size()) {
+    q->batch.resize(32);
+    Device* dev = device_of(c->context);
+    const size_t n = dev->driver->peek_engine(
+        [&](engine::Engine& e) { return e.poll_cq(q->id, q->batch); });
+    q->batch.resize(n);
+    q->batch_pos = 0;
+    if (n == 0) return ENOENT;
+  }
+  q->cur = q->batch[q->batch_pos++];
+  c->wr_id = q->cur.wr_id;
+  c->status = static_cast<ibv_wc_status>(q->cur.status);
+  return 0;
+}
+int cqx_start(ibv_cq_ex* c, ibv_poll_cq_attr*) {
+  Cq* q = cq_ex_of(c);
+  q->poll_mu.lock();
+  const int r = cqx_next(c);
+  if (r) q->poll_mu.unlock();  // verbs: no end_poll after a start_poll that found nothing
+  return r;
+}
+void cqx_end(ibv_cq_ex* c) { cq_ex_of(c)->poll_mu.unlock(); }
+ibv_wc_opcode cqx_opcode(ibv_cq_ex* c) { return to_wc(cq_ex_of(c)->cur).opcode; }
+uint32_t cqx_zero32(ibv_cq_ex*) { return 0; }
+uint8_t cqx_zero8(ibv_cq_ex*) { return 0; }
+uint32_t cqx_byte_len(ibv_cq_ex* c) { return cq_ex_of(c)->cur.byte_len; }
+__be32 cqx_imm(ibv_cq_ex* c) { return htonl(cq_ex_of(c)->cur.imm); }
+uint32_t cqx_qp_num(ibv_cq_ex* c) { return cq_ex_of(c)->cur.qpn; }
+unsigned cqx_flags(ibv_cq_ex* c) { return to_wc(cq_ex_of(c)->cur).wc_flags; }
+
+Cq* make_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch) {
+  if (cqe < 1 || static_cast<uint32_t>(cqe) > kMaxCqe) {
+    fail(EINVAL, "ibv_create_cq: cqe %d out of range 1..%u", cqe, kMaxCqe);
+    return nullptr;
+  }
+  Device* dev = device_of(c);
+  auto id = dev->driver->with_engine(
+      [&](engine::Engine& e) { return e.create_cq(static_cast<uint32_t>(cqe)); });
+  if (!id) {
+    fail(to_errno(id.error()), "ibv_create_cq: %s", engine::to_string(id.error()));
+    return nullptr;
+  }
+  auto* q = new Cq;
+  q->ctx = ctx_of(c);
+  q->id = *id;
+  q->channel = reinterpret_cast<Channel*>(ch);
+  ibv_cq_ex& x = q->cq;
+  x.context = c;
+  x.channel = ch;
+  x.cq_context = cq_context;
+  x.handle = *id;
+  x.cqe = cqe;
+  pthread_mutex_init(&x.mutex, nullptr);
+  pthread_cond_init(&x.cond, nullptr);
+  x.start_poll = &cqx_start;
+  x.next_poll = &cqx_next;
+  x.end_poll = &cqx_end;
+  x.read_opcode = &cqx_opcode;
+  x.read_vendor_err = &cqx_zero32;
+  x.read_byte_len = &cqx_byte_len;
+  x.read_imm_data = &cqx_imm;
+  x.read_qp_num = &cqx_qp_num;
+  x.read_src_qp = &cqx_zero32;
+  x.read_wc_flags = &cqx_flags;
+  x.read_slid = &cqx_zero32;
+  x.read_sl = &cqx_zero8;
+  x.read_dlid_path_bits = &cqx_zero8;
+  if (ch) ++ch->refcnt;
+  return q;
+}
+
+}  // namespace
+
+ibv_cq* create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch, int vector) {
+  if (vector < 0 || vector >= c->num_comp_vectors) {
+    fail(EINVAL, "ibv_create_cq: completion vector %d (mrc0 has 1)", vector);
+    return nullptr;
+  }
+  Cq* q = make_cq(c, cqe, cq_context, ch);
+  return q ? ibv_cq_ex_to_cq(&q->cq) : nullptr;
+}
+
+ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* a) {
+  const uint64_t supported = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
+                             IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
+                             IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+                             IBV_WC_EX_WITH_DLID_PATH_BITS;
+  if (a->wc_flags & ~supported) {
+    fail(EOPNOTSUPP, "ibv_create_cq_ex: wc_flags 0x%llx are not supported by mrc0 (timestamps, "
+         "tags)", static_cast<unsigned long long>(a->wc_flags & ~supported));
+    return nullptr;
+  }
+  if (a->comp_vector >= static_cast<uint32_t>(c->num_comp_vectors)) {
+    fail(EINVAL, "ibv_create_cq_ex: completion vector %u (mrc0 has 1)", a->comp_vector);
+    return nullptr;
+  }
+  Cq* q = make_cq(c, static_cast<int>(a->cqe), a->cq_context, a->channel);
+  return q ? &q->cq : nullptr;
+}
+
+int destroy_cq(ibv_cq* cq) {
+  Cq* q = cq_of(cq);
+  Device* dev = device_of(cq->context);
+  auto r = dev->driver->with_engine([&](engine::Engine& e) { return e.destroy_cq(q->id); });
+  if (!r) return fail(EBUSY, "ibv_destroy_cq: %s (a QP still uses it)", engine::to_string(r.error()));
+  {
+    std::lock_guard lock(dev->mu);
+    dev->armed.erase(q);
+    dev->n_armed = static_cast<int>(dev->armed.size());
+  }
+  if (q->channel) {
+    std::lock_guard lock(q->channel->mu);
+    std::erase(q->channel->ready, q);
+    --q->channel->ch.refcnt;
+  }
+  pthread_mutex_destroy(&cq->mutex);
+  pthread_cond_destroy(&cq->cond);
+  delete q;
+  return 0;
+}
+
+int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
+  if (n <= 0) return 0;
+  Cq* q = cq_of(cq);
+  io::UdpDriver& drv = *device_of(cq->context)->driver;
+  const uint64_t act = drv.activity();
+  if (act == q->empty_at) {  // nothing happened since the last empty poll
+    // Pollers spin (perftest, NCCL's proxy): give the core to the progress thread, which
+    // has the work, where there are fewer cores than busy threads.
+    ::sched_yield();
+    return 0;
+  }
+  engine::Completion buf[64];
+  const size_t want = std::min<size_t>(static_cast<size_t>(n), 64);
+  const size_t got = drv.peek_engine(
+      [&](engine::Engine& e) { return e.poll_cq(q->id, std::span(buf, want)); });
+  for (size_t i = 0; i < got; ++i) {
+    wc[i] = to_wc(buf[i]);
+    if (buf[i].status != engine::WcStatus::kSuccess &&
+        buf[i].status != engine::WcStatus::kWrFlushErr)
+      log_error("QP %u: work request failed: %s", buf[i].qpn, engine::to_string(buf[i].status));
+  }
+  if (got == 0) q->empty_at = act;
+  return static_cast<int>(got);
+}
+
+int req_notify_cq(ibv_cq* cq, int) {
+  Cq* q = cq_of(cq);
+  if (!q->channel) return fail(EINVAL, "ibv_req_notify_cq: the CQ has no completion channel");
+  Device* dev = device_of(cq->context);
+  // Armed first, then checked: a completion landing in between is seen by on_progress.
+  std::lock_guard lock(dev->mu);
+  dev->armed.insert(q);
+  if (dev->driver->peek_engine([&](engine::Engine& e) { return e.cq_depth(q->id); }) > 0) {
+    dev->armed.erase(q);
+    notify(q);  // completions already waiting: the app would sleep on them otherwise
+  }
+  dev->n_armed = static_cast<int>(dev->armed.size());
+  return 0;
+}
+
+}  // namespace mrc::verbs

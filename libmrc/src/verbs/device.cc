@@ -1,0 +1,417 @@
+// Devices, contexts, queries, async events, peers and tokens of the software verbs device.
+#include <arpa/inet.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include "verbs/internal.h"
+#include "verbs/objects.h"
+#include "verbs/verbs.h"
+
+namespace mrc::verbs {
+
+void log_error(const char* fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "mrc-verbs: %s\n", line);
+}
+
+int fail(int err, const char* fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "mrc-verbs: %s\n", line);
+  errno = err;
+  return err;
+}
+
+namespace {
+
+// The one device of the process, from the host configuration; null (logged once) if the
+// configuration does not load.
+Device* the_device() {
+  static Device* dev = [] () -> Device* {
+    auto cfg = io::load_host_config();
+    if (!cfg) {
+      log_error("no MRC device: %s", cfg.error().c_str());
+      return nullptr;
+    }
+    auto* d = new Device;  // lives as long as the process: apps keep ibv_device pointers
+    d->cfg = std::move(*cfg);
+    const io::UdpConfig& u = d->cfg.udp;
+    std::string addr = u.planes[0].address.substr(0, u.planes[0].address.find('%'));
+    if (u.path_mode == io::PathMode::kSrv6 && u.fabric) {
+      d->gid = gid_of_host(d, u.local_host);
+      d->lid = static_cast<uint16_t>(u.local_host + 1);
+    } else {
+      ::inet_pton(AF_INET6, addr.c_str(), d->gid.raw);
+    }
+    ibv_device& v = d->dev;
+    v.node_type = IBV_NODE_CA;
+    v.transport_type = IBV_TRANSPORT_IB;
+    std::snprintf(v.name, sizeof v.name, "mrc0");
+    std::snprintf(v.dev_name, sizeof v.dev_name, "uverbs-mrc0");
+    std::snprintf(v.dev_path, sizeof v.dev_path, "/sys/class/infiniband_verbs/uverbs-mrc0");
+    std::snprintf(v.ibdev_path, sizeof v.ibdev_path, "/sys/class/infiniband/mrc0");
+    return d;
+  }();
+  return dev;
+}
+
+uint64_t guid_of(const ibv_gid& g) {
+  uint64_t v;
+  std::memcpy(&v, g.raw + 8, 8);  // the interface id, as RoCE derives GUIDs
+  return v ^ 0x02;
+}
+
+int mtu_enum(uint32_t bytes) {
+  int e = IBV_MTU_256;
+  while ((256u << (e - IBV_MTU_256)) < bytes && e < IBV_MTU_4096) ++e;
+  return e;
+}
+
+}  // namespace
+
+// ---- Devices ---------------------------------------------------------------------------
+ibv_device** get_device_list(int* n) {
+  Device* d = the_device();
+  auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
+  if (!list) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  int k = 0;
+  if (d) list[k++] = &d->dev;
+  if (n) *n = k;
+  return list;
+}
+
+void free_device_list(ibv_device** list) { std::free(list); }
+
+bool is_mrc_device(const ibv_device* d) {
+  Device* dev = the_device();
+  return dev && d == &dev->dev;
+}
+
+bool is_mrc_context(const ibv_context* c) { return c && is_mrc_device(c->device); }
+
+Device* device_of(const ibv_context* c) { return ctx_of(c)->dev; }
+
+ibv_context* open_device(ibv_device* d) {
+  Device* dev = the_device();
+  if (!dev || d != &dev->dev) {
+    errno = ENODEV;
+    return nullptr;
+  }
+  {
+    std::lock_guard lock(dev->mu);
+    if (!dev->driver) {
+      auto drv = io::UdpDriver::create(dev->cfg.udp);
+      if (!drv) {
+        fail(EIO, "ibv_open_device(mrc0): %s", drv.error().c_str());
+        return nullptr;
+      }
+      dev->driver = std::move(*drv);
+      dev->driver->set_on_progress([dev, d = dev->driver.get()] { dev->on_progress(*d); });
+      dev->driver->start();
+    }
+    ++dev->contexts;
+  }
+  auto* ctx = new Context;
+  ctx->dev = dev;
+  ctx->async_fd = ::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  verbs_context& v = ctx->vctx;
+  v.sz = sizeof(verbs_context);
+  v.query_port = [](ibv_context* c, uint8_t port, ibv_port_attr* a, size_t) {
+    return verbs::query_port(c, port, a);
+  };
+  v.create_cq_ex = &create_cq_ex;
+  v.create_qp_ex = &create_qp_ex;
+  ibv_context& c = v.context;
+  c.device = d;
+  c.cmd_fd = -1;
+  c.async_fd = ctx->async_fd;
+  c.num_comp_vectors = 1;
+  c.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  pthread_mutex_init(&c.mutex, nullptr);
+  c.ops.poll_cq = &poll_cq;
+  c.ops.req_notify_cq = &req_notify_cq;
+  c.ops.post_send = &post_send;
+  c.ops.post_recv = &post_recv;
+  c.ops.post_srq_recv = [](ibv_srq*, ibv_recv_wr*, ibv_recv_wr**) {
+    return fail(EOPNOTSUPP, "ibv_post_srq_recv: SRQs are not supported");
+  };
+  std::lock_guard lock(dev->mu);
+  dev->open.insert(ctx);
+  return &c;
+}
+
+int close_device(ibv_context* c) {
+  Context* ctx = ctx_of(c);
+  Device* dev = ctx->dev;
+  std::unique_ptr<io::UdpDriver> last;
+  {
+    std::lock_guard lock(dev->mu);
+    dev->open.erase(ctx);
+    if (--dev->contexts == 0) {
+      last = std::move(dev->driver);
+      dev->peers.clear();
+      dev->fabric_peers.clear();
+      dev->armed.clear();
+      dev->n_armed = 0;
+    }
+  }
+  last.reset();  // stops the thread, outside the lock its hook takes
+  ::close(ctx->async_fd);
+  pthread_mutex_destroy(&c->mutex);
+  delete ctx;
+  return 0;
+}
+
+int query_device(ibv_context* c, ibv_device_attr* a) {
+  Device* dev = device_of(c);
+  *a = ibv_device_attr{};
+  std::snprintf(a->fw_ver, sizeof a->fw_ver, "mrc-sw 0.1.0");
+  a->node_guid = a->sys_image_guid = guid_of(dev->gid);
+  a->max_mr_size = engine::kMaxMessage;
+  a->page_size_cap = 4096;
+  a->vendor_id = 0x4d5243;  // "MRC"; not a Mellanox id: perftest uses ibv_post_send
+  a->vendor_part_id = 1;
+  a->hw_ver = 1;
+  a->max_qp = 65535;
+  a->max_qp_wr = kMaxQpWr;
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
+  a->max_sge = a->max_sge_rd = engine::kMaxSge;
+  a->max_cq = 65535;
+  a->max_cqe = kMaxCqe;
+  a->max_mr = 1 << 20;
+  a->max_pd = 1 << 20;
+  a->max_qp_rd_atom = a->max_qp_init_rd_atom = 16;
+  a->max_res_rd_atom = 16 * 65535;
+  a->atomic_cap = IBV_ATOMIC_NONE;
+  a->max_pkeys = 1;
+  a->local_ca_ack_delay = 16;
+  a->phys_port_cnt = 1;
+  return 0;
+}
+
+int query_port(ibv_context* c, uint8_t port, ibv_port_attr* a) {
+  if (port != 1) return fail(EINVAL, "ibv_query_port(mrc0): no port %u (mrc0 has port 1)", port);
+  Device* dev = device_of(c);
+  *a = ibv_port_attr{};
+  a->state = IBV_PORT_ACTIVE;
+  a->max_mtu = IBV_MTU_4096;
+  a->active_mtu = static_cast<ibv_mtu>(mtu_enum(dev->cfg.mtu));
+  a->gid_tbl_len = 1;
+  a->port_cap_flags = 0;
+  a->max_msg_sz = engine::kMaxMessage;
+  a->pkey_tbl_len = 1;
+  a->lid = dev->lid;
+  a->max_vl_num = 1;
+  a->active_width = 2;    // 4x
+  a->active_speed = 32;   // EDR (25 Gb/s lanes): nominal; the planes' rates are in the config
+  a->phys_state = 5;      // LinkUp
+  a->link_layer = IBV_LINK_LAYER_ETHERNET;
+  return 0;
+}
+
+int query_gid(ibv_context* c, uint8_t port, int index, ibv_gid* gid) {
+  if (port != 1 || index != 0)
+    return fail(EINVAL, "ibv_query_gid(mrc0): port %u index %d: mrc0 has port 1, GID 0", port,
+                index);
+  *gid = device_of(c)->gid;
+  return 0;
+}
+
+int query_gid_ex(ibv_context* c, uint32_t port, uint32_t index, ibv_gid_entry* e) {
+  if (port != 1 || index != 0) {
+    errno = ENODATA;  // what libibverbs says for an empty GID entry (perftest's scan stops)
+    return ENODATA;
+  }
+  *e = ibv_gid_entry{};
+  e->gid = device_of(c)->gid;
+  e->gid_index = 0;
+  e->port_num = 1;
+  e->gid_type = IBV_GID_TYPE_ROCE_V2;
+  return 0;
+}
+
+int query_pkey(ibv_context*, uint8_t port, int index, uint16_t* pkey) {
+  if (port != 1 || index != 0) return fail(EINVAL, "ibv_query_pkey(mrc0): no pkey %d", index);
+  *pkey = 0xffff;
+  return 0;
+}
+
+bool read_sysfs(const char* dir, const char* file, char* buf, size_t size, int* result) {
+  Device* dev = the_device();
+  if (!dev || !dir) return false;
+  const std::string d = dir;
+  if (d.rfind(dev->dev.ibdev_path, 0) != 0 && d.rfind(dev->dev.dev_path, 0) != 0) return false;
+  const std::string f = file ? file : "";
+  std::string v;
+  if (f == "board_id") v = "MRC_SOFTWARE";
+  else if (f == "fw_ver") v = "mrc-sw 0.1.0";
+  else if (f == "hw_rev") v = "1";
+  else if (f == "node_type") v = "1: CA";
+  else if (f == "abi_version") v = "1";
+  else {
+    *result = -1;
+    errno = ENOENT;
+    return true;
+  }
+  v += "\n";
+  const size_t n = std::min(size, v.size());
+  std::memcpy(buf, v.data(), n);
+  if (n < size) buf[n] = 0;
+  *result = static_cast<int>(n);
+  return true;
+}
+
+// ---- Async events ----------------------------------------------------------------------
+int get_async_event(ibv_context* c, ibv_async_event* ev) {
+  Context* ctx = ctx_of(c);
+  uint64_t one;
+  if (::read(ctx->async_fd, &one, sizeof one) != sizeof one) return -1;  // errno from read
+  std::lock_guard lock(ctx->mu);
+  if (ctx->async.empty()) {
+    errno = EAGAIN;
+    return -1;
+  }
+  *ev = ctx->async.front();
+  ctx->async.pop_front();
+  return 0;
+}
+
+void ack_async_event(ibv_async_event*) {}
+
+void Device::on_progress(io::UdpDriver& drv) {
+  if (n_armed.load(std::memory_order_acquire) > 0) {
+    std::vector<Cq*> fire;
+    {
+      std::lock_guard lock(mu);
+      for (auto it = armed.begin(); it != armed.end();) {
+        Cq* cq = *it;
+        if (drv.peek_engine([&](engine::Engine& e) { return e.cq_depth(cq->id); }) > 0) {
+          fire.push_back(cq);
+          it = armed.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      n_armed = static_cast<int>(armed.size());
+      for (Cq* cq : fire) notify(cq);
+    }
+  }
+  // Engine events go to the sinks; QP fatal errors also become IBV_EVENT_QP_FATAL on the
+  // QP's context.
+  std::vector<engine::Event> evs;
+  drv.peek_engine([&](engine::Engine& e) {
+    while (auto ev = e.poll_event()) evs.push_back(*ev);
+    return 0;
+  });
+  if (evs.empty()) return;
+  std::lock_guard lock(mu);
+  for (const auto& ev : evs) {
+    for (auto& [id, sink] : event_sinks) sink(ev);
+    if (ev.type != engine::EventType::kQpFatal) continue;
+    auto it = qps.find(ev.qpn);
+    if (it == qps.end()) continue;
+    Context* ctx = it->second->ctx;
+    ibv_async_event a{};
+    a.element.qp = &it->second->qpx.qp_base;
+    a.event_type = IBV_EVENT_QP_FATAL;
+    {
+      std::lock_guard l2(ctx->mu);
+      ctx->async.push_back(a);
+    }
+    const uint64_t one = 1;
+    (void)!::write(ctx->async_fd, &one, sizeof one);
+  }
+}
+
+// ---- Peers and tokens --------------------------------------------------------------------
+ibv_gid gid_of_host(const Device* dev, uint32_t host) {
+  ibv_gid g{};
+  std::memcpy(g.raw, dev->cfg.udp.fabric->host_address(host, 0).data(), 8);
+  // Fabric addresses end in 64 zero bits, and RoCE tools take a GID with a zero interface
+  // id for "no GID": fill one in (locally administered, "MRC", host id).
+  const uint8_t iid[8] = {0x02, 0x4d, 0x52, 0x43, 0, 0, static_cast<uint8_t>(host >> 8),
+                          static_cast<uint8_t>(host)};
+  std::memcpy(g.raw + 8, iid, 8);
+  return g;
+}
+
+Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah, uint32_t* host) {
+  const io::UdpConfig& u = dev->cfg.udp;
+  const bool fabric = u.path_mode == io::PathMode::kSrv6 && u.fabric;
+  if (fabric) {
+    const srv6::Fabric& f = *u.fabric;
+    std::optional<uint32_t> h;
+    if (ah.is_global) {
+      for (uint32_t i = 0; i < f.config().hosts && !h; ++i)
+        for (uint32_t p = 0; p < f.config().planes && !h; ++p)
+          if (std::memcmp(f.host_address(i, p).data(), ah.grh.dgid.raw, 8) == 0) h = i;
+      if (!h) {
+        char s[INET6_ADDRSTRLEN];
+        ::inet_ntop(AF_INET6, ah.grh.dgid.raw, s, sizeof s);
+        return Err{std::string("GID ") + s + " is no host of the fabric"};
+      }
+    } else {
+      if (ah.dlid == 0 || ah.dlid > f.config().hosts)
+        return Err{"LID " + std::to_string(ah.dlid) + " is no host of the fabric (LID = host + 1)"};
+      h = ah.dlid - 1u;
+    }
+    *host = *h;
+    if (auto it = dev->fabric_peers.find(*h); it != dev->fabric_peers.end()) return it->second;
+    auto p = dev->driver->add_fabric_peer(*h);
+    if (!p) return Err{p.error()};
+    dev->fabric_peers[*h] = *p;
+    return *p;
+  }
+  if (!ah.is_global) return Err{std::string("a GID is needed to find the peer outside a fabric (use -g 0 / RoCE)")};
+  if (u.peer_port == 0)
+    return Err{std::string("the config has ephemeral ports (port 0): verbs peers need a fixed port")};
+  *host = 0;
+  const std::string key(reinterpret_cast<const char*>(ah.grh.dgid.raw), 16);
+  if (auto it = dev->peers.find(key); it != dev->peers.end()) return it->second;
+  // Outside a fabric the GID is the peer's only known address: every plane sends there, to
+  // the port that plane has here (hosts are configured alike).
+  std::vector<sockaddr_in6> to(u.planes.size());
+  for (size_t i = 0; i < to.size(); ++i) {
+    to[i].sin6_family = AF_INET6;
+    to[i].sin6_port = htons(u.planes[i].port);
+    std::memcpy(&to[i].sin6_addr, ah.grh.dgid.raw, 16);
+  }
+  const engine::PeerId p = dev->driver->add_peer(std::move(to));
+  dev->peers[key] = p;
+  return p;
+}
+
+uint32_t token(const ibv_gid& src_gid, uint32_t src_qpn, const ibv_gid& dst_gid,
+               uint32_t dst_qpn) {
+  // FNV-1a over the direction's identity, then a 64-bit finaliser; never 0.
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 0x100000001b3ull;
+  };
+  mix(src_gid.raw, 16);
+  mix(&src_qpn, 4);
+  mix(dst_gid.raw, 16);
+  mix(&dst_qpn, 4);
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  const uint32_t t = static_cast<uint32_t>(h ^ (h >> 32));
+  return t ? t : 1;
+}
+
+}  // namespace mrc::verbs

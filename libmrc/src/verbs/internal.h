@@ -1,0 +1,35 @@
+// Shared by the verbs device's .cc files: logging, errno conversion, limits.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <string>
+
+#include "common/result.h"
+#include "engine/types.h"
+#include "verbs/objects.h"
+
+namespace mrc::verbs {
+
+inline constexpr uint32_t kMaxQpWr = 32768;    // per send or receive queue
+inline constexpr uint32_t kMaxCqe = 1u << 22;  // per CQ
+
+/// "mrc-verbs: <line>" on stderr.
+void log_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+/// log_error, sets errno = err, returns err.
+int fail(int err, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+Device* device_of(const ibv_context* c);
+/// The engine peer an address vector names (see verbs.h "peers"); *host = its fabric host.
+/// Under dev->mu, with the driver open.
+Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah, uint32_t* host);
+/// The GID of fabric host `host` (kSrv6): see verbs.h "port 1".
+ibv_gid gid_of_host(const Device* dev, uint32_t host);
+/// Queues `cq` on its channel and wakes the channel's fd. Under dev->mu.
+void notify(Cq* cq);
+
+/// The errno a verb returns for an engine error.
+int to_errno(engine::Error e);
+ibv_wc to_wc(const engine::Completion& c);
+
+}  // namespace mrc::verbs

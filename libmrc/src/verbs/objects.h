@@ -1,0 +1,128 @@
+// The objects behind the software verbs device's ibv_* handles (verbs.h), for libmrc's own
+// layers (the OCP API uses the driver and QPNs behind an ibv_context or ibv_qp).
+// Each wraps the libibverbs struct as its first member, so the handle an app holds is the
+// object's address. Threading: fields marked (dev) are guarded by Device::mu; the engine is
+// reached only through the driver (with_engine / peek_engine).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/types.h"
+#include "io/config.h"
+#include "io/udp/udp_driver.h"
+
+namespace mrc::verbs {
+
+struct Cq;
+struct Qp;
+struct Context;
+
+/// One MRC NIC of the process: a host configuration and, while any context is open, its
+/// UdpDriver. Lives as long as the process.
+struct Device {
+  ibv_device dev{};  // what get_device_list hands out
+  io::HostConfig cfg;
+  ibv_gid gid{};     // the host's MRC address
+  uint16_t lid = 1;  // fabric host id + 1
+
+  std::mutex mu;
+  std::unique_ptr<io::UdpDriver> driver;  // (dev) made at the first open_device
+  int contexts = 0;                       // (dev) open contexts; the driver goes with the last
+  std::map<std::string, engine::PeerId> peers;  // (dev) by GID bytes
+  std::map<uint32_t, engine::PeerId> fabric_peers;  // (dev) by fabric host
+  std::set<Cq*> armed;                              // (dev) CQs with req_notify pending
+  std::atomic<int> n_armed{0};
+  std::set<Context*> open;  // (dev) for async events
+  std::map<engine::Qpn, Qp*> qps;  // (dev) for async events
+  // (dev) Every engine event (QP fatal, EV state changes, CQ overflow) is passed to each
+  // sink, from the driver's thread, under mu: the OCP API's EV event CQs register here.
+  std::map<uint64_t, std::function<void(const engine::Event&)>> event_sinks;
+  uint64_t next_sink = 1;  // (dev)
+
+  /// Called by the driver's thread after each round: wakes armed CQs that hold
+  /// completions, turns engine events into async events.
+  void on_progress(io::UdpDriver& drv);
+};
+
+struct Context {
+  verbs_context vctx{};  // the app's ibv_context is &vctx.context
+  Device* dev = nullptr;
+  int async_fd = -1;  // eventfd, semaphore mode
+  std::mutex mu;
+  std::deque<ibv_async_event> async;  // (mu)
+};
+
+struct Pd {
+  ibv_pd pd{};
+};
+
+struct Mr {
+  ibv_mr mr{};
+};
+
+struct Channel {
+  ibv_comp_channel ch{};  // ch.fd: eventfd, semaphore mode: one count per queued CQ
+  std::mutex mu;
+  std::deque<Cq*> ready;  // (mu)
+};
+
+struct Cq {
+  ibv_cq_ex cq{};  // ibv_cq is its prefix
+  Context* ctx = nullptr;
+  Channel* channel = nullptr;
+  engine::CqId id = 0;
+  uint64_t empty_at = ~0ull;  // driver activity() when a poll last found nothing
+  // CQ_ex polling: the completion being read between start_poll and end_poll.
+  engine::Completion cur{};
+  std::vector<engine::Completion> batch;
+  size_t batch_pos = 0;
+  std::mutex poll_mu;  // one poller at a time (verbs asks the app for that; cheap insurance)
+};
+
+struct Qp {
+  ibv_qp_ex qpx{};  // ibv_qp is its prefix
+  Context* ctx = nullptr;
+  ibv_qp_attr attr{};  // what modify_qp set, for query_qp
+  ibv_qp_cap cap{};
+  bool sq_sig_all = false;
+  uint32_t peer_host = 0;  // fabric host of the peer (kSrv6), for spray_paths
+  // ibv_wr_* batch between wr_start and wr_complete.
+  struct Pending {
+    engine::SendWr wr;
+    std::vector<engine::Sge> sg;
+    std::vector<uint8_t> inline_buf;
+  };
+  std::vector<Pending> pending;
+  int wr_error = 0;  // first error of the batch (EINVAL ...), reported by wr_complete
+  // Set by libmrc's OCP API (mrc_modify_qp) before the verbs modify_qp it calls:
+  struct Ocp {
+    bool on = false;                 // an MRC QP: timeout in OCP units (1.024 us x 2^t)
+    std::vector<engine::Path> evs;   // EV profile: spray on these at RTR (else spray_paths)
+    std::vector<engine::Path> backup_evs;
+    std::optional<engine::NsccConfig> cc;  // CC profile, applied at RTR
+    uint32_t max_psn_range = 0;      // MPR in PSNs; 0 = engine default
+    uint8_t retry_cnt_exp = 0;       // OCP's exponential retries (verbs has linear only)
+  } ocp;
+};
+
+inline Context* ctx_of(const ibv_context* c) {
+  return reinterpret_cast<Context*>(reinterpret_cast<uintptr_t>(c) -
+                                    offsetof(verbs_context, context));
+}
+inline Cq* cq_of(ibv_cq* cq) { return reinterpret_cast<Cq*>(cq); }
+inline Qp* qp_of(ibv_qp* qp) { return reinterpret_cast<Qp*>(qp); }
+
+}  // namespace mrc::verbs

@@ -1,0 +1,519 @@
+// RC QPs of the software verbs device: create, modify (verbs attributes to engine ones),
+// query, destroy, post_send / post_recv, and the ibv_wr_* API of QP_ex.
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "verbs/internal.h"
+#include "verbs/objects.h"
+#include "verbs/verbs.h"
+
+namespace mrc::verbs {
+namespace {
+
+engine::QpState to_engine(ibv_qp_state s) {
+  switch (s) {
+    case IBV_QPS_RESET: return engine::QpState::kReset;
+    case IBV_QPS_INIT: return engine::QpState::kInit;
+    case IBV_QPS_RTR: return engine::QpState::kRtr;
+    case IBV_QPS_RTS: return engine::QpState::kRts;
+    case IBV_QPS_SQD: return engine::QpState::kSqd;
+    default: return engine::QpState::kError;
+  }
+}
+
+io::UdpDriver& driver_of(ibv_qp* qp) { return *qp_of(qp)->ctx->dev->driver; }
+
+// One verbs send WR as an engine WR; sg points into `sges`. 0 or an errno.
+int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32_t max_sge) {
+  if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > max_sge) {
+    log_error("ibv_post_send: %d SGEs, the QP takes at most %u", w.num_sge, max_sge);
+    return ENOMEM;
+  }
+  switch (w.opcode) {
+    case IBV_WR_RDMA_WRITE: out.opcode = engine::Opcode::kWrite; break;
+    case IBV_WR_RDMA_WRITE_WITH_IMM: out.opcode = engine::Opcode::kWriteImm; break;
+    case IBV_WR_SEND: out.opcode = engine::Opcode::kSend; break;
+    case IBV_WR_SEND_WITH_IMM: out.opcode = engine::Opcode::kSendImm; break;
+    case IBV_WR_RDMA_READ: out.opcode = engine::Opcode::kRead; break;
+    default:
+      log_error("ibv_post_send: opcode %d is not supported by mrc0 (SEND, SEND_WITH_IMM, "
+                "RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ are)", w.opcode);
+      return EINVAL;
+  }
+  for (int i = 0; i < w.num_sge; ++i)
+    sges[i] = engine::Sge{w.sg_list[i].addr, w.sg_list[i].length, w.sg_list[i].lkey};
+  out.wr_id = w.wr_id;
+  out.sg = std::span<const engine::Sge>(sges, static_cast<size_t>(w.num_sge));
+  out.remote_addr = w.wr.rdma.remote_addr;
+  out.rkey = w.wr.rdma.rkey;
+  out.imm = ntohl(w.imm_data);
+  out.signaled = (w.send_flags & IBV_SEND_SIGNALED) != 0;
+  out.solicited = (w.send_flags & IBV_SEND_SOLICITED) != 0;
+  out.inline_data = (w.send_flags & IBV_SEND_INLINE) != 0;
+  return 0;
+}
+
+void log_post_error(const char* verb, engine::Error e, uint32_t qpn) {
+  // Post errors are the app's to handle; say why once per QP and error kind at most.
+  static thread_local uint64_t said = 0;
+  const uint64_t bit = 1ull << (static_cast<unsigned>(e) % 64);
+  if (said & bit) return;
+  said |= bit;
+  log_error("%s on QP %u: %s", verb, qpn, engine::to_string(e));
+}
+
+// ---- ibv_wr_* (QP_ex) --------------------------------------------------------------------
+Qp* qx(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
+
+Qp::Pending& begin_wr(ibv_qp_ex* q, engine::Opcode op) {
+  Qp* p = qx(q);
+  p->pending.emplace_back();
+  Qp::Pending& w = p->pending.back();
+  w.wr.wr_id = q->wr_id;
+  w.wr.opcode = op;
+  w.wr.signaled = (q->wr_flags & IBV_SEND_SIGNALED) != 0;
+  w.wr.solicited = (q->wr_flags & IBV_SEND_SOLICITED) != 0;
+  return w;
+}
+void wr_start(ibv_qp_ex* q) {
+  qx(q)->pending.clear();
+  qx(q)->wr_error = 0;
+}
+void wr_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
+  auto& w = begin_wr(q, engine::Opcode::kWrite);
+  w.wr.rkey = rkey;
+  w.wr.remote_addr = addr;
+}
+void wr_write_imm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
+  auto& w = begin_wr(q, engine::Opcode::kWriteImm);
+  w.wr.rkey = rkey;
+  w.wr.remote_addr = addr;
+  w.wr.imm = ntohl(imm);
+}
+void wr_read(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
+  auto& w = begin_wr(q, engine::Opcode::kRead);
+  w.wr.rkey = rkey;
+  w.wr.remote_addr = addr;
+}
+void wr_send(ibv_qp_ex* q) { begin_wr(q, engine::Opcode::kSend); }
+void wr_send_imm(ibv_qp_ex* q, __be32 imm) { begin_wr(q, engine::Opcode::kSendImm).wr.imm = ntohl(imm); }
+bool has_wr(ibv_qp_ex* q, const char* what) {
+  if (!qx(q)->pending.empty()) return true;
+  if (!qx(q)->wr_error) log_error("%s before an opcode (ibv_wr_send, ibv_wr_rdma_write, ...)", what);
+  qx(q)->wr_error = EINVAL;
+  return false;
+}
+void wr_set_sge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
+  if (!has_wr(q, "ibv_wr_set_sge")) return;
+  qx(q)->pending.back().sg.assign(1, engine::Sge{addr, length, lkey});
+}
+void wr_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* sg) {
+  if (!has_wr(q, "ibv_wr_set_sge_list")) return;
+  if (n > qx(q)->cap.max_send_sge) {
+    log_error("ibv_wr_set_sge_list: %zu SGEs, the QP takes at most %u", n, qx(q)->cap.max_send_sge);
+    qx(q)->wr_error = ENOMEM;
+    return;
+  }
+  auto& v = qx(q)->pending.back().sg;
+  v.clear();
+  for (size_t i = 0; i < n; ++i) v.push_back(engine::Sge{sg[i].addr, sg[i].length, sg[i].lkey});
+}
+void wr_set_inline_data_list(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
+  if (!has_wr(q, "ibv_wr_set_inline_data")) return;
+  auto& w = qx(q)->pending.back();
+  w.inline_buf.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const auto* p = static_cast<const uint8_t*>(bufs[i].addr);
+    w.inline_buf.insert(w.inline_buf.end(), p, p + bufs[i].length);
+  }
+  if (w.inline_buf.size() > qx(q)->cap.max_inline_data) {
+    log_error("ibv_wr_set_inline_data: %zu bytes, the QP inlines at most %u",
+              w.inline_buf.size(), qx(q)->cap.max_inline_data);
+    qx(q)->wr_error = EINVAL;
+  }
+  w.wr.inline_data = true;
+}
+void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
+  const ibv_data_buf b{addr, length};
+  wr_set_inline_data_list(q, 1, &b);
+}
+int wr_complete(ibv_qp_ex* q) {
+  Qp* p = qx(q);
+  const ibv_qp_state st = q->qp_base.state;
+  if (!p->wr_error && st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_ERR) {
+    log_post_error("ibv_wr_complete", engine::Error::kBadState, q->qp_base.qp_num);
+    p->wr_error = EINVAL;
+  }
+  if (p->wr_error) {
+    p->pending.clear();
+    return p->wr_error;
+  }
+  Status<engine::Error> r;
+  driver_of(&q->qp_base).with_engine([&](engine::Engine& e) {
+    for (auto& w : p->pending) {
+      engine::Sge inl;
+      if (w.wr.inline_data) {
+        inl = engine::Sge{reinterpret_cast<uint64_t>(w.inline_buf.data()),
+                          static_cast<uint32_t>(w.inline_buf.size()), 0};
+        w.wr.sg = std::span<const engine::Sge>(&inl, w.inline_buf.empty() ? 0 : 1);
+      } else {
+        w.wr.sg = w.sg;
+      }
+      r = e.post_send(q->qp_base.qp_num, w.wr);
+      if (!r) break;
+    }
+    return 0;
+  });
+  p->pending.clear();
+  if (!r) {
+    log_post_error("ibv_wr_complete", r.error(), q->qp_base.qp_num);
+    return to_errno(r.error());
+  }
+  return 0;
+}
+void wr_abort(ibv_qp_ex* q) { qx(q)->pending.clear(); }
+void wr_unsupported(ibv_qp_ex* q, const char* what) {
+  if (!qx(q)->wr_error) log_error("%s is not supported by mrc0", what);
+  qx(q)->wr_error = EOPNOTSUPP;
+}
+
+Qp* make_qp(ibv_context* c, ibv_pd* pd, ibv_qp_type type, ibv_cq* send_cq, ibv_cq* recv_cq,
+            ibv_srq* srq, const ibv_qp_cap& cap, int sq_sig_all, void* qp_context,
+            uint64_t send_ops) {
+  if (type != IBV_QPT_RC) {
+    fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC is)", type);
+    return nullptr;
+  }
+  if (srq) {
+    fail(EOPNOTSUPP, "ibv_create_qp: SRQs are not supported by mrc0");
+    return nullptr;
+  }
+  if (!send_cq || !recv_cq || !is_mrc_context(send_cq->context) ||
+      !is_mrc_context(recv_cq->context)) {
+    fail(EINVAL, "ibv_create_qp: send_cq and recv_cq must be mrc0 CQs");
+    return nullptr;
+  }
+  if (cap.max_send_wr > kMaxQpWr || cap.max_recv_wr > kMaxQpWr ||
+      cap.max_send_sge > engine::kMaxSge || cap.max_recv_sge > engine::kMaxSge ||
+      cap.max_inline_data > engine::kMaxInline) {
+    fail(EINVAL, "ibv_create_qp: caps above mrc0's (max_*_wr %u, max_*_sge %u, "
+         "max_inline_data %u)", kMaxQpWr, engine::kMaxSge, engine::kMaxInline);
+    return nullptr;
+  }
+  const uint64_t supported = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                             IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                             IBV_QP_EX_WITH_RDMA_READ;
+  if (send_ops & ~supported) {
+    fail(EOPNOTSUPP, "ibv_create_qp_ex: send_ops_flags 0x%llx are not supported by mrc0",
+         static_cast<unsigned long long>(send_ops & ~supported));
+    return nullptr;
+  }
+  Device* dev = device_of(c);
+  engine::QpInit init;
+  init.send_cq = cq_of(send_cq)->id;
+  init.recv_cq = cq_of(recv_cq)->id;
+  init.max_send_wr = std::max(cap.max_send_wr, 1u);
+  init.max_recv_wr = std::max(cap.max_recv_wr, 1u);
+  init.sq_sig_all = sq_sig_all != 0;
+  auto qpn = dev->driver->with_engine([&](engine::Engine& e) { return e.create_qp(init); });
+  if (!qpn) {
+    fail(to_errno(qpn.error()), "ibv_create_qp: %s", engine::to_string(qpn.error()));
+    return nullptr;
+  }
+  auto* q = new Qp;
+  q->ctx = ctx_of(c);
+  q->cap = cap;
+  q->cap.max_send_sge = q->cap.max_recv_sge = engine::kMaxSge;
+  q->cap.max_inline_data = engine::kMaxInline;
+  q->sq_sig_all = sq_sig_all != 0;
+  ibv_qp& b = q->qpx.qp_base;
+  b.context = c;
+  b.qp_context = qp_context;
+  b.pd = pd;
+  b.send_cq = send_cq;
+  b.recv_cq = recv_cq;
+  b.handle = *qpn;
+  b.qp_num = *qpn;
+  b.state = IBV_QPS_RESET;
+  b.qp_type = IBV_QPT_RC;
+  pthread_mutex_init(&b.mutex, nullptr);
+  pthread_cond_init(&b.cond, nullptr);
+  ibv_qp_ex& x = q->qpx;
+  x.wr_rdma_write = &wr_write;
+  x.wr_rdma_write_imm = &wr_write_imm;
+  x.wr_rdma_read = &wr_read;
+  x.wr_send = &wr_send;
+  x.wr_send_imm = &wr_send_imm;
+  x.wr_set_sge = &wr_set_sge;
+  x.wr_set_sge_list = &wr_set_sge_list;
+  x.wr_set_inline_data = &wr_set_inline_data;
+  x.wr_set_inline_data_list = &wr_set_inline_data_list;
+  x.wr_start = &wr_start;
+  x.wr_complete = &wr_complete;
+  x.wr_abort = &wr_abort;
+  x.wr_atomic_cmp_swp = [](ibv_qp_ex* q, uint32_t, uint64_t, uint64_t, uint64_t) {
+    wr_unsupported(q, "ibv_wr_atomic_cmp_swp");
+  };
+  x.wr_atomic_fetch_add = [](ibv_qp_ex* q, uint32_t, uint64_t, uint64_t) {
+    wr_unsupported(q, "ibv_wr_atomic_fetch_add");
+  };
+  x.wr_bind_mw = [](ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
+    wr_unsupported(q, "ibv_wr_bind_mw");
+  };
+  x.wr_local_inv = [](ibv_qp_ex* q, uint32_t) { wr_unsupported(q, "ibv_wr_local_inv"); };
+  x.wr_send_inv = [](ibv_qp_ex* q, uint32_t) { wr_unsupported(q, "ibv_wr_send_inv"); };
+  x.wr_send_tso = [](ibv_qp_ex* q, void*, uint16_t, uint16_t) {
+    wr_unsupported(q, "ibv_wr_send_tso");
+  };
+  x.wr_set_ud_addr = [](ibv_qp_ex* q, ibv_ah*, uint32_t, uint32_t) {
+    wr_unsupported(q, "ibv_wr_set_ud_addr");
+  };
+  x.wr_set_xrc_srqn = [](ibv_qp_ex* q, uint32_t) { wr_unsupported(q, "ibv_wr_set_xrc_srqn"); };
+  x.wr_atomic_write = [](ibv_qp_ex* q, uint32_t, uint64_t, const void*) {
+    wr_unsupported(q, "ibv_wr_atomic_write");
+  };
+  std::lock_guard lock(dev->mu);
+  dev->qps[*qpn] = q;
+  return q;
+}
+
+}  // namespace
+
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
+  Qp* q = make_qp(pd->context, pd, a->qp_type, a->send_cq, a->recv_cq, a->srq, a->cap,
+                  a->sq_sig_all, a->qp_context, 0);
+  if (!q) return nullptr;
+  a->cap = q->cap;  // verbs: the caps granted, at least those asked
+  return &q->qpx.qp_base;
+}
+
+ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* a) {
+  const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  if (a->comp_mask & ~known) {
+    fail(EOPNOTSUPP, "ibv_create_qp_ex: comp_mask 0x%x is not supported by mrc0",
+         a->comp_mask & ~known);
+    return nullptr;
+  }
+  if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd) {
+    fail(EINVAL, "ibv_create_qp_ex: a PD is needed (IBV_QP_INIT_ATTR_PD)");
+    return nullptr;
+  }
+  const uint64_t ops = (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? a->send_ops_flags : 0;
+  Qp* q = make_qp(c, a->pd, a->qp_type, a->send_cq, a->recv_cq, a->srq, a->cap, a->sq_sig_all,
+                  a->qp_context, ops);
+  if (!q) return nullptr;
+  a->cap = q->cap;
+  return &q->qpx.qp_base;
+}
+
+ibv_qp_ex* qp_to_qp_ex(ibv_qp* qp) { return &qp_of(qp)->qpx; }
+
+int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
+  Qp* q = qp_of(qp);
+  Device* dev = q->ctx->dev;
+  engine::QpAttr e;
+  uint32_t m = 0;
+  if (mask & IBV_QP_STATE) {
+    if (a->qp_state == IBV_QPS_SQE || a->qp_state > IBV_QPS_ERR)
+      return fail(EINVAL, "ibv_modify_qp: QP %u: state %d is not supported", qp->qp_num,
+                  a->qp_state);
+    e.state = to_engine(a->qp_state);
+    m |= engine::attr::kState;
+  }
+  if (mask & IBV_QP_PATH_MTU) {
+    if (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096)
+      return fail(EINVAL, "ibv_modify_qp: QP %u: path_mtu %d", qp->qp_num, a->path_mtu);
+    e.mtu = std::min<uint32_t>(256u << (a->path_mtu - IBV_MTU_256), dev->cfg.mtu);
+    m |= engine::attr::kMtu;
+  }
+  // The app's PSNs are kept for query_qp only: see "PSNs" in verbs.h.
+  if (mask & IBV_QP_TIMEOUT) {
+    // Verbs counts 4.096 us x 2^t, the engine (OCP) 1.024 us x 2^t; 0 is "none" in both.
+    e.timeout = q->ocp.on ? a->timeout : a->timeout == 0 ? 0 : std::min(a->timeout + 2, 31);
+    m |= engine::attr::kTimeout;
+  }
+  if (mask & IBV_QP_RETRY_CNT) {
+    e.retry_cnt_linear = std::min<uint8_t>(a->retry_cnt, 7);
+    e.retry_cnt_exp = q->ocp.retry_cnt_exp;
+    m |= engine::attr::kRetry;
+  }
+  if (mask & IBV_QP_RNR_RETRY) {
+    e.rnr_retry = std::min<uint8_t>(a->rnr_retry, 7);
+    m |= engine::attr::kRnrRetry;
+  }
+  const bool to_rtr = (mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RTR && qp->state == IBV_QPS_INIT;
+  // RTR -> RTS is already done in the engine; the app's RTS call sets attributes only.
+  if ((mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RTS && qp->state == IBV_QPS_RTR)
+    e.state = engine::QpState::kRts;
+  std::unique_lock lock(dev->mu);
+  if (to_rtr) {
+    if (!(mask & IBV_QP_AV) || !(mask & IBV_QP_DEST_QPN))
+      return fail(EINVAL, "ibv_modify_qp: QP %u: RTR needs IBV_QP_AV and IBV_QP_DEST_QPN",
+                  qp->qp_num);
+    uint32_t host = 0;
+    auto peer = peer_for(dev, a->ah_attr, &host);
+    if (!peer) return fail(EINVAL, "ibv_modify_qp: QP %u: %s", qp->qp_num, peer.error().c_str());
+    q->peer_host = host;
+    e.peer = *peer;
+    e.dest_qpn = a->dest_qp_num;
+    // Without a GRH the peer's GID is its fabric address: the same bytes the peer uses.
+    ibv_gid remote = a->ah_attr.grh.dgid;
+    if (!a->ah_attr.is_global) remote = gid_of_host(dev, host);
+    e.remote_token = token(dev->gid, qp->qp_num, remote, a->dest_qp_num);
+    e.local_token = token(remote, a->dest_qp_num, dev->gid, qp->qp_num);
+    e.rq_psn = e.local_token >> 8;
+    e.sq_psn = e.remote_token >> 8;
+    e.paths = q->ocp.evs.empty() ? dev->driver->spray_paths(host) : q->ocp.evs;
+    e.backup_paths = q->ocp.backup_evs;
+    m |= engine::attr::kDest | engine::attr::kPaths | engine::attr::kLocalToken |
+         engine::attr::kRqPsn;
+    if (q->ocp.cc) {
+      e.cc = q->ocp.cc;
+      m |= engine::attr::kCc;
+    }
+    if (q->ocp.max_psn_range) {
+      e.max_psn_range = q->ocp.max_psn_range;
+      m |= engine::attr::kMpr;
+    }
+    if (!(mask & IBV_QP_TIMEOUT)) {
+      // A responder that stays in RTR never sets a timeout, which verbs takes as "none";
+      // its READ responses still need one: 67 ms, retried for as long as the QP lives.
+      e.timeout = 16;
+      m |= engine::attr::kTimeout;
+    }
+    if (!(mask & IBV_QP_RETRY_CNT)) {
+      e.retry_cnt_linear = 7;
+      e.retry_cnt_exp = 25;
+      m |= engine::attr::kRetry;
+    }
+  }
+  auto r = dev->driver->with_engine([&](engine::Engine& en) {
+    auto r = en.modify_qp(qp->qp_num, e, m);
+    if (r && to_rtr) {  // the engine's QP is ready to send from RTR on (see "PSNs")
+      e.state = engine::QpState::kRts;
+      r = en.modify_qp(qp->qp_num, e, engine::attr::kState | engine::attr::kSqPsn);
+    }
+    return r;
+  });
+  if (!r)
+    return fail(EINVAL, "ibv_modify_qp: QP %u (%s -> %s): %s", qp->qp_num,
+                engine::to_string(to_engine(qp->state)),
+                (mask & IBV_QP_STATE) ? engine::to_string(e.state) : "same",
+                engine::to_string(r.error()));
+  if (mask & IBV_QP_STATE) qp->state = a->qp_state;
+  // Keep what was set for query_qp.
+  ibv_qp_attr& s = q->attr;
+  if (mask & IBV_QP_STATE) s.qp_state = a->qp_state;
+  if (mask & IBV_QP_PATH_MTU) s.path_mtu = a->path_mtu;
+  if (mask & IBV_QP_SQ_PSN) s.sq_psn = a->sq_psn;
+  if (mask & IBV_QP_RQ_PSN) s.rq_psn = a->rq_psn;
+  if (mask & IBV_QP_DEST_QPN) s.dest_qp_num = a->dest_qp_num;
+  if (mask & IBV_QP_AV) s.ah_attr = a->ah_attr;
+  if (mask & IBV_QP_TIMEOUT) s.timeout = a->timeout;
+  if (mask & IBV_QP_RETRY_CNT) s.retry_cnt = a->retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) s.rnr_retry = a->rnr_retry;
+  if (mask & IBV_QP_ACCESS_FLAGS) s.qp_access_flags = a->qp_access_flags;
+  if (mask & IBV_QP_PKEY_INDEX) s.pkey_index = a->pkey_index;
+  if (mask & IBV_QP_PORT) s.port_num = a->port_num;
+  if (mask & IBV_QP_MIN_RNR_TIMER) s.min_rnr_timer = a->min_rnr_timer;
+  if (mask & IBV_QP_MAX_QP_RD_ATOMIC) s.max_rd_atomic = a->max_rd_atomic;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s.max_dest_rd_atomic = a->max_dest_rd_atomic;
+  return 0;
+}
+
+int query_qp(ibv_qp* qp, ibv_qp_attr* a, int, ibv_qp_init_attr* init) {
+  Qp* q = qp_of(qp);
+  auto st = driver_of(qp).peek_engine([&](engine::Engine& e) { return e.query_qp(qp->qp_num); });
+  if (!st) return fail(EINVAL, "ibv_query_qp: QP %u: %s", qp->qp_num, engine::to_string(st.error()));
+  *a = q->attr;
+  a->qp_state = a->cur_qp_state = st->state == engine::QpState::kError ? IBV_QPS_ERR : qp->state;
+  a->path_mtu = static_cast<ibv_mtu>(IBV_MTU_256 + __builtin_ctz(st->mtu / 256));
+  a->cap = q->cap;
+  if (init) {
+    *init = ibv_qp_init_attr{};
+    init->qp_context = qp->qp_context;
+    init->send_cq = qp->send_cq;
+    init->recv_cq = qp->recv_cq;
+    init->cap = q->cap;
+    init->qp_type = IBV_QPT_RC;
+    init->sq_sig_all = q->sq_sig_all;
+  }
+  return 0;
+}
+
+int destroy_qp(ibv_qp* qp) {
+  Qp* q = qp_of(qp);
+  Device* dev = q->ctx->dev;
+  auto r = dev->driver->with_engine([&](engine::Engine& e) { return e.destroy_qp(qp->qp_num); });
+  if (!r) return fail(EINVAL, "ibv_destroy_qp: QP %u: %s", qp->qp_num, engine::to_string(r.error()));
+  {
+    std::lock_guard lock(dev->mu);
+    dev->qps.erase(qp->qp_num);
+  }
+  pthread_mutex_destroy(&qp->mutex);
+  pthread_cond_destroy(&qp->cond);
+  delete q;
+  return 0;
+}
+
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  Qp* q = qp_of(qp);
+  if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD && qp->state != IBV_QPS_ERR) {
+    if (bad) *bad = wr;
+    log_post_error("ibv_post_send", engine::Error::kBadState, qp->qp_num);
+    return EINVAL;
+  }
+  int err = 0;
+  driver_of(qp).with_engine([&](engine::Engine& e) {
+    engine::Sge sges[engine::kMaxSge];
+    for (ibv_send_wr* w = wr; w; w = w->next) {
+      engine::SendWr ew;
+      err = convert(*w, ew, sges, q->cap.max_send_sge);
+      if (!err) {
+        if (auto r = e.post_send(qp->qp_num, ew); !r) {
+          log_post_error("ibv_post_send", r.error(), qp->qp_num);
+          err = to_errno(r.error());
+        }
+      }
+      if (err) {
+        if (bad) *bad = w;
+        break;
+      }
+    }
+    return 0;
+  });
+  return err;
+}
+
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  Qp* q = qp_of(qp);
+  int err = 0;
+  driver_of(qp).with_engine([&](engine::Engine& e) {
+    engine::Sge sges[engine::kMaxSge];
+    for (ibv_recv_wr* w = wr; w; w = w->next) {
+      if (w->num_sge < 0 || static_cast<uint32_t>(w->num_sge) > q->cap.max_recv_sge) {
+        log_error("ibv_post_recv: %d SGEs, the QP takes at most %u", w->num_sge,
+                  q->cap.max_recv_sge);
+        err = ENOMEM;
+      } else {
+        for (int i = 0; i < w->num_sge; ++i)
+          sges[i] = engine::Sge{w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey};
+        engine::RecvWr ew{w->wr_id, std::span<const engine::Sge>(sges, w->num_sge)};
+        if (auto r = e.post_recv(qp->qp_num, ew); !r) {
+          log_post_error("ibv_post_recv", r.error(), qp->qp_num);
+          err = to_errno(r.error());
+        }
+      }
+      if (err) {
+        if (bad) *bad = w;
+        break;
+      }
+    }
+    return 0;
+  });
+  return err;
+}
+
+}  // namespace mrc::verbs

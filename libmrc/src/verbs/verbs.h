@@ -1,0 +1,107 @@
+// The software verbs device: MRC behind libibverbs' own types (<infiniband/verbs.h>, rdma-core
+// 44). libmrc lists one device per host configuration (io/config.h), `mrc0`, whose
+// ibv_context carries MRC over UDP/IPv6; the LD_PRELOAD shim (verbs-shim/) exports the
+// ibv_* symbols over these functions, and the OCP API (api/) takes the same ibv_context.
+// Threading: every function is thread-safe (one mutex per device for object tables; the
+// datapath is the UdpDriver's, whose progress thread moves data with no app call).
+//
+// This is a C boundary: functions return what the verb they implement returns (0 or an
+// errno value; NULL with errno set), never throw, and write one line to stderr naming the
+// problem when they refuse something ("mrc-verbs: ibv_create_srq: SRQs are not supported").
+//
+// What an app sees:
+//   device    name mrc0, node CA, transport IB, vendor_part_id not a Mellanox one (so
+//             perftest uses ibv_post_send), 1 port.
+//   port 1    ACTIVE, link layer Ethernet, active MTU = the config's MTU, one GID: the
+//             host's MRC address (plane 0's address; in a fabric the host's plane-0 port
+//             address, whose all-zero interface id is replaced by 02:4d:52:43:00:00:<host>
+//             because RoCE tools take a zero interface id for "no GID"), RoCE v2 type;
+//             LID = fabric host id + 1 (so LID-only apps work too).
+//   objects   PD, MR (reg_mr, reg_mr_iova2; the optional access bits are accepted), CQ and
+//             CQ_ex, completion channels (a real eventfd), RC QPs and QP_ex with ibv_wr_*.
+//             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ, inline data, unsignalled sends.
+//             No SRQ, UD, AH, MW, atomics or multicast: those verbs fail with EOPNOTSUPP.
+//   peers     found at RTR from the address vector: the GID names the peer host (in a
+//             fabric its first 64 bits are one of the host's port addresses'; otherwise the destination of every plane, at the
+//             port that plane has here: hosts are configured alike), or,
+//             without a GRH, the LID (fabric host id + 1). The QP sprays over every path
+//             to that host (UdpDriver::spray_paths).
+//   tokens    MRC packets carry a 32-bit token the receiving QP checks. Verbs apps exchange
+//             no such thing, so both sides derive it at RTR from what both know: the two
+//             GIDs and QPNs of the direction (token()).
+//   PSNs      the engine's own: each direction starts at a PSN derived like the token, and
+//             the sq_psn / rq_psn the app sets are kept for query_qp only. So the engine's QP
+//             can send from RTR on, which RDMA READ responses of a server that stays in
+//             RTR (ib_read_bw) need; posting sends still needs RTS, as verbs says.
+//   progress  the driver's thread receives, places data in registered memory (an RTR-only
+//             server or a memory-spinning ib_write_lat sees bytes land with no verbs call),
+//             answers READs, and wakes armed completion channels.
+//   errors    post on a QP not in the right state, bad lkey or opcode: EINVAL; too many
+//             SGEs or a full queue: ENOMEM; a remote key violation completes with
+//             IBV_WC_REM_ACCESS_ERR at the requester and leaves the target untouched.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+namespace mrc::verbs {
+
+// ---- Devices ---------------------------------------------------------------------------
+/// MRC devices of this process (0 or 1 today); *n set. The array is the caller's to free
+/// with free_device_list; the devices live as long as the process. A configuration error
+/// is logged once and lists no device.
+ibv_device** get_device_list(int* n);
+void free_device_list(ibv_device** list);
+/// True for a device, context, or any object whose context is one of ours.
+bool is_mrc_device(const ibv_device* d);
+bool is_mrc_context(const ibv_context* c);
+
+ibv_context* open_device(ibv_device* d);
+int close_device(ibv_context* c);
+int query_device(ibv_context* c, ibv_device_attr* attr);
+int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr);
+int query_gid(ibv_context* c, uint8_t port, int index, ibv_gid* gid);
+int query_gid_ex(ibv_context* c, uint32_t port, uint32_t index, ibv_gid_entry* entry);
+int query_pkey(ibv_context* c, uint8_t port, int index, uint16_t* pkey);
+/// Answers sysfs reads about our device (ibv_devinfo reads board_id and the like);
+/// false when `dir` is not one of ours.
+bool read_sysfs(const char* dir, const char* file, char* buf, size_t size, int* result);
+
+// ---- Async events ----------------------------------------------------------------------
+int get_async_event(ibv_context* c, ibv_async_event* event);
+void ack_async_event(ibv_async_event* event);
+
+// ---- PD, MR ----------------------------------------------------------------------------
+ibv_pd* alloc_pd(ibv_context* c);
+int dealloc_pd(ibv_pd* pd);
+ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
+int dereg_mr(ibv_mr* mr);
+
+// ---- CQs and completion channels ---------------------------------------------------------
+ibv_comp_channel* create_comp_channel(ibv_context* c);
+int destroy_comp_channel(ibv_comp_channel* ch);
+ibv_cq* create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch, int vector);
+ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr);
+int destroy_cq(ibv_cq* cq);
+int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+int req_notify_cq(ibv_cq* cq, int solicited_only);
+int get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context);
+void ack_cq_events(ibv_cq* cq, unsigned n);
+
+// ---- QPs -------------------------------------------------------------------------------
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr);
+ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* attr);
+int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask);
+int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
+int destroy_qp(ibv_qp* qp);
+/// Every MRC QP is a QP_ex (ibv_wr_* work on any of them).
+ibv_qp_ex* qp_to_qp_ex(ibv_qp* qp);
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+
+/// The MRC token of the direction src -> dst (see the file comment); exposed for tests.
+uint32_t token(const ibv_gid& src_gid, uint32_t src_qpn, const ibv_gid& dst_gid,
+               uint32_t dst_qpn);
+
+}  // namespace mrc::verbs

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Debian's stock perftest through the verbs shim vs MRC's own tools, side by side on one
+# namespace fabric: 2 hosts, 4 planes x 4 spines, host ports shaped to RATE Gbit/s (ceiling
+# 4 x RATE). Needs root (network namespaces). Record the output in perf/RESULTS.md.
+#   bandwidth  ib_write_bw -D SECS (64 KiB, 128 in flight)  vs  mrc-perf --op write, the same
+#              message size, on the same fabric; ratio shim / mrc-perf (target >= 0.9)
+#   latency    ib_write_lat (2 B, 1000 iterations)  vs  a raw UDP ping-pong (udp_pingpong)
+#              over the path MRC's first EV takes, blocking and busy-polling
+#
+# Usage: bash perf/verbs_perf.sh [seconds=10] [rate=2]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+SECS=${1:-10}
+RATE=${2:-2}
+PREFIX="vp$$"
+B=build
+cmake --preset release --log-level=WARNING >/dev/null
+cmake --build --preset release --target mrc_verbs_shim mrc-fabric mrc-perf udp_pingpong \
+  --parallel "$(nproc)" >/dev/null
+FAB=$B/tools/mrc-fabric
+SHIM=$PWD/$B/lib/libmrc-verbs-shim.so
+cleanup() { "$FAB" down --prefix "$PREFIX" >/dev/null 2>&1 || true; }
+trap cleanup EXIT INT TERM
+"$FAB" up --prefix "$PREFIX" --hosts 2 --planes 4 --spines 4 --rate "$RATE" >/dev/null
+CFG=/run/mrc-fabric/$PREFIX/hosts
+SERVER=$(ip -n "$PREFIX-h0" -4 -o addr show dev mgmt0 | awk '{print $4}' | cut -d/ -f1)
+
+# in <host> <cmd...>: run as fabric host <host> with its MRC config and the shim.
+in() {
+  local h=$1; shift
+  ip netns exec "$PREFIX-h$h" env MRC_CONFIG="$CFG/h$h.json" MRC_STATS=0 LD_PRELOAD="$SHIM" "$@"
+}
+# pair <tool args...>: server in host 0, client in host 1; prints the client's output.
+pair() {
+  in 0 "$@" > /tmp/verbs_perf_server.$$ 2>&1 &
+  local s=$!
+  sleep 0.5
+  in 1 "$@" "$SERVER" || { cat /tmp/verbs_perf_server.$$; exit 1; }
+  wait "$s"
+  rm -f /tmp/verbs_perf_server.$$
+}
+
+SHIM_BW=$(pair ib_write_bw -D "$SECS" --report_gbits | awk '$1 == 65536 {print $4}')
+PERF_BW=$("$B/tools/mrc-perf" --prefix "$PREFIX" --client 1 --server 0 --op write --size 64K \
+  --outstanding 30 --duration "$SECS" -q | awk '/: healthy/ {print $7; exit}')
+LAT=$(pair ib_write_lat | awk '$1 == 2 {print $3, $4, $5, $6, $8, $9}')
+udp() {
+  ip netns exec "$PREFIX-h0" env MRC_CONFIG="$CFG/h0.json" "$B/perf/udp_pingpong" --role server --peer-host 1 "$@" &
+  local s=$!
+  sleep 0.3
+  ip netns exec "$PREFIX-h1" env MRC_CONFIG="$CFG/h1.json" "$B/perf/udp_pingpong" --role client --peer-host 0 "$@"
+  wait "$s"
+}
+UDP_BLOCK=$(udp)
+UDP_BUSY=$(udp --busy)
+
+CEIL=$((4 * RATE))
+printf 'fabric: 4 planes x 4 spines, host ports %s Gbit/s (ceiling %s Gbit/s), %s s runs\n' "$RATE" "$CEIL" "$SECS"
+printf '  ib_write_bw via shim   %7.2f Gbit/s  (%.2f of the ceiling)\n' "$SHIM_BW" "$(echo "$SHIM_BW / $CEIL" | bc -l)"
+printf '  mrc-perf write 64K     %7.2f Gbit/s  -> shim / mrc-perf = %.2f\n' "$PERF_BW" "$(echo "$SHIM_BW / $PERF_BW" | bc -l)"
+printf '  ib_write_lat via shim  t_min %s t_max %s t_typical %s t_avg %s t_99 %s t_99.9 %s (us, one way)\n' $LAT
+printf '  %s\n  %s\n' "$UDP_BLOCK" "$UDP_BUSY"
+TYP=$(echo "$LAT" | awk '{print $3}')
+UB=$(echo "$UDP_BLOCK" | awk '{print $5}')
+UP=$(echo "$UDP_BUSY" | awk '{print $5}')
+printf '  typical latency: shim / raw UDP = %.2f (blocking), %.2f (busy polling)\n' \
+  "$(echo "$TYP / $UB" | bc -l)" "$(echo "$TYP / $UP" | bc -l)"

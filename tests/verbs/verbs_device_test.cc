@@ -1,0 +1,474 @@
+// Tests of the software verbs device (libmrc/src/verbs) through its own functions, in one
+// process: mrc0 on two loopback planes ([::1]:P and [::1]:P+1), QPs connected to each other
+// through the GID ::1. What stock binaries do through the shim is ns_perftest_test.cc.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "verbs/verbs.h"
+
+namespace mrc::verbs {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The device reads its configuration once per process, at the first call: set it first.
+const bool env_set = [] {
+  ::setenv("MRC_PLANES", "::1,::1", 1);
+  ::setenv("MRC_PORT", std::to_string(30000 + ::getpid() % 30000).c_str(), 1);
+  ::setenv("MRC_STATS", "0", 1);
+  return true;
+}();
+
+// Polls until one completion arrives (or 5 s pass).
+ibv_wc wait_wc(ibv_cq* cq) {
+  ibv_wc wc{};
+  const auto end = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < end) {
+    if (poll_cq(cq, 1, &wc) == 1) return wc;
+  }
+  ADD_FAILURE() << "no completion within 5 s";
+  wc.status = IBV_WC_GENERAL_ERR;
+  return wc;
+}
+
+class Verbs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(env_set);
+    int n = 0;
+    ibv_device** list = get_device_list(&n);
+    ASSERT_EQ(n, 1);
+    ctx_ = open_device(list[0]);
+    free_device_list(list);
+    ASSERT_NE(ctx_, nullptr);
+    pd_ = alloc_pd(ctx_);
+    for (int i = 0; i < 2; ++i) {
+      buf_[i].assign(1 << 20, 0);
+      mr_[i] = reg_mr(pd_, buf_[i].data(), buf_[i].size(),
+                      reinterpret_cast<uintptr_t>(buf_[i].data()),
+                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+      ASSERT_NE(mr_[i], nullptr);
+      cq_[i] = create_cq(ctx_, 256, nullptr, nullptr, 0);
+      ASSERT_NE(cq_[i], nullptr);
+    }
+  }
+  void TearDown() override {
+    for (ibv_qp* q : qp_) {
+      if (q) {
+        EXPECT_EQ(destroy_qp(q), 0);
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (cq_[i]) {
+        EXPECT_EQ(destroy_cq(cq_[i]), 0);
+      }
+      if (mr_[i]) {
+        EXPECT_EQ(dereg_mr(mr_[i]), 0);
+      }
+    }
+    if (pd_) {
+      EXPECT_EQ(dealloc_pd(pd_), 0);
+    }
+    if (ctx_) {
+      EXPECT_EQ(close_device(ctx_), 0);
+    }
+  }
+
+  ibv_qp* make_qp(int side, uint32_t max_send_wr = 64) {
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = cq_[side];
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = max_send_wr;
+    a.cap.max_recv_wr = 64;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = 64;
+    return create_qp(pd_, &a);
+  }
+
+  static int to_init(ibv_qp* q) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    return modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  }
+
+  // RTR toward `dest` (GID ::1), then RTS, as perftest does.
+  int connect(ibv_qp* q, uint32_t dest, bool rts = true) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_4096;
+    a.dest_qp_num = dest;
+    a.rq_psn = 0x123456;
+    a.max_dest_rd_atomic = 16;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.port_num = 1;
+    EXPECT_EQ(query_gid(ctx_, 1, 0, &a.ah_attr.grh.dgid), 0);
+    a.ah_attr.grh.hop_limit = 64;
+    if (int r = modify_qp(q, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+      return r;
+    if (!rts) return 0;
+    ibv_qp_attr s{};
+    s.qp_state = IBV_QPS_RTS;
+    s.timeout = 14;
+    s.retry_cnt = 7;
+    s.rnr_retry = 7;
+    s.sq_psn = 0x654321;
+    s.max_rd_atomic = 16;
+    return modify_qp(q, &s,
+                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                         IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  }
+
+  void make_pair() {
+    qp_[0] = make_qp(0);
+    qp_[1] = make_qp(1);
+    ASSERT_TRUE(qp_[0] && qp_[1]);
+    ASSERT_EQ(to_init(qp_[0]), 0);
+    ASSERT_EQ(to_init(qp_[1]), 0);
+    ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
+    ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  }
+
+  int post(ibv_qp* q, ibv_wr_opcode op, uint64_t local, uint32_t len, uint32_t lkey,
+           uint64_t remote = 0, uint32_t rkey = 0, unsigned flags = IBV_SEND_SIGNALED,
+           uint32_t imm = 0, int num_sge = 1) {
+    ibv_sge sge{local, len, lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = 7;
+    wr.sg_list = &sge;
+    wr.num_sge = num_sge;
+    wr.opcode = op;
+    wr.send_flags = flags;
+    wr.imm_data = htonl(imm);
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+    ibv_send_wr* bad = nullptr;
+    return post_send(q, &wr, &bad);
+  }
+  int post_r(ibv_qp* q, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t id = 9) {
+    ibv_sge sge{addr, len, lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return post_recv(q, &wr, &bad);
+  }
+  uint64_t at(int i, size_t off = 0) { return reinterpret_cast<uintptr_t>(buf_[i].data()) + off; }
+
+  ibv_context* ctx_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  std::vector<uint8_t> buf_[2];
+  ibv_mr* mr_[2] = {};
+  ibv_cq* cq_[2] = {};
+  std::vector<ibv_qp*> qp_ = std::vector<ibv_qp*>(2, nullptr);
+};
+
+TEST_F(Verbs, DeviceAndPort_SaneAttributes) {
+  EXPECT_STREQ(ctx_->device->name, "mrc0");
+  EXPECT_EQ(ctx_->device->transport_type, IBV_TRANSPORT_IB);
+  ibv_device_attr d{};
+  ASSERT_EQ(query_device(ctx_, &d), 0);
+  EXPECT_EQ(d.phys_port_cnt, 1);
+  EXPECT_GT(d.max_qp_rd_atom, 0);
+  EXPECT_GE(d.max_qp_wr, 512);
+  EXPECT_GE(d.max_sge, 1);
+  ibv_port_attr p{};
+  ASSERT_EQ(query_port(ctx_, 1, &p), 0);
+  EXPECT_EQ(p.state, IBV_PORT_ACTIVE);
+  EXPECT_EQ(p.link_layer, IBV_LINK_LAYER_ETHERNET);
+  EXPECT_EQ(p.gid_tbl_len, 1);
+  EXPECT_NE(p.lid, 0);
+  EXPECT_EQ(query_port(ctx_, 2, &p), EINVAL);
+  ibv_gid g{};
+  ASSERT_EQ(query_gid(ctx_, 1, 0, &g), 0);
+  const in6_addr lo = IN6ADDR_LOOPBACK_INIT;
+  EXPECT_EQ(std::memcmp(g.raw, &lo, 16), 0) << "GID = the host's MRC address";
+  ibv_gid_entry e{};
+  ASSERT_EQ(query_gid_ex(ctx_, 1, 0, &e), 0);
+  EXPECT_EQ(e.gid_type, IBV_GID_TYPE_ROCE_V2);
+  EXPECT_EQ(query_gid_ex(ctx_, 1, 1, &e), ENODATA);
+  // The extended ops perftest reaches through verbs_get_ctx_op.
+  verbs_context* v = verbs_get_ctx(ctx_);
+  ASSERT_NE(v, nullptr);
+  EXPECT_NE(v->query_port, nullptr);
+  EXPECT_NE(v->create_qp_ex, nullptr);
+  EXPECT_NE(v->create_cq_ex, nullptr);
+}
+
+TEST_F(Verbs, Write_Read_WriteImm_SendRecv_Inline) {
+  make_pair();
+  for (size_t i = 0; i < buf_[0].size(); ++i) buf_[0][i] = static_cast<uint8_t>(i * 7 + 1);
+  // WRITE 300 KiB (many packets), then READ it back into another place.
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 300 << 10, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  ibv_wc wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_RDMA_WRITE);
+  EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_EQ(std::memcmp(buf_[0].data(), buf_[1].data(), 300 << 10), 0);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_READ, at(0, 512 << 10), 300 << 10, mr_[0]->lkey, at(1),
+                 mr_[1]->rkey), 0);
+  wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_RDMA_READ);
+  EXPECT_EQ(wc.byte_len, 300u << 10);
+  EXPECT_EQ(std::memcmp(buf_[0].data(), buf_[0].data() + (512 << 10), 300 << 10), 0);
+  // WRITE_WITH_IMM consumes a receive and carries the immediate in network order.
+  ASSERT_EQ(post_r(qp_[1], at(1, 900 << 10), 16, mr_[1]->lkey, 41), 0);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE_WITH_IMM, at(0), 64, mr_[0]->lkey, at(1, 4096),
+                 mr_[1]->rkey, IBV_SEND_SIGNALED, 0xdeadbeef), 0);
+  wc = wait_wc(cq_[1]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(wc.wr_id, 41u);
+  EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+  EXPECT_EQ(ntohl(wc.imm_data), 0xdeadbeefu);
+  EXPECT_EQ(wc.qp_num, qp_[1]->qp_num);
+  EXPECT_EQ(wait_wc(cq_[0]).opcode, IBV_WC_RDMA_WRITE);
+  // SEND with inline data into a posted receive.
+  const char msg[] = "hello over MRC";
+  ASSERT_EQ(post_r(qp_[1], at(1, 800 << 10), 64, mr_[1]->lkey, 42), 0);
+  ASSERT_EQ(post(qp_[0], IBV_WR_SEND, reinterpret_cast<uintptr_t>(msg), sizeof msg, 0, 0, 0,
+                 IBV_SEND_SIGNALED | IBV_SEND_INLINE), 0);
+  wc = wait_wc(cq_[1]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+  EXPECT_EQ(wc.byte_len, sizeof msg);
+  EXPECT_STREQ(reinterpret_cast<const char*>(buf_[1].data() + (800 << 10)), msg);
+  EXPECT_EQ(wait_wc(cq_[0]).opcode, IBV_WC_SEND);
+}
+
+TEST_F(Verbs, UnsignalledSends_OnlyTheSignalledOneCompletes) {
+  make_pair();
+  for (int i = 0; i < 99; ++i)
+    ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 1024, mr_[0]->lkey, at(1), mr_[1]->rkey, 0), 0);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 1024, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  std::this_thread::sleep_for(50ms);
+  ibv_wc wc;
+  EXPECT_EQ(poll_cq(cq_[0], 1, &wc), 0) << "an unsignalled WRITE completed";
+}
+
+TEST_F(Verbs, RtrOnlyResponder_AnswersReadsAndTakesWrites) {
+  // A bw server stays in RTR: its memory is written and read with no call on its side.
+  qp_[0] = make_qp(0);
+  qp_[1] = make_qp(1);
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(to_init(qp_[1]), 0);
+  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num, /*rts=*/false), 0);
+  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
+  std::memset(buf_[1].data(), 0x5a, 8192);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_READ, at(0), 8192, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(buf_[0][8191], 0x5a);
+  // Sends from the RTR side are refused, as verbs says.
+  EXPECT_EQ(post(qp_[1], IBV_WR_RDMA_WRITE, at(1), 8, mr_[1]->lkey, at(0), mr_[0]->rkey), EINVAL);
+  ibv_qp_attr a{};
+  ibv_qp_init_attr i{};
+  ASSERT_EQ(query_qp(qp_[1], &a, IBV_QP_STATE, &i), 0);
+  EXPECT_EQ(a.qp_state, IBV_QPS_RTR);
+  EXPECT_EQ(a.rq_psn, 0x123456u) << "the app's PSN is what query_qp shows";
+}
+
+TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
+  qp_[0] = make_qp(0);
+  qp_[1] = make_qp(1);
+  // Post on a RESET QP.
+  EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey), EINVAL);
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(to_init(qp_[1]), 0);
+  // RTR without an address vector.
+  ibv_qp_attr r{};
+  r.qp_state = IBV_QPS_RTR;
+  EXPECT_EQ(modify_qp(qp_[0], &r, IBV_QP_STATE), EINVAL);
+  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
+  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  // Bad lkey, too many SGEs, an opcode mrc0 does not do.
+  EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, 0xbad00, at(1), mr_[1]->rkey), EINVAL);
+  EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey,
+                 IBV_SEND_SIGNALED, 0, 17), ENOMEM);
+  EXPECT_EQ(post(qp_[0], IBV_WR_ATOMIC_CMP_AND_SWP, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey),
+            EINVAL);
+  // A too-big receive SGE list.
+  ibv_sge sges[17] = {};
+  ibv_recv_wr rw{};
+  rw.sg_list = sges;
+  rw.num_sge = 17;
+  ibv_recv_wr* bad = nullptr;
+  EXPECT_EQ(post_recv(qp_[1], &rw, &bad), ENOMEM);
+  EXPECT_EQ(bad, &rw);
+  // Memory registration rules.
+  EXPECT_EQ(reg_mr(pd_, buf_[0].data(), 64, at(0), IBV_ACCESS_REMOTE_WRITE), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_mr* relaxed = reg_mr(pd_, buf_[0].data(), 64, at(0),
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+  ASSERT_NE(relaxed, nullptr) << "optional access bits are accepted";
+  EXPECT_EQ(dereg_mr(relaxed), 0);
+  // Unsupported objects: EOPNOTSUPP, no crash.
+  ibv_qp_init_attr ud{};
+  ud.send_cq = ud.recv_cq = cq_[0];
+  ud.qp_type = IBV_QPT_UD;
+  ud.cap.max_send_wr = ud.cap.max_recv_wr = 1;
+  EXPECT_EQ(create_qp(pd_, &ud), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+TEST_F(Verbs, RemoteKeyViolation_RemAccessErr_TargetUntouched) {
+  make_pair();
+  ibv_mr* ro = reg_mr(pd_, buf_[1].data() + 4096, 4096, at(1, 4096), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(ro, nullptr);
+  std::memset(buf_[0].data(), 0xee, 4096);
+  std::memset(buf_[1].data(), 0, buf_[1].size());
+  // A key without remote write, then a range past the MR.
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 4096, mr_[0]->lkey, at(1, 4096), ro->rkey), 0);
+  ibv_wc wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_TRUE(std::all_of(buf_[1].begin(), buf_[1].end(), [](uint8_t b) { return b == 0; }))
+      << "the target's memory changed";
+  ibv_qp_attr a{};
+  ibv_qp_init_attr i{};
+  ASSERT_EQ(query_qp(qp_[0], &a, IBV_QP_STATE, &i), 0);
+  EXPECT_EQ(a.qp_state, IBV_QPS_ERR);
+  EXPECT_EQ(dereg_mr(ro), 0);
+}
+
+TEST_F(Verbs, CompletionChannel_RealFdWakesOnCompletion) {
+  ibv_comp_channel* ch = create_comp_channel(ctx_);
+  ASSERT_NE(ch, nullptr);
+  ASSERT_GE(ch->fd, 0);
+  ibv_cq* cq = create_cq(ctx_, 16, this, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp_init_attr ia{};
+  ia.send_cq = cq;
+  ia.recv_cq = cq_[0];
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+  qp_[0] = create_qp(pd_, &ia);
+  qp_[1] = make_qp(1);
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(to_init(qp_[1]), 0);
+  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
+  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  ASSERT_EQ(req_notify_cq(cq, 0), 0);
+  pollfd p{ch->fd, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 0), 0) << "woke with nothing completed";
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 100000, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  ASSERT_EQ(::poll(&p, 1, 5000), 1) << "no wakeup within 5 s";
+  ibv_cq* got = nullptr;
+  void* cq_ctx = nullptr;
+  ASSERT_EQ(get_cq_event(ch, &got, &cq_ctx), 0);
+  EXPECT_EQ(got, cq);
+  EXPECT_EQ(cq_ctx, this);
+  ack_cq_events(cq, 1);
+  ibv_wc wc{};
+  ASSERT_EQ(poll_cq(cq, 1, &wc), 1);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(destroy_comp_channel(ch), EBUSY) << "a CQ still uses it";
+  EXPECT_EQ(destroy_qp(qp_[0]), 0);
+  qp_[0] = nullptr;
+  EXPECT_EQ(destroy_cq(cq), 0);
+  EXPECT_EQ(destroy_comp_channel(ch), 0);
+}
+
+TEST_F(Verbs, QpEx_WrApi_And_CqEx) {
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 64;
+  ca.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM;
+  ibv_cq_ex* cqx = create_cq_ex(ctx_, &ca);
+  ASSERT_NE(cqx, nullptr);
+  ibv_qp_init_attr_ex qa{};
+  qa.qp_type = IBV_QPT_RC;
+  qa.send_cq = qa.recv_cq = ibv_cq_ex_to_cq(cqx);
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 16;
+  qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  qa.pd = pd_;
+  qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
+  qp_[0] = create_qp_ex(ctx_, &qa);
+  ASSERT_NE(qp_[0], nullptr);
+  qp_[1] = make_qp(1);
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(to_init(qp_[1]), 0);
+  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
+  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  std::memcpy(buf_[0].data(), "abcdefgh", 8);
+  ASSERT_EQ(post_r(qp_[1], at(1, 4096), 64, mr_[1]->lkey), 0);
+  ibv_qp_ex* x = qp_to_qp_ex(qp_[0]);
+  ibv_wr_start(x);
+  x->wr_id = 1;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_rdma_write(x, mr_[1]->rkey, at(1));
+  ibv_wr_set_sge(x, mr_[0]->lkey, at(0), 8);
+  x->wr_id = 2;
+  ibv_wr_send(x);
+  ibv_wr_set_inline_data(x, const_cast<char*>("inline!"), 8);
+  ASSERT_EQ(ibv_wr_complete(x), 0);
+  // Two send completions via the CQ_ex cursor.
+  std::vector<uint64_t> ids;
+  const auto end = std::chrono::steady_clock::now() + 5s;
+  while (ids.size() < 2 && std::chrono::steady_clock::now() < end) {
+    ibv_poll_cq_attr pa{};
+    if (ibv_start_poll(cqx, &pa) != 0) continue;
+    do {
+      EXPECT_EQ(cqx->status, IBV_WC_SUCCESS);
+      ids.push_back(cqx->wr_id);
+    } while (ibv_next_poll(cqx) == 0);
+    ibv_end_poll(cqx);
+  }
+  EXPECT_EQ(ids, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(std::memcmp(buf_[1].data(), "abcdefgh", 8), 0);
+  EXPECT_EQ(wait_wc(cq_[1]).byte_len, 8u);
+  EXPECT_STREQ(reinterpret_cast<const char*>(buf_[1].data() + 4096), "inline!");
+  // An unsupported wr_* op fails the batch at wr_complete, no crash.
+  ibv_wr_start(x);
+  ibv_wr_atomic_fetch_add(x, mr_[1]->rkey, at(1), 1);
+  EXPECT_EQ(ibv_wr_complete(x), EOPNOTSUPP);
+  EXPECT_EQ(destroy_qp(qp_[0]), 0);
+  qp_[0] = nullptr;
+  EXPECT_EQ(destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+}
+
+TEST_F(Verbs, DeadPeer_RetryExceeded_AndQpFatalAsyncEvent) {
+  qp_[0] = make_qp(0);
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(connect(qp_[0], 0xabcdef), 0);  // no such QP: nothing ever answers
+  ibv_qp_attr a{};
+  a.timeout = 8;  // ~1 ms
+  a.retry_cnt = 2;
+  ASSERT_EQ(modify_qp(qp_[0], &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT), 0);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 64, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_RETRY_EXC_ERR);
+  pollfd p{ctx_->async_fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 2000), 1);
+  ibv_async_event ev{};
+  ASSERT_EQ(get_async_event(ctx_, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_FATAL);
+  EXPECT_EQ(ev.element.qp, qp_[0]);
+  ack_async_event(&ev);
+}
+
+TEST(VerbsToken, DirectionsDiffer_NeverZero) {
+  ibv_gid a{}, b{};
+  a.raw[15] = 1;
+  b.raw[15] = 2;
+  EXPECT_NE(token(a, 1, b, 2), token(b, 2, a, 1));
+  EXPECT_EQ(token(a, 1, b, 2), token(a, 1, b, 2));
+  EXPECT_NE(token(a, 1, b, 2), token(a, 1, b, 3));
+  EXPECT_NE(token(a, 1, b, 2), 0u);
+}
+
+}  // namespace
+}  // namespace mrc::verbs

@@ -1,0 +1,360 @@
+// libmrc-verbs-shim.so: LD_PRELOAD it and unmodified verbs programs (perftest, ibv_devinfo,
+// ibv_rc_pingpong) run over MRC. It exports every ibv_* symbol those programs import; each
+// goes to libmrc's software verbs device (libmrc/src/verbs/verbs.h) for MRC objects, and to
+// the real libibverbs (dlvsym RTLD_NEXT, at the version the program asked for) for real
+// devices, which the device list shows after mrc0 when the host has any.
+//
+// Why every symbol: the ibv_context of mrc0 is a verbs_context whose private part belongs to
+// the real libibverbs in a real one; a real export handed an MRC object would crash.
+// Binding: exports.map is an anonymous version script (no version definitions), so the
+// dynamic linker binds the programs' versioned references (ibv_open_device@IBVERBS_1.1) to
+// these definitions (facts/verbs-shim.md "Symbol binding").
+// Unsupported verbs (SRQ, AH, multicast) fail with EOPNOTSUPP and one line on stderr.
+#include <dlfcn.h>
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "verbs/verbs.h"
+
+#undef ibv_get_device_list
+#undef ibv_query_port
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+namespace v = mrc::verbs;
+
+namespace {
+
+// The real libibverbs' definition of `name` at `version`; null (logged once) if absent.
+void* real_symbol(const char* name, const char* version) {
+  void* f = ::dlvsym(RTLD_NEXT, name, version);
+  if (!f) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      std::fprintf(stderr, "mrc-verbs-shim: no real %s@%s to forward to (%s)\n", name, version,
+                   "is libibverbs loaded?");
+    });
+  }
+  return f;
+}
+
+template <class F>
+F* real(const char* name, const char* version) {
+  return reinterpret_cast<F*>(real_symbol(name, version));
+}
+#define REAL(fn, ver) real<decltype(fn)>(#fn, ver)
+
+int unsupported(const char* what) {
+  std::fprintf(stderr, "mrc-verbs-shim: %s is not supported on MRC devices\n", what);
+  errno = EOPNOTSUPP;
+  return EOPNOTSUPP;
+}
+
+bool ours(const ibv_context* c) { return v::is_mrc_context(c); }
+
+// Device lists handed out that hold real devices too: ours -> the real list.
+std::mutex lists_mu;
+std::map<ibv_device**, ibv_device**> real_lists;
+thread_local bool in_list = false;
+
+}  // namespace
+
+extern "C" {
+
+// ---- Devices ---------------------------------------------------------------------------
+ibv_device** ibv_get_device_list(int* num) {
+  int n_mrc = 0;
+  ibv_device** mine = v::get_device_list(&n_mrc);
+  if (!mine) return nullptr;
+  int n_real = 0;
+  ibv_device** theirs = nullptr;
+  if (!in_list) {  // the real list calls back into exported symbols: no recursion
+    in_list = true;
+    // Quietly none when no real libibverbs is loaded (a program linked to the shim only).
+    if (auto* f = reinterpret_cast<decltype(ibv_get_device_list)*>(
+            ::dlvsym(RTLD_NEXT, "ibv_get_device_list", "IBVERBS_1.1")))
+      theirs = f(&n_real);
+    in_list = false;
+  }
+  if (!theirs || n_real == 0) {
+    if (theirs) REAL(ibv_free_device_list, "IBVERBS_1.1")(theirs);
+    if (num) *num = n_mrc;
+    return mine;
+  }
+  auto** all = static_cast<ibv_device**>(std::calloc(n_mrc + n_real + 1, sizeof(ibv_device*)));
+  if (!all) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  std::memcpy(all, mine, n_mrc * sizeof(ibv_device*));
+  std::memcpy(all + n_mrc, theirs, n_real * sizeof(ibv_device*));
+  v::free_device_list(mine);
+  std::lock_guard lock(lists_mu);
+  real_lists[all] = theirs;
+  if (num) *num = n_mrc + n_real;
+  return all;
+}
+
+void ibv_free_device_list(ibv_device** list) {
+  ibv_device** theirs = nullptr;
+  {
+    std::lock_guard lock(lists_mu);
+    if (auto it = real_lists.find(list); it != real_lists.end()) {
+      theirs = it->second;
+      real_lists.erase(it);
+    }
+  }
+  if (theirs) REAL(ibv_free_device_list, "IBVERBS_1.1")(theirs);
+  std::free(list);
+}
+
+const char* ibv_get_device_name(ibv_device* d) { return d ? d->name : nullptr; }
+
+__be64 ibv_get_device_guid(ibv_device* d) {
+  if (!v::is_mrc_device(d)) return REAL(ibv_get_device_guid, "IBVERBS_1.1")(d);
+  ibv_context* c = v::open_device(d);
+  if (!c) return 0;
+  ibv_device_attr a;
+  v::query_device(c, &a);
+  v::close_device(c);
+  return a.node_guid;
+}
+
+ibv_context* ibv_open_device(ibv_device* d) {
+  if (v::is_mrc_device(d)) return v::open_device(d);
+  auto* f = REAL(ibv_open_device, "IBVERBS_1.1");
+  return f ? f(d) : (errno = ENOSYS, nullptr);
+}
+
+int ibv_close_device(ibv_context* c) {
+  return ours(c) ? v::close_device(c) : REAL(ibv_close_device, "IBVERBS_1.1")(c);
+}
+
+int ibv_query_device(ibv_context* c, ibv_device_attr* a) {
+  return ours(c) ? v::query_device(c, a) : REAL(ibv_query_device, "IBVERBS_1.1")(c, a);
+}
+
+int ibv_query_port(ibv_context* c, uint8_t port, _compat_ibv_port_attr* a) {
+  if (!ours(c)) return REAL(ibv_query_port, "IBVERBS_1.1")(c, port, a);
+  ibv_port_attr full;
+  const int r = v::query_port(c, port, &full);
+  // The old struct (opaque in the headers) is the new one up to link_layer.
+  if (r == 0) std::memcpy(a, &full, offsetof(ibv_port_attr, flags));
+  return r;
+}
+
+int ibv_query_gid(ibv_context* c, uint8_t port, int index, ibv_gid* gid) {
+  return ours(c) ? v::query_gid(c, port, index, gid)
+                 : REAL(ibv_query_gid, "IBVERBS_1.1")(c, port, index, gid);
+}
+
+int _ibv_query_gid_ex(ibv_context* c, uint32_t port, uint32_t index, ibv_gid_entry* e,
+                      uint32_t flags, size_t size) {
+  if (!ours(c)) return REAL(_ibv_query_gid_ex, "IBVERBS_1.11")(c, port, index, e, flags, size);
+  if (size < sizeof(ibv_gid_entry)) return EINVAL;
+  return v::query_gid_ex(c, port, index, e);
+}
+
+// Private to rdma-core (ibv_devinfo uses it); `type` is enum ibv_gid_type_sysfs (RoCE v2 = 1).
+int ibv_query_gid_type(ibv_context* c, uint8_t port, unsigned index, int* type) {
+  if (!ours(c)) {
+    auto* f = reinterpret_cast<int (*)(ibv_context*, uint8_t, unsigned, int*)>(
+        real_symbol("ibv_query_gid_type", "IBVERBS_PRIVATE_34"));
+    return f ? f(c, port, index, type) : (errno = ENOSYS, -1);
+  }
+  ibv_gid g;
+  if (v::query_gid(c, port, static_cast<int>(index), &g)) return -1;
+  *type = 1;
+  return 0;
+}
+
+// Not in the public headers: ibv_devinfo reads board_id and the like through it.
+int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
+  int r = 0;
+  if (v::read_sysfs(dir, file, buf, size, &r)) return r;
+  auto* f = reinterpret_cast<int (*)(const char*, const char*, char*, size_t)>(
+      real_symbol("ibv_read_sysfs_file", "IBVERBS_1.0"));
+  return f ? f(dir, file, buf, size) : (errno = ENOSYS, -1);
+}
+
+int ibv_query_pkey(ibv_context* c, uint8_t port, int index, __be16* pkey) {
+  return ours(c) ? v::query_pkey(c, port, index, pkey)
+                 : REAL(ibv_query_pkey, "IBVERBS_1.1")(c, port, index, pkey);
+}
+
+int ibv_get_async_event(ibv_context* c, ibv_async_event* e) {
+  return ours(c) ? v::get_async_event(c, e) : REAL(ibv_get_async_event, "IBVERBS_1.1")(c, e);
+}
+
+void ibv_ack_async_event(ibv_async_event* e) {
+  // Our events need no ack; a real one is acked by the real library (it counts them).
+  const ibv_context* c = nullptr;
+  switch (e->event_type) {
+    case IBV_EVENT_CQ_ERR: c = e->element.cq->context; break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: c = e->element.srq->context; break;
+    case IBV_EVENT_WQ_FATAL: c = e->element.wq->context; break;
+    case IBV_EVENT_DEVICE_FATAL:
+    case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_LID_CHANGE:
+    case IBV_EVENT_PKEY_CHANGE:
+    case IBV_EVENT_SM_CHANGE:
+    case IBV_EVENT_CLIENT_REREGISTER:
+    case IBV_EVENT_GID_CHANGE: break;
+    default: c = e->element.qp->context; break;
+  }
+  if (c && ours(c)) return v::ack_async_event(e);
+  if (!c) return;  // port/device events: only real devices raise them
+  REAL(ibv_ack_async_event, "IBVERBS_1.1")(e);
+}
+
+// ---- PD, MR ----------------------------------------------------------------------------
+ibv_pd* ibv_alloc_pd(ibv_context* c) {
+  return ours(c) ? v::alloc_pd(c) : REAL(ibv_alloc_pd, "IBVERBS_1.1")(c);
+}
+
+int ibv_dealloc_pd(ibv_pd* pd) {
+  return ours(pd->context) ? v::dealloc_pd(pd) : REAL(ibv_dealloc_pd, "IBVERBS_1.1")(pd);
+}
+
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
+  return ours(pd->context) ? v::reg_mr(pd, addr, len, reinterpret_cast<uintptr_t>(addr), access)
+                           : REAL(ibv_reg_mr, "IBVERBS_1.1")(pd, addr, len, access);
+}
+
+ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t len, uint64_t iova, int access) {
+  return ours(pd->context) ? v::reg_mr(pd, addr, len, iova, access)
+                           : REAL(ibv_reg_mr_iova, "IBVERBS_1.7")(pd, addr, len, iova, access);
+}
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned access) {
+  return ours(pd->context) ? v::reg_mr(pd, addr, len, iova, access)
+                           : REAL(ibv_reg_mr_iova2, "IBVERBS_1.8")(pd, addr, len, iova, access);
+}
+
+int ibv_dereg_mr(ibv_mr* mr) {
+  return ours(mr->context) ? v::dereg_mr(mr) : REAL(ibv_dereg_mr, "IBVERBS_1.1")(mr);
+}
+
+// ---- CQs and channels ------------------------------------------------------------------
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* c) {
+  return ours(c) ? v::create_comp_channel(c) : REAL(ibv_create_comp_channel, "IBVERBS_1.0")(c);
+}
+
+int ibv_destroy_comp_channel(ibv_comp_channel* ch) {
+  return ours(ch->context) ? v::destroy_comp_channel(ch)
+                           : REAL(ibv_destroy_comp_channel, "IBVERBS_1.0")(ch);
+}
+
+ibv_cq* ibv_create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch,
+                      int vector) {
+  return ours(c) ? v::create_cq(c, cqe, cq_context, ch, vector)
+                 : REAL(ibv_create_cq, "IBVERBS_1.1")(c, cqe, cq_context, ch, vector);
+}
+
+int ibv_destroy_cq(ibv_cq* cq) {
+  return ours(cq->context) ? v::destroy_cq(cq) : REAL(ibv_destroy_cq, "IBVERBS_1.1")(cq);
+}
+
+int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  return ours(cq->context) ? unsupported("ibv_resize_cq")
+                           : REAL(ibv_resize_cq, "IBVERBS_1.1")(cq, cqe);
+}
+
+int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {
+  return ours(ch->context) ? v::get_cq_event(ch, cq, cq_context)
+                           : REAL(ibv_get_cq_event, "IBVERBS_1.1")(ch, cq, cq_context);
+}
+
+void ibv_ack_cq_events(ibv_cq* cq, unsigned n) {
+  ours(cq->context) ? v::ack_cq_events(cq, n) : REAL(ibv_ack_cq_events, "IBVERBS_1.1")(cq, n);
+}
+
+// ---- QPs -------------------------------------------------------------------------------
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
+  return ours(pd->context) ? v::create_qp(pd, a) : REAL(ibv_create_qp, "IBVERBS_1.1")(pd, a);
+}
+
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
+  return ours(qp->context) ? v::modify_qp(qp, a, mask)
+                           : REAL(ibv_modify_qp, "IBVERBS_1.1")(qp, a, mask);
+}
+
+int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, ibv_qp_init_attr* init) {
+  return ours(qp->context) ? v::query_qp(qp, a, mask, init)
+                           : REAL(ibv_query_qp, "IBVERBS_1.1")(qp, a, mask, init);
+}
+
+int ibv_destroy_qp(ibv_qp* qp) {
+  return ours(qp->context) ? v::destroy_qp(qp) : REAL(ibv_destroy_qp, "IBVERBS_1.1")(qp);
+}
+
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  return ours(qp->context) ? v::qp_to_qp_ex(qp) : REAL(ibv_qp_to_qp_ex, "IBVERBS_1.6")(qp);
+}
+
+// ---- Unsupported on MRC: SRQ, AH, multicast ----------------------------------------------
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
+  if (!ours(pd->context)) return REAL(ibv_create_srq, "IBVERBS_1.1")(pd, a);
+  unsupported("ibv_create_srq (shared receive queues)");
+  return nullptr;
+}
+
+int ibv_destroy_srq(ibv_srq* srq) {
+  return ours(srq->context) ? unsupported("ibv_destroy_srq")
+                            : REAL(ibv_destroy_srq, "IBVERBS_1.1")(srq);
+}
+
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* a, int mask) {
+  return ours(srq->context) ? unsupported("ibv_modify_srq")
+                            : REAL(ibv_modify_srq, "IBVERBS_1.1")(srq, a, mask);
+}
+
+ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* a) {
+  if (!ours(pd->context)) return REAL(ibv_create_ah, "IBVERBS_1.1")(pd, a);
+  unsupported("ibv_create_ah (UD address handles)");
+  return nullptr;
+}
+
+ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port) {
+  if (!ours(pd->context)) return REAL(ibv_create_ah_from_wc, "IBVERBS_1.1")(pd, wc, grh, port);
+  unsupported("ibv_create_ah_from_wc (UD address handles)");
+  return nullptr;
+}
+
+int ibv_destroy_ah(ibv_ah* ah) {
+  return ours(ah->context) ? unsupported("ibv_destroy_ah") : REAL(ibv_destroy_ah, "IBVERBS_1.1")(ah);
+}
+
+int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  return ours(qp->context) ? unsupported("ibv_attach_mcast (multicast)")
+                           : REAL(ibv_attach_mcast, "IBVERBS_1.1")(qp, gid, lid);
+}
+
+int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  return ours(qp->context) ? unsupported("ibv_detach_mcast (multicast)")
+                           : REAL(ibv_detach_mcast, "IBVERBS_1.1")(qp, gid, lid);
+}
+
+// ---- Strings (no objects; ours so a missing real library still prints them) -----------------
+const char* ibv_wc_status_str(ibv_wc_status s) {
+  static const char* const names[] = {
+      "success", "local length error", "local QP operation error", "local EE context operation error",
+      "local protection error", "Work Request Flushed Error", "memory management operation error",
+      "bad response error", "local access error", "remote invalid request error",
+      "remote access error", "remote operation error", "transport retry counter exceeded",
+      "RNR retry counter exceeded", "local RDD violation error", "remote invalid RD request",
+      "aborted error", "invalid EE context number", "invalid EE context state",
+      "fatal error", "response timeout error", "general error", "TM error", "TM rendezvous error"};
+  const auto i = static_cast<size_t>(s);
+  return i < sizeof names / sizeof names[0] ? names[i] : "unknown";
+}
+
+}  // extern "C"
