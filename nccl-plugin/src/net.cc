@@ -895,7 +895,7 @@ NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Reque
   wr.remote_addr = e.addr;
   wr.rkey = e.rkey;
   wr.imm = ((t.seq & kSeqMask) << 3) | static_cast<uint32_t>(idx);
-  auto st = c.dev->drv->with_engine([&](Engine& en) { return en.post_send(c.qpn, wr); });
+  auto st = c.dev->drv->with_engine_flush([&](Engine& en) { return en.post_send(c.qpn, wr); });
   if (!st.ok()) {
     if (st.error() == engine::Error::kQueueFull) return {};
     return err(Code::kInternal, std::string("isend: post_send: ") + engine::to_string(st.error()));
@@ -954,7 +954,7 @@ NetStatus irecv(Comm* cp, int n, void** data, const size_t* sizes, const int* ta
   wr.sg = {&sge, 1};
   wr.inline_data = true;
   wr.signaled = false;
-  auto st = c.dev->drv->with_engine([&](Engine& e) { return e.post_send(c.qpn, wr); });
+  auto st = c.dev->drv->with_engine_flush([&](Engine& e) { return e.post_send(c.qpn, wr); });
   if (!st.ok()) {
     if (st.error() == engine::Error::kQueueFull) return {};
     return err(Code::kInternal,

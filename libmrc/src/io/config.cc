@@ -34,6 +34,7 @@ struct Fields {
   double nic_gbps = 0;
   double base_rtt_us = 0;
   double min_base_rtt_us = 100;
+  int progress_nice = -10;
 };
 
 uint32_t to_uint(const std::string& where, const std::string& s, uint32_t lo, uint32_t hi) {
@@ -45,6 +46,15 @@ uint32_t to_uint(const std::string& where, const std::string& s, uint32_t lo, ui
               s};
   }
   return static_cast<uint32_t>(v);
+}
+
+int to_nice(const std::string& where, const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || v < -20 || v > 19)
+    throw Bad{where + ": must be a nice value -20..19, got " + s};
+  return static_cast<int>(v);
 }
 
 double to_double(const std::string& where, const std::string& s) {
@@ -114,6 +124,10 @@ void from_json(const json& j, const std::string& src, Fields& f) {
     else if (key == "nic_gbps") f.nic_gbps = number();
     else if (key == "base_rtt_us") f.base_rtt_us = number();
     else if (key == "min_base_rtt_us") f.min_base_rtt_us = number();
+    else if (key == "progress_nice") {
+      if (!v.is_number_integer()) throw Bad{where + ": must be an integer, got " + v.dump()};
+      f.progress_nice = to_nice(where, v.dump());
+    }
     else throw Bad{where + ": unknown field"};
   }
 }
@@ -140,6 +154,7 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
   get("MRC_NIC_GBPS", [&](auto n, auto v) { f.nic_gbps = to_double(n, v); });
   get("MRC_BASE_RTT_US", [&](auto n, auto v) { f.base_rtt_us = to_double(n, v); });
   get("MRC_MIN_BASE_RTT_US", [&](auto n, auto v) { f.min_base_rtt_us = to_double(n, v); });
+  get("MRC_PROGRESS_NICE", [&](auto n, auto v) { f.progress_nice = to_nice(n, v); });
 }
 
 constexpr size_t kMaxFileBytes = 16 << 20;  // a fabric file of the published scale is far less
@@ -217,6 +232,7 @@ HostConfig build(const Fields& f, std::string sources) {
   if (gbps > 0) u.engine.nic_bps = static_cast<uint64_t>(gbps * 1e9);
   u.engine.base_rtt = engine::Duration{static_cast<int64_t>(f.base_rtt_us * 1000)};
   u.engine.min_base_rtt = engine::Duration{static_cast<int64_t>(f.min_base_rtt_us * 1000)};
+  u.progress_nice = f.progress_nice;
   return hc;
 }
 

@@ -28,7 +28,9 @@
 //     "nic_gbps": 0,                 // all plane ports together; 0 = fabric's port rate
 //                                    //   x planes, or the engine's default
 //     "base_rtt_us": 0,              // unloaded RTT for congestion control; 0 = learn
-//     "min_base_rtt_us": 100         // floor of a learned one (engine.h EngineConfig)
+//     "min_base_rtt_us": 100,        // floor of a learned one (engine.h EngineConfig)
+//     "progress_nice": -10           // the progress thread's nice value (udp_driver.h);
+//                                    // best effort, needs CAP_SYS_NICE below 0
 //   }
 // Errors name the source and the field: "MRC_PORT: must be 0..65535, got 70000",
 // "/etc/mrc/mrc.json: /planes/1: not an IPv6 address: fd00::zz".

@@ -151,7 +151,7 @@ int wr_complete(ibv_qp_ex* q) {
     return p->wr_error;
   }
   Status<engine::Error> r;
-  driver_of(&q->qp_base).with_engine([&](engine::Engine& e) {
+  driver_of(&q->qp_base).with_engine_flush([&](engine::Engine& e) {
     for (auto& w : p->pending) {
       engine::Sge inl;
       if (w.wr.inline_data) {
@@ -466,7 +466,7 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     return EINVAL;
   }
   int err = 0;
-  driver_of(qp).with_engine([&](engine::Engine& e) {
+  driver_of(qp).with_engine_flush([&](engine::Engine& e) {
     engine::Sge sges[engine::kMaxSge];
     for (ibv_send_wr* w = wr; w; w = w->next) {
       engine::SendWr ew;

@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -357,6 +358,13 @@ UdpCounters UdpDriver::counters() const {
   return counters_;
 }
 
+bool UdpDriver::flush_locked() {
+  transmit(cfg_.clock());
+  bool blocked = false;
+  for (const auto& p : sockets_) blocked = blocked || !p->pending.empty();
+  return blocked || engine_->next_deadline().count() < planned_wake_ns_;
+}
+
 void UdpDriver::wake() {
   const uint64_t one = 1;
   // A full counter (EAGAIN) still means the thread will wake: nothing to do.
@@ -367,6 +375,8 @@ void UdpDriver::start() {
   if (thread_.joinable()) return;
   stop_.store(false);
   thread_ = std::thread([this] {
+    if (cfg_.progress_nice != 0)  // best effort: needs CAP_SYS_NICE to go below 0
+      (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), cfg_.progress_nice);
     while (!stop_.load(std::memory_order_relaxed)) run_once(engine::kNever);
   });
 }
@@ -394,6 +404,7 @@ void UdpDriver::run_once(Duration max_wait) {
       const Time t = cfg_.clock();
       wait = std::min(wait, deadline > t ? deadline - t : Duration{0});
     }
+    planned_wake_ns_ = wait == engine::kNever ? INT64_MAX : (cfg_.clock() + wait).count();
     for (size_t p = 0; p < n; ++p) {
       fds[p] = {sockets_[p]->fd,
                 static_cast<short>(POLLIN | (sockets_[p]->pending.empty() ? 0 : POLLOUT)), 0};
