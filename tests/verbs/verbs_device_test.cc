@@ -253,7 +253,14 @@ TEST_F(Verbs, Write_Read_WriteImm_SendRecv_Inline) {
 }
 
 TEST_F(Verbs, UnsignalledSends_OnlyTheSignalledOneCompletes) {
-  make_pair();
+  // 100 WRs in flight at once: the send queue must hold them (unsignalled ones occupy it
+  // until a later signalled one completes, as in verbs).
+  qp_[0] = make_qp(0, 128);
+  qp_[1] = make_qp(1);
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(to_init(qp_[1]), 0);
+  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
+  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
   for (int i = 0; i < 99; ++i)
     ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 1024, mr_[0]->lkey, at(1), mr_[1]->rkey, 0), 0);
   ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 1024, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);

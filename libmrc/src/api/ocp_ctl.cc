@@ -165,6 +165,26 @@ const char* profile_state_name(int s) {
                                         : "?";
 }
 
+// The profile `id` of `map` as a modify call starts from: a copy of it, or a new one when
+// there is room; and CUR_STATE, when the call gives it, must be its state. Nullopt (after
+// fail(), errno set) otherwise.
+template <class P>
+std::optional<P> profile_to_modify(std::map<uint64_t, P>& map, uint64_t id, uint32_t limit,
+                                   const char* fn, const char* kind, bool check_cur, int cur) {
+  auto found = map.find(id);
+  if (found == map.end() && map.size() >= limit) {
+    fail(ENOMEM, "%s: %u %s profiles exist already", fn, limit, kind);
+    return std::nullopt;
+  }
+  P p = found == map.end() ? P{} : found->second;
+  if (check_cur && cur != p.state) {
+    fail(EINVAL, "%s: profile %llu is %s, not %s", fn, static_cast<unsigned long long>(id),
+         profile_state_name(p.state), profile_state_name(cur));
+    return std::nullopt;
+  }
+  return p;
+}
+
 bool valid_state(int s) {
   return s == MRC_CTL_PROFILE_INIT || s == MRC_CTL_PROFILE_OFFLINE || s == MRC_CTL_PROFILE_ONLINE;
 }
@@ -380,14 +400,11 @@ int mrc_ctl_modify_ev_fmt_profile(struct mrc_context* mrc_ctx, uint64_t id,
   const auto idn = static_cast<unsigned long long>(id);
   Controller& c = controller();
   std::lock_guard lock(c.mu);
-  auto found = c.fmt.find(id);
-  if (found == c.fmt.end() && c.fmt.size() >= kMaxFmtProfiles)
-    return fail(ENOMEM, "%s: %u EV format profiles exist already", fn, kMaxFmtProfiles);
-  FmtProfile p = found == c.fmt.end() ? FmtProfile{} : found->second;
+  auto start = profile_to_modify(c.fmt, id, kMaxFmtProfiles, fn, "EV format",
+                                 mask & MRC_CTL_EV_FMT_PROFILE_CUR_STATE, raw(attr->cur_profile_state));
+  if (!start) return -1;
+  FmtProfile p = std::move(*start);
   const bool online = p.state == MRC_CTL_PROFILE_ONLINE;
-  if ((mask & MRC_CTL_EV_FMT_PROFILE_CUR_STATE) && raw(attr->cur_profile_state) != p.state)
-    return fail(EINVAL, "%s: profile %llu is %s, not %s", fn, idn, profile_state_name(p.state),
-                profile_state_name(raw(attr->cur_profile_state)));
   if (mask & MRC_CTL_EV_FMT_PROFILE_MODE) {
     const int m = raw(attr->ev_fmt_mode);
     if (online) return fail(EBUSY, "%s: profile %llu is ONLINE: take it OFFLINE first", fn, idn);
@@ -488,17 +505,14 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
   verbs::Device& dev = *mrc_ctx->dev;
   Controller& c = controller();
   std::lock_guard lock(c.mu);
-  auto found = c.ev.find(id);
-  if (found == c.ev.end() && c.ev.size() >= kMaxEvProfiles)
-    return fail(ENOMEM, "%s: %u EV profiles exist already", fn, kMaxEvProfiles);
-  EvProfile p = found == c.ev.end() ? EvProfile{} : found->second;
+  auto start = profile_to_modify(c.ev, id, kMaxEvProfiles, fn, "EV",
+                                 mask & MRC_CTL_EV_PROFILE_CUR_STATE, raw(attr->cur_profile_state));
+  if (!start) return -1;
+  EvProfile p = std::move(*start);
   const bool online = p.state == MRC_CTL_PROFILE_ONLINE;
   auto busy = [&](const char* what) {
     return fail(EBUSY, "%s: profile %llu is ONLINE: %s needs it OFFLINE", fn, idn, what);
   };
-  if ((mask & MRC_CTL_EV_PROFILE_CUR_STATE) && raw(attr->cur_profile_state) != p.state)
-    return fail(EINVAL, "%s: profile %llu is %s, not %s", fn, idn, profile_state_name(p.state),
-                profile_state_name(raw(attr->cur_profile_state)));
   if (mask & MRC_CTL_EV_PROFILE_MODE) {
     const int m = raw(attr->ev_mode);
     if (online) return busy("MODE");
@@ -739,14 +753,11 @@ int mrc_ctl_modify_cc_profile(struct mrc_context* mrc_ctx, uint64_t id,
   const auto idn = static_cast<unsigned long long>(id);
   Controller& c = controller();
   std::lock_guard lock(c.mu);
-  auto found = c.cc.find(id);
-  if (found == c.cc.end() && c.cc.size() >= kMaxCcProfiles)
-    return fail(ENOMEM, "%s: %u CC profiles exist already", fn, kMaxCcProfiles);
-  CcProfile p = found == c.cc.end() ? CcProfile{} : found->second;
+  auto start = profile_to_modify(c.cc, id, kMaxCcProfiles, fn, "CC",
+                                 mask & MRC_CTL_CC_PROFILE_CUR_STATE, raw(attr->cur_profile_state));
+  if (!start) return -1;
+  CcProfile p = std::move(*start);
   const bool online = p.state == MRC_CTL_PROFILE_ONLINE;
-  if ((mask & MRC_CTL_CC_PROFILE_CUR_STATE) && raw(attr->cur_profile_state) != p.state)
-    return fail(EINVAL, "%s: profile %llu is %s, not %s", fn, idn, profile_state_name(p.state),
-                profile_state_name(raw(attr->cur_profile_state)));
   if (mask & MRC_CTL_CC_PROFILE_ALGORITHM) {
     if (online) return fail(EBUSY, "%s: profile %llu is ONLINE: ALGORITHM needs it OFFLINE", fn, idn);
     if (!attr->algorithm)

@@ -14,22 +14,26 @@
 
 namespace mrc::verbs {
 
-void log_error(const char* fmt, ...) {
+namespace {
+void vlog(const char* fmt, va_list ap) {
   char line[512];
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  std::fprintf(stderr, "mrc-verbs: %s\n", line);
+}
+}  // namespace
+
+void log_error(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(line, sizeof line, fmt, ap);
+  vlog(fmt, ap);
   va_end(ap);
-  std::fprintf(stderr, "mrc-verbs: %s\n", line);
 }
 
 int fail(int err, const char* fmt, ...) {
-  char line[512];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(line, sizeof line, fmt, ap);
+  vlog(fmt, ap);
   va_end(ap);
-  std::fprintf(stderr, "mrc-verbs: %s\n", line);
   errno = err;
   return err;
 }
