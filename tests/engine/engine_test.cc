@@ -731,3 +731,29 @@ TEST(Engine, QueueFull_ReportsQueueFull) {
 
 }  // namespace
 }  // namespace mrc::engine
+
+namespace mrc::engine::testing {
+namespace {
+
+// EngineConfig::min_base_rtt: a learned base RTT never goes below it, so the window cap
+// (1.5 x nic rate x base RTT) is not sized by an outlier minimum RTT (software datapaths).
+TEST(Engine, Cc_LearnedBaseRttIsFloored) {
+  auto run = [](Duration floor) {
+    EngineConfig cfg;
+    cfg.nic_bps = 2'000'000'000;
+    cfg.min_base_rtt = floor;
+    Loop l(1000, cfg);
+    for (int i = 0; i < 8; ++i) l.post_write(l.a, i, 0, 512 << 10, 0);
+    l.run();
+    EXPECT_EQ(l.poll(l.a).size(), 8u);
+    return l.a.eng.cc_stats(l.a.qpn)->cwnd;
+  };
+  const uint64_t learned = run(Duration{0});
+  const uint64_t floored = run(100us);
+  // 1.5 x 2 Gbit/s x 100 us = 37.5 KB; the loop's own RTT allows about one packet.
+  EXPECT_GT(floored, 20'000u);
+  EXPECT_LT(learned, 10'000u);
+}
+
+}  // namespace
+}  // namespace mrc::engine::testing
