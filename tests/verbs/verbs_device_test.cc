@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,10 +21,28 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// True if UDP port `port` of ::1 is free now.
+bool udp_free(uint16_t port) {
+  const int fd = ::socket(AF_INET6, SOCK_DGRAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(port);
+  a.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
 // The device reads its configuration once per process, at the first call: set it first.
+// Verbs peers need fixed ports: two free ones (the planes take port and port + 1) below the
+// kernel's ephemeral range (32768..), where other tests' port-0 sockets never land. ctest
+// runs these tests in parallel processes: start from the pid and look for a free pair.
 const bool env_set = [] {
+  uint16_t port = static_cast<uint16_t>(10000 + (::getpid() % 10000) * 2);
+  for (int i = 0; i < 5000 && !(udp_free(port) && udp_free(port + 1)); ++i)
+    port = static_cast<uint16_t>(port + 2 >= 30000 ? 10000 : port + 2);
   ::setenv("MRC_PLANES", "::1,::1", 1);
-  ::setenv("MRC_PORT", std::to_string(30000 + ::getpid() % 30000).c_str(), 1);
+  ::setenv("MRC_PORT", std::to_string(port).c_str(), 1);
   ::setenv("MRC_STATS", "0", 1);
   return true;
 }();
