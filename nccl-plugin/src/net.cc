@@ -23,7 +23,6 @@
 #include "io/udp/udp_driver.h"
 #include "knobs.h"
 #include "mrc/version.h"
-#include "srv6/fabric.h"
 
 namespace mrc::nccl {
 
@@ -405,11 +404,7 @@ NetStatus connect_qp(Comm& c, const Endpoint& peer) {
   a.retry_cnt_linear = k.retry_cnt_linear;
   a.retry_cnt_exp = k.retry_cnt_exp;
   a.max_psn_range = k.max_psn_range;
-  if (d.cfg.udp.fabric) {
-    a.path_policy.min_active_per_plane = srv6::spines_for_full_t0(
-        d.cfg.udp.fabric->config(),
-        static_cast<double>(d.cfg.udp.engine.nic_bps) / 1e9 / std::max<size_t>(d.drv->planes(), 1));
-  }
+  a.path_policy = d.drv->spray_policy();
   a.cc = cc_profile(d, a.mtu, k);
   uint32_t mask = engine::attr::kState | engine::attr::kDest | engine::attr::kPaths |
                   engine::attr::kMtu | engine::attr::kTimeout | engine::attr::kRetry |

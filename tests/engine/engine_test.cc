@@ -755,5 +755,44 @@ TEST(Engine, Cc_LearnedBaseRttIsFloored) {
   EXPECT_LT(learned, 10'000u);
 }
 
+// A packet that fills the last hole is ACKed at once, not after ack_delay: it may complete a
+// message whose last packet (the one that asks for an ACK) came first, and the receiving app
+// may see that completion and close its QP before a delayed ACK would leave. The sender then
+// never learns of the delivery and fails with RETRY_EXC (seen with ibv_rc_pingpong).
+TEST(Engine, Ack_PacketThatFillsAHoleIsAckedAtOnce) {
+  Loop l;
+  l.post_recv(l.b, 7, 0, 3 * 4096);
+  l.post_write(l.a, 1, 0, 3 * 4096, 0, Opcode::kSend);
+  std::vector<uint8_t> buf(kTransmitBufferSize);
+  std::vector<std::vector<uint8_t>> data;
+  while (auto t = l.a.eng.poll_transmit(l.now, buf)) {
+    std::vector<uint8_t> d(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(t->header_len));
+    d.insert(d.end(), t->payload.begin(), t->payload.end());
+    data.push_back(std::move(d));
+  }
+  ASSERT_EQ(data.size(), 3u);
+  auto acks_now = [&] {  // what B sends without any time passing
+    std::vector<wire::Packet> out;
+    std::vector<std::vector<uint8_t>> keep;
+    while (auto t = l.b.eng.poll_transmit(l.now, buf)) {
+      keep.emplace_back(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(t->header_len));
+      out.push_back(peek(keep.back()));
+    }
+    return out;
+  };
+  l.b.eng.on_datagram(l.now, RxInfo{0, false}, data[0]);  // in order: its ACK is delayed
+  EXPECT_EQ(acks_now().size(), 0u);
+  l.b.eng.on_datagram(l.now, RxInfo{0, false}, data[2]);  // last, after a hole: ACKed at once
+  ASSERT_EQ(acks_now().size(), 1u);
+  l.b.eng.on_datagram(l.now, RxInfo{0, false}, data[1]);  // fills the hole: message complete
+  auto c = l.poll(l.b);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].wr_id, 7u);
+  const auto acks = acks_now();
+  ASSERT_EQ(acks.size(), 1u) << "the filler's ACK waited for ack_delay";
+  EXPECT_EQ(acks[0].common.kind, wire::Kind::kAck);
+  EXPECT_EQ(acks[0].ack.cum_psn, peek(data[2]).common.psn + 1);
+}
+
 }  // namespace
 }  // namespace mrc::engine::testing

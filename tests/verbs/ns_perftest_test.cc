@@ -152,9 +152,25 @@ class NsPerftest : public ::testing::Test {
             std::string("LD_PRELOAD=") + MRC_VERBS_SHIM};
   }
 
-  // Server in host 0, then the client in host 1 toward host 0's management address.
-  static PairResult run_pair(std::vector<std::string> argv, std::chrono::seconds limit = 60s,
+  // Server in host 0, then the client in host 1 toward host 0's management address. A run
+  // that ends in perftest's own clock calibration failing (it times its cycle counter against
+  // gettimeofday before each report and exits when a preemption spoils the fit: "Can't
+  // produce a report") says nothing about MRC: it is run once more, and said so.
+  static PairResult run_pair(const std::vector<std::string>& argv,
+                             std::chrono::seconds limit = 60s,
                              const std::function<void(Child&)>& during = {}) {
+    PairResult r = run_pair_once(argv, limit, during);
+    const char* calib = "Can't produce a report";
+    if ((r.client_rc != 0 || r.server_rc != 0) &&
+        (r.client.find(calib) != std::string::npos || r.server.find(calib) != std::string::npos)) {
+      std::fprintf(stderr, "[ note ] %s: perftest's clock calibration failed; running it again\n",
+                   argv[0].c_str());
+      r = run_pair_once(argv, limit, during);
+    }
+    return r;
+  }
+  static PairResult run_pair_once(std::vector<std::string> argv, std::chrono::seconds limit,
+                                  const std::function<void(Child&)>& during) {
     PairResult r;
     Child s = spawn(fab_->host_netns(0), env(0), argv);
     // perftest's server listens right after its banner; ibv_rc_pingpong prints nothing.
@@ -257,7 +273,8 @@ TEST_F(NsPerftest, RcPingpong_Gid0) {
 
 // ib_write_bw -D 30 while a T1 fails and comes back, then host 1's T0 of plane 1 goes down
 // and up. The run completes; the client's own statistics (its MRC segment, sampled every
-// 100 ms) show the plane fault as a dip to about half (2 planes) and the recovery after.
+// 100 ms) show no dip for the T1, the plane fault as a dip to about half (2 planes) and the
+// recovery after.
 TEST_F(NsPerftest, WriteBw30s_SurvivesT1FailAndT0PlaneDown) {
   struct Sample {
     double t;
@@ -268,6 +285,8 @@ TEST_F(NsPerftest, WriteBw30s_SurvivesT1FailAndT0PlaneDown) {
   const std::vector<std::pair<double, std::string>> faults = {
       {4, "down t1 p0 s1"}, {9, "up t1 p0 s1"}, {14, "down t0 h1 p1"}, {22, "up t0 h1 p1"}};
   PairResult r = run_pair({"ib_write_bw", "-D", "30", "--report_gbits"}, 60s, [&](Child& c) {
+    samples.clear();  // a run again (see run_pair) starts over
+    fault_errors.clear();
     const auto t0 = Clock::now();
     size_t next = 0;
     while (!c.pump()) {
@@ -311,7 +330,9 @@ TEST_F(NsPerftest, WriteBw30s_SurvivesT1FailAndT0PlaneDown) {
   std::printf("ib_write_bw Gbit/s per second:%s\n", timeline.c_str());
   SCOPED_TRACE("Gbit/s per second:" + timeline);
   ASSERT_GT(before, 0.5) << "no traffic before the faults";
-  EXPECT_GT(t1, 0.6 * before) << "a T1 (1 of 4 paths) cost more than 40%";
+  // The plane's other spine carries the whole port (UdpDriver::spray_policy), so a T1 going
+  // away costs next to nothing; before that policy it cost the plane half its share.
+  EXPECT_GT(t1, 0.8 * before) << "a T1 (1 of 4 paths) cost more than 20%";
   EXPECT_GT(between, 0.7 * before);
   EXPECT_LT(plane_down, 0.8 * before) << "losing 1 of 2 planes did not show";
   EXPECT_GT(plane_down, 0.3 * before) << "losing 1 of 2 planes cost more than the plane";

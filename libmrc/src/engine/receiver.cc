@@ -164,6 +164,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
       return;
   }
 
+  const bool had_holes = q.sb.has_holes();
   (void)q.sb.mark(h.psn);
   ++q.stats.rx_data_packets;
   q.stats.rx_payload_bytes += d.payload_len;
@@ -176,7 +177,9 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     }
   });
 
-  // ACK policy: at once on a hole, on request or every ack_every packets; else delayed.
+  // ACK policy: at once on a hole or when one is filled (the filler may complete a message
+  // whose last packet came first: its app may see the completion and close the QP before a
+  // delayed ACK), on request or every ack_every packets; else delayed.
   if (q.unacked == 0) q.last_rx.ack_flags = 0;
   ++q.unacked;
   q.last_rx.echo_ev = h.ev;
@@ -185,7 +188,8 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
   if (rx.ecn_ce) q.last_rx.ack_flags |= wire::ack_flag::kEcnEcho;
   q.last_rx_at = now;
   q.ack_path = Path{h.ev, rx.plane};
-  if ((h.flags & wire::flag::kAckReq) || q.sb.has_holes() || q.unacked >= cfg.ack_every) {
+  if ((h.flags & wire::flag::kAckReq) || had_holes || q.sb.has_holes() ||
+      q.unacked >= cfg.ack_every) {
     want_ack(q);
   } else if (q.timers.at(Timer::kAck) == kNever) {
     q.timers.set(Timer::kAck, now + cfg.ack_delay);

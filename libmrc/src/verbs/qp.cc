@@ -367,8 +367,9 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
     e.sq_psn = e.remote_token >> 8;
     e.paths = q->ocp.evs.empty() ? dev->driver->spray_paths(host) : q->ocp.evs;
     e.backup_paths = q->ocp.backup_evs;
+    e.path_policy = dev->driver->spray_policy();  // an OCP EV profile may lower the floor later
     m |= engine::attr::kDest | engine::attr::kPaths | engine::attr::kLocalToken |
-         engine::attr::kRqPsn;
+         engine::attr::kRqPsn | engine::attr::kPathPolicy;
     if (q->ocp.cc) {
       e.cc = q->ocp.cc;
       m |= engine::attr::kCc;

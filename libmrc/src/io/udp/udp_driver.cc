@@ -334,6 +334,16 @@ std::vector<engine::Path> UdpDriver::spray_paths(uint32_t host) const {
   return out;
 }
 
+engine::PathPolicy UdpDriver::spray_policy() const {
+  engine::PathPolicy p;
+  if (cfg_.path_mode == PathMode::kSrv6 && cfg_.fabric) {
+    const double port_gbps = static_cast<double>(cfg_.engine.nic_bps) / 1e9 /
+                             static_cast<double>(std::max<size_t>(sockets_.size(), 1));
+    p.min_active_per_plane = srv6::spines_for_full_t0(cfg_.fabric->config(), port_gbps);
+  }
+  return p;
+}
+
 std::optional<UdpDriver::Route> UdpDriver::route(const engine::Transmit& tx) const {
   Route r;
   const uint16_t plane = tx.path.plane;

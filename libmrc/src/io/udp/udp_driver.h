@@ -170,6 +170,11 @@ class UdpDriver {
   /// fabric_paths(host); kDirect 4 EVs per plane; kEcmp one per source port and plane
   /// (`host` is unused outside kSrv6). EV = plane << 16 | k << 8.
   std::vector<engine::Path> spray_paths(uint32_t host) const;
+  /// The path policy for a QP that sprays on spray_paths(): kSrv6 sets
+  /// min_active_per_plane to the spines a plane needs to carry a full T0's host ports
+  /// (srv6::spines_for_full_t0 at the NIC rate per plane), so a dead spine costs its plane
+  /// no share while the rest carry the port; other modes keep PathPolicy's defaults.
+  engine::PathPolicy spray_policy() const;
 
   /// Runs f(engine) under the driver's mutex, then wakes the progress thread
   /// so what f posted goes out promptly. Returns what f returns. Do not keep
