@@ -85,7 +85,8 @@ fi
 if ((run_tsan_fuzz)); then
   step "tsan: configure" cmake --preset tsan
   step "tsan: build" cmake --build --preset tsan --parallel "$jobs" \
-    --target udp_driver_test config_test mrc_run_test nccl_transfer_test verbs_device_test
+    --target udp_driver_test probes_test config_test mrc_run_test nccl_transfer_test \
+    verbs_device_test
   step "tsan: test" ctest --preset tsan -j "$jobs"
   passed+=(tsan)
 fi

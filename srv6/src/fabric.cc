@@ -160,6 +160,18 @@ Ipv6 Fabric::host_address(uint32_t host, uint32_t plane) const {
   return address({host_usid(host), t0_usid(plane, t0_of(host))});
 }
 
+std::optional<uint32_t> Fabric::host_of(const Ipv6& a) const {
+  const uint16_t hu = usid_at(a, 0);
+  SwitchId t0;
+  if (hu < kHostUsidBase || !owner(usid_at(a, 1), &t0) || t0.tier != Tier::kT0) return std::nullopt;
+  const uint32_t local = hu - kHostUsidBase;
+  const uint64_t host = uint64_t{t0.index} * cfg_.hosts_per_t0 + local;
+  if (local >= cfg_.hosts_per_t0 || host >= cfg_.hosts) return std::nullopt;
+  const Ipv6 want = host_address(static_cast<uint32_t>(host), t0.plane);
+  if (std::memcmp(want.data(), a.data(), 8) != 0) return std::nullopt;  // another block
+  return static_cast<uint32_t>(host);
+}
+
 std::string Fabric::usid_prefix(uint16_t usid) const { return prefix(address({usid}), 48); }
 
 uint16_t Fabric::usid_at(const Ipv6& a, int i) {

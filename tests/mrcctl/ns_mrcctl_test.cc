@@ -1,11 +1,12 @@
 // mrcctl on the namespace fabric with a transfer running (issue 7's "must show"): a 4x4
-// fabric (2 hosts, 4 planes x 4 spines, unshaped ports, prefix unique to this process), an
+// fabric (3 hosts, 4 planes x 4 spines, unshaped ports, prefix unique to this process), an
 // mrc-perf process started here (known by its pid) streaming verified 64 KiB WRITEs from h0
 // to h1, and every check made through the mrcctl binary:
 //   - `paths h1`: all 16 paths GOOD;
 //   - blackhole T1 p0 s1: `events --follow` shows p0.s1 ASSUMED_BAD within 100 ms of the
 //     fault, and the paths that stay ASSUMED_BAD are exactly the blackholed spine's;
 //   - `probe h1` names p0.s1 and only it; restored: GOOD again and the probe is clean;
+//   - `probe h2`, a host with no QP to anyone, answered on all 16 paths (connectionless);
 //   - `ports drain 2` moves the sender's data off plane 2, `undrain` brings it back;
 //   - the transfer ends with every byte verified (mrc-perf exit status 0).
 // The engine here flips EVs on transient losses (RACK under reordering; EVs come back in ms),
@@ -28,7 +29,9 @@
 #include <thread>
 
 #include "expect.h"
+#include "io/config.h"
 #include "io/netns.h"
+#include "io/udp/udp_driver.h"
 #include "nsfabric.h"
 #include "run_cli.h"
 
@@ -53,7 +56,7 @@ class NsMrcctl : public ::testing::Test {
       return;
     }
     srv6::FabricConfig cfg;
-    cfg.hosts = 2;
+    cfg.hosts = 3;  // h2: no transfer, probed without a connection
     cfg.planes = 4;
     cfg.spines = 4;
     cfg.hosts_per_t0 = 1;
@@ -256,6 +259,34 @@ TEST_F(NsMrcctl, PathsEventsProbeDrain_WithTransferRunning) {
                                 e["at_ns"].get<int64_t>() >= t_restore);
   EXPECT_TRUE(good_event) << "no event brought p0.s1 back";
   EXPECT_TRUE(bad_probes(json_of({"probe", "h1", "--json"})).empty());
+
+  // Connectionless: h2 has no QP with anyone. A device there (this test's own driver, from the
+  // fabric's host config) answers every probe; mrc-perf's srv6 device probes it as a host of
+  // its fabric, with no peer or QP to it before.
+  {
+    const std::string conf = fab_->host_config(2);
+    auto hc = io::load_host_config([&](const char* n) -> std::optional<std::string> {
+      if (std::string(n) == "MRC_CONFIG") return conf;
+      return std::nullopt;
+    });
+    ASSERT_TRUE(hc.ok()) << hc.error();
+    hc->udp.netns = fab_->host_netns(2);
+    auto h2 = io::UdpDriver::create(hc->udp);
+    ASSERT_TRUE(h2.ok()) << h2.error();
+    (*h2)->start();
+    const Json probe_h2 = json_of({"probe", "h2", "--count", "3", "--json"});
+    (*h2)->stop();
+    ASSERT_EQ(probe_h2.size(), 1u) << probe_h2.dump();
+    EXPECT_EQ(probe_h2[0]["paths"].size(), 16u) << probe_h2.dump();
+    EXPECT_TRUE(bad_probes(probe_h2).empty()) << probe_h2.dump();
+    uint64_t received = 0;
+    for (const auto& p : probe_h2[0]["paths"]) received += p["received"].get<uint64_t>();
+    EXPECT_GE(received, 40u) << probe_h2.dump();  // of 48
+    EXPECT_GE((*h2)->counters().probes_answered, received);
+    const auto unknown = run_cli(cli({"probe", "h7"}));
+    EXPECT_EQ(unknown.rc, 2) << unknown.out << unknown.err;
+    EXPECT_NE(unknown.err.find("h7"), std::string::npos) << unknown.err;
+  }
 
   // Drain plane 2 (both devices of the process): the sender's data leaves it; undrain.
   auto r = run_cli(cli({"ports", "drain", "2"}));

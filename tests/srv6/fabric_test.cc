@@ -97,6 +97,26 @@ TEST(Srv6Fabric, Paths_DifferentT0_OnePerSpineAndDecode) {
   }
 }
 
+TEST(Srv6Fabric, HostOf_EveryPortAddressAndNothingElse) {
+  const Fabric f = make(10, 3, 4, 4);  // the last T0 holds 2 hosts: 0xF002.. under it are none
+  for (uint32_t h = 0; h < 10; ++h) {
+    for (uint32_t p = 0; p < 3; ++p) {
+      Ipv6 a = f.host_address(h, p);
+      EXPECT_EQ(f.host_of(a), h) << "host " << h << " plane " << p;
+      a[15] = 0x42;  // the interface id (a GID's low half) does not matter
+      EXPECT_EQ(f.host_of(a), h);
+    }
+  }
+  Ipv6 ghost = f.host_address(9, 0);  // host 9 is index 1 under T0 2; index 2 does not exist
+  ghost[5] = static_cast<uint8_t>(ghost[5] + 1);
+  EXPECT_FALSE(f.host_of(ghost).has_value());
+  for (const Path& path : f.paths(0, 9, 1)) EXPECT_FALSE(f.host_of(path.dst).has_value());
+  Ipv6 other_block = f.host_address(3, 0);
+  other_block[0] ^= 0x01;
+  EXPECT_FALSE(f.host_of(other_block).has_value());
+  EXPECT_FALSE(f.host_of(Ipv6{}).has_value());
+}
+
 TEST(Srv6Fabric, Paths_SameT0_Direct) {
   const Fabric f = make(16, 2, 5, 4);
   const auto v = f.paths(4, 6, 1);

@@ -245,7 +245,6 @@ int run(int argc, char** argv) {
   probe->add_option("--timeout-ms", timeout_ms, "wait for replies after the last round")
       ->capture_default_str()
       ->check(CLI::Range(10, 10000));
-  probe->add_option("--qpn", qpn, "probe with this QP's connection");
 
   std::string ev_arg;
   auto* deny = app.add_subcommand("deny", "stop using an EV (DENIED); needs root");
@@ -389,17 +388,23 @@ int run(int argc, char** argv) {
   }
   if (probe->parsed()) {
     const auto snaps = select(g);
-    if (!mrc::mrcctl::has_peer(snaps, peer)) throw Fail{2, "unknown peer " + peer};
+    // The devices that know the peer probe it; if none does, one srv6 device probes it as a
+    // host of its fabric (it says so when the name is none).
+    const bool known = mrc::mrcctl::has_peer(snaps, peer);
+    const Snapshot* srv6 = nullptr;
+    for (const Snapshot& s : snaps)
+      if (!srv6 && s.device.path_mode == 1) srv6 = &s;
+    if (!known && !srv6) throw Fail{2, "unknown peer " + peer};
     Json rq{{"cmd", "probe"},
             {"peer", peer},
             {"count", count},
             {"interval_ms", interval_ms},
             {"timeout_ms", timeout_ms}};
-    if (qpn) rq["qpn"] = qpn;
     const int wait = static_cast<int>(count * interval_ms + timeout_ms + 3000);
-    const Json replies = fan_out("probe", snaps, rq, wait, [&](const Snapshot& s) {
-      return mrc::mrcctl::has_peer({s}, peer);
-    });
+    const Json replies = fan_out(
+        "probe", snaps, rq, wait,
+        [&](const Snapshot& s) { return known ? mrc::mrcctl::has_peer({s}, peer) : &s == srv6; },
+        2);
     if (g.json)
       std::cout << replies.dump(2) << std::endl;
     else

@@ -571,7 +571,10 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
                                                     {"recv_truncated", u.recv_truncated},
                                                     {"no_route", u.no_route},
                                                     {"loop_iterations", u.loop_iterations},
-                                                    {"timeouts", u.timeouts}};
+                                                    {"timeouts", u.timeouts},
+                                                    {"probes_answered", d.probes_answered},
+                                                    {"probes_rate_limited", d.probes_rate_limited},
+                                                    {"probe_replies_dropped", d.probe_replies_dropped}};
     for (const auto& [n, v] : udp)
       x.add(std::string("mrc_udp_") + n + "_total", "counter",
             std::string("UDP driver counter ") + n + ".", dev, static_cast<double>(v));

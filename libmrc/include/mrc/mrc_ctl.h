@@ -575,13 +575,12 @@ struct mrc_ctl_ep_rsp {
  * rsp in arrival order and *num_rsp says how many. req_tc is the DSCP of
  * the requests.
  *
- * libmrc today: connectionless probes (no QP) are not there yet. An EV
- * probe goes out on a connected (RTS) QP toward dgid whose EV set holds
- * req_ev, and the peer's engine answers it on that QP; rtt is that round
- * trip (adj_svc_time 0: no service time is reported). A request no such
- * QP carries is not answered, and when none can be sent the call fails
- * with EOPNOTSUPP at once. req_tc is checked (0..63) but not applied.
- * PORT_STATUS_UPDATE fails with EOPNOTSUPP.
+ * libmrc: an EV probe is a PROBE to QP 0 on req_ev's path to dgid's host
+ * (any host of the fabric, or any address in direct mode: no QP on either
+ * side), answered by that host's libmrc on the same path; rtt is the round
+ * trip by this host's clock (adj_svc_time 0: no service time is reported).
+ * A dgid that names no reachable host is EINVAL. req_tc is checked (0..63)
+ * but not applied. PORT_STATUS_UPDATE fails with EOPNOTSUPP.
  *
  * Returns 0 when every request was answered; -1 with errno
  * ETIMEDOUT when some were not (rsp and *num_rsp still hold those that

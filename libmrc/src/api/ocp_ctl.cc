@@ -267,22 +267,6 @@ bool step_ok(int from, int to) {
          (from == MRC_CTL_PROFILE_ONLINE && to == MRC_CTL_PROFILE_OFFLINE);
 }
 
-// The peer a GID names, as the verbs device registered it at some QP's RTR; nullopt if none.
-std::optional<engine::PeerId> peer_of(verbs::Device& dev, const ibv_gid& gid) {
-  std::lock_guard lock(dev.mu);
-  const io::UdpConfig& u = dev.cfg.udp;
-  if (u.path_mode == io::PathMode::kSrv6 && u.fabric) {
-    const srv6::Fabric& f = *u.fabric;
-    for (const auto& [host, peer] : dev.fabric_peers)
-      for (uint32_t p = 0; p < f.config().planes; ++p)
-        if (std::memcmp(f.host_address(host, p).data(), gid.raw, 16) == 0) return peer;
-    return std::nullopt;
-  }
-  auto it = dev.peers.find(std::string(reinterpret_cast<const char*>(gid.raw), 16));
-  if (it == dev.peers.end()) return std::nullopt;
-  return it->second;
-}
-
 bool is_local_gid(const verbs::Device& dev, const ibv_gid& gid) {
   if (std::memcmp(dev.gid.raw, gid.raw, 16) == 0) return true;
   const io::UdpConfig& u = dev.cfg.udp;
@@ -904,19 +888,10 @@ int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
   verbs::Device& dev = *mrc_ctx->dev;
   if (!dev.driver) return fail(EIO, "%s: the device is closed", fn);
 
-  // Each probe goes out on an RTS QP toward dgid that holds the EV (Engine::probe_ev), and its
-  // answer is the next probe reply counted on that QP's EV (PathStats::probe_replies, rtt_ns).
-  struct Pending {
-    int req = -1;
-    uint32_t qpn = 0;
-    size_t index = 0;
-    uint16_t plane = 0;
-    uint64_t nth = 0;  // the reply that answers it: probe_replies reaching this value
-    bool answered = false;
-  };
-  std::vector<Pending> todo(static_cast<size_t>(num_req));
-  std::vector<engine::Path> path(todo.size());
-  std::vector<std::optional<engine::PeerId>> peer(todo.size());
+  // Connectionless probes (io/udp/probes.h): no QP on either side; the peer's driver answers.
+  // Request i goes out as probe sequence i of one session, on its EV, to its dgid's host.
+  std::vector<engine::Path> path(static_cast<size_t>(num_req));
+  std::vector<engine::PeerId> peer(path.size());
   for (int i = 0; i < num_req; ++i) {
     const mrc_ctl_ep_req& r = req[i];
     for (int j = 0; j < i; ++j)
@@ -931,64 +906,57 @@ int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
     std::string why;
     auto p = to_path(dev, mode, mode_width(mode), r.req_ev, &why);
     if (!p) return fail(EINVAL, "%s: req %u: %s", fn, r.req_id, why.c_str());
+    if (p->plane >= dev.driver->planes())
+      return fail(EINVAL, "%s: req %u: port %u: the device has %zu", fn, r.req_id, p->plane + 1u,
+                  dev.driver->planes());
     path[static_cast<size_t>(i)] = *p;
-    peer[static_cast<size_t>(i)] = peer_of(dev, r.dgid);
+    ibv_ah_attr ah{};
+    ah.is_global = 1;
+    ah.grh.dgid = r.dgid;
+    uint32_t host = 0;
+    std::lock_guard lock(dev.mu);
+    auto to = verbs::peer_for(&dev, ah, &host);
+    if (!to)
+      return fail(EINVAL, "%s: req %u: dgid %s: %s", fn, r.req_id, gid_text(r.dgid).c_str(),
+                  to.error().c_str());
+    peer[static_cast<size_t>(i)] = *to;
   }
-  int sent = 0;
-  dev.driver->with_engine([&](engine::Engine& e) {
-    std::map<std::pair<uint32_t, size_t>, uint64_t> next;  // (qpn, EV index) -> replies so far
-    for (size_t i = 0; i < todo.size(); ++i) {
-      if (!peer[i]) continue;
-      for (engine::Qpn q = 1; q <= e.max_qpn(); ++q) {
-        auto a = e.query_qp(q);
-        if (!a || a->peer != *peer[i] ||
-            (a->state != engine::QpState::kRts && a->state != engine::QpState::kSqd))
-          continue;
-        const engine::PathSet* ps = e.paths(q);
-        const int k = ps ? ps->find(path[i].ev) : -1;
-        if (k < 0 || ps->ev(static_cast<size_t>(k)).path.plane != path[i].plane) continue;
-        if (!e.probe_ev(q, path[i].ev)) continue;
-        const auto key = std::make_pair(q, static_cast<size_t>(k));
-        auto it = next.find(key);
-        if (it == next.end())
-          it = next.emplace(key, e.path_stats(q)[static_cast<size_t>(k)].probe_replies).first;
-        todo[i] = Pending{static_cast<int>(i), q, static_cast<size_t>(k), path[i].plane, ++it->second};
-        ++sent;
-        break;
+  io::UdpDriver& drv = *dev.driver;
+  std::vector<bool> answered(path.size(), false);
+  int unsent = 0;
+  const uint32_t token = drv.with_probes([&](io::Probes& pr) {
+    const uint32_t t = pr.open();
+    for (size_t i = 0; i < path.size(); ++i)
+      if (!pr.send(drv.now(), t, peer[i], path[i], static_cast<uint32_t>(i))) {
+        answered[i] = true;  // nothing to wait for
+        ++unsent;
       }
-    }
-    return 0;
+    return t;
   });
-  if (sent == 0)
-    return fail(EOPNOTSUPP, "%s: no RTS QP toward %s holds these EVs: connectionless probes (no "
-                "QP) are not supported yet", fn, gid_text(req[0].dgid).c_str());
-  const engine::Time deadline = dev.cfg.udp.clock() + engine::Duration{rsp_timeout};
+  const engine::Time deadline = drv.now() + engine::Duration{rsp_timeout};
   int n = 0;
   for (;;) {
-    dev.driver->peek_engine([&](engine::Engine& e) {
-      for (Pending& t : todo) {
-        if (t.req < 0 || t.answered) continue;
-        const auto stats = e.path_stats(t.qpn);
-        if (t.index >= stats.size() || stats[t.index].probe_replies < t.nth) continue;
-        t.answered = true;
-        mrc_ctl_ep_rsp& out = rsp[n++];
-        out = mrc_ctl_ep_rsp{};
-        out.req_id = req[t.req].req_id;
-        out.port = static_cast<uint8_t>(t.plane + 1);
-        out.rtt = static_cast<unsigned>(
-            std::clamp<uint64_t>(stats[t.index].rtt_ns, 1, UINT_MAX));
-        out.adj_svc_time = 0;  // libmrc reports no service time: raw RTT
-      }
-      return 0;
-    });
-    if (n == sent || dev.cfg.udp.clock() >= deadline) break;
+    for (const io::ProbeReply& r : drv.with_probes([&](io::Probes& pr) { return pr.take(token); })) {
+      if (r.seq >= path.size() || answered[r.seq] || r.path.ev != path[r.seq].ev ||
+          r.path.plane != path[r.seq].plane)
+        continue;  // a duplicate, or not the path asked
+      answered[r.seq] = true;
+      mrc_ctl_ep_rsp& out = rsp[n++];
+      out = mrc_ctl_ep_rsp{};
+      out.req_id = req[r.seq].req_id;
+      out.port = static_cast<uint8_t>(r.path.plane + 1);
+      out.rtt = static_cast<unsigned>(
+          std::clamp<int64_t>(r.rtt.count(), 1, static_cast<int64_t>(UINT_MAX)));
+      out.adj_svc_time = 0;  // the peer reports no service time: raw RTT
+    }
+    if (n + unsent == num_req || drv.now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+  drv.with_probes([&](io::Probes& pr) { pr.close(token); });
   *num_rsp = n;
   if (n < num_req)
-    return fail(ETIMEDOUT, "%s: %d of %d probes answered within %u ns (%d had no RTS QP toward "
-                "%s with their EV: connectionless probes are not supported yet)", fn, n, num_req,
-                rsp_timeout, num_req - sent, gid_text(req[0].dgid).c_str());
+    return fail(ETIMEDOUT, "%s: %d of %d probes answered within %u ns (%d could not be sent: "
+                "no route on their EV)", fn, n, num_req, rsp_timeout, unsent);
   return 0;
 }
 

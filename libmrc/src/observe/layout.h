@@ -113,6 +113,8 @@ struct DeviceRecord {
   uint64_t rx_datagrams, tx_datagrams, rx_bytes, tx_bytes;
   uint64_t drops[kDropReasons];  // by engine::Drop
   uint64_t malformed_by_error[8];
+  // Connectionless probes (io::UdpCounters, io/udp/probes.h).
+  uint64_t probes_answered, probes_rate_limited, probe_replies_dropped;
 };
 
 /// One QP: engine::QpStats and its congestion control.

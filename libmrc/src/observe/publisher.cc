@@ -27,7 +27,6 @@ namespace {
 
 std::atomic<uint32_t> g_next_device{0};
 constexpr size_t kRttSamples = 64;
-constexpr uint32_t kProbeBit = 0x80000000u;
 
 void copy_str(char* dst, size_t cap, const std::string& s) {
   const size_t n = std::min(cap - 1, s.size());
@@ -72,8 +71,7 @@ struct Publisher::ProbeSession {
   socklen_t client_len = 0;
   std::string peer_name;
   engine::PeerId peer = 0;
-  uint32_t qpn = 0, dest_qpn = 0, token = 0;
-  uint8_t nonce = 0;
+  uint32_t token = 0;  // the io::Probes session
   uint32_t count = 5, rounds = 0;
   Duration interval{20'000'000}, timeout{300'000'000};
   Time next_round{0}, finish{engine::kNever};
@@ -81,15 +79,15 @@ struct Publisher::ProbeSession {
 };
 
 std::unique_ptr<Publisher> Publisher::create(const io::UdpConfig& cfg,
-                                             const std::vector<sockaddr_in6>& locals, SendFn send,
-                                             std::string* why) {
+                                             const std::vector<sockaddr_in6>& locals,
+                                             DriverHooks hooks, std::string* why) {
   if (auto v = getenv_str("MRC_STATS"); v && (*v == "0" || *v == "off" || *v == "false")) {
     if (why) *why = "MRC_STATS=" + *v + ": statistics not published";
     return nullptr;
   }
   std::unique_ptr<Publisher> p(new Publisher());
   p->cfg_ = cfg;
-  p->send_ = std::move(send);
+  p->hooks_ = std::move(hooks);
   p->index_ = g_next_device.fetch_add(1);
   if (auto v = getenv_str("MRC_STATS_INTERVAL_MS")) {
     const long ms = std::strtol(v->c_str(), nullptr, 10);
@@ -141,6 +139,7 @@ std::unique_ptr<Publisher> Publisher::create(const io::UdpConfig& cfg,
 }
 
 Publisher::~Publisher() {
+  if (probe_) hooks_.probes->close(probe_->token);
   if (ctl_fd_ >= 0) {
     ::close(ctl_fd_);
     ::unlink(ctl_path_.c_str());
@@ -170,6 +169,7 @@ void Publisher::tick(Time now, engine::Engine& e, const io::UdpCounters& c, bool
                      bool app_call) {
   if (commands && ctl_fd_ >= 0) serve_control(now, e);
   if (app_call) dirty_ = true;  // a QP made, changed or destroyed without traffic
+  if (probe_) probe_replies(now);
   if (probe_) probe_rounds(now);
   const engine::EngineStats& es = e.stats();
   // What moves when anything happens: datagrams, timer runs, QPs made, plane admin.
@@ -205,6 +205,9 @@ void Publisher::publish(Time now, engine::Engine& e, const io::UdpCounters& c) {
   d.tx_bytes = es.tx_bytes;
   for (size_t i = 0; i < es.drops.size() && i < kDropReasons; ++i) d.drops[i] = es.drops[i];
   for (size_t i = 0; i < 8; ++i) d.malformed_by_error[i] = es.malformed_by_error[i];
+  d.probes_answered = c.probes_answered;
+  d.probes_rate_limited = c.probes_rate_limited;
+  d.probe_replies_dropped = c.probe_replies_dropped;
 
   const uint64_t gen = h.generation + 1;
   uint32_t nq = 0, ne = 0, q_trunc = 0, e_trunc = 0;
@@ -390,15 +393,30 @@ void Publisher::reply(const sockaddr_un& to, socklen_t len, const std::string& b
                  reinterpret_cast<const sockaddr*>(&to), len);
 }
 
-engine::PeerId Publisher::peer_by_name(const std::string& name, bool* found) const {
+Result<std::pair<engine::PeerId, uint32_t>, std::string> Publisher::peer_by_name(
+    const std::string& name) {
   for (const Peer& p : peers_) {
-    if (p.name == name || (p.host != UINT32_MAX && name == std::to_string(p.host))) {
-      *found = true;
-      return p.id;
-    }
+    if (p.name == name || (p.host != UINT32_MAX && name == std::to_string(p.host)))
+      return std::make_pair(p.id, p.host);
   }
-  *found = false;
-  return 0;
+  const std::string dev = "mrc" + std::to_string(index_);
+  if (cfg_.path_mode != io::PathMode::kSrv6 || !cfg_.fabric)
+    return Err(dev + " has no peer " + name);
+  // Any host of the fabric: "h<N>", "<N>" or its name in the fabric file.
+  const srv6::FabricConfig& fc = cfg_.fabric->config();
+  std::optional<uint32_t> host;
+  for (uint32_t h = 0; h < fc.hosts && !host; ++h)
+    if (name == "h" + std::to_string(h) || name == std::to_string(h) ||
+        (h < fc.names.size() && name == fc.names[h]))
+      host = h;
+  if (!host) return Err(dev + " has no peer " + name + " (not a host of the fabric)");
+  if (*host == cfg_.local_host) return Err(dev + ": " + name + " is this host");
+  if (cfg_.peer_port == 0)
+    return Err(dev + " has no peer " + name + " and ephemeral ports (port 0): only a peer it " +
+               "is connected to can be probed");
+  auto id = hooks_.add_fabric_peer(*host);
+  if (!id.ok()) return Err(dev + ": " + id.error());
+  return std::make_pair(*id, *host);
 }
 
 std::string Publisher::handle(Time now, engine::Engine& e, const std::string& request,
@@ -531,46 +549,23 @@ std::string Publisher::handle(Time now, engine::Engine& e, const std::string& re
   if (cmd == "probe") {
     if (probe_) return fail(dev + ": a probe is already running");
     const std::string name = rq.value("peer", std::string());
-    bool found = false;
-    const engine::PeerId peer = peer_by_name(name, &found);
-    if (!found) return fail(dev + " has no peer " + name);
+    auto peer = peer_by_name(name);
+    if (!peer.ok()) return fail(peer.error());
     auto s = std::make_unique<ProbeSession>();
-    s->peer = peer;
+    s->peer = peer->first;
     s->peer_name = name;
     s->count = std::clamp(rq.value("count", 5u), 1u, 64u);
     s->interval =
         Duration{int64_t{std::clamp(rq.value("interval_ms", 20u), 1u, 1000u)} * 1'000'000};
     s->timeout =
         Duration{int64_t{std::clamp(rq.value("timeout_ms", 300u), 10u, 10000u)} * 1'000'000};
-    // An established QP to the peer lends its remote QPN and token.
-    const engine::PathSet* qp_paths = nullptr;
-    for (engine::Qpn q = 1; q <= e.max_qpn() && !qp_paths; ++q) {
-      if (only_qpn != 0 && q != only_qpn) continue;
-      auto a = e.query_qp(q);
-      if (!a.ok() || a->peer != peer) continue;
-      if (a->state != engine::QpState::kRts && a->state != engine::QpState::kSqd) continue;
-      s->qpn = q;
-      s->dest_qpn = a->dest_qpn;
-      s->token = a->remote_token;
-      qp_paths = e.paths(q);
-    }
-    if (!qp_paths) return fail(dev + ": no connected QP to " + name + " to probe with");
-    uint32_t host = UINT32_MAX;
-    for (const Peer& p : peers_)
-      if (p.id == peer) host = p.host;
-    if (cfg_.path_mode == io::PathMode::kSrv6 && cfg_.fabric && host != UINT32_MAX) {
-      for (uint32_t pl = 0; pl < cfg_.planes.size(); ++pl)
-        for (const srv6::Path& path : cfg_.fabric->paths(cfg_.local_host, host, pl))
-          s->targets.push_back(ProbeTarget{path.ev, static_cast<uint16_t>(pl)});
-    } else {
-      for (const auto& v : qp_paths->evs())
-        s->targets.push_back(ProbeTarget{v.path.ev, v.path.plane});
-    }
+    for (const engine::Path& path : hooks_.spray_paths(peer->second))
+      s->targets.push_back(ProbeTarget{path.ev, path.plane});
     if (s->targets.empty() || s->targets.size() > 0xFFFF)
       return fail(dev + ": no paths to " + name);
     s->client = from;
     s->client_len = from_len;
-    s->nonce = static_cast<uint8_t>(++probe_nonce_ & 0x7F);
+    s->token = hooks_.probes->open();
     s->next_round = now;
     probe_ = std::move(s);
     probe_rounds(now);
@@ -585,18 +580,9 @@ void Publisher::probe_rounds(Time now) {
   while (s.rounds < s.count && now >= s.next_round) {
     for (size_t i = 0; i < s.targets.size(); ++i) {
       ProbeTarget& t = s.targets[i];
-      wire::Packet pk;
-      pk.common.kind = wire::Kind::kProbe;
-      pk.common.dst_qpn = s.dest_qpn;
-      pk.common.token = s.token;
-      pk.common.ev = t.ev;
-      pk.common.psn =
-          kProbeBit | uint32_t{s.nonce} << 24 | (s.rounds & 0xFF) << 16 | static_cast<uint32_t>(i);
-      pk.common.ts = static_cast<uint64_t>(now.count());
-      uint8_t buf[wire::kMaxHeaderSize];
-      const size_t n = wire::encode_header(pk, {}, buf);
       ++t.sent;
-      (void)send_(s.peer, engine::Path{t.ev, t.plane}, {buf, n});
+      (void)hooks_.probes->send(now, s.token, s.peer, engine::Path{t.ev, t.plane},
+                                s.rounds << 16 | static_cast<uint32_t>(i));
     }
     ++s.rounds;
     s.next_round = now + s.interval;
@@ -619,32 +605,26 @@ void Publisher::probe_rounds(Time now) {
   const json out{{"ok", true},
                  {"device", "mrc" + std::to_string(index_)},
                  {"peer", s.peer_name},
-                 {"qpn", s.qpn},
                  {"paths", paths}};
   reply(s.client, s.client_len, out.dump());
+  hooks_.probes->close(s.token);
   probe_.reset();
 }
 
-bool Publisher::on_probe_reply(Time now, std::span<const uint8_t> datagram) {
-  if (datagram.size() < 2 || datagram[1] != static_cast<uint8_t>(wire::Kind::kProbeReply))
-    return false;
-  auto p = wire::decode(datagram);
-  if (!p.ok() || !(p->common.psn & kProbeBit)) return false;
-  const uint32_t psn = p->common.psn;
-  if (!probe_ || ((psn >> 24) & 0x7F) != probe_->nonce) return true;  // ours, but late
-  const uint32_t round = (psn >> 16) & 0xFF;
-  const uint32_t i = psn & 0xFFFF;
-  if (i >= probe_->targets.size() || round >= 64) return true;
-  ProbeTarget& t = probe_->targets[i];
-  if (p->probe_reply.echo_ev != t.ev || (t.replied_rounds >> round) & 1) return true;
-  t.replied_rounds |= uint64_t{1} << round;
-  const int64_t rtt = now.count() - static_cast<int64_t>(p->probe_reply.echo_ts);
-  if (rtt < 0) return true;
-  t.rtt_min = t.received == 0 ? rtt : std::min(t.rtt_min, rtt);
-  t.rtt_max = std::max(t.rtt_max, rtt);
-  t.rtt_sum += rtt;
-  ++t.received;
-  return true;
+void Publisher::probe_replies(Time) {
+  ProbeSession& s = *probe_;
+  for (const io::ProbeReply& r : hooks_.probes->take(s.token)) {
+    const uint32_t round = r.seq >> 16, i = r.seq & 0xFFFF;
+    if (i >= s.targets.size() || round >= 64 || round >= s.rounds) continue;  // never sent
+    ProbeTarget& t = s.targets[i];
+    if (r.path.ev != t.ev || r.path.plane != t.plane || (t.replied_rounds >> round) & 1) continue;
+    t.replied_rounds |= uint64_t{1} << round;
+    const int64_t rtt = r.rtt.count();
+    t.rtt_min = t.received == 0 ? rtt : std::min(t.rtt_min, rtt);
+    t.rtt_max = std::max(t.rtt_max, rtt);
+    t.rtt_sum += rtt;
+    ++t.received;
+  }
 }
 
 }  // namespace mrc::observe

@@ -23,14 +23,13 @@
 //   {"cmd":"probe","peer":NAME[,"count":C,"interval_ms":I,"timeout_ms":T]}
 // Replies are {"ok":true,...} or {"ok":false,"error":"one line"}.
 //
-// Probes: a probe of a peer sends `count` kProbe packets over every path to it (srv6: every
-// plane and spine of the fabric; otherwise the EVs of the QP) on an existing QP to that peer
-// (its remote QPN and token, which the peer's engine checks before it answers; the engine
-// answers no probe for QP 0). The peer's engine echoes each on the same EV. Replies carry
-// sequence numbers with bit 31 set, which the engine's own probes never reach: the driver
-// hands such a reply to on_probe_reply() instead of the engine, so these probes change no
-// engine state or counter. The answer lists per path: sent, received, loss, RTT min/avg/max,
-// and `bad` (loss >= 50%).
+// Probes (mrcctl probe): `count` rounds, `interval_ms` apart, of one connectionless probe
+// (io/udp/probes.h: no QP on either side, answered by the peer's driver) on every path to
+// the peer: in srv6 mode every plane and spine of the fabric, else the EVs a QP to it sprays
+// on (UdpDriver::spray_paths). The peer is one this device knows by name ("h<host>", its
+// plane-0 address) or, in srv6 mode, any fabric host ("h<N>", N or its fabric name) at the
+// configured peer port. The answer lists per path: sent, received, loss, RTT min/avg/max,
+// and `bad` (loss >= 50%). Probes change no engine state or counter.
 #pragma once
 
 #include <netinet/in.h>
@@ -52,15 +51,21 @@ namespace mrc::observe {
 
 class Publisher {
  public:
-  /// Sends one datagram from `path`'s plane socket to `peer` on `path` (the driver's route).
-  using SendFn = std::function<bool(engine::PeerId, engine::Path, std::span<const uint8_t>)>;
+  /// What the publisher uses of its driver; each is called under the driver's mutex.
+  struct DriverHooks {
+    io::Probes* probes = nullptr;  // the driver's connectionless probes
+    // srv6: a new peer for fabric host `host` at the configured peer port.
+    std::function<Result<engine::PeerId, std::string>(uint32_t host)> add_fabric_peer;
+    // The EVs a QP toward `host` sprays on (UdpDriver::spray_paths).
+    std::function<std::vector<engine::Path>(uint32_t host)> spray_paths;
+  };
 
   /// A publisher for a new device of this process, or nullptr when MRC_STATS=0 or the segment
   /// cannot be made (then *why says so; the datapath runs without). The control socket is
   /// optional: without /run/mrc access the device publishes but takes no commands.
   static std::unique_ptr<Publisher> create(const io::UdpConfig& cfg,
-                                           const std::vector<sockaddr_in6>& locals, SendFn send,
-                                           std::string* why);
+                                           const std::vector<sockaddr_in6>& locals,
+                                           DriverHooks hooks, std::string* why);
   ~Publisher();
 
   uint32_t index() const { return index_; }
@@ -76,8 +81,6 @@ class Publisher {
   /// QPs may have changed without a datagram or timer showing it.
   void tick(engine::Time now, engine::Engine& e, const io::UdpCounters& c, bool commands,
             bool app_call);
-  /// A received datagram that may be a reply to one of our probes; true: it was, consumed.
-  bool on_probe_reply(engine::Time now, std::span<const uint8_t> datagram);
 
  private:
   struct EvMemo;
@@ -90,10 +93,13 @@ class Publisher {
                      const sockaddr_un& from, socklen_t from_len, bool* deferred);
   void reply(const sockaddr_un& to, socklen_t len, const std::string& body);
   void probe_rounds(engine::Time now);
-  engine::PeerId peer_by_name(const std::string& name, bool* found) const;
+  void probe_replies(engine::Time now);
+  // The peer called `name` (see "Probes"), with its fabric host or UINT32_MAX; an error
+  // naming what is wrong when there is none.
+  Result<std::pair<engine::PeerId, uint32_t>, std::string> peer_by_name(const std::string& name);
 
   io::UdpConfig cfg_;
-  SendFn send_;
+  DriverHooks hooks_;
   uint32_t index_ = 0;
   std::unique_ptr<SegmentWriter> seg_;
   int ctl_fd_ = -1;
@@ -110,7 +116,6 @@ class Publisher {
   std::vector<Peer> peers_;
   std::unordered_map<uint64_t, std::unique_ptr<EvMemo>> memo_;  // (qpn << 32 | ev)
   std::unique_ptr<ProbeSession> probe_;
-  uint8_t probe_nonce_ = 0;
 };
 
 }  // namespace mrc::observe

@@ -157,14 +157,23 @@ __attribute__((no_sanitize("thread"))) Result<Snapshot, std::string> copy_out(
   if (h->version != kLayoutVersion)
     return Err(name + ": layout version " + std::to_string(h->version) + ", this reader knows " +
                std::to_string(kLayoutVersion));
+  // The geometry is read once: the mapping is the writer's (another user's process, maybe)
+  // and may change under us; every offset below comes from these checked copies.
+  const uint64_t device_off = h->device_off, qps_off = h->qps_off, evs_off = h->evs_off,
+                 events_off = h->events_off;
+  const uint32_t device_size = h->device_size, qp_size = h->qp_size, ev_size = h->ev_size,
+                 event_size = h->event_size, max_qps = h->max_qps, max_evs = h->max_evs,
+                 cap32 = h->event_capacity;
+  auto fits = [size](uint64_t off, uint64_t count, uint64_t stride) {
+    return off <= size && count * stride <= size - off;  // count, stride < 2^32: no overflow
+  };
   // Strides may grow within a version (records only gain fields at their end).
-  if (h->header_size < sizeof(SegmentHeader) || h->device_size < sizeof(DeviceRecord) ||
-      h->qp_size < sizeof(QpRecord) || h->ev_size < sizeof(EvRecord) ||
-      h->event_size < sizeof(EventRecord) || h->event_capacity == 0 || h->total_size > size ||
-      h->device_off + h->device_size > size ||
-      h->qps_off + uint64_t{h->max_qps} * h->qp_size > size ||
-      h->evs_off + uint64_t{h->max_evs} * h->ev_size > size ||
-      h->events_off + uint64_t{h->event_capacity} * h->event_size > size)
+  if (h->header_size < sizeof(SegmentHeader) || device_size < sizeof(DeviceRecord) ||
+      qp_size < sizeof(QpRecord) || ev_size < sizeof(EvRecord) ||
+      event_size < sizeof(EventRecord) || cap32 == 0 || h->total_size > size ||
+      !fits(device_off, 1, device_size) ||
+      !fits(qps_off, max_qps, qp_size) || !fits(evs_off, max_evs, ev_size) ||
+      !fits(events_off, cap32, event_size))
     return Err(name + ": inconsistent header (sizes do not fit the segment)");
 
   Snapshot s;
@@ -181,21 +190,21 @@ __attribute__((no_sanitize("thread"))) Result<Snapshot, std::string> copy_out(
     s.published_ns = h->published_ns;
     s.qps_truncated = h->qps_truncated;
     s.evs_truncated = h->evs_truncated;
-    const uint32_t nq = std::min(h->n_qps, h->max_qps);
-    const uint32_t ne = std::min(h->n_evs, h->max_evs);
-    std::memcpy(&s.device, base + h->device_off, sizeof(DeviceRecord));
+    const uint32_t nq = std::min(h->n_qps, max_qps);
+    const uint32_t ne = std::min(h->n_evs, max_evs);
+    std::memcpy(&s.device, base + device_off, sizeof(DeviceRecord));
     s.qps.resize(nq);
     for (uint32_t i = 0; i < nq; ++i)
-      std::memcpy(&s.qps[i], base + h->qps_off + uint64_t{i} * h->qp_size, sizeof(QpRecord));
+      std::memcpy(&s.qps[i], base + qps_off + uint64_t{i} * qp_size, sizeof(QpRecord));
     s.evs.resize(ne);
     for (uint32_t i = 0; i < ne; ++i)
-      std::memcpy(&s.evs[i], base + h->evs_off + uint64_t{i} * h->ev_size, sizeof(EvRecord));
+      std::memcpy(&s.evs[i], base + evs_off + uint64_t{i} * ev_size, sizeof(EvRecord));
     s.events_written = h->events_written;
-    const uint64_t cap = h->event_capacity;
+    const uint64_t cap = cap32;
     s.first_event = s.events_written > cap ? s.events_written - cap : 0;
     s.events.resize(s.events_written - s.first_event);
     for (uint64_t i = s.first_event; i < s.events_written; ++i)
-      std::memcpy(&s.events[i - s.first_event], base + h->events_off + (i % cap) * h->event_size,
+      std::memcpy(&s.events[i - s.first_event], base + events_off + (i % cap) * event_size,
                   sizeof(EventRecord));
     std::atomic_thread_fence(std::memory_order_acquire);
     if (h->seq.load(std::memory_order_relaxed) == s1) {

@@ -49,6 +49,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -149,6 +150,9 @@ class Fabric {
   // block | usids... | 0, at most kMaxUsids.
   Ipv6 address(const std::vector<uint16_t>& usids) const;
   Ipv6 host_address(uint32_t host, uint32_t plane) const;
+  // The host whose port address (any plane) `a` is: its first 64 bits are host_address's.
+  // Nullopt for anything else (a switch's, an outsider's). Decoded, not searched.
+  std::optional<uint32_t> host_of(const Ipv6& a) const;
   // Prefix "block:usid::/48" a switch matches for a uSID.
   std::string usid_prefix(uint16_t usid) const;
 

@@ -68,6 +68,7 @@ struct UdpDriver::Plane {
   std::array<mmsghdr, kBatch> rx_msgs{};
   std::array<iovec, kBatch> rx_iov{};
   std::array<std::array<uint8_t, kControlSize>, kBatch> rx_control{};
+  std::array<sockaddr_in6, kBatch> rx_from{};  // source addresses (connectionless probes)
   // Datagrams a full socket refused, copied out of the engine's spans (under mu_).
   struct Pending {
     int fd;
@@ -262,8 +263,13 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
                          reinterpret_cast<const sockaddr*>(r->to),
                          sizeof(sockaddr_in6)) == static_cast<ssize_t>(bytes.size());
   };
+  d->probes_ = std::make_unique<Probes>(send_raw);
+  observe::Publisher::DriverHooks hooks;  // called under mu_: the publisher runs there
+  hooks.probes = d->probes_.get();
+  hooks.add_fabric_peer = [raw](uint32_t host) { return raw->add_fabric_peer_locked(host, {}); };
+  hooks.spray_paths = [raw](uint32_t host) { return raw->spray_paths(host); };
   std::string why;  // no statistics is not an error: the datapath runs without
-  d->publisher_ = observe::Publisher::create(cfg, locals, send_raw, &why);
+  d->publisher_ = observe::Publisher::create(cfg, locals, std::move(hooks), &why);
   return d;
 }
 
@@ -284,6 +290,12 @@ engine::PeerId UdpDriver::add_peer(std::vector<sockaddr_in6> per_plane_addresses
 
 Result<engine::PeerId, std::string> UdpDriver::add_fabric_peer(uint32_t host,
                                                                std::span<const uint16_t> ports) {
+  std::lock_guard lock(mu_);
+  return add_fabric_peer_locked(host, ports);
+}
+
+Result<engine::PeerId, std::string> UdpDriver::add_fabric_peer_locked(
+    uint32_t host, std::span<const uint16_t> ports) {
   if (cfg_.path_mode != PathMode::kSrv6 || !cfg_.fabric) {
     return Err(std::string("udp driver: add_fabric_peer needs the srv6 path mode"));
   }
@@ -306,7 +318,6 @@ Result<engine::PeerId, std::string> UdpDriver::add_fabric_peer(uint32_t host,
       by_plane[p].push_back(to_sockaddr(path->dst, port));
     }
   }
-  std::lock_guard lock(mu_);
   peers_.push_back(std::move(by_plane));
   const auto id = static_cast<engine::PeerId>(peers_.size() - 1);
   if (publisher_) publisher_->add_peer(id, "h" + std::to_string(host), host);
@@ -479,6 +490,8 @@ size_t UdpDriver::receive_batch(size_t plane) {
     h.msg_iovlen = 1;
     h.msg_control = pl.rx_control[k].data();
     h.msg_controllen = kControlSize;
+    h.msg_name = &pl.rx_from[k];
+    h.msg_namelen = sizeof(sockaddr_in6);
     pl.rx_msgs[k].msg_len = 0;
   }
   const int r = ::recvmmsg(pl.fd, pl.rx_msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
@@ -525,13 +538,55 @@ void UdpDriver::feed_received(size_t plane, size_t n, Time t) {
       }
       ++counters_.datagrams_received;
       counters_.bytes_received += m;
-      // mrcctl's probe replies go to the publisher (one byte compared for anything else).
-      if (publisher_ && m > 1 && data[off + 1] == static_cast<uint8_t>(wire::Kind::kProbeReply) &&
-           publisher_->on_probe_reply(t, {data + off, m}))
+      // Connectionless probes and their replies (dst_qpn 0) are the driver's; the test costs
+      // one byte compared for anything else.
+      const uint8_t kind = m > 8 ? data[off + 1] : 0;
+      if ((kind == static_cast<uint8_t>(wire::Kind::kProbe) ||
+           kind == static_cast<uint8_t>(wire::Kind::kProbeReply)) &&
+          (data[off + 4] | data[off + 5] | data[off + 6] | data[off + 7]) == 0 &&
+          connectionless(plane, pl.rx_from[k], rx.ecn_ce, {data + off, m}, t))
         continue;
       engine_->on_datagram(t, rx, {data + off, m});
     }
   }
+}
+
+bool UdpDriver::connectionless(size_t plane, const sockaddr_in6& from, bool ecn,
+                               std::span<const uint8_t> bytes, Time t) {
+  wire::Packet p;
+  if (!wire::decode(bytes, p).ok() || !Probes::is_connectionless(p)) return false;
+  if (p.common.kind == wire::Kind::kProbeReply) {
+    if (!probes_->on_reply(t, p, static_cast<uint16_t>(plane))) ++counters_.probe_replies_dropped;
+    return true;
+  }
+  if (!probes_->may_answer(t)) {
+    ++counters_.probes_rate_limited;
+    return true;
+  }
+  // Back on the probe's EV: in srv6 mode through the same spine toward the prober's host. In
+  // ecmp mode the probe left from one of the prober's send-only source-port sockets: the
+  // answer goes to its plane port, which hosts configured alike share with ours.
+  sockaddr_in6 to = from;
+  if (cfg_.path_mode == PathMode::kEcmp) to.sin6_port = sockets_[plane]->local.sin6_port;
+  if (cfg_.path_mode == PathMode::kSrv6 && cfg_.fabric) {
+    srv6::Ipv6 a;
+    std::memcpy(a.data(), &from.sin6_addr, a.size());
+    if (auto host = cfg_.fabric->host_of(a); host && *host != cfg_.local_host) {
+      auto path = cfg_.fabric->path_for_ev(cfg_.local_host, *host, p.common.ev);
+      if (path.ok() && path->plane == plane) to = to_sockaddr(path->dst, ntohs(from.sin6_port));
+    }
+  }
+  uint8_t buf[wire::kMaxHeaderSize];
+  const size_t n = Probes::build_answer(t, p, ecn, buf);
+  if (::sendto(sockets_[plane]->fd, buf, n, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to),
+               sizeof to) == static_cast<ssize_t>(n)) {
+    ++counters_.probes_answered;
+    ++counters_.datagrams_sent;
+    counters_.bytes_sent += n;
+  } else {
+    ++counters_.send_errors;
+  }
+  return true;
 }
 
 bool UdpDriver::flush_pending(size_t plane) {

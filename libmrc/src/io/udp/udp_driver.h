@@ -74,6 +74,7 @@
 #include "common/result.h"
 #include "engine/engine.h"
 #include "engine/types.h"
+#include "io/udp/probes.h"
 #include "srv6/fabric.h"
 
 namespace mrc::observe {
@@ -140,6 +141,10 @@ struct UdpCounters {
   uint64_t no_route = 0;         // Transmit to an unknown peer or plane (dropped)
   uint64_t loop_iterations = 0;  // wakeups of the loop (idle: stays flat)
   uint64_t timeouts = 0;         // on_timeout calls
+  // Connectionless probes (io/udp/probes.h).
+  uint64_t probes_answered = 0;        // probes to dst_qpn 0 answered
+  uint64_t probes_rate_limited = 0;    // ...not answered: over Probes::kAnswersPerSecond
+  uint64_t probe_replies_dropped = 0;  // replies with no open session's token (forged, late)
 };
 
 class UdpDriver {
@@ -214,6 +219,17 @@ class UdpDriver {
     return r;
   }
 
+  /// Runs f(Probes&) under the driver's mutex: connectionless probes of paths to a peer
+  /// (io/udp/probes.h), answered by the peer's driver with no QP on either side. Probes
+  /// leave at once; replies are collected by the progress loop.
+  template <class F>
+  decltype(auto) with_probes(F&& f) {
+    std::lock_guard lock(mu_);
+    return f(*probes_);
+  }
+  /// The clock the driver and its engine run on (UdpConfig::clock).
+  engine::Time now() const { return cfg_.clock(); }
+
   /// As with_engine, without waking the progress thread: for calls that only
   /// drain or read (poll_cq, poll_event, stats) and so give it nothing to send.
   /// Front ends poll completions with this in tight loops.
@@ -259,6 +275,13 @@ class UdpDriver {
   bool flush_pending(size_t plane);                            // under mu_; true when all sent
   void send_slots(size_t plane, std::vector<size_t>& slots);   // under mu_
   std::optional<Route> route(const engine::Transmit& tx) const;  // under mu_; none: no route
+  // Under mu_: a connectionless probe or reply (io/udp/probes.h) that came on `plane` from
+  // `from`; false: not one (malformed: the engine counts it).
+  bool connectionless(size_t plane, const sockaddr_in6& from, bool ecn,
+                      std::span<const uint8_t> bytes, engine::Time t);
+  // Under mu_: add_fabric_peer.
+  Result<engine::PeerId, std::string> add_fabric_peer_locked(uint32_t host,
+                                                             std::span<const uint16_t> ports);
 
   UdpConfig cfg_;
   std::vector<std::unique_ptr<Plane>> sockets_;
@@ -271,6 +294,7 @@ class UdpDriver {
   UdpCounters counters_;
   std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
   std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
+  std::unique_ptr<Probes> probes_;                 // under mu_
   std::unique_ptr<observe::Publisher> publisher_;  // under mu_; null with MRC_STATS=0
 
   std::function<void()> on_progress_;
