@@ -21,7 +21,7 @@ PACKAGES=(
   # fuzzing (fuzz/): libFuzzer runtime for clang
   libclang-rt-14-dev
   # fault runs (tools/mrc-perf): baselines and plots
-  iperf3 mptcpd gnuplot-nox
+  iperf3 mptcpize gnuplot-nox
   # the software verbs device (headers) and the stock programs the verbs shim runs
   libibverbs-dev perftest ibverbs-utils
 )

@@ -140,7 +140,7 @@ TEST_F(BaselineTest, RunTcp_TwoSeconds) {
 
 TEST_F(BaselineTest, RunMptcp_SubflowPerPlane) {
   if (!have("iperf3")) GTEST_SKIP() << "iperf3 not installed";
-  if (!have("mptcpize")) GTEST_SKIP() << "mptcpize not installed (Debian package mptcpd)";
+  if (!have("mptcpize")) GTEST_SKIP() << "mptcpize not installed (Debian package mptcpize)";
   auto r = run_mptcp(spec_);
   ASSERT_TRUE(r.ok()) << r.error();
   expect_samples(*r);

@@ -484,7 +484,7 @@ Result<BaselineResult, std::string> run_mptcp(const BaselineSpec& spec) {
   if (auto s = need("ip", "iproute2"); !s) return Err(s.error());
   if (auto s = need("ss", "iproute2"); !s) return Err(s.error());
   if (auto s = need("iperf3", "iperf3"); !s) return Err(s.error());
-  if (auto s = need("mptcpize", "mptcpd"); !s) return Err(s.error());
+  if (auto s = need("mptcpize", "mptcpize"); !s) return Err(s.error());
 
   // Each plane's interface in the client netns, to count what it sent.
   std::vector<std::string> ifaces;
