@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "loopback_env.h"
 #include "verbs/verbs.h"
 
 namespace mrc::verbs {
@@ -21,31 +22,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// True if UDP port `port` of ::1 is free now.
-bool udp_free(uint16_t port) {
-  const int fd = ::socket(AF_INET6, SOCK_DGRAM, 0);
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_port = htons(port);
-  a.sin6_addr = in6addr_loopback;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // The device reads its configuration once per process, at the first call: set it first.
-// Verbs peers need fixed ports: two free ones (the planes take port and port + 1) below the
-// kernel's ephemeral range (32768..), where other tests' port-0 sockets never land. ctest
-// runs these tests in parallel processes: start from the pid and look for a free pair.
-const bool env_set = [] {
-  uint16_t port = static_cast<uint16_t>(10000 + (::getpid() % 10000) * 2);
-  for (int i = 0; i < 5000 && !(udp_free(port) && udp_free(port + 1)); ++i)
-    port = static_cast<uint16_t>(port + 2 >= 30000 ? 10000 : port + 2);
-  ::setenv("MRC_PLANES", "::1,::1", 1);
-  ::setenv("MRC_PORT", std::to_string(port).c_str(), 1);
-  ::setenv("MRC_STATS", "0", 1);
-  return true;
-}();
+const bool env_set = testing::set_loopback_env();
 
 // Polls until one completion arrives (or 5 s pass).
 ibv_wc wait_wc(ibv_cq* cq) {
@@ -370,6 +348,95 @@ TEST_F(Verbs, RemoteKeyViolation_RemAccessErr_TargetUntouched) {
   ASSERT_EQ(query_qp(qp_[0], &a, IBV_QP_STATE, &i), 0);
   EXPECT_EQ(a.qp_state, IBV_QPS_ERR);
   EXPECT_EQ(dereg_mr(ro), 0);
+
+  // A fresh pair (the failed QP stays in ERROR): the right key, but a range that runs past
+  // the end of its MR.
+  for (ibv_qp*& q : qp_) {
+    EXPECT_EQ(destroy_qp(q), 0);
+    q = nullptr;
+  }
+  make_pair();
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 4096, mr_[0]->lkey, at(1, buf_[1].size() - 100),
+                 mr_[1]->rkey),
+            0);
+  wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_TRUE(std::all_of(buf_[1].begin(), buf_[1].end(), [](uint8_t b) { return b == 0; }))
+      << "the target's memory changed";
+}
+
+TEST_F(Verbs, PollCq_MoreThan64AtOnce_ShortCountMeansEmpty) {
+  qp_[0] = make_qp(0, 128);
+  qp_[1] = make_qp(1);
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(to_init(qp_[1]), 0);
+  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
+  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  for (int i = 0; i < 100; ++i) {
+    std::memset(buf_[0].data() + i * 64, i + 1, 64);
+    ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0, i * 64), 64, mr_[0]->lkey, at(1, i * 64),
+                   mr_[1]->rkey),
+              0);
+  }
+  // Once the last WRITE's bytes have landed, give its ACK a moment: then all 100 are there.
+  const auto end = std::chrono::steady_clock::now() + 5s;
+  while (buf_[1][99 * 64] != 100 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(200ms);
+  ibv_wc wc[128];
+  const int got = poll_cq(cq_[0], 128, wc);
+  ASSERT_EQ(got, 100) << "one call must return every completion there is (up to n)";
+  for (int i = 0; i < got; ++i) EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(poll_cq(cq_[0], 128, wc), 0);
+}
+
+TEST_F(Verbs, CqEx_CompletionsLeftAfterEndPollWakeTheChannel) {
+  ibv_comp_channel* ch = create_comp_channel(ctx_);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 64;
+  ca.channel = ch;
+  ibv_cq_ex* cqx = create_cq_ex(ctx_, &ca);
+  ASSERT_NE(cqx, nullptr);
+  ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
+  ibv_qp_init_attr ia{};
+  ia.send_cq = cq;
+  ia.recv_cq = cq_[0];
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+  qp_[0] = create_qp(pd_, &ia);
+  qp_[1] = make_qp(1);
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(to_init(qp_[1]), 0);
+  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
+  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 64, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 64, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  std::this_thread::sleep_for(100ms);  // both complete
+  // Read one through the cursor and stop: the other is still the CQ's.
+  ibv_poll_cq_attr pa{};
+  const auto end = std::chrono::steady_clock::now() + 5s;
+  int r = ENOENT;
+  while (r != 0 && std::chrono::steady_clock::now() < end) r = ibv_start_poll(cqx, &pa);
+  ASSERT_EQ(r, 0);
+  ibv_end_poll(cqx);
+  // Armed now, the channel fires at once for it, and ibv_poll_cq returns it.
+  ASSERT_EQ(req_notify_cq(cq, 0), 0);
+  pollfd p{ch->fd, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 1000), 1) << "a completion waits, and the armed channel slept";
+  ibv_wc wc{};
+  EXPECT_EQ(poll_cq(cq, 1, &wc), 1);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  ibv_cq* got = nullptr;
+  void* cq_ctx = nullptr;
+  if (p.revents & POLLIN) {
+    ASSERT_EQ(get_cq_event(ch, &got, &cq_ctx), 0);
+    ack_cq_events(cq, 1);
+  }
+  EXPECT_EQ(destroy_qp(qp_[0]), 0);
+  qp_[0] = nullptr;
+  EXPECT_EQ(destroy_cq(cq), 0);
+  EXPECT_EQ(destroy_comp_channel(ch), 0);
 }
 
 TEST_F(Verbs, CompletionChannel_RealFdWakesOnCompletion) {

@@ -9,7 +9,8 @@
 // Binding: exports.map is an anonymous version script (no version definitions), so the
 // dynamic linker binds the programs' versioned references (ibv_open_device@IBVERBS_1.1) to
 // these definitions (facts/verbs-shim.md "Symbol binding").
-// Unsupported verbs (SRQ, AH, multicast) fail with EOPNOTSUPP and one line on stderr.
+// Unsupported verbs (SRQ, AH, multicast, rereg, dma-buf, ECE, imports) fail with EOPNOTSUPP
+// and one line on stderr.
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
 
@@ -117,13 +118,11 @@ void ibv_free_device_list(ibv_device** list) {
 const char* ibv_get_device_name(ibv_device* d) { return d ? d->name : nullptr; }
 
 __be64 ibv_get_device_guid(ibv_device* d) {
-  if (!v::is_mrc_device(d)) return REAL(ibv_get_device_guid, "IBVERBS_1.1")(d);
-  ibv_context* c = v::open_device(d);
-  if (!c) return 0;
-  ibv_device_attr a;
-  v::query_device(c, &a);
-  v::close_device(c);
-  return a.node_guid;
+  return v::is_mrc_device(d) ? v::device_guid(d) : REAL(ibv_get_device_guid, "IBVERBS_1.1")(d);
+}
+
+int ibv_get_device_index(ibv_device* d) {
+  return v::is_mrc_device(d) ? 0 : REAL(ibv_get_device_index, "IBVERBS_1.9")(d);
 }
 
 ibv_context* ibv_open_device(ibv_device* d) {
@@ -181,6 +180,23 @@ int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t siz
   auto* f = reinterpret_cast<int (*)(const char*, const char*, char*, size_t)>(
       real_symbol("ibv_read_sysfs_file", "IBVERBS_1.0"));
   return f ? f(dir, file, buf, size) : (errno = ENOSYS, -1);
+}
+
+ssize_t _ibv_query_gid_table(ibv_context* c, ibv_gid_entry* entries, size_t max_entries,
+                             uint32_t flags, size_t entry_size) {
+  if (!ours(c))
+    return REAL(_ibv_query_gid_table, "IBVERBS_1.11")(c, entries, max_entries, flags, entry_size);
+  if (entry_size < sizeof(ibv_gid_entry) || max_entries < 1) return -EINVAL;
+  const int r = v::query_gid_ex(c, 1, 0, entries);  // mrc0: one port, one GID
+  return r ? -r : 1;
+}
+
+int ibv_get_pkey_index(ibv_context* c, uint8_t port, __be16 pkey) {
+  if (!ours(c)) return REAL(ibv_get_pkey_index, "IBVERBS_1.5")(c, port, pkey);
+  uint16_t p = 0;
+  if (v::query_pkey(c, port, 0, &p) == 0 && p == pkey) return 0;  // the only entry
+  errno = ENOENT;
+  return -1;
 }
 
 int ibv_query_pkey(ibv_context* c, uint8_t port, int index, __be16* pkey) {
@@ -243,6 +259,20 @@ int ibv_dereg_mr(ibv_mr* mr) {
   return ours(mr->context) ? v::dereg_mr(mr) : REAL(ibv_dereg_mr, "IBVERBS_1.1")(mr);
 }
 
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t len, int access) {
+  if (!ours(mr->context)) return REAL(ibv_rereg_mr, "IBVERBS_1.1")(mr, flags, pd, addr, len, access);
+  unsupported("ibv_rereg_mr (deregister and register again)");
+  return IBV_REREG_MR_ERR_INPUT;
+}
+
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd,
+                          int access) {
+  if (!ours(pd->context))
+    return REAL(ibv_reg_dmabuf_mr, "IBVERBS_1.12")(pd, offset, len, iova, fd, access);
+  unsupported("ibv_reg_dmabuf_mr (dma-buf memory)");
+  return nullptr;
+}
+
 // ---- CQs and channels ------------------------------------------------------------------
 ibv_comp_channel* ibv_create_comp_channel(ibv_context* c) {
   return ours(c) ? v::create_comp_channel(c) : REAL(ibv_create_comp_channel, "IBVERBS_1.0")(c);
@@ -300,6 +330,21 @@ ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
   return ours(qp->context) ? v::qp_to_qp_ex(qp) : REAL(ibv_qp_to_qp_ex, "IBVERBS_1.6")(qp);
 }
 
+// MRC sprays a message over many paths: its bytes land in any order.
+int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode op, uint32_t flags) {
+  return ours(qp->context) ? 0 : REAL(ibv_query_qp_data_in_order, "IBVERBS_1.14")(qp, op, flags);
+}
+
+int ibv_set_ece(ibv_qp* qp, ibv_ece* ece) {
+  return ours(qp->context) ? unsupported("ibv_set_ece (enhanced connection establishment)")
+                           : REAL(ibv_set_ece, "IBVERBS_1.10")(qp, ece);
+}
+
+int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) {
+  return ours(qp->context) ? unsupported("ibv_query_ece (enhanced connection establishment)")
+                           : REAL(ibv_query_ece, "IBVERBS_1.10")(qp, ece);
+}
+
 // ---- Unsupported on MRC: SRQ, AH, multicast ----------------------------------------------
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
   if (!ours(pd->context)) return REAL(ibv_create_srq, "IBVERBS_1.1")(pd, a);
@@ -331,6 +376,49 @@ ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port
 
 int ibv_destroy_ah(ibv_ah* ah) {
   return ours(ah->context) ? unsupported("ibv_destroy_ah") : REAL(ibv_destroy_ah, "IBVERBS_1.1")(ah);
+}
+
+int ibv_init_ah_from_wc(ibv_context* c, uint8_t port, ibv_wc* wc, ibv_grh* grh, ibv_ah_attr* ah) {
+  return ours(c) ? unsupported("ibv_init_ah_from_wc (UD address handles)")
+                 : REAL(ibv_init_ah_from_wc, "IBVERBS_1.1")(c, port, wc, grh, ah);
+}
+
+int ibv_resolve_eth_l2_from_gid(ibv_context* c, ibv_ah_attr* attr, uint8_t mac[ETHERNET_LL_SIZE],
+                                uint16_t* vid) {
+  if (!ours(c)) return REAL(ibv_resolve_eth_l2_from_gid, "IBVERBS_1.1")(c, attr, mac, vid);
+  unsupported("ibv_resolve_eth_l2_from_gid (MRC has no L2 neighbours)");
+  return -1;
+}
+
+// ---- Unsupported on MRC: importing objects of another process ------------------------------
+ibv_pd* ibv_import_pd(ibv_context* c, uint32_t handle) {
+  if (!ours(c)) return REAL(ibv_import_pd, "IBVERBS_1.10")(c, handle);
+  unsupported("ibv_import_pd");
+  return nullptr;
+}
+
+void ibv_unimport_pd(ibv_pd* pd) {
+  if (!ours(pd->context)) REAL(ibv_unimport_pd, "IBVERBS_1.10")(pd);
+}
+
+ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t handle) {
+  if (!ours(pd->context)) return REAL(ibv_import_mr, "IBVERBS_1.10")(pd, handle);
+  unsupported("ibv_import_mr");
+  return nullptr;
+}
+
+void ibv_unimport_mr(ibv_mr* mr) {
+  if (!ours(mr->context)) REAL(ibv_unimport_mr, "IBVERBS_1.10")(mr);
+}
+
+ibv_dm* ibv_import_dm(ibv_context* c, uint32_t handle) {
+  if (!ours(c)) return REAL(ibv_import_dm, "IBVERBS_1.13")(c, handle);
+  unsupported("ibv_import_dm");
+  return nullptr;
+}
+
+void ibv_unimport_dm(ibv_dm* dm) {
+  if (!ours(dm->context)) REAL(ibv_unimport_dm, "IBVERBS_1.13")(dm);
 }
 
 int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {

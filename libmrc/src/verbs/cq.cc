@@ -165,19 +165,14 @@ namespace {
 
 Cq* cq_ex_of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
 
-// CQ_ex reading: `cur` is the completion at the cursor.
+// CQ_ex reading: `cur` is the completion at the cursor, taken from the engine one at a time
+// (nothing held back here, so req_notify_cq and ibv_poll_cq see every completion not read).
 int cqx_next(ibv_cq_ex* c) {
   Cq* q = cq_ex_of(c);
-  if (q->batch_pos >= q->batch.size()) {
-    q->batch.resize(32);
-    Device* dev = device_of(c->context);
-    const size_t n = dev->driver->peek_engine(
-        [&](engine::Engine& e) { return e.poll_cq(q->id, q->batch); });
-    q->batch.resize(n);
-    q->batch_pos = 0;
-    if (n == 0) return ENOENT;
-  }
-  q->cur = q->batch[q->batch_pos++];
+  Device* dev = device_of(c->context);
+  const size_t n = dev->driver->peek_engine(
+      [&](engine::Engine& e) { return e.poll_cq(q->id, std::span(&q->cur, 1)); });
+  if (n == 0) return ENOENT;
   c->wr_id = q->cur.wr_id;
   c->status = static_cast<ibv_wc_status>(q->cur.status);
   return 0;
@@ -300,15 +295,21 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
     ::sched_yield();
     return 0;
   }
+  // In chunks of 64 until n are read or the CQ is empty: a short count means empty.
   engine::Completion buf[64];
-  const size_t want = std::min<size_t>(static_cast<size_t>(n), 64);
-  const size_t got = drv.peek_engine(
-      [&](engine::Engine& e) { return e.poll_cq(q->id, std::span(buf, want)); });
-  for (size_t i = 0; i < got; ++i) {
-    wc[i] = to_wc(buf[i]);
-    if (buf[i].status != engine::WcStatus::kSuccess &&
-        buf[i].status != engine::WcStatus::kWrFlushErr)
-      log_error("QP %u: work request failed: %s", buf[i].qpn, engine::to_string(buf[i].status));
+  size_t got = 0;
+  for (;;) {
+    const size_t want = std::min<size_t>(static_cast<size_t>(n) - got, 64);
+    const size_t k = drv.peek_engine(
+        [&](engine::Engine& e) { return e.poll_cq(q->id, std::span(buf, want)); });
+    for (size_t i = 0; i < k; ++i) {
+      wc[got + i] = to_wc(buf[i]);
+      if (buf[i].status != engine::WcStatus::kSuccess &&
+          buf[i].status != engine::WcStatus::kWrFlushErr)
+        log_error("QP %u: work request failed: %s", buf[i].qpn, engine::to_string(buf[i].status));
+    }
+    got += k;
+    if (k < want || got == static_cast<size_t>(n)) break;
   }
   if (got == 0) q->empty_at = act;
   return static_cast<int>(got);

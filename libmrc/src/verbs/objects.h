@@ -87,8 +87,6 @@ struct Cq {
   uint64_t empty_at = ~0ull;  // driver activity() when a poll last found nothing
   // CQ_ex polling: the completion being read between start_poll and end_poll.
   engine::Completion cur{};
-  std::vector<engine::Completion> batch;
-  size_t batch_pos = 0;
   std::mutex poll_mu;  // one poller at a time (verbs asks the app for that; cheap insurance)
 };
 
@@ -99,6 +97,7 @@ struct Qp {
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
   uint32_t peer_host = 0;  // fabric host of the peer (kSrv6), for spray_paths
+  std::atomic<uint64_t> post_errors_logged{0};  // engine::Error kinds already logged
   // ibv_wr_* batch between wr_start and wr_complete.
   struct Pending {
     engine::SendWr wr;

@@ -55,13 +55,11 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
   return 0;
 }
 
-void log_post_error(const char* verb, engine::Error e, uint32_t qpn) {
+void log_post_error(Qp* q, const char* verb, engine::Error e) {
   // Post errors are the app's to handle; say why once per QP and error kind at most.
-  static thread_local uint64_t said = 0;
   const uint64_t bit = 1ull << (static_cast<unsigned>(e) % 64);
-  if (said & bit) return;
-  said |= bit;
-  log_error("%s on QP %u: %s", verb, qpn, engine::to_string(e));
+  if (q->post_errors_logged.fetch_or(bit, std::memory_order_relaxed) & bit) return;
+  log_error("%s on QP %u: %s", verb, q->qpx.qp_base.qp_num, engine::to_string(e));
 }
 
 // ---- ibv_wr_* (QP_ex) --------------------------------------------------------------------
@@ -143,7 +141,7 @@ int wr_complete(ibv_qp_ex* q) {
   Qp* p = qx(q);
   const ibv_qp_state st = q->qp_base.state;
   if (!p->wr_error && st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_ERR) {
-    log_post_error("ibv_wr_complete", engine::Error::kBadState, q->qp_base.qp_num);
+    log_post_error(p, "ibv_wr_complete", engine::Error::kBadState);
     p->wr_error = EINVAL;
   }
   if (p->wr_error) {
@@ -168,7 +166,7 @@ int wr_complete(ibv_qp_ex* q) {
   });
   p->pending.clear();
   if (!r) {
-    log_post_error("ibv_wr_complete", r.error(), q->qp_base.qp_num);
+    log_post_error(p, "ibv_wr_complete", r.error());
     return to_errno(r.error());
   }
   return 0;
@@ -463,7 +461,7 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Qp* q = qp_of(qp);
   if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD && qp->state != IBV_QPS_ERR) {
     if (bad) *bad = wr;
-    log_post_error("ibv_post_send", engine::Error::kBadState, qp->qp_num);
+    log_post_error(q, "ibv_post_send", engine::Error::kBadState);
     return EINVAL;
   }
   int err = 0;
@@ -474,7 +472,7 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       err = convert(*w, ew, sges, q->cap.max_send_sge);
       if (!err) {
         if (auto r = e.post_send(qp->qp_num, ew); !r) {
-          log_post_error("ibv_post_send", r.error(), qp->qp_num);
+          log_post_error(q, "ibv_post_send", r.error());
           err = to_errno(r.error());
         }
       }
@@ -503,7 +501,7 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
           sges[i] = engine::Sge{w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey};
         engine::RecvWr ew{w->wr_id, std::span<const engine::Sge>(sges, w->num_sge)};
         if (auto r = e.post_recv(qp->qp_num, ew); !r) {
-          log_post_error("ibv_post_recv", r.error(), qp->qp_num);
+          log_post_error(q, "ibv_post_recv", r.error());
           err = to_errno(r.error());
         }
       }

@@ -56,6 +56,8 @@ void free_device_list(ibv_device** list);
 /// True for a device, context, or any object whose context is one of ours.
 bool is_mrc_device(const ibv_device* d);
 bool is_mrc_context(const ibv_context* c);
+/// The node GUID (as ibv_query_device reports it) of one of our devices, without opening it.
+__be64 device_guid(const ibv_device* d);
 
 ibv_context* open_device(ibv_device* d);
 int close_device(ibv_context* c);

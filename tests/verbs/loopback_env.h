@@ -1,0 +1,42 @@
+// The host configuration of a test process's mrc0: two loopback planes ([::1]:P, [::1]:P+1),
+// statistics off. Threading: call once, before the first verbs call of the process (the
+// device reads its configuration then).
+#pragma once
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace mrc::verbs::testing {
+
+// True if UDP port `port` of ::1 is free now.
+inline bool udp_free(uint16_t port) {
+  const int fd = ::socket(AF_INET6, SOCK_DGRAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(port);
+  a.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Verbs peers need fixed ports: two free ones (the planes take port and port + 1) below the
+// kernel's ephemeral range (32768..), where other tests' port-0 sockets never land. ctest
+// runs tests in parallel processes: start from the pid and look for a free pair in
+// 10000..30000 (the OCP conformance test's fixed ports are above).
+inline bool set_loopback_env() {
+  uint16_t port = static_cast<uint16_t>(10000 + (::getpid() % 10000) * 2);
+  for (int i = 0; i < 5000 && !(udp_free(port) && udp_free(port + 1)); ++i)
+    port = static_cast<uint16_t>(port + 2 >= 30000 ? 10000 : port + 2);
+  ::setenv("MRC_PLANES", "::1,::1", 1);
+  ::setenv("MRC_PORT", std::to_string(port).c_str(), 1);
+  ::setenv("MRC_STATS", "0", 1);
+  return true;
+}
+
+}  // namespace mrc::verbs::testing

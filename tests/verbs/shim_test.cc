@@ -1,0 +1,172 @@
+// Tests of verbs-shim/src/shim.cc, the library itself (linked here as programs see it when it
+// is preloaded; no libibverbs in this process):
+//   - it exports every application-facing symbol of the installed libibverbs, so that no
+//     verb handed an MRC object falls through to the real library (which would take mrc0's
+//     context for one of its own and crash);
+//   - the verbs mrc0 does not do fail with the errno or return value verbs programs expect,
+//     and the answers it can give (GUID, GID table, P_Key index) agree with the queries.
+#include <dlfcn.h>
+#include <link.h>
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "loopback_env.h"
+
+namespace mrc::verbs {
+namespace {
+
+const bool env_set = testing::set_loopback_env();
+
+// Defined dynamic symbols of a shared library, by `nm -D`.
+std::set<std::string> dynamic_symbols(const std::string& path) {
+  std::set<std::string> out;
+  FILE* p = ::popen(("nm -D --defined-only '" + path + "' 2>/dev/null").c_str(), "r");
+  if (!p) return out;
+  char line[512];
+  while (std::fgets(line, sizeof line, p)) {
+    char addr[64], type[8], name[400];
+    if (std::sscanf(line, "%63s %7s %399s", addr, type, name) != 3) continue;
+    std::string n = name;
+    n = n.substr(0, n.find('@'));
+    out.insert(n);
+  }
+  ::pclose(p);
+  return out;
+}
+
+// Whether a libibverbs symbol may go to the real library even in a process using mrc0:
+// provider-side and kernel-command helpers, and functions that take no verbs object.
+bool context_free(const std::string& n) {
+  static const std::set<std::string> free_fns = {
+      "ibv_fork_init",          "ibv_is_fork_initialized", "ibv_dofork_range",
+      "ibv_dontfork_range",     "ibv_rate_to_mbps",        "ibv_rate_to_mult",
+      "mbps_to_ibv_rate",       "mult_to_ibv_rate",        "ibv_node_type_str",
+      "ibv_port_state_str",     "ibv_event_type_str",      "ibv_get_sysfs_path",
+      "ibv_read_ibdev_sysfs_file", "ibv_register_driver",  "ibv_import_device",
+      "ibv_query_srq",  // takes an SRQ, which mrc0 never makes
+  };
+  return n.rfind("ibv_cmd_", 0) == 0 || n.rfind("ibv_copy_", 0) == 0 || free_fns.count(n) > 0;
+}
+
+TEST(ShimExports, EveryApplicationSymbolOfLibibverbs) {
+  void* real = ::dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!real) GTEST_SKIP() << "no libibverbs.so.1 here (Debian package libibverbs1)";
+  link_map* lm = nullptr;
+  ASSERT_EQ(::dlinfo(real, RTLD_DI_LINKMAP, &lm), 0);
+  const std::string real_path = lm->l_name;
+  const auto theirs = dynamic_symbols(real_path);
+  const auto ours = dynamic_symbols(MRC_VERBS_SHIM);
+  ::dlclose(real);
+  ASSERT_GT(theirs.size(), 50u) << "could not list " << real_path << " (nm from binutils?)";
+  ASSERT_TRUE(ours.count("ibv_open_device")) << "could not list " << MRC_VERBS_SHIM;
+  std::vector<std::string> missing;
+  for (const std::string& n : theirs) {
+    if ((n.rfind("ibv_", 0) != 0 && n.rfind("_ibv_", 0) != 0) || context_free(n)) continue;
+    if (!ours.count(n)) missing.push_back(n);
+  }
+  EXPECT_TRUE(missing.empty()) << "not exported by the shim (would reach the real library "
+                               << "with MRC objects): " << ::testing::PrintToString(missing);
+}
+
+class ShimUnsupported : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(env_set);
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    ASSERT_GE(n, 1);
+    dev_ = list[0];
+    ASSERT_STREQ(ibv_get_device_name(dev_), "mrc0");
+    ctx_ = ibv_open_device(dev_);
+    ibv_free_device_list(list);
+    ASSERT_NE(ctx_, nullptr);
+    pd_ = ibv_alloc_pd(ctx_);
+    ASSERT_NE(pd_, nullptr);
+    buf_.resize(1 << 16);
+    mr_ = ibv_reg_mr(pd_, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr_, nullptr);
+    cq_ = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
+    ASSERT_NE(cq_, nullptr);
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = cq_;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    qp_ = ibv_create_qp(pd_, &a);
+    ASSERT_NE(qp_, nullptr);
+  }
+  void TearDown() override {
+    if (qp_) EXPECT_EQ(ibv_destroy_qp(qp_), 0);
+    if (cq_) EXPECT_EQ(ibv_destroy_cq(cq_), 0);
+    if (mr_) EXPECT_EQ(ibv_dereg_mr(mr_), 0);
+    if (pd_) EXPECT_EQ(ibv_dealloc_pd(pd_), 0);
+    if (ctx_) EXPECT_EQ(ibv_close_device(ctx_), 0);
+  }
+
+  ibv_device* dev_ = nullptr;
+  ibv_context* ctx_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  std::vector<uint8_t> buf_;
+  ibv_mr* mr_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+};
+
+TEST_F(ShimUnsupported, FailWithEopnotsuppNotACrash) {
+  errno = 0;
+  EXPECT_EQ(ibv_rereg_mr(mr_, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  errno = 0;
+  EXPECT_EQ(ibv_reg_dmabuf_mr(pd_, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  ibv_ece ece{};
+  EXPECT_EQ(ibv_query_ece(qp_, &ece), EOPNOTSUPP);
+  EXPECT_EQ(ibv_set_ece(qp_, &ece), EOPNOTSUPP);
+  errno = 0;
+  EXPECT_EQ(ibv_import_pd(ctx_, 1), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_import_mr(pd_, 1), nullptr);
+  EXPECT_EQ(ibv_import_dm(ctx_, 1), nullptr);
+  ibv_wc wc{};
+  ibv_grh grh{};
+  ibv_ah_attr ah{};
+  EXPECT_EQ(ibv_init_ah_from_wc(ctx_, 1, &wc, &grh, &ah), EOPNOTSUPP);
+  uint8_t mac[ETHERNET_LL_SIZE];
+  uint16_t vid = 0;
+  EXPECT_EQ(ibv_resolve_eth_l2_from_gid(ctx_, &ah, mac, &vid), -1);
+  EXPECT_EQ(ibv_create_srq(pd_, nullptr), nullptr);
+  EXPECT_EQ(ibv_resize_cq(cq_, 32), EOPNOTSUPP);
+}
+
+TEST_F(ShimUnsupported, AnswersAgreeWithTheQueries) {
+  ibv_device_attr da{};
+  ASSERT_EQ(ibv_query_device(ctx_, &da), 0);
+  EXPECT_EQ(ibv_get_device_guid(dev_), da.node_guid);
+  EXPECT_NE(da.node_guid, 0u);
+  EXPECT_EQ(ibv_get_device_index(dev_), 0);
+  ibv_gid gid{};
+  ASSERT_EQ(ibv_query_gid(ctx_, 1, 0, &gid), 0);
+  ibv_gid_entry table[4]{};
+  ASSERT_EQ(ibv_query_gid_table(ctx_, table, 4, 0), 1);
+  EXPECT_EQ(std::memcmp(table[0].gid.raw, gid.raw, 16), 0);
+  EXPECT_EQ(table[0].port_num, 1u);
+  EXPECT_EQ(table[0].gid_type, IBV_GID_TYPE_ROCE_V2);
+  __be16 pkey = 0;
+  ASSERT_EQ(ibv_query_pkey(ctx_, 1, 0, &pkey), 0);
+  EXPECT_EQ(ibv_get_pkey_index(ctx_, 1, pkey), 0);
+  EXPECT_EQ(ibv_get_pkey_index(ctx_, 1, static_cast<__be16>(pkey ^ 1)), -1);
+  // MRC sprays one message over many paths: its data is not placed in order.
+  EXPECT_EQ(ibv_query_qp_data_in_order(qp_, IBV_WR_RDMA_WRITE, 0), 0);
+}
+
+}  // namespace
+}  // namespace mrc::verbs
