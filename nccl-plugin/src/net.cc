@@ -173,10 +173,16 @@ struct Comm {
 };
 
 struct ListenComm {
+  // An accepted TCP connection. Its comm (CQ, QP) is made only once its HELLO names this
+  // listen comm, so strangers' connections cost a socket; at most kMaxAccepting wait (the
+  // oldest silent one goes for a new one), each for kHelloTimeout at most.
   struct Accepting {
-    std::unique_ptr<Comm> comm;
-    bool hello_done = false;
+    Stream ctrl;                  // until HELLO; then the comm's
+    std::unique_ptr<Comm> comm;   // from HELLO on
+    std::chrono::steady_clock::time_point since;
   };
+  static constexpr size_t kMaxAccepting = 256;
+  static constexpr std::chrono::seconds kHelloTimeout{30};
   Device* dev = nullptr;
   UniqueFd fd;
   uint64_t id = 0;
@@ -327,6 +333,8 @@ std::optional<engine::NsccConfig> cc_profile(const Device& d, uint32_t mtu, cons
   return cc;
 }
 
+void destroy_comm(Comm& c);
+
 // A comm with its CQ, QP (INIT) and buffers; not connected yet.
 Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role) {
   auto c = std::make_unique<Comm>();
@@ -369,7 +377,10 @@ Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role) {
     }
     return {};
   });
-  if (!st.ok()) return Err(st.error());
+  if (!st.ok()) {
+    destroy_comm(*c);  // what was made before the failure
+    return Err(st.error());
+  }
   return c;
 }
 
@@ -739,33 +750,47 @@ NetStatus connect(int dev, void* handle, Comm** out) {
 
 NetStatus accept(ListenComm* l, Comm** out) {
   *out = nullptr;
+  const auto now = std::chrono::steady_clock::now();
   for (;;) {
     const int fd = ::accept4(l->fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
+    if (l->pending.size() >= ListenComm::kMaxAccepting) {
+      // Full: the oldest connection still without a HELLO goes (a peer sends its HELLO at
+      // once; the silent ones are strangers), so a flood never locks real peers out.
+      auto oldest = std::find_if(l->pending.begin(), l->pending.end(),
+                                 [](const ListenComm::Accepting& a) { return !a.comm; });
+      if (oldest == l->pending.end()) {
+        ::close(fd);
+        log(mrcNcclLogWarn, l->dev->name + ": refused a connection: " +
+                                std::to_string(ListenComm::kMaxAccepting) + " are being set up");
+        continue;
+      }
+      l->pending.erase(oldest);
+      log(mrcNcclLogWarn, l->dev->name + ": dropped a connection that sent no HELLO: " +
+                              std::to_string(ListenComm::kMaxAccepting) + " were waiting");
+    }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    auto c = make_comm(*l->dev, Comm::Role::kRecv);
-    if (!c.ok()) {
-      ::close(fd);
-      return Err(c.error());
-    }
-    (*c)->ctrl = Stream(UniqueFd(fd));
-    l->pending.push_back(ListenComm::Accepting{std::move(*c), false});
+    l->pending.push_back(ListenComm::Accepting{Stream(UniqueFd(fd)), nullptr, now});
   }
+  // A connection that fails is dropped (its peer's connect fails), never this listen comm.
   for (size_t i = 0; i < l->pending.size();) {
     auto& a = l->pending[i];
-    Comm& c = *a.comm;
     auto drop = [&](const std::string& why) {
       log(mrcNcclLogWarn, l->dev->name + ": refused a connection: " + why);
-      destroy_comm(c);
+      if (a.comm) destroy_comm(*a.comm);
       l->pending.erase(l->pending.begin() + static_cast<ptrdiff_t>(i));
     };
-    auto f = c.ctrl.read_frame();
+    if (!a.comm && now - a.since > ListenComm::kHelloTimeout) {
+      drop("no HELLO within " + std::to_string(ListenComm::kHelloTimeout.count()) + " s");
+      continue;
+    }
+    auto f = (a.comm ? a.comm->ctrl : a.ctrl).read_frame();
     if (!f.ok()) {
       drop(f.error());
       continue;
     }
-    if (*f && !a.hello_done) {
+    if (*f && !a.comm) {
       if ((*f)->type != FrameType::kHello) {
         drop("expected HELLO");
         continue;
@@ -774,26 +799,34 @@ NetStatus accept(ListenComm* l, Comm** out) {
         drop("HELLO for another listen comm (stale handle?)");
         continue;
       }
-      if (auto st = connect_qp(c, (*f)->endpoint); !st.ok()) {
+      auto c = make_comm(*l->dev, Comm::Role::kRecv);
+      if (!c.ok()) {
+        drop(c.error().what);
+        continue;
+      }
+      a.comm = std::move(*c);
+      a.comm->ctrl = std::move(a.ctrl);
+      if (auto st = connect_qp(*a.comm, (*f)->endpoint); !st.ok()) {
         drop(st.error().what);
         continue;
       }
       Frame reply;
       reply.type = FrameType::kReply;
-      reply.endpoint = local_endpoint(c);
-      c.ctrl.queue(reply);
-      a.hello_done = true;
-      f = c.ctrl.read_frame();  // READY may already be here
+      reply.endpoint = local_endpoint(*a.comm);
+      a.comm->ctrl.queue(reply);
+      f = a.comm->ctrl.read_frame();  // READY may already be here
       if (!f.ok()) {
         drop(f.error());
         continue;
       }
     }
-    if (auto fl = c.ctrl.flush(); !fl.ok()) {
-      drop(fl.error());
-      continue;
+    if (a.comm) {
+      if (auto fl = a.comm->ctrl.flush(); !fl.ok()) {
+        drop(fl.error());
+        continue;
+      }
     }
-    if (*f && a.hello_done) {
+    if (*f && a.comm) {
       if ((*f)->type != FrameType::kReady) {
         drop("expected READY");
         continue;
@@ -821,9 +854,9 @@ NetStatus reg_mr(Comm* c, void* data, size_t size, int type, MemHandle** out) {
   mh->len = size;
   if (size > 0) {
     auto k = c->dev->drv->with_engine([&](Engine& e) {
-      return e.register_mr(
-          data, size, mh->addr,
-          engine::access::kLocalWrite | engine::access::kRemoteWrite | engine::access::kRemoteRead);
+      // Peers only WRITE (WRITE_IMM) into receive buffers: no remote read, ever.
+      return e.register_mr(data, size, mh->addr,
+                           engine::access::kLocalWrite | engine::access::kRemoteWrite);
     });
     if (!k.ok())
       return err(Code::kSystem,
@@ -1034,7 +1067,8 @@ NetStatus close_recv(Comm* c) {
 
 NetStatus close_listen(ListenComm* l) {
   std::unique_ptr<ListenComm> own(l);
-  for (auto& a : l->pending) destroy_comm(*a.comm);
+  for (auto& a : l->pending)
+    if (a.comm) destroy_comm(*a.comm);
   return {};
 }
 

@@ -5,12 +5,16 @@
 // Every rank is a forked process with its own plugin instance (two planes on ::1, ephemeral
 // ports); the parent never loads the plugin.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <thread>
 
+#include "observe/segment.h"
 #include "plugin_harness.h"
 
 namespace mrc::nccl::harness {
@@ -374,6 +378,52 @@ TEST(NcclTransfer, ReuseListenComm) {
         p.a.close_recv(p.recv);
       p.send = p.recv = nullptr;
     }
+    return close_pair(p);
+  });
+  EXPECT_EQ(err, "");
+}
+
+// Strangers at the listener's control port (a port scan, a stale peer, junk): they cost the
+// listen comm a socket for a while, never a QP, and never fail it; past 256 waiting ones the
+// oldest silent one is closed. The real peer, connecting after 320 of them, gets through.
+TEST(NcclTransfer, StrangersAtTheListener_NeverFailIt) {
+  Board b(1);
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (rank == 1) {
+      if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return "the listener: " + e;
+      // The device's QPs (its statistics segment): the real comm's only, none for strangers.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      size_t qps = 0;
+      for (const auto& snap : observe::read_all(::getpid())) qps += snap.qps.size();
+      if (qps != 1) return "the listener has " + std::to_string(qps) + " QPs, not 1";
+    } else {
+      if (!pl.lib) return "dlopen: " + pl.error;
+      p.a = pl.api(12);
+      if (int r = p.a.init()) return "init returned " + std::to_string(r);
+      if (!b.get(0, &p.handle)) return "no handle from the listener";
+      // The handle's control address (docs/nccl-plugin.md: after magic, version and device).
+      sockaddr_in6 to{};
+      std::memcpy(&to, p.handle.data() + 8, sizeof to);
+      std::vector<int> fds;
+      for (int i = 0; i < 320; ++i) {
+        const bool junk = i < 20;  // the first ones talk nonsense, the rest stay silent
+        const int fd = ::socket(AF_INET6, SOCK_STREAM | (junk ? 0 : SOCK_NONBLOCK), 0);
+        if (fd < 0) return "socket failed";
+        fds.push_back(fd);
+        const int r = ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to);
+        if (junk) {
+          if (r != 0) return "a stranger could not connect at all";
+          const char garbage[] = "GET / HTTP/1.0\r\n\r\nnot a frame at all, not even close";
+          (void)!::write(fd, garbage, sizeof garbage);
+        }
+      }
+      auto e = wait_connect(p.a, p.handle, &p.send);
+      for (int fd : fds) ::close(fd);
+      if (!e.empty()) return "the real peer, after the strangers: " + e;
+    }
+    if (auto e = transfer(p, rank, {1, 100000}, 2); !e.empty()) return e;
     return close_pair(p);
   });
   EXPECT_EQ(err, "");
