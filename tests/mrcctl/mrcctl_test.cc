@@ -101,9 +101,13 @@ TEST_F(Cli, Metrics_TextAndHttp) {
         {{"pid", pid}, {"device", q["device"]}, {"qpn", std::to_string(q["qpn"].get<uint32_t>())}});
     EXPECT_EQ(tx, q["tx_payload_bytes"].get<double>());
   }
-  size_t path_states = 0;
-  for (const auto& s : samples) path_states += s.name == "mrc_path_state";
-  EXPECT_EQ(path_states, 16u);
+  size_t path_states = 0, current = 0;
+  for (const auto& s : samples) {
+    path_states += s.name == "mrc_path_state";
+    current += s.name == "mrc_path_state" && s.value == 1;
+  }
+  EXPECT_EQ(path_states, 3 * 16u);  // a series per state
+  EXPECT_EQ(current, 16u);          // each EV in exactly one
 
   // Over HTTP: a scraper's GET /metrics.
   const int port = 20000 + ::getpid() % 20000;
@@ -190,6 +194,7 @@ TEST_F(Cli, Controller_DenyAllowDrainProbeCc) {
     for (const auto& q : dev["qps"]) EXPECT_EQ(q["target_delay"], 25000);
   expect_usage_error(me({"cc", "set", "nonsense=1"}), "unknown field nonsense");
   expect_usage_error(me({"cc", "set", "target_delay=abc"}), "not a number");
+  expect_usage_error(me({"cc", "set", "max_cwnd=1e12"}), "above 4294967295");
 }
 
 TEST_F(Cli, Errors_OneLineExit2) {

@@ -185,12 +185,13 @@ TEST(Metrics, Exposition_ParsesAndCarriesCounters) {
                     {"spine", "1"}}),
             250);
   EXPECT_EQ(sample(samples, "mrc_path_state", {{"ev", "256"}, {"state", "ASSUMED_BAD"}}), 1);
+  EXPECT_EQ(sample(samples, "mrc_path_state", {{"ev", "256"}, {"state", "GOOD"}}), 0);
+  EXPECT_EQ(sample(samples, "mrc_path_state", {{"ev", "256"}, {"state", "DENIED"}}), 0);
   EXPECT_EQ(sample(samples, "mrc_engine_drops_total", {{"reason", "unknown_qp"}}), 3);
   EXPECT_EQ(sample(samples, "mrc_udp_datagrams_sent_total", {{"device", "mrc0"}}), 1000);
   EXPECT_EQ(sample(samples, "mrc_plane_admin_down", {{"plane", "1"}}), 1);
   EXPECT_EQ(sample(samples, "mrc_qp_tx_retransmits_total", {{"qpn", "5"}}), 12);
-  EXPECT_DOUBLE_EQ(
-      sample(samples, "mrc_path_rtt_quantile_seconds", {{"ev", "0"}, {"quantile", "0.99"}}), 3e-4);
+  EXPECT_DOUBLE_EQ(sample(samples, "mrc_path_rtt_p99_seconds", {{"ev", "0"}}), 3e-4);
   EXPECT_EQ(sample(samples, "mrc_device_info", {{"netns", "odd\"ns\\x"}}), 1);
 }
 

@@ -2,6 +2,8 @@
 #include "view.h"
 
 #include <algorithm>
+#include <time.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -509,7 +511,7 @@ class Exposition {
       line += '}';
     }
     char b[64];
-    if (v == static_cast<double>(static_cast<uint64_t>(v)) && v >= 0 && v < 1.8e19)
+    if (v >= 0 && v < 1.8e19 && v == static_cast<double>(static_cast<uint64_t>(v)))
       std::snprintf(b, sizeof b, " %" PRIu64, static_cast<uint64_t>(v));
     else
       std::snprintf(b, sizeof b, " %.9g", v);
@@ -536,6 +538,18 @@ class Exposition {
 
 }  // namespace
 
+namespace {
+// A CLOCK_MONOTONIC time of this machine (what segments hold) as Unix seconds.
+double unix_seconds_of(int64_t mono_ns) {
+  timespec m{}, r{};
+  ::clock_gettime(CLOCK_MONOTONIC, &m);
+  ::clock_gettime(CLOCK_REALTIME, &r);
+  const int64_t now_mono = int64_t{m.tv_sec} * 1'000'000'000 + m.tv_nsec;
+  const int64_t now_real = int64_t{r.tv_sec} * 1'000'000'000 + r.tv_nsec;
+  return static_cast<double>(now_real - (now_mono - mono_ns)) / 1e9;
+}
+}  // namespace
+
 std::string metrics_text(const std::vector<Snapshot>& snaps) {
   Exposition x;
   for (const Snapshot& s : snaps) {
@@ -548,7 +562,7 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
     };
     x.add("mrc_device_info", "gauge", "A libmrc device (one UdpDriver) of a process.",
           with({{"netns", d.netns}, {"path_mode", mode_name(d.path_mode)}}), 1);
-    x.add("mrc_stats_generation", "gauge", "Snapshots the device has published.", dev,
+    x.add("mrc_stats_snapshots_total", "counter", "Snapshots the device has published.", dev,
           static_cast<double>(s.generation));
     for (uint32_t p = 0; p < d.planes; ++p)
       x.add("mrc_plane_admin_down", "gauge", "1 if the plane is drained by the controller.",
@@ -561,7 +575,6 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
                                                     {"received_bytes", u.bytes_received},
                                                     {"sendmmsg_calls", u.sendmmsg_calls},
                                                     {"gso_messages", u.gso_messages},
-                                                    {"gso_disabled", u.gso_disabled},
                                                     {"gro_messages", u.gro_messages},
                                                     {"recvmmsg_calls", u.recvmmsg_calls},
                                                     {"send_eagain", u.send_eagain},
@@ -578,6 +591,9 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
     for (const auto& [n, v] : udp)
       x.add(std::string("mrc_udp_") + n + "_total", "counter",
             std::string("UDP driver counter ") + n + ".", dev, static_cast<double>(v));
+    x.add("mrc_udp_gso_disabled_planes", "gauge",
+          "Planes whose device refused UDP GSO (they send single datagrams).", dev,
+          static_cast<double>(u.gso_disabled));
     x.add("mrc_engine_rx_datagrams_total", "counter", "Datagrams given to the engine.", dev,
           static_cast<double>(d.rx_datagrams));
     x.add("mrc_engine_tx_datagrams_total", "counter", "Datagrams the engine produced.", dev,
@@ -634,10 +650,18 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
                                 {"ev", std::to_string(e.ev)},
                                 {"plane", std::to_string(e.plane)},
                                 {"spine", std::to_string(e.spine)}});
-        Labels st = el;
-        st.emplace_back("state", ev_state(e.state));
-        x.add("mrc_path_state", "gauge",
-              "1 for the EV's current state (GOOD, ASSUMED_BAD, DENIED).", st, 1);
+        // A state set: one series per state, 1 for the current one.
+        for (uint8_t k = 0; k <= static_cast<uint8_t>(engine::EvState::kDenied); ++k) {
+          Labels st = el;
+          st.emplace_back("state", ev_state(k));
+          x.add("mrc_path_state", "gauge",
+                "1 for the EV's current state, 0 for the others (GOOD, ASSUMED_BAD, DENIED).", st,
+                e.state == k ? 1 : 0);
+        }
+        if (e.since_ns > 0)
+          x.add("mrc_path_state_change_timestamp_seconds", "gauge",
+                "When the EV last changed state (Unix time).", el,
+                unix_seconds_of(e.since_ns));
         const std::pair<const char*, uint64_t> pc[] = {
             {"tx_packets", e.tx_packets}, {"tx_bytes", e.tx_bytes},
             {"acked_packets", e.acked},   {"lost_packets", e.lost},
@@ -648,13 +672,10 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
           x.add(std::string("mrc_path_") + n + "_total", "counter",
                 std::string("Per-EV counter ") + n + ".", el, static_cast<double>(v));
         x.add("mrc_path_rtt_seconds", "gauge", "Last RTT sample on the EV.", el, e.rtt_ns / 1e9);
-        Labels q50 = el, q99 = el;
-        q50.emplace_back("quantile", "0.5");
-        q99.emplace_back("quantile", "0.99");
-        x.add("mrc_path_rtt_quantile_seconds", "gauge",
-              "RTT quantiles over the EV's recent samples.", q50, e.rtt_p50_ns / 1e9);
-        x.add("mrc_path_rtt_quantile_seconds", "gauge",
-              "RTT quantiles over the EV's recent samples.", q99, e.rtt_p99_ns / 1e9);
+        x.add("mrc_path_rtt_p50_seconds", "gauge", "Median of the EV's recent RTT samples.", el,
+              e.rtt_p50_ns / 1e9);
+        x.add("mrc_path_rtt_p99_seconds", "gauge", "99th percentile of the EV's recent RTT samples.",
+              el, e.rtt_p99_ns / 1e9);
       }
     }
   }

@@ -484,7 +484,11 @@ std::string Publisher::handle(Time now, engine::Engine& e, const std::string& re
           if (!v.is_number()) return fail(k + ": not a number");
           const double x = v.get<double>();
           if (x < 0) return fail(k + ": must be >= 0");
-          const auto u = static_cast<uint32_t>(x);
+          // The integer fields are 32 bits: a larger value is refused, not wrapped.
+          const auto u = static_cast<uint32_t>(std::min(x, 4294967295.0));
+          if (x > 4294967295.0 && k != "eta" && k != "fi" && k != "fi_scale" && k != "gamma" &&
+              k != "max_md_jump" && k != "alpha")
+            return fail(k + ": " + v.dump() + " is above 4294967295");
           if (k == "base_rtt")
             c.base_rtt = u;
           else if (k == "target_delay")
