@@ -177,8 +177,8 @@ struct ListenComm {
   // listen comm, so strangers' connections cost a socket; at most kMaxAccepting wait (the
   // oldest silent one goes for a new one), each for kHelloTimeout at most.
   struct Accepting {
-    Stream ctrl;                  // until HELLO; then the comm's
-    std::unique_ptr<Comm> comm;   // from HELLO on
+    Stream ctrl;                 // until HELLO; then the comm's
+    std::unique_ptr<Comm> comm;  // from HELLO on
     std::chrono::steady_clock::time_point since;
   };
   static constexpr size_t kMaxAccepting = 256;

@@ -862,8 +862,9 @@ int main(void)
 	struct mrc_ctl_ev_profile_attr mask_attr = { .ev_event_mask = 1 << 5 };
 	EXPECT_ERR(mrc_ctl_modify_ev_profile(ctl, EV_PROFILE, &mask_attr, MRC_CTL_EV_PROFILE_EVENT_MASK), EINVAL);
 
-	/* ---- EV probes (connectionless): an RTT for every EV ----------------------------------- */
-	step = "EV probes";
+        /* ---- EV probes (connectionless): an RTT for every EV -----------------------------------
+         */
+        step = "EV probes";
 	struct mrc_ctl_ep_req req[NEV + 1];
 	struct mrc_ctl_ep_rsp rsp[NEV + 1];
 	memset(req, 0, sizeof req);
@@ -875,36 +876,40 @@ int main(void)
 		req[i].req_ev = i < NEV ? make_ev(ev_value[i], ev_port[i]) : make_ev(0x7777, 1);
 	}
 	int nrsp = -1;
-	const double probe_start = now_ms();
-	EXPECT_OK(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_EV_PROBE, req, NEV, 500000000u, rsp, &nrsp));
-	const double probe_ns = (now_ms() - probe_start) * 1e6; /* no RTT can be longer than the call */
-	CHECK(nrsp == NEV, "%d of %d probes answered", nrsp, NEV);
+        const double probe_start = now_ms();
+        EXPECT_OK(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_EV_PROBE, req, NEV, 500000000u, rsp, &nrsp));
+        const double probe_ns =
+            (now_ms() - probe_start) * 1e6; /* no RTT can be longer than the call */
+        CHECK(nrsp == NEV, "%d of %d probes answered", nrsp, NEV);
 	for (int i = 0; i < NEV; i++) {
 		int found = 0;
 		for (int r = 0; r < nrsp; r++) {
 			if (rsp[r].req_id != req[i].req_id)
 				continue;
 			found = 1;
-			CHECK(rsp[r].rtt > 0 && rsp[r].rtt <= probe_ns, "probe of EV %d: rtt %u ns in a %.0f ns call", i,
-			      rsp[r].rtt, probe_ns);
-			CHECK(rsp[r].port == ev_port[i], "probe of EV %d: port %u", i, rsp[r].port);
+                        CHECK(rsp[r].rtt > 0 && rsp[r].rtt <= probe_ns,
+                              "probe of EV %d: rtt %u ns in a %.0f ns call", i, rsp[r].rtt,
+                              probe_ns);
+                        CHECK(rsp[r].port == ev_port[i], "probe of EV %d: port %u", i, rsp[r].port);
 		}
 		CHECK(found, "no answer for the probe of EV %d", i);
 	}
-	/* No QP needed: an EV no QP holds is probed and answered all the same. */
-	nrsp = -1;
-	EXPECT_OK(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_EV_PROBE, req + NEV, 1, 500000000u, rsp, &nrsp));
-	CHECK(nrsp == 1 && rsp[0].req_id == req[NEV].req_id && rsp[0].port == 1,
-	      "the probe of an EV no QP holds: %d answers", nrsp);
-	/* A peer that does not answer (::2: nobody): what did answer comes back, and ETIMEDOUT. */
-	struct mrc_ctl_ep_req two[2] = { req[NEV - 1], req[NEV - 1] };
-	two[1].req_id = 99;
-	memset(two[1].dgid.raw, 0, 16);
-	two[1].dgid.raw[15] = 2;
-	nrsp = -1;
-	EXPECT_ERR(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_EV_PROBE, two, 2, 20000000u, rsp, &nrsp),
-		   ETIMEDOUT);
-	CHECK(nrsp == 1 && rsp[0].req_id == req[NEV - 1].req_id, "partial answer: %d", nrsp);
+        /* No QP needed: an EV no QP holds is probed and answered all the same. */
+        nrsp = -1;
+        EXPECT_OK(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_EV_PROBE, req + NEV, 1,
+                                             500000000u, rsp, &nrsp));
+        CHECK(nrsp == 1 && rsp[0].req_id == req[NEV].req_id && rsp[0].port == 1,
+              "the probe of an EV no QP holds: %d answers", nrsp);
+        /* A peer that does not answer (::2: nobody): what did answer comes back, and ETIMEDOUT. */
+        struct mrc_ctl_ep_req two[2] = {req[NEV - 1], req[NEV - 1]};
+        two[1].req_id = 99;
+        memset(two[1].dgid.raw, 0, 16);
+        two[1].dgid.raw[15] = 2;
+        nrsp = -1;
+        EXPECT_ERR(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_EV_PROBE, two, 2, 20000000u,
+                                              rsp, &nrsp),
+                   ETIMEDOUT);
+        CHECK(nrsp == 1 && rsp[0].req_id == req[NEV - 1].req_id, "partial answer: %d", nrsp);
 	EXPECT_ERR(mrc_ctl_ep_batch_send_wait(ctl, 64, MRC_CTL_EP_OP_EV_PROBE, req, 1, 1000000u, rsp, &nrsp), EINVAL);
 	EXPECT_ERR(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, req, 1, 1000000u, rsp, &nrsp),
 		   EOPNOTSUPP);

@@ -156,8 +156,7 @@ class NsPerftest : public ::testing::Test {
   // that ends in perftest's own clock calibration failing (it times its cycle counter against
   // gettimeofday before each report and exits when a preemption spoils the fit: "Can't
   // produce a report") says nothing about MRC: it is run once more, and said so.
-  static PairResult run_pair(const std::vector<std::string>& argv,
-                             std::chrono::seconds limit = 60s,
+  static PairResult run_pair(const std::vector<std::string>& argv, std::chrono::seconds limit = 60s,
                              const std::function<void(Child&)>& during = {}) {
     PairResult r = run_pair_once(argv, limit, during);
     const char* calib = "Can't produce a report";

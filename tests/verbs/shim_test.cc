@@ -6,9 +6,9 @@
 //   - the verbs mrc0 does not do fail with the errno or return value verbs programs expect,
 //     and the answers it can give (GUID, GID table, P_Key index) agree with the queries.
 #include <dlfcn.h>
-#include <link.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
+#include <link.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -45,11 +45,21 @@ std::set<std::string> dynamic_symbols(const std::string& path) {
 // provider-side and kernel-command helpers, and functions that take no verbs object.
 bool context_free(const std::string& n) {
   static const std::set<std::string> free_fns = {
-      "ibv_fork_init",          "ibv_is_fork_initialized", "ibv_dofork_range",
-      "ibv_dontfork_range",     "ibv_rate_to_mbps",        "ibv_rate_to_mult",
-      "mbps_to_ibv_rate",       "mult_to_ibv_rate",        "ibv_node_type_str",
-      "ibv_port_state_str",     "ibv_event_type_str",      "ibv_get_sysfs_path",
-      "ibv_read_ibdev_sysfs_file", "ibv_register_driver",  "ibv_import_device",
+      "ibv_fork_init",
+      "ibv_is_fork_initialized",
+      "ibv_dofork_range",
+      "ibv_dontfork_range",
+      "ibv_rate_to_mbps",
+      "ibv_rate_to_mult",
+      "mbps_to_ibv_rate",
+      "mult_to_ibv_rate",
+      "ibv_node_type_str",
+      "ibv_port_state_str",
+      "ibv_event_type_str",
+      "ibv_get_sysfs_path",
+      "ibv_read_ibdev_sysfs_file",
+      "ibv_register_driver",
+      "ibv_import_device",
       "ibv_query_srq",  // takes an SRQ, which mrc0 never makes
   };
   return n.rfind("ibv_cmd_", 0) == 0 || n.rfind("ibv_copy_", 0) == 0 || free_fns.count(n) > 0;

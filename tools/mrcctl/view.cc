@@ -1,9 +1,9 @@
 // Snapshots -> JSON, tables and Prometheus text (view.h). Threading: pure functions.
 #include "view.h"
 
-#include <algorithm>
 #include <time.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -569,25 +569,26 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
             with({{"plane", std::to_string(p)}, {"address", d.plane[p].address}}),
             d.plane[p].admin_down);
     const observe::UdpCountersRecord& u = d.udp;
-    const std::pair<const char*, uint64_t> udp[] = {{"datagrams_sent", u.datagrams_sent},
-                                                    {"sent_bytes", u.bytes_sent},
-                                                    {"datagrams_received", u.datagrams_received},
-                                                    {"received_bytes", u.bytes_received},
-                                                    {"sendmmsg_calls", u.sendmmsg_calls},
-                                                    {"gso_messages", u.gso_messages},
-                                                    {"gro_messages", u.gro_messages},
-                                                    {"recvmmsg_calls", u.recvmmsg_calls},
-                                                    {"send_eagain", u.send_eagain},
-                                                    {"send_enobufs", u.send_enobufs},
-                                                    {"send_errors", u.send_errors},
-                                                    {"recv_errors", u.recv_errors},
-                                                    {"recv_truncated", u.recv_truncated},
-                                                    {"no_route", u.no_route},
-                                                    {"loop_iterations", u.loop_iterations},
-                                                    {"timeouts", u.timeouts},
-                                                    {"probes_answered", d.probes_answered},
-                                                    {"probes_rate_limited", d.probes_rate_limited},
-                                                    {"probe_replies_dropped", d.probe_replies_dropped}};
+    const std::pair<const char*, uint64_t> udp[] = {
+        {"datagrams_sent", u.datagrams_sent},
+        {"sent_bytes", u.bytes_sent},
+        {"datagrams_received", u.datagrams_received},
+        {"received_bytes", u.bytes_received},
+        {"sendmmsg_calls", u.sendmmsg_calls},
+        {"gso_messages", u.gso_messages},
+        {"gro_messages", u.gro_messages},
+        {"recvmmsg_calls", u.recvmmsg_calls},
+        {"send_eagain", u.send_eagain},
+        {"send_enobufs", u.send_enobufs},
+        {"send_errors", u.send_errors},
+        {"recv_errors", u.recv_errors},
+        {"recv_truncated", u.recv_truncated},
+        {"no_route", u.no_route},
+        {"loop_iterations", u.loop_iterations},
+        {"timeouts", u.timeouts},
+        {"probes_answered", d.probes_answered},
+        {"probes_rate_limited", d.probes_rate_limited},
+        {"probe_replies_dropped", d.probe_replies_dropped}};
     for (const auto& [n, v] : udp)
       x.add(std::string("mrc_udp_") + n + "_total", "counter",
             std::string("UDP driver counter ") + n + ".", dev, static_cast<double>(v));
@@ -660,8 +661,7 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
         }
         if (e.since_ns > 0)
           x.add("mrc_path_state_change_timestamp_seconds", "gauge",
-                "When the EV last changed state (Unix time).", el,
-                unix_seconds_of(e.since_ns));
+                "When the EV last changed state (Unix time).", el, unix_seconds_of(e.since_ns));
         const std::pair<const char*, uint64_t> pc[] = {
             {"tx_packets", e.tx_packets}, {"tx_bytes", e.tx_bytes},
             {"acked_packets", e.acked},   {"lost_packets", e.lost},
@@ -674,8 +674,8 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
         x.add("mrc_path_rtt_seconds", "gauge", "Last RTT sample on the EV.", el, e.rtt_ns / 1e9);
         x.add("mrc_path_rtt_p50_seconds", "gauge", "Median of the EV's recent RTT samples.", el,
               e.rtt_p50_ns / 1e9);
-        x.add("mrc_path_rtt_p99_seconds", "gauge", "99th percentile of the EV's recent RTT samples.",
-              el, e.rtt_p99_ns / 1e9);
+        x.add("mrc_path_rtt_p99_seconds", "gauge",
+              "99th percentile of the EV's recent RTT samples.", el, e.rtt_p99_ns / 1e9);
       }
     }
   }

@@ -260,7 +260,8 @@ int ibv_dereg_mr(ibv_mr* mr) {
 }
 
 int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t len, int access) {
-  if (!ours(mr->context)) return REAL(ibv_rereg_mr, "IBVERBS_1.1")(mr, flags, pd, addr, len, access);
+  if (!ours(mr->context))
+    return REAL(ibv_rereg_mr, "IBVERBS_1.1")(mr, flags, pd, addr, len, access);
   unsupported("ibv_rereg_mr (deregister and register again)");
   return IBV_REREG_MR_ERR_INPUT;
 }

@@ -936,7 +936,8 @@ int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
   const engine::Time deadline = drv.now() + engine::Duration{rsp_timeout};
   int n = 0;
   for (;;) {
-    for (const io::ProbeReply& r : drv.with_probes([&](io::Probes& pr) { return pr.take(token); })) {
+    for (const io::ProbeReply& r :
+         drv.with_probes([&](io::Probes& pr) { return pr.take(token); })) {
       if (r.seq >= path.size() || answered[r.seq] || r.path.ev != path[r.seq].ev ||
           r.path.plane != path[r.seq].plane)
         continue;  // a duplicate, or not the path asked
@@ -955,8 +956,10 @@ int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
   drv.with_probes([&](io::Probes& pr) { pr.close(token); });
   *num_rsp = n;
   if (n < num_req)
-    return fail(ETIMEDOUT, "%s: %d of %d probes answered within %u ns (%d could not be sent: "
-                "no route on their EV)", fn, n, num_req, rsp_timeout, unsent);
+    return fail(ETIMEDOUT,
+                "%s: %d of %d probes answered within %u ns (%d could not be sent: "
+                "no route on their EV)",
+                fn, n, num_req, rsp_timeout, unsent);
   return 0;
 }
 

@@ -171,9 +171,8 @@ __attribute__((no_sanitize("thread"))) Result<Snapshot, std::string> copy_out(
   if (h->header_size < sizeof(SegmentHeader) || device_size < sizeof(DeviceRecord) ||
       qp_size < sizeof(QpRecord) || ev_size < sizeof(EvRecord) ||
       event_size < sizeof(EventRecord) || cap32 == 0 || h->total_size > size ||
-      !fits(device_off, 1, device_size) ||
-      !fits(qps_off, max_qps, qp_size) || !fits(evs_off, max_evs, ev_size) ||
-      !fits(events_off, cap32, event_size))
+      !fits(device_off, 1, device_size) || !fits(qps_off, max_qps, qp_size) ||
+      !fits(evs_off, max_evs, ev_size) || !fits(events_off, cap32, event_size))
     return Err(name + ": inconsistent header (sizes do not fit the segment)");
 
   Snapshot s;

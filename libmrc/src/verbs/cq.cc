@@ -300,8 +300,8 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   size_t got = 0;
   for (;;) {
     const size_t want = std::min<size_t>(static_cast<size_t>(n) - got, 64);
-    const size_t k = drv.peek_engine(
-        [&](engine::Engine& e) { return e.poll_cq(q->id, std::span(buf, want)); });
+    const size_t k =
+        drv.peek_engine([&](engine::Engine& e) { return e.poll_cq(q->id, std::span(buf, want)); });
     for (size_t i = 0; i < k; ++i) {
       wc[got + i] = to_wc(buf[i]);
       if (buf[i].status != engine::WcStatus::kSuccess &&

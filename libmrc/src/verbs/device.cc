@@ -108,7 +108,9 @@ bool is_mrc_device(const ibv_device* d) {
 
 bool is_mrc_context(const ibv_context* c) { return c && is_mrc_device(c->device); }
 
-__be64 device_guid(const ibv_device* d) { return is_mrc_device(d) ? guid_of(the_device()->gid) : 0; }
+__be64 device_guid(const ibv_device* d) {
+  return is_mrc_device(d) ? guid_of(the_device()->gid) : 0;
+}
 
 Device* device_of(const ibv_context* c) { return ctx_of(c)->dev; }
 

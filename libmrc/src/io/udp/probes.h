@@ -29,17 +29,17 @@ namespace mrc::io {
 
 /// One answer to a connectionless probe.
 struct ProbeReply {
-  uint32_t seq = 0;          // the probe's psn, as the prober chose it
-  engine::Path path;         // its EV, and the plane the reply came in on
-  engine::Duration rtt{0};   // send to reply received, by the prober's clock
-  bool ecn = false;          // the probe arrived CE-marked at the peer
+  uint32_t seq = 0;         // the probe's psn, as the prober chose it
+  engine::Path path;        // its EV, and the plane the reply came in on
+  engine::Duration rtt{0};  // send to reply received, by the prober's clock
+  bool ecn = false;         // the probe arrived CE-marked at the peer
 };
 
 class Probes {
  public:
-  static constexpr uint32_t kAnswerBurst = 1024;          // answers at once, then...
-  static constexpr uint32_t kAnswersPerSecond = 20'000;   // ...this many a second
-  static constexpr size_t kMaxRepliesHeld = 65536;        // per session, until taken
+  static constexpr uint32_t kAnswerBurst = 1024;         // answers at once, then...
+  static constexpr uint32_t kAnswersPerSecond = 20'000;  // ...this many a second
+  static constexpr size_t kMaxRepliesHeld = 65536;       // per session, until taken
 
   /// Sends one datagram on `path` to `peer` (the driver's route); false if it could not.
   using SendFn = std::function<bool(engine::PeerId, engine::Path, std::span<const uint8_t>)>;
@@ -52,8 +52,7 @@ class Probes {
   void close(uint32_t token);
   /// Sends probe `seq` of session `token` to `peer` on `path`. False: no such session, or
   /// the driver had no route or the socket refused it.
-  bool send(engine::Time now, uint32_t token, engine::PeerId peer, engine::Path path,
-            uint32_t seq);
+  bool send(engine::Time now, uint32_t token, engine::PeerId peer, engine::Path path, uint32_t seq);
   /// The replies of session `token` received since the last call (none for an unknown one).
   std::vector<ProbeReply> take(uint32_t token);
 

@@ -294,7 +294,7 @@ class UdpDriver {
   UdpCounters counters_;
   std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
   std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
-  std::unique_ptr<Probes> probes_;                 // under mu_
+  std::unique_ptr<Probes> probes_;     // under mu_
   std::unique_ptr<observe::Publisher> publisher_;  // under mu_; null with MRC_STATS=0
 
   std::function<void()> on_progress_;
