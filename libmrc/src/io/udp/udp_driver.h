@@ -49,6 +49,10 @@
 // sent first next time (the socket is then polled for POLLOUT); ENOBUFS and
 // other send errors drop the datagram (counted), and the engine retransmits.
 //
+// Connectionless probes (probes.h): a PROBE or PROBE_REPLY to QP 0 never reaches the engine;
+// the loop answers probes (rate limited, back on the probe's EV) and keeps replies for the
+// open probe session their token names (with_probes).
+//
 // Namespaces: with `netns` set, sockets are made inside that network
 // namespace (/run/netns/<name>) and keep it; the threads stay where they are.
 //
