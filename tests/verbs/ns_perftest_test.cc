@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -108,25 +107,6 @@ Child spawn(const std::string& ns, const std::vector<std::string>& env,
 // perftest's and ibv_rc_pingpong's default TCP port for their connection details.
 constexpr uint16_t kToolPort = 18515;
 
-// Whether process `pid` (its network namespace) has a TCP socket listening on `port`.
-bool listening(pid_t pid, uint16_t port) {
-  for (const char* f : {"tcp", "tcp6"}) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/net/" + f);
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line)) {
-      std::istringstream l(line);
-      std::string slot, local, remote, state;
-      l >> slot >> local >> remote >> state;
-      const size_t colon = local.rfind(':');
-      if (state == "0A" && colon != std::string::npos &&
-          std::stoul(local.substr(colon + 1), nullptr, 16) == port)
-        return true;
-    }
-  }
-  return false;
-}
-
 struct PairResult {
   int server_rc = -1, client_rc = -1;
   std::string server, client;
@@ -198,7 +178,8 @@ class NsPerftest : public ::testing::Test {
     // The client may start once the server listens (its stdout is a pipe, so fully buffered:
     // its "Waiting for client" shows only at exit).
     const auto ready = Clock::now() + 5s;
-    while (Clock::now() < ready && !listening(s.pid, kToolPort) && !s.pump())
+    while (Clock::now() < ready &&
+           !io::tcp_listening("/proc/" + std::to_string(s.pid) + "/net", kToolPort) && !s.pump())
       std::this_thread::sleep_for(5ms);
     argv.push_back(nsfabric::mgmt_address(0));
     Child c = spawn(fab_->host_netns(1), env(1, static_cast<bool>(during)), argv);

@@ -130,14 +130,25 @@ class Verbs : public ::testing::Test {
                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
   }
 
-  void make_pair() {
-    qp_[0] = make_qp(0);
+  // qp_[0] = q (side 0, made by the caller) and a default QP on side 1, connected.
+  void pair_with(ibv_qp* q) {
+    qp_[0] = q;
     qp_[1] = make_qp(1);
     ASSERT_TRUE(qp_[0] && qp_[1]);
     ASSERT_EQ(to_init(qp_[0]), 0);
     ASSERT_EQ(to_init(qp_[1]), 0);
     ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
     ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  }
+  void make_pair() { pair_with(make_qp(0)); }
+  // A side-0 RC QP whose sends complete on `send_cq` (receives on cq_[0]).
+  ibv_qp* qp_completing_on(ibv_cq* send_cq) {
+    ibv_qp_init_attr ia{};
+    ia.send_cq = send_cq;
+    ia.recv_cq = cq_[0];
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+    return create_qp(pd_, &ia);
   }
 
   int post(ibv_qp* q, ibv_wr_opcode op, uint64_t local, uint32_t len, uint32_t lkey,
@@ -252,12 +263,7 @@ TEST_F(Verbs, Write_Read_WriteImm_SendRecv_Inline) {
 TEST_F(Verbs, UnsignalledSends_OnlyTheSignalledOneCompletes) {
   // 100 WRs in flight at once: the send queue must hold them (unsignalled ones occupy it
   // until a later signalled one completes, as in verbs).
-  qp_[0] = make_qp(0, 128);
-  qp_[1] = make_qp(1);
-  ASSERT_EQ(to_init(qp_[0]), 0);
-  ASSERT_EQ(to_init(qp_[1]), 0);
-  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
-  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  ASSERT_NO_FATAL_FAILURE(pair_with(make_qp(0, 128)));
   for (int i = 0; i < 99; ++i)
     ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 1024, mr_[0]->lkey, at(1), mr_[1]->rkey, 0), 0);
   ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 1024, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
@@ -366,22 +372,16 @@ TEST_F(Verbs, RemoteKeyViolation_RemAccessErr_TargetUntouched) {
 }
 
 TEST_F(Verbs, PollCq_MoreThan64AtOnce_ShortCountMeansEmpty) {
-  qp_[0] = make_qp(0, 128);
-  qp_[1] = make_qp(1);
-  ASSERT_EQ(to_init(qp_[0]), 0);
-  ASSERT_EQ(to_init(qp_[1]), 0);
-  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
-  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
-  for (int i = 0; i < 100; ++i) {
-    std::memset(buf_[0].data() + i * 64, i + 1, 64);
-    ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0, i * 64), 64, mr_[0]->lkey, at(1, i * 64),
-                   mr_[1]->rkey),
+  ASSERT_NO_FATAL_FAILURE(pair_with(make_qp(0, 128)));
+  ASSERT_EQ(post_r(qp_[1], at(1, 1 << 19), 64, mr_[1]->lkey), 0);
+  for (int i = 0; i < 100; ++i) {  // the last with an immediate, which the target sees
+    ASSERT_EQ(post(qp_[0], i < 99 ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM, at(0), 64,
+                   mr_[0]->lkey, at(1), mr_[1]->rkey),
               0);
   }
-  // Once the last WRITE's bytes have landed, give its ACK a moment: then all 100 are there.
-  const auto end = std::chrono::steady_clock::now() + 5s;
-  while (buf_[1][99 * 64] != 100 && std::chrono::steady_clock::now() < end)
-    std::this_thread::sleep_for(1ms);
+  // Once the last WRITE has landed (completions leave in posting order), give its ACK a
+  // moment: then all 100 are there.
+  ASSERT_EQ(wait_wc(cq_[1]).status, IBV_WC_SUCCESS);
   std::this_thread::sleep_for(200ms);
   ibv_wc wc[128];
   const int got = poll_cq(cq_[0], 128, wc);
@@ -399,20 +399,13 @@ TEST_F(Verbs, CqEx_CompletionsLeftAfterEndPollWakeTheChannel) {
   ibv_cq_ex* cqx = create_cq_ex(ctx_, &ca);
   ASSERT_NE(cqx, nullptr);
   ibv_cq* cq = ibv_cq_ex_to_cq(cqx);
-  ibv_qp_init_attr ia{};
-  ia.send_cq = cq;
-  ia.recv_cq = cq_[0];
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
-  qp_[0] = create_qp(pd_, &ia);
-  qp_[1] = make_qp(1);
-  ASSERT_EQ(to_init(qp_[0]), 0);
-  ASSERT_EQ(to_init(qp_[1]), 0);
-  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
-  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  ASSERT_NO_FATAL_FAILURE(pair_with(qp_completing_on(cq)));
+  ASSERT_EQ(post_r(qp_[1], at(1, 4096), 64, mr_[1]->lkey), 0);
   ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 64, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
-  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 64, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
-  std::this_thread::sleep_for(100ms);  // both complete
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE_WITH_IMM, at(0), 64, mr_[0]->lkey, at(1), mr_[1]->rkey),
+            0);
+  ASSERT_EQ(wait_wc(cq_[1]).status, IBV_WC_SUCCESS);  // both landed
+  std::this_thread::sleep_for(200ms);                 // and their ACKs came back
   // Read one through the cursor and stop: the other is still the CQ's.
   ibv_poll_cq_attr pa{};
   const auto end = std::chrono::steady_clock::now() + 5s;
@@ -445,17 +438,7 @@ TEST_F(Verbs, CompletionChannel_RealFdWakesOnCompletion) {
   ASSERT_GE(ch->fd, 0);
   ibv_cq* cq = create_cq(ctx_, 16, this, ch, 0);
   ASSERT_NE(cq, nullptr);
-  ibv_qp_init_attr ia{};
-  ia.send_cq = cq;
-  ia.recv_cq = cq_[0];
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
-  qp_[0] = create_qp(pd_, &ia);
-  qp_[1] = make_qp(1);
-  ASSERT_EQ(to_init(qp_[0]), 0);
-  ASSERT_EQ(to_init(qp_[1]), 0);
-  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
-  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  ASSERT_NO_FATAL_FAILURE(pair_with(qp_completing_on(cq)));
   ASSERT_EQ(req_notify_cq(cq, 0), 0);
   pollfd p{ch->fd, POLLIN, 0};
   EXPECT_EQ(::poll(&p, 1, 0), 0) << "woke with nothing completed";
@@ -490,13 +473,7 @@ TEST_F(Verbs, QpEx_WrApi_And_CqEx) {
   qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   qa.pd = pd_;
   qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND;
-  qp_[0] = create_qp_ex(ctx_, &qa);
-  ASSERT_NE(qp_[0], nullptr);
-  qp_[1] = make_qp(1);
-  ASSERT_EQ(to_init(qp_[0]), 0);
-  ASSERT_EQ(to_init(qp_[1]), 0);
-  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
-  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  ASSERT_NO_FATAL_FAILURE(pair_with(create_qp_ex(ctx_, &qa)));
   std::memcpy(buf_[0].data(), "abcdefgh", 8);
   ASSERT_EQ(post_r(qp_[1], at(1, 4096), 64, mr_[1]->lkey), 0);
   ibv_qp_ex* x = qp_to_qp_ex(qp_[0]);

@@ -229,28 +229,12 @@ Result<std::map<std::string, double>, std::string> tx_bytes(const std::string& n
   return m;
 }
 
-// /proc/net/tcp6 of the calling thread's netns lists a LISTEN (state 0A) socket on `port`.
-bool listening(uint16_t port) {
-  std::ifstream f("/proc/thread-self/net/tcp6");
-  char want[8];
-  std::snprintf(want, sizeof want, ":%04X", port);
-  std::string line;
-  std::getline(f, line);  // header
-  while (std::getline(f, line)) {
-    std::istringstream s(line);
-    std::string sl, local, remote, state;
-    s >> sl >> local >> remote >> state;
-    if (state == "0A" && local.size() > 5 && local.substr(local.size() - 5) == want) return true;
-  }
-  return false;
-}
-
 Status<std::string> wait_listening(const BaselineSpec& spec, Child& server, const TempFile& log) {
   const auto end = Clock::now() + kListenTimeout;
   while (Clock::now() < end) {
     bool up = false;
     auto s = io::in_netns(spec.server_netns, [&]() -> Status<std::string> {
-      up = listening(spec.port);
+      up = io::tcp_listening("/proc/thread-self/net", spec.port);
       return {};
     });
     if (!s) return s;

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace mrc::io {
@@ -30,6 +32,24 @@ Status<std::string> enter_netns(const std::string& name) {
   ::close(fd);
   if (r != 0) return Err("netns " + name + ": setns: " + std::strerror(e));
   return {};
+}
+
+bool tcp_listening(const std::string& proc_net, uint16_t port) {
+  for (const char* table : {"/tcp", "/tcp6"}) {
+    std::ifstream in(proc_net + table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream l(line);
+      std::string slot, local, remote, state;  // local: "0100007F:4853" (port in hex)
+      l >> slot >> local >> remote >> state;
+      const size_t colon = local.rfind(':');
+      if (state == "0A" && colon != std::string::npos &&
+          std::strtoul(local.c_str() + colon + 1, nullptr, 16) == port)
+        return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace mrc::io

@@ -6,6 +6,7 @@
 // several namespaces this way and use them from any thread.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <thread>
@@ -25,6 +26,11 @@ Status<std::string> netns_supported();
 /// Enters namespace `name` on the calling thread. Errors name the namespace and the cause
 /// ("netns mrcf-h0 does not exist", "netns x: setns: Operation not permitted").
 Status<std::string> enter_netns(const std::string& name);
+
+/// Whether a TCP socket listens on `port` (IPv4 or IPv6) in the network namespace whose
+/// /proc net directory is `proc_net`: "/proc/thread-self/net" for the calling thread's,
+/// "/proc/<pid>/net" for a process's.
+bool tcp_listening(const std::string& proc_net, uint16_t port);
 
 /// Runs fn() inside namespace `name` on a new thread and returns its result; an empty
 /// name runs it on the new thread in the current namespace. fn returns a Result<T,
