@@ -83,11 +83,12 @@ std::vector<uint8_t> encode(const Frame& f) {
       w.put<uint64_t>(f.listen_id);
       w.put<uint8_t>(static_cast<uint8_t>(e.mode));
       w.put<uint8_t>(static_cast<uint8_t>(e.planes.size()));
-      w.put<uint16_t>(0);
+      w.put<uint8_t>(static_cast<uint8_t>(e.qpns.size()));
+      w.put<uint8_t>(0);
       w.put<uint32_t>(e.fabric_host);
-      w.put<uint32_t>(e.qpn);
       w.put<uint32_t>(e.token);
       w.put<uint32_t>(e.mtu);
+      for (uint32_t q : e.qpns) w.put<uint32_t>(q);
       for (const sockaddr_in6& a : e.planes) {
         w.bytes(&a.sin6_addr, 16);
         w.put<uint16_t>(ntohs(a.sin6_port));
@@ -98,7 +99,8 @@ std::vector<uint8_t> encode(const Frame& f) {
     case FrameType::kReady:
       break;
     case FrameType::kBye:
-      w.put<uint64_t>(f.delivered);
+      w.put<uint8_t>(static_cast<uint8_t>(f.delivered.size()));
+      for (uint64_t d : f.delivered) w.put<uint64_t>(d);
       break;
   }
   std::vector<uint8_t> out;
@@ -152,19 +154,26 @@ Result<Frame, std::string> decode(std::span<const uint8_t> bytes) {
       f.listen_id = r.get<uint64_t>();
       const auto mode = r.get<uint8_t>();
       const auto planes = r.get<uint8_t>();
-      const auto reserved = r.get<uint16_t>();
+      const auto qps = r.get<uint8_t>();
+      const auto reserved = r.get<uint8_t>();
       e.fabric_host = r.get<uint32_t>();
-      e.qpn = r.get<uint32_t>();
       e.token = r.get<uint32_t>();
       e.mtu = r.get<uint32_t>();
       if (reserved != 0) return Err(std::string(type_name(f.type)) + ": reserved field not zero");
+      if (qps == 0 || qps > kMaxQps)
+        return Err(std::string(type_name(f.type)) + ": " + std::to_string(qps) + " QPs (1.." +
+                   std::to_string(kMaxQps) + ")");
+      for (uint8_t q = 0; q < qps && !r.short_read; ++q) {
+        e.qpns.push_back(r.get<uint32_t>());
+        if (e.qpns.back() == 0 && !r.short_read)
+          return Err(std::string(type_name(f.type)) + ": QPN 0");
+      }
       if (mode > static_cast<uint8_t>(io::PathMode::kEcmp))
         return Err(std::string(type_name(f.type)) + ": unknown path mode " + std::to_string(mode));
       e.mode = static_cast<io::PathMode>(mode);
       if (planes == 0 || planes > kMaxPlanes)
         return Err(std::string(type_name(f.type)) + ": " + std::to_string(planes) + " planes (1.." +
                    std::to_string(kMaxPlanes) + ")");
-      if (e.qpn == 0) return Err(std::string(type_name(f.type)) + ": QPN 0");
       if (e.mtu < 256 || e.mtu > 4096 || (e.mtu & (e.mtu - 1)))
         return Err(std::string(type_name(f.type)) + ": MTU " + std::to_string(e.mtu) +
                    " (256..4096, a power of 2)");
@@ -180,9 +189,13 @@ Result<Frame, std::string> decode(std::span<const uint8_t> bytes) {
     }
     case FrameType::kReady:
       break;
-    case FrameType::kBye:
-      f.delivered = r.get<uint64_t>();
+    case FrameType::kBye: {
+      const auto qps = r.get<uint8_t>();
+      if (!r.short_read && (qps == 0 || qps > kMaxQps))
+        return Err("BYE: " + std::to_string(qps) + " QPs (1.." + std::to_string(kMaxQps) + ")");
+      for (uint8_t q = 0; q < qps && !r.short_read; ++q) f.delivered.push_back(r.get<uint64_t>());
       break;
+    }
   }
   if (r.short_read) return Err(std::string(type_name(f.type)) + ": truncated body");
   if (r.at != r.in.size())

@@ -10,17 +10,19 @@
 //   RTR/RTS its QP
 //   READY                          ------>    accept() returns the recv comm
 //   ... data over MRC ...
-//   BYE {delivered}                <------    closeRecv: how many WRITE_IMMs it received, so a
-//                                             sender still waiting for their ACKs completes them
+//   BYE {delivered per QP}         <------    closeRecv: how many WRITE_IMMs each QP received,
+//                                             so a sender still waiting for their ACKs
+//                                             completes them (each QP delivers in order)
 //
-// An endpoint is what a peer needs to reach one QP: the path mode, the fabric host id (srv6)
-// or the address of every plane (direct, ecmp), the QPN, the token the QP expects, its MTU.
+// An endpoint is what a peer needs to reach a comm's QPs: the path mode, the fabric host id
+// (srv6) or the address of every plane (direct, ecmp), the QPNs (the acceptor makes as many as
+// the connector's HELLO lists, paired in order), the token they expect, their MTU.
 //
 // Frame: {u32 magic "MRCN", u16 version, u16 type, u32 body length} + body, little endian.
-// HELLO/REPLY body: u64 listen_id, u8 path mode, u8 planes, u16 reserved, u32 fabric host,
-// u32 qpn, u32 token, u32 mtu, then per plane {16 B address, u16 port, u32 scope id}.
-// READY: empty. BYE: u64 delivered. Every field is checked on decode; a frame from an older or
-// newer plugin version is refused with a message that says so.
+// HELLO/REPLY body: u64 listen_id, u8 path mode, u8 planes, u8 QPs, u8 reserved, u32 fabric
+// host, u32 token, u32 mtu, per QP u32 qpn, then per plane {16 B address, u16 port, u32 scope
+// id}. READY: empty. BYE: u8 QPs, per QP u64 delivered. Every field is checked on decode; a
+// frame from an older or newer plugin version is refused with a message that says so.
 #pragma once
 
 #include <netinet/in.h>
@@ -38,10 +40,11 @@
 namespace mrc::nccl {
 
 inline constexpr uint32_t kFrameMagic = 0x4e43524d;  // "MRCN" as little-endian bytes
-inline constexpr uint16_t kFrameVersion = 1;
+inline constexpr uint16_t kFrameVersion = 2;  // 2: several QPs per connection
 inline constexpr size_t kFrameHeader = 12;
 inline constexpr size_t kMaxPlanes = 16;
-inline constexpr size_t kMaxFrameBody = 28 + kMaxPlanes * 22;
+inline constexpr size_t kMaxQps = 8;  // QPs per connection
+inline constexpr size_t kMaxFrameBody = 24 + kMaxQps * 4 + kMaxPlanes * 22;
 
 enum class FrameType : uint16_t { kHello = 1, kReply = 2, kReady = 3, kBye = 4 };
 
@@ -49,7 +52,7 @@ struct Endpoint {
   io::PathMode mode = io::PathMode::kDirect;
   uint32_t fabric_host = 0;          // kSrv6
   std::vector<sockaddr_in6> planes;  // kDirect/kEcmp: every plane's address and port
-  uint32_t qpn = 0;
+  std::vector<uint32_t> qpns;        // 1..kMaxQps
   uint32_t token = 0;
   uint32_t mtu = 4096;
 };
@@ -58,7 +61,7 @@ struct Frame {
   FrameType type = FrameType::kReady;
   uint64_t listen_id = 0;  // HELLO
   Endpoint endpoint;       // HELLO, REPLY
-  uint64_t delivered = 0;  // BYE
+  std::vector<uint64_t> delivered;  // BYE: WRITE_IMMs received, per QP (1..kMaxQps)
 };
 
 std::vector<uint8_t> encode(const Frame& f);

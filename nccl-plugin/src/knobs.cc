@@ -5,6 +5,8 @@
 #include <charconv>
 #include <sstream>
 
+#include "control.h"
+
 namespace mrc::nccl {
 namespace {
 
@@ -51,6 +53,7 @@ Result<Knobs, std::string> read_knobs(const io::Getenv& env) {
   num("NCCL_MRC_CC_MIN_RATE", k.cc_min_mbps, 0, 100'000'000);
   num("NCCL_MRC_CC_MAX_RATE", k.cc_max_mbps, 0, 100'000'000);
   num("NCCL_MRC_MAX_PSN_RANGE", k.max_psn_range, 1, 1u << 20);
+  num("NCCL_MRC_QPS_PER_CONN", k.qps_per_conn, 1, kMaxQps);
   if (!error.empty()) return Err(error);
   if (k.cc_max_mbps && k.cc_min_mbps > k.cc_max_mbps)
     return Err("NCCL_MRC_CC_MIN_RATE: " + std::to_string(k.cc_min_mbps) +

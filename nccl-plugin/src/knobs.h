@@ -17,6 +17,8 @@
 //   NCCL_MRC_DEVICES            which of those devices to offer, e.g. "0" or "1,0"        [all]
 //   NCCL_MRC_CTRL_ADDR          IPv6 address for the TCP control connections [plane 0's]
 //   NCCL_MRC_MAX_PSN_RANGE      packets in flight per QP (MPR)                           [1024]
+//   NCCL_MRC_QPS_PER_CONN       QPs per connection (1..8): a send comm's messages go to them
+//                               in turn; the acceptor follows the connector's count      [1]
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,7 @@ struct Knobs {
   std::vector<uint32_t> devices;          // empty: all
   std::string ctrl_addr;                  // empty: plane 0's address
   uint32_t max_psn_range = 1024;
+  uint32_t qps_per_conn = 1;
 };
 
 /// Reads the knobs; the error names the variable and what it takes.

@@ -114,7 +114,8 @@ struct Request {
   int n = 1;
   uint32_t seq = 0;
   uint8_t pending = 0;    // receive: buffers still waiting for their WRITE_IMM
-  uint64_t write_no = 0;  // send: position of its WRITE_IMM among the comm's
+  uint8_t qp = 0;         // send: index of the QP its WRITE_IMM went on
+  uint64_t write_no = 0;  // send: position of its WRITE_IMM among that QP's
   std::array<size_t, kMaxRecvs> sizes{};
 };
 
@@ -142,8 +143,8 @@ struct Comm {
   Device* dev = nullptr;
   Stream ctrl;
   std::string peer;  // for logs
-  engine::Qpn qpn = 0;
-  engine::CqId cq = 0;
+  std::vector<engine::Qpn> qps;  // NCCL_MRC_QPS_PER_CONN of them; [0] also carries CTS records
+  engine::CqId cq = 0;            // every QP's completions
   uint32_t token = 0;
   bool broken = false;
   Failure failure;
@@ -158,11 +159,12 @@ struct Comm {
   uint32_t cts_key = 0;
   uint32_t cts_expected = 0;  // seq of the next CTS record
   std::array<Cts, kMaxRequests> cts{};
-  uint32_t send_seq = 0;  // receive the next isend goes to
-  uint64_t writes_posted = 0;
+  uint32_t send_seq = 0;                // receive the next isend goes to
+  uint64_t sends = 0;                   // isends posted: the next goes to qps[sends % size]
+  std::vector<uint64_t> writes_posted;  // per QP
   // Receive comm.
   uint32_t recv_seq = 0;
-  uint64_t writes_received = 0;
+  std::vector<uint64_t> writes_received;  // per QP (each delivers its WRITE_IMMs in order)
 
   void break_with(Code c, std::string what) {
     if (broken) return;
@@ -279,7 +281,7 @@ Endpoint local_endpoint(const Comm& c) {
   e.fabric_host = c.dev->cfg.udp.local_host;
   for (uint16_t p = 0; p < c.dev->drv->planes(); ++p)
     e.planes.push_back(c.dev->drv->local_address(p));
-  e.qpn = c.qpn;
+  e.qpns = c.qps;
   e.token = c.token;
   e.mtu = c.dev->cfg.mtu;
   return e;
@@ -335,8 +337,8 @@ std::optional<engine::NsccConfig> cc_profile(const Device& d, uint32_t mtu, cons
 
 void destroy_comm(Comm& c);
 
-// A comm with its CQ, QP (INIT) and buffers; not connected yet.
-Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role) {
+// A comm with its CQ, `nqps` QPs (INIT, one token) and buffers; not connected yet.
+Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role, size_t nqps) {
   auto c = std::make_unique<Comm>();
   c->role = role;
   c->dev = &d;
@@ -359,14 +361,18 @@ Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role) {
     qi.max_send_wr = 2 * kSendRequests;
     qi.max_recv_wr = 2 * kImmRecvs;
     qi.local_token = c->token;
-    auto qpn = e.create_qp(qi);
-    if (!qpn.ok())
-      return err(Code::kSystem, std::string("create_qp: ") + engine::to_string(qpn.error()));
-    c->qpn = *qpn;
-    engine::QpAttr a;
-    a.state = engine::QpState::kInit;
-    if (auto r = e.modify_qp(c->qpn, a, engine::attr::kState); !r.ok())
-      return err(Code::kSystem, std::string("modify_qp INIT: ") + engine::to_string(r.error()));
+    for (size_t i = 0; i < nqps; ++i) {
+      auto qpn = e.create_qp(qi);
+      if (!qpn.ok())
+        return err(Code::kSystem, std::string("create_qp: ") + engine::to_string(qpn.error()));
+      c->qps.push_back(*qpn);
+      engine::QpAttr a;
+      a.state = engine::QpState::kInit;
+      if (auto r = e.modify_qp(*qpn, a, engine::attr::kState); !r.ok())
+        return err(Code::kSystem, std::string("modify_qp INIT: ") + engine::to_string(r.error()));
+    }
+    c->writes_posted.assign(nqps, 0);
+    c->writes_received.assign(nqps, 0);
     if (role == Comm::Role::kSend) {
       auto k = e.register_mr(c->cts_ring.data(), c->cts_ring.size(),
                              reinterpret_cast<uint64_t>(c->cts_ring.data()),
@@ -386,7 +392,7 @@ Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role) {
 
 void destroy_comm(Comm& c) {
   c.dev->drv->with_engine([&](Engine& e) {
-    if (c.qpn) (void)e.destroy_qp(c.qpn);
+    for (engine::Qpn q : c.qps) (void)e.destroy_qp(q);
     if (c.cq) (void)e.destroy_cq(c.cq);
     if (c.cts_key) (void)e.deregister_mr(c.cts_key);
   });
@@ -395,11 +401,20 @@ void destroy_comm(Comm& c) {
 // RTR and RTS toward the peer's QP, then the receives the role keeps posted.
 NetStatus connect_qp(Comm& c, const Endpoint& peer) {
   Device& d = *c.dev;
+  if (peer.qpns.size() != c.qps.size())
+    return err(Code::kRemote, "the peer has " + std::to_string(peer.qpns.size()) +
+                                  " QPs for this connection, this side " +
+                                  std::to_string(c.qps.size()));
   auto pid = peer_of(d, peer);
   if (!pid.ok()) return Err(pid.error());
   c.peer = peer.mode == io::PathMode::kSrv6 ? "fabric host " + std::to_string(peer.fabric_host)
                                             : to_string(peer.planes[0]);
-  c.peer += " QP " + std::to_string(peer.qpn);
+  auto qp_list = [](const std::vector<uint32_t>& q) {
+    std::string t;
+    for (uint32_t n : q) t += (t.empty() ? "" : ",") + std::to_string(n);
+    return t;
+  };
+  c.peer += (peer.qpns.size() == 1 ? " QP " : " QPs ") + qp_list(peer.qpns);
   const Knobs k = [] {
     std::lock_guard lock(state().mu);
     return state().knobs;
@@ -407,7 +422,6 @@ NetStatus connect_qp(Comm& c, const Endpoint& peer) {
   engine::QpAttr a;
   a.state = engine::QpState::kRtr;
   a.peer = *pid;
-  a.dest_qpn = peer.qpn;
   a.remote_token = peer.token;
   a.mtu = std::min(peer.mtu, d.cfg.mtu);
   a.paths = d.drv->spray_paths(peer.fabric_host);
@@ -423,21 +437,26 @@ NetStatus connect_qp(Comm& c, const Endpoint& peer) {
   if (a.cc) mask |= engine::attr::kCc;
   const size_t npaths = a.paths.size();
   auto st = d.drv->with_engine([&](Engine& e) -> Status<Failure> {
-    if (auto r = e.modify_qp(c.qpn, a, mask); !r.ok())
-      return err(Code::kInternal, std::string("modify_qp RTR: ") + engine::to_string(r.error()));
-    a.state = engine::QpState::kRts;
-    if (auto r = e.modify_qp(c.qpn, a, engine::attr::kState); !r.ok())
-      return err(Code::kInternal, std::string("modify_qp RTS: ") + engine::to_string(r.error()));
-    if (c.role == Comm::Role::kRecv) {
-      for (int i = 0; i < kImmRecvs; ++i) {
-        if (auto r = e.post_recv(c.qpn, engine::RecvWr{kImmRecv, {}}); !r.ok())
-          return err(Code::kInternal, std::string("post_recv: ") + engine::to_string(r.error()));
+    for (size_t q = 0; q < c.qps.size(); ++q) {
+      a.state = engine::QpState::kRtr;
+      a.dest_qpn = peer.qpns[q];
+      if (auto r = e.modify_qp(c.qps[q], a, mask); !r.ok())
+        return err(Code::kInternal, std::string("modify_qp RTR: ") + engine::to_string(r.error()));
+      a.state = engine::QpState::kRts;
+      if (auto r = e.modify_qp(c.qps[q], a, engine::attr::kState); !r.ok())
+        return err(Code::kInternal, std::string("modify_qp RTS: ") + engine::to_string(r.error()));
+      if (c.role == Comm::Role::kRecv) {  // WRITE_IMMs may come on any of them
+        for (int i = 0; i < kImmRecvs; ++i) {
+          if (auto r = e.post_recv(c.qps[q], engine::RecvWr{kImmRecv, {}}); !r.ok())
+            return err(Code::kInternal, std::string("post_recv: ") + engine::to_string(r.error()));
+        }
       }
-    } else {
+    }
+    if (c.role == Comm::Role::kSend) {  // CTS records come on the first QP
       for (int i = 0; i < kCtsSlots; ++i) {
         engine::Sge sge{reinterpret_cast<uint64_t>(c.cts_ring.data() + i * kCtsSlotBytes),
                         static_cast<uint32_t>(kCtsSlotBytes), c.cts_key};
-        if (auto r = e.post_recv(c.qpn, engine::RecvWr{kCtsRecv | i, {&sge, 1}}); !r.ok())
+        if (auto r = e.post_recv(c.qps[0], engine::RecvWr{kCtsRecv | i, {&sge, 1}}); !r.ok())
           return err(Code::kInternal, std::string("post_recv: ") + engine::to_string(r.error()));
       }
     }
@@ -445,7 +464,8 @@ NetStatus connect_qp(Comm& c, const Endpoint& peer) {
   });
   if (!st.ok()) return st;
   log(mrcNcclLogInfo, d.name + ": " + (c.role == Comm::Role::kSend ? "send" : "recv") +
-                          " comm QP " + std::to_string(c.qpn) + " connected to " + c.peer + ", " +
+                          " comm " + (c.qps.size() == 1 ? "QP " : "QPs ") + qp_list(c.qps) +
+                          " connected to " + c.peer + ", " +
                           std::to_string(npaths) + " paths over " +
                           std::to_string(d.drv->planes()) + " planes");
   return {};
@@ -506,7 +526,7 @@ void progress(Comm& c, bool force = false) {
   c.activity_seen = seen;
   std::array<Completion, 64> wc;
   std::vector<uint64_t> cts_repost;
-  int imm_repost = 0;
+  std::vector<engine::Qpn> imm_repost;  // the QP of each WRITE_IMM that used a receive
   for (;;) {
     const size_t n = c.dev->drv->peek_engine([&](Engine& e) { return e.poll_cq(c.cq, wc); });
     if (n > 0) c.last_heard = std::chrono::steady_clock::now();
@@ -526,8 +546,10 @@ void progress(Comm& c, bool force = false) {
           c.reqs[w.wr_id].done = true;
         }
       } else if (w.opcode == WcOpcode::kRecvWriteImm) {
-        ++imm_repost;
-        ++c.writes_received;
+        imm_repost.push_back(w.qpn);
+        const size_t q = static_cast<size_t>(
+            std::find(c.qps.begin(), c.qps.end(), w.qpn) - c.qps.begin());
+        if (q < c.writes_received.size()) ++c.writes_received[q];
         const uint32_t seq = w.imm >> 3, idx = w.imm & 7;
         Request& r = c.reqs[seq % kMaxRequests];
         if (!r.busy || (r.seq & kSeqMask) != seq || !(r.pending & (1u << idx))) {
@@ -542,14 +564,14 @@ void progress(Comm& c, bool force = false) {
     }
     if (n < wc.size()) break;
   }
-  if (cts_repost.empty() && imm_repost == 0) return;
+  if (cts_repost.empty() && imm_repost.empty()) return;
   c.dev->drv->peek_engine([&](Engine& e) {
     for (uint64_t slot : cts_repost) {
       engine::Sge sge{reinterpret_cast<uint64_t>(c.cts_ring.data() + slot * kCtsSlotBytes),
                       static_cast<uint32_t>(kCtsSlotBytes), c.cts_key};
-      (void)e.post_recv(c.qpn, engine::RecvWr{kCtsRecv | slot, {&sge, 1}});
+      (void)e.post_recv(c.qps[0], engine::RecvWr{kCtsRecv | slot, {&sge, 1}});
     }
-    for (int i = 0; i < imm_repost; ++i) (void)e.post_recv(c.qpn, engine::RecvWr{kImmRecv, {}});
+    for (engine::Qpn q : imm_repost) (void)e.post_recv(q, engine::RecvWr{kImmRecv, {}});
   });
 }
 
@@ -571,8 +593,14 @@ void check_peer(Comm& c) {
     }
     // The receiver closed: sends it had received are complete even if their ACK never came.
     if (c.role == Comm::Role::kSend) {
+      const std::vector<uint64_t>& got = (*f)->delivered;
+      if (got.size() != c.qps.size()) {
+        c.break_with(Code::kRemote, "BYE for " + std::to_string(got.size()) + " QPs, not " +
+                                        std::to_string(c.qps.size()));
+        return;
+      }
       for (Request& r : c.reqs)
-        if (r.busy && r.write_no < (*f)->delivered) r.done = true;
+        if (r.busy && r.write_no < got[r.qp]) r.done = true;
     }
     c.peer_closed = true;
     break;
@@ -700,7 +728,11 @@ NetStatus connect(int dev, void* handle, Comm** out) {
     return Err(std::move(f));
   };
   if (!h.connecting) {
-    auto c = make_comm(*d, Comm::Role::kSend);
+    const uint32_t nqps = [] {
+      std::lock_guard lock(state().mu);
+      return state().knobs.qps_per_conn;
+    }();
+    auto c = make_comm(*d, Comm::Role::kSend, nqps);
     if (!c.ok()) return Err(c.error());
     auto fd = in_device_netns(*d, [&] { return start_connect(h.addr); });
     if (!fd.ok()) {
@@ -799,7 +831,7 @@ NetStatus accept(ListenComm* l, Comm** out) {
         drop("HELLO for another listen comm (stale handle?)");
         continue;
       }
-      auto c = make_comm(*l->dev, Comm::Role::kRecv);
+      auto c = make_comm(*l->dev, Comm::Role::kRecv, (*f)->endpoint.qpns.size());
       if (!c.ok()) {
         drop(c.error().what);
         continue;
@@ -923,17 +955,21 @@ NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Reque
   wr.remote_addr = e.addr;
   wr.rkey = e.rkey;
   wr.imm = ((t.seq & kSeqMask) << 3) | static_cast<uint32_t>(idx);
-  auto st = c.dev->drv->with_engine_flush([&](Engine& en) { return en.post_send(c.qpn, wr); });
+  const auto q = static_cast<uint8_t>(c.sends % c.qps.size());
+  auto st =
+      c.dev->drv->with_engine_flush([&](Engine& en) { return en.post_send(c.qps[q], wr); });
   if (!st.ok()) {
     if (st.error() == engine::Error::kQueueFull) return {};
     return err(Code::kInternal, std::string("isend: post_send: ") + engine::to_string(st.error()));
   }
   c.free_reqs.pop_back();
+  ++c.sends;
   r.busy = true;
   r.done = false;
   r.n = 1;
   r.sizes[0] = size;
-  r.write_no = c.writes_posted++;
+  r.qp = q;
+  r.write_no = c.writes_posted[q]++;
   t.used |= static_cast<uint8_t>(1u << idx);
   if (t.used == (1u << t.n) - 1) {
     t.valid = false;
@@ -982,7 +1018,7 @@ NetStatus irecv(Comm* cp, int n, void** data, const size_t* sizes, const int* ta
   wr.sg = {&sge, 1};
   wr.inline_data = true;
   wr.signaled = false;
-  auto st = c.dev->drv->with_engine_flush([&](Engine& e) { return e.post_send(c.qpn, wr); });
+  auto st = c.dev->drv->with_engine_flush([&](Engine& e) { return e.post_send(c.qps[0], wr); });
   if (!st.ok()) {
     if (st.error() == engine::Error::kQueueFull) return {};
     return err(Code::kInternal,
@@ -1034,7 +1070,10 @@ NetStatus test(Request* r, int* done, int* sizes) {
       ka.wr_id = kKeepalive;
       ka.opcode = engine::Opcode::kWrite;
       ka.signaled = false;  // errors complete anyway, and those are what it is for
-      (void)c.dev->drv->with_engine([&](Engine& e) { return e.post_send(c.qpn, ka); });
+      (void)c.dev->drv->with_engine([&](Engine& e) {  // every QP: any of them may be cut off
+        for (engine::Qpn q : c.qps) (void)e.post_send(q, ka);
+        return 0;
+      });
     }
   }
   // NCCL's proxy thread polls test() in a tight loop; when the cores are all busy, give the

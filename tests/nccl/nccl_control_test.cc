@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "control.h"
 #include "knobs.h"
@@ -12,11 +13,11 @@
 namespace mrc::nccl {
 namespace {
 
-Endpoint endpoint(int planes) {
+Endpoint endpoint(int planes, int qps = 1) {
   Endpoint e;
   e.mode = io::PathMode::kSrv6;
   e.fabric_host = 3;
-  e.qpn = 17;
+  for (int q = 0; q < qps; ++q) e.qpns.push_back(static_cast<uint32_t>(17 + q));
   e.token = 0xdeadbeef;
   e.mtu = 2048;
   for (int p = 0; p < planes; ++p) {
@@ -34,7 +35,7 @@ TEST(ControlFrame, HelloRoundTrip) {
   Frame f;
   f.type = FrameType::kHello;
   f.listen_id = 0x1122334455667788ull;
-  f.endpoint = endpoint(16);
+  f.endpoint = endpoint(16, kMaxQps);
   const auto bytes = encode(f);
   EXPECT_EQ(bytes.size(), kFrameHeader + kMaxFrameBody);
   auto d = decode(bytes);
@@ -42,7 +43,7 @@ TEST(ControlFrame, HelloRoundTrip) {
   EXPECT_EQ(d->listen_id, f.listen_id);
   EXPECT_EQ(d->endpoint.mode, io::PathMode::kSrv6);
   EXPECT_EQ(d->endpoint.fabric_host, 3u);
-  EXPECT_EQ(d->endpoint.qpn, 17u);
+  EXPECT_EQ(d->endpoint.qpns, (std::vector<uint32_t>{17, 18, 19, 20, 21, 22, 23, 24}));
   EXPECT_EQ(d->endpoint.token, 0xdeadbeefu);
   EXPECT_EQ(d->endpoint.mtu, 2048u);
   ASSERT_EQ(d->endpoint.planes.size(), 16u);
@@ -53,11 +54,13 @@ TEST(ControlFrame, HelloRoundTrip) {
 TEST(ControlFrame, ReadyAndByeRoundTrip) {
   Frame bye;
   bye.type = FrameType::kBye;
-  bye.delivered = 123456789;
+  bye.delivered = {123456789, 0, 7};
   auto d = decode(encode(bye));
   ASSERT_TRUE(d.ok()) << d.error();
   EXPECT_EQ(d->type, FrameType::kBye);
-  EXPECT_EQ(d->delivered, 123456789u);
+  EXPECT_EQ(d->delivered, (std::vector<uint64_t>{123456789, 0, 7}));
+  bye.delivered.clear();
+  EXPECT_NE(decode(encode(bye)).error().find("BYE: 0 QPs"), std::string::npos);
   Frame ready;
   ready.type = FrameType::kReady;
   EXPECT_EQ(encode(ready).size(), kFrameHeader);
@@ -72,7 +75,7 @@ std::string decode_error(std::vector<uint8_t> b) {
 TEST(ControlFrame, BadInput_NamesTheProblem) {
   Frame f;
   f.type = FrameType::kReply;
-  f.endpoint = endpoint(2);
+  f.endpoint = endpoint(2, 2);
   const auto good = encode(f);
   auto b = good;
   b[0] ^= 1;
@@ -100,11 +103,23 @@ TEST(ControlFrame, BadInput_NamesTheProblem) {
   b[kFrameHeader + 9] = 3;  // says 3 planes, carries 2
   EXPECT_NE(decode_error(b).find("truncated"), std::string::npos);
   b = good;
-  std::memset(&b[kFrameHeader + 16], 0, 4);  // qpn 0
+  b[kFrameHeader + 10] = 0;  // QPs
+  EXPECT_NE(decode_error(b).find("0 QPs"), std::string::npos);
+  b = good;
+  b[kFrameHeader + 10] = 9;
+  EXPECT_NE(decode_error(b).find("9 QPs (1..8)"), std::string::npos);
+  b = good;
+  b[kFrameHeader + 11] = 1;
+  EXPECT_NE(decode_error(b).find("reserved field not zero"), std::string::npos);
+  b = good;
+  std::memset(&b[kFrameHeader + 28], 0, 4);  // the second QPN
   EXPECT_NE(decode_error(b).find("QPN 0"), std::string::npos);
   b = good;
-  b[kFrameHeader + 24] = 0x01;  // mtu 2048 -> 2049
+  b[kFrameHeader + 20] = 0x01;  // mtu 2048 -> 2049
   EXPECT_NE(decode_error(b).find("MTU 2049"), std::string::npos);
+  b = good;
+  b[4] = 1;  // a version-1 plugin (one QP per connection) on the other side
+  EXPECT_NE(decode_error(b).find("peer speaks version 1, this plugin 2"), std::string::npos);
   EXPECT_NE(decode_error({1, 2, 3}).find("shorter than a header"), std::string::npos);
 }
 
@@ -123,7 +138,9 @@ TEST(Knobs, DefaultsAndValues) {
   EXPECT_EQ(k->retry_cnt_linear, 7);
   EXPECT_EQ(k->retry_cnt_exp, 3);
   EXPECT_TRUE(k->qp_hint);
+  EXPECT_EQ(k->qps_per_conn, 1u);
   k = read_knobs(env({{"NCCL_MRC_TIMEOUT", "20"},
+                      {"NCCL_MRC_QPS_PER_CONN", "4"},
                       {"NCCL_MRC_RETRY_CNT_EXP", "25"},
                       {"NCCL_MRC_CC_MAX_RATE", "100000"},
                       {"NCCL_MRC_CONFIG", "/a.json,/b.json"},
@@ -136,6 +153,7 @@ TEST(Knobs, DefaultsAndValues) {
   EXPECT_EQ(k->config_files, (std::vector<std::string>{"/a.json", "/b.json"}));
   EXPECT_EQ(k->devices, (std::vector<uint32_t>{1, 0}));
   EXPECT_EQ(k->ctrl_addr, "fd00::5");
+  EXPECT_EQ(k->qps_per_conn, 4u);
 }
 
 TEST(Knobs, BadValues_NameTheVariable) {
@@ -145,6 +163,8 @@ TEST(Knobs, BadValues_NameTheVariable) {
   };
   EXPECT_EQ(bad("NCCL_MRC_TIMEOUT", "25"),
             "NCCL_MRC_TIMEOUT: must be an integer in 1..24, got \"25\"");
+  EXPECT_EQ(bad("NCCL_MRC_QPS_PER_CONN", "9"),
+            "NCCL_MRC_QPS_PER_CONN: must be an integer in 1..8, got \"9\"");
   EXPECT_NE(bad("NCCL_MRC_RETRY_CNT_LINEAR", "8").find("NCCL_MRC_RETRY_CNT_LINEAR"),
             std::string::npos);
   EXPECT_NE(bad("NCCL_MRC_QP_HINT_ENABLE", "yes").find("NCCL_MRC_QP_HINT_ENABLE"),

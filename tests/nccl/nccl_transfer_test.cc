@@ -172,6 +172,35 @@ TEST(NcclTransfer, ThirtyTwoRequestsInFlight) {
   EXPECT_EQ(err, "");
 }
 
+// NCCL_MRC_QPS_PER_CONN=4: a connection's messages go to its 4 QPs in turn (the acceptor
+// makes as many as the connector's HELLO lists). Every byte arrives, every QP carries a share
+// (the receiver's statistics segment), and the requests still in flight when the receiver
+// closes right after its last completion complete through BYE's per-QP counts.
+TEST(NcclTransfer, FourQpsPerConnection_EveryQpCarriesItsShare) {
+  Board b(1);
+  auto rs = ranks(2);
+  for (auto& r : rs) r.env["NCCL_MRC_QPS_PER_CONN"] = "4";
+  const std::string err = run_ranks(rs, [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    std::vector<size_t> sizes(400);
+    for (size_t i = 0; i < sizes.size(); ++i) sizes[i] = 1 + (i * 7919) % 300000;
+    if (auto e = transfer(p, rank, sizes, 8); !e.empty()) return e;
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a fresh snapshot
+      std::vector<uint64_t> bytes;
+      for (const auto& snap : observe::read_all(::getpid()))
+        for (const auto& q : snap.qps) bytes.push_back(q.rx_payload_bytes);
+      if (bytes.size() != 4) return "the receiver has " + std::to_string(bytes.size()) + " QPs";
+      for (uint64_t b : bytes)
+        if (b < 10'000'000) return "a QP carried only " + std::to_string(b) + " bytes";
+    }
+    return close_pair(p);
+  });
+  EXPECT_EQ(err, "");
+}
+
 TEST(NcclTransfer, RingOfFourRanks) {
   Board b(4);  // slot r: rank r's handle, read by rank r-1
   const std::string err = run_ranks(ranks(4), [&](int rank) -> std::string {

@@ -42,8 +42,19 @@ TEST_P(RunMrc, Loopback_VerifiedAndMeasured) {
   EXPECT_GT(total, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, RunMrc, ::testing::Values(Op::kWrite, Op::kSend, Op::kRead),
+INSTANTIATE_TEST_SUITE_P(Ops, RunMrc, ::testing::ValuesIn(kAllOps),
                          [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(ParseOp, EveryKindRoundTripsAndBadOnesAreNamed) {
+  for (Op op : kAllOps) {
+    auto r = parse_op(to_string(op));
+    ASSERT_TRUE(r.ok()) << to_string(op);
+    EXPECT_EQ(*r, op);
+  }
+  auto bad = parse_op("atomic");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("'atomic'"), std::string::npos) << bad.error();
+}
 
 TEST(RunMrc, Latency_OneInFlightMeasured) {
   MrcRunSpec s = loopback(Op::kWrite);

@@ -34,8 +34,8 @@ TEST(NsSoak, RandomFaultsEveryKind_NoErrorNoCorruptionFlatMemory) {
   plan.seed = 2026;
   SessionOptions o;
   o.faults = soak_schedule(fab.fabric(), 0, 1, plan);
-  o.ops = {Op::kWrite, Op::kSend, Op::kRead};
-  o.qps = 3;
+  o.ops.assign(std::begin(kAllOps), std::end(kAllOps));  // every kind, a QP pair each
+  o.qps = static_cast<uint32_t>(o.ops.size());
   o.bidirectional = true;
   o.trimming = true;
   o.msg_bytes = 256 << 10;

@@ -263,6 +263,20 @@ TEST_F(NsPerftest, BwTools_AllSizes_Bidirectional_FourQps) {
   }
 }
 
+TEST_F(NsPerftest, LatTools_AllSizes) {
+  // -a: every size from 2 B to 8 MiB, 5 round trips each.
+  for (const char* tool : {"ib_write_lat", "ib_read_lat", "ib_send_lat"}) {
+    PairResult r = run_pair({tool, "-a", "-n", "5"}, 120s);
+    EXPECT_EQ(r.client_rc, 0) << tool << "\n" << r.both();
+    EXPECT_EQ(r.server_rc, 0) << tool << "\n" << r.both();
+    EXPECT_NE(r.client.find(" 8388608 "), std::string::npos) << tool << ": " << r.client;
+    const auto v = result_line(r.client);
+    ASSERT_GE(v.size(), 5u) << tool << ": no result line\n" << r.client;
+    EXPECT_EQ(v[0], 8388608) << tool << ": the last size";
+    EXPECT_GT(v[2], 0) << tool << ": t_min of the last size";
+  }
+}
+
 TEST_F(NsPerftest, RcPingpong_Gid0) {
   for (std::vector<std::string> args : {std::vector<std::string>{"ibv_rc_pingpong", "-g", "0"},
                                         std::vector<std::string>{"ibv_rc_pingpong", "-g", "0", "-e"}}) {

@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   app.add_option("--mtu", mtu, "own fabric: MTU of every link")->capture_default_str();
   app.add_option("--client", o.client, "sending host id")->capture_default_str();
   app.add_option("--server", o.server, "receiving host id")->capture_default_str();
-  app.add_option("--op", op, "write, send or read")->capture_default_str();
+  app.add_option("--op", op, "write, write_imm, send, send_imm or read")->capture_default_str();
   app.add_option("--size", size, "message size (K, M suffixes)")->capture_default_str();
   app.add_option("--qps", o.qps, "QP pairs")->capture_default_str();
   app.add_option("--outstanding", o.outstanding, "messages in flight per QP (1..30)")
@@ -145,8 +145,8 @@ int main(int argc, char** argv) {
   if (soak_min > 0) {
     if (prefix.empty() && planes == 0) planes = 4;
     o.duration_s = soak_min * 60;
-    o.ops = {perf::Op::kWrite, perf::Op::kSend, perf::Op::kRead};
-    o.qps = 3;
+    o.ops.assign(std::begin(perf::kAllOps), std::end(perf::kAllOps));
+    o.qps = static_cast<uint32_t>(o.ops.size());  // a QP pair per kind, both directions
     o.bidirectional = true;
     trim = true;
     o.quiet = true;

@@ -17,18 +17,21 @@ namespace mrc::perf {
 using namespace engine;
 
 Result<Op, std::string> parse_op(const std::string& s) {
-  if (s == "write") return Op::kWrite;
-  if (s == "send") return Op::kSend;
-  if (s == "read") return Op::kRead;
-  return Err("operation must be write, send or read, got '" + s + "'");
+  for (Op op : kAllOps)
+    if (s == to_string(op)) return op;
+  return Err("operation must be write, write_imm, send, send_imm or read, got '" + s + "'");
 }
 
 const char* to_string(Op op) {
   switch (op) {
     case Op::kWrite:
       return "write";
+    case Op::kWriteImm:
+      return "write_imm";
     case Op::kSend:
       return "send";
+    case Op::kSendImm:
+      return "send_imm";
     case Op::kRead:
       return "read";
   }
@@ -78,6 +81,10 @@ constexpr uint32_t kOffsets = 61;  // prime: a stale slot's pattern offset alway
 constexpr uint32_t kOffsetStep = 64;
 constexpr size_t kMaxLatencySamples = 1 << 22;
 constexpr size_t kMaxPathEvents = 1 << 16;  // recorded ones; a long soak counts the rest
+
+// Ops whose messages complete at the sink by consuming a posted receive.
+bool uses_receives(Op op) { return op == Op::kSend || op == Op::kSendImm || op == Op::kWriteImm; }
+bool has_imm(Op op) { return op == Op::kSendImm || op == Op::kWriteImm; }
 
 struct Side {
   std::unique_ptr<io::UdpDriver> drv;
@@ -234,7 +241,7 @@ Status<std::string> Runner::connect(Stream& s, int init, Op op) {
     });
     if (!st.ok()) return st;
   }
-  if (s.op == Op::kSend) {
+  if (uses_receives(s.op)) {
     for (uint64_t j = 0; j < 2ull * spec_.outstanding; ++j) {
       Sge sge{reinterpret_cast<uint64_t>(s.dst.data() + slot(j)), spec_.msg_bytes, s.dst_key};
       auto r = side_[s.sink].drv->with_engine([&](Engine& e) {
@@ -253,9 +260,15 @@ bool Runner::post_one(Stream& s) {
   Sge sge;
   switch (s.op) {
     case Op::kWrite:
+    case Op::kWriteImm:
     case Op::kSend:
+    case Op::kSendImm:
       sge = {reinterpret_cast<uint64_t>(s.src.data() + src_offset(k)), spec_.msg_bytes, s.src_key};
-      wr.opcode = s.op == Op::kWrite ? Opcode::kWrite : Opcode::kSend;
+      wr.opcode = s.op == Op::kWrite      ? Opcode::kWrite
+                  : s.op == Op::kWriteImm ? Opcode::kWriteImm
+                  : s.op == Op::kSend     ? Opcode::kSend
+                                          : Opcode::kSendImm;
+      wr.imm = static_cast<uint32_t>(k);  // checked at the sink
       wr.remote_addr = reinterpret_cast<uint64_t>(s.dst.data() + slot(k));
       wr.rkey = s.dst_key;
       break;
@@ -302,14 +315,22 @@ void Runner::pump(Stream& s, bool posting) {
           fail(std::string("completion error: ") + to_string(c[j].status));
           continue;
         }
-        if (i == s.init && c[j].opcode != WcOpcode::kRecv) {
+        const bool recv = c[j].opcode == WcOpcode::kRecv || c[j].opcode == WcOpcode::kRecvWriteImm;
+        if (i == s.init && !recv) {
           const uint64_t k = s.done++;
           if (latencies_.size() < kMaxLatencySamples)
             latencies_.push_back(io::now() - s.posted_at[k % s.posted_at.size()]);
           if (s.op == Op::kWrite) check(s, k, s.dst.data() + slot(k));
           if (s.op == Op::kRead) check(s, k, s.dst.data() + slot(k));
-        } else if (i == s.sink && c[j].opcode == WcOpcode::kRecv) {
+        } else if (i == s.sink && recv) {
           const uint64_t k = s.received++;
+          if (has_imm(s.op) != c[j].has_imm ||
+              (c[j].has_imm && c[j].imm != static_cast<uint32_t>(k))) {
+            ++res_.mismatches;
+            if (res_.first_error.empty())
+              res_.first_error = "message " + std::to_string(k) + ": immediate " +
+                                 (c[j].has_imm ? std::to_string(c[j].imm) : "missing");
+          }
           check(s, k, s.dst.data() + slot(k));
           Sge sge{reinterpret_cast<uint64_t>(s.dst.data() + slot(k)), spec_.msg_bytes, s.dst_key};
           auto r = side_[i].drv->with_engine([&](Engine& e) {
@@ -322,7 +343,8 @@ void Runner::pump(Stream& s, bool posting) {
     }
   }
   // SEND: a slot is free again only once its receive completed and was reposted.
-  const uint64_t free_limit = s.op == Op::kSend ? s.received + spec_.outstanding : UINT64_MAX;
+  const uint64_t free_limit =
+      uses_receives(s.op) ? s.received + spec_.outstanding : UINT64_MAX;
   while (posting && s.posted - s.done < spec_.outstanding && s.posted < free_limit) {
     if (!post_one(s)) break;
   }
@@ -416,7 +438,7 @@ Result<MrcRunResult, std::string> Runner::run() {
     bool busy = false;
     for (Stream& s : streams_) {
       pump(s, false);
-      busy = busy || s.done < s.posted || (s.op == Op::kSend && s.received < s.posted);
+      busy = busy || s.done < s.posted || (uses_receives(s.op) && s.received < s.posted);
     }
     if (!busy) break;
     if (Clock::now() > drain_until) {

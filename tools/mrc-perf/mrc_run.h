@@ -25,9 +25,13 @@
 
 namespace mrc::perf {
 
-enum class Op : uint8_t { kWrite, kSend, kRead };
+// What a stream posts. WRITE_IMM and SEND_IMM carry the message number as their immediate,
+// which the receiver checks; SEND, SEND_IMM and WRITE_IMM consume posted receives.
+enum class Op : uint8_t { kWrite, kSend, kRead, kWriteImm, kSendImm };
 Result<Op, std::string> parse_op(const std::string& s);
 const char* to_string(Op op);
+/// Every kind, for mixes (--soak).
+inline constexpr Op kAllOps[] = {Op::kWrite, Op::kWriteImm, Op::kSend, Op::kSendImm, Op::kRead};
 
 /// A fault at a time: "5s down t0 h0 p2" -> {5.0, "down t0 h0 p2"}.
 struct TimedFault {
