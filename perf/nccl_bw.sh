@@ -2,7 +2,8 @@
 # NCCL-style send/recv bandwidth through libnccl-net-mrc vs plain TCP sockets (NCCL's socket
 # transport), side by side on one namespace fabric: 2 hosts, 4 planes x 4 spines, host ports
 # shaped to RATE Gbit/s (the physical ceiling is 4 x RATE). Needs root (network namespaces).
-# Prints each transport's Gbit/s and the ratios; record them in perf/RESULTS.md.
+# Prints each transport's Gbit/s and the ratios; record them in perf/RESULTS.md. The plugin
+# runs twice: one QP per connection (the default) and four (NCCL_MRC_QPS_PER_CONN=4).
 #
 # Usage: bash perf/nccl_bw.sh [seconds=10] [rate=2] [message bytes=4194304]
 set -euo pipefail
@@ -21,7 +22,8 @@ trap cleanup EXIT INT TERM
 "$FAB" up --prefix "$PREFIX" --hosts 2 --planes 4 --spines 4 --rate "$RATE" >/dev/null
 echo '{}' > "$WORK/empty.json"
 
-# run <label> <transport> [args...]: receiver in host 1, sender in host 0.
+# run <label> <transport> [args...]: receiver in host 1, sender in host 0; $QPS QPs per
+# connection (default 1).
 run() {
   local label=$1 transport=$2; shift 2
   local rv="$WORK/rv-$label"
@@ -29,6 +31,7 @@ run() {
     local role=send; [[ $h == 1 ]] && role=recv
     env MRC_CONFIG="$WORK/empty.json" MRC_PATH_MODE=srv6 MRC_FABRIC="/run/mrc-fabric/$PREFIX/fabric.json" \
         MRC_HOST=$h MRC_PORT=0 MRC_BASE_RTT_US=300 MRC_NIC_GBPS=$((4 * RATE)) \
+        NCCL_MRC_QPS_PER_CONN="${QPS:-1}" \
         ip netns exec "$PREFIX-h$h" "$B/perf/nccl_bw" --transport "$transport" --role $role \
         --rendezvous "$rv" --plugin "$B/lib/libnccl-net-mrc.so" --size "$SIZE" --seconds "$SECS" "$@" \
         > "$WORK/out-$label-$role" 2>&1 &
@@ -38,10 +41,13 @@ run() {
   awk '{print $2}' "$WORK/out-$label-recv"
 }
 MRC=$(run mrc mrc)
+MRC4=$(QPS=4 run mrc4 mrc)
 TCP1=$(run tcp1 tcp --streams 1)
 TCP4=$(run tcp4 tcp --streams 4)
 CEIL=$((4 * RATE))
 printf 'fabric: 4 planes x %s Gbit/s (ceiling %s Gbit/s), %s B messages, %s s\n' "$RATE" "$CEIL" "$SIZE" "$SECS"
 printf '  MRC plugin      %7.2f Gbit/s  (%.2f of the ceiling)\n' "$MRC" "$(echo "$MRC / $CEIL" | bc -l)"
+printf '  ... 4 QPs/conn  %7.2f Gbit/s  (%.2f of the ceiling; 4 QPs / 1 QP = %.2f)\n' "$MRC4" \
+  "$(echo "$MRC4 / $CEIL" | bc -l)" "$(echo "$MRC4 / $MRC" | bc -l)"
 printf '  TCP, 1 stream   %7.2f Gbit/s  -> MRC/TCP = %.2f\n' "$TCP1" "$(echo "$MRC / $TCP1" | bc -l)"
 printf '  TCP, 4 streams  %7.2f Gbit/s  -> MRC/TCP = %.2f\n' "$TCP4" "$(echo "$MRC / $TCP4" | bc -l)"
