@@ -288,6 +288,121 @@ TEST(Limits, PostSend_MaxSendWrQueueFullThenDrainsAndAcceptsAgain) {
   EXPECT_EQ(src, dst);
 }
 
+// ---- WRITE_WITH_IMM limits (OCP max_wimm, max_wimm_dest) ------------------------------
+
+// A WRITE_WITH_IMM of `len` bytes at `off` of src/dst.
+Status<Error> post_write_imm(Engine& e, Qpn q, uint64_t wr_id, std::vector<uint8_t>& src,
+                             uint32_t lkey, uint64_t off, const std::vector<uint8_t>& dst,
+                             uint32_t rkey) {
+  Sge sge{reinterpret_cast<uint64_t>(src.data()) + off, 1024, lkey};
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = Opcode::kWriteImm;
+  wr.imm = static_cast<uint32_t>(0xabc00 + wr_id);
+  wr.sg = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + off;
+  wr.rkey = rkey;
+  return e.post_send(q, wr);
+}
+
+struct WimmPair {
+  Pair p;
+  CqId ca = p.a.create_cq(64).value(), cb = p.b.create_cq(64).value();
+  Qpn qa = p.a.create_qp(qp_init(ca, 7)).value(), qb = p.b.create_qp(qp_init(cb, 8)).value();
+  std::vector<uint8_t> src = std::vector<uint8_t>(8 * 1024, 0x5a),
+                       dst = std::vector<uint8_t>(8 * 1024);
+  uint32_t lk = 0, rk = 0;
+  WimmPair(uint32_t max_wimm, uint32_t max_wimm_dest) {
+    p.connect(qa, 7, qb, 8);
+    QpAttr w;
+    w.max_wimm = max_wimm;
+    EXPECT_TRUE(p.a.modify_qp(qa, w, attr::kWimm).ok());
+    w.max_wimm = 0;
+    w.max_wimm_dest = max_wimm_dest;
+    EXPECT_TRUE(p.b.modify_qp(qb, w, attr::kWimm).ok());
+    lk = p.a.register_mr(src.data(), src.size(), reinterpret_cast<uint64_t>(src.data()), 0).value();
+    rk = p.b.register_mr(dst.data(), dst.size(), reinterpret_cast<uint64_t>(dst.data()),
+                         access::kRemoteWrite)
+             .value();
+  }
+  void post_recvs(uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) ASSERT_TRUE(p.b.post_recv(qb, RecvWr{100 + i, {}}).ok());
+  }
+};
+
+TEST(Limits, MaxWimm_RequesterRefusesOneMoreUntilOneCompletes) {
+  WimmPair w(/*max_wimm=*/2, /*max_wimm_dest=*/0);
+  // No receive posted yet: both WRITE_WITH_IMMs wait (NO_RESOURCE), in flight all the while.
+  ASSERT_TRUE(post_write_imm(w.p.a, w.qa, 0, w.src, w.lk, 0, w.dst, w.rk).ok());
+  ASSERT_TRUE(post_write_imm(w.p.a, w.qa, 1, w.src, w.lk, 1024, w.dst, w.rk).ok());
+  w.p.run(100us);
+  auto s = post_write_imm(w.p.a, w.qa, 2, w.src, w.lk, 2048, w.dst, w.rk);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error(), Error::kWimmLimit);
+  // Plain WRITEs are not bounded by it.
+  Status<Error> wr;
+  post_write(w.p.a, w.qa, 9, w.src, w.lk, 4096, 1024, w.dst, w.rk, &wr);
+  EXPECT_TRUE(wr.ok());
+  w.post_recvs(4);
+  w.p.run(1s);
+  auto done = drain(w.p.a, w.ca);
+  ASSERT_EQ(done.size(), 3u);
+  for (const Completion& x : done) EXPECT_EQ(x.status, WcStatus::kSuccess);
+  EXPECT_EQ(drain(w.p.b, w.cb).size(), 2u);
+  // Both completed: room for two again.
+  ASSERT_TRUE(post_write_imm(w.p.a, w.qa, 2, w.src, w.lk, 2048, w.dst, w.rk).ok());
+  ASSERT_TRUE(post_write_imm(w.p.a, w.qa, 3, w.src, w.lk, 3072, w.dst, w.rk).ok());
+  w.p.run(1s);
+  auto recv = drain(w.p.b, w.cb);
+  ASSERT_EQ(recv.size(), 2u);
+  EXPECT_EQ(recv[0].imm, 0xabc02u);
+  EXPECT_EQ(recv[1].imm, 0xabc03u);
+  EXPECT_EQ(w.p.a.query_qp(w.qa)->state, QpState::kRts);
+}
+
+TEST(Limits, MaxWimmDest_PeerPastTheLimitFailsTheResponderAndTheRequester) {
+  WimmPair w(/*max_wimm=*/0, /*max_wimm_dest=*/2);
+  // Without receives the responder holds every WRITE_WITH_IMM it accepts; the third is one
+  // more than it agreed to hold.
+  for (uint64_t i = 0; i < 3; ++i)
+    ASSERT_TRUE(post_write_imm(w.p.a, w.qa, i, w.src, w.lk, i * 1024, w.dst, w.rk).ok());
+  w.p.run(1s);
+  EXPECT_EQ(w.p.b.query_qp(w.qb)->state, QpState::kError);
+  EXPECT_EQ(w.p.b.stats().drops[static_cast<size_t>(Drop::kWimmLimit)], 1u);
+  EXPECT_EQ(w.p.a.query_qp(w.qa)->state, QpState::kError);
+  // The WR the responder refused fails with REM_INV_REQ, the two it held are flushed.
+  auto c = drain(w.p.a, w.ca);
+  ASSERT_EQ(c.size(), 3u);
+  for (const Completion& x : c)
+    EXPECT_EQ(x.status, x.wr_id == 2 ? WcStatus::kRemInvReqErr : WcStatus::kWrFlushErr) << x.wr_id;
+  EXPECT_EQ(std::count(w.dst.begin() + 2048, w.dst.begin() + 3072, 0x5a), 0);  // not placed
+}
+
+TEST(Limits, MaxWimmDest_WithinTheLimitNeverTrips) {
+  WimmPair w(/*max_wimm=*/2, /*max_wimm_dest=*/2);
+  uint64_t posted = 0, refused = 0;
+  w.post_recvs(8);
+  for (int round = 0; round < 40 && posted < 8; ++round) {
+    while (posted < 8) {
+      auto s = post_write_imm(w.p.a, w.qa, posted, w.src, w.lk, posted * 1024, w.dst, w.rk);
+      if (!s.ok()) {
+        EXPECT_EQ(s.error(), Error::kWimmLimit);
+        ++refused;
+        break;
+      }
+      ++posted;
+    }
+    w.p.run(20us);
+  }
+  w.p.run(1s);
+  EXPECT_EQ(posted, 8u);
+  EXPECT_GT(refused, 0u);  // the requester held back rather than overrun the responder
+  EXPECT_EQ(drain(w.p.b, w.cb).size(), 8u);
+  EXPECT_EQ(w.p.b.query_qp(w.qb)->state, QpState::kRts);
+  EXPECT_EQ(w.p.a.query_qp(w.qa)->state, QpState::kRts);
+  EXPECT_EQ(w.src, w.dst);
+}
+
 // ---- connection storm -----------------------------------------------------------------
 
 // `n` QP pairs, each made, connected and given a WRITE; every fifth is destroyed at once, with

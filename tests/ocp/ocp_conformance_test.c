@@ -772,6 +772,43 @@ int main(void)
 	      "the WRITE before the refused SEND completed");
 	EXPECT_ERR(mrc_poll_cq(NULL, 1, wc), EINVAL);
 
+	/* ---- max_wimm bounds the WRITE_WITH_IMMs in flight ------------------------------------ */
+	step = "max_wimm";
+	memset(&ma, 0, sizeof ma);
+	EXPECT_ERR(mrc_modify_qp(qa, NULL, 0, &ma, MRC_QP_MAX_WIMM), EINVAL); /* 0: none could go */
+	ma.wimm.max_wimm = 2;
+	EXPECT_OK(mrc_modify_qp(qa, NULL, 0, &ma, MRC_QP_MAX_WIMM)); /* RTS -> RTS */
+	struct ibv_send_wr wi[3];
+	struct ibv_sge wsge[3];
+	for (int i = 0; i < 3; i++) {
+		wsge[i] = (struct ibv_sge){ (uintptr_t)buf_a + i * 4096, 4096, mr_a->lkey };
+		wi[i] = (struct ibv_send_wr){ .wr_id = 40 + i, .next = i < 2 ? &wi[i + 1] : NULL,
+					      .sg_list = &wsge[i], .num_sge = 1,
+					      .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+					      .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(40 + i),
+					      .wr.rdma = { (uintptr_t)buf_b + i * 4096, mr_b->rkey } };
+	}
+	/* One call posts the chain at once: the third finds two in flight. */
+	sbad = NULL;
+	EXPECT_ERR(mrc_post_send(qa, wi, &sbad), ENOMEM);
+	CHECK(sbad == &wi[2], "bad_wr is the third WRITE_WITH_IMM");
+	got = collect(chan, chan_fd, wc, 4);
+	CHECK(got == 4, "%d of 4 completions (2 WRITE_WITH_IMMs, 2 IMM receives)", got);
+	for (int k = 0; k < got; k++)
+		CHECK(wc[k].status == IBV_WC_SUCCESS && wc[k].wr_id != 42, "completion %d: %s wr_id %llu",
+		      k, ibv_wc_status_str(wc[k].status), (unsigned long long)wc[k].wr_id);
+	wi[2].next = NULL;
+	EXPECT_OK(mrc_post_send(qa, &wi[2], &sbad)); /* the two completed: room again */
+	got = collect(chan, chan_fd, wc, 2);
+	CHECK(got == 2, "%d of 2 completions of the third WRITE_WITH_IMM", got);
+	memset(&qm, 0, sizeof qm);
+	EXPECT_OK(mrc_query_qp(qa, &qv, 0, &qm, MRC_QP_MAX_WIMM, &qinit));
+	CHECK(qm.wimm.max_wimm == 2, "max_wimm reads back %u", qm.wimm.max_wimm);
+	ma.wimm.max_wimm = 128;
+	EXPECT_OK(mrc_modify_qp(qa, NULL, 0, &ma, MRC_QP_MAX_WIMM));
+	for (int i = 0; i < 4; i++) rwr[i].next = i < 3 ? &rwr[i + 1] : NULL;
+	EXPECT_OK(mrc_post_recv(qb, rwr, &rbad)); /* back to 4 posted */
+
 	/* ---- The explicit EV list is what the datapath uses ------------------------------------ */
 	step = "EV list on the wire";
 	if (cap >= 0) {

@@ -329,8 +329,13 @@ struct mrc_qp_attr {
 		uint8_t mpr_dest; /* responder window, units of 128 PSNs */
 	} mpr;
 
-	/* Kept and reported; libmrc does not bound WRITE_WITH_IMMs in flight
-	 * (a WRITE_WITH_IMM finding no receive is resent after a pause). */
+	/* WRITE_WITH_IMMs in flight, 1..4096. As requester: posted and not
+	 * yet complete; mrc_post_send refuses one more with ENOMEM. As
+	 * responder: held at once (arrived, receive not yet completed); a
+	 * peer that sends more fails the QP (the peer's WR completes with
+	 * IBV_WC_REM_INV_REQ_ERR). Keep max_wimm <= the peer's max_wimm_dest.
+	 * (A WRITE_WITH_IMM that finds no receive posted is resent after a
+	 * pause.) */
 	struct {
 		uint16_t max_wimm;      /* WRITE_WITH_IMMs in flight as requester */
 		uint16_t max_wimm_dest; /* WRITE_WITH_IMMs accepted as responder */

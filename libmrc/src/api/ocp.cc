@@ -724,14 +724,14 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
   mrc_qp_attr next = qp->attr;
   const uint8_t mpr_max = max_mpr(dev);
   if (mm & MRC_QP_MAX_WIMM) {
-    if (m->wimm.max_wimm > kMaxWimm)
-      return fail(EINVAL, "mrc_modify_qp: QP %u: max_wimm %u above the device's %u", qpn,
+    if (m->wimm.max_wimm < 1 || m->wimm.max_wimm > kMaxWimm)
+      return fail(EINVAL, "mrc_modify_qp: QP %u: max_wimm %u out of range 1..%u", qpn,
                   m->wimm.max_wimm, kMaxWimm);
     next.wimm.max_wimm = m->wimm.max_wimm;
   }
   if (mm & MRC_QP_MAX_WIMM_DEST) {
-    if (m->wimm.max_wimm_dest > kMaxWimm)
-      return fail(EINVAL, "mrc_modify_qp: QP %u: max_wimm_dest %u above the device's %u", qpn,
+    if (m->wimm.max_wimm_dest < 1 || m->wimm.max_wimm_dest > kMaxWimm)
+      return fail(EINVAL, "mrc_modify_qp: QP %u: max_wimm_dest %u out of range 1..%u", qpn,
                   m->wimm.max_wimm_dest, kMaxWimm);
     next.wimm.max_wimm_dest = m->wimm.max_wimm_dest;
   }
@@ -854,6 +854,17 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
       errno = r;
       return -1;
     }
+  }
+  // The WRITE_WITH_IMM limits, enforced by the engine from RTR on (see engine::QpAttr).
+  if (live && (to_rtr || (mm & (MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST)))) {
+    engine::QpAttr ea;
+    ea.max_wimm = next.wimm.max_wimm;
+    ea.max_wimm_dest = next.wimm.max_wimm_dest;
+    auto r = dev.driver->with_engine(
+        [&](engine::Engine& e) { return e.modify_qp(qpn, ea, engine::attr::kWimm); });
+    if (!r)
+      return fail(EINVAL, "mrc_modify_qp: QP %u: max_wimm %u, max_wimm_dest %u: %s", qpn,
+                  ea.max_wimm, ea.max_wimm_dest, engine::to_string(r.error()));
   }
 
   // Applied: bindings, the profile's EV rules, and what query returns.

@@ -151,6 +151,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
     complete(q, q.init.send_cq, c);
   }
   q.sq.clear();
+  q.sq_wimms = 0;
   q.pkt_wqe = q.sq.tail();
   q.rsp.clear();
   q.pkt_rsp = q.rsp.tail();
@@ -429,6 +430,10 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
   }
   if (mask & attr::kRnrRetry) s.rnr_retry = a.rnr_retry;
   if (mask & attr::kMpr) s.max_psn_range = a.max_psn_range;
+  if (mask & attr::kWimm) {
+    s.max_wimm = a.max_wimm;
+    s.max_wimm_dest = a.max_wimm_dest;
+  }
   if (mask & attr::kCc) {
     s.cc = a.cc;
     if (q->cc && a.cc) {  // a live QP keeps its window

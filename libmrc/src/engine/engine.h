@@ -76,6 +76,13 @@ struct QpAttr {
   uint8_t retry_cnt_exp = 0;       // then retries with doubling timeout, 0..25; 25 = forever
   uint8_t rnr_retry = 7;           // NO_RESOURCE retries; 7 = forever (verbs)
   uint32_t max_psn_range = 1024;   // MPR: most PSNs in flight (OCP: units of 128 PSNs)
+  // WRITE_WITH_IMM limits of OCP MRC QPs (0 = none, as verbs has). As requester: most
+  // WRITE_WITH_IMMs posted and not yet complete (post_send refuses one more). As responder:
+  // most it holds at once (arrived, receive not yet completed); a peer that sends past it
+  // breaks the contract: NACKed REMOTE_INVALID and this QP fails (OCP: "moves the QP to an
+  // error state"). A requester whose max_wimm <= the peer's max_wimm_dest never trips it.
+  uint32_t max_wimm = 0;
+  uint32_t max_wimm_dest = 0;
   std::vector<Path> paths;         // active EVs to spray on (RTR); at least one
   std::vector<Path> backup_paths;  // EVs that replace bad ones of the same plane
   PathPolicy path_policy;          // loss threshold, probing, plane weights
@@ -97,6 +104,7 @@ inline constexpr uint32_t kPaths = 1u << 9;  // paths and backup_paths
 inline constexpr uint32_t kPathPolicy = 1u << 10;
 inline constexpr uint32_t kCc = 1u << 11;
 inline constexpr uint32_t kLocalToken = 1u << 12;  // replaces QpInit::local_token
+inline constexpr uint32_t kWimm = 1u << 13;        // max_wimm, max_wimm_dest
 }  // namespace attr
 
 struct QpInit {

@@ -227,6 +227,7 @@ struct Qp {
   uint32_t rq_base_msn = 0;    // receive number of rq.head()
   std::vector<Action> acts;    // ring indexed like the scoreboard
   uint32_t pending_reads = 0;  // READ requests accepted, response not yet fully acked
+  uint32_t sq_wimms = 0;       // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
   uint32_t unacked = 0;        // data packets since our last ACK
   bool ack_now = false;
   wire::AckHeader last_rx;  // echo fields of the newest data packet (ack_flags, echo_*)

@@ -25,6 +25,8 @@ const char* to_string(Error e) {
       return "SGE not covered by a local memory region with the needed access";
     case Error::kNotSupported:
       return "not supported";
+    case Error::kWimmLimit:
+      return "max_wimm WRITE_WITH_IMMs already in flight";
   }
   return "unknown error";
 }
@@ -93,6 +95,8 @@ const char* to_string(Drop d) {
       return "no_receive";
     case Drop::kRemoteAccess:
       return "remote_access";
+    case Drop::kWimmLimit:
+      return "wimm_limit";
     case Drop::kCount:
       break;
   }

@@ -70,6 +70,13 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
   switch (h.kind) {
     case wire::Kind::kWrite:
     case wire::Kind::kWriteImm: {
+      if (h.kind == wire::Kind::kWriteImm && q.attr.max_wimm_dest &&
+          psn_diff(d.msn, q.rq_base_msn) >= static_cast<int32_t>(q.attr.max_wimm_dest)) {
+        drop(Drop::kWimmLimit);
+        nack(q, p, rx, wire::NackReason::kRemoteInvalid);
+        fail_qp(q, WcStatus::kRemInvReqErr);
+        return;
+      }
       if (d.msg_len > 0) {
         const Mr* m = mr(d.rkey);
         if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) {

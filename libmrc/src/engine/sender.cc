@@ -53,6 +53,8 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   if (q.state == QpState::kReset || q.state == QpState::kInit || q.state == QpState::kRtr)
     return Err{Error::kBadState};
   if (q.sq.full()) return Err{Error::kQueueFull};
+  if (wr.opcode == Opcode::kWriteImm && q.attr.max_wimm && q.sq_wimms >= q.attr.max_wimm)
+    return Err{Error::kWimmLimit};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
   if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(Opcode::kRead))
     return Err{Error::kInvalidArgument};
@@ -97,9 +99,11 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   w.status = WcStatus::kSuccess;
   w.msn = 0;
   switch (wr.opcode) {
+    case Opcode::kWriteImm:
+      ++q.sq_wimms;
+      [[fallthrough]];
     case Opcode::kSend:
     case Opcode::kSendImm:
-    case Opcode::kWriteImm:
       w.msn = q.next_recv_msn++;
       break;
     case Opcode::kRead:
@@ -603,6 +607,7 @@ void Core::complete_sends(Qp& q) {
       c.byte_len = static_cast<uint32_t>(w.len);
       complete(q, q.init.send_cq, c);
     }
+    if (w.op == Opcode::kWriteImm) --q.sq_wimms;
     q.sq.pop();
   }
   while (!q.rsp.empty() && q.rsp.head() != q.pkt_rsp) {

@@ -19,6 +19,7 @@ enum class Drop : uint8_t {
   kTrimmed,         // trimmed data packet (NACKed, counted here as well)
   kNoReceive,       // SEND/WRITE_IMM with no receive posted (NACKed NO_RESOURCE)
   kRemoteAccess,    // WRITE/READ refused by key, bounds or access (NACKed)
+  kWimmLimit,       // WRITE_IMM past the QP's max_wimm_dest (NACKed; the QP fails)
   kCount
 };
 const char* to_string(Drop d);

@@ -17,6 +17,7 @@ int to_errno(engine::Error e) {
   switch (e) {
     case engine::Error::kQueueFull:
     case engine::Error::kResourceLimit:
+    case engine::Error::kWimmLimit:
       return ENOMEM;
     case engine::Error::kNotSupported:
       return EOPNOTSUPP;
