@@ -146,6 +146,9 @@ struct Comm {
   std::vector<engine::Qpn> qps;  // NCCL_MRC_QPS_PER_CONN of them; [0] also carries CTS records
   engine::CqId cq = 0;            // every QP's completions
   uint32_t token = 0;
+  // The comm's protection domain: its QPs use, and its peer reaches, only the memory
+  // registered on this comm (regMr's comm), not another comm's buffers.
+  uint32_t pd = 0;
   bool broken = false;
   Failure failure;
   bool peer_closed = false;
@@ -343,6 +346,8 @@ Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role, siz
   c->role = role;
   c->dev = &d;
   c->token = static_cast<uint32_t>(random64()) | 1u;
+  static std::atomic<uint32_t> pds{0x80000000u};  // above the verbs device's PD handles
+  c->pd = pds++;
   if (role == Comm::Role::kSend) {
     c->reqs.resize(kSendRequests);
     for (uint32_t i = kSendRequests; i-- > 0;) c->free_reqs.push_back(i);
@@ -361,6 +366,7 @@ Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role, siz
     qi.max_send_wr = 2 * kSendRequests;
     qi.max_recv_wr = 2 * kImmRecvs;
     qi.local_token = c->token;
+    qi.pd = c->pd;
     for (size_t i = 0; i < nqps; ++i) {
       auto qpn = e.create_qp(qi);
       if (!qpn.ok())
@@ -376,7 +382,7 @@ Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role, siz
     if (role == Comm::Role::kSend) {
       auto k = e.register_mr(c->cts_ring.data(), c->cts_ring.size(),
                              reinterpret_cast<uint64_t>(c->cts_ring.data()),
-                             engine::access::kLocalWrite);
+                             engine::access::kLocalWrite, c->pd);
       if (!k.ok())
         return err(Code::kSystem, std::string("register_mr: ") + engine::to_string(k.error()));
       c->cts_key = *k;
@@ -888,7 +894,7 @@ NetStatus reg_mr(Comm* c, void* data, size_t size, int type, MemHandle** out) {
     auto k = c->dev->drv->with_engine([&](Engine& e) {
       // Peers only WRITE (WRITE_IMM) into receive buffers: no remote read, ever.
       return e.register_mr(data, size, mh->addr,
-                           engine::access::kLocalWrite | engine::access::kRemoteWrite);
+                           engine::access::kLocalWrite | engine::access::kRemoteWrite, c->pd);
     });
     if (!k.ok())
       return err(Code::kSystem,

@@ -96,6 +96,55 @@ TEST(Protection, WriteRead_AnotherMrsKeyDoesNotReachThatMr) {
   (void)their_key;
 }
 
+TEST(Protection, AnotherPdsMr_NeitherThePeerNorTheQpReachesIt) {
+  // The loop's QPs are in protection domain 0; these MRs are in PD 7, with every access.
+  const uint32_t all = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
+  Loop l;
+  std::vector<uint8_t> other(8192, 0x22);
+  const uint32_t key =
+      l.b.eng.register_mr(other.data(), other.size(), va(other), all, /*pd=*/7).value();
+  std::fill(l.a.mem.begin(), l.a.mem.begin() + 4096, 0xa5);
+  post(l, 1, Opcode::kWrite, 0, 4096, va(other), key);
+  l.run();
+  EXPECT_EQ(one_completion(l), WcStatus::kRemAccessErr);
+  EXPECT_TRUE(std::all_of(other.begin(), other.end(), [](uint8_t b) { return b == 0x22; }));
+
+  Loop r;
+  std::vector<uint8_t> other2(8192, 0x22);
+  const uint32_t key2 =
+      r.b.eng.register_mr(other2.data(), other2.size(), va(other2), all, /*pd=*/7).value();
+  post(r, 2, Opcode::kRead, 0, 100, va(other2), key2);
+  r.run();
+  EXPECT_EQ(one_completion(r), WcStatus::kRemAccessErr);
+  EXPECT_EQ(std::count(r.a.mem.begin(), r.a.mem.begin() + 100, 0x22), 0);
+
+  // Locally (a fresh connection: a remote access error fails the QP): a send SGE or a
+  // receive buffer in PD 7 is no key for a PD 0 QP.
+  Loop r2;
+  std::vector<uint8_t> mine(4096, 0x33);
+  const uint32_t lkey =
+      r2.a.eng.register_mr(mine.data(), mine.size(), va(mine), all, /*pd=*/7).value();
+  Sge sge{va(mine), 100, lkey};
+  SendWr wr;
+  wr.opcode = Opcode::kWrite;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = va(r2.b.mem);
+  wr.rkey = r2.b.key;
+  auto s = r2.a.eng.post_send(r2.a.qpn, wr);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error(), Error::kLocalAccess);
+  auto rs = r2.a.eng.post_recv(r2.a.qpn, RecvWr{9, {&sge, 1}});
+  ASSERT_FALSE(rs.ok());
+  EXPECT_EQ(rs.error(), Error::kLocalAccess);
+  // The same memory registered in the QP's PD works.
+  const uint32_t ok_key = r2.a.eng.register_mr(mine.data(), mine.size(), va(mine), all).value();
+  sge.lkey = ok_key;
+  EXPECT_TRUE(r2.a.eng.post_send(r2.a.qpn, wr).ok());
+  r2.run();
+  EXPECT_EQ(one_completion(r2), WcStatus::kSuccess);
+  EXPECT_EQ(std::count(r2.b.mem.begin(), r2.b.mem.begin() + 100, 0x33), 100);
+}
+
 TEST(Protection, Read_OutsideRegisteredRangeRefusedNothingLeaks) {
   // B registers only the middle of a buffer; the rest holds a secret.
   std::vector<uint8_t> buf(3 * 4096, 0xee);

@@ -50,9 +50,9 @@ class Verbs : public ::testing::Test {
     pd_ = alloc_pd(ctx_);
     for (int i = 0; i < 2; ++i) {
       buf_[i].assign(1 << 20, 0);
-      mr_[i] = reg_mr(pd_, buf_[i].data(), buf_[i].size(),
-                      reinterpret_cast<uintptr_t>(buf_[i].data()),
-                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+      mr_[i] =
+          reg_mr(pd_, buf_[i].data(), buf_[i].size(), reinterpret_cast<uintptr_t>(buf_[i].data()),
+                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
       ASSERT_NE(mr_[i], nullptr);
       cq_[i] = create_cq(ctx_, 256, nullptr, nullptr, 0);
       ASSERT_NE(cq_[i], nullptr);
@@ -222,14 +222,16 @@ TEST_F(Verbs, Write_Read_WriteImm_SendRecv_Inline) {
   make_pair();
   for (size_t i = 0; i < buf_[0].size(); ++i) buf_[0][i] = static_cast<uint8_t>(i * 7 + 1);
   // WRITE 300 KiB (many packets), then READ it back into another place.
-  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 300 << 10, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 300 << 10, mr_[0]->lkey, at(1), mr_[1]->rkey),
+            0);
   ibv_wc wc = wait_wc(cq_[0]);
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   EXPECT_EQ(wc.opcode, IBV_WC_RDMA_WRITE);
   EXPECT_EQ(wc.wr_id, 7u);
   EXPECT_EQ(std::memcmp(buf_[0].data(), buf_[1].data(), 300 << 10), 0);
   ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_READ, at(0, 512 << 10), 300 << 10, mr_[0]->lkey, at(1),
-                 mr_[1]->rkey), 0);
+                 mr_[1]->rkey),
+            0);
   wc = wait_wc(cq_[0]);
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   EXPECT_EQ(wc.opcode, IBV_WC_RDMA_READ);
@@ -238,7 +240,8 @@ TEST_F(Verbs, Write_Read_WriteImm_SendRecv_Inline) {
   // WRITE_WITH_IMM consumes a receive and carries the immediate in network order.
   ASSERT_EQ(post_r(qp_[1], at(1, 900 << 10), 16, mr_[1]->lkey, 41), 0);
   ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE_WITH_IMM, at(0), 64, mr_[0]->lkey, at(1, 4096),
-                 mr_[1]->rkey, IBV_SEND_SIGNALED, 0xdeadbeef), 0);
+                 mr_[1]->rkey, IBV_SEND_SIGNALED, 0xdeadbeef),
+            0);
   wc = wait_wc(cq_[1]);
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   EXPECT_EQ(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
@@ -251,7 +254,8 @@ TEST_F(Verbs, Write_Read_WriteImm_SendRecv_Inline) {
   const char msg[] = "hello over MRC";
   ASSERT_EQ(post_r(qp_[1], at(1, 800 << 10), 64, mr_[1]->lkey, 42), 0);
   ASSERT_EQ(post(qp_[0], IBV_WR_SEND, reinterpret_cast<uintptr_t>(msg), sizeof msg, 0, 0, 0,
-                 IBV_SEND_SIGNALED | IBV_SEND_INLINE), 0);
+                 IBV_SEND_SIGNALED | IBV_SEND_INLINE),
+            0);
   wc = wait_wc(cq_[1]);
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   EXPECT_EQ(wc.opcode, IBV_WC_RECV);
@@ -265,7 +269,8 @@ TEST_F(Verbs, UnsignalledSends_OnlyTheSignalledOneCompletes) {
   // until a later signalled one completes, as in verbs).
   ASSERT_NO_FATAL_FAILURE(pair_with(make_qp(0, 128)));
   for (int i = 0; i < 99; ++i)
-    ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 1024, mr_[0]->lkey, at(1), mr_[1]->rkey, 0), 0);
+    ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 1024, mr_[0]->lkey, at(1), mr_[1]->rkey, 0),
+              0);
   ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 1024, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
   EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
   std::this_thread::sleep_for(50ms);
@@ -310,7 +315,8 @@ TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
   // Bad lkey, too many SGEs, an opcode mrc0 does not do.
   EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, 0xbad00, at(1), mr_[1]->rkey), EINVAL);
   EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey,
-                 IBV_SEND_SIGNALED, 0, 17), ENOMEM);
+                 IBV_SEND_SIGNALED, 0, 17),
+            ENOMEM);
   EXPECT_EQ(post(qp_[0], IBV_WR_ATOMIC_CMP_AND_SWP, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey),
             EINVAL);
   // A too-big receive SGE list.
@@ -324,8 +330,8 @@ TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
   // Memory registration rules.
   EXPECT_EQ(reg_mr(pd_, buf_[0].data(), 64, at(0), IBV_ACCESS_REMOTE_WRITE), nullptr);
   EXPECT_EQ(errno, EINVAL);
-  ibv_mr* relaxed = reg_mr(pd_, buf_[0].data(), 64, at(0),
-                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+  ibv_mr* relaxed =
+      reg_mr(pd_, buf_[0].data(), 64, at(0), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
   ASSERT_NE(relaxed, nullptr) << "optional access bits are accepted";
   EXPECT_EQ(dereg_mr(relaxed), 0);
   // Unsupported objects: EOPNOTSUPP, no crash.
@@ -369,6 +375,33 @@ TEST_F(Verbs, RemoteKeyViolation_RemAccessErr_TargetUntouched) {
   EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
   EXPECT_TRUE(std::all_of(buf_[1].begin(), buf_[1].end(), [](uint8_t b) { return b == 0; }))
       << "the target's memory changed";
+}
+
+TEST_F(Verbs, AnotherPdsMr_RemAccessErrAndLocalProtection) {
+  make_pair();
+  // Memory of another PD on the same device, with every access: not the QPs' to use.
+  ibv_pd* other = alloc_pd(ctx_);
+  ASSERT_NE(other, nullptr);
+  const int all = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  ibv_mr* theirs = reg_mr(other, buf_[1].data() + 4096, 4096, at(1, 4096), all);
+  ibv_mr* mine = reg_mr(other, buf_[0].data() + 8192, 4096, at(0, 8192), all);
+  ASSERT_TRUE(theirs && mine);
+  std::memset(buf_[0].data(), 0xee, 4096);
+  std::memset(buf_[1].data(), 0, buf_[1].size());
+  // Locally: an SGE of the other PD's MR is refused at post time.
+  EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0, 8192), 64, mine->lkey, at(1), mr_[1]->rkey),
+            EINVAL);
+  EXPECT_EQ(post_r(qp_[0], at(0, 8192), 64, mine->lkey), EINVAL);
+  // Remotely: the peer's QP is in pd_, so the other PD's rkey is no key at all.
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 4096, mr_[0]->lkey, at(1, 4096), theirs->rkey),
+            0);
+  ibv_wc wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_TRUE(std::all_of(buf_[1].begin(), buf_[1].end(), [](uint8_t b) { return b == 0; }))
+      << "the target's memory changed";
+  EXPECT_EQ(dereg_mr(theirs), 0);
+  EXPECT_EQ(dereg_mr(mine), 0);
+  EXPECT_EQ(dealloc_pd(other), 0);
 }
 
 TEST_F(Verbs, PollCq_MoreThan64AtOnce_ShortCountMeansEmpty) {

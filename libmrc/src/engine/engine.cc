@@ -257,7 +257,7 @@ Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
 Engine::~Engine() = default;
 
 Result<uint32_t, Error> Engine::register_mr(void* addr, uint64_t len, uint64_t iova,
-                                            uint32_t access) {
+                                            uint32_t access, uint32_t pd) {
   Core& c = *impl_;
   if ((addr == nullptr && len > 0) || iova + len < iova) return Err{Error::kInvalidArgument};
   if (c.live_mrs >= c.cfg.max_mrs) return Err{Error::kResourceLimit};
@@ -276,6 +276,7 @@ Result<uint32_t, Error> Engine::register_mr(void* addr, uint64_t len, uint64_t i
   m.iova = iova;
   m.len = len;
   m.access = access;
+  m.pd = pd;
   m.key = static_cast<uint32_t>(slot << 8) | gen;
   ++c.live_mrs;
   return m.key;
@@ -522,7 +523,7 @@ Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
   r.capacity = 0;
   for (const Sge& s : wr.sg) {
     if (s.length == 0) continue;
-    const Mr* m = c.mr(s.lkey);
+    const Mr* m = c.mr(s.lkey, *q);
     if (!m || !m->covers(s.addr, s.length) || !(m->access & access::kLocalWrite))
       return Err{Error::kLocalAccess};
     r.sg.push_back(Seg{m->at(s.addr), s.length, s.lkey});

@@ -115,6 +115,7 @@ struct QpInit {
   bool sq_sig_all = false;  // every send WR completes, whatever its `signaled`
   uint32_t local_token =
       0;  // token peers must put in packets to this QP (caller draws it at random)
+  uint32_t pd = 0;  // protection domain: the MRs this QP may use (register_mr's pd)
 };
 
 /// Metadata a driver passes with each received datagram.
@@ -145,9 +146,13 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // ---- Resources -----------------------------------------------------------------------
-  /// Registers [addr, addr+len) with IOVA `iova` (== addr for plain reg_mr).
-  /// Returns the key (lkey == rkey). A deregistered key is never valid again.
-  Result<uint32_t, Error> register_mr(void* addr, uint64_t len, uint64_t iova, uint32_t access);
+  /// Registers [addr, addr+len) with IOVA `iova` (== addr for plain reg_mr) in protection
+  /// domain `pd`: only QPs of the same pd (QpInit::pd) may use the key, in their own work
+  /// requests or from their peer; for a QP of another pd it is no key at all (a local
+  /// access error, a remote access NACK). Returns the key (lkey == rkey). A deregistered
+  /// key is never valid again.
+  Result<uint32_t, Error> register_mr(void* addr, uint64_t len, uint64_t iova, uint32_t access,
+                                      uint32_t pd = 0);
   Status<Error> deregister_mr(uint32_t key);
 
   Result<CqId, Error> create_cq(uint32_t depth);

@@ -43,6 +43,7 @@ struct Mr {
   uint64_t iova = 0;
   uint64_t len = 0;
   uint32_t access = 0;
+  uint32_t pd = 0;   // protection domain: only QPs of the same one use it
   uint32_t key = 0;  // 0: free slot
   bool covers(uint64_t addr, uint64_t n) const {
     return addr >= iova && n <= len && addr - iova <= len - n;
@@ -295,6 +296,11 @@ struct Core {
   // lookup
   Qp* qp(Qpn qpn);
   const Mr* mr(uint32_t key) const;
+  /// The MR of `key` if `q` may use it (same protection domain), else null.
+  const Mr* mr(uint32_t key, const Qp& q) const {
+    const Mr* m = mr(key);
+    return m && m->pd == q.init.pd ? m : nullptr;
+  }
   /// Every segment still lies in a registered MR (none was deregistered since).
   bool live(const std::vector<Seg>& sg) const {
     for (const Seg& g : sg)

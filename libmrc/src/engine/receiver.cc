@@ -78,7 +78,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         return;
       }
       if (d.msg_len > 0) {
-        const Mr* m = mr(d.rkey);
+        const Mr* m = mr(d.rkey, q);
         if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) {
           drop(Drop::kRemoteAccess);
           nack(q, p, rx, wire::NackReason::kRemoteAccess);
@@ -128,7 +128,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     }
     case wire::Kind::kReadReq: {
       if (d.msg_len > 0) {
-        const Mr* m = mr(d.rkey);
+        const Mr* m = mr(d.rkey, q);
         if (!m || !(m->access & access::kRemoteRead) || !m->covers(d.addr, d.msg_len)) {
           drop(Drop::kRemoteAccess);
           nack(q, p, rx, wire::NackReason::kRemoteAccess);

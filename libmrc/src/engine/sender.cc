@@ -76,7 +76,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
     const uint32_t need = wr.opcode == Opcode::kRead ? access::kLocalWrite : 0;
     for (const Sge& s : wr.sg) {
       if (s.length == 0) continue;
-      const Mr* m = mr(s.lkey);
+      const Mr* m = mr(s.lkey, q);
       if (!m || !m->covers(s.addr, s.length) || (m->access & need) != need)
         return Err{Error::kLocalAccess};
       w.sg.push_back(Seg{m->at(s.addr), s.length, s.lkey});
@@ -639,7 +639,7 @@ void Core::refuse_read(Qp& q, uint32_t req_psn) {
 }
 
 void Core::queue_read_response(Qp& q, const Action& a) {
-  const Mr* m = a.len ? mr(a.rkey) : nullptr;
+  const Mr* m = a.len ? mr(a.rkey, q) : nullptr;
   if (a.len && (!m || !m->covers(a.addr, a.len) || !(m->access & access::kRemoteRead))) {
     // The MR went away between the request and its turn.
     --q.pending_reads;

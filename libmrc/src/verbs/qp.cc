@@ -188,6 +188,10 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, ibv_qp_type type, ibv_cq* send_cq, ibv_c
     fail(EOPNOTSUPP, "ibv_create_qp: SRQs are not supported by mrc0");
     return nullptr;
   }
+  if (pd->context != c) {
+    fail(EINVAL, "ibv_create_qp: the PD belongs to another context");
+    return nullptr;
+  }
   if (!send_cq || !recv_cq || !is_mrc_context(send_cq->context) ||
       !is_mrc_context(recv_cq->context)) {
     fail(EINVAL, "ibv_create_qp: send_cq and recv_cq must be mrc0 CQs");
@@ -215,6 +219,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, ibv_qp_type type, ibv_cq* send_cq, ibv_c
   init.max_send_wr = std::max(cap.max_send_wr, 1u);
   init.max_recv_wr = std::max(cap.max_recv_wr, 1u);
   init.sq_sig_all = sq_sig_all != 0;
+  init.pd = pd->handle;  // the QP uses (and its peer reaches) only this PD's MRs
   auto qpn = dev->driver->with_engine([&](engine::Engine& e) { return e.create_qp(init); });
   if (!qpn) {
     fail(to_errno(qpn.error()), "ibv_create_qp: %s", engine::to_string(qpn.error()));
