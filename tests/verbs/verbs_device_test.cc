@@ -400,6 +400,8 @@ TEST_F(Verbs, AnotherPdsMr_RemAccessErrAndLocalProtection) {
   EXPECT_TRUE(std::all_of(buf_[1].begin(), buf_[1].end(), [](uint8_t b) { return b == 0; }))
       << "the target's memory changed";
   EXPECT_EQ(dereg_mr(theirs), 0);
+  EXPECT_EQ(dealloc_pd(other), EBUSY);  // `mine` still in it
+  EXPECT_EQ(dealloc_pd(pd_), EBUSY);    // the QPs and MRs of the fixture
   EXPECT_EQ(dereg_mr(mine), 0);
   EXPECT_EQ(dealloc_pd(other), 0);
 }

@@ -56,7 +56,9 @@ ibv_pd* alloc_pd(ibv_context* c) {
 }
 
 int dealloc_pd(ibv_pd* pd) {
-  delete reinterpret_cast<Pd*>(pd);
+  if (const uint32_t n = pd_of(pd)->users.load())
+    return fail(EBUSY, "ibv_dealloc_pd: %u MRs and QPs still use the PD", n);
+  delete pd_of(pd);
   return 0;
 }
 
@@ -90,6 +92,7 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
   auto* mr = new Mr;
   mr->mr.context = pd->context;
   mr->mr.pd = pd;
+  ++pd_of(pd)->users;
   mr->mr.addr = addr;
   mr->mr.length = length;
   mr->mr.handle = *key;
@@ -101,6 +104,7 @@ int dereg_mr(ibv_mr* mr) {
   Device* dev = device_of(mr->context);
   auto r = dev->driver->with_engine([&](engine::Engine& e) { return e.deregister_mr(mr->lkey); });
   if (!r) return fail(to_errno(r.error()), "ibv_dereg_mr: %s", engine::to_string(r.error()));
+  --pd_of(mr->pd)->users;
   delete reinterpret_cast<Mr*>(mr);
   return 0;
 }

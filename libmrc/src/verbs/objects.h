@@ -67,7 +67,9 @@ struct Context {
 
 struct Pd {
   ibv_pd pd{};
+  std::atomic<uint32_t> users{0};  // MRs and QPs in it: dealloc_pd refuses (EBUSY) while > 0
 };
+inline Pd* pd_of(ibv_pd* pd) { return reinterpret_cast<Pd*>(pd); }
 
 struct Mr {
   ibv_mr mr{};

@@ -235,6 +235,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, ibv_qp_type type, ibv_cq* send_cq, ibv_c
   b.context = c;
   b.qp_context = qp_context;
   b.pd = pd;
+  ++pd_of(pd)->users;
   b.send_cq = send_cq;
   b.recv_cq = recv_cq;
   b.handle = *qpn;
@@ -456,6 +457,7 @@ int destroy_qp(ibv_qp* qp) {
     std::lock_guard lock(dev->mu);
     dev->qps.erase(qp->qp_num);
   }
+  --pd_of(qp->pd)->users;
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
   delete q;
