@@ -45,6 +45,14 @@ WcStatus one_completion(Loop& l) {
   return c.empty() ? WcStatus::kSuccess : c[0].status;
 }
 
+// A READs 100 bytes of `target` (filled with 0x22) with `key`: refused, nothing reaches A.
+void expect_read_refused(Loop& r, const std::vector<uint8_t>& target, uint32_t key) {
+  post(r, 2, Opcode::kRead, 0, 100, va(target), key);
+  r.run();
+  EXPECT_EQ(one_completion(r), WcStatus::kRemAccessErr);
+  EXPECT_EQ(std::count(r.a.mem.begin(), r.a.mem.begin() + 100, 0x22), 0);
+}
+
 TEST(Protection, Write_MrWithoutRemoteWriteRefusedMemoryUntouched) {
   for (uint32_t acc : {access::kLocalWrite, access::kRemoteRead,
                        access::kLocalWrite | access::kRemoteRead | access::kRemoteAtomic}) {
@@ -79,10 +87,7 @@ TEST(Protection, WriteRead_AnotherMrsKeyDoesNotReachThatMr) {
   std::vector<uint8_t> mine2(8192, 0x11), theirs2(8192, 0x22);
   const uint32_t k2 = reg(r.b.eng, mine2, acc);
   (void)reg(r.b.eng, theirs2, acc);
-  post(r, 2, Opcode::kRead, 0, 100, va(theirs2), k2);
-  r.run();
-  EXPECT_EQ(one_completion(r), WcStatus::kRemAccessErr);
-  EXPECT_EQ(std::count(r.a.mem.begin(), r.a.mem.begin() + 100, 0x22), 0);
+  expect_read_refused(r, theirs2, k2);
 
   // Control: each key reaches its own MR.
   Loop ok;
@@ -111,12 +116,9 @@ TEST(Protection, AnotherPdsMr_NeitherThePeerNorTheQpReachesIt) {
 
   Loop r;
   std::vector<uint8_t> other2(8192, 0x22);
-  const uint32_t key2 =
-      r.b.eng.register_mr(other2.data(), other2.size(), va(other2), all, /*pd=*/7).value();
-  post(r, 2, Opcode::kRead, 0, 100, va(other2), key2);
-  r.run();
-  EXPECT_EQ(one_completion(r), WcStatus::kRemAccessErr);
-  EXPECT_EQ(std::count(r.a.mem.begin(), r.a.mem.begin() + 100, 0x22), 0);
+  expect_read_refused(
+      r, other2,
+      r.b.eng.register_mr(other2.data(), other2.size(), va(other2), all, /*pd=*/7).value());
 
   // Locally (a fresh connection: a remote access error fails the QP): a send SGE or a
   // receive buffer in PD 7 is no key for a PD 0 QP.
