@@ -310,6 +310,13 @@ TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
   ibv_qp_attr r{};
   r.qp_state = IBV_QPS_RTR;
   EXPECT_EQ(modify_qp(qp_[0], &r, IBV_QP_STATE), EINVAL);
+  // Enum fields a C program filled with values outside the enum (found by fuzz_verbs_connect:
+  // reading them as the C++ enum type was undefined behaviour).
+  const int bogus = 1000;
+  std::memcpy(&r.path_mtu, &bogus, sizeof bogus);
+  EXPECT_EQ(modify_qp(qp_[0], &r, IBV_QP_PATH_MTU), EINVAL);
+  std::memcpy(&r.qp_state, &bogus, sizeof bogus);
+  EXPECT_EQ(modify_qp(qp_[0], &r, IBV_QP_STATE), EINVAL);
   ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
   ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
   // Bad lkey, too many SGEs, an opcode mrc0 does not do.
@@ -319,6 +326,14 @@ TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
             ENOMEM);
   EXPECT_EQ(post(qp_[0], IBV_WR_ATOMIC_CMP_AND_SWP, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey),
             EINVAL);
+  ibv_sge one{at(0), 8, mr_[0]->lkey};
+  ibv_send_wr odd{};
+  odd.sg_list = &one;
+  odd.num_sge = 1;
+  std::memcpy(&odd.opcode, &bogus, sizeof bogus);
+  ibv_send_wr* odd_bad = nullptr;
+  EXPECT_EQ(post_send(qp_[0], &odd, &odd_bad), EINVAL);
+  EXPECT_EQ(odd_bad, &odd);
   // A too-big receive SGE list.
   ibv_sge sges[17] = {};
   ibv_recv_wr rw{};

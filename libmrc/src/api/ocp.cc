@@ -922,7 +922,7 @@ int mrc_post_send(struct mrc_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr*
   ibv_send_wr* prev = nullptr;
   ibv_send_wr* refused = nullptr;
   for (ibv_send_wr* w = wr; w; prev = w, w = w->next) {
-    if (w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) {
+    if (raw(w->opcode) != IBV_WR_RDMA_WRITE && raw(w->opcode) != IBV_WR_RDMA_WRITE_WITH_IMM) {
       refused = w;
       break;
     }
@@ -941,12 +941,13 @@ int mrc_post_send(struct mrc_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr*
   }
   if (refused) {
     if (bad_wr) *bad_wr = refused;
-    const char* name = refused->opcode == IBV_WR_SEND            ? "IBV_WR_SEND"
-                       : refused->opcode == IBV_WR_SEND_WITH_IMM ? "IBV_WR_SEND_WITH_IMM"
-                       : refused->opcode == IBV_WR_RDMA_READ     ? "IBV_WR_RDMA_READ"
-                                                                 : "this opcode";
+    const int op = raw(refused->opcode);
+    const char* name = op == IBV_WR_SEND            ? "IBV_WR_SEND"
+                       : op == IBV_WR_SEND_WITH_IMM ? "IBV_WR_SEND_WITH_IMM"
+                       : op == IBV_WR_RDMA_READ     ? "IBV_WR_RDMA_READ"
+                                    : "this opcode";
     return fail(EINVAL, "mrc_post_send: QP %u: %s (%d) is not supported on MRC QPs (RDMA WRITE "
-                "and WRITE_WITH_IMM are)", qp->vqp->qp_num, name, refused->opcode);
+                "and WRITE_WITH_IMM are)", qp->vqp->qp_num, name, op);
   }
   return 0;
 }

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "common/c_enum.h"
 #include "engine/nscc.h"
 #include "engine/types.h"
 #include "mrc/mrc.h"
@@ -65,15 +66,7 @@ inline constexpr uint8_t kMaxTimeout = 24;       // 17.2 s (OCP)
 inline constexpr uint8_t kMaxRetryLinear = 7;
 inline constexpr uint8_t kMaxRetryExp = 25;      // 25 = retry forever
 
-/// An enum field as the app stored it. A C app may put any int there, which a load of the C++
-/// enum type does not allow (undefined outside the enum's range): read it as an int.
-template <class E>
-int raw(const E& e) {
-  static_assert(sizeof(E) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof v);
-  return v;
-}
+using mrc::raw;  // enum fields the app filled in (common/c_enum.h)
 
 /// "mrc: <line>" on stderr.
 void log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

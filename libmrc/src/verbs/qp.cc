@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/c_enum.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
 #include "verbs/verbs.h"
@@ -31,7 +32,7 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
     log_error("ibv_post_send: %d SGEs, the QP takes at most %u", w.num_sge, max_sge);
     return ENOMEM;
   }
-  switch (w.opcode) {
+  switch (raw(w.opcode)) {
     case IBV_WR_RDMA_WRITE: out.opcode = engine::Opcode::kWrite; break;
     case IBV_WR_RDMA_WRITE_WITH_IMM: out.opcode = engine::Opcode::kWriteImm; break;
     case IBV_WR_SEND: out.opcode = engine::Opcode::kSend; break;
@@ -39,7 +40,7 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
     case IBV_WR_RDMA_READ: out.opcode = engine::Opcode::kRead; break;
     default:
       log_error("ibv_post_send: opcode %d is not supported by mrc0 (SEND, SEND_WITH_IMM, "
-                "RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ are)", w.opcode);
+                "RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ are)", raw(w.opcode));
       return EINVAL;
   }
   for (int i = 0; i < w.num_sge; ++i)
@@ -177,7 +178,7 @@ void wr_unsupported(ibv_qp_ex* q, const char* what) {
   qx(q)->wr_error = EOPNOTSUPP;
 }
 
-Qp* make_qp(ibv_context* c, ibv_pd* pd, ibv_qp_type type, ibv_cq* send_cq, ibv_cq* recv_cq,
+Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq,
             ibv_srq* srq, const ibv_qp_cap& cap, int sq_sig_all, void* qp_context,
             uint64_t send_ops) {
   if (type != IBV_QPT_RC) {
@@ -286,7 +287,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, ibv_qp_type type, ibv_cq* send_cq, ibv_c
 }  // namespace
 
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
-  Qp* q = make_qp(pd->context, pd, a->qp_type, a->send_cq, a->recv_cq, a->srq, a->cap,
+  Qp* q = make_qp(pd->context, pd, raw(a->qp_type), a->send_cq, a->recv_cq, a->srq, a->cap,
                   a->sq_sig_all, a->qp_context, 0);
   if (!q) return nullptr;
   a->cap = q->cap;  // verbs: the caps granted, at least those asked
@@ -305,7 +306,7 @@ ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* a) {
     return nullptr;
   }
   const uint64_t ops = (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? a->send_ops_flags : 0;
-  Qp* q = make_qp(c, a->pd, a->qp_type, a->send_cq, a->recv_cq, a->srq, a->cap, a->sq_sig_all,
+  Qp* q = make_qp(c, a->pd, raw(a->qp_type), a->send_cq, a->recv_cq, a->srq, a->cap, a->sq_sig_all,
                   a->qp_context, ops);
   if (!q) return nullptr;
   a->cap = q->cap;
@@ -320,15 +321,16 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
   engine::QpAttr e;
   uint32_t m = 0;
   if (mask & IBV_QP_STATE) {
-    if (a->qp_state == IBV_QPS_SQE || a->qp_state > IBV_QPS_ERR)
+    if (raw(a->qp_state) == IBV_QPS_SQE || raw(a->qp_state) < IBV_QPS_RESET ||
+        raw(a->qp_state) > IBV_QPS_ERR)
       return fail(EINVAL, "ibv_modify_qp: QP %u: state %d is not supported", qp->qp_num,
-                  a->qp_state);
+                  raw(a->qp_state));
     e.state = to_engine(a->qp_state);
     m |= engine::attr::kState;
   }
   if (mask & IBV_QP_PATH_MTU) {
-    if (a->path_mtu < IBV_MTU_256 || a->path_mtu > IBV_MTU_4096)
-      return fail(EINVAL, "ibv_modify_qp: QP %u: path_mtu %d", qp->qp_num, a->path_mtu);
+    if (raw(a->path_mtu) < IBV_MTU_256 || raw(a->path_mtu) > IBV_MTU_4096)
+      return fail(EINVAL, "ibv_modify_qp: QP %u: path_mtu %d", qp->qp_num, raw(a->path_mtu));
     e.mtu = std::min<uint32_t>(256u << (a->path_mtu - IBV_MTU_256), dev->cfg.mtu);
     m |= engine::attr::kMtu;
   }
