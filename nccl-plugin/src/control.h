@@ -40,7 +40,7 @@
 namespace mrc::nccl {
 
 inline constexpr uint32_t kFrameMagic = 0x4e43524d;  // "MRCN" as little-endian bytes
-inline constexpr uint16_t kFrameVersion = 2;  // 2: several QPs per connection
+inline constexpr uint16_t kFrameVersion = 2;         // 2: several QPs per connection
 inline constexpr size_t kFrameHeader = 12;
 inline constexpr size_t kMaxPlanes = 16;
 inline constexpr size_t kMaxQps = 8;  // QPs per connection

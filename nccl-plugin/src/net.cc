@@ -144,7 +144,7 @@ struct Comm {
   Stream ctrl;
   std::string peer;  // for logs
   std::vector<engine::Qpn> qps;  // NCCL_MRC_QPS_PER_CONN of them; [0] also carries CTS records
-  engine::CqId cq = 0;            // every QP's completions
+  engine::CqId cq = 0;           // every QP's completions
   uint32_t token = 0;
   // The comm's protection domain: its QPs use, and its peer reaches, only the memory
   // registered on this comm (regMr's comm), not another comm's buffers.
@@ -469,10 +469,9 @@ NetStatus connect_qp(Comm& c, const Endpoint& peer) {
     return {};
   });
   if (!st.ok()) return st;
-  log(mrcNcclLogInfo, d.name + ": " + (c.role == Comm::Role::kSend ? "send" : "recv") +
-                          " comm " + (c.qps.size() == 1 ? "QP " : "QPs ") + qp_list(c.qps) +
-                          " connected to " + c.peer + ", " +
-                          std::to_string(npaths) + " paths over " +
+  log(mrcNcclLogInfo, d.name + ": " + (c.role == Comm::Role::kSend ? "send" : "recv") + " comm " +
+                          (c.qps.size() == 1 ? "QP " : "QPs ") + qp_list(c.qps) + " connected to " +
+                          c.peer + ", " + std::to_string(npaths) + " paths over " +
                           std::to_string(d.drv->planes()) + " planes");
   return {};
 }
@@ -553,8 +552,8 @@ void progress(Comm& c, bool force = false) {
         }
       } else if (w.opcode == WcOpcode::kRecvWriteImm) {
         imm_repost.push_back(w.qpn);
-        const size_t q = static_cast<size_t>(
-            std::find(c.qps.begin(), c.qps.end(), w.qpn) - c.qps.begin());
+        const size_t q =
+            static_cast<size_t>(std::find(c.qps.begin(), c.qps.end(), w.qpn) - c.qps.begin());
         if (q < c.writes_received.size()) ++c.writes_received[q];
         const uint32_t seq = w.imm >> 3, idx = w.imm & 7;
         Request& r = c.reqs[seq % kMaxRequests];
@@ -962,8 +961,7 @@ NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Reque
   wr.rkey = e.rkey;
   wr.imm = ((t.seq & kSeqMask) << 3) | static_cast<uint32_t>(idx);
   const auto q = static_cast<uint8_t>(c.sends % c.qps.size());
-  auto st =
-      c.dev->drv->with_engine_flush([&](Engine& en) { return en.post_send(c.qps[q], wr); });
+  auto st = c.dev->drv->with_engine_flush([&](Engine& en) { return en.post_send(c.qps[q], wr); });
   if (!st.ok()) {
     if (st.error() == engine::Error::kQueueFull) return {};
     return err(Code::kInternal, std::string("isend: post_send: ") + engine::to_string(st.error()));

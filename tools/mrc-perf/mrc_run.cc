@@ -343,8 +343,7 @@ void Runner::pump(Stream& s, bool posting) {
     }
   }
   // SEND: a slot is free again only once its receive completed and was reposted.
-  const uint64_t free_limit =
-      uses_receives(s.op) ? s.received + spec_.outstanding : UINT64_MAX;
+  const uint64_t free_limit = uses_receives(s.op) ? s.received + spec_.outstanding : UINT64_MAX;
   while (posting && s.posted - s.done < spec_.outstanding && s.posted < free_limit) {
     if (!post_one(s)) break;
   }

@@ -945,9 +945,11 @@ int mrc_post_send(struct mrc_qp* qp, struct ibv_send_wr* wr, struct ibv_send_wr*
     const char* name = op == IBV_WR_SEND            ? "IBV_WR_SEND"
                        : op == IBV_WR_SEND_WITH_IMM ? "IBV_WR_SEND_WITH_IMM"
                        : op == IBV_WR_RDMA_READ     ? "IBV_WR_RDMA_READ"
-                                    : "this opcode";
-    return fail(EINVAL, "mrc_post_send: QP %u: %s (%d) is not supported on MRC QPs (RDMA WRITE "
-                "and WRITE_WITH_IMM are)", qp->vqp->qp_num, name, op);
+                                                    : "this opcode";
+    return fail(EINVAL,
+                "mrc_post_send: QP %u: %s (%d) is not supported on MRC QPs (RDMA WRITE "
+                "and WRITE_WITH_IMM are)",
+                qp->vqp->qp_num, name, op);
   }
   return 0;
 }

@@ -688,23 +688,6 @@ Status<Error> Engine::deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny) {
   return {};
 }
 
-Status<Error> Engine::probe_ev(Qpn qpn, uint32_t ev) {
-  Core& c = *impl_;
-  Qp* q = c.qp(qpn);
-  if (!q) return Err{Error::kNoSuchQp};
-  if (q->state != QpState::kRts && q->state != QpState::kSqd) return Err{Error::kBadState};
-  const int i = q->paths.find(ev);
-  if (i < 0) return Err{Error::kInvalidArgument};
-  Control k;
-  k.kind = wire::Kind::kProbe;
-  k.qpn = qpn;
-  k.path = q->paths.ev(static_cast<size_t>(i)).path;
-  k.psn = 0;  // sequence 0: PathSet::on_probe_reply ignores the reply, path_stats count it
-  ++q->path_stats[static_cast<size_t>(i)].probes;
-  c.ctrl.push_back(k);
-  return {};
-}
-
 Status<Error> Engine::set_plane_drained(uint16_t plane, bool drained) {
   Core& c = *impl_;
   if (plane >= 16) return Err{Error::kInvalidArgument};

@@ -185,11 +185,6 @@ class Engine {
   // ---- Controller ----------------------------------------------------------------------
   /// DENY (true) or allow (false) one EV of a QP. Allowing probes it before use.
   Status<Error> deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny);
-  /// Sends one probe on EV `ev` of QP `qpn` at the next poll_transmit, whatever the EV's
-  /// state, and changes no path state: its reply only moves path_stats (rtt_ns,
-  /// probe_replies). On-demand RTT for the controller (OCP mrc_ctl_ep_batch_send_wait).
-  /// kBadState unless the QP is in RTS or SQD; kInvalidArgument if it has no such EV.
-  Status<Error> probe_ev(Qpn qpn, uint32_t ev);
   /// Drain (true) or undrain (false) local plane port `plane` for every QP, present and
   /// future (PathSet::set_plane_admin_down): no data is sent on it, EV states are kept,
   /// in-flight packets are acknowledged or retransmitted on other planes. The peer's

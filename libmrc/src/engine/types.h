@@ -30,7 +30,7 @@ enum class Error : uint8_t {
   kResourceLimit,  // engine-wide cap reached (QPs, CQs, MRs)
   kLocalAccess,    // SGE not covered by a local MR with the needed access
   kNotSupported,
-  kWimmLimit,      // max_wimm WRITE_WITH_IMMs already in flight (OCP MRC QPs)
+  kWimmLimit,  // max_wimm WRITE_WITH_IMMs already in flight (OCP MRC QPs)
 };
 const char* to_string(Error e);
 

@@ -169,7 +169,7 @@ void Publisher::tick(Time now, engine::Engine& e, const io::UdpCounters& c, bool
                      bool app_call) {
   if (commands && ctl_fd_ >= 0) serve_control(now, e);
   if (app_call) dirty_ = true;  // a QP made, changed or destroyed without traffic
-  if (probe_) probe_replies(now);
+  if (probe_) probe_replies();
   if (probe_) probe_rounds(now);
   const engine::EngineStats& es = e.stats();
   // What moves when anything happens: datagrams, timer runs, QPs made, plane admin.
@@ -615,7 +615,7 @@ void Publisher::probe_rounds(Time now) {
   probe_.reset();
 }
 
-void Publisher::probe_replies(Time) {
+void Publisher::probe_replies() {
   ProbeSession& s = *probe_;
   for (const io::ProbeReply& r : hooks_.probes->take(s.token)) {
     const uint32_t round = r.seq >> 16, i = r.seq & 0xFFFF;

@@ -93,7 +93,7 @@ class Publisher {
                      const sockaddr_un& from, socklen_t from_len, bool* deferred);
   void reply(const sockaddr_un& to, socklen_t len, const std::string& body);
   void probe_rounds(engine::Time now);
-  void probe_replies(engine::Time now);
+  void probe_replies();  // the probe session's replies into its targets
   // The peer called `name` (see "Probes"), with its fabric host or UINT32_MAX; an error
   // naming what is wrong when there is none.
   Result<std::pair<engine::PeerId, uint32_t>, std::string> peer_by_name(const std::string& name);

@@ -83,8 +83,9 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
     return nullptr;
   }
   Device* dev = device_of(pd->context);
-  auto key = dev->driver->with_engine(
-      [&](engine::Engine& e) { return e.register_mr(addr, length, iova, required & 0xf, pd->handle); });
+  auto key = dev->driver->with_engine([&](engine::Engine& e) {
+    return e.register_mr(addr, length, iova, required & 0xf, pd->handle);
+  });
   if (!key) {
     fail(to_errno(key.error()), "ibv_reg_mr: %s", engine::to_string(key.error()));
     return nullptr;

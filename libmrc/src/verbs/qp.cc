@@ -39,8 +39,10 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
     case IBV_WR_SEND_WITH_IMM: out.opcode = engine::Opcode::kSendImm; break;
     case IBV_WR_RDMA_READ: out.opcode = engine::Opcode::kRead; break;
     default:
-      log_error("ibv_post_send: opcode %d is not supported by mrc0 (SEND, SEND_WITH_IMM, "
-                "RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ are)", raw(w.opcode));
+      log_error(
+          "ibv_post_send: opcode %d is not supported by mrc0 (SEND, SEND_WITH_IMM, "
+          "RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ are)",
+          raw(w.opcode));
       return EINVAL;
   }
   for (int i = 0; i < w.num_sge; ++i)
@@ -178,9 +180,8 @@ void wr_unsupported(ibv_qp_ex* q, const char* what) {
   qx(q)->wr_error = EOPNOTSUPP;
 }
 
-Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq,
-            ibv_srq* srq, const ibv_qp_cap& cap, int sq_sig_all, void* qp_context,
-            uint64_t send_ops) {
+Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
+            const ibv_qp_cap& cap, int sq_sig_all, void* qp_context, uint64_t send_ops) {
   if (type != IBV_QPT_RC) {
     fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC is)", type);
     return nullptr;
