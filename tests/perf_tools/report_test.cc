@@ -19,7 +19,7 @@ Series t0_down_series() {
     double g = 8;
     if (t > 1.0 && t <= 1.02) g = 2;
     else if (t > 1.02 && t <= 2.0) g = 6;
-    s.intervals.push_back({t, g});
+    s.intervals.push_back({t, g, 0.01});
   }
   s.faults = {{1.0, "down t0 h0 p2", ""}, {2.0, "up t0 h0 p2", ""}};
   s.path_events = {{1.004, 0x20000, 2, "GOOD", "ASSUMED_BAD", "LOSS"},
@@ -46,15 +46,33 @@ TEST(Summarize, T0DownPhases) {
 
 TEST(Summarize, LongestStall) {
   Series s;
-  for (int i = 1; i <= 200; ++i) s.intervals.push_back({i * 0.01, (i > 100 && i <= 107) ? 0.0 : 5.0});
+  for (int i = 1; i <= 200; ++i) s.intervals.push_back({i * 0.01, (i > 100 && i <= 107) ? 0.0 : 5.0, 0.01});
   EXPECT_NEAR(summarize(s).longest_stall_ms, 70, 1e-6);
+}
+
+// A sampler that runs late takes uneven intervals; the means are still bytes / time.
+TEST(Summarize, UnevenIntervals_MeanIsBytesOverTime) {
+  Series s;
+  double t = 0, bits = 0;
+  for (int i = 0; i < 400; ++i) {
+    const double dur = (i % 7 == 3) ? 0.031 : 0.0095 + 0.0001 * (i % 5);
+    const double gbps = 6 + (i % 3);
+    t += dur;
+    bits += gbps * dur;
+    s.intervals.push_back({t, gbps, dur});
+  }
+  const Summary sum = summarize(s, /*warmup_s=*/0);
+  EXPECT_NEAR(sum.mean_gbps, bits / t, 1e-9);
+  EXPECT_NEAR(sum.healthy_gbps, bits / t, 1e-9);
+  ASSERT_EQ(sum.phases.size(), 1u);
+  EXPECT_NEAR(sum.phases[0].mean_gbps, bits / t, 1e-9);
 }
 
 TEST(WriteCsv, ColumnsAndFaultMarks) {
   Series a = t0_down_series();
   Series b;
   b.name = "tcp";
-  b.intervals = {{0.01, 1.5}};
+  b.intervals = {{0.01, 1.5, 0.01}};
   const std::string path = testing::TempDir() + "report_test.csv";
   ASSERT_TRUE(write_csv(path, {a, b}).ok());
   std::ifstream in(path);

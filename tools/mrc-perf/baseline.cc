@@ -349,8 +349,10 @@ Result<BaselineResult, std::string> parse_iperf3(const std::string& out) {
     BaselineResult r;
     for (const auto& iv : j.value("intervals", json::array())) {
       const json sum = iv.value("sum", json::object());
-      if (!sum.contains("end") || !sum.contains("bits_per_second")) continue;
-      r.samples.push_back({sum["end"].get<double>(), sum["bits_per_second"].get<double>() / 1e9});
+      if (!sum.contains("start") || !sum.contains("end") || !sum.contains("bits_per_second"))
+        continue;
+      const double start = sum["start"].get<double>(), end = sum["end"].get<double>();
+      r.samples.push_back({end, sum["bits_per_second"].get<double>() / 1e9, end - start});
     }
     const json recv = j.value("end", json::object()).value("sum_received", json::object());
     if (r.samples.empty() || !recv.contains("bits_per_second"))

@@ -19,8 +19,10 @@
 namespace mrc::perf {
 
 struct Sample {
-  double t_s;   // end of the interval, seconds since the run started
-  double gbps;  // goodput over the interval, Gbit/s (10^9 bit/s)
+  double t_s;    // end of the interval, seconds since the run started
+  double gbps;   // goodput over the interval, Gbit/s (10^9 bit/s)
+  double dur_s;  // length of the interval, s: intervals tile the run, so the samples'
+                 // duration-weighted mean is the bytes moved / the time (report.h)
 };
 
 struct BaselineResult {

@@ -396,28 +396,35 @@ Result<MrcRunResult, std::string> Runner::run() {
 
   for (Stream& s : streams_) s.last_rx_bytes = rx_bytes(s);
   res_.rss_start_kib = res_.rss_max_kib = rss_kib();
-  double next = spec_.interval_s;
+  double next = spec_.interval_s, last_sample_s = 0;
   double second_bytes = 0, next_second = 1;
+  // Bytes received since the last sample, over the time since it (not since the nominal start
+  // of the interval: a late sample would overlap the one before and under-report).
+  auto sample = [&](double now_s) {
+    uint64_t bytes = 0;
+    for (Stream& s : streams_) {
+      const uint64_t b = rx_bytes(s);
+      bytes += b - s.last_rx_bytes;
+      s.last_rx_bytes = b;
+    }
+    const double span = now_s - last_sample_s;
+    res_.intervals.push_back(Sample{now_s, bytes * 8.0 / span / 1e9, span});
+    res_.sampled_bytes += bytes;
+    last_sample_s = now_s;
+    return bytes;
+  };
+  auto now_s = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   auto cancelled = [&] { return spec_.cancel != nullptr && spec_.cancel->load(); };
   while (Clock::now() < at(spec_.duration_s) && !cancelled()) {
     for (Stream& s : streams_) pump(s, true);
     drain_events(0);
     if (spec_.bidirectional) drain_events(1);
-    const double now_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (now_s >= next) {
-      uint64_t bytes = 0;
-      for (Stream& s : streams_) {
-        const uint64_t b = rx_bytes(s);
-        bytes += b - s.last_rx_bytes;
-        s.last_rx_bytes = b;
-      }
-      // Attribute to the interval that just ended; a late sample covers the time it spans.
-      const double span = now_s - (next - spec_.interval_s);
-      res_.intervals.push_back(Sample{next, bytes * 8.0 / span / 1e9});
-      second_bytes += bytes;
+    const double t = now_s();
+    if (t >= next) {
+      second_bytes += sample(t);
       next += spec_.interval_s;
-      if (next <= now_s) next = now_s + spec_.interval_s;  // we stalled: skip ahead
-      if (now_s >= next_second) {
+      if (next <= t) next = t + spec_.interval_s;  // we stalled: skip ahead
+      if (t >= next_second) {
         if (spec_.on_second) spec_.on_second(next_second, second_bytes * 8.0 / 1e9);
         res_.rss_max_kib = std::max(res_.rss_max_kib, rss_kib());
         second_bytes = 0;
@@ -426,6 +433,9 @@ Result<MrcRunResult, std::string> Runner::run() {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(spec_.spin ? 2 : 200));
   }
+  // The tail since the last sample, so the samples cover the whole run.
+  if (const double t = now_s(); t - last_sample_s > 1e-4) sample(t);
+  res_.sampled_s = last_sample_s;
   stop_faults = true;
   faults.join();
   res_.rss_end_kib = rss_kib();

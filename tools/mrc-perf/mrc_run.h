@@ -65,7 +65,9 @@ struct MrcRunSpec {
   const std::atomic<bool>* cancel = nullptr;  // set (by a signal handler) to end the run early
 };
 
-// Samples are baseline.h's Sample: {end of the interval in s since the start, Gbit/s}.
+// Samples are baseline.h's Sample: {end of the interval in s since the start, Gbit/s, its
+// length}. An interval runs from the previous sample to this one, however late either was, so
+// the intervals tile the run: bytes received while sampling = sum(gbps * dur_s) * 1e9 / 8.
 
 struct FaultMark {
   double t_s = 0;
@@ -95,6 +97,10 @@ struct MrcRunResult {
   Latency latency;
   uint64_t messages = 0;    // completed and (if verify) checked
   uint64_t bytes = 0;       // payload bytes of those messages
+  // Payload bytes the receivers took in while sampling, and the time the samples cover (from
+  // the start to the last sample): their quotient is the samples' duration-weighted mean.
+  uint64_t sampled_bytes = 0;
+  double sampled_s = 0;
   uint64_t mismatches = 0;  // messages whose bytes differed
   uint64_t errors = 0;      // error completions or failed posts
   std::string first_error;

@@ -14,36 +14,44 @@
 namespace mrc::perf {
 namespace {
 
+// Duration-weighted mean goodput of the intervals whose ends lie in (from, to]: the bytes
+// they moved over the time they cover.
 double mean_in(const std::vector<Sample>& v, double from, double to) {
-  double sum = 0;
-  int n = 0;
+  double bits = 0, secs = 0;
   for (const Sample& i : v) {
     if (i.t_s > from && i.t_s <= to + 1e-9) {
-      sum += i.gbps;
-      ++n;
+      bits += i.gbps * i.dur_s;
+      secs += i.dur_s;
     }
   }
-  return n ? sum / n : 0;
+  return secs > 0 ? bits / secs : 0;
 }
 
-// Lowest mean over `w` consecutive intervals whose ends lie in (from, to].
+// Lowest duration-weighted mean over `w` consecutive intervals whose ends lie in (from, to].
 double min_window(const std::vector<Sample>& v, double from, double to, size_t w) {
-  std::vector<double> xs;
+  std::vector<const Sample*> xs;
   for (const Sample& i : v)
-    if (i.t_s > from && i.t_s <= to + 1e-9) xs.push_back(i.gbps);
+    if (i.t_s > from && i.t_s <= to + 1e-9) xs.push_back(&i);
   if (xs.empty()) return 0;
   if (xs.size() < w) w = xs.size();
-  double sum = 0, best = 1e300;
+  double bits = 0, secs = 0, best = 1e300;
   for (size_t k = 0; k < xs.size(); ++k) {
-    sum += xs[k];
-    if (k >= w) sum -= xs[k - w];
-    if (k + 1 >= w) best = std::min(best, sum / w);
+    bits += xs[k]->gbps * xs[k]->dur_s;
+    secs += xs[k]->dur_s;
+    if (k >= w) {
+      bits -= xs[k - w]->gbps * xs[k - w]->dur_s;
+      secs -= xs[k - w]->dur_s;
+    }
+    if (k + 1 >= w && secs > 0) best = std::min(best, bits / secs);
   }
-  return best;
+  return best == 1e300 ? 0 : best;
 }
 
+// The series' typical interval: the time it covers over the number of samples.
 double interval_len(const std::vector<Sample>& v) {
-  return v.size() >= 2 ? v[1].t_s - v[0].t_s : (v.empty() ? 0.01 : v[0].t_s);
+  double secs = 0;
+  for (const Sample& i : v) secs += i.dur_s;
+  return v.empty() || secs <= 0 ? 0.01 : secs / v.size();
 }
 
 }  // namespace
@@ -94,7 +102,7 @@ Summary summarize(const Series& s, double warmup_s) {
   double run = 0;
   for (const Sample& i : v) {
     if (i.t_s <= warmup_s) continue;
-    run = i.gbps < 0.1 * sum.healthy_gbps ? run + dt : 0;
+    run = i.gbps < 0.1 * sum.healthy_gbps ? run + i.dur_s : 0;
     sum.longest_stall_ms = std::max(sum.longest_stall_ms, run * 1e3);
   }
   return sum;

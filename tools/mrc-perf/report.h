@@ -1,7 +1,8 @@
 // What a fault run prints and writes: per-interval CSV, a gnuplot PNG of bandwidth over time
 // with the faults marked, and a summary per phase and per fault. Threading: free functions.
 //
-// Definitions (the figures perf/RESULTS.md quotes):
+// Definitions (the figures perf/RESULTS.md quotes). Every mean is weighted by the intervals'
+// durations (Sample::dur_s), so a mean over a span is the bytes moved in it / its length:
 //   healthy      mean goodput from `warmup_s` until the first fault (or the whole run)
 //   phase        the time from one fault (or the start) to the next (or the end)
 //   min_100ms    lowest mean over any 100 ms window (10 intervals of 10 ms) in a phase

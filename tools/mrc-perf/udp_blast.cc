@@ -197,7 +197,7 @@ Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
     if (t > spec.duration_s - 1e-9) t = spec.duration_s;
     std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(Seconds(t)));
     const uint64_t bytes = rx.bytes.load(std::memory_order_relaxed);
-    r.samples.push_back({t, (bytes - last) * 8 / (t - last_t) / 1e9});
+    r.samples.push_back({t, (bytes - last) * 8 / (t - last_t) / 1e9, t - last_t});
     last = bytes;
     last_t = t;
     if (spec.on_tick) spec.on_tick(t);
