@@ -68,7 +68,12 @@ int run_mrc(const Options& o) {
     std::cerr << "nccl_bw: dlopen " << o.plugin << ": " << pl.error << "\n";
     return 1;
   }
-  Api a = pl.api(12);
+  Api a = pl.newest();
+  if (!a.version) {
+    std::cerr << "nccl_bw: " << o.plugin << ": " << pl.error << "\n";
+    return 1;
+  }
+  std::cerr << "nccl_bw: " << o.role << ": loaded ncclNetPlugin_v" << a.version << "\n";
   if (int r = a.init()) {
     std::cerr << "nccl_bw: plugin init failed (" << r << ")\n";
     return 1;

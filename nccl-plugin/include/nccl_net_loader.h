@@ -1,5 +1,5 @@
-// Loads libnccl-net-mrc the way NCCL does (dlopen, ncclNetPlugin_vN lookup, init with a
-// logger) and offers one calling convention over every ABI version: for the conformance
+// Loads libnccl-net-mrc the way NCCL does (dlopen, the newest ncclNetPlugin_vN it exports from
+// v12 down to v6, init with a logger) and offers one calling convention over every ABI version: for the conformance
 // tests (tests/nccl) and the send/recv benchmark (perf/). Threading: one caller per Api.
 #pragma once
 
@@ -147,6 +147,31 @@ Api make_api(T* t) {
   return a;
 }
 
+/// The ABI versions NCCL knows, newest first when it looks for a plugin's table.
+constexpr int kNewestAbi = 12;
+constexpr int kOldestAbi = 6;
+
+/// An Api for a table the plugin does not export: every call fails with ncclInternalError
+/// instead of calling through a null pointer; version 0.
+inline Api missing_api() {
+  constexpr int kFail = mrcNcclInternalError;
+  Api a;
+  a.init = a.finalize = [] { return kFail; };
+  a.devices = [](int* n) {
+    *n = 0;
+    return kFail;
+  };
+  a.listen = a.connect = [](int, void*, void**) { return kFail; };
+  a.accept = [](void*, void**) { return kFail; };
+  a.reg_mr = [](void*, void*, size_t, int, void**) { return kFail; };
+  a.dereg_mr = [](void*, void*) { return kFail; };
+  a.isend = [](void*, void*, size_t, int, void*, void**) { return kFail; };
+  a.irecv = [](void*, int, void**, size_t*, int*, void**, void**) { return kFail; };
+  a.test = [](void*, int*, int*) { return kFail; };
+  a.close_send = a.close_recv = a.close_listen = [](void*) { return kFail; };
+  return a;
+}
+
 /// The plugin, dlopened as NCCL does (RTLD_NOW | RTLD_LOCAL).
 struct Plugin {
 #ifdef MRC_NCCL_PLUGIN_PATH
@@ -155,7 +180,7 @@ struct Plugin {
   static std::string default_path() { return "libnccl-net-mrc.so"; }
 #endif
   void* lib = nullptr;
-  std::string error;
+  std::string error;  // dlopen's error, or why no table was found
   explicit Plugin(const std::string& path = default_path()) {
     lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) error = ::dlerror();
@@ -168,8 +193,14 @@ struct Plugin {
   void* sym(int version) const {
     return lib ? ::dlsym(lib, ("ncclNetPlugin_v" + std::to_string(version)).c_str()) : nullptr;
   }
-  Api api(int version) const {
+  /// The table of exactly `version`; missing_api() (version 0, `error` set) when the plugin
+  /// does not export it.
+  Api api(int version) {
     void* s = sym(version);
+    if (!s) {
+      error = lib ? "the plugin does not export ncclNetPlugin_v" + std::to_string(version) : error;
+      return missing_api();
+    }
     switch (version) {
       case 6:
         return make_api<6>(static_cast<mrcNcclNet_v6*>(s));
@@ -183,9 +214,24 @@ struct Plugin {
         return make_api<10>(static_cast<mrcNcclNet_v10*>(s));
       case 11:
         return make_api<11>(static_cast<mrcNcclNet_v11*>(s));
-      default:
+      case 12:
         return make_api<12>(static_cast<mrcNcclNet_v12*>(s));
+      default:
+        error = "no ABI version " + std::to_string(version) + " (known: " +
+                std::to_string(kOldestAbi) + ".." + std::to_string(kNewestAbi) + ")";
+        return missing_api();
     }
+  }
+  /// As NCCL picks a plugin's table: the newest ncclNetPlugin_vN exported, looked up from
+  /// kNewestAbi down to kOldestAbi. Its `version` says which; missing_api() with `error`
+  /// naming the range when the plugin exports none of them.
+  Api newest() {
+    for (int v = kNewestAbi; v >= kOldestAbi; --v)
+      if (sym(v)) return api(v);
+    if (lib)
+      error = "the plugin exports none of ncclNetPlugin_v" + std::to_string(kNewestAbi) +
+              " .. _v" + std::to_string(kOldestAbi);
+    return missing_api();
   }
 };
 

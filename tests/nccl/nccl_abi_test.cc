@@ -37,7 +37,7 @@ constexpr Layout kLayouts[] = {{6, 48, 28, 44, 0, 0, 0, 0},        {7, 56, 28, 4
                                {10, 104, 36, 52, 56, 64, 88, 0},   {11, 112, 36, 52, 56, 64, 88, 0},
                                {12, 128, 36, 52, 56, 64, 104, 124}};
 
-std::string check_version(const Plugin& pl, const Layout& l) {
+std::string check_version(Plugin& pl, const Layout& l) {
   void* s = pl.sym(l.version);
   if (!s) return "ncclNetPlugin_v" + std::to_string(l.version) + " not exported";
   auto** table = static_cast<void**>(s);
