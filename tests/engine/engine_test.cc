@@ -169,6 +169,57 @@ TEST(Engine, Read_AfterWriteSeesTheWrite) {
   EXPECT_TRUE(same(l.a.mem, 0, l.a.mem, 500000, 20000));
 }
 
+// IBV_SEND_FENCE: a fenced WRITE starts only once the READ posted before it has completed,
+// so the READ returns what the region held before the WRITE overwrote it, even when the READ's
+// request is lost once and resent (its WRITE would otherwise land first).
+TEST(Engine, Fence_WriteWaitsForEarlierReadToComplete) {
+  Loop l;
+  fill(l.b.mem, 0, 65536, 7);        // what the READ must return
+  fill(l.a.mem, 200000, 65536, 8);   // what the fenced WRITE puts there afterwards
+  Sge rsge{reinterpret_cast<uint64_t>(l.a.mem.data()) + 500000, 65536, l.a.key};
+  SendWr rd;
+  rd.wr_id = 1;
+  rd.opcode = Opcode::kRead;
+  rd.sg = {&rsge, 1};
+  rd.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data());
+  rd.rkey = l.b.key;
+  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, rd).ok());
+  Sge wsge{reinterpret_cast<uint64_t>(l.a.mem.data()) + 200000, 65536, l.a.key};
+  SendWr wr;
+  wr.wr_id = 2;
+  wr.opcode = Opcode::kWrite;
+  wr.sg = {&wsge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data());
+  wr.rkey = l.b.key;
+  wr.fence = true;
+  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  bool dropped = false;
+  Time first_write = kNever, last_resp{0};
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    const auto kind = peek(d).common.kind;
+    if (from == 0 && kind == wire::Kind::kReadReq && !dropped) {
+      dropped = true;
+      return Loop::Verdict::kDrop;
+    }
+    if (from == 0 && kind == wire::Kind::kWrite) first_write = std::min(first_write, l.now);
+    if (from == 1 && kind == wire::Kind::kReadResp) last_resp = std::max(last_resp, l.now);
+    return Loop::Verdict::kDeliver;
+  };
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].wr_id, 1u);
+  EXPECT_EQ(c[1].wr_id, 2u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[1].status, WcStatus::kSuccess);
+  ASSERT_TRUE(dropped);
+  EXPECT_GE(first_write, last_resp + l.latency) << "the WRITE left before the READ completed";
+  std::vector<uint8_t> before(65536);
+  fill(before, 0, 65536, 7);
+  EXPECT_TRUE(same(before, 0, l.a.mem, 500000, 65536)) << "the READ saw the fenced WRITE";
+  EXPECT_TRUE(same(l.a.mem, 200000, l.b.mem, 0, 65536)) << "the fenced WRITE did not land";
+}
+
 TEST(Engine, Completions_InPostingOrderAndUnsignaledSilent) {
   Loop l;
   for (int i = 0; i < 20; ++i) {

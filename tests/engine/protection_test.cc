@@ -262,5 +262,46 @@ TEST(Protection, ForgedWrite_OffsetLengthAddressOutsideMrRefused) {
   EXPECT_EQ(std::count(region.begin(), region.end(), 0xa5), 1024);
 }
 
+// The QP's own access flags (verbs qp_access_flags) are checked next to the MR's: a QP that
+// does not grant remote WRITE (READ) refuses it even into an MR that allows it, as a NIC does;
+// what it grants still works.
+TEST(Protection, QpAccessFlags_RefuseWhatTheQpDoesNotGrant) {
+  const uint32_t mr_all = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
+  // B's QP grants qp_acc; B's region is registered with every access. A remote access
+  // error fails A's QP, so the WRITE and the READ each get a fresh pair.
+  struct Pair {
+    Loop l;
+    std::vector<uint8_t> region = std::vector<uint8_t>(8192, 0x22);
+    uint32_t key = 0;
+    explicit Pair(uint32_t qp_acc, uint32_t mr_acc) {
+      key = reg(l.b.eng, region, mr_acc);
+      QpAttr at;
+      at.access = qp_acc;
+      EXPECT_TRUE(l.b.eng.modify_qp(l.b.qpn, at, attr::kAccess).ok());
+      std::fill(l.a.mem.begin(), l.a.mem.begin() + 4096, 0xa5);
+    }
+  };
+  for (uint32_t qp_acc : {0u, access::kRemoteRead, access::kRemoteWrite}) {
+    Pair w(qp_acc, mr_all);
+    post(w.l, 1, Opcode::kWrite, 0, 4096, va(w.region), w.key);
+    w.l.run();
+    const bool write_ok = qp_acc & access::kRemoteWrite;
+    EXPECT_EQ(one_completion(w.l), write_ok ? WcStatus::kSuccess : WcStatus::kRemAccessErr)
+        << "QP access " << qp_acc;
+    EXPECT_EQ(std::count(w.region.begin(), w.region.end(), 0xa5), write_ok ? 4096 : 0)
+        << "QP access " << qp_acc;
+
+    Pair r(qp_acc, mr_all);
+    if (qp_acc & access::kRemoteRead) {
+      post(r.l, 2, Opcode::kRead, 0, 100, va(r.region), r.key);
+      r.l.run();
+      EXPECT_EQ(one_completion(r.l), WcStatus::kSuccess) << "QP access " << qp_acc;
+      EXPECT_EQ(std::count(r.l.a.mem.begin(), r.l.a.mem.begin() + 100, 0x22), 100);
+    } else {
+      expect_read_refused(r.l, r.region, r.key);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mrc::engine

@@ -326,6 +326,15 @@ TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
             ENOMEM);
   EXPECT_EQ(post(qp_[0], IBV_WR_ATOMIC_CMP_AND_SWP, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey),
             EINVAL);
+  // A flag mrc0 cannot honour (raw packet checksum offload) is refused, not ignored.
+  EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey,
+                 IBV_SEND_SIGNALED | IBV_SEND_IP_CSUM),
+            EINVAL);
+  // So are attributes it has nothing behind: alternate paths, a Q_Key (UD), queue resizing.
+  for (int bit : {IBV_QP_ALT_PATH, IBV_QP_PATH_MIG_STATE, IBV_QP_QKEY, IBV_QP_CAP}) {
+    ibv_qp_attr x{};
+    EXPECT_EQ(modify_qp(qp_[0], &x, bit), EINVAL) << "mask bit 0x" << std::hex << bit;
+  }
   ibv_sge one{at(0), 8, mr_[0]->lkey};
   ibv_send_wr odd{};
   odd.sg_list = &one;
@@ -390,6 +399,37 @@ TEST_F(Verbs, RemoteKeyViolation_RemAccessErr_TargetUntouched) {
   EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
   EXPECT_TRUE(std::all_of(buf_[1].begin(), buf_[1].end(), [](uint8_t b) { return b == 0; }))
       << "the target's memory changed";
+}
+
+// The responder QP's qp_access_flags count, not only its MRs': a QP that grants READ only
+// refuses a WRITE into an MR with every access, and one that grants WRITE only refuses a READ.
+TEST_F(Verbs, QpAccessFlags_RemAccessErrWhereTheQpDoesNotGrant) {
+  for (int grant : {IBV_ACCESS_REMOTE_READ, IBV_ACCESS_REMOTE_WRITE}) {
+    make_pair();
+    ibv_qp_attr a{};
+    a.qp_access_flags = static_cast<unsigned>(grant);
+    ASSERT_EQ(modify_qp(qp_[1], &a, IBV_QP_ACCESS_FLAGS), 0);
+    ibv_qp_init_attr i{};
+    ASSERT_EQ(query_qp(qp_[1], &a, IBV_QP_ACCESS_FLAGS, &i), 0);
+    EXPECT_EQ(a.qp_access_flags, static_cast<unsigned>(grant));
+    std::memset(buf_[0].data(), 0xee, 4096);
+    std::memset(buf_[1].data(), 0, buf_[1].size());
+    const bool write = grant == IBV_ACCESS_REMOTE_READ;  // try what is not granted
+    ASSERT_EQ(post(qp_[0], write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ, at(0), 4096,
+                   mr_[0]->lkey, at(1), mr_[1]->rkey),
+              0);
+    ibv_wc wc = wait_wc(cq_[0]);
+    EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << (write ? "WRITE" : "READ");
+    EXPECT_TRUE(std::all_of(buf_[1].begin(), buf_[1].end(), [](uint8_t b) { return b == 0; }))
+        << "the target's memory changed";
+    EXPECT_TRUE(std::all_of(buf_[0].begin(), buf_[0].begin() + 4096,
+                            [](uint8_t b) { return b == 0xee; }))
+        << "a refused READ brought data";
+    for (ibv_qp*& q : qp_) {
+      EXPECT_EQ(destroy_qp(q), 0);
+      q = nullptr;
+    }
+  }
 }
 
 TEST_F(Verbs, AnotherPdsMr_RemAccessErrAndLocalProtection) {

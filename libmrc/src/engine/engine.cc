@@ -431,6 +431,7 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
   }
   if (mask & attr::kRnrRetry) s.rnr_retry = a.rnr_retry;
   if (mask & attr::kMpr) s.max_psn_range = a.max_psn_range;
+  if (mask & attr::kAccess) s.access = a.access;
   if (mask & attr::kWimm) {
     s.max_wimm = a.max_wimm;
     s.max_wimm_dest = a.max_wimm_dest;

@@ -83,6 +83,10 @@ struct QpAttr {
   // error state"). A requester whose max_wimm <= the peer's max_wimm_dest never trips it.
   uint32_t max_wimm = 0;
   uint32_t max_wimm_dest = 0;
+  // Remote operations this QP accepts as responder (access::kRemote*, verbs
+  // qp_access_flags), checked next to the MR's own access: a WRITE (READ) the QP does not
+  // grant is NACKed REMOTE_ACCESS even into an MR that allows it. Default: all.
+  uint32_t access = access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
   std::vector<Path> paths;         // active EVs to spray on (RTR); at least one
   std::vector<Path> backup_paths;  // EVs that replace bad ones of the same plane
   PathPolicy path_policy;          // loss threshold, probing, plane weights
@@ -105,6 +109,7 @@ inline constexpr uint32_t kPathPolicy = 1u << 10;
 inline constexpr uint32_t kCc = 1u << 11;
 inline constexpr uint32_t kLocalToken = 1u << 12;  // replaces QpInit::local_token
 inline constexpr uint32_t kWimm = 1u << 13;        // max_wimm, max_wimm_dest
+inline constexpr uint32_t kAccess = 1u << 14;      // access
 }  // namespace attr
 
 struct QpInit {

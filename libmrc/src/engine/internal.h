@@ -86,6 +86,7 @@ struct SendWqe {
   uint32_t first_psn = 0;
   uint32_t req_psn = 0;    // READ response: the PSN of the peer's READ request
   bool read_done = false;  // READ: the whole response arrived
+  bool fence = false;      // waits for earlier READs before its first packet (SendWr::fence)
   WcStatus status = WcStatus::kSuccess;
 };
 
@@ -334,6 +335,8 @@ struct Core {
   // sender (sender.cc)
   Status<Error> post_send(Qp& q, const SendWr& wr);
   bool has_data(const Qp& q, Time now) const;
+  /// The next new WQE is fenced and an earlier READ is still outstanding.
+  bool fenced(const Qp& q) const;
   std::optional<Transmit> send_data(Qp& q, Time now, std::span<uint8_t> buf);
   void on_ack(Qp& q, Time now, const wire::Packet& p);
   void on_nack(Qp& q, Time now, const wire::Packet& p);

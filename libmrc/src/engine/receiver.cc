@@ -77,6 +77,11 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         fail_qp(q, WcStatus::kRemInvReqErr);
         return;
       }
+      if (!(q.attr.access & access::kRemoteWrite)) {  // the QP grants no WRITE at all
+        drop(Drop::kRemoteAccess);
+        nack(q, p, rx, wire::NackReason::kRemoteAccess);
+        return;
+      }
       if (d.msg_len > 0) {
         const Mr* m = mr(d.rkey, q);
         if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) {
@@ -127,6 +132,11 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
       break;
     }
     case wire::Kind::kReadReq: {
+      if (!(q.attr.access & access::kRemoteRead)) {  // the QP grants no READ at all
+        drop(Drop::kRemoteAccess);
+        nack(q, p, rx, wire::NackReason::kRemoteAccess);
+        return;
+      }
       if (d.msg_len > 0) {
         const Mr* m = mr(d.rkey, q);
         if (!m || !(m->access & access::kRemoteRead) || !m->covers(d.addr, d.msg_len)) {

@@ -96,6 +96,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
                 : std::max<uint32_t>(1, static_cast<uint32_t>((len + q.attr.mtu - 1) / q.attr.mtu));
   w.sent = w.acked = 0;
   w.read_done = false;
+  w.fence = wr.fence;
   w.status = WcStatus::kSuccess;
   w.msn = 0;
   switch (wr.opcode) {
@@ -151,7 +152,14 @@ bool Core::has_data(const Qp& q, Time now) const {
   Time wake;
   if (find_resend(q, now, &wake) >= 0) return true;
   if (q.state != QpState::kRts || q.inflight() >= q.attr.max_psn_range) return false;
-  return q.pkt_rsp != q.rsp.tail() || q.pkt_wqe != q.sq.tail();
+  return q.pkt_rsp != q.rsp.tail() || (q.pkt_wqe != q.sq.tail() && !fenced(q));
+}
+
+bool Core::fenced(const Qp& q) const {
+  if (q.pkt_wqe == q.sq.tail()) return false;
+  const SendWqe& w = q.sq.at(q.pkt_wqe);
+  // q.reads holds every READ not yet complete, in posting order.
+  return w.fence && w.sent == 0 && !q.reads.empty() && q.reads.front() < q.pkt_wqe;
 }
 
 bool Core::waiting_on_peer(const Qp& q) const {
@@ -198,7 +206,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   const bool from_rsp = q.pkt_rsp != q.rsp.tail();
   // SQD: what is in flight still completes (resends), nothing new starts.
   if (!retransmit && (q.state != QpState::kRts || q.inflight() >= q.attr.max_psn_range ||
-                      (!from_rsp && q.pkt_wqe == q.sq.tail())))
+                      (!from_rsp && (q.pkt_wqe == q.sq.tail() || fenced(q)))))
     return std::nullopt;
   // The memory must still be registered: an app that deregistered it must not
   // have its freed pages sent (nor a READ response served from them).
@@ -624,6 +632,7 @@ void Core::read_response_done(Qp& q, uint32_t msn) {
   q.reads.pop_front();
   ++q.reads_base_msn;
   complete_sends(q);
+  make_ready(q);  // a fenced WQE may start now
 }
 
 void Core::refuse_read(Qp& q, uint32_t req_psn) {

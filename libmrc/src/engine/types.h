@@ -76,6 +76,8 @@ struct SendWr {
   bool signaled = true;      // completion on success (errors always complete)
   bool solicited = false;
   bool inline_data = false;  // copy the payload at post time (<= kMaxInline); lkeys not checked
+  bool fence = false;        // verbs IBV_SEND_FENCE: starts only once every READ posted
+                             // before it on the QP has completed
 };
 
 struct RecvWr {

@@ -26,8 +26,19 @@ engine::QpState to_engine(ibv_qp_state s) {
 
 io::UdpDriver& driver_of(ibv_qp* qp) { return *qp_of(qp)->ctx->dev->driver; }
 
+// The send flags mrc0 honours (FENCE, SIGNALED, SOLICITED, INLINE); IP_CSUM is for raw
+// packet QPs, which mrc0 does not have, and other bits are not flags at all.
+constexpr unsigned kSendFlags = IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |
+                                IBV_SEND_INLINE;
+
 // One verbs send WR as an engine WR; sg points into `sges`. 0 or an errno.
 int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32_t max_sge) {
+  if (w.send_flags & ~kSendFlags) {
+    log_error("ibv_post_send: send_flags 0x%x: mrc0 honours FENCE, SIGNALED, SOLICITED and "
+              "INLINE only",
+              w.send_flags);
+    return EINVAL;
+  }
   if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > max_sge) {
     log_error("ibv_post_send: %d SGEs, the QP takes at most %u", w.num_sge, max_sge);
     return ENOMEM;
@@ -55,6 +66,7 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
   out.signaled = (w.send_flags & IBV_SEND_SIGNALED) != 0;
   out.solicited = (w.send_flags & IBV_SEND_SOLICITED) != 0;
   out.inline_data = (w.send_flags & IBV_SEND_INLINE) != 0;
+  out.fence = (w.send_flags & IBV_SEND_FENCE) != 0;
   return 0;
 }
 
@@ -76,6 +88,12 @@ Qp::Pending& begin_wr(ibv_qp_ex* q, engine::Opcode op) {
   w.wr.opcode = op;
   w.wr.signaled = (q->wr_flags & IBV_SEND_SIGNALED) != 0;
   w.wr.solicited = (q->wr_flags & IBV_SEND_SOLICITED) != 0;
+  w.wr.fence = (q->wr_flags & IBV_SEND_FENCE) != 0;
+  if (q->wr_flags & ~kSendFlags) {
+    log_error("ibv_wr_*: wr_flags 0x%x: mrc0 honours FENCE, SIGNALED, SOLICITED and INLINE only",
+              q->wr_flags);
+    p->wr_error = EINVAL;
+  }
   return w;
 }
 void wr_start(ibv_qp_ex* q) {
@@ -316,11 +334,23 @@ ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* a) {
 
 ibv_qp_ex* qp_to_qp_ex(ibv_qp* qp) { return &qp_of(qp)->qpx; }
 
+// The ibv_qp_attr fields mrc0 takes (docs/verbs-shim.md says what each does).
+constexpr int kQpAttrMask = IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS |
+                            IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_AV | IBV_QP_PATH_MTU |
+                            IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_RQ_PSN |
+                            IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_SQ_PSN |
+                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_DEST_QPN;
+
 int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
   Qp* q = qp_of(qp);
   Device* dev = q->ctx->dev;
   engine::QpAttr e;
   uint32_t m = 0;
+  if (mask & ~kQpAttrMask)
+    return fail(EINVAL,
+                "ibv_modify_qp: QP %u: attribute mask 0x%x: mrc0 has no alternate path, path "
+                "migration, Q_Key (UD), queue resizing, rate limit or SQD notification",
+                qp->qp_num, mask & ~kQpAttrMask);
   if (mask & IBV_QP_STATE) {
     if (raw(a->qp_state) == IBV_QPS_SQE || raw(a->qp_state) < IBV_QPS_RESET ||
         raw(a->qp_state) > IBV_QPS_ERR)
@@ -349,6 +379,13 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
   if (mask & IBV_QP_RNR_RETRY) {
     e.rnr_retry = std::min<uint8_t>(a->rnr_retry, 7);
     m |= engine::attr::kRnrRetry;
+  }
+  if (mask & IBV_QP_ACCESS_FLAGS) {
+    // The remote operations this QP serves as responder, checked next to each MR's access.
+    e.access = static_cast<uint32_t>(a->qp_access_flags) &
+               (engine::access::kRemoteWrite | engine::access::kRemoteRead |
+                engine::access::kRemoteAtomic);
+    m |= engine::attr::kAccess;
   }
   const bool to_rtr = (mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RTR && qp->state == IBV_QPS_INIT;
   // RTR -> RTS is already done in the engine; the app's RTS call sets attributes only.
