@@ -195,5 +195,38 @@ TEST(Baseline, MissingNetnsIsNamed) {
   }
 }
 
+// The baselines are measured at the receiver, as MRC is: the server's own intervals (client
+// -J --get-server-output, server -J), not the client's view of what it sent.
+TEST(Baseline, ParseIperf3_ReceiverIntervalsAndBytesOverTime) {
+  const std::string client = R"({
+    "intervals": [{"sum": {"start": 0, "end": 0.1, "bytes": 999999999, "bits_per_second": 8e10}}],
+    "end": {"sum_received": {"bytes": 999999999, "seconds": 0.1, "bits_per_second": 8e10}},
+    "server_output_json": {
+      "intervals": [
+        {"sum": {"start": 0, "end": 0.1, "bytes": 12500000, "bits_per_second": 1e9}},
+        {"sum": {"start": 0.1, "end": 0.25, "bytes": 12500000, "bits_per_second": 6.7e8}},
+        {"sum": {"start": 0.25, "end": 0.254, "bytes": 500000, "bits_per_second": 1e9}}],
+      "end": {"sum_received": {"bytes": 25500000, "seconds": 0.254}}}})";
+  auto r = detail::parse_iperf3(client);
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_EQ(r->samples.size(), 2u);  // the 4 ms closing interval joins the one before
+  EXPECT_DOUBLE_EQ(r->samples[0].gbps, 1.0);
+  EXPECT_NEAR(r->samples[1].gbps, 13000000 * 8 / 0.154 / 1e9, 1e-9);
+  EXPECT_NEAR(r->samples[1].dur_s, 0.154, 1e-12);
+  EXPECT_DOUBLE_EQ(r->samples[1].t_s, 0.254);
+  double bits = 0;
+  for (const Sample& x : r->samples) bits += x.gbps * 1e9 * x.dur_s;
+  EXPECT_NEAR(bits, 25500000 * 8.0, 1);
+  EXPECT_NEAR(r->mean_gbps, 25500000 * 8 / 0.254 / 1e9, 1e-9);
+
+  auto no_server = detail::parse_iperf3(R"({"intervals": [], "end": {}})");
+  ASSERT_FALSE(no_server.ok());
+  EXPECT_NE(no_server.error().find("no receiver (server) intervals"), std::string::npos)
+      << no_server.error();
+  auto failed = detail::parse_iperf3(R"({"server_output_json": {"error": "boom"}})");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error(), "iperf3 server: boom");
+}
+
 }  // namespace
 }  // namespace mrc::perf

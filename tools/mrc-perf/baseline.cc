@@ -341,29 +341,6 @@ void flush_mptcp(const BaselineSpec& spec) {
   }
 }
 
-Result<BaselineResult, std::string> parse_iperf3(const std::string& out) {
-  const json j = json::parse(out, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Err("iperf3 client printed no JSON: " + trim(out));
-  try {
-    if (j.contains("error")) return Err("iperf3 client: " + j["error"].get<std::string>());
-    BaselineResult r;
-    for (const auto& iv : j.value("intervals", json::array())) {
-      const json sum = iv.value("sum", json::object());
-      if (!sum.contains("start") || !sum.contains("end") || !sum.contains("bits_per_second"))
-        continue;
-      const double start = sum["start"].get<double>(), end = sum["end"].get<double>();
-      r.samples.push_back({end, sum["bits_per_second"].get<double>() / 1e9, end - start});
-    }
-    const json recv = j.value("end", json::object()).value("sum_received", json::object());
-    if (r.samples.empty() || !recv.contains("bits_per_second"))
-      return Err("iperf3 client JSON has no intervals or no end.sum_received: " + trim(out));
-    r.mean_gbps = recv["bits_per_second"].get<double>() / 1e9;
-    return r;
-  } catch (const json::exception& e) {
-    return Err(std::string("unexpected iperf3 JSON: ") + e.what());
-  }
-}
-
 // One iperf3 run; `mid_run` is called once, halfway through, while the test is running.
 Result<BaselineResult, std::string> run_iperf3(const BaselineSpec& spec, bool mptcp,
                                                const std::function<void()>& mid_run) {
@@ -385,16 +362,18 @@ Result<BaselineResult, std::string> run_iperf3(const BaselineSpec& spec, bool mp
   const std::string port = std::to_string(spec.port);
 
   TempFile server_log;
-  auto server =
-      Child::spawn(command(spec.server_netns, {"-s", "-1", "-p", port}), server_log, server_log);
+  auto server = Child::spawn(
+      command(spec.server_netns, {"-s", "-1", "-p", port, "-J", "-i", num(spec.interval_s)}),
+      server_log, server_log);
   if (!server) return Err(server.error());
   if (auto s = wait_listening(spec, *server, server_log); !s) return Err(s.error());
 
   TempFile client_out, client_err;
   auto client = Child::spawn(
-      command(spec.client_netns, {"-c", spec.server_addrs[0], "-B", spec.client_addrs[0], "-p",
-                                  port, "-t", std::to_string(static_cast<int>(whole)), "-i",
-                                  num(spec.interval_s), "-P", std::to_string(spec.streams), "-J"}),
+      command(spec.client_netns,
+              {"-c", spec.server_addrs[0], "-B", spec.client_addrs[0], "-p", port, "-t",
+               std::to_string(static_cast<int>(whole)), "-i", num(spec.interval_s), "-P",
+               std::to_string(spec.streams), "-J", "--get-server-output"}),
       client_out, client_err);
   if (!client) return Err(client.error());
 
@@ -417,7 +396,7 @@ Result<BaselineResult, std::string> run_iperf3(const BaselineSpec& spec, bool mp
     }
   }
   // iperf3 -J reports its errors in the JSON and may still exit 0.
-  auto r = parse_iperf3(client_out.read());
+  auto r = detail::parse_iperf3(client_out.read());
   const std::string err = trim(client_err.read());
   if (!r) return Err(r.error() + (err.empty() ? "" : " (stderr: " + err + ")"));
   if (!WIFEXITED(*st) || WEXITSTATUS(*st) != 0)
@@ -429,6 +408,49 @@ Result<BaselineResult, std::string> run_iperf3(const BaselineSpec& spec, bool mp
 }  // namespace
 
 namespace detail {
+
+Result<BaselineResult, std::string> parse_iperf3(const std::string& out) {
+  const json j = json::parse(out, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Err("iperf3 client printed no JSON: " + trim(out));
+  try {
+    if (j.contains("error")) return Err("iperf3 client: " + j["error"].get<std::string>());
+    // The receiver's own report (server -J, client --get-server-output): MRC is measured where
+    // its bytes are accepted, so the baselines are too.
+    const json srv = j.value("server_output_json", json::object());
+    if (srv.contains("error")) return Err("iperf3 server: " + srv["error"].get<std::string>());
+    BaselineResult r;
+    const json ivs = srv.value("intervals", json::array());
+    for (size_t i = 0; i < ivs.size(); ++i) {
+      const json sum = ivs[i].value("sum", json::object());
+      if (!sum.contains("start") || !sum.contains("end") || !sum.contains("bytes")) continue;
+      const double start = sum["start"].get<double>(), end = sum["end"].get<double>();
+      const double bits = sum["bytes"].get<double>() * 8;
+      // The receiver's closing interval holds what was still in flight when the sender
+      // stopped, over a few ms: folded into the interval before it, so samples keep their
+      // period and still tile the run.
+      if (i + 1 == ivs.size() && !r.samples.empty() && end - start < 0.5 * r.samples.back().dur_s) {
+        Sample& last = r.samples.back();
+        const double total = last.gbps * 1e9 * last.dur_s + bits;
+        last.dur_s = end - (last.t_s - last.dur_s);
+        last.t_s = end;
+        last.gbps = last.dur_s > 0 ? total / last.dur_s / 1e9 : 0;
+        continue;
+      }
+      if (end - start < 1e-6) continue;
+      r.samples.push_back({end, bits / (end - start) / 1e9, end - start});
+    }
+    const json recv = srv.value("end", json::object()).value("sum_received", json::object());
+    if (r.samples.empty() || !recv.contains("bytes") || !recv.contains("seconds"))
+      return Err("iperf3 JSON has no receiver (server) intervals or end.sum_received: " +
+                 trim(out).substr(0, 400));
+    double secs = 0;
+    for (const Sample& x : r.samples) secs = x.t_s;
+    r.mean_gbps = secs > 0 ? recv["bytes"].get<double>() * 8 / secs / 1e9 : 0;
+    return r;
+  } catch (const json::exception& e) {
+    return Err(std::string("unexpected iperf3 JSON: ") + e.what());
+  }
+}
 
 Status<std::string> check_spec(const BaselineSpec& spec) {
   for (const auto* ns : {&spec.client_netns, &spec.server_netns}) {

@@ -48,7 +48,8 @@ struct BaselineSpec {
   std::function<void(double t_s)> on_tick;
 };
 
-// iperf3 TCP from client plane 0 to server plane 0.
+// iperf3 TCP from client plane 0 to server plane 0, measured at the receiver (the server's own
+// intervals), as MRC is.
 Result<BaselineResult, std::string> run_tcp(const BaselineSpec& spec);
 
 // iperf3 under `mptcpize run` on both sides, with the in-kernel path manager set up for a
@@ -71,6 +72,10 @@ namespace detail {
 // parseable), duration_s > 0, 0 < interval_s <= duration_s, streams in 1..64.
 Status<std::string> check_spec(const BaselineSpec& spec);
 
+// The receiver's goodput from an iperf3 client's -J output with --get-server-output (the
+// server run with -J -i): its intervals (zero-length ones dropped) and its bytes over the time
+// they cover. An error names what is missing.
+Result<BaselineResult, std::string> parse_iperf3(const std::string& client_json);
 
 }  // namespace detail
 }  // namespace mrc::perf
