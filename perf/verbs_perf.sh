@@ -3,7 +3,8 @@
 # namespace fabric: 2 hosts, 4 planes x 4 spines, host ports shaped to RATE Gbit/s (ceiling
 # 4 x RATE). Needs root (network namespaces). Record the output in perf/RESULTS.md.
 #   bandwidth  ib_write_bw -D SECS (64 KiB, 128 in flight)  vs  mrc-perf --op write, the same
-#              message size, on the same fabric; ratio shim / mrc-perf (target >= 0.9)
+#              message size, on the same fabric, both over perftest's window (its margins);
+#              ratio shim / mrc-perf (target >= 0.9)
 #   latency    ib_write_lat (2 B, 1000 iterations)  vs  a raw UDP ping-pong (udp_pingpong)
 #              over the path MRC's first EV takes, blocking and busy-polling
 #
@@ -43,9 +44,18 @@ pair() {
   rm -f /tmp/verbs_perf_server.$$
 }
 
-SHIM_BW=$(pair ib_write_bw -D "$SECS" --report_gbits | awk '$1 == 65536 {print $4}')
-PERF_BW=$("$B/tools/mrc-perf" --prefix "$PREFIX" --client 1 --server 0 --op write --size 64K \
-  --outstanding 30 --duration "$SECS" -q | awk '/: healthy/ {print $7; exit}')
+# Both bandwidths over the same window: perftest's -D run counts the bytes between its margins
+# (MARGIN s after the start, MARGIN s before the end); mrc-perf's 10 ms samples are averaged
+# over the same span, weighted by each sample's length (its CSV: end time, Gbit/s).
+MARGIN=$(( SECS >= 5 ? 2 : 1 ))
+SHIM_BW=$(pair ib_write_bw -D "$SECS" -f "$MARGIN" --report_gbits | awk '$1 == 65536 {print $4}')
+"$B/tools/mrc-perf" --prefix "$PREFIX" --client 1 --server 0 --op write --size 64K \
+  --outstanding 30 --duration "$SECS" -q --csv /tmp/verbs_perf_mrc.$$.csv >/dev/null
+PERF_BW=$(awk -F, -v a="$MARGIN" -v b="$((SECS - MARGIN))" '
+  NR > 1 { t = $1; g = $2; if (t > a && t <= b) { bits += g * (t - prev); secs += t - prev }
+           prev = t }
+  END { if (secs > 0) printf "%.3f", bits / secs }' /tmp/verbs_perf_mrc.$$.csv)
+rm -f /tmp/verbs_perf_mrc.$$.csv
 LAT=$(pair ib_write_lat | awk '$1 == 2 {print $3, $4, $5, $6, $8, $9}')
 udp() {
   ip netns exec "$PREFIX-h0" env MRC_CONFIG="$CFG/h0.json" "$B/perf/udp_pingpong" --role server --peer-host 1 "$@" &
