@@ -71,6 +71,20 @@ TEST(RunMrc, Samples_WeightedMeanIsBytesOverDuration) {
 INSTANTIATE_TEST_SUITE_P(Ops, RunMrc, ::testing::ValuesIn(kAllOps),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
+// The soak's memory verdict: the least-squares slope of RSS over the chosen span, so a run that
+// climbed at its start and then stayed flat reads ~0, and steady growth reads as its rate.
+TEST(RssSlope, FlatAfterStartIsZero_SteadyGrowthIsItsRate) {
+  std::vector<std::pair<double, uint64_t>> flat = {{0, 1000}, {1, 50000}, {2, 80000}};
+  for (int t = 3; t <= 60; ++t) flat.emplace_back(t, 80000 + (t % 2) * 8);  // allocator noise
+  EXPECT_NEAR(rss_slope_kib_per_min(flat, 30), 0, 10);
+  EXPECT_GT(rss_slope_kib_per_min(flat, 0), 100);  // the climb, if counted, is not flat
+  std::vector<std::pair<double, uint64_t>> leak;
+  for (int t = 0; t <= 60; ++t) leak.emplace_back(t, 80000 + 100 * t);  // 100 KiB a second
+  EXPECT_NEAR(rss_slope_kib_per_min(leak, 30), 6000, 1e-6);
+  EXPECT_EQ(rss_slope_kib_per_min({}, 0), 0);
+  EXPECT_EQ(rss_slope_kib_per_min(leak, 59.5), 0);  // fewer than 3 samples
+}
+
 TEST(ParseOp, EveryKindRoundTripsAndBadOnesAreNamed) {
   for (Op op : kAllOps) {
     auto r = parse_op(to_string(op));

@@ -395,7 +395,17 @@ Result<MrcRunResult, std::string> Runner::run() {
   });
 
   for (Stream& s : streams_) s.last_rx_bytes = rx_bytes(s);
+  // The run's own records, allocated and touched up front (resize, then clear: capacity and
+  // resident pages stay) so that they do not show as memory growth.
+  auto prefault = [](auto& v, size_t n) {
+    v.resize(n);
+    v.clear();
+  };
+  prefault(res_.intervals, static_cast<size_t>(spec_.duration_s / spec_.interval_s) + 64);
+  prefault(res_.rss_kib_samples, static_cast<size_t>(spec_.duration_s) + 8);
+  prefault(res_.path_events, kMaxPathEvents);
   res_.rss_start_kib = res_.rss_max_kib = rss_kib();
+  res_.rss_kib_samples.emplace_back(0.0, res_.rss_start_kib);
   double next = spec_.interval_s, last_sample_s = 0;
   double second_bytes = 0, next_second = 1;
   // Bytes received since the last sample, over the time since it (not since the nominal start
@@ -426,7 +436,9 @@ Result<MrcRunResult, std::string> Runner::run() {
       if (next <= t) next = t + spec_.interval_s;  // we stalled: skip ahead
       if (t >= next_second) {
         if (spec_.on_second) spec_.on_second(next_second, second_bytes * 8.0 / 1e9);
-        res_.rss_max_kib = std::max(res_.rss_max_kib, rss_kib());
+        const uint64_t rss = rss_kib();
+        res_.rss_max_kib = std::max(res_.rss_max_kib, rss);
+        res_.rss_kib_samples.emplace_back(t, rss);
         second_bytes = 0;
         next_second += 1;
       }
@@ -511,6 +523,22 @@ Result<MrcRunResult, std::string> Runner::run() {
 }
 
 }  // namespace
+
+double rss_slope_kib_per_min(std::span<const std::pair<double, uint64_t>> samples, double from_s) {
+  double n = 0, st = 0, sr = 0, stt = 0, str = 0;
+  for (const auto& [t, kib] : samples) {
+    if (t < from_s) continue;
+    const double r = static_cast<double>(kib);
+    n += 1;
+    st += t;
+    sr += r;
+    stt += t * t;
+    str += t * r;
+  }
+  const double den = n * stt - st * st;
+  if (n < 3 || den <= 0) return 0;
+  return (n * str - st * sr) / den * 60.0;
+}
 
 Result<MrcRunResult, std::string> run_mrc(const MrcRunSpec& spec) {
   Runner r(spec);

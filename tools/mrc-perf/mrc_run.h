@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -113,9 +114,21 @@ struct MrcRunResult {
   // This process's resident memory (VmRSS), KiB: after setup, the highest sampled once a
   // second, and at the end of the run (before teardown). Flat memory: max stays near start.
   uint64_t rss_start_kib = 0, rss_max_kib = 0, rss_end_kib = 0;
+  // VmRSS once a second (time s, KiB), with the tool's own records (samples, path events)
+  // preallocated before the first, so growth here is the library's.
+  std::vector<std::pair<double, uint64_t>> rss_kib_samples;
   engine::EngineStats client_engine, server_engine;  // incl. every dropped datagram by reason
   bool ok() const { return mismatches == 0 && errors == 0; }
 };
+
+/// Least-squares slope of (time s, KiB) samples from `from_s` on, in KiB per minute; 0 with
+/// fewer than 3 samples there. The soak's memory verdict: memory that stays flat once the run
+/// is under way has a slope near zero however much it took to get there.
+double rss_slope_kib_per_min(std::span<const std::pair<double, uint64_t>> samples, double from_s);
+/// The most a soak's second-half RSS slope may be and still count as flat, KiB per minute. The
+/// CI soak (25 s) reads 0.9-1.2 MiB/min of allocator noise (1.3 MiB over the run); a leak of
+/// 100 B per message would read ~4 MiB/min there.
+inline constexpr double kFlatRssKibPerMin = 2048;
 
 /// Sets up the drivers and QPs, runs, tears down. Errors are setup failures (sockets, QPs);
 /// what goes wrong during the run is in the result (mismatches, errors, first_error).
