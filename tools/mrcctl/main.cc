@@ -156,14 +156,17 @@ Json fabric_json(const mrc::srv6::Fabric& f) {
     for (uint32_t t = 0; t < f.t0s(); ++t) {
       const mrc::srv6::SwitchId id{mrc::srv6::Tier::kT0, p, t};
       sw.push_back(
-          Json{{"name", f.switch_name(id)}, {"tier", "T0"}, {"index", t}, {"usid", f.usid(id)}});
+          Json{{"name", f.switch_label(id)}, {"tier", "T0"}, {"index", t}, {"usid", f.usid(id)}});
     }
     for (uint32_t s = 0; s < c.spines; ++s) {
       const mrc::srv6::SwitchId id{mrc::srv6::Tier::kT1, p, s};
       sw.push_back(
-          Json{{"name", f.switch_name(id)}, {"tier", "T1"}, {"index", s}, {"usid", f.usid(id)}});
+          Json{{"name", f.switch_label(id)}, {"tier", "T1"}, {"index", s}, {"usid", f.usid(id)}});
     }
-    planes.push_back(Json{{"plane", p}, {"switches", sw}});
+    planes.push_back(Json{{"plane", p},
+                          {"block", mrc::srv6::prefix(f.block(p), f.block_bits(p))},
+                          {"usid_bits", f.usid_bits(p)},
+                          {"switches", sw}});
   }
   Json hosts = Json::array();
   for (uint32_t h = 0; h < c.hosts; ++h) {

@@ -77,10 +77,8 @@ std::optional<engine::Path> to_path(const verbs::Device& dev, int fmt_mode, uint
     const srv6::Fabric& f = *u.fabric;
     srv6::Ipv6 a{};
     std::memcpy(a.data(), ev.val, 16);
-    const uint32_t block = uint32_t{a[0]} << 24 | uint32_t{a[1]} << 16 | uint32_t{a[2]} << 8 | a[3];
     srv6::SwitchId sw;
-    if (!zero_from(16) || block != f.config().block ||
-        !f.owner(srv6::Fabric::usid_at(a, 0), &sw) || sw.plane != plane) {
+    if (!zero_from(16) || !f.in_block(plane, a) || !f.owner(plane, f.usid_at(plane, a, 0), &sw)) {
       *why = "an SRv6 EV is a uSID address in the fabric's block whose first uSID is a switch "
              "of the plane of its port (no SRH segment)";
       return std::nullopt;
