@@ -260,7 +260,11 @@ std::string dump_explicit(const Fabric& f) {
       const uint32_t count = tier == Tier::kT0 ? f.t0s() : c.spines;
       for (uint32_t i = 0; i < count; ++i) {
         const SwitchId s{tier, p, i};
-        v.push_back({{"name", f.switch_label(s)}, {"usid", usid_string(f.usid(s), n)}});
+        json sw{{"usid", usid_string(f.usid(s), n)}};
+        // A name only where one was given: an unnamed switch reads back unnamed (its
+        // structural name could be another switch's given name).
+        if (f.switch_label(s) != f.switch_name(s)) sw["name"] = f.switch_label(s);
+        v.push_back(std::move(sw));
       }
       pj[tier == Tier::kT0 ? "t0" : "t1"] = std::move(v);
     }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "hand_fabric.h"
 #include "run_cli.h"
 
 namespace mrc::mrcctl {
@@ -76,6 +77,31 @@ TEST(Doctor, Binary_BadConfigFailsItsLineBadOptionsExit2) {
   EXPECT_NE(r.err.find("--listen"), std::string::npos) << r.err;
   ::unsetenv("MRC_CONFIG");
   std::remove(file.c_str());
+}
+
+// A host configuration naming a bad fabric file: the config line FAILs with the file, the
+// node and the field, as every front end would report it.
+TEST(Doctor, Binary_BadFabricFileNamesNodeAndField) {
+  const std::string dir = "/tmp/mrc-doctor-fab-" + std::to_string(getpid());
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  std::string text = srv6::testing::kHandFabric;
+  text.replace(text.find("\"0x0302\""), 8, "\"0x0301\"");
+  std::ofstream(dir + "/fabric.json") << text;
+  std::ofstream(dir + "/mrc.json")
+      << R"({"path_mode": "srv6", "fabric": ")" + dir + R"(/fabric.json", "host": 0})";
+  ::setenv("MRC_CONFIG", (dir + "/mrc.json").c_str(), 1);
+  ::setenv("MRC_STATS", "0", 1);
+  auto r = run_cli({"--json", "doctor"});
+  ::unsetenv("MRC_CONFIG");
+  (void)std::system(("rm -rf " + dir).c_str());
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  auto j = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["checks"][0]["verdict"], "FAIL");
+  EXPECT_NE(j["checks"][0]["detail"].get<std::string>().find(
+                dir + "/fabric.json: /planes/1/t1/1/usid: duplicate uSID 0x0301 (also t1 0)"),
+            std::string::npos)
+      << r.out;
 }
 
 }  // namespace

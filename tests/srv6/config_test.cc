@@ -227,6 +227,20 @@ TEST(Srv6Config, LoadExplicit_SmallestGood) {
   EXPECT_EQ(f->host_route_len(1, 0), 128);  // in T0 0x0102's locator
 }
 
+// A given name that is another (unnamed) switch's structural name survives a round trip.
+TEST(Srv6Config, DumpLoad_ExplicitNameLikeAnotherSwitchs) {
+  auto f = load(one_plane(
+      R"({"block": "fcbb:bbbb:cc00::/48", "t0": [{"usid": 1, "name": "t0p0-1"}, {"usid": 2}],
+          "t1": [{"usid": 3}]})",
+      R"({"t0": 0, "addresses": ["fcbb:bbbb:cc00:1:7::"]})"));
+  ASSERT_TRUE(f.ok()) << f.error();
+  const std::string text = dump(*f);
+  auto g = load(text);
+  ASSERT_TRUE(g.ok()) << g.error() << "\n" << text;
+  EXPECT_EQ(dump(*g), text);
+  EXPECT_EQ(g->switch_label({Tier::kT0, 0, 0}), "t0p0-1");
+}
+
 TEST(Srv6Config, LoadExplicit_BadInput_NamesNodeAndField) {
   const std::string two_planes =
       R"({"planes": [)" + kPlane + "," +
