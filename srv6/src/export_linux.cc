@@ -12,8 +12,6 @@ Ipv6 ll(bool upper) {
   return a;
 }
 
-Ipv6 usid_net(const Fabric& f, uint16_t usid) { return f.address({usid}); }
-
 Ipv6 peer_ll(const Port& p) {
   Ipv6 a{};
   inet_pton(AF_INET6, p.peer_ll.c_str(), a.data());  // fabric.h's literals always parse
@@ -44,23 +42,27 @@ Plan switch_plan(const Fabric& f, SwitchId s, const SwitchPlanOptions& o) {
     const bool upper = s.tier == Tier::kT1 || p.to_host;
     plan.addrs.push_back(AddrRecord{p.ifname, ll(upper), 64});
   }
-  plan.routes.push_back(
-      RouteRecord{RouteRecord::Kind::kEnd,
-                  usid_net(f, f.usid(s)),
-                  48,
+  const uint32_t plane = s.plane;
+  const int lblen = f.block_bits(plane), nflen = f.usid_bits(plane);
+  RouteRecord end{RouteRecord::Kind::kEnd,
+                  f.address(plane, {f.usid(s)}),
+                  lblen + nflen,
                   kMainTable,
-                  {Nexthop{o.end_dev.empty() ? ports.front().ifname : o.end_dev, {}}}});
+                  {Nexthop{o.end_dev.empty() ? ports.front().ifname : o.end_dev, {}}}};
+  end.lblen = static_cast<uint8_t>(lblen);
+  end.nflen = static_cast<uint8_t>(nflen);
+  plan.routes.push_back(end);
   for (const Port& p : ports) {
-    plan.routes.push_back(via(usid_net(f, p.peer_usid), 48, p.ifname, peer_ll(p)));
+    plan.routes.push_back(via(p.route, p.route_len, p.ifname, peer_ll(p)));
   }
   if (!o.plain_routes) return plan;
 
-  const uint32_t plane = s.plane;
   if (s.tier == Tier::kT1) {
     for (const Port& p : ports) {  // p.peer: a T0
-      const uint32_t first = p.peer * f.config().hosts_per_t0;
-      for (uint32_t h = first; h < first + f.hosts_under(p.peer); ++h) {
-        plan.routes.push_back(via(f.host_address(h, plane), 64, p.ifname, peer_ll(p)));
+      for (uint32_t i = 0; i < f.hosts_under(p.peer); ++i) {
+        const uint32_t h = f.host_under(p.peer, i);
+        plan.routes.push_back(
+            via(f.host_address(h, plane), f.host_prefix_len(h, plane), p.ifname, peer_ll(p)));
       }
     }
     return plan;
@@ -68,15 +70,17 @@ Plan switch_plan(const Fabric& f, SwitchId s, const SwitchPlanOptions& o) {
   std::vector<Nexthop> up;
   for (const Port& p : ports) {
     if (p.to_host) {
-      plan.routes.push_back(via(f.host_address(p.peer, plane), 64, p.ifname, peer_ll(p)));
+      const int len = f.host_prefix_len(p.peer, plane);
+      if (len == p.route_len) continue;  // the delivery route is this very prefix
+      plan.routes.push_back(via(f.host_address(p.peer, plane), len, p.ifname, peer_ll(p)));
     } else {
       up.push_back(Nexthop{p.ifname, peer_ll(p)});
     }
   }
   for (uint32_t h = 0; h < f.config().hosts; ++h) {
     if (f.t0_of(h) == s.index) continue;
-    plan.routes.push_back(
-        RouteRecord{RouteRecord::Kind::kVia, f.host_address(h, plane), 64, kMainTable, up});
+    plan.routes.push_back(RouteRecord{RouteRecord::Kind::kVia, f.host_address(h, plane),
+                                      f.host_prefix_len(h, plane), kMainTable, up});
   }
   return plan;
 }
@@ -86,7 +90,7 @@ Plan host_port_plan(const Fabric& f, uint32_t host, uint32_t plane) {
   Plan plan;
   plan.addrs.push_back(AddrRecord{dev, ll(false), 64});
   plan.addrs.push_back(AddrRecord{dev, f.host_address(host, plane), 128});
-  plan.routes.push_back(via(f.address({}), kBlockBits, dev, ll(true)));
+  plan.routes.push_back(via(f.block(plane), f.block_bits(plane), dev, ll(true)));
   return plan;
 }
 
@@ -99,8 +103,8 @@ Plan host_plan(const Fabric& f, uint32_t host) {
       port.rules.push_back(RuleRecord{f.host_address(host, p), 128, table, table});
       for (RouteRecord& r : port.routes) r.table = table;
       port.routes.push_back(RouteRecord{RouteRecord::Kind::kUnreachable,
-                                        f.address({}),
-                                        kBlockBits,
+                                        f.block(p),
+                                        f.block_bits(p),
                                         table,
                                         {},
                                         kUnreachableMetric});
@@ -126,8 +130,8 @@ std::string ip_command(const RouteRecord& r) {
       s += "unreachable " + prefix(r.dst, r.len);
       break;
     case RouteRecord::Kind::kEnd:
-      s += prefix(r.dst, r.len) +
-           " encap seg6local action End flavors next-csid lblen 32 nflen 16 dev " +
+      s += prefix(r.dst, r.len) + " encap seg6local action End flavors next-csid lblen " +
+           std::to_string(r.lblen) + " nflen " + std::to_string(r.nflen) + " dev " +
            r.nexthops.front().dev;
       break;
     case RouteRecord::Kind::kVia:

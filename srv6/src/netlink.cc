@@ -185,8 +185,8 @@ std::string build(const RouteRecord& r, const std::vector<Nexthop>& nexthops, nl
       nlattr* flv = ok ? nla_nest_start(m, SEG6_LOCAL_FLAVORS) : nullptr;
       ok = flv &&
            nla_put_u32(m, SEG6_LOCAL_FLV_OPERATION, 1u << SEG6_LOCAL_FLV_OP_NEXT_CSID) >= 0 &&
-           nla_put_u8(m, SEG6_LOCAL_FLV_LCBLOCK_BITS, kBlockBits) >= 0 &&
-           nla_put_u8(m, SEG6_LOCAL_FLV_LCNODE_FN_BITS, kUsidBits) >= 0;
+           nla_put_u8(m, SEG6_LOCAL_FLV_LCBLOCK_BITS, r.lblen) >= 0 &&
+           nla_put_u8(m, SEG6_LOCAL_FLV_LCNODE_FN_BITS, r.nflen) >= 0;
       if (ok) nla_nest_end(m, flv);
       if (ok) nla_nest_end(m, encap);
     } else {

@@ -7,10 +7,13 @@
 #include <map>
 #include <sstream>
 
+#include "hand_fabric.h"
+#include "srv6/config.h"
+
 namespace mrc::srv6 {
 namespace {
 
-const char kEnd[] = "encap seg6local action End flavors next-csid lblen 32 nflen 16 dev ";
+const char kEnd[] = "encap seg6local action End flavors next-csid lblen ";
 
 struct Node {
   bool is_host = false;
@@ -19,7 +22,8 @@ struct Node {
 };
 
 struct Table {
-  std::string end_prefix;                                             // own uSID /48
+  std::string end_prefix;                                             // own uSID /(L+N)
+  std::string end_lengths;                                            // "lblen L nflen N"
   std::map<std::string, std::pair<std::string, std::string>> routes;  // prefix -> (via, dev)
 };
 
@@ -59,6 +63,7 @@ void read_lines(Net& net, const std::string& name, const std::vector<std::string
     if (l.find(kEnd) != std::string::npos) {
       EXPECT_TRUE(t.end_prefix.empty()) << "two End routes on " << name;
       t.end_prefix = w[4];
+      t.end_lengths = w[11] + " " + w[12] + " " + w[13] + " " + w[14];
       EXPECT_TRUE(net.owner.count(w.back())) << l;  // dev is one of its ports
       continue;
     }
@@ -97,6 +102,34 @@ Net build(const Fabric& f, std::vector<SwitchId>* all = nullptr) {
   return net;
 }
 
+// Whether `pfx` ("addr/len") holds `a`.
+bool holds(const std::string& pfx, const Ipv6& a) {
+  auto r = parse_prefix(pfx);
+  if (!r) return false;
+  const int len = r->second;
+  for (int i = 0; i < len; ++i) {
+    const int byte = i / 8, bit = 7 - i % 8;
+    if (((r->first[byte] >> bit) & 1) != ((a[byte] >> bit) & 1)) return false;
+  }
+  return true;
+}
+
+// The longest prefix of the table (its End route included) that holds `a`; "" if none.
+std::string lookup(const Table& t, const Ipv6& a) {
+  std::string best;
+  int best_len = -1;
+  auto consider = [&](const std::string& pfx) {
+    const int len = std::stoi(pfx.substr(pfx.find('/') + 1));
+    if (len > best_len && holds(pfx, a)) {
+      best = pfx;
+      best_len = len;
+    }
+  };
+  if (!t.end_prefix.empty()) consider(t.end_prefix);
+  for (const auto& [pfx, r] : t.routes) consider(pfx);
+  return best;
+}
+
 // Sends `dst` from host `src` on `plane`, hop by hop; returns the host it reaches or fails.
 void walk(const Fabric& f, const Net& net, uint32_t src, uint32_t plane, Ipv6 dst,
           uint32_t want_host, int want_switch_hops) {
@@ -115,10 +148,12 @@ void walk(const Fabric& f, const Net& net, uint32_t src, uint32_t plane, Ipv6 ds
     }
     ++hops;
     const Table& t = net.tables.at(f.switch_name(n.sw));
-    std::string pfx = f.usid_prefix(Fabric::usid_at(dst, 0));
+    std::string pfx = lookup(t, dst);
     if (pfx == t.end_prefix) {
-      dst = Fabric::shift(dst);
-      pfx = f.usid_prefix(Fabric::usid_at(dst, 0));
+      EXPECT_EQ(t.end_lengths, "lblen " + std::to_string(f.block_bits(plane)) + " nflen " +
+                                   std::to_string(f.usid_bits(plane)));
+      dst = f.shift(plane, dst);
+      pfx = lookup(t, dst);
     }
     auto r = t.routes.find(pfx);
     ASSERT_NE(r, t.routes.end()) << f.switch_name(n.sw) << " has no route for " << pfx;
@@ -141,7 +176,7 @@ TEST(Srv6LinuxExport, EveryPath_ResolvesHopByHop) {
   std::vector<SwitchId> sw;
   const Net net = build(*f, &sw);
   for (SwitchId s : sw) {
-    EXPECT_EQ(net.tables.at(f->switch_name(s)).end_prefix, f->usid_prefix(f->usid(s)));
+    EXPECT_EQ(net.tables.at(f->switch_name(s)).end_prefix, f->usid_prefix(s.plane, f->usid(s)));
   }
   int walked = 0;
   for (uint32_t p = 0; p < c.planes; ++p) {
@@ -194,6 +229,58 @@ TEST(Srv6LinuxExport, Scale_OneSwitchEachTier) {
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(linux_switch_commands(*f, {Tier::kT0, 7, 511}).size(), 2u * 512 + 1);
   EXPECT_EQ(linux_switch_commands(*f, {Tier::kT1, 7, 255}).size(), 2u * 512 + 1);
+}
+
+// A hand-written fabric (srv6/config.h explicit form, /48 blocks, hand-assigned uSIDs, both
+// host address forms): every path's address resolves through the exported tables alone.
+TEST(Srv6LinuxExport, ExplicitFabric_EveryPathResolvesHopByHop) {
+  auto f = load(testing::kHandFabric);
+  ASSERT_TRUE(f.ok()) << f.error();
+  std::vector<SwitchId> sw;
+  const Net net = build(*f, &sw);
+  for (SwitchId s : sw) {
+    EXPECT_EQ(net.tables.at(f->switch_name(s)).end_prefix, f->usid_prefix(s.plane, f->usid(s)));
+  }
+  int walked = 0;
+  for (uint32_t p = 0; p < 2; ++p) {
+    for (uint32_t a = 0; a < 4; ++a) {
+      for (uint32_t b = 0; b < 4; ++b) {
+        for (const Path& path : f->paths(a, b, p)) {
+          walk(*f, net, a, p, path.dst, b, path.direct ? 1 : 3);
+          ++walked;
+        }
+      }
+    }
+  }
+  // Per plane: 4 ordered pairs under one T0 (one path each), 8 across (2 spines each).
+  EXPECT_EQ(walked, 2 * (4 + 8 * 2));
+}
+
+TEST(Srv6LinuxExport, ExplicitFabric_Lines) {
+  auto f = load(testing::kHandFabric);
+  ASSERT_TRUE(f.ok()) << f.error();
+  const auto t0 = linux_switch_commands(*f, {Tier::kT0, 0, 1});  // leaf1-a
+  ASSERT_EQ(t0.size(), 9u);
+  EXPECT_EQ(t0[4],
+            "ip -6 route add fcbb:bbbb:cc00:102::/64 encap seg6local action End flavors "
+            "next-csid lblen 48 nflen 16 dev p0t1-s0");
+  EXPECT_EQ(t0[5], "ip -6 route add fcbb:bbbb:cc00:201::/64 via fe80::2 dev p0t1-s0");
+  EXPECT_EQ(t0[6], "ip -6 route add fcbb:bbbb:cc00:202::/64 via fe80::2 dev p0t1-s1");
+  EXPECT_EQ(t0[7], "ip -6 route add fcbb:bbbb:cc00:f001::/64 via fe80::1 dev p0t1-h0");
+  const auto t0b = linux_switch_commands(*f, {Tier::kT0, 1, 1});  // leaf1-b: locator form
+  EXPECT_EQ(t0b[8], "ip -6 route add fcbb:bbbb:dd00:102:b::/128 via fe80::1 dev p1t1-h1");
+  const auto t1 = linux_switch_commands(*f, {Tier::kT1, 1, 0});
+  EXPECT_EQ(t1[2],
+            "ip -6 route add fcbb:bbbb:dd00:301::/64 encap seg6local action End flavors "
+            "next-csid lblen 48 nflen 16 dev p1s0-t0");
+  EXPECT_EQ(t1[4], "ip -6 route add fcbb:bbbb:dd00:102::/64 via fe80::1 dev p1s0-t1");
+  const auto h = linux_host_commands(*f, 3, 1);
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[1], "ip -6 addr add fcbb:bbbb:dd00:102:b::/128 dev p1h3");
+  EXPECT_EQ(h[2], "ip -6 route add fcbb:bbbb:dd00::/48 via fe80::2 dev p1h3");
+  // Plain routes: each host port's prefix (/80 here: block 48 + two uSIDs).
+  const auto plain = ip_commands(switch_plan(*f, {Tier::kT1, 0, 0}, {.plain_routes = true}));
+  EXPECT_EQ(plain.back(), "ip -6 route add fcbb:bbbb:cc00:f002:102::/80 via fe80::1 dev p0s0-t1");
 }
 
 }  // namespace

@@ -23,27 +23,32 @@ TEST(Srv6Fabric, Usids_UniqueAndOwned) {
   const Fabric f = make(10, 3, 4, 4);  // 3 T0s per plane, the last holds 2 hosts
   EXPECT_EQ(f.t0s(), 3u);
   EXPECT_EQ(f.hosts_under(2), 2u);
-  std::set<uint16_t> seen;
+  std::set<std::pair<uint32_t, uint32_t>> seen;  // generated: unique over all planes too
+  std::set<uint32_t> all;
   for (uint32_t p = 0; p < 3; ++p) {
     for (uint32_t t = 0; t < f.t0s(); ++t) {
       const SwitchId s{Tier::kT0, p, t};
-      EXPECT_TRUE(seen.insert(f.usid(s)).second);
+      EXPECT_TRUE(seen.insert({p, f.usid(s)}).second);
+      EXPECT_TRUE(all.insert(f.usid(s)).second);
       SwitchId o;
-      ASSERT_TRUE(f.owner(f.usid(s), &o));
+      ASSERT_TRUE(f.owner(p, f.usid(s), &o));
+      EXPECT_FALSE(f.owner((p + 1) % 3, f.usid(s), &o));  // another plane's
       EXPECT_EQ(o, s);
     }
     for (uint32_t sp = 0; sp < 4; ++sp) {
       const SwitchId s{Tier::kT1, p, sp};
-      EXPECT_TRUE(seen.insert(f.usid(s)).second);
+      EXPECT_TRUE(seen.insert({p, f.usid(s)}).second);
+      EXPECT_TRUE(all.insert(f.usid(s)).second);
       SwitchId o;
-      ASSERT_TRUE(f.owner(f.usid(s), &o));
+      ASSERT_TRUE(f.owner(p, f.usid(s), &o));
+      EXPECT_FALSE(f.owner((p + 1) % 3, f.usid(s), &o));  // another plane's
       EXPECT_EQ(o, s);
     }
   }
   EXPECT_EQ(seen.size(), f.switches());
-  EXPECT_EQ(seen.count(0), 0u);
+  EXPECT_EQ(all.count(0), 0u);
   // Host uSIDs: unique under each T0, disjoint from node uSIDs; (T0, host) unique overall.
-  std::set<std::pair<uint16_t, uint16_t>> ports;
+  std::set<std::pair<uint32_t, uint32_t>> ports;
   std::set<std::string> addrs;
   for (uint32_t p = 0; p < 3; ++p) {
     for (uint32_t h = 0; h < 10; ++h) {
@@ -53,15 +58,15 @@ TEST(Srv6Fabric, Usids_UniqueAndOwned) {
     }
   }
   SwitchId o;
-  EXPECT_FALSE(f.owner(f.host_usid(0), &o));
-  EXPECT_FALSE(f.owner(0, &o));
+  EXPECT_FALSE(f.owner(0, f.host_usid(0), &o));
+  EXPECT_FALSE(f.owner(0, 0, &o));
 }
 
 TEST(Srv6Fabric, Format_DefaultBlock) {
   const Fabric f = make(4, 1, 2, 2);
-  EXPECT_EQ(format(f.address({1})), "fcbb:bbbb:1::");
-  EXPECT_EQ(f.usid_prefix(0x20), "fcbb:bbbb:20::/48");
-  EXPECT_EQ(format(f.address({1, 2, 3, 4, 5, 6})), "fcbb:bbbb:1:2:3:4:5:6");
+  EXPECT_EQ(format(f.address(0, {1})), "fcbb:bbbb:1::");
+  EXPECT_EQ(f.usid_prefix(0, 0x20), "fcbb:bbbb:20::/48");
+  EXPECT_EQ(format(f.address(0, {1, 2, 3, 4, 5, 6})), "fcbb:bbbb:1:2:3:4:5:6");
 }
 
 TEST(Srv6Fabric, ParseBlock_AcceptsOnlySlash32) {
@@ -87,11 +92,11 @@ TEST(Srv6Fabric, Paths_DifferentT0_OnePerSpineAndDecode) {
       EXPECT_EQ(path.spine, s);
       EXPECT_EQ(path.plane, p);
       EXPECT_TRUE(evs.insert(path.ev).second);
-      EXPECT_EQ(Fabric::usid_at(path.dst, 0), f.t1_usid(p, s));
-      EXPECT_EQ(Fabric::usid_at(path.dst, 1), f.t0_usid(p, 3));
-      EXPECT_EQ(Fabric::usid_at(path.dst, 2), f.host_usid(dst));
+      EXPECT_EQ(f.usid_at(p, path.dst, 0), f.t1_usid(p, s));
+      EXPECT_EQ(f.usid_at(p, path.dst, 1), f.t0_usid(p, 3));
+      EXPECT_EQ(f.usid_at(p, path.dst, 2), f.host_usid(dst));
       // The spine and the destination T0 each shift once; the src T0 only forwards.
-      Ipv6 a = Fabric::shift(Fabric::shift(path.dst));
+      Ipv6 a = f.shift(p, f.shift(p, path.dst));
       EXPECT_EQ(a, f.host_address(dst, p));
     }
   }
@@ -122,9 +127,9 @@ TEST(Srv6Fabric, Paths_SameT0_Direct) {
   const auto v = f.paths(4, 6, 1);
   ASSERT_EQ(v.size(), 1u);
   EXPECT_TRUE(v[0].direct);
-  EXPECT_EQ(Fabric::usid_at(v[0].dst, 0), f.t0_usid(1, 1));
-  EXPECT_EQ(Fabric::usid_at(v[0].dst, 1), f.host_usid(6));
-  EXPECT_EQ(Fabric::shift(v[0].dst), f.host_address(6, 1));
+  EXPECT_EQ(f.usid_at(1, v[0].dst, 0), f.t0_usid(1, 1));
+  EXPECT_EQ(f.usid_at(1, v[0].dst, 1), f.host_usid(6));
+  EXPECT_EQ(f.shift(1, v[0].dst), f.host_address(6, 1));
 }
 
 TEST(Srv6Fabric, Paths_BadInput_Empty) {

@@ -11,7 +11,9 @@
 #include <set>
 #include <sstream>
 
+#include "hand_fabric.h"
 #include "io/netns.h"
+#include "srv6/config.h"
 
 namespace mrc::srv6 {
 namespace {
@@ -221,7 +223,7 @@ TEST_F(Srv6Netlink, UnknownInterface_ErrorNamesCommand) {
   const std::string ns = make_ns("e");
   Plan p;
   p.routes.push_back(RouteRecord{RouteRecord::Kind::kVia,
-                                 f.address({3}),
+                                 f.address(0, {3}),
                                  48,
                                  kMainTable,
                                  {Nexthop{"lo", {}}, Nexthop{"p0t0-s9", {}}}});
@@ -235,13 +237,67 @@ TEST_F(Srv6Netlink, UnknownInterface_ErrorNamesCommand) {
   ASSERT_FALSE(up.ok());
   EXPECT_EQ(up.error(), "no interface nope0");
   // A kernel refusal carries its reason.
-  p.routes = {RouteRecord{
-      RouteRecord::Kind::kVia, f.address({3}), 48, kMainTable, {Nexthop{"lo", f.address({7})}}}};
+  p.routes = {RouteRecord{RouteRecord::Kind::kVia,
+                          f.address(0, {3}),
+                          48,
+                          kMainTable,
+                          {Nexthop{"lo", f.address(0, {7})}}}};
   s = io::in_netns(ns, [&] { return apply(p); });
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("ip -6 route add fcbb:bbbb:3::/48 via fcbb:bbbb:7:: dev lo: "),
             std::string::npos)
       << s.error();
+}
+
+// A hand-written fabric's switches (a /48 block, hand-assigned uSIDs, /128 host routes of
+// the locator form): netlink and the ip commands agree, and the kernel takes lblen 48.
+TEST_F(Srv6Netlink, ExplicitFabricSwitches_SameAsIpCommands) {
+  auto f = load(testing::kHandFabric);
+  ASSERT_TRUE(f.ok()) << f.error();
+  const Plan t0 = switch_plan(*f, {Tier::kT0, 1, 0}, {.plain_routes = true, .end_dev = "srv6"});
+  const std::string text = join_lines(ip_commands(t0));
+  EXPECT_NE(text.find("ip -6 route add fcbb:bbbb:dd00:101::/64 encap seg6local action End "
+                      "flavors next-csid lblen 48 nflen 16 dev srv6"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ip -6 route add fcbb:bbbb:dd00:101:a::/128 via fe80::1 dev p1t0-h0"),
+            std::string::npos)
+      << text;
+  expect_same(t0);
+  expect_same(switch_plan(*f, {Tier::kT1, 0, 1}, {.plain_routes = true}));
+  expect_same(host_plan(*f, 2));
+}
+
+// csid_lengths_error says what the kernel says, for every length pair in steps of 4 bits.
+TEST_F(Srv6Netlink, CsidLengths_KernelAgrees) {
+  const std::string ns = make_ns("k");
+  ASSERT_EQ(sh("ip -n " + ns + " link add d0 type veth peer name d1 && ip -n " + ns +
+               " link set d0 up && ip -n " + ns + " link set d1 up")
+                .rc,
+            0);
+  Ipv6 dst{0xfc, 0xbb, 0xbb, 0xbb, 0, 1};
+  int accepted = 0, checked = 0;
+  auto s = io::in_netns(ns, [&]() -> Status<std::string> {
+    for (int l = 0; l <= 128; l += 4) {
+      for (int n = 0; n <= 128; n += 4) {
+        RouteRecord r{RouteRecord::Kind::kEnd, dst, 48, kMainTable, {Nexthop{"d0", {}}}};
+        r.lblen = static_cast<uint8_t>(l);
+        r.nflen = static_cast<uint8_t>(n);
+        Plan p;
+        p.routes.push_back(r);
+        const bool kernel_ok = apply(p).ok();
+        const std::string ours = csid_lengths_error(l, n);
+        EXPECT_EQ(kernel_ok, ours.empty()) << "lblen " << l << " nflen " << n << ": " << ours;
+        accepted += kernel_ok;
+        ++checked;
+      }
+    }
+    return {};
+  });
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(checked, 33 * 33);
+  // lblen, nflen in {8, 16, ..., 120} with a sum of at most 128: 15 + 14 + ... + 1 pairs.
+  EXPECT_EQ(accepted, 120);
 }
 
 }  // namespace

@@ -63,11 +63,9 @@ struct FabricArgs {
       std::stringstream ss;
       ss << in.rdbuf();
       auto f = mrc::srv6::load(ss.str());
-      if (!f) return Err(file + f.error());
+      if (!f) return Err(file + ": " + f.error());
       if (rate <= 0) return f;
-      mrc::srv6::FabricConfig c = f->config();
-      c.host_port_gbps = rate;
-      return Fabric::make(c);
+      return f->with_speeds(rate, f->config().uplink_gbps);
     }
     if (hosts == 0 || planes == 0 || spines == 0) {
       return Err(std::string("give --fabric FILE, or --hosts, --planes and --spines"));

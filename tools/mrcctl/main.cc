@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "control.h"
+#include "doctor.h"
 #include "http.h"
 #include "srv6/config.h"
 #include "view.h"
@@ -156,14 +157,17 @@ Json fabric_json(const mrc::srv6::Fabric& f) {
     for (uint32_t t = 0; t < f.t0s(); ++t) {
       const mrc::srv6::SwitchId id{mrc::srv6::Tier::kT0, p, t};
       sw.push_back(
-          Json{{"name", f.switch_name(id)}, {"tier", "T0"}, {"index", t}, {"usid", f.usid(id)}});
+          Json{{"name", f.switch_label(id)}, {"tier", "T0"}, {"index", t}, {"usid", f.usid(id)}});
     }
     for (uint32_t s = 0; s < c.spines; ++s) {
       const mrc::srv6::SwitchId id{mrc::srv6::Tier::kT1, p, s};
       sw.push_back(
-          Json{{"name", f.switch_name(id)}, {"tier", "T1"}, {"index", s}, {"usid", f.usid(id)}});
+          Json{{"name", f.switch_label(id)}, {"tier", "T1"}, {"index", s}, {"usid", f.usid(id)}});
     }
-    planes.push_back(Json{{"plane", p}, {"switches", sw}});
+    planes.push_back(Json{{"plane", p},
+                          {"block", mrc::srv6::prefix(f.block(p), f.block_bits(p))},
+                          {"usid_bits", f.usid_bits(p)},
+                          {"switches", sw}});
   }
   Json hosts = Json::array();
   for (uint32_t h = 0; h < c.hosts; ++h) {
@@ -270,6 +274,20 @@ int run(int argc, char** argv) {
   auto* fabric_show = fabric->add_subcommand("show", "planes, switches and hosts of a fabric file");
   fabric_show->add_option("--fabric", fabric_path, "fabric file (srv6/config.h JSON)");
   fabric_show->add_option("--prefix", fabric_prefix, "the fabric `mrc-fabric up --prefix P` made");
+
+  mrc::mrcctl::DoctorOptions doc;
+  auto* doctor = app.add_subcommand(
+      "doctor",
+      "check this host before a job: per plane port address, route, MTU, GSO/GRO, "
+      "UDP port, probes of a peer; clock and CPU settings. Exit 0: no FAIL");
+  doctor->add_option("--peer", doc.peer,
+                     "probe this peer on every plane: srv6 h<N> or a fabric name; else its "
+                     "address per plane, a,b,...");
+  doctor->add_option("--count", doc.count, "probes per path (1..100)")->capture_default_str();
+  doctor->add_option("--timeout-ms", doc.timeout_ms, "wait for replies after the last probe")
+      ->capture_default_str();
+  doctor->add_option("--listen", doc.listen_s,
+                     "then answer probes this many seconds (run it on the peer)");
 
   try {
     app.parse(argc, argv);
@@ -385,6 +403,20 @@ int run(int argc, char** argv) {
         *fd, [&] { return mrc::mrcctl::metrics_text(load(g)); }, &g_stop);
     ::close(*fd);
     return 0;
+  }
+  if (doctor->parsed()) {
+    auto checks = mrc::mrcctl::run_doctor(doc, [&](const std::vector<mrc::mrcctl::Check>& v) {
+      const Json j = mrc::mrcctl::doctor_json(v);
+      if (g.json) {
+        std::cout << j.dump(2) << std::endl;
+        return;
+      }
+      std::cout << mrc::mrcctl::render(mrc::mrcctl::doctor_table(v))
+                << "doctor: " << j["fail"].get<int>() << " FAIL, " << j["warn"].get<int>()
+                << " warn" << std::endl;
+    });
+    if (!checks.ok()) throw Fail{2, "doctor: " + checks.error()};
+    return mrc::mrcctl::doctor_exit(*checks);
   }
   if (probe->parsed()) {
     const auto snaps = select(g);

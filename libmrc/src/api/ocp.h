@@ -18,8 +18,9 @@
 // EVs (docs/ocp-api.md): an OCP EV {val, port} becomes an engine Path {ev, plane = port - 1}.
 // UDP format: the value (at most 16 bits, MSB-first from val[0]) is the UDP source-port
 // selector and ev = plane << 16 | value, as UdpDriver::spray_paths numbers its own. SRv6
-// format (path_mode srv6 only): val[0..15] is a uSID address whose first uSID after the block
-// names a T1 spine of the plane; ev = srv6::Fabric::ev(plane, spine, k), k a hash of the rest.
+// format (path_mode srv6 only): val[0..15] is the destination address the controller chose (a
+// uSID segment list in the plane's locator block, no SRH); the driver sends exactly there
+// (UdpDriver::explicit_path gives its EV), whatever our fabric plan would derive.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -74,23 +74,26 @@ std::optional<engine::Path> to_path(const verbs::Device& dev, int fmt_mode, uint
     return engine::Path{uint32_t{plane} << 16 | raw >> unused, plane};
   }
   if (fmt_mode == MRC_CTL_EV_FMT_MODE_SRV6 && (supported_fmt_modes(dev) & fmt_mode)) {
+    // The EV is the destination address the controller chose (its uSID segment list, ending
+    // at the peer): the driver sends to exactly that, not to the path our plan derives.
     const srv6::Fabric& f = *u.fabric;
     srv6::Ipv6 a{};
     std::memcpy(a.data(), ev.val, 16);
-    const uint32_t block = uint32_t{a[0]} << 24 | uint32_t{a[1]} << 16 | uint32_t{a[2]} << 8 | a[3];
-    srv6::SwitchId sw;
-    if (!zero_from(16) || block != f.config().block ||
-        !f.owner(srv6::Fabric::usid_at(a, 0), &sw) || sw.plane != plane) {
-      *why = "an SRv6 EV is a uSID address in the fabric's block whose first uSID is a switch "
-             "of the plane of its port (no SRH segment)";
+    if (!zero_from(16) || !f.in_block(plane, a) || f.usid_at(plane, a, 0) == 0) {
+      *why = "an SRv6 EV is a uSID address (no SRH segment) in the locator block " +
+             srv6::prefix(f.block(plane), f.block_bits(plane)) + " of the plane of its port";
       return std::nullopt;
     }
-    // The driver builds each peer's destination from the fabric: what it keeps of the EV is
-    // the spine (a T0 first: the path under one T0). k keeps distinct EVs apart.
-    uint32_t k = 0;
-    for (size_t i = 6; i < 16; ++i) k = k * 31 + a[i];
-    const uint32_t spine = sw.tier == srv6::Tier::kT1 ? sw.index : 0;
-    return engine::Path{srv6::Fabric::ev(plane, spine, k & 0xff), plane};
+    if (!dev.driver) {
+      *why = "the device is not open";
+      return std::nullopt;
+    }
+    auto path = dev.driver->explicit_path(plane, a);
+    if (!path.ok()) {
+      *why = path.error();
+      return std::nullopt;
+    }
+    return *path;
   }
   *why = "EV format mode " + std::to_string(fmt_mode) + " is not carried by this device";
   return std::nullopt;

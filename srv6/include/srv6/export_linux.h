@@ -6,35 +6,42 @@
 // For switch X (run inside X's network namespace; needs seg6_enabled=1 and forwarding=1):
 //   ip -6 addr add <ll>/64 dev <if>                 for each port (fe80::1 lower tier,
 //                                                    fe80::2 upper tier, see fabric.h Port)
-//   ip -6 route add <block>:<own usid>::/48 encap seg6local action End flavors next-csid
-//       lblen 32 nflen 16 dev <first port>          (one line; SwitchPlanOptions::end_dev
-//                                                    names another device)
-//   ip -6 route add <block>:<next usid>::/48 via <peer ll> dev <if>
-//       for every uSID a neighbour owns: a T0 routes each spine's uSID up and each of its
-//       hosts' (T0-local) uSIDs down; a spine routes each T0's uSID down.
+//   ip -6 route add <block>:<own usid>::/<L+N> encap seg6local action End flavors next-csid
+//       lblen <L> nflen <N> dev <first port>        (one line; L, N: the plane's locator
+//                                                    format, fabric.h; generated 32 and 16;
+//                                                    SwitchPlanOptions::end_dev names
+//                                                    another device)
+//   ip -6 route add <Port::route>/<Port::route_len> via <peer ll> dev <if>
+//       for every neighbour: a T0 routes each spine's uSID up and each of its hosts'
+//       delivery prefixes down (block:<host usid>::/<L+N>, or the address /128 in the
+//       locator form); a spine routes each T0's uSID down.
 // With SwitchPlanOptions::plain_routes, plain IPv6 routes to every host port address
-// (block:<host usid>:<t0 usid>::/64, see fabric.h), so TCP or ECMP traffic needs no SRv6:
-//   T0:  its own hosts' /64 via the host port; every other T0's hosts' /64 as one multipath
-//        route over all its spines (`nexthop via fe80::2 dev <up1> nexthop via ...`);
-//   T1:  every host's /64 via the port to that host's T0.
-//   These /64s are more specific than the T0's /48 host uSID routes (which are T0-local and
-//   would send another T0's host port address down to a local host). SRv6 path addresses
-//   start with a node uSID (<= 0xEFFF), host port addresses with a host uSID (>= 0xF000),
-//   so the two sets of routes never match the same address on a spine or upstream.
+// (address / host_prefix_len: block:<host usid>:<t0 usid>::/64 when generated, see
+// fabric.h), so TCP or ECMP traffic needs no SRv6:
+//   T0:  its own hosts' prefixes via the host port (left out where it is the delivery
+//        route already); every other T0's hosts' as one multipath route over all its
+//        spines (`nexthop via fe80::2 dev <up1> nexthop via ...`);
+//   T1:  every host's prefix via the port to that host's T0.
+//   These are more specific than the T0's host uSID routes (which are T0-local and would
+//   send another T0's host port address down to a local host). SRv6 path addresses start
+//   with a node uSID, host port addresses in the host-uSID form with a host uSID that is no
+//   switch's, so the two sets of routes never match the same address on a spine or
+//   upstream.
 //
 // For host h's port on plane p (host_port_plan; inside the host's namespace): its link-local
-// fe80::1/64, its host port address /128 and the block /32 via fe80::2 on that port:
+// fe80::1/64, its host port address /128 and the plane's block (/32 when generated) via
+// fe80::2 on that port:
 //   ip -6 addr add fe80::1/64 dev <port>
 //   ip -6 addr add <port address>/128 dev <port>
-//   ip -6 route add <block>/32 via fe80::2 dev <port>
+//   ip -6 route add <block>/<L> via fe80::2 dev <port>
 // That is complete when each port has its own namespace (or VRF). host_plan puts all of a
-// host's ports in one namespace: Linux refuses a second main-table route for the same /32,
+// host's ports in one namespace: Linux refuses a second main-table route for the same block,
 // and a source route (`from` in the route) does not fall back to one without, so plane 0's
 // block route stays in the main table and plane p > 0 moves its own to table
 // kPlaneTableBase + p, with a rule choosing that table for its port address:
 //   ip -6 rule add from <port address>/128 table <100 + p> priority <100 + p>
-//   ip -6 route add <block>/32 via fe80::2 dev <port> table <100 + p>
-//   ip -6 route add unreachable <block>/32 table <100 + p> metric 65535
+//   ip -6 route add <block>/<L> via fe80::2 dev <port> table <100 + p>
+//   ip -6 route add unreachable <block>/<L> table <100 + p> metric 65535
 // A socket bound to a plane's port address thus leaves by that plane's port; an unbound one
 // by plane 0's. The unreachable route takes over while the port is down (Linux then deletes
 // the route through it): the plane's traffic fails instead of leaking into the main table,
@@ -75,7 +82,7 @@ struct Nexthop {
 struct RouteRecord {
   enum class Kind : uint8_t {
     kVia,          // via nexthops; more than one: a multipath (ECMP) route
-    kEnd,          // seg6local End flavors next-csid lblen 32 nflen 16 dev nexthops[0].dev
+    kEnd,          // seg6local End flavors next-csid lblen L nflen N dev nexthops[0].dev
     kUnreachable,  // no nexthops
   };
   Kind kind = Kind::kVia;
@@ -84,6 +91,8 @@ struct RouteRecord {
   uint32_t table = kMainTable;
   std::vector<Nexthop> nexthops;  // at least one, but none for kUnreachable
   uint32_t metric = 0;            // 0: the kernel's default (1024)
+  uint8_t lblen = kBlockBits;     // kEnd: locator block and uSID lengths, bits
+  uint8_t nflen = kUsidBits;
 };
 
 // Everything one namespace (or one port of it) needs, applied in this order: addresses,

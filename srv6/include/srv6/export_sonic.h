@@ -9,7 +9,10 @@
 //                                                 "decap_dscp_mode": "pipe" } },
 //   "STATIC_ROUTE": { "fcbb:bbbb:6::/48": { "nexthop": "fe80::2", "ifname": "p0t0-s0" }, ... }
 // }
-// The static routes are the same ones export_linux.h emits (one per neighbour uSID).
+// block_len, node_len (= func_len) are the plane's locator format (fabric.h; 32 and 16 when
+// generated). The static routes are the same ones export_linux.h emits (one per neighbour:
+// its uSID prefix, or a host's delivery prefix). Interface names are fabric.h's; on a real
+// switch map them to its ports (Ethernet0, ...).
 #pragma once
 
 #include <string>

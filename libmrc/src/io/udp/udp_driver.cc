@@ -345,6 +345,29 @@ std::vector<engine::Path> UdpDriver::spray_paths(uint32_t host) const {
   return out;
 }
 
+Result<engine::Path, std::string> UdpDriver::explicit_path(uint16_t plane, const srv6::Ipv6& dst) {
+  if (cfg_.path_mode != PathMode::kSrv6 || !cfg_.fabric)
+    return Err(std::string("udp driver: an explicit SRv6 path needs the srv6 path mode"));
+  if (plane >= sockets_.size())
+    return Err("udp driver: plane " + std::to_string(plane) + " out of range");
+  if (!cfg_.fabric->in_block(plane, dst)) {
+    return Err("udp driver: " + srv6::format(dst) + " is not in plane " + std::to_string(plane) +
+               "'s locator block " +
+               srv6::prefix(cfg_.fabric->block(plane), cfg_.fabric->block_bits(plane)));
+  }
+  std::lock_guard lock(mu_);
+  if (explicit_.size() < sockets_.size()) explicit_.resize(sockets_.size());
+  auto& v = explicit_[plane];
+  size_t i = std::find(v.begin(), v.end(), dst) - v.begin();
+  if (i == v.size()) {
+    if (v.size() >= kMaxExplicitPerPlane)
+      return Err("udp driver: more than " + std::to_string(kMaxExplicitPerPlane) +
+                 " explicit paths on plane " + std::to_string(plane));
+    v.push_back(dst);
+  }
+  return engine::Path{kExplicitEv | uint32_t{plane} << 16 | static_cast<uint32_t>(i), plane};
+}
+
 engine::PathPolicy UdpDriver::spray_policy() const {
   engine::PathPolicy p;
   if (cfg_.path_mode == PathMode::kSrv6 && cfg_.fabric) {
@@ -364,7 +387,15 @@ std::optional<UdpDriver::Route> UdpDriver::route(const engine::Transmit& tx) con
   }
   const auto& dsts = peers_[tx.peer][plane];
   const Plane& pl = *sockets_[plane];
-  r.to = &dsts[dsts.size() == 1 ? 0 : srv6::Fabric::spine_of(tx.path.ev) % dsts.size()];
+  if (tx.path.ev & kExplicitEv) {  // explicit_path: the address itself, at the peer's port
+    const uint32_t i = tx.path.ev & 0xffff;
+    if (plane >= explicit_.size() || i >= explicit_[plane].size()) return std::nullopt;
+    auto [it, fresh] = explicit_to_.try_emplace({tx.peer, plane, i}, dsts[0]);
+    if (fresh) std::memcpy(&it->second.sin6_addr, explicit_[plane][i].data(), 16);
+    r.to = &it->second;
+  } else {
+    r.to = &dsts[dsts.size() == 1 ? 0 : srv6::Fabric::spine_of(tx.path.ev) % dsts.size()];
+  }
   r.fd = pl.fd;
   if (!pl.source_fds.empty()) {
     // Mix the whole EV so EVs that differ only in their salt still pick different ports.

@@ -67,12 +67,14 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/result.h"
@@ -179,6 +181,16 @@ class UdpDriver {
   /// fabric_paths(host); kDirect 4 EVs per plane; kEcmp one per source port and plane
   /// (`host` is unused outside kSrv6). EV = plane << 16 | k << 8.
   std::vector<engine::Path> spray_paths(uint32_t host) const;
+  /// kSrv6: a path whose destination is `dst` itself, as a controller spelled it (a uSID
+  /// segment list in the plane's block, ending at the peer; the OCP API's explicit SRv6
+  /// EVs), not the one the fabric derives for an EV. Sent to any peer on that path, a
+  /// datagram goes to `dst` at that peer's port. The EV is kExplicitEv | plane << 16 | i
+  /// (i counts the plane's distinct addresses); the same address gives the same EV. Errors:
+  /// not kSrv6, plane out of range, an address outside the plane's block, more than
+  /// kMaxExplicitPerPlane addresses.
+  static constexpr uint32_t kExplicitEv = 1u << 31;
+  static constexpr size_t kMaxExplicitPerPlane = 4096;
+  Result<engine::Path, std::string> explicit_path(uint16_t plane, const srv6::Ipv6& dst);
   /// The path policy for a QP that sprays on spray_paths(): kSrv6 sets
   /// min_active_per_plane to the spines a plane needs to carry a full T0's host ports
   /// (srv6::spines_for_full_t0 at the NIC rate per plane), so a dead spine costs its plane
@@ -295,6 +307,10 @@ class UdpDriver {
   std::unique_ptr<engine::Engine> engine_;
   // peers_[peer][plane][spine]: destination (kSrv6: one per spine; else one).
   std::vector<std::vector<std::vector<sockaddr_in6>>> peers_;
+  // explicit_path: the addresses per plane, and the destinations made from them per
+  // (peer, plane, index) with the peer's port (a map: route() hands out stable pointers).
+  std::vector<std::vector<srv6::Ipv6>> explicit_;
+  mutable std::map<std::tuple<engine::PeerId, uint16_t, uint32_t>, sockaddr_in6> explicit_to_;
   UdpCounters counters_;
   std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
   std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
