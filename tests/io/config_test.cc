@@ -66,7 +66,7 @@ TEST(HostConfig, Parse_ErrorsNameTheField) {
   const Getenv none = env_of({});
   EXPECT_NE(error_of(parse_host_config(R"({"prot": 1})", "a.json", none)).find("a.json: /prot: unknown field"),
             std::string::npos);
-  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["fd00::zz"]})", "a.json", none)).find("planes/0: not an IPv6 address: fd00::zz"),
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["fd00::zz"]})", "a.json", none)).find("planes/0: not an IPv6 or IPv4 address: fd00::zz"),
             std::string::npos);
   EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
                                        env_of({{"MRC_PORT", "70000"}})))
