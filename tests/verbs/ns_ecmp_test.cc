@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -109,8 +110,12 @@ class NsEcmp : public ::testing::Test {
 
   // ib_write_bw server in host 0, client in host 1, `during` called every 100 ms with the
   // seconds since the client started.
+  // MRC_NS_ECMP_SECONDS lengthens every run, for perf/RESULTS.md's figures (the test
+  // itself asserts no rate).
   static BwRun run(const std::string& server_cfg, const std::string& client_cfg, int seconds,
-                 const std::function<void(double, pid_t, pid_t)>& during = {}) {
+                   const std::function<void(double, pid_t, pid_t)>& during = {}) {
+    if (const char* e = std::getenv("MRC_NS_ECMP_SECONDS"); e && std::atoi(e) > seconds)
+      seconds = std::atoi(e);
     const std::vector<std::string> argv = {"ib_write_bw", "-D", std::to_string(seconds),
                                            "--report_gbits"};
     BwRun r;
@@ -155,9 +160,10 @@ class NsEcmp : public ::testing::Test {
       r.plane_tx.push_back(after.first[p] - before.first[p]);
       for (uint32_t k = 0; k < 2; ++k) r.spine_rx[p].push_back(after.second[p][k] - before.second[p][k]);
     }
-    std::printf("[ ecmp ] ib_write_bw %.3f Gbit/s = %.2f of %.1f; client plane tx MB: %.1f %.1f; "
+    std::printf("[ ecmp ] %s: ib_write_bw -D %d %.3f Gbit/s = %.2f of %.1f; client plane tx MB: %.1f %.1f; "
                 "spine rx MB: p0 %.1f %.1f, p1 %.1f %.1f\n",
-                r.gbps, r.gbps / kAggregateGbps, kAggregateGbps, r.plane_tx[0] / 1e6,
+                ::testing::UnitTest::GetInstance()->current_test_info()->name(), seconds, r.gbps,
+                r.gbps / kAggregateGbps, kAggregateGbps, r.plane_tx[0] / 1e6,
                 r.plane_tx[1] / 1e6, r.spine_rx[0][0] / 1e6, r.spine_rx[0][1] / 1e6,
                 r.spine_rx[1][0] / 1e6, r.spine_rx[1][1] / 1e6);
     return r;
