@@ -2,7 +2,6 @@
 #include "io/config.h"
 
 #include <arpa/inet.h>
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -68,7 +67,8 @@ TEST(HostConfig, Parse_ErrorsNameTheField) {
   const Getenv none = env_of({});
   EXPECT_NE(error_of(parse_host_config(R"({"prot": 1})", "a.json", none)).find("a.json: /prot: unknown field"),
             std::string::npos);
-  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["fd00::zz"]})", "a.json", none)).find("planes/0: not an IPv6 or IPv4 address: fd00::zz"),
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["fd00::zz"]})", "a.json", none))
+                .find("planes/0: not an IPv6 or IPv4 address: fd00::zz"),
             std::string::npos);
   EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
                                        env_of({{"MRC_PORT", "70000"}})))
@@ -116,7 +116,6 @@ TEST(HostConfig, Load_Srv6FromFabricFileDerivesPlanes) {
   EXPECT_NE(error_of(missing).find("MRC_CONFIG: cannot read /nonexistent/mrc.json"), std::string::npos);
 }
 
-
 std::string text_of(const sockaddr_in6& a) {
   char s[INET6_ADDRSTRLEN];
   ::inet_ntop(AF_INET6, &a.sin6_addr, s, sizeof s);
@@ -136,9 +135,10 @@ TEST(HostConfig, Peers_TableOfPlaneAddressesAtEachPlanesPort) {
   EXPECT_EQ(text_of(r->udp.known_peers[1][1]), "2001:db8:1:3::1/5000");
   EXPECT_TRUE(r->udp.peer_query);
   // The environment replaces the file's table: hosts by ';', planes by ','.
-  r = parse_host_config(R"({"planes": ["2001:db8::1", "2001:db8:1::1"], "peers": []})", "t.json",
-                        env_of({{"MRC_PEERS", "2001:db8::2,2001:db8:1::2;2001:db8::3,2001:db8:1::3"},
-                                {"MRC_PEER_QUERY", "0"}}));
+  r = parse_host_config(
+      R"({"planes": ["2001:db8::1", "2001:db8:1::1"], "peers": []})", "t.json",
+      env_of({{"MRC_PEERS", "2001:db8::2,2001:db8:1::2;2001:db8::3,2001:db8:1::3"},
+              {"MRC_PEER_QUERY", "0"}}));
   ASSERT_TRUE(r.ok()) << r.error();
   ASSERT_EQ(r->udp.known_peers.size(), 2u);
   EXPECT_EQ(text_of(r->udp.known_peers[1][0]), "2001:db8::3/4791");
@@ -156,10 +156,13 @@ TEST(HostConfig, Peers_ErrorsNameTheField) {
   } cases[] = {
       {"{" + planes + R"(, "peers": {"planes": []}})", "t.json: /peers: must be an array"},
       {"{" + planes + R"(, "peers": ["2001:db8::2"]})", "t.json: /peers/0: must be an object"},
-      {"{" + planes + R"(, "peers": [{"plane": ["2001:db8::2"]}]})", "t.json: /peers/0/plane: unknown field"},
+      {"{" + planes + R"(, "peers": [{"plane": ["2001:db8::2"]}]})",
+       "t.json: /peers/0/plane: unknown field"},
       {"{" + planes + R"(, "peers": [{}]})", "t.json: /peers/0: needs \"planes\""},
-      {"{" + planes + R"(, "peers": [{"planes": []}]})", "t.json: /peers/0/planes: must be a non-empty array"},
-      {"{" + planes + R"(, "peers": [{"planes": ["2001:db8::2", 7]}]})", "t.json: /peers/0/planes/1: must be a string"},
+      {"{" + planes + R"(, "peers": [{"planes": []}]})",
+       "t.json: /peers/0/planes: must be a non-empty array"},
+      {"{" + planes + R"(, "peers": [{"planes": ["2001:db8::2", 7]}]})",
+       "t.json: /peers/0/planes/1: must be a string"},
       {"{" + planes + R"(, "peers": [{"planes": ["2001:db8::2"]}]})",
        "t.json: /peers/0/planes: 1 addresses for 2 planes"},
       {"{" + planes + R"(, "peers": [{"planes": ["2001:db8::2", "198.18.1.zz"]}]})",
@@ -171,8 +174,10 @@ TEST(HostConfig, Peers_ErrorsNameTheField) {
        "t.json: /peers/1/planes/1: 198.18.1.2 is listed already (t.json: /peers/0/planes/1)"},
       {"{" + planes + R"(, "peer_query": 1})", "t.json: /peer_query: must be true or false"},
   };
-  for (const Case& c : cases) EXPECT_NE(err(c.json).find(c.want), std::string::npos) << c.json << "\n-> " << err(c.json);
-  EXPECT_NE(err("{" + planes + "}", {{"MRC_PEERS", "2001:db8::2"}}).find("MRC_PEERS/0/planes: 1 addresses for 2 planes"),
+  for (const Case& c : cases)
+    EXPECT_NE(err(c.json).find(c.want), std::string::npos) << c.json << "\n-> " << err(c.json);
+  EXPECT_NE(err("{" + planes + "}", {{"MRC_PEERS", "2001:db8::2"}})
+                .find("MRC_PEERS/0/planes: 1 addresses for 2 planes"),
             std::string::npos);
 }
 

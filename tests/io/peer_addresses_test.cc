@@ -297,9 +297,8 @@ class PeerAddressesPair : public ::testing::TestWithParam<PathMode> {
     ASSERT_TRUE(h_[0].drv->with_engine([&](Engine& e) { return e.post_send(h_[0].qpn, wr); }).ok());
     Completion c{};
     ASSERT_TRUE(wait_for([&] {
-      return h_[0].drv->with_engine([&](Engine& e) {
-               return e.poll_cq(h_[0].cq, std::span<Completion>(&c, 1));
-             }) == 1;
+      return h_[0].drv->with_engine(
+                 [&](Engine& e) { return e.poll_cq(h_[0].cq, std::span<Completion>(&c, 1)); }) == 1;
     }));
     EXPECT_EQ(c.status, WcStatus::kSuccess);
     EXPECT_EQ(c.wr_id, 77u);
@@ -402,8 +401,9 @@ TEST_P(PeerAddressesPair, StrangersQueryIsRefusedCountedAndUnanswered) {
   std::vector<uint8_t> rb(wire::kAddrReplySize);
   wire::encode_header(r, {}, rb);
   const sockaddr_in6 to0 = h_[0].drv->local_address(0);
-  ASSERT_EQ(::sendto(fd, rb.data(), rb.size(), 0, reinterpret_cast<const sockaddr*>(&to0), sizeof to0),
-            static_cast<ssize_t>(rb.size()));
+  ASSERT_EQ(
+      ::sendto(fd, rb.data(), rb.size(), 0, reinterpret_cast<const sockaddr*>(&to0), sizeof to0),
+      static_cast<ssize_t>(rb.size()));
   ASSERT_TRUE(wait_for([&] { return h_[0].drv->counters().addr_replies_dropped == 1; }));
   EXPECT_EQ(text_of(h_[0].drv->peer_addresses(h_[0].peer)[1]).substr(0, 17), "::ffff:127.0.11.1");
   ::close(fd);

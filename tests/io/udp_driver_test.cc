@@ -228,8 +228,7 @@ TEST_P(UdpPairVariant, Write_16MiBVerified) {
   auto [a, b] = write_16mib();
   EXPECT_GE(a.datagrams_sent, (16u << 20) / 4096);
   if (GetParam() != Variant::kBusyPoll) {
-    EXPECT_EQ(a.gso_messages > 0,
-              GetParam() == Variant::kEcmp || GetParam() == Variant::kIpv4Ecmp);
+    EXPECT_EQ(a.gso_messages > 0, GetParam() == Variant::kEcmp || GetParam() == Variant::kIpv4Ecmp);
   }
   if (GetParam() == Variant::kIpv4Ecmp) {
     EXPECT_EQ(a.gso_disabled, 0u);
@@ -241,8 +240,8 @@ TEST_P(UdpPairVariant, Write_16MiBVerified) {
 }
 
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
-  static const char* const kNames[] = {"NoGsoGro", "ZeroChecksum",     "Ecmp",
-                                       "BusyPoll", "Ipv4Ecmp", "Ipv4ZeroChecksum"};
+  static const char* const kNames[] = {"NoGsoGro", "ZeroChecksum", "Ecmp",
+                                       "BusyPoll", "Ipv4Ecmp",     "Ipv4ZeroChecksum"};
   return kNames[static_cast<int>(info.param)];
 }
 

@@ -268,7 +268,6 @@ TEST_F(NcclFabric, AllPathsDead_BothSidesFailWithinTheRetryBudget) {
   EXPECT_EQ(err, "");
 }
 
-
 // The plugin on a fabric MRC did not make (hand_fabric.h: plain ip commands, ECMP routes, its
 // own addressing), path_mode ecmp with no fabric file, over IPv6 and over IPv4: the handshake
 // carries every plane's address and (ephemeral) port, so a verified stream leaves host 0 on
@@ -302,7 +301,8 @@ class NcclHandFabric : public ::testing::TestWithParam<bool> {  // true: IPv4 pl
     std::ofstream(cfg) << "{}\n";
     std::string planes;
     for (uint32_t p = 0; p < 2; ++p)
-      planes += (p ? "," : "") + (v4 ? verbs::HandFabric::host_v4(h, p) : verbs::HandFabric::host_v6(h, p));
+      planes += (p ? "," : "") +
+                (v4 ? verbs::HandFabric::host_v4(h, p) : verbs::HandFabric::host_v6(h, p));
     return RankSpec{{{"MRC_CONFIG", cfg},
                      {"MRC_PATH_MODE", "ecmp"},
                      {"MRC_PLANES", planes},
@@ -323,8 +323,9 @@ TEST_P(NcclHandFabric, EcmpVerifiedStreamUsesBothPlanes) {
   const uint64_t tx0 = tx(0), tx1 = tx(1);
   Board b(1);
   double gbps = 0;
-  const std::string err = run_ranks({host(0, GetParam()), host(1, GetParam())},
-                                    [&](int rank) { return stream(rank, b, 2.0, &gbps); }, 120);
+  const std::string err = run_ranks(
+      {host(0, GetParam()), host(1, GetParam())},
+      [&](int rank) { return stream(rank, b, 2.0, &gbps); }, 120);
   EXPECT_EQ(err, "");
   const double d0 = static_cast<double>(tx(0) - tx0), d1 = static_cast<double>(tx(1) - tx1);
   std::printf("[ ecmp ] plugin stream over %s: plane tx MB %.1f %.1f\n",

@@ -4,8 +4,8 @@
 // the spines by ECMP (L4 hash). Dual stack, its own addressing:
 //   IPv6: 2001:db8:<plane>:<net>::<id>/64      IPv4: 198.18.<plane * 16 + net>.<id>/24
 //   net: host h's link = h, T0 (h) - spine (k) link = 10 + 2h + k; id: host 1, T0 2 on host
-//   links; T0 1, spine 2 on T0-spine links. A management link between the hosts ("mgmt", 198.19.0.h+1)
-//   carries the tools' own TCP exchange. Host ports (both ends) are shaped by tbf.
+//   links; T0 1, spine 2 on T0-spine links. A management link between the hosts ("mgmt",
+//   198.19.0.h+1) carries the tools' own TCP exchange. Host ports (both ends) are shaped by tbf.
 // Namespaces are named <prefix>-h<h>, -t<p>h<h>, -s<p>k<k>; down() (and the destructor)
 // removes them all. Threading: test thread only.
 #pragma once
@@ -78,7 +78,8 @@ class HandFabric {
                                                               const std::string& dev) const {
     auto r = nsfabric::run_command({"ip", "-n", ns, "-s", "-o", "link", "show", "dev", dev});
     if (!r) return Err(r.error());
-    // One line: "... RX: bytes packets ... \    <rx bytes> ... \    TX: bytes ... \    <tx bytes> ..."
+    // One line: "... RX: bytes packets ... \    <rx bytes> ... \    TX: bytes ... \    <tx bytes>
+    // ..."
     std::vector<std::string> words;
     std::string w;
     for (char c : *r) {
@@ -142,24 +143,26 @@ class HandFabric {
 
     // Links, made from the root namespace straight into their namespaces.
     const std::string mtu = " mtu " + std::to_string(o_.mtu);
-    std::string links = "link add name mgmt netns " + host(0) + " type veth peer name mgmt netns " + host(1) + "\n";
+    std::string links =
+        "link add name mgmt netns " + host(0) + " type veth peer name mgmt netns " + host(1) + "\n";
     for (uint32_t p = 0; p < P; ++p) {
       for (uint32_t h = 0; h < 2; ++h) {
         links += "link add name " + port_dev(p) + " netns " + host(h) + mtu +
                  " type veth peer name toh netns " + t0(p, h) + mtu + "\n";
         for (uint32_t k = 0; k < S; ++k)
           links += "link add name s" + std::to_string(k) + " netns " + t0(p, h) + mtu +
-                   " type veth peer name t" + std::to_string(h) + " netns " + spine(p, k) + mtu + "\n";
+                   " type veth peer name t" + std::to_string(h) + " netns " + spine(p, k) + mtu +
+                   "\n";
       }
     }
     if (auto s = run({"ip", "-batch", "-"}, links); !s) return s;
 
     for (const std::string& ns : all) {
-      if (auto s = sysctl(ns, {"net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
-                               "net.ipv6.conf.all.forwarding=1", "net.ipv4.ip_forward=1",
-                               "net.ipv4.fib_multipath_hash_policy=1",
-                               "net.ipv6.fib_multipath_hash_policy=1", "net.ipv4.conf.all.rp_filter=0",
-                               "net.ipv4.conf.default.rp_filter=0"});
+      if (auto s = sysctl(
+              ns, {"net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+                   "net.ipv6.conf.all.forwarding=1", "net.ipv4.ip_forward=1",
+                   "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1",
+                   "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"});
           !s)
         return s;
     }
@@ -238,8 +241,9 @@ class HandFabric {
         }
         ::close(*fd0);
         ::close(*fd1);
-        if (!ok) return Err("plane " + std::to_string(p) + (v4 ? " IPv4" : " IPv6") +
-                            ": no datagram between the hosts after 5 s");
+        if (!ok)
+          return Err("plane " + std::to_string(p) + (v4 ? " IPv4" : " IPv6") +
+                     ": no datagram between the hosts after 5 s");
       }
     }
     return {};
@@ -271,7 +275,8 @@ class HandFabric {
     // Host ports at a NIC port's rate, both directions.
     for (uint32_t p = 0; p < P; ++p) {
       for (uint32_t h = 0; h < 2; ++h) {
-        for (const auto& [ns, dev] : {std::pair{host(h), port_dev(p)}, std::pair{t0(p, h), std::string("toh")}}) {
+        for (const auto& [ns, dev] :
+             {std::pair{host(h), port_dev(p)}, std::pair{t0(p, h), std::string("toh")}}) {
           if (auto s = run({"tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate",
                             o_.rate, "burst", "131072", "limit", "524288"});
               !s)

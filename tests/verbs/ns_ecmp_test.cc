@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -42,7 +42,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr uint16_t kToolPort = 18515;  // perftest's TCP port for its connection details
+constexpr uint16_t kToolPort = 18515;   // perftest's TCP port for its connection details
 constexpr double kAggregateGbps = 1.0;  // 2 planes x 500 Mbit/s
 
 enum class Family { kV6, kV4 };
@@ -93,15 +93,18 @@ class NsEcmp : public ::testing::Test {
   // Host h's config: ecmp over its plane ports; `extra` adds fields ("peers", "peer_query").
   static std::string config(Family f, uint32_t h, const std::string& extra = "") {
     std::string planes;
-    for (uint32_t p = 0; p < 2; ++p) planes += std::string(p ? ", " : "") + "\"" + plane_addr(f, h, p) + "\"";
-    const std::string path = "/tmp/" + fab_->options().prefix + "-" + std::to_string(files_.size()) + ".json";
+    for (uint32_t p = 0; p < 2; ++p)
+      planes += std::string(p ? ", " : "") + "\"" + plane_addr(f, h, p) + "\"";
+    const std::string path =
+        "/tmp/" + fab_->options().prefix + "-" + std::to_string(files_.size()) + ".json";
     std::ofstream(path) << "{\"path_mode\": \"ecmp\", \"planes\": [" << planes
                         << "], \"nic_gbps\": " << kAggregateGbps << extra << "}\n";
     files_.push_back(path);
     return path;
   }
   static std::string table_of(Family f, uint32_t h) {
-    return ", \"peers\": [{\"planes\": [\"" + plane_addr(f, h, 0) + "\", \"" + plane_addr(f, h, 1) + "\"]}]";
+    return ", \"peers\": [{\"planes\": [\"" + plane_addr(f, h, 0) + "\", \"" + plane_addr(f, h, 1) +
+           "\"]}]";
   }
 
   static std::vector<std::string> env(const std::string& cfg) {
@@ -158,14 +161,16 @@ class NsEcmp : public ::testing::Test {
     r.spine_rx.assign(2, {});
     for (uint32_t p = 0; p < 2; ++p) {
       r.plane_tx.push_back(after.first[p] - before.first[p]);
-      for (uint32_t k = 0; k < 2; ++k) r.spine_rx[p].push_back(after.second[p][k] - before.second[p][k]);
+      for (uint32_t k = 0; k < 2; ++k)
+        r.spine_rx[p].push_back(after.second[p][k] - before.second[p][k]);
     }
-    std::printf("[ ecmp ] %s: ib_write_bw -D %d %.3f Gbit/s = %.2f of %.1f; client plane tx MB: %.1f %.1f; "
-                "spine rx MB: p0 %.1f %.1f, p1 %.1f %.1f\n",
-                ::testing::UnitTest::GetInstance()->current_test_info()->name(), seconds, r.gbps,
-                r.gbps / kAggregateGbps, kAggregateGbps, r.plane_tx[0] / 1e6,
-                r.plane_tx[1] / 1e6, r.spine_rx[0][0] / 1e6, r.spine_rx[0][1] / 1e6,
-                r.spine_rx[1][0] / 1e6, r.spine_rx[1][1] / 1e6);
+    std::printf(
+        "[ ecmp ] %s: ib_write_bw -D %d %.3f Gbit/s = %.2f of %.1f; client plane tx MB: %.1f %.1f; "
+        "spine rx MB: p0 %.1f %.1f, p1 %.1f %.1f\n",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name(), seconds, r.gbps,
+        r.gbps / kAggregateGbps, kAggregateGbps, r.plane_tx[0] / 1e6, r.plane_tx[1] / 1e6,
+        r.spine_rx[0][0] / 1e6, r.spine_rx[0][1] / 1e6, r.spine_rx[1][0] / 1e6,
+        r.spine_rx[1][1] / 1e6);
     return r;
   }
 
@@ -199,12 +204,14 @@ class NsEcmp : public ::testing::Test {
   static void drop_queries_at_host0(bool on) {
     const std::string ns = fab_->host(0);
     if (on) {
-      auto r2 = nsfabric::run_command({"ip", "netns", "exec", ns, "nft", "-f", "-"},
-                                      "table inet mrcec_drop {\n chain in {\n  type filter hook "
-                                      "input priority 0;\n  udp dport 4791 @th,72,8 34 counter drop\n }\n}\n");
+      auto r2 = nsfabric::run_command(
+          {"ip", "netns", "exec", ns, "nft", "-f", "-"},
+          "table inet mrcec_drop {\n chain in {\n  type filter hook "
+          "input priority 0;\n  udp dport 4791 @th,72,8 34 counter drop\n }\n}\n");
       ASSERT_TRUE(r2.ok()) << r2.error();
     } else {
-      (void)nsfabric::run_command({"ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "mrcec_drop"});
+      (void)nsfabric::run_command(
+          {"ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "mrcec_drop"});
     }
   }
 
@@ -228,14 +235,16 @@ TEST_F(NsEcmp, Ipv4_GidIsIpv4MappedAndThePlanesAreLearnt) {
   // perftest prints a GID byte by byte in decimal: the server's is ::ffff:198.18.0.1.
   EXPECT_NE(r.client.find("GID: 00:00:00:00:00:00:00:00:00:00:255:255:198:18:00:01"),
             std::string::npos)
-      << "the GID perftest exchanged is the IPv4-mapped plane-0 address\n" << r.client;
+      << "the GID perftest exchanged is the IPv4-mapped plane-0 address\n"
+      << r.client;
 }
 
 TEST_F(NsEcmp, BeforeLearning_OnePlaneCarriesEverything) {
   // What a GID alone gave before peers were learnt (peer_query off, no table): the figure
   // perf/RESULTS.md compares with.
   for (Family f : {Family::kV6, Family::kV4}) {
-    BwRun r = run(config(f, 0, ", \"peer_query\": false"), config(f, 1, ", \"peer_query\": false"), 3);
+    BwRun r =
+        run(config(f, 0, ", \"peer_query\": false"), config(f, 1, ", \"peer_query\": false"), 3);
     expect_one_plane(r);
     EXPECT_EQ(r.client_dev.addr_queries_sent, 0u);
   }

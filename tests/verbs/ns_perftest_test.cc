@@ -127,7 +127,9 @@ class NsPerftest : public ::testing::Test {
     return r;
   }
 
-  static std::vector<double> result_line(const std::string& out) { return perftest_result_line(out); }
+  static std::vector<double> result_line(const std::string& out) {
+    return perftest_result_line(out);
+  }
   static double bw_average(const std::string& out) { return perftest_bw_average(out); }
 
   static inline std::string skip_;

@@ -59,7 +59,7 @@ struct Child {
 };
 
 inline Child spawn(const std::string& ns, const std::vector<std::string>& env,
-            const std::vector<std::string>& argv) {
+                   const std::vector<std::string>& argv) {
   int p[2];
   Child c;
   if (::pipe2(p, O_CLOEXEC) != 0) return c;

@@ -92,8 +92,8 @@ std::optional<WireError> reference_verdict(std::span<const uint8_t> b) {
   if (b.size() < hs) return WireError::kTooShort;
   if (spec_header_crc(b.first(hs)) != load_be32(b, kOffHdrCrc)) return WireError::kBadHeaderCrc;
   if (hs != 72 && b.size() != hs) return WireError::kBadLength;
-  if (b[1] == 34 && b[40] != 0) return WireError::kBadField;   // a query lists no planes
-  if (b[1] == 35 && b[40] > 16) return WireError::kBadField;   // a reply at most 16
+  if (b[1] == 34 && b[40] != 0) return WireError::kBadField;  // a query lists no planes
+  if (b[1] == 35 && b[40] > 16) return WireError::kBadField;  // a reply at most 16
   if (hs != 72) return std::nullopt;
   const size_t payload_len = load_be16(b, kOffPayloadLen);
   const size_t got = b.size() - 72;
@@ -922,11 +922,11 @@ TEST(Wire, AddrQuery_KnownBytesAndRoundTrip) {
   Bytes b(header_size(Kind::kAddrQuery));
   ASSERT_EQ(encode_header(q, {}, b), 48u);
   EXPECT_EQ(b[1], 34);
-  EXPECT_EQ(load_be32(b, 4), 0u);            // dst_qpn: connectionless
-  EXPECT_EQ(load_be32(b, 8), 0xF00DCAFEu);   // token
-  EXPECT_EQ(load_be32(b, 16), 0x12345678u);  // nonce in psn
-  EXPECT_EQ(load_be32(b, 32), 0x00A1B2C3u);  // target_qpn
-  EXPECT_EQ(load_be32(b, 36), 0x00D4E5F6u);  // src_qpn
+  EXPECT_EQ(load_be32(b, 4), 0u);                                       // dst_qpn: connectionless
+  EXPECT_EQ(load_be32(b, 8), 0xF00DCAFEu);                              // token
+  EXPECT_EQ(load_be32(b, 16), 0x12345678u);                             // nonce in psn
+  EXPECT_EQ(load_be32(b, 32), 0x00A1B2C3u);                             // target_qpn
+  EXPECT_EQ(load_be32(b, 36), 0x00D4E5F6u);                             // src_qpn
   for (size_t i = 40; i < 48; ++i) EXPECT_EQ(b[i], 0) << "byte " << i;  // planes, reserved
   EXPECT_EQ(load_be32(b, kOffHdrCrc), spec_header_crc(b));
   auto r = decode(b);

@@ -5,8 +5,8 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -125,7 +125,8 @@ void from_json(const json& j, const std::string& src, Fields& f) {
     else if (key == "zero_udp_checksum") f.zero_udp_checksum = boolean();
     else if (key == "busy_poll") f.busy_poll = boolean();
     else if (key == "ecmp_source_ports") f.ecmp_source_ports = uint(1, 256);
-    else if (key == "peer_query") f.peer_query = boolean();
+    else if (key == "peer_query")
+      f.peer_query = boolean();
     else if (key == "peers") {
       if (!v.is_array()) throw Bad{where + ": must be an array of {\"planes\": [...]}"};
       f.peers.clear();
@@ -150,8 +151,8 @@ void from_json(const json& j, const std::string& src, Fields& f) {
         f.peers.push_back(std::move(planes));
       }
       f.peers_source = src + ": /peers";
-    }
-    else if (key == "nic_gbps") f.nic_gbps = number();
+    } else if (key == "nic_gbps")
+      f.nic_gbps = number();
     else if (key == "base_rtt_us") f.base_rtt_us = number();
     else if (key == "min_base_rtt_us") f.min_base_rtt_us = number();
     else if (key == "progress_nice") {

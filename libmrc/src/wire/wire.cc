@@ -439,8 +439,10 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
       for (size_t i = 0; i < kMaxAddrPlanes; ++i) {  // entries past `planes` are zero
         WireAddrPlane& w = h.ext.plane[i];
         const bool used = i < a.planes;
-        if (used) std::memcpy(w.addr, a.plane[i].addr.data(), 16);
-        else std::memset(w.addr, 0, 16);
+        if (used)
+          std::memcpy(w.addr, a.plane[i].addr.data(), 16);
+        else
+          std::memset(w.addr, 0, 16);
         w.port.set(used ? a.plane[i].port : 0);
         std::memset(w.reserved, 0, sizeof w.reserved);
       }

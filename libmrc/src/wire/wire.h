@@ -41,15 +41,15 @@ inline constexpr uint32_t kMaxPayload = 4096;
 inline constexpr uint32_t kSackBits = 256;
 
 enum class Kind : uint8_t {
-  kWrite = 1,      // RDMA WRITE: place at (rkey, addr + offset)
-  kWriteImm = 2,   // WRITE with immediate: as kWrite, consumes a receive on the last packet
-  kSend = 3,       // SEND: place in receive #msn at offset
-  kSendImm = 4,    // SEND with immediate
-  kReadReq = 5,    // READ request: responder reads (rkey, addr, msg_len) and sends kReadResp
-  kReadResp = 6,   // READ response data: placed at offset of the requester's READ #msn
-  kAck = 16,       // cumulative ACK + SACK bitmap, echoes one data packet's EV and timestamp
-  kNack = 17,      // negative ACK of one PSN with a reason
-  kProbe = 32,     // path probe on one EV
+  kWrite = 1,     // RDMA WRITE: place at (rkey, addr + offset)
+  kWriteImm = 2,  // WRITE with immediate: as kWrite, consumes a receive on the last packet
+  kSend = 3,      // SEND: place in receive #msn at offset
+  kSendImm = 4,   // SEND with immediate
+  kReadReq = 5,   // READ request: responder reads (rkey, addr, msg_len) and sends kReadResp
+  kReadResp = 6,  // READ response data: placed at offset of the requester's READ #msn
+  kAck = 16,      // cumulative ACK + SACK bitmap, echoes one data packet's EV and timestamp
+  kNack = 17,     // negative ACK of one PSN with a reason
+  kProbe = 32,    // path probe on one EV
   kProbeReply = 33,
   kAddrQuery = 34,  // connectionless: "what are your plane addresses?" (bound to a QP's token)
   kAddrReply = 35,  // its answer: the peer's address and port per plane
@@ -168,7 +168,7 @@ struct Packet {
   AckHeader ack;
   NackHeader nack;
   ProbeReplyHeader probe_reply;
-  AddrHeader addr;  // kAddrQuery, kAddrReply
+  AddrHeader addr;                   // kAddrQuery, kAddrReply
   std::span<const uint8_t> payload;  // data packets: the payload (empty when trimmed)
   bool trimmed = false;              // data packet cut by a switch
 };
@@ -206,14 +206,14 @@ inline constexpr size_t kDataHeaderSize = kCommonSize + kDataExtSize;
 // ---- Encode / decode -----------------------------------------------------------------
 
 enum class WireError : uint8_t {
-  kTooShort = 1,       // fewer bytes than the common header or the kind's header
-  kBadVersion,         // version is not kVersion
-  kUnknownKind,        // kind byte names no packet kind
-  kBadLength,          // control packet with trailing bytes, or payload longer than payload_len
-  kPayloadTooLarge,    // payload_len above kMaxPayload
-  kBadHeaderCrc,       // hdr_crc does not match
-  kBadPayloadCrc,      // payload_crc does not match (untrimmed packet)
-  kBadField,           // a field out of its range (ADDR_REPLY: more planes than it holds)
+  kTooShort = 1,     // fewer bytes than the common header or the kind's header
+  kBadVersion,       // version is not kVersion
+  kUnknownKind,      // kind byte names no packet kind
+  kBadLength,        // control packet with trailing bytes, or payload longer than payload_len
+  kPayloadTooLarge,  // payload_len above kMaxPayload
+  kBadHeaderCrc,     // hdr_crc does not match
+  kBadPayloadCrc,    // payload_crc does not match (untrimmed packet)
+  kBadField,         // a field out of its range (ADDR_REPLY: more planes than it holds)
 };
 const char* to_string(WireError e);
 

@@ -112,9 +112,9 @@ bool PeerAddresses::may_answer(engine::Time now) {
   return true;
 }
 
-size_t PeerAddresses::build_reply(engine::Time now, const wire::Packet& q,
-                                  const engine::QpAttr& qp, engine::Qpn qpn,
-                                  std::span<const sockaddr_in6> planes, std::span<uint8_t> out) {
+size_t PeerAddresses::build_reply(engine::Time now, const wire::Packet& q, const engine::QpAttr& qp,
+                                  engine::Qpn qpn, std::span<const sockaddr_in6> planes,
+                                  std::span<uint8_t> out) {
   wire::Packet a;
   a.common.kind = wire::Kind::kAddrReply;
   a.common.dst_qpn = 0;

@@ -38,17 +38,17 @@ namespace mrc::io {
 
 class PeerAddresses {
  public:
-  static constexpr uint32_t kTries = 8;                          // queries per learning
-  static constexpr engine::Duration kFirstRetry{10'000'000};     // 10 ms, doubling: ~2.5 s
-  static constexpr uint32_t kAnswerBurst = 64;                   // answers at once, then...
-  static constexpr uint32_t kAnswersPerSecond = 1000;            // ...this many a second
+  static constexpr uint32_t kTries = 8;                       // queries per learning
+  static constexpr engine::Duration kFirstRetry{10'000'000};  // 10 ms, doubling: ~2.5 s
+  static constexpr uint32_t kAnswerBurst = 64;                // answers at once, then...
+  static constexpr uint32_t kAnswersPerSecond = 1000;         // ...this many a second
 
   /// The QP pair a query is bound to (from the asking QP's attributes).
   struct Binding {
-    engine::Qpn qpn = 0;         // the asking QP
-    engine::Qpn dest_qpn = 0;    // the peer's QP
-    uint32_t remote_token = 0;   // what the peer's QP expects (the query's token)
-    uint32_t local_token = 0;    // what the asking QP expects (the reply's token)
+    engine::Qpn qpn = 0;        // the asking QP
+    engine::Qpn dest_qpn = 0;   // the peer's QP
+    uint32_t remote_token = 0;  // what the peer's QP expects (the query's token)
+    uint32_t local_token = 0;   // what the asking QP expects (the reply's token)
   };
   /// A query to send now: to `to` (the peer's known address), from local plane `plane`.
   struct Query {

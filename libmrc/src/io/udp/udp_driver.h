@@ -76,9 +76,9 @@
 
 #include <netinet/in.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
-#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -343,9 +343,9 @@ class UdpDriver {
   // peers_[peer][plane][spine]: destination (kSrv6: one per spine; else one).
   std::vector<std::vector<std::vector<sockaddr_in6>>> peers_;
   // add_peer_at: peers by their known address (16 bytes + port), and which may be learnt.
-  std::map<std::array<uint8_t, 16>, engine::PeerId> peers_at_;        // under mu_
+  std::map<std::array<uint8_t, 16>, engine::PeerId> peers_at_;     // under mu_
   std::map<engine::PeerId, std::vector<sockaddr_in6>> learnable_;  // under mu_
-  std::unique_ptr<PeerAddresses> addresses_;           // under mu_
+  std::unique_ptr<PeerAddresses> addresses_;                       // under mu_
   UdpCounters counters_;
   std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
   std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
