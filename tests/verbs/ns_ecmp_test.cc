@@ -43,7 +43,15 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 constexpr uint16_t kToolPort = 18515;   // perftest's TCP port for its connection details
-constexpr double kAggregateGbps = 1.0;  // 2 planes x 500 Mbit/s
+constexpr double kPortGbps = 0.5;  // tbf rate of every host port
+
+// The fabric's shape: 2 planes x 2 spines, or MRC_NS_ECMP_PLANES / MRC_NS_ECMP_SPINES (2..8)
+// for perf/RESULTS.md's larger runs.
+uint32_t shape(const char* name) {
+  const char* e = std::getenv(name);
+  const int v = e ? std::atoi(e) : 2;
+  return v >= 2 && v <= 8 ? static_cast<uint32_t>(v) : 2;
+}
 
 enum class Family { kV6, kV4 };
 
@@ -71,6 +79,8 @@ class NsEcmp : public ::testing::Test {
     }
     HandFabric::Options o;
     o.prefix = "mrcec" + std::to_string(::getpid());
+    o.planes = planes_ = shape("MRC_NS_ECMP_PLANES");
+    o.spines = spines_ = shape("MRC_NS_ECMP_SPINES");
     auto f = HandFabric::up(o);
     ASSERT_TRUE(f.ok()) << f.error();
     fab_.emplace(std::move(f).value());
@@ -96,19 +106,21 @@ class NsEcmp : public ::testing::Test {
   // under load holds to half the ports' rate whatever the planes do.
   static std::string config(Family f, uint32_t h, const std::string& extra = "") {
     std::string planes;
-    for (uint32_t p = 0; p < 2; ++p)
+    for (uint32_t p = 0; p < planes_; ++p)
       planes += std::string(p ? ", " : "") + "\"" + plane_addr(f, h, p) + "\"";
     const std::string path =
         "/tmp/" + fab_->options().prefix + "-" + std::to_string(files_.size()) + ".json";
     std::ofstream(path) << "{\"path_mode\": \"ecmp\", \"planes\": [" << planes
-                        << "], \"nic_gbps\": " << kAggregateGbps << ", \"base_rtt_us\": 300"
+                        << "], \"nic_gbps\": " << aggregate() << ", \"base_rtt_us\": 300"
                         << extra << "}\n";
     files_.push_back(path);
     return path;
   }
   static std::string table_of(Family f, uint32_t h) {
-    return ", \"peers\": [{\"planes\": [\"" + plane_addr(f, h, 0) + "\", \"" + plane_addr(f, h, 1) +
-           "\"]}]";
+    std::string planes;
+    for (uint32_t p = 0; p < planes_; ++p)
+      planes += std::string(p ? ", " : "") + "\"" + plane_addr(f, h, p) + "\"";
+    return ", \"peers\": [{\"planes\": [" + planes + "]}]";
   }
 
   static std::vector<std::string> env(const std::string& cfg) {
@@ -128,11 +140,11 @@ class NsEcmp : public ::testing::Test {
     BwRun r;
     auto bytes = [&]() {
       std::vector<uint64_t> tx;
-      std::vector<std::vector<uint64_t>> rx(2);
-      for (uint32_t p = 0; p < 2; ++p) {
+      std::vector<std::vector<uint64_t>> rx(planes_);
+      for (uint32_t p = 0; p < planes_; ++p) {
         auto c = fab_->counters(fab_->host(1), HandFabric::port_dev(p));
         tx.push_back(c.ok() ? c->second : 0);
-        for (uint32_t k = 0; k < 2; ++k) {
+        for (uint32_t k = 0; k < spines_; ++k) {
           auto s = fab_->counters(fab_->spine(p, k), "t1");
           rx[p].push_back(s.ok() ? s->first : 0);
         }
@@ -162,34 +174,44 @@ class NsEcmp : public ::testing::Test {
     r.server = s.out;
     r.gbps = perftest_bw_average(r.client);
     const auto after = bytes();
-    r.spine_rx.assign(2, {});
-    for (uint32_t p = 0; p < 2; ++p) {
+    r.spine_rx.assign(planes_, {});
+    for (uint32_t p = 0; p < planes_; ++p) {
       r.plane_tx.push_back(after.first[p] - before.first[p]);
-      for (uint32_t k = 0; k < 2; ++k)
+      for (uint32_t k = 0; k < spines_; ++k)
         r.spine_rx[p].push_back(after.second[p][k] - before.second[p][k]);
     }
-    std::printf(
-        "[ ecmp ] %s: ib_write_bw -D %d %.3f Gbit/s = %.2f of %.1f; client plane tx MB: %.1f %.1f; "
-        "spine rx MB: p0 %.1f %.1f, p1 %.1f %.1f\n",
-        ::testing::UnitTest::GetInstance()->current_test_info()->name(), seconds, r.gbps,
-        r.gbps / kAggregateGbps, kAggregateGbps, r.plane_tx[0] / 1e6, r.plane_tx[1] / 1e6,
-        r.spine_rx[0][0] / 1e6, r.spine_rx[0][1] / 1e6, r.spine_rx[1][0] / 1e6,
-        r.spine_rx[1][1] / 1e6);
+    std::string planes, spines;
+    for (uint32_t p = 0; p < planes_; ++p) {
+      planes += " " + std::to_string(r.plane_tx[p] / 1000000);
+      spines += " p" + std::to_string(p) + ":";
+      for (uint32_t k = 0; k < spines_; ++k)
+        spines += " " + std::to_string(r.spine_rx[p][k] / 1000000);
+    }
+    std::printf("[ ecmp ] %s: %u planes x %u spines, ib_write_bw -D %d %.3f Gbit/s = %.2f of %.1f; "
+                "client plane tx MB:%s; spine rx MB:%s\n",
+                ::testing::UnitTest::GetInstance()->current_test_info()->name(), planes_, spines_,
+                seconds, r.gbps, r.gbps / aggregate(), aggregate(), planes.c_str(), spines.c_str());
     return r;
   }
 
-  // Both planes carried the data, and in each plane both spines did (ECMP over the QP's
-  // source ports).
+  // Every plane carried its share of the data, and in each plane the spines shared it (ECMP
+  // over the QP's source ports).
   static void expect_sprayed(const BwRun& r) {
     EXPECT_EQ(r.client_rc, 0) << r.both();
     EXPECT_EQ(r.server_rc, 0) << r.both();
-    const double total = static_cast<double>(r.plane_tx[0] + r.plane_tx[1]);
+    double total = 0;
+    for (uint64_t b : r.plane_tx) total += static_cast<double>(b);
     ASSERT_GT(total, 0);
-    for (uint32_t p = 0; p < 2; ++p) {
-      EXPECT_GT(r.plane_tx[p] / total, 0.35) << "plane " << p << " carried too little";
-      const double plane = static_cast<double>(r.spine_rx[p][0] + r.spine_rx[p][1]);
-      for (uint32_t k = 0; k < 2; ++k)
-        EXPECT_GT(r.spine_rx[p][k] / plane, 0.02) << "plane " << p << " spine " << k << " unused";
+    for (uint32_t p = 0; p < planes_; ++p) {
+      EXPECT_GT(r.plane_tx[p] / total, 0.7 / planes_) << "plane " << p << " carried too little";
+      double plane = 0;
+      for (uint64_t b : r.spine_rx[p]) plane += static_cast<double>(b);
+      // 16 source ports hash onto 2 spines with every spine used (a miss: 2^-15); onto more,
+      // some spine may draw no port, so then only "more than one" is asked.
+      uint32_t used = 0;
+      for (uint32_t k = 0; k < spines_; ++k) used += r.spine_rx[p][k] / plane > 0.02 ? 1 : 0;
+      EXPECT_GE(used, 2u) << "plane " << p << ": ECMP put the QP on one spine";
+      if (spines_ == 2) EXPECT_EQ(used, 2u) << "plane " << p;
     }
     // The rate itself is not asserted (2 cores shared with the rest of the suite): it goes to
     // perf/RESULTS.md; the byte split above is what shows both planes carrying the data.
@@ -200,7 +222,8 @@ class NsEcmp : public ::testing::Test {
     EXPECT_EQ(r.client_rc, 0) << r.both();
     EXPECT_EQ(r.server_rc, 0) << r.both();
     EXPECT_GT(r.gbps, 0) << r.client;
-    EXPECT_LT(r.plane_tx[1], r.plane_tx[0] / 20) << "plane 1 carried data";
+    for (uint32_t p = 1; p < planes_; ++p)
+      EXPECT_LT(r.plane_tx[p], r.plane_tx[0] / 20) << "plane " << p << " carried data";
   }
 
   // Drops every ADDR_QUERY (UDP payload byte 1 = kind 34) host 0 receives: a fabric or a host
@@ -219,7 +242,10 @@ class NsEcmp : public ::testing::Test {
     }
   }
 
+  static double aggregate() { return planes_ * kPortGbps; }
+
   static inline std::string skip_;
+  static inline uint32_t planes_ = 2, spines_ = 2;
   static inline std::optional<HandFabric> fab_;
   static inline std::vector<std::string> files_;
 };

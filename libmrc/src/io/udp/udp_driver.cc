@@ -513,9 +513,11 @@ std::optional<UdpDriver::Route> UdpDriver::route(const engine::Transmit& tx) con
   r.to = &dsts[dsts.size() == 1 ? 0 : srv6::Fabric::spine_of(tx.path.ev) % dsts.size()];
   r.fd = pl.fd;
   if (!pl.source_fds.empty()) {
-    // Mix the whole EV so EVs that differ only in their salt still pick different ports.
-    const uint32_t h = tx.path.ev * 2654435761u;
-    r.fd = pl.source_fds[(h >> 16) % pl.source_fds.size()];
+    // EV = plane << 16 | k << 8 | salt (spray_paths): the k of a spray set take one port each
+    // (a hash left a third of the ports unused: 16 EVs on 9 ports, so a 2-spine fabric often
+    // put a plane on one spine), and EVs that differ only in their salt take other ports.
+    const uint32_t k = (tx.path.ev >> 8) & 0xff, salt = tx.path.ev & 0xff;
+    r.fd = pl.source_fds[(k + salt * 7) % pl.source_fds.size()];
   }
   return r;
 }
