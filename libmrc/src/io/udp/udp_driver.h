@@ -1,4 +1,5 @@
-// The UDP/IPv6 datapath: one engine, one socket per plane, a progress thread.
+// The UDP datapath (IPv6; IPv4 planes as IPv4-mapped addresses): one engine, one socket per
+// plane, a progress thread.
 // Threading: every public method is thread-safe. The engine is owned here and
 // touched only under the driver's mutex (with_engine, or the progress loop);
 // step() and start()/stop() must not run concurrently with each other.
