@@ -272,6 +272,9 @@ Result<bool, std::string> connect_finished(int fd, const sockaddr_in6& to) {
 Result<std::pair<UniqueFd, sockaddr_in6>, std::string> listen_on(sockaddr_in6 at) {
   UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return Err(errno_text("control socket"));
+  const int zero = 0;  // an IPv4 control address (IPv4-mapped) binds only on a dual-stack socket
+  if (IN6_IS_ADDR_V4MAPPED(&at.sin6_addr))
+    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&at), sizeof at) < 0)
     return Err(errno_text(("bind control listener to " + to_string(at)).c_str()));
   if (::listen(fd.get(), 256) < 0) return Err(errno_text("listen"));

@@ -68,9 +68,14 @@ Result<Knobs, std::string> read_knobs(const io::Getenv& env) {
   }
   if (auto v = env("NCCL_MRC_CTRL_ADDR")) {
     in6_addr a;
-    if (inet_pton(AF_INET6, v->c_str(), &a) != 1)
-      return Err("NCCL_MRC_CTRL_ADDR: not an IPv6 address: \"" + *v + "\"");
-    k.ctrl_addr = *v;
+    in_addr a4;
+    if (inet_pton(AF_INET, v->c_str(), &a4) == 1) {
+      k.ctrl_addr = "::ffff:" + *v;  // IPv4, as the dual-stack sockets take it
+    } else if (inet_pton(AF_INET6, v->c_str(), &a) == 1) {
+      k.ctrl_addr = *v;
+    } else {
+      return Err("NCCL_MRC_CTRL_ADDR: not an IPv6 or IPv4 address: \"" + *v + "\"");
+    }
   }
   return k;
 }

@@ -1,6 +1,7 @@
 // Host configuration: defaults, file, environment overrides, and the errors that name the field.
 #include "io/config.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -66,7 +67,8 @@ TEST(HostConfig, Parse_ErrorsNameTheField) {
   const Getenv none = env_of({});
   EXPECT_NE(error_of(parse_host_config(R"({"prot": 1})", "a.json", none)).find("a.json: /prot: unknown field"),
             std::string::npos);
-  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["fd00::zz"]})", "a.json", none)).find("planes/0: not an IPv6 address: fd00::zz"),
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["fd00::zz"]})", "a.json", none))
+                .find("planes/0: not an IPv6 or IPv4 address: fd00::zz"),
             std::string::npos);
   EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
                                        env_of({{"MRC_PORT", "70000"}})))
@@ -112,6 +114,86 @@ TEST(HostConfig, Load_Srv6FromFabricFileDerivesPlanes) {
 
   auto missing = load_host_config(env_of({{"MRC_CONFIG", "/nonexistent/mrc.json"}}));
   EXPECT_NE(error_of(missing).find("MRC_CONFIG: cannot read /nonexistent/mrc.json"), std::string::npos);
+}
+
+std::string text_of(const sockaddr_in6& a) {
+  char s[INET6_ADDRSTRLEN];
+  ::inet_ntop(AF_INET6, &a.sin6_addr, s, sizeof s);
+  return std::string(s) + "/" + std::to_string(ntohs(a.sin6_port));
+}
+
+TEST(HostConfig, Peers_TableOfPlaneAddressesAtEachPlanesPort) {
+  auto r = parse_host_config(
+      R"({"path_mode": "ecmp", "planes": ["2001:db8:0:1::1", "2001:db8:1:1::1"], "port": 5000,
+          "peers": [{"planes": ["2001:db8:0:2::1", "2001:db8:1:2::1"]},
+                    {"planes": ["2001:db8:0:3::1", "2001:db8:1:3::1"]}]})",
+      "t.json", env_of({}));
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_EQ(r->udp.known_peers.size(), 2u);
+  ASSERT_EQ(r->udp.known_peers[1].size(), 2u);
+  EXPECT_EQ(text_of(r->udp.known_peers[0][0]), "2001:db8:0:2::1/5000");
+  EXPECT_EQ(text_of(r->udp.known_peers[1][1]), "2001:db8:1:3::1/5000");
+  EXPECT_TRUE(r->udp.peer_query);
+  // The environment replaces the file's table: hosts by ';', planes by ','.
+  r = parse_host_config(
+      R"({"planes": ["2001:db8::1", "2001:db8:1::1"], "peers": []})", "t.json",
+      env_of({{"MRC_PEERS", "2001:db8::2,2001:db8:1::2;2001:db8::3,2001:db8:1::3"},
+              {"MRC_PEER_QUERY", "0"}}));
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_EQ(r->udp.known_peers.size(), 2u);
+  EXPECT_EQ(text_of(r->udp.known_peers[1][0]), "2001:db8::3/4791");
+  EXPECT_FALSE(r->udp.peer_query);
+}
+
+TEST(HostConfig, Peers_ErrorsNameTheField) {
+  auto err = [](const std::string& json, std::map<std::string, std::string> env = {}) {
+    return error_of(parse_host_config(json, "t.json", env_of(std::move(env))));
+  };
+  const std::string planes = R"("planes": ["2001:db8::1", "198.18.1.1"])";
+  struct Case {
+    std::string json;
+    std::string want;
+  } cases[] = {
+      {"{" + planes + R"(, "peers": {"planes": []}})", "t.json: /peers: must be an array"},
+      {"{" + planes + R"(, "peers": ["2001:db8::2"]})", "t.json: /peers/0: must be an object"},
+      {"{" + planes + R"(, "peers": [{"plane": ["2001:db8::2"]}]})",
+       "t.json: /peers/0/plane: unknown field"},
+      {"{" + planes + R"(, "peers": [{}]})", "t.json: /peers/0: needs \"planes\""},
+      {"{" + planes + R"(, "peers": [{"planes": []}]})",
+       "t.json: /peers/0/planes: must be a non-empty array"},
+      {"{" + planes + R"(, "peers": [{"planes": ["2001:db8::2", 7]}]})",
+       "t.json: /peers/0/planes/1: must be a string"},
+      {"{" + planes + R"(, "peers": [{"planes": ["2001:db8::2"]}]})",
+       "t.json: /peers/0/planes: 1 addresses for 2 planes"},
+      {"{" + planes + R"(, "peers": [{"planes": ["2001:db8::2", "198.18.1.zz"]}]})",
+       "t.json: /peers/0/planes/1: not an IPv6 or IPv4 address: 198.18.1.zz"},
+      {"{" + planes + R"(, "peers": [{"planes": ["198.18.0.2", "198.18.1.2"]}]})",
+       "t.json: /peers/0/planes/0: 198.18.0.2 is IPv4, plane 0 here is IPv6"},
+      {"{" + planes + R"(, "peers": [{"planes": ["2001:db8::2", "198.18.1.2"]},
+                                     {"planes": ["2001:db8::3", "198.18.1.2"]}]})",
+       "t.json: /peers/1/planes/1: 198.18.1.2 is listed already (t.json: /peers/0/planes/1)"},
+      {"{" + planes + R"(, "peer_query": 1})", "t.json: /peer_query: must be true or false"},
+  };
+  for (const Case& c : cases)
+    EXPECT_NE(err(c.json).find(c.want), std::string::npos) << c.json << "\n-> " << err(c.json);
+  EXPECT_NE(err("{" + planes + "}", {{"MRC_PEERS", "2001:db8::2"}})
+                .find("MRC_PEERS/0/planes: 1 addresses for 2 planes"),
+            std::string::npos);
+}
+
+TEST(HostConfig, Ipv4Planes_BoundAsIpv4Mapped) {
+  auto r = parse_host_config(R"({"path_mode": "ecmp", "planes": ["198.18.0.1", "198.18.1.1"]})",
+                             "t.json", env_of({}));
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->udp.planes[0].address, "::ffff:198.18.0.1");
+  EXPECT_EQ(r->udp.planes[1].address, "::ffff:198.18.1.1");
+  EXPECT_EQ(r->udp.planes[1].port, 4791);
+  r = parse_host_config(R"({"planes": ["::ffff:198.18.0.1"]})", "t.json", env_of({}));
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->udp.planes[0].address, "::ffff:198.18.0.1") << "the mapped form is taken as is";
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["198.18.0.256"]})", "t.json", env_of({})))
+                .find("planes/0: not an IPv6 or IPv4 address: 198.18.0.256"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -13,6 +16,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "wire/wire.h"
 
 namespace mrc::io {
 namespace {
@@ -192,7 +197,7 @@ class UdpPair : public UdpPairBase, public ::testing::Test {
 };
 
 // The same transfer under each socket-level variant of the datapath.
-enum class Variant { kNoGsoGro, kZeroChecksum, kEcmp, kBusyPoll };
+enum class Variant { kNoGsoGro, kZeroChecksum, kEcmp, kBusyPoll, kIpv4Ecmp, kIpv4ZeroChecksum };
 class UdpPairVariant : public UdpPairBase, public ::testing::TestWithParam<Variant> {
  protected:
   void tweak(UdpConfig& c) override {
@@ -204,6 +209,15 @@ class UdpPairVariant : public UdpPairBase, public ::testing::TestWithParam<Varia
         c.ecmp_source_ports = 4;
         break;
       case Variant::kBusyPoll: c.busy_poll = true; break;
+      case Variant::kIpv4Ecmp:  // UDP/IPv4 through IPv4-mapped dual-stack sockets
+        for (auto& p : c.planes) p.address = "::ffff:127.0.0.1";
+        c.path_mode = PathMode::kEcmp;
+        c.ecmp_source_ports = 4;
+        break;
+      case Variant::kIpv4ZeroChecksum:
+        for (auto& p : c.planes) p.address = "::ffff:127.0.0.1";
+        c.zero_udp_checksum = true;  // SO_NO_CHECK
+        break;
     }
   }
   void SetUp() override { set_up(); }
@@ -214,7 +228,11 @@ TEST_P(UdpPairVariant, Write_16MiBVerified) {
   auto [a, b] = write_16mib();
   EXPECT_GE(a.datagrams_sent, (16u << 20) / 4096);
   if (GetParam() != Variant::kBusyPoll) {
-    EXPECT_EQ(a.gso_messages > 0, GetParam() == Variant::kEcmp);
+    EXPECT_EQ(a.gso_messages > 0, GetParam() == Variant::kEcmp || GetParam() == Variant::kIpv4Ecmp);
+  }
+  if (GetParam() == Variant::kIpv4Ecmp) {
+    EXPECT_EQ(a.gso_disabled, 0u);
+    EXPECT_GT(b.gro_messages, 0u) << "GRO on IPv4 too";
   }
   if (GetParam() == Variant::kNoGsoGro) {
     EXPECT_EQ(b.gro_messages, 0u);
@@ -222,13 +240,15 @@ TEST_P(UdpPairVariant, Write_16MiBVerified) {
 }
 
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
-  static const char* const kNames[] = {"NoGsoGro", "ZeroChecksum", "Ecmp", "BusyPoll"};
+  static const char* const kNames[] = {"NoGsoGro", "ZeroChecksum", "Ecmp",
+                                       "BusyPoll", "Ipv4Ecmp",     "Ipv4ZeroChecksum"};
   return kNames[static_cast<int>(info.param)];
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, UdpPairVariant,
                          ::testing::Values(Variant::kNoGsoGro, Variant::kZeroChecksum,
-                                           Variant::kEcmp, Variant::kBusyPoll),
+                                           Variant::kEcmp, Variant::kBusyPoll, Variant::kIpv4Ecmp,
+                                           Variant::kIpv4ZeroChecksum),
                          variant_name);
 
 TEST_F(UdpPair, Write_GsoAndGroCoalesce) {
@@ -379,6 +399,57 @@ TEST_F(UdpPair, Idle_ThreadSleeps) {
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& h : hosts_) h.drv->stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "stop() did not return promptly";
+}
+
+// ECN on an IPv4 plane: a probe sent CE-marked (IPv4 TOS) is seen as CE (the answer echoes
+// it), and the driver's own datagrams leave ECT(0) in the TOS byte.
+TEST(UdpDriver, Ipv4Plane_EcnBothWays) {
+  UdpConfig cfg;
+  cfg.planes.push_back(PlaneConfig{"::ffff:127.0.0.1", 0});
+  auto d = make_driver(cfg);
+  ASSERT_NE(d, nullptr);
+  d->start();
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  const int ce = 0x03, one = 1;
+  ASSERT_EQ(::setsockopt(fd, IPPROTO_IP, IP_TOS, &ce, sizeof ce), 0);
+  ASSERT_EQ(::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one), 0);
+  const timeval tv{5, 0};  // a limit, not a measurement
+  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+  wire::Packet probe;
+  probe.common.kind = wire::Kind::kProbe;
+  probe.common.token = 0x5151;
+  probe.common.ev = 0x20100;
+  probe.common.psn = 9;
+  uint8_t b[wire::kMaxHeaderSize];
+  const size_t n = wire::encode_header(probe, {}, b);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = d->local_address(0).sin6_port;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::sendto(fd, b, n, 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+            static_cast<ssize_t>(n));
+  uint8_t rx[256];
+  uint8_t control[64];
+  iovec iov{rx, sizeof rx};
+  msghdr h{};
+  h.msg_iov = &iov;
+  h.msg_iovlen = 1;
+  h.msg_control = control;
+  h.msg_controllen = sizeof control;
+  const ssize_t got = ::recvmsg(fd, &h, 0);
+  ASSERT_GT(got, 0) << "no answer: " << std::strerror(errno);
+  int tos = -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c))
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
+  EXPECT_EQ(tos & 0x03, 0x02) << "the answer leaves ECT(0)";
+  auto r = wire::decode(std::span<const uint8_t>(rx, static_cast<size_t>(got)));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->common.kind, wire::Kind::kProbeReply);
+  EXPECT_EQ(r->probe_reply.probe_flags & wire::ack_flag::kEcnEcho, wire::ack_flag::kEcnEcho)
+      << "the probe's CE was seen";
+  ::close(fd);
+  d->stop();
 }
 
 TEST(UdpDriver, Create_BadAddressNamesIt) {

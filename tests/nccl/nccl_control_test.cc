@@ -170,7 +170,11 @@ TEST(Knobs, BadValues_NameTheVariable) {
   EXPECT_NE(bad("NCCL_MRC_QP_HINT_ENABLE", "yes").find("NCCL_MRC_QP_HINT_ENABLE"),
             std::string::npos);
   EXPECT_NE(bad("NCCL_MRC_DEVICES", "0,x").find("NCCL_MRC_DEVICES"), std::string::npos);
-  EXPECT_NE(bad("NCCL_MRC_CTRL_ADDR", "10.0.0.1").find("not an IPv6 address"), std::string::npos);
+  EXPECT_EQ(bad("NCCL_MRC_CTRL_ADDR", "10.0.0.256"),
+            "NCCL_MRC_CTRL_ADDR: not an IPv6 or IPv4 address: \"10.0.0.256\"");
+  auto v4 = read_knobs(env({{"NCCL_MRC_CTRL_ADDR", "198.18.0.1"}}));
+  ASSERT_TRUE(v4.ok()) << v4.error();
+  EXPECT_EQ(v4->ctrl_addr, "::ffff:198.18.0.1") << "IPv4, as the dual-stack sockets take it";
   auto k = read_knobs(env({{"NCCL_MRC_CC_MIN_RATE", "5000"}, {"NCCL_MRC_CC_MAX_RATE", "1000"}}));
   ASSERT_FALSE(k.ok());
   EXPECT_NE(k.error().find("above NCCL_MRC_CC_MAX_RATE"), std::string::npos);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <optional>
 
+#include "hand_fabric.h"
 #include "io/netns.h"
 #include "ns_test_fabric.h"
 #include "plugin_harness.h"
@@ -266,6 +267,76 @@ TEST_F(NcclFabric, AllPathsDead_BothSidesFailWithinTheRetryBudget) {
     EXPECT_TRUE(fab_->apply(*nsfabric::parse_fault(f)).ok());
   EXPECT_EQ(err, "");
 }
+
+// The plugin on a fabric MRC did not make (hand_fabric.h: plain ip commands, ECMP routes, its
+// own addressing), path_mode ecmp with no fabric file, over IPv6 and over IPv4: the handshake
+// carries every plane's address and (ephemeral) port, so a verified stream leaves host 0 on
+// both plane ports.
+class NcclHandFabric : public ::testing::TestWithParam<bool> {  // true: IPv4 planes
+ protected:
+  static void SetUpTestSuite() {
+    if (auto ok = io::netns_supported(); !ok.ok()) {
+      skip_ = ok.error();
+      return;
+    }
+    verbs::HandFabric::Options o;
+    o.prefix = "mrcnh" + std::to_string(::getpid());
+    auto f = verbs::HandFabric::up(o);
+    ASSERT_TRUE(f.ok()) << f.error();
+    fab_.emplace(std::move(f).value());
+  }
+  static void TearDownTestSuite() {
+    if (!fab_) return;
+    const std::string prefix = fab_->options().prefix;
+    fab_.reset();
+    std::filesystem::remove("/tmp/" + prefix + "-empty.json");
+    EXPECT_EQ(perf::namespaces_left(prefix), std::vector<std::string>{});
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(fab_.has_value());
+  }
+  static RankSpec host(uint32_t h, bool v4) {
+    const std::string cfg = "/tmp/" + fab_->options().prefix + "-empty.json";
+    std::ofstream(cfg) << "{}\n";
+    std::string planes;
+    for (uint32_t p = 0; p < 2; ++p)
+      planes += (p ? "," : "") +
+                (v4 ? verbs::HandFabric::host_v4(h, p) : verbs::HandFabric::host_v6(h, p));
+    return RankSpec{{{"MRC_CONFIG", cfg},
+                     {"MRC_PATH_MODE", "ecmp"},
+                     {"MRC_PLANES", planes},
+                     {"MRC_NETNS", fab_->host(h)},
+                     {"MRC_PORT", "0"},
+                     {"MRC_NIC_GBPS", "1"},
+                     {"MRC_BASE_RTT_US", "300"}}};
+  }
+  static inline std::optional<verbs::HandFabric> fab_;
+  static inline std::string skip_;
+};
+
+TEST_P(NcclHandFabric, EcmpVerifiedStreamUsesBothPlanes) {
+  auto tx = [](uint32_t p) {
+    auto c = fab_->counters(fab_->host(0), verbs::HandFabric::port_dev(p));
+    return c.ok() ? c->second : 0;
+  };
+  const uint64_t tx0 = tx(0), tx1 = tx(1);
+  Board b(1);
+  double gbps = 0;
+  const std::string err = run_ranks(
+      {host(0, GetParam()), host(1, GetParam())},
+      [&](int rank) { return stream(rank, b, 2.0, &gbps); }, 120);
+  EXPECT_EQ(err, "");
+  const double d0 = static_cast<double>(tx(0) - tx0), d1 = static_cast<double>(tx(1) - tx1);
+  std::printf("[ ecmp ] plugin stream over %s: plane tx MB %.1f %.1f\n",
+              GetParam() ? "IPv4" : "IPv6", d0 / 1e6, d1 / 1e6);
+  ASSERT_GT(d0 + d1, 20e6) << "the stream sent too little to judge";
+  EXPECT_GT(d0 / (d0 + d1), 0.35);
+  EXPECT_GT(d1 / (d0 + d1), 0.35);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, NcclHandFabric, ::testing::Values(false, true),
+                         [](const auto& i) { return std::string(i.param ? "Ipv4" : "Ipv6"); });
 
 }  // namespace
 }  // namespace mrc::nccl::harness

@@ -60,6 +60,10 @@ size_t spec_header_size(uint8_t kind) {
       return 32;
     case 33:
       return 48;
+    case 34:  // ADDR_QUERY: common + 16
+      return 48;
+    case 35:  // ADDR_REPLY: common + 16 + 16 planes x 20
+      return 368;
     default:
       return 0;
   }
@@ -87,7 +91,10 @@ std::optional<WireError> reference_verdict(std::span<const uint8_t> b) {
   if (hs == 0) return WireError::kUnknownKind;
   if (b.size() < hs) return WireError::kTooShort;
   if (spec_header_crc(b.first(hs)) != load_be32(b, kOffHdrCrc)) return WireError::kBadHeaderCrc;
-  if (hs != 72) return b.size() == hs ? std::nullopt : std::optional(WireError::kBadLength);
+  if (hs != 72 && b.size() != hs) return WireError::kBadLength;
+  if (b[1] == 34 && b[40] != 0) return WireError::kBadField;  // a query lists no planes
+  if (b[1] == 35 && b[40] > 16) return WireError::kBadField;  // a reply at most 16
+  if (hs != 72) return std::nullopt;
   const size_t payload_len = load_be16(b, kOffPayloadLen);
   const size_t got = b.size() - 72;
   if (payload_len > 4096) return WireError::kPayloadTooLarge;
@@ -400,11 +407,11 @@ TEST(Wire, ToString_EveryWireErrorHasADistinctName) {
   std::set<std::string> names;
   for (auto e : {WireError::kTooShort, WireError::kBadVersion, WireError::kUnknownKind,
                  WireError::kBadLength, WireError::kPayloadTooLarge, WireError::kBadHeaderCrc,
-                 WireError::kBadPayloadCrc}) {
+                 WireError::kBadPayloadCrc, WireError::kBadField}) {
     ASSERT_NE(to_string(e), nullptr);
     names.insert(to_string(e));
   }
-  EXPECT_EQ(names.size(), 7u);
+  EXPECT_EQ(names.size(), 8u);
   EXPECT_NE(to_string(static_cast<WireError>(0)), nullptr);
 }
 
@@ -830,11 +837,13 @@ void check_against_reference(std::span<const uint8_t> b) {
 TEST(Wire, Decode_RandomBytesNeverCrashAndMatchTheReference) {
   std::mt19937 rng(20240601);
   for (int iter = 0; iter < 200000; ++iter) {
-    Bytes b(rng() % 200);
+    Bytes b(rng() % 8 == 0 ? 360 + rng() % 16 : rng() % 200);  // some around ADDR_REPLY's 368
     for (auto& x : b) x = static_cast<uint8_t>(rng());
     // Steer most inputs past the first checks so the later ones see traffic too.
     if (b.size() >= 2 && rng() % 4 != 0) b[0] = kVersion;
     if (b.size() >= 2 && rng() % 2 != 0) b[1] = static_cast<uint8_t>(kAllKinds[rng() % 10]);
+    if (b.size() >= 2 && rng() % 8 == 0) b[1] = static_cast<uint8_t>(34 + rng() % 2);  // ADDR_*
+    if (b.size() >= 41 && b[1] >= 34 && rng() % 2 != 0) b[40] = static_cast<uint8_t>(rng() % 20);
     if (b.size() >= 32 && rng() % 2 != 0) {
       const size_t hs = spec_header_size(b[1]);
       if (hs != 0 && b.size() >= hs) reseal(b);
@@ -881,6 +890,102 @@ TEST(Wire, Decode_MutatedValidPacketsMatchTheReference) {
     decoded += decode(b).ok();
   }
   EXPECT_GT(decoded, 10000);  // the mix does reach the success paths
+}
+
+}  // namespace
+}  // namespace mrc::wire
+
+// ---- ADDR_QUERY / ADDR_REPLY (connectionless, io/udp/peer_addresses.h) -------------------
+
+namespace mrc::wire {
+namespace {
+
+Packet addr_packet(Kind kind, uint8_t planes) {
+  Packet p;
+  p.common.kind = kind;
+  p.common.dst_qpn = 0;
+  p.common.token = 0xF00DCAFE;
+  p.common.psn = 0x12345678;  // the nonce
+  p.common.ts = 0x8123456789ABCDEFull;
+  p.addr.target_qpn = 0x00A1B2C3;
+  p.addr.src_qpn = 0x00D4E5F6;
+  p.addr.planes = planes;
+  for (uint8_t i = 0; i < planes; ++i) {
+    for (uint8_t k = 0; k < 16; ++k) p.addr.plane[i].addr[k] = static_cast<uint8_t>(i * 16 + k);
+    p.addr.plane[i].port = static_cast<uint16_t>(4791 + i);
+  }
+  return p;
+}
+
+TEST(Wire, AddrQuery_KnownBytesAndRoundTrip) {
+  const Packet q = addr_packet(Kind::kAddrQuery, 0);
+  Bytes b(header_size(Kind::kAddrQuery));
+  ASSERT_EQ(encode_header(q, {}, b), 48u);
+  EXPECT_EQ(b[1], 34);
+  EXPECT_EQ(load_be32(b, 4), 0u);                                       // dst_qpn: connectionless
+  EXPECT_EQ(load_be32(b, 8), 0xF00DCAFEu);                              // token
+  EXPECT_EQ(load_be32(b, 16), 0x12345678u);                             // nonce in psn
+  EXPECT_EQ(load_be32(b, 32), 0x00A1B2C3u);                             // target_qpn
+  EXPECT_EQ(load_be32(b, 36), 0x00D4E5F6u);                             // src_qpn
+  for (size_t i = 40; i < 48; ++i) EXPECT_EQ(b[i], 0) << "byte " << i;  // planes, reserved
+  EXPECT_EQ(load_be32(b, kOffHdrCrc), spec_header_crc(b));
+  auto r = decode(b);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r->addr.target_qpn, 0x00A1B2C3u);
+  EXPECT_EQ(r->addr.src_qpn, 0x00D4E5F6u);
+  EXPECT_EQ(r->common.psn, 0x12345678u);
+  EXPECT_EQ(r->addr.planes, 0);
+}
+
+TEST(Wire, AddrReply_KnownBytesAndRoundTripEveryPlaneCount) {
+  for (uint8_t n : {0, 1, 2, 4, 16}) {
+    const Packet a = addr_packet(Kind::kAddrReply, n);
+    Bytes b(kAddrReplySize);
+    ASSERT_EQ(encode_header(a, {}, b), 368u);
+    EXPECT_EQ(b[1], 35);
+    EXPECT_EQ(b[40], n);
+    for (size_t i = 0; i < 16; ++i) {
+      const size_t at = 48 + i * 20;
+      for (size_t k = 0; k < 16; ++k)
+        ASSERT_EQ(b[at + k], i < n ? i * 16 + k : 0) << "plane " << i << " byte " << k;
+      EXPECT_EQ(load_be16(b, at + 16), i < n ? 4791 + i : 0);  // unused entries are zero
+      EXPECT_EQ(load_be16(b, at + 18), 0);
+    }
+    EXPECT_EQ(load_be32(b, kOffHdrCrc), spec_header_crc(b));
+    auto r = decode(b);
+    ASSERT_TRUE(r.ok()) << describe(r);
+    EXPECT_EQ(r->addr.planes, n);
+    EXPECT_EQ(r->addr.target_qpn, 0x00A1B2C3u);
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(r->addr.plane[i].addr, a.addr.plane[i].addr);
+      EXPECT_EQ(r->addr.plane[i].port, a.addr.plane[i].port);
+    }
+  }
+}
+
+TEST(Wire, AddrMessages_BadPlaneCountLengthAndCrcAreRefused) {
+  Bytes reply(kAddrReplySize);
+  encode_header(addr_packet(Kind::kAddrReply, 2), {}, reply);
+  Bytes b = reply;
+  b[40] = 17;  // more planes than the reply holds
+  reseal(b);
+  EXPECT_WIRE_ERROR(decode(b), WireError::kBadField);
+  b = reply;
+  b[100] ^= 1;  // an address byte: covered by hdr_crc
+  EXPECT_WIRE_ERROR(decode(b), WireError::kBadHeaderCrc);
+  b = reply;
+  b.pop_back();
+  EXPECT_WIRE_ERROR(decode(b), WireError::kTooShort);
+  b = reply;
+  b.push_back(0);
+  EXPECT_WIRE_ERROR(decode(b), WireError::kBadLength);
+
+  Bytes query(header_size(Kind::kAddrQuery));
+  encode_header(addr_packet(Kind::kAddrQuery, 0), {}, query);
+  b = query;
+  b[40] = 1;  // a query lists no planes
+  reseal(b);
+  EXPECT_WIRE_ERROR(decode(b), WireError::kBadField);
 }
 
 }  // namespace

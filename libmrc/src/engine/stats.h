@@ -30,7 +30,9 @@ struct EngineStats {
   uint64_t rx_bytes = 0;
   uint64_t tx_bytes = 0;
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
-  std::array<uint64_t, 8> malformed_by_error{};  // indexed by wire::WireError value
+  // Indexed by wire::WireError value (1..7); kBadField (8, only in connectionless ADDR
+  // messages the UDP driver takes before the engine) lands in slot 0.
+  std::array<uint64_t, 8> malformed_by_error{};
   uint64_t drops_total() const {
     uint64_t n = 0;
     for (auto d : drops) n += d;

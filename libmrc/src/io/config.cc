@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -31,6 +32,9 @@ struct Fields {
   std::string netns;
   bool gso = true, gro = true, zero_udp_checksum = false, busy_poll = false;
   uint32_t ecmp_source_ports = 16;
+  std::vector<std::vector<std::string>> peers;  // per host: its address per plane
+  std::string peers_source;                     // where `peers` came from, for errors
+  bool peer_query = true;
   double nic_gbps = 0;
   double base_rtt_us = 0;
   double min_base_rtt_us = 100;
@@ -107,7 +111,7 @@ void from_json(const json& j, const std::string& src, Fields& f) {
     else if (key == "fabric") f.fabric = str();
     else if (key == "host") f.host = uint(0, UINT32_MAX);
     else if (key == "planes") {
-      if (!v.is_array()) throw Bad{where + ": must be an array of IPv6 addresses"};
+      if (!v.is_array()) throw Bad{where + ": must be an array of IPv6 or IPv4 addresses"};
       f.planes.clear();
       for (size_t i = 0; i < v.size(); ++i) {
         if (!v[i].is_string()) throw Bad{where + "/" + std::to_string(i) + ": must be a string"};
@@ -121,7 +125,34 @@ void from_json(const json& j, const std::string& src, Fields& f) {
     else if (key == "zero_udp_checksum") f.zero_udp_checksum = boolean();
     else if (key == "busy_poll") f.busy_poll = boolean();
     else if (key == "ecmp_source_ports") f.ecmp_source_ports = uint(1, 256);
-    else if (key == "nic_gbps") f.nic_gbps = number();
+    else if (key == "peer_query")
+      f.peer_query = boolean();
+    else if (key == "peers") {
+      if (!v.is_array()) throw Bad{where + ": must be an array of {\"planes\": [...]}"};
+      f.peers.clear();
+      for (size_t i = 0; i < v.size(); ++i) {
+        const std::string at = where + "/" + std::to_string(i);
+        if (!v[i].is_object()) throw Bad{at + ": must be an object {\"planes\": [...]}"};
+        std::vector<std::string> planes;
+        bool have = false;
+        for (const auto& e : v[i].items()) {
+          if (e.key() != "planes") throw Bad{at + "/" + e.key() + ": unknown field"};
+          const json& a = e.value();
+          if (!a.is_array() || a.empty())
+            throw Bad{at + "/planes: must be a non-empty array of addresses"};
+          for (size_t k = 0; k < a.size(); ++k) {
+            if (!a[k].is_string())
+              throw Bad{at + "/planes/" + std::to_string(k) + ": must be a string"};
+            planes.push_back(a[k].get<std::string>());
+          }
+          have = true;
+        }
+        if (!have) throw Bad{at + ": needs \"planes\""};
+        f.peers.push_back(std::move(planes));
+      }
+      f.peers_source = src + ": /peers";
+    } else if (key == "nic_gbps")
+      f.nic_gbps = number();
     else if (key == "base_rtt_us") f.base_rtt_us = number();
     else if (key == "min_base_rtt_us") f.min_base_rtt_us = number();
     else if (key == "progress_nice") {
@@ -151,6 +182,16 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
   get("MRC_ZERO_UDP_CHECKSUM", [&](auto n, auto v) { f.zero_udp_checksum = to_bool(n, v); });
   get("MRC_BUSY_POLL", [&](auto n, auto v) { f.busy_poll = to_bool(n, v); });
   get("MRC_ECMP_SOURCE_PORTS", [&](auto n, auto v) { f.ecmp_source_ports = to_uint(n, v, 1, 256); });
+  get("MRC_PEER_QUERY", [&](auto n, auto v) { f.peer_query = to_bool(n, v); });
+  get("MRC_PEERS", [&](auto n, auto v) {  // hosts separated by ';', planes by ','
+    f.peers.clear();
+    std::stringstream in(v);
+    for (std::string host; std::getline(in, host, ';');) {
+      if (host.empty()) continue;
+      f.peers.push_back(split_commas(host));
+    }
+    f.peers_source = n;
+  });
   get("MRC_NIC_GBPS", [&](auto n, auto v) { f.nic_gbps = to_double(n, v); });
   get("MRC_BASE_RTT_US", [&](auto n, auto v) { f.base_rtt_us = to_double(n, v); });
   get("MRC_MIN_BASE_RTT_US", [&](auto n, auto v) { f.min_base_rtt_us = to_double(n, v); });
@@ -170,6 +211,21 @@ std::string read_file(const std::string& path) {
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<size_t>(in.gcount()));
   if (text.size() > kMaxFileBytes) throw Bad{path + ": larger than 16 MiB"};
+  return text;
+}
+
+// An address as the driver binds or sends to it: IPv6 as written (a %scope kept), IPv4 as its
+// IPv4-mapped IPv6 form. Throws naming `where`.
+std::string plane_address(const std::string& where, const std::string& text, in6_addr* out) {
+  const std::string addr = text.substr(0, text.find('%'));
+  in_addr v4;
+  if (text.find(':') == std::string::npos && ::inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    const std::string mapped = "::ffff:" + text;
+    ::inet_pton(AF_INET6, mapped.c_str(), out);
+    return mapped;
+  }
+  if (::inet_pton(AF_INET6, addr.c_str(), out) != 1)
+    throw Bad{where + ": not an IPv6 or IPv4 address: " + text};
   return text;
 }
 
@@ -205,19 +261,51 @@ HostConfig build(const Fields& f, std::string sources) {
     }
   }
   if (planes.empty()) throw Bad{"planes: no local addresses (set planes, or fabric and host)"};
+  std::vector<in6_addr> local(planes.size());
   for (size_t i = 0; i < planes.size(); ++i) {
-    in6_addr a;
-    const std::string addr = planes[i].substr(0, planes[i].find('%'));
-    if (::inet_pton(AF_INET6, addr.c_str(), &a) != 1) {
-      throw Bad{"planes/" + std::to_string(i) + ": not an IPv6 address: " + planes[i]};
-    }
+    const std::string bind = plane_address("planes/" + std::to_string(i), planes[i], &local[i]);
+    if (IN6_IS_ADDR_V4MAPPED(&local[i]) && u.path_mode == PathMode::kSrv6)
+      throw Bad{"planes/" + std::to_string(i) + ": IPv4 address " + planes[i] +
+                ": path_mode srv6 needs IPv6 (IPv4 works with direct and ecmp)"};
     // Planes sharing an address (loopback tests) take consecutive ports: port, port + 1, ...
     uint32_t port = f.port;
     if (port != 0)
       for (size_t j = 0; j < i; ++j) port += planes[j] == planes[i] ? 1 : 0;
     if (port > 65535) throw Bad{"planes/" + std::to_string(i) + ": port " + std::to_string(port) + " out of range"};
-    u.planes.push_back(PlaneConfig{planes[i], static_cast<uint16_t>(port)});
+    u.planes.push_back(PlaneConfig{bind, static_cast<uint16_t>(port)});
   }
+  // The static peer table: each host's address per plane, at the port the same plane has
+  // here (hosts are configured alike).
+  if (!f.peers.empty() && u.path_mode == PathMode::kSrv6)
+    throw Bad{f.peers_source + ": peers are for path_mode direct or ecmp (srv6 has its fabric)"};
+  std::map<std::string, std::string> seen;  // address -> where it was first listed
+  for (size_t h = 0; h < f.peers.size(); ++h) {
+    const std::string at = f.peers_source + "/" + std::to_string(h) + "/planes";
+    const auto& entry = f.peers[h];
+    if (entry.size() != u.planes.size())
+      throw Bad{at + ": " + std::to_string(entry.size()) + " addresses for " +
+                std::to_string(u.planes.size()) + " planes (one per plane, in plane order)"};
+    std::vector<sockaddr_in6> dsts;
+    for (size_t p = 0; p < entry.size(); ++p) {
+      const std::string where = at + "/" + std::to_string(p);
+      sockaddr_in6 a{};
+      a.sin6_family = AF_INET6;
+      (void)plane_address(where, entry[p], &a.sin6_addr);
+      if (IN6_IS_ADDR_V4MAPPED(&a.sin6_addr) != IN6_IS_ADDR_V4MAPPED(&local[p]))
+        throw Bad{where + ": " + entry[p] + " is " +
+                  (IN6_IS_ADDR_V4MAPPED(&a.sin6_addr) ? "IPv4" : "IPv6") + ", plane " +
+                  std::to_string(p) + " here is " +
+                  (IN6_IS_ADDR_V4MAPPED(&local[p]) ? "IPv4" : "IPv6")};
+      char text[INET6_ADDRSTRLEN];
+      ::inet_ntop(AF_INET6, &a.sin6_addr, text, sizeof text);
+      if (auto [it, fresh] = seen.emplace(text, where); !fresh)
+        throw Bad{where + ": " + entry[p] + " is listed already (" + it->second + ")"};
+      a.sin6_port = htons(u.planes[p].port);
+      dsts.push_back(a);
+    }
+    u.known_peers.push_back(std::move(dsts));
+  }
+  u.peer_query = f.peer_query;
   u.peer_port = static_cast<uint16_t>(f.port);
   u.netns = f.netns;
   u.gso = f.gso;

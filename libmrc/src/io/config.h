@@ -13,7 +13,9 @@
 //     "fabric": "/etc/mrc/fabric.json", // srv6: the fabric description (srv6/config.h)
 //     "host": 0,                     // srv6: this host's id in the fabric
 //     "planes": ["fd00::1", ...],    // local address per plane; with a fabric and a host
-//                                    // they default to the host's port addresses
+//                                    // they default to the host's port addresses; direct
+//                                    // and ecmp also take IPv4 ("10.0.0.1": UDP/IPv4 on
+//                                    // that plane, bound as ::ffff:10.0.0.1, udp_driver.h)
 //     "port": 4791,                  // UDP port every plane listens on (and peers use; planes
 //                                    // that share an address take port + 1, + 2, ...); 0: an
 //                                    // ephemeral port per plane, for several processes on one
@@ -25,6 +27,13 @@
 //                                    // payload CRC is on exactly when this is (one checksum)
 //     "busy_poll": false,            // progress thread spins instead of sleeping
 //     "ecmp_source_ports": 16,       // ecmp: source ports (sockets) per plane
+//     "peers": [{"planes": ["fd00::2", "fd00:1::2"]}, ...],
+//                                    // direct/ecmp: other hosts' address per plane (one
+//                                    // per plane, plane order, same IP version as ours):
+//                                    // a peer known by any one of them (a verbs GID) is sent
+//                                    // to on every plane at once. MRC_PEERS="a,b;c,d"
+//     "peer_query": true,            // direct/ecmp: a peer not in "peers" is asked for its
+//                                    // plane addresses on the wire (peer_addresses.h)
 //     "nic_gbps": 0,                 // all plane ports together; 0 = fabric's port rate
 //                                    //   x planes, or the engine's default
 //     "base_rtt_us": 0,              // unloaded RTT for congestion control; 0 = learn
@@ -33,7 +42,8 @@
 //                                    // best effort, needs CAP_SYS_NICE below 0
 //   }
 // Errors name the source and the field: "MRC_PORT: must be 0..65535, got 70000",
-// "/etc/mrc/mrc.json: /planes/1: not an IPv6 address: fd00::zz".
+// "/etc/mrc/mrc.json: /planes/1: not an IPv6 or IPv4 address: fd00::zz",
+// "/etc/mrc/mrc.json: /peers/0/planes: 1 addresses for 2 planes (...)".
 #pragma once
 
 #include <functional>

@@ -115,6 +115,9 @@ struct DeviceRecord {
   uint64_t malformed_by_error[8];
   // Connectionless probes (io::UdpCounters, io/udp/probes.h).
   uint64_t probes_answered, probes_rate_limited, probe_replies_dropped;
+  // Peer address queries (io::UdpCounters, io/udp/peer_addresses.h).
+  uint64_t addr_queries_sent, addr_queries_answered, addr_queries_refused,
+      addr_queries_rate_limited, addr_replies_accepted, addr_replies_dropped, addr_peers_unanswered;
 };
 
 /// One QP: engine::QpStats and its congestion control.

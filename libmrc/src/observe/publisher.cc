@@ -174,7 +174,8 @@ void Publisher::tick(Time now, engine::Engine& e, const io::UdpCounters& c, bool
   const engine::EngineStats& es = e.stats();
   // What moves when anything happens: datagrams, timer runs, QPs made, plane admin.
   const uint64_t sig = es.rx_datagrams * 1000003u + es.tx_datagrams * 7919u + c.timeouts * 31u +
-                       e.max_qpn() * 131u + e.drained_planes() + c.datagrams_sent;
+                       e.max_qpn() * 131u + e.drained_planes() + c.datagrams_sent +
+                       c.datagrams_received * 13u;  // also what only the driver took (queries)
   if (sig != signature_) {
     signature_ = sig;
     dirty_ = true;
@@ -208,6 +209,13 @@ void Publisher::publish(Time now, engine::Engine& e, const io::UdpCounters& c) {
   d.probes_answered = c.probes_answered;
   d.probes_rate_limited = c.probes_rate_limited;
   d.probe_replies_dropped = c.probe_replies_dropped;
+  d.addr_queries_sent = c.addr_queries_sent;
+  d.addr_queries_answered = c.addr_queries_answered;
+  d.addr_queries_refused = c.addr_queries_refused;
+  d.addr_queries_rate_limited = c.addr_queries_rate_limited;
+  d.addr_replies_accepted = c.addr_replies_accepted;
+  d.addr_replies_dropped = c.addr_replies_dropped;
+  d.addr_peers_unanswered = c.addr_peers_unanswered;
 
   const uint64_t gen = h.generation + 1;
   uint32_t nq = 0, ne = 0, q_trunc = 0, e_trunc = 0;

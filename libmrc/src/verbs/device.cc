@@ -391,15 +391,15 @@ Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah,
   *host = 0;
   const std::string key(reinterpret_cast<const char*>(ah.grh.dgid.raw), 16);
   if (auto it = dev->peers.find(key); it != dev->peers.end()) return it->second;
-  // Outside a fabric the GID is the peer's only known address: every plane sends there, to
-  // the port that plane has here (hosts are configured alike).
-  std::vector<sockaddr_in6> to(u.planes.size());
-  for (size_t i = 0; i < to.size(); ++i) {
-    to[i].sin6_family = AF_INET6;
-    to[i].sin6_port = htons(u.planes[i].port);
-    std::memcpy(&to[i].sin6_addr, ah.grh.dgid.raw, 16);
-  }
-  const engine::PeerId p = dev->driver->add_peer(std::move(to));
+  // Outside a fabric the GID is one address of the peer (an IPv4 one as its IPv4-mapped
+  // form, as RoCE v2 writes it), at the port each plane has here (hosts are configured
+  // alike): the driver finds its other plane addresses in the host config's peer table, or
+  // learns them on the wire once a QP toward it is at RTR (qp.cc).
+  std::vector<uint16_t> ports;
+  for (const io::PlaneConfig& pc : u.planes) ports.push_back(pc.port);
+  in6_addr known;
+  std::memcpy(&known, ah.grh.dgid.raw, 16);
+  const engine::PeerId p = dev->driver->add_peer_at(known, ports);
   dev->peers[key] = p;
   return p;
 }

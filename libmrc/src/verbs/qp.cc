@@ -448,6 +448,9 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
                 (mask & IBV_QP_STATE) ? engine::to_string(e.state) : "same",
                 engine::to_string(r.error()));
   if (mask & IBV_QP_STATE) qp->state = a->qp_state;
+  // A peer known by its GID alone: ask it for its other plane addresses, bound to this QP's
+  // tokens (no-op for a peer from the table or the fabric, or one already learnt).
+  if (to_rtr) (void)dev->driver->learn_addresses(e.peer, qp->qp_num);
   // Keep what was set for query_qp.
   ibv_qp_attr& s = q->attr;
   if (mask & IBV_QP_STATE) s.qp_state = a->qp_state;

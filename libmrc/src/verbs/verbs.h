@@ -22,10 +22,13 @@
 //             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ, inline data, unsignalled sends.
 //             No SRQ, UD, AH, MW, atomics or multicast: those verbs fail with EOPNOTSUPP.
 //   peers     found at RTR from the address vector: the GID names the peer host (in a
-//             fabric its first 64 bits are one of the host's port addresses'; otherwise the destination of every plane, at the
-//             port that plane has here: hosts are configured alike), or,
-//             without a GRH, the LID (fabric host id + 1). The QP sprays over every path
-//             to that host (UdpDriver::spray_paths).
+//             fabric its first 64 bits are one of the host's port addresses'; otherwise it
+//             is one of the peer's plane addresses, an IPv4 one as ::ffff:a.b.c.d, at the
+//             port each plane has here: hosts are configured alike; the other planes'
+//             addresses come from the host config's peer table or are learnt on the wire
+//             from RTR on, UdpDriver::add_peer_at / learn_addresses), or, without a GRH,
+//             the LID (fabric host id + 1). The QP sprays over every path to that host
+//             (UdpDriver::spray_paths).
 //   tokens    MRC packets carry a 32-bit token the receiving QP checks. Verbs apps exchange
 //             no such thing, so both sides derive it at RTR from what both know: the two
 //             GIDs and QPNs of the direction (token()).

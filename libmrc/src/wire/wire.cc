@@ -107,6 +107,29 @@ struct WireProbeReplyExt {
 static_assert(sizeof(WireProbeReplyExt) == kProbeReplyExtSize);
 static_assert(offsetof(WireProbeReplyExt, echo_ts) == 8);
 
+struct WireAddrPlane {
+  uint8_t addr[16];
+  Be16 port;
+  uint8_t reserved[2];
+};
+static_assert(sizeof(WireAddrPlane) == kAddrPlaneSize);
+
+struct WireAddrQueryExt {
+  Be32 target_qpn;
+  Be32 src_qpn;
+  uint8_t planes;
+  uint8_t reserved[7];
+};
+static_assert(sizeof(WireAddrQueryExt) == kAddrQueryExtSize);
+static_assert(offsetof(WireAddrQueryExt, planes) == 8);
+
+struct WireAddrReplyExt {
+  WireAddrQueryExt head;
+  WireAddrPlane plane[kMaxAddrPlanes];
+};
+static_assert(sizeof(WireAddrReplyExt) == kAddrReplyExtSize);
+static_assert(offsetof(WireAddrReplyExt, plane) == 16);
+
 // Whole headers, the unit hdr_crc covers.
 template <typename Ext>
 struct WireHeader {
@@ -120,6 +143,10 @@ using WireData = WireHeader<WireDataExt>;
 using WireAck = WireHeader<WireAckExt>;
 using WireNack = WireHeader<WireNackExt>;
 using WireProbeReply = WireHeader<WireProbeReplyExt>;
+using WireAddrQuery = WireHeader<WireAddrQueryExt>;
+using WireAddrReply = WireHeader<WireAddrReplyExt>;
+static_assert(sizeof(WireAddrQuery) == kCommonSize + kAddrQueryExtSize);
+static_assert(sizeof(WireAddrReply) == kAddrReplySize);
 static_assert(sizeof(WireData) == kCommonSize + kDataExtSize);
 static_assert(sizeof(WireAck) == kCommonSize + kAckExtSize && sizeof(WireAck) == kMaxHeaderSize);
 static_assert(sizeof(WireNack) == kCommonSize + kNackExtSize);
@@ -235,6 +262,29 @@ void get_ext(const WireProbeReply& h, Packet& p) {
   r.echo_ts = h.ext.echo_ts.get();
 }
 
+void get_addr_head(const WireAddrQueryExt& h, Packet& p) {
+  p.addr.target_qpn = h.target_qpn.get();
+  p.addr.src_qpn = h.src_qpn.get();
+  p.addr.planes = h.planes;
+}
+
+void get_ext(const WireAddrQuery& h, Packet& p) { get_addr_head(h.ext, p); }
+
+void get_ext(const WireAddrReply& h, Packet& p) {
+  get_addr_head(h.ext.head, p);
+  for (size_t i = 0; i < kMaxAddrPlanes; ++i) {
+    std::memcpy(p.addr.plane[i].addr.data(), h.ext.plane[i].addr, 16);
+    p.addr.plane[i].port = h.ext.plane[i].port.get();
+  }
+}
+
+void put_addr_head(const AddrHeader& a, uint8_t planes, WireAddrQueryExt& w) {
+  w.target_qpn.set(a.target_qpn);
+  w.src_qpn.set(a.src_qpn);
+  w.planes = planes;
+  std::memset(w.reserved, 0, sizeof w.reserved);
+}
+
 // Fills `p` field by field (it may hold a previous packet: the engine reuses one).
 template <typename H>
 void make_packet(const H& h, std::span<const uint8_t> payload, bool trimmed, Packet& p) {
@@ -300,6 +350,8 @@ const char* to_string(WireError e) {
       return "bad header crc";
     case WireError::kBadPayloadCrc:
       return "bad payload crc";
+    case WireError::kBadField:
+      return "field out of range";
   }
   return "unknown wire error";
 }
@@ -372,6 +424,30 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
       h.ext.echo_ts.set(r.echo_ts);
       return seal(h, c.net_flags, out);
     }
+    case Kind::kAddrQuery: {
+      WireAddrQuery h;
+      put_common(c, h.common);
+      put_addr_head(p.addr, 0, h.ext);
+      return seal(h, c.net_flags, out);
+    }
+    case Kind::kAddrReply: {
+      const AddrHeader& a = p.addr;
+      assert(a.planes <= kMaxAddrPlanes);
+      WireAddrReply h;
+      put_common(c, h.common);
+      put_addr_head(a, a.planes, h.ext.head);
+      for (size_t i = 0; i < kMaxAddrPlanes; ++i) {  // entries past `planes` are zero
+        WireAddrPlane& w = h.ext.plane[i];
+        const bool used = i < a.planes;
+        if (used)
+          std::memcpy(w.addr, a.plane[i].addr.data(), 16);
+        else
+          std::memset(w.addr, 0, 16);
+        w.port.set(used ? a.plane[i].port : 0);
+        std::memset(w.reserved, 0, sizeof w.reserved);
+      }
+      return seal(h, c.net_flags, out);
+    }
     default:
       break;
   }
@@ -397,6 +473,14 @@ Status<WireError> decode(std::span<const uint8_t> bytes, Packet& out) {
       return decode_control<WireProbe>(bytes, out);
     case Kind::kProbeReply:
       return decode_control<WireProbeReply>(bytes, out);
+    case Kind::kAddrQuery: {
+      if (auto s = decode_control<WireAddrQuery>(bytes, out); !s) return s;
+      return out.addr.planes == 0 ? Status<WireError>{} : Err{WireError::kBadField};
+    }
+    case Kind::kAddrReply: {
+      if (auto s = decode_control<WireAddrReply>(bytes, out); !s) return s;
+      return out.addr.planes <= kMaxAddrPlanes ? Status<WireError>{} : Err{WireError::kBadField};
+    }
     default:
       return Err{WireError::kUnknownKind};  // unreachable: header_size knows every kind
   }

@@ -41,16 +41,18 @@ inline constexpr uint32_t kMaxPayload = 4096;
 inline constexpr uint32_t kSackBits = 256;
 
 enum class Kind : uint8_t {
-  kWrite = 1,      // RDMA WRITE: place at (rkey, addr + offset)
-  kWriteImm = 2,   // WRITE with immediate: as kWrite, consumes a receive on the last packet
-  kSend = 3,       // SEND: place in receive #msn at offset
-  kSendImm = 4,    // SEND with immediate
-  kReadReq = 5,    // READ request: responder reads (rkey, addr, msg_len) and sends kReadResp
-  kReadResp = 6,   // READ response data: placed at offset of the requester's READ #msn
-  kAck = 16,       // cumulative ACK + SACK bitmap, echoes one data packet's EV and timestamp
-  kNack = 17,      // negative ACK of one PSN with a reason
-  kProbe = 32,     // path probe on one EV
+  kWrite = 1,     // RDMA WRITE: place at (rkey, addr + offset)
+  kWriteImm = 2,  // WRITE with immediate: as kWrite, consumes a receive on the last packet
+  kSend = 3,      // SEND: place in receive #msn at offset
+  kSendImm = 4,   // SEND with immediate
+  kReadReq = 5,   // READ request: responder reads (rkey, addr, msg_len) and sends kReadResp
+  kReadResp = 6,  // READ response data: placed at offset of the requester's READ #msn
+  kAck = 16,      // cumulative ACK + SACK bitmap, echoes one data packet's EV and timestamp
+  kNack = 17,     // negative ACK of one PSN with a reason
+  kProbe = 32,    // path probe on one EV
   kProbeReply = 33,
+  kAddrQuery = 34,  // connectionless: "what are your plane addresses?" (bound to a QP's token)
+  kAddrReply = 35,  // its answer: the peer's address and port per plane
 };
 
 /// True for the kinds that carry a DataHeader.
@@ -142,6 +144,23 @@ struct ProbeReplyHeader {
   uint64_t echo_ts = 0;
 };
 
+/// Planes an ADDR_REPLY can list (srv6::kMaxPlanes, observe's kMaxPlanes).
+inline constexpr size_t kMaxAddrPlanes = 16;
+
+/// ADDR_QUERY and ADDR_REPLY (dst_qpn 0, io/udp/peer_addresses.h): the query names the
+/// peer's QP it is bound to (common.token = that QP's token, as data packets to it carry);
+/// the reply lists the answering host's plane addresses.
+struct AddrHeader {
+  uint32_t target_qpn = 0;  // query: the answering host's QP; reply: the asking QP
+  uint32_t src_qpn = 0;     // the sending QP
+  struct Plane {
+    std::array<uint8_t, 16> addr{};  // IPv6, or IPv4-mapped IPv6 (::ffff:a.b.c.d)
+    uint16_t port = 0;               // UDP port the plane listens on
+  };
+  uint8_t planes = 0;  // reply: entries of `plane` in use (0..kMaxAddrPlanes); query: 0
+  std::array<Plane, kMaxAddrPlanes> plane{};
+};
+
 /// A decoded packet. Only the extension matching common.kind is meaningful.
 struct Packet {
   CommonHeader common;
@@ -149,6 +168,7 @@ struct Packet {
   AckHeader ack;
   NackHeader nack;
   ProbeReplyHeader probe_reply;
+  AddrHeader addr;                   // kAddrQuery, kAddrReply
   std::span<const uint8_t> payload;  // data packets: the payload (empty when trimmed)
   bool trimmed = false;              // data packet cut by a switch
 };
@@ -160,7 +180,13 @@ inline constexpr size_t kDataExtSize = 40;
 inline constexpr size_t kAckExtSize = 64;
 inline constexpr size_t kNackExtSize = 24;
 inline constexpr size_t kProbeReplyExtSize = 16;
+inline constexpr size_t kAddrQueryExtSize = 16;
+inline constexpr size_t kAddrPlaneSize = 20;  // address 16, port 2, reserved 2
+inline constexpr size_t kAddrReplyExtSize = 16 + kMaxAddrPlanes * kAddrPlaneSize;
+/// Largest header of the QP kinds (data, ACK, NACK, probes): what the engine builds. The
+/// connectionless ADDR_REPLY is larger (kAddrReplySize); only the driver sends it.
 inline constexpr size_t kMaxHeaderSize = kCommonSize + kAckExtSize;
+inline constexpr size_t kAddrReplySize = kCommonSize + kAddrReplyExtSize;
 
 /// Header bytes (common + extension) of a packet of kind k; 0 for an unknown kind.
 constexpr size_t header_size(Kind k) {
@@ -170,6 +196,8 @@ constexpr size_t header_size(Kind k) {
     case Kind::kNack: return kCommonSize + kNackExtSize;
     case Kind::kProbe: return kCommonSize;
     case Kind::kProbeReply: return kCommonSize + kProbeReplyExtSize;
+    case Kind::kAddrQuery: return kCommonSize + kAddrQueryExtSize;
+    case Kind::kAddrReply: return kAddrReplySize;
     default: return 0;
   }
 }
@@ -178,13 +206,14 @@ inline constexpr size_t kDataHeaderSize = kCommonSize + kDataExtSize;
 // ---- Encode / decode -----------------------------------------------------------------
 
 enum class WireError : uint8_t {
-  kTooShort = 1,       // fewer bytes than the common header or the kind's header
-  kBadVersion,         // version is not kVersion
-  kUnknownKind,        // kind byte names no packet kind
-  kBadLength,          // control packet with trailing bytes, or payload longer than payload_len
-  kPayloadTooLarge,    // payload_len above kMaxPayload
-  kBadHeaderCrc,       // hdr_crc does not match
-  kBadPayloadCrc,      // payload_crc does not match (untrimmed packet)
+  kTooShort = 1,     // fewer bytes than the common header or the kind's header
+  kBadVersion,       // version is not kVersion
+  kUnknownKind,      // kind byte names no packet kind
+  kBadLength,        // control packet with trailing bytes, or payload longer than payload_len
+  kPayloadTooLarge,  // payload_len above kMaxPayload
+  kBadHeaderCrc,     // hdr_crc does not match
+  kBadPayloadCrc,    // payload_crc does not match (untrimmed packet)
+  kBadField,         // a field out of its range (ADDR_REPLY: more planes than it holds)
 };
 const char* to_string(WireError e);
 

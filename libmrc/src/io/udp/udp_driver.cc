@@ -35,7 +35,7 @@ engine::Time now() {
 
 namespace {
 
-constexpr int kEct0 = 0b10;          // IPv6 traffic class ECN field: ECT(0)
+constexpr int kEct0 = 0b10;          // IPv6 traffic class (IPv4 TOS) ECN field: ECT(0)
 constexpr int kEcnMask = 0b11;       // ...and CE
 constexpr size_t kMaxRxRounds = 16;  // full receive batches per wakeup before ppoll again
 constexpr size_t kControlSize = 64;  // room for the IPV6_TCLASS and UDP_GRO cmsgs
@@ -53,6 +53,8 @@ std::string describe(const std::string& address, uint16_t port) {
 }
 
 std::string errno_text(int e) { return std::strerror(e); }
+
+bool is_v4(const sockaddr_in6& a) { return IN6_IS_ADDR_V4MAPPED(&a.sin6_addr); }
 
 }  // namespace
 
@@ -139,14 +141,24 @@ Result<int, std::string> open_socket(const UdpConfig& cfg, const sockaddr_in6& a
     ::close(fd);
     return Err(msg);
   };
-  const int one = 1, tclass = kEct0;
+  const int one = 1, zero = 0, tclass = kEct0;
   if (::setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one) != 0 ||
       ::setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof tclass) != 0) {
     return fail("traffic class options");
   }
-  if (cfg.zero_udp_checksum &&
-      (::setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof one) != 0 ||
-       ::setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one) != 0)) {
+  if (is_v4(at)) {
+    // An IPv4 plane: dual stack (the IPv4-mapped address binds only with V6ONLY off), ECN in
+    // the IPv4 TOS byte both ways, and IPv4's own switch for a zero UDP checksum.
+    if (::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) != 0)
+      return fail("IPV6_V6ONLY off");
+    if (::setsockopt(fd, IPPROTO_IP, IP_TOS, &tclass, sizeof tclass) != 0 ||
+        ::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0)
+      return fail("IPv4 TOS options");
+    if (cfg.zero_udp_checksum && ::setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) != 0)
+      return fail("SO_NO_CHECK");
+  } else if (cfg.zero_udp_checksum &&
+             (::setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof one) != 0 ||
+              ::setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one) != 0)) {
     return fail("UDP_NO_CHECK6");
   }
   if (receiver && cfg.gro && ::setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) != 0) {
@@ -196,6 +208,8 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
                  std::to_string(cfg.fabric->config().planes));
     }
   }
+  if (cfg.path_mode == PathMode::kSrv6 && !cfg.known_peers.empty())
+    return Err(std::string("udp driver: known_peers is for the direct and ecmp path modes"));
   if (cfg.path_mode == PathMode::kEcmp &&
       (cfg.ecmp_source_ports == 0 || cfg.ecmp_source_ports > 256)) {
     return Err("udp driver: ecmp_source_ports must be 1..256, got " +
@@ -219,6 +233,11 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
       const int gai = ::getaddrinfo(pc.address.c_str(), port.c_str(), &hints, &ai);
       if (gai != 0 || ai == nullptr) {
         return Err("udp driver: " + where + ": not an IPv6 address: " + ::gai_strerror(gai));
+      }
+      if (cfg.path_mode == PathMode::kSrv6 &&
+          IN6_IS_ADDR_V4MAPPED(&reinterpret_cast<const sockaddr_in6*>(ai->ai_addr)->sin6_addr)) {
+        ::freeaddrinfo(ai);
+        return Err("udp driver: " + where + ": IPv4 planes are for the direct and ecmp modes");
       }
       auto plane = std::make_unique<Plane>();
       std::memcpy(&plane->local, ai->ai_addr, sizeof(sockaddr_in6));
@@ -264,6 +283,7 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
                          sizeof(sockaddr_in6)) == static_cast<ssize_t>(bytes.size());
   };
   d->probes_ = std::make_unique<Probes>(send_raw);
+  d->addresses_ = std::make_unique<PeerAddresses>();
   observe::Publisher::DriverHooks hooks;  // called under mu_: the publisher runs there
   hooks.probes = d->probes_.get();
   hooks.add_fabric_peer = [raw](uint32_t host) { return raw->add_fabric_peer_locked(host, {}); };
@@ -276,16 +296,142 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
 sockaddr_in6 UdpDriver::local_address(uint16_t plane) const { return sockets_.at(plane)->local; }
 
 engine::PeerId UdpDriver::add_peer(std::vector<sockaddr_in6> per_plane_addresses) {
+  std::lock_guard lock(mu_);
+  return add_peer_locked(std::move(per_plane_addresses));
+}
+
+engine::PeerId UdpDriver::add_peer_locked(std::vector<sockaddr_in6> per_plane_addresses) {
   std::vector<std::vector<sockaddr_in6>> by_plane;
   for (const sockaddr_in6& a : per_plane_addresses) by_plane.push_back({a});
   char name[INET6_ADDRSTRLEN] = "?";
   if (!per_plane_addresses.empty())
     ::inet_ntop(AF_INET6, &per_plane_addresses[0].sin6_addr, name, sizeof name);
-  std::lock_guard lock(mu_);
   peers_.push_back(std::move(by_plane));
   const auto id = static_cast<engine::PeerId>(peers_.size() - 1);
   if (publisher_) publisher_->add_peer(id, name, UINT32_MAX);
   return id;
+}
+
+engine::PeerId UdpDriver::add_peer_at(const in6_addr& known, std::span<const uint16_t> ports) {
+  std::array<uint8_t, 16> key;
+  std::memcpy(key.data(), &known, 16);
+  std::vector<sockaddr_in6> to(sockets_.size());
+  for (size_t p = 0; p < to.size(); ++p) {
+    to[p].sin6_family = AF_INET6;
+    to[p].sin6_addr = known;
+    to[p].sin6_port = htons(p < ports.size() ? ports[p] : cfg_.peer_port);
+  }
+  const std::vector<sockaddr_in6> initial = to;
+  bool from_table = false;
+  for (const auto& entry : cfg_.known_peers) {
+    from_table = std::any_of(entry.begin(), entry.end(), [&](const sockaddr_in6& a) {
+      return std::memcmp(&a.sin6_addr, &known, 16) == 0;
+    });
+    if (!from_table) continue;
+    for (size_t p = 0; p < to.size() && p < entry.size(); ++p) to[p] = entry[p];
+    break;
+  }
+  std::lock_guard lock(mu_);
+  if (auto it = peers_at_.find(key); it != peers_at_.end()) return it->second;
+  const engine::PeerId id = add_peer_locked(std::move(to));
+  peers_at_.emplace(key, id);
+  if (!from_table) learnable_[id] = initial;
+  return id;
+}
+
+bool UdpDriver::learn_addresses(engine::PeerId peer, engine::Qpn qpn) {
+  if (cfg_.path_mode == PathMode::kSrv6 || !cfg_.peer_query) return false;
+  bool started = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = learnable_.find(peer);
+    if (it == learnable_.end()) return false;
+    auto qp = engine_->query_qp(qpn);
+    if (!qp || qp->peer != peer) return false;
+    PeerAddresses::Binding b{qpn, qp->dest_qpn, qp->remote_token, qp->local_token};
+    started = addresses_->start(cfg_.clock(), peer, it->second, b);
+    if (started) send_address_queries(cfg_.clock());
+  }
+  if (started) wake();  // the loop plans its retries
+  return started;
+}
+
+std::vector<sockaddr_in6> UdpDriver::peer_addresses(engine::PeerId peer) const {
+  std::lock_guard lock(mu_);
+  std::vector<sockaddr_in6> out;
+  if (peer >= peers_.size()) return out;
+  for (const auto& plane : peers_[peer]) out.push_back(plane.empty() ? sockaddr_in6{} : plane[0]);
+  return out;
+}
+
+void UdpDriver::send_address_queries(Time t) {
+  for (const PeerAddresses::Query& q : addresses_->due(t, &counters_.addr_peers_unanswered)) {
+    if (q.plane >= sockets_.size()) continue;
+    // From the plane's bound socket, so the answer (to the source) reaches its receive socket.
+    if (::sendto(sockets_[q.plane]->fd, q.bytes.data(), q.bytes.size(), MSG_DONTWAIT,
+                 reinterpret_cast<const sockaddr*>(&q.to),
+                 sizeof(sockaddr_in6)) == static_cast<ssize_t>(q.bytes.size())) {
+      ++counters_.addr_queries_sent;
+      ++counters_.datagrams_sent;
+      counters_.bytes_sent += q.bytes.size();
+    } else {
+      ++counters_.send_errors;
+    }
+  }
+}
+
+void UdpDriver::address_message(size_t plane, const sockaddr_in6& from,
+                                std::span<const uint8_t> bytes, Time t) {
+  wire::Packet p;
+  if (!wire::decode(bytes, p).ok() || p.common.dst_qpn != 0) {
+    ++(bytes.size() > 1 && bytes[1] == static_cast<uint8_t>(wire::Kind::kAddrReply)
+           ? counters_.addr_replies_dropped
+           : counters_.addr_queries_refused);
+    return;
+  }
+  if (p.common.kind == wire::Kind::kAddrReply) {
+    auto learned = addresses_->on_reply(p, from);
+    if (!learned) {
+      ++counters_.addr_replies_dropped;
+      return;
+    }
+    ++counters_.addr_replies_accepted;
+    auto& dsts = peers_[learned->peer];
+    for (size_t k = 0; k < dsts.size() && k < learned->planes.size(); ++k) {
+      sockaddr_in6 a{};
+      a.sin6_family = AF_INET6;
+      std::memcpy(&a.sin6_addr, learned->planes[k].addr.data(), 16);
+      a.sin6_port = htons(learned->planes[k].port);
+      // A plane the peer does not name usefully, or of the other IP version, keeps the
+      // address the peer was known by.
+      if (IN6_IS_ADDR_UNSPECIFIED(&a.sin6_addr) || a.sin6_port == 0 ||
+          is_v4(a) != is_v4(sockets_[k]->local))
+        continue;
+      dsts[k] = {a};
+    }
+    return;
+  }
+  auto qp = engine_->query_qp(p.addr.target_qpn);
+  if (p.addr.target_qpn == 0 || !qp || !PeerAddresses::matches(p, *qp)) {
+    ++counters_.addr_queries_refused;
+    return;
+  }
+  if (!addresses_->may_answer(t)) {
+    ++counters_.addr_queries_rate_limited;
+    return;
+  }
+  std::vector<sockaddr_in6> locals;
+  for (const auto& pl : sockets_) locals.push_back(pl->local);
+  uint8_t buf[wire::kAddrReplySize];
+  const size_t n = PeerAddresses::build_reply(t, p, *qp, p.addr.target_qpn, locals, buf);
+  if (::sendto(sockets_[plane]->fd, buf, n, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&from),
+               sizeof from) == static_cast<ssize_t>(n)) {
+    ++counters_.addr_queries_answered;
+    ++counters_.datagrams_sent;
+    counters_.bytes_sent += n;
+  } else {
+    ++counters_.send_errors;
+  }
 }
 
 Result<engine::PeerId, std::string> UdpDriver::add_fabric_peer(uint32_t host,
@@ -398,9 +544,11 @@ std::optional<UdpDriver::Route> UdpDriver::route(const engine::Transmit& tx) con
   }
   r.fd = pl.fd;
   if (!pl.source_fds.empty()) {
-    // Mix the whole EV so EVs that differ only in their salt still pick different ports.
-    const uint32_t h = tx.path.ev * 2654435761u;
-    r.fd = pl.source_fds[(h >> 16) % pl.source_fds.size()];
+    // EV = plane << 16 | k << 8 | salt (spray_paths): the k of a spray set take one port each
+    // (a hash left a third of the ports unused: 16 EVs on 9 ports, so a 2-spine fabric often
+    // put a plane on one spine), and EVs that differ only in their salt take other ports.
+    const uint32_t k = (tx.path.ev >> 8) & 0xff, salt = tx.path.ev & 0xff;
+    r.fd = pl.source_fds[(k + salt * 7) % pl.source_fds.size()];
   }
   return r;
 }
@@ -452,6 +600,7 @@ void UdpDriver::run_once(Duration max_wait) {
     ++counters_.loop_iterations;
     Time deadline = engine_->next_deadline();
     if (publisher_) deadline = std::min(deadline, publisher_->next_deadline());
+    deadline = std::min(deadline, addresses_->next_deadline());
     if (deadline != engine::kNever) {
       const Time t = cfg_.clock();
       wait = std::min(wait, deadline > t ? deadline - t : Duration{0});
@@ -497,6 +646,7 @@ void UdpDriver::run_once(Duration max_wait) {
       ++counters_.timeouts;
       engine_->on_timeout(t);
     }
+    if (addresses_->next_deadline() <= t) send_address_queries(t);
     // Before transmit: the ACKs it sends let peers act on what was just completed here, and
     // a poller must be able to see those completions by then.
     activity_.fetch_add(1, std::memory_order_release);
@@ -551,6 +701,8 @@ void UdpDriver::feed_received(size_t plane, size_t n, Time t) {
         int tclass = 0;
         std::memcpy(&tclass, CMSG_DATA(c), sizeof tclass);
         rx.ecn_ce = (tclass & kEcnMask) == kEcnMask;
+      } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+        rx.ecn_ce = (*CMSG_DATA(c) & kEcnMask) == kEcnMask;  // IPv4: one byte
       } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
         int size = 0;
         std::memcpy(&size, CMSG_DATA(c), sizeof size);
@@ -577,6 +729,11 @@ void UdpDriver::feed_received(size_t plane, size_t n, Time t) {
           (data[off + 4] | data[off + 5] | data[off + 6] | data[off + 7]) == 0 &&
           connectionless(plane, pl.rx_from[k], rx.ecn_ce, {data + off, m}, t))
         continue;
+      if (kind == static_cast<uint8_t>(wire::Kind::kAddrQuery) ||
+          kind == static_cast<uint8_t>(wire::Kind::kAddrReply)) {
+        address_message(plane, pl.rx_from[k], {data + off, m}, t);
+        continue;
+      }
       engine_->on_datagram(t, rx, {data + off, m});
     }
   }

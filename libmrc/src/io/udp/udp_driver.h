@@ -1,4 +1,5 @@
-// The UDP/IPv6 datapath: one engine, one socket per plane, a progress thread.
+// The UDP datapath (IPv6; IPv4 planes as IPv4-mapped addresses): one engine, one socket per
+// plane, a progress thread.
 // Threading: every public method is thread-safe. The engine is owned here and
 // touched only under the driver's mutex (with_engine, or the progress loop);
 // step() and start()/stop() must not run concurrently with each other.
@@ -20,8 +21,13 @@
 //     kEcmp sends to the peer's plane address from one of `ecmp_source_ports`
 //     sockets per plane (chosen by EV), so an ECMP fabric hashing the 5-tuple
 //     (or the flow label, which the kernel derives from it) spreads EVs.
-//   - ECN: every datagram leaves with IPv6 traffic class ECT(0); received
-//     traffic class CE (IPV6_RECVTCLASS) is passed as RxInfo::ecn_ce.
+//   - IPv4: a plane whose address is IPv4 (kDirect, kEcmp) is bound as its IPv4-mapped IPv6
+//     address (::ffff:a.b.c.d) on a dual-stack IPv6 socket (IPV6_V6ONLY off), so the driver
+//     keeps one address type (sockaddr_in6) and the datagrams on that plane are UDP/IPv4;
+//     peers on it are IPv4-mapped too. ECN, GSO/GRO and the zero checksum work alike there
+//     (IP_TOS / IP_RECVTOS, SO_NO_CHECK: IPv4 allows a zero UDP checksum).
+//   - ECN: every datagram leaves with IPv6 traffic class (IPv4: TOS) ECT(0); received
+//     CE (IPV6_RECVTCLASS, IP_RECVTOS) is passed as RxInfo::ecn_ce.
 //   - GSO: datagrams of one poll round that share a source socket, a
 //     destination and a size are sent as one UDP_SEGMENT message (up to 64
 //     segments, 64 KiB), each segment one whole MRC packet. Groups keep the
@@ -53,6 +59,13 @@
 // the loop answers probes (rate limited, back on the probe's EV) and keeps replies for the
 // open probe session their token names (with_probes).
 //
+// Peers known by one address (UdpDriver::add_peer_at: a verbs GID): in kDirect and kEcmp mode
+// the peer's address on every plane comes from the static table UdpConfig::known_peers, else
+// is learnt on the wire (learn_addresses, io/udp/peer_addresses.h: an ADDR_QUERY bound to one
+// QP pair's tokens, answered by the peer's driver from this loop; a query no local QP matches
+// is refused and counted). Until then, and for good if the peer never answers, every plane
+// sends to the one known address.
+//
 // Namespaces: with `netns` set, sockets are made inside that network
 // namespace (/run/netns/<name>) and keep it; the threads stay where they are.
 //
@@ -64,6 +77,7 @@
 
 #include <netinet/in.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -80,6 +94,7 @@
 #include "common/result.h"
 #include "engine/engine.h"
 #include "engine/types.h"
+#include "io/udp/peer_addresses.h"
 #include "io/udp/probes.h"
 #include "srv6/fabric.h"
 
@@ -103,7 +118,8 @@ enum class PathMode : uint8_t { kDirect, kSrv6, kEcmp };
 
 /// One local plane port.
 struct PlaneConfig {
-  std::string address = "::";       // IPv6 literal to bind, optionally with %scope
+  std::string address = "::";       // IPv6 literal to bind, optionally with %scope; an IPv4
+                                    // plane as its mapped form ::ffff:a.b.c.d
   uint16_t port = kDefaultUdpPort;  // 0: ephemeral (see UdpDriver::local_address)
 };
 
@@ -115,6 +131,10 @@ struct UdpConfig {
   uint32_t local_host = 0;                     // kSrv6: this host's id in `fabric`
   uint16_t peer_port = kDefaultUdpPort;        // kSrv6: the port peers listen on
   uint32_t ecmp_source_ports = 16;             // kEcmp: sending sockets per plane (1..256)
+  // kDirect/kEcmp: other hosts' addresses, one entry per host, index = plane (address and
+  // port): add_peer_at finds a peer known by any one of them here.
+  std::vector<std::vector<sockaddr_in6>> known_peers;
+  bool peer_query = true;  // kDirect/kEcmp: learn_addresses asks peers on the wire
   bool zero_udp_checksum = false;              // UDP_NO_CHECK6_TX/RX (see above); no GSO
   bool gso = true;                             // UDP_SEGMENT for same-destination runs
   bool gro = true;                             // UDP_GRO on receive
@@ -151,6 +171,15 @@ struct UdpCounters {
   uint64_t probes_answered = 0;        // probes to dst_qpn 0 answered
   uint64_t probes_rate_limited = 0;    // ...not answered: over Probes::kAnswersPerSecond
   uint64_t probe_replies_dropped = 0;  // replies with no open session's token (forged, late)
+  // Peer address queries (io/udp/peer_addresses.h).
+  uint64_t addr_queries_sent = 0;
+  uint64_t addr_queries_answered = 0;
+  uint64_t addr_queries_refused = 0;       // no local QP expects its token (a stranger, or a
+                                           // QP not yet at RTR: the asker retries)
+  uint64_t addr_queries_rate_limited = 0;  // not answered: over kAnswersPerSecond
+  uint64_t addr_replies_accepted = 0;      // peers whose plane addresses were learnt
+  uint64_t addr_replies_dropped = 0;       // replies that answer no open query (forged, late)
+  uint64_t addr_peers_unanswered = 0;      // learnings that gave up: the peer stays on one address
 };
 
 class UdpDriver {
@@ -169,6 +198,19 @@ class UdpDriver {
   /// kEcmp. The returned id is what QpAttr::peer takes. A plane without an
   /// address drops (no_route).
   engine::PeerId add_peer(std::vector<sockaddr_in6> per_plane_addresses);
+  /// kDirect/kEcmp: a remote host known by one address (a verbs GID), at `ports` (one per
+  /// local plane: hosts are configured alike). Its address per plane from
+  /// UdpConfig::known_peers when an entry holds `known`; else every plane sends to `known`
+  /// (at its port) until learn_addresses() learns better. Same `known`, same id.
+  engine::PeerId add_peer_at(const in6_addr& known, std::span<const uint16_t> ports);
+  /// Asks `peer` (made by add_peer_at, not from the table) for its plane addresses through
+  /// QP `qpn` (at RTR toward it; the query is bound to its tokens). Returns at once; the
+  /// addresses change when the reply comes. False when nothing was started: not such a peer,
+  /// already learnt or learning, peer_query off, or no such QP.
+  bool learn_addresses(engine::PeerId peer, engine::Qpn qpn);
+  /// A peer's current destination on each plane (first spine): what add_peer_at and learning
+  /// made of it. Empty for an unknown peer.
+  std::vector<sockaddr_in6> peer_addresses(engine::PeerId peer) const;
   /// kSrv6: a remote host of the fabric by id; its uSID paths are computed here. `ports`:
   /// the UDP port of each of its planes (a process with ephemeral ports, learnt by a front
   /// end's handshake); empty: UdpConfig::peer_port on every plane.
@@ -295,7 +337,12 @@ class UdpDriver {
   // `from`; false: not one (malformed: the engine counts it).
   bool connectionless(size_t plane, const sockaddr_in6& from, bool ecn,
                       std::span<const uint8_t> bytes, engine::Time t);
+  // Under mu_: an ADDR_QUERY or ADDR_REPLY (peer_addresses.h) that came on `plane`.
+  void address_message(size_t plane, const sockaddr_in6& from, std::span<const uint8_t> bytes,
+                       engine::Time t);
+  void send_address_queries(engine::Time t);  // under mu_: those due
   // Under mu_: add_fabric_peer.
+  engine::PeerId add_peer_locked(std::vector<sockaddr_in6> per_plane_addresses);
   Result<engine::PeerId, std::string> add_fabric_peer_locked(uint32_t host,
                                                              std::span<const uint16_t> ports);
 
@@ -311,6 +358,10 @@ class UdpDriver {
   // (peer, plane, index) with the peer's port (a map: route() hands out stable pointers).
   std::vector<std::vector<srv6::Ipv6>> explicit_;
   mutable std::map<std::tuple<engine::PeerId, uint16_t, uint32_t>, sockaddr_in6> explicit_to_;
+  // add_peer_at: peers by their known address (16 bytes + port), and which may be learnt.
+  std::map<std::array<uint8_t, 16>, engine::PeerId> peers_at_;     // under mu_
+  std::map<engine::PeerId, std::vector<sockaddr_in6>> learnable_;  // under mu_
+  std::unique_ptr<PeerAddresses> addresses_;                       // under mu_
   UdpCounters counters_;
   std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
   std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)

@@ -1,0 +1,109 @@
+// Running stock tools (perftest, ibverbs-utils) inside network namespaces for the verbs
+// namespace tests: a child process `ip netns exec <ns> env ... <argv>` with its output
+// captured, and perftest's result line read back. Threading: test thread only.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace mrc::verbs {
+
+// A child process: `ip netns exec <ns> env ... <argv>`, stdout and stderr into one pipe.
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;
+  std::string out;
+  int rc = -1;
+
+  // Reads what is there; true once the child has exited (rc set).
+  bool pump() {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    int st = 0;
+    if (rc == -1 && ::waitpid(pid, &st, WNOHANG) == pid)
+      rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return rc != -1;
+  }
+  // Waits for the end; kills it (by its pid) after `limit`.
+  int wait(std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!pump()) {
+      if (std::chrono::steady_clock::now() > end) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        rc = 137;
+        out += "\n[killed after " + std::to_string(limit.count()) + " ms]";
+        break;
+      }
+      pollfd p{fd, POLLIN, 0};
+      ::poll(&p, 1, 20);
+    }
+    pump();
+    ::close(fd);
+    fd = -1;
+    return rc;
+  }
+};
+
+inline Child spawn(const std::string& ns, const std::vector<std::string>& env,
+                   const std::vector<std::string>& argv) {
+  int p[2];
+  Child c;
+  if (::pipe2(p, O_CLOEXEC) != 0) return c;
+  c.pid = ::fork();
+  if (c.pid == 0) {
+    ::dup2(p[1], 1);
+    ::dup2(p[1], 2);
+    std::vector<std::string> all = {"ip", "netns", "exec", ns, "env"};
+    all.insert(all.end(), env.begin(), env.end());
+    all.insert(all.end(), argv.begin(), argv.end());
+    std::vector<char*> args;
+    for (auto& a : all) args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execvp("ip", args.data());
+    ::_exit(127);
+  }
+  ::close(p[1]);
+  c.fd = p[0];
+  ::fcntl(c.fd, F_SETFL, O_NONBLOCK);
+  return c;
+}
+
+// The numbers of perftest's last result line ("#bytes #iterations ..."); empty if none.
+inline std::vector<double> perftest_result_line(const std::string& out) {
+  static const std::regex line(R"(^\s*\d+\s+\d+(\s+[\d.]+){3,}\s*$)");
+  std::vector<double> last;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    const size_t nl = out.find('\n', pos);
+    const std::string l = out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    if (std::regex_match(l, line)) {
+      last.clear();
+      std::istringstream in(l);
+      for (double v; in >> v;) last.push_back(v);
+    }
+    if (nl == std::string::npos) break;
+    pos = nl + 1;
+  }
+  return last;
+}
+// The BW average column (MB/s, or Gb/s with --report_gbits) of a bw tool, or -1.
+inline double perftest_bw_average(const std::string& out) {
+  const auto v = perftest_result_line(out);
+  return v.size() >= 4 ? v[3] : -1;
+}
+
+}  // namespace mrc::verbs
