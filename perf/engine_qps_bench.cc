@@ -4,9 +4,12 @@
 // defaults otherwise (QpInit, QpAttr: 1024 send/recv WRs, MPR 1024, 16384-PSN window).
 // Header work only, as engine_pps_bench's `nocopy`: no payload copy, no payload CRC.
 //
-//   BM_EngineQps/qps:N/active:A  per-packet cost with N QPs of which A at a time carry
-//       a 64 KiB WRITE (16 packets); each completion hands the turn to the next QP in
-//       rotation, so the active subset keeps changing and every QP is touched in turn.
+//   BM_EngineQps/qps:N/pool:P/kib:K  per-packet cost with N connected QPs: 16 at a time
+//       (fewer if P < 16) carry a K KiB WRITE (K / 4 packets); each completion hands the
+//       turn to the next of the first P QPs in rotation, so the active subset keeps
+//       changing. P = N: every QP is touched in turn (an all-to-all: with N = 16,384 each
+//       message meets a QP whose state left the caches long ago); P = 64: the other N - 64
+//       QPs are connected and idle, which is what the engine's structures must not feel.
 //       The loop is a driver's: timers when due, one data packet A -> B, B's ACKs
 //       back to A, completions. Counter per_pkt (seconds, printed as e.g. 162n = 162 ns).
 //   BM_EngineTimers/qps:N  cost of one timer event when N QPs each have one: every
@@ -30,7 +33,7 @@ using namespace mrc::engine;
 
 void no_copy(void*, const void*, size_t) {}
 
-constexpr uint32_t kMsg = 64 << 10;  // one activation: 16 packets of 4 KiB
+constexpr uint32_t kMaxMsg = 1 << 20;  // largest message (256 packets of 4 KiB)
 
 EngineConfig config() {
   EngineConfig c;
@@ -62,7 +65,7 @@ struct Fleet {
   uint32_t skey = 0, dkey = 0;
   Time now{1'000'000};
 
-  explicit Fleet(uint32_t n) : src(kMsg, 0x11), dst(kMsg) {
+  explicit Fleet(uint32_t n) : src(kMaxMsg, 0x11), dst(kMaxMsg) {
     acq = a.create_cq(1 << 20).value();
     bcq = b.create_cq(1 << 20).value();
     skey = a.register_mr(src.data(), src.size(), reinterpret_cast<uint64_t>(src.data()), 0).value();
@@ -84,8 +87,8 @@ struct Fleet {
       connect(b, bq[i], aq[i], 2 * i + 1);
     }
   }
-  void post(uint32_t i, uint64_t wr_id) {
-    Sge s{reinterpret_cast<uint64_t>(src.data()), kMsg, skey};
+  void post(uint32_t i, uint64_t wr_id, uint32_t len = 64 << 10) {
+    Sge s{reinterpret_cast<uint64_t>(src.data()), len, skey};
     SendWr wr;
     wr.wr_id = wr_id;
     wr.sg = {&s, 1};
@@ -116,15 +119,17 @@ struct Fleet {
 
 void BM_EngineQps(benchmark::State& state) {
   const auto n = static_cast<uint32_t>(state.range(0));
-  const auto active = std::min(n, static_cast<uint32_t>(state.range(1)));
+  const auto pool = std::min(n, static_cast<uint32_t>(state.range(1)));
+  const auto active = std::min<uint32_t>(pool, 16);
+  const auto len = static_cast<uint32_t>(state.range(2)) << 10;
   Fleet f(n);
   std::vector<uint8_t> dgram(kTransmitBufferSize), ackbuf(kTransmitBufferSize);
   Completion comps[64];
   uint32_t cursor = 0;
   uint64_t packets = 0, messages = 0;
   auto activate = [&] {
-    f.post(cursor, messages++);
-    cursor = cursor + 1 == n ? 0 : cursor + 1;
+    f.post(cursor, messages++, len);
+    cursor = cursor + 1 == pool ? 0 : cursor + 1;
   };
   for (uint32_t i = 0; i < active; ++i) activate();
   for (auto _ : state) {
@@ -139,11 +144,16 @@ void BM_EngineQps(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(packets));
 }
 BENCHMARK(BM_EngineQps)
-    ->ArgNames({"qps", "active"})
-    ->Args({1, 1})
-    ->Args({64, 16})
-    ->Args({1024, 16})
-    ->Args({16384, 16});
+    ->ArgNames({"qps", "pool", "kib"})
+    ->Args({1, 1, 64})
+    ->Args({64, 64, 64})
+    ->Args({1024, 1024, 64})
+    ->Args({16384, 16384, 64})
+    ->Args({1024, 64, 64})
+    ->Args({16384, 64, 64})
+    ->Args({1, 1, 256})
+    ->Args({1024, 1024, 256})
+    ->Args({16384, 16384, 256});
 
 void BM_EngineTimers(benchmark::State& state) {
   const auto n = static_cast<uint32_t>(state.range(0));
@@ -200,7 +210,7 @@ void BM_IdleQpBytes(benchmark::State& state) {
       for (int k = 0; k < 1000 && f->a.next_deadline() != kNever; ++k) f->step(dgram, ackbuf);
     }
     const size_t after = heap_bytes();
-    per_qp = static_cast<double>(after - before - 2 * kMsg) / (2.0 * n);
+    per_qp = static_cast<double>(after - before - 2 * kMaxMsg) / (2.0 * n);
   }
   state.counters["bytes/qp"] = per_qp;
 }
