@@ -177,10 +177,14 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
 }
 
 void Core::compact_heap() {
-  heap.clear();
-  for (const auto& q : qps)
-    if (q && q->scheduled != kNever) heap.push_back({q->scheduled, q->qpn});
+  size_t kept = 0;
+  for (const Deadline& d : heap) {
+    const Qp* q = qp(d.qpn);
+    if (q && q->scheduled == d.at) heap[kept++] = d;
+  }
+  heap.resize(kept);
   std::make_heap(heap.begin(), heap.end(), std::greater<>{});
+  heap_kept = kept;
 }
 
 // ---- paths ---------------------------------------------------------------------------

@@ -385,10 +385,13 @@ struct Core {
     q.scheduled = t;
     heap.push_back({t, q.qpn});
     std::push_heap(heap.begin(), heap.end(), std::greater<>{});
-    if (heap.size() > 1024 + 4 * live_qps) compact_heap();
+    if (heap.size() > 1024 + 2 * heap_kept) compact_heap();
   }
-  /// Drops the stale entries (each QP keeps only the one its `scheduled` names).
+  /// Drops the stale entries (those that are not the one their QP's `scheduled` names).
+  /// Visits the heap's entries only, never the QPs that have none; runs after at least
+  /// 1,024 + the entries it kept last time were added, so O(1) per insertion.
   void compact_heap();
+  size_t heap_kept = 0;  // entries the last compaction kept
 
   // completions / errors
   void complete(Qp& q, CqId cq, const Completion& c);
