@@ -15,6 +15,12 @@
 //   BM_EngineTimers/qps:N  cost of one timer event when N QPs each have one: every
 //       QP has one unacknowledged packet (its peer never answers); each step runs
 //       next_deadline, on_timeout (one QP's RTO fires) and the resend. Counter per_timer (seconds).
+//   --count=N,P,K,WARM,PKTS  no benchmark: the BM_EngineQps loop for WARM packets, then
+//       PKTS packets inside measured_packets(), for counting instructions and cache
+//       misses per packet under callgrind (deterministic, unlike time on a shared VM):
+//         valgrind --tool=callgrind --cache-sim=yes --LL=16777216,16,64
+//           --toggle-collect='*measured_packets*' engine_qps_bench --count=16384,16384,64,300000,50000
+//       (one command line)
 //   BM_IdleQpBytes/qps:N/used:U  heap bytes per connected QP (mallinfo2: in use + mmapped),
 //       U = 0: brought to RTS, never used; U = 1: every pair also carried one 64 KiB
 //       WRITE and is idle again. Both sides' QPs count (2N QPs).
@@ -22,6 +28,8 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -117,27 +125,37 @@ struct Fleet {
   }
 };
 
-void BM_EngineQps(benchmark::State& state) {
-  const auto n = static_cast<uint32_t>(state.range(0));
-  const auto pool = std::min(n, static_cast<uint32_t>(state.range(1)));
-  const auto active = std::min<uint32_t>(pool, 16);
-  const auto len = static_cast<uint32_t>(state.range(2)) << 10;
-  Fleet f(n);
-  std::vector<uint8_t> dgram(kTransmitBufferSize), ackbuf(kTransmitBufferSize);
-  Completion comps[64];
-  uint32_t cursor = 0;
+/// BM_EngineQps's traffic: 16 of the first `pool` QPs at a time carry a `len`-byte WRITE,
+/// each completion passes the turn on.
+struct Rotation {
+  Fleet f;
+  uint32_t pool, len, cursor = 0;
   uint64_t packets = 0, messages = 0;
-  auto activate = [&] {
+  std::vector<uint8_t> dgram = std::vector<uint8_t>(kTransmitBufferSize);
+  std::vector<uint8_t> ackbuf = std::vector<uint8_t>(kTransmitBufferSize);
+  Completion comps[64];
+
+  Rotation(uint32_t n, uint32_t pool_qps, uint32_t bytes)
+      : f(n), pool(std::min(n, pool_qps)), len(bytes) {
+    for (uint32_t i = 0; i < std::min<uint32_t>(pool, 16); ++i) activate();
+  }
+  void activate() {
     f.post(cursor, messages++, len);
     cursor = cursor + 1 == pool ? 0 : cursor + 1;
-  };
-  for (uint32_t i = 0; i < active; ++i) activate();
-  for (auto _ : state) {
+  }
+  void step() {
     packets += f.step(dgram, ackbuf);
     const size_t k = f.a.poll_cq(f.acq, comps);
     for (size_t i = 0; i < k; ++i) activate();
     f.b.poll_cq(f.bcq, comps);
   }
+};
+
+void BM_EngineQps(benchmark::State& state) {
+  Rotation r(static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)),
+             static_cast<uint32_t>(state.range(2)) << 10);
+  for (auto _ : state) r.step();
+  const uint64_t packets = r.packets, messages = r.messages;
   state.counters["per_pkt"] = benchmark::Counter(
       static_cast<double>(packets), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["msgs"] = static_cast<double>(messages);
@@ -221,4 +239,33 @@ BENCHMARK(BM_IdleQpBytes)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
+[[gnu::noinline]] void measured_packets(Rotation& r, uint64_t packets) {
+  const uint64_t end = r.packets + packets;
+  while (r.packets < end) r.step();
+}
+
 }  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strncmp(argv[1], "--count=", 8) == 0) {
+    unsigned long long n = 0, pool = 0, kib = 0, warm = 0, pkts = 0;
+    if (std::sscanf(argv[1] + 8, "%llu,%llu,%llu,%llu,%llu", &n, &pool, &kib, &warm, &pkts) != 5 ||
+        n == 0 || pool == 0 || kib == 0 || kib > (kMaxMsg >> 10) || pkts == 0) {
+      std::fprintf(stderr, "--count=QPS,POOL,KIB,WARM,PACKETS: five numbers, QPS, POOL, PACKETS > 0, "
+                           "1 <= KIB <= %u\n", kMaxMsg >> 10);
+      return 2;
+    }
+    Rotation r(static_cast<uint32_t>(n), static_cast<uint32_t>(pool),
+               static_cast<uint32_t>(kib) << 10);
+    while (r.packets < warm) r.step();
+    measured_packets(r, pkts);
+    std::printf("qps %llu pool %llu kib %llu: %llu packets measured after %llu\n", n, pool, kib,
+                pkts, warm);
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
