@@ -13,7 +13,8 @@
 #include "engine/engine.h"
 #include "engine/internal.h"
 
-// ---- heap accounting: every operator new/delete of this test binary ------------------------
+// ---- heap accounting: every operator new/delete of this test binary (all forms, so that
+// none falls through to a sanitizer's own and meets ours at free) ------------------------
 namespace {
 size_t g_live = 0;  // bytes the allocator handed out and not yet freed (usable sizes)
 void* counted(void* p) {
@@ -34,6 +35,21 @@ void* operator new(size_t n, std::align_val_t a) {
   return counted(std::aligned_alloc(al, round_up(n ? n : 1, al)));
 }
 void* operator new[](size_t n, std::align_val_t a) { return operator new(n, a); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  void* p = std::malloc(n ? n : 1);
+  if (p) g_live += malloc_usable_size(p);
+  return p;
+}
+void* operator new[](size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  const auto al = static_cast<size_t>(a);
+  void* p = std::aligned_alloc(al, round_up(n ? n : 1, al));
+  if (p) g_live += malloc_usable_size(p);
+  return p;
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
+  return operator new(n, a, t);
+}
 void operator delete(void* p) noexcept {
   uncount(p);
   std::free(p);
@@ -45,6 +61,14 @@ void operator delete(void* p, std::align_val_t) noexcept { operator delete(p); }
 void operator delete[](void* p, std::align_val_t) noexcept { operator delete(p); }
 void operator delete(void* p, size_t, std::align_val_t) noexcept { operator delete(p); }
 void operator delete[](void* p, size_t, std::align_val_t) noexcept { operator delete(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { operator delete(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { operator delete(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  operator delete(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  operator delete(p);
+}
 
 namespace mrc::engine {
 namespace {

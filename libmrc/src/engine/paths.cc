@@ -21,9 +21,8 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
       planes = std::max<uint16_t>(planes, static_cast<uint16_t>(path.plane + 1));
     }
   }
-  // Sorted by EV; among equal EVs the first given stays first (find returns it).
-  std::stable_sort(index_.begin(), index_.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Sorted by EV, then index: among equal EVs the first given comes first (find returns it).
+  std::sort(index_.begin(), index_.end());
   planes_ = planes;
   for (uint16_t pl = 0; pl < 16; ++pl) {
     plane_cursor_[pl] = 0;
