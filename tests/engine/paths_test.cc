@@ -248,5 +248,49 @@ TEST(PathSet, Next_EverythingBadStillReturnsNonDeniedEvs) {
   EXPECT_EQ(seen.size(), s.size() - 1);
 }
 
+// Counts are counters and probes walk the ASSUMED_BAD list (no scan of every EV): both
+// must follow every state change, and probes still go out in EV order.
+TEST(PathSet, CountsAndProbeOrderFollowStateChanges) {
+  PathSet s = make();
+  std::vector<EvEvent> ev;
+  EXPECT_EQ(s.count(EvState::kGood), 24u);
+  for (uint32_t e : {302u, 1u, 203u}) s.on_lost(s.find(e), true, Time{10}, ev);
+  ASSERT_TRUE(s.deny(100, true, Time{10}, ev));
+  EXPECT_EQ(s.count(EvState::kGood), 20u);
+  EXPECT_EQ(s.count(EvState::kAssumedBad), 3u);
+  EXPECT_EQ(s.count(EvState::kDenied), 1u);
+  const Time due = Time{10} + PathPolicy{}.probe_interval;
+  EXPECT_EQ(s.next_probe_time(), due);
+  std::vector<ProbeRequest> probes;
+  s.poll_probes(due, probes, ev);
+  std::vector<uint32_t> order;
+  for (const ProbeRequest& r : probes) order.push_back(s.ev(r.index).path.ev);
+  EXPECT_EQ(order, (std::vector<uint32_t>{1, 203, 302}));  // index order, as the EVs were given
+  // Clean replies bring 203 back; allowing 100 makes it ASSUMED_BAD, probed at once.
+  for (const ProbeRequest& r : probes)
+    if (s.ev(r.index).path.ev == 203)
+      for (uint32_t k = 0; k < PathPolicy{}.probes_to_good; ++k) {
+        s.on_probe_reply(r.index, s.ev(r.index).probe_seq, false, due, ev);
+        if (k + 1 < PathPolicy{}.probes_to_good) {
+          probes.clear();
+          s.poll_probes(s.next_probe_time(), probes, ev);
+        }
+      }
+  EXPECT_EQ(s.ev(s.find(203)).state, EvState::kGood);
+  ASSERT_TRUE(s.deny(100, false, due, ev));
+  EXPECT_EQ(s.count(EvState::kGood), 21u);
+  EXPECT_EQ(s.count(EvState::kAssumedBad), 3u);
+  EXPECT_EQ(s.count(EvState::kDenied), 0u);
+  EXPECT_EQ(s.next_probe_time(), due);
+  probes.clear();
+  s.poll_probes(due, probes, ev);
+  ASSERT_FALSE(probes.empty());
+  EXPECT_EQ(s.ev(probes[0].index).path.ev, 100u);
+  s.reset(std::vector<Path>{{7, 0}}, {}, PathPolicy{});
+  EXPECT_EQ(s.count(EvState::kGood), 1u);
+  EXPECT_EQ(s.count(EvState::kAssumedBad), 0u);
+  EXPECT_EQ(s.next_probe_time(), kNever);
+}
+
 }  // namespace
 }  // namespace mrc::engine

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace mrc::engine {
@@ -91,6 +92,34 @@ TEST(Scoreboard, SackBeyondWindowIsEmpty) {
   auto bits = sb.sack(32);
   EXPECT_EQ(bits[0], ~uint64_t{0} >> 32);  // PSNs 32..63 inside, 64..95 outside
   EXPECT_EQ(bits[1], 0u);
+}
+
+TEST(Scoreboard, RingGrowsOnDemandAndKeepsMarks) {
+  RecvScoreboard sb;
+  sb.reset(0xFFFFFF00u, 16384);
+  EXPECT_EQ(sb.ring_bits(), 0u);  // nothing received: no bitmap
+  EXPECT_FALSE(sb.received(0xFFFFFF05u));
+  EXPECT_EQ(sb.sack(0xFFFFFF00u)[0], 0u);
+  for (uint32_t p = 0xFFFFFF00u; p != 0xFFFFFF10u; ++p) (void)sb.mark(p);
+  EXPECT_EQ(advance(sb).size(), 16u);
+  EXPECT_EQ(sb.ring_bits(), 64u);  // in order: one word
+  // Holes, then PSNs ever farther ahead (across the 2^32 wrap): the ring doubles to
+  // cover each, every earlier mark stays where its PSN says.
+  const uint32_t cum = sb.cum();
+  std::vector<uint32_t> got = {cum + 3, cum + 70, cum + 200, cum + 1000, cum + 5000, cum + 16383};
+  for (uint32_t p : got) ASSERT_EQ(sb.mark(p), RecvScoreboard::Mark::kNew) << p - cum;
+  EXPECT_EQ(sb.ring_bits(), 16384u);
+  EXPECT_EQ(sb.mark(cum + 16384), RecvScoreboard::Mark::kOutOfWindow);  // the window, not the ring
+  for (uint32_t d = 0; d < 16384; ++d) {
+    const bool want = std::find(got.begin(), got.end(), cum + d) != got.end();
+    ASSERT_EQ(sb.received(cum + d), want) << d;
+  }
+  auto bits = sb.sack(cum);
+  EXPECT_EQ(bits[0], uint64_t{1} << 3);
+  EXPECT_EQ(bits[1], uint64_t{1} << 6);
+  for (uint32_t p = cum; p != cum + 3; ++p) (void)sb.mark(p);
+  EXPECT_EQ(advance(sb).size(), 4u);  // cum..cum+3
+  EXPECT_EQ(sb.cum(), cum + 4);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "engine/internal.h"
@@ -176,10 +177,14 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
 }
 
 void Core::compact_heap() {
-  heap.clear();
-  for (const auto& q : qps)
-    if (q && q->scheduled != kNever) heap.push_back({q->scheduled, q->qpn});
+  size_t kept = 0;
+  for (const Deadline& d : heap) {
+    const Qp* q = qp(d.qpn);
+    if (q && q->scheduled == d.at) heap[kept++] = d;
+  }
+  heap.resize(kept);
   std::make_heap(heap.begin(), heap.end(), std::greater<>{});
+  heap_kept = kept;
 }
 
 // ---- paths ---------------------------------------------------------------------------
@@ -403,7 +408,7 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
   const uint32_t mpr = (mask & attr::kMpr) ? a.max_psn_range : q->attr.max_psn_range;
   if (to == QpState::kRts && mpr > c.cfg.recv_window) return Err{Error::kInvalidArgument};
   const bool live = q->state == QpState::kRts || q->state == QpState::kSqd;
-  const bool grow_ring = live && (mask & attr::kMpr) && mpr > q->tx_mask + 1;
+  const bool grow_ring = live && (mask & attr::kMpr) && mpr > q->tx_cap;
   if (grow_ring && q->inflight() > 0) return Err{Error::kBadState};
 
   if (to == QpState::kReset) {  // drop everything, keep the number and CQs
@@ -463,22 +468,19 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
   q->retry = RetryPolicy{s.timeout, s.retry_cnt_linear, s.retry_cnt_exp};
   if (entering && to == QpState::kRtr) {
     q->sb.reset(s.rq_psn, c.cfg.recv_window);
-    q->acts.assign(c.cfg.recv_window, Action{});
+    q->acts.clear();  // grows with the first message that needs one (grow_acts)
   }
   if (entering && to == QpState::kRts && q->state == QpState::kRtr) {
-    uint32_t n = 1;
-    while (n < s.max_psn_range) n <<= 1;
-    q->tx.assign(n, TxPkt{});
-    q->tx_mask = n - 1;
+    q->tx.clear();  // grows with what is in flight (grow_tx)
+    q->tx_mask = 0;
+    q->tx_cap = std::bit_ceil(s.max_psn_range);
     q->snd_una = q->snd_nxt = s.sq_psn;
     q->bytes_in_flight = 0;
     c.start_cc(*q);
   }
-  if (grow_ring) {
-    uint32_t n = 1;
-    while (n < s.max_psn_range) n <<= 1;
-    q->tx.assign(n, TxPkt{});
-    q->tx_mask = n - 1;
+  if (grow_ring) {  // nothing in flight: the ring may grow up to the new MPR
+    q->tx.assign(q->tx.size(), TxPkt{});
+    q->tx_cap = std::bit_ceil(s.max_psn_range);
   }
   q->state = to;
   if (to == QpState::kRts) c.make_ready(*q);
@@ -519,7 +521,7 @@ Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
   if (q->state == QpState::kReset) return Err{Error::kBadState};
   if (q->rq.full()) return Err{Error::kQueueFull};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
-  RecvWqe& r = q->rq.at(q->rq.tail());
+  RecvWqe& r = q->rq.next();
   r.sg.clear();
   r.capacity = 0;
   for (const Sge& s : wr.sg) {

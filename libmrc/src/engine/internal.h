@@ -90,31 +90,90 @@ struct SendWqe {
   WcStatus status = WcStatus::kSuccess;
 };
 
-/// Fixed-capacity ring of WQEs addressed by absolute sequence number.
+/// Ring of WQEs addressed by absolute sequence number, holding at most `capacity`
+/// (full() past it). Storage grows on demand (powers of two, up to the capacity
+/// rounded up), so a queue that is never used costs no memory. Only the live
+/// range [head, tail) is kept across growth; next() is the slot at tail (valid
+/// until the next push or growth), filled before push() makes it live.
 template <typename T>
 class SeqRing {
  public:
   void init(uint32_t capacity) {
-    uint32_t c = 1;
-    while (c < capacity) c <<= 1;
-    slots_.resize(c);
+    slots_.clear();
+    slots_.shrink_to_fit();
     cap_ = capacity;
+    head_ = tail_ = 0;
   }
   bool full() const { return tail_ - head_ >= cap_; }
   bool empty() const { return tail_ == head_; }
   uint64_t size() const { return tail_ - head_; }
   uint64_t head() const { return head_; }
   uint64_t tail() const { return tail_; }
+  /// Storage slots allocated (memory accounting).
+  size_t slots() const { return slots_.size(); }
   T& at(uint64_t seq) { return slots_[seq & (slots_.size() - 1)]; }
   const T& at(uint64_t seq) const { return slots_[seq & (slots_.size() - 1)]; }
-  T& push() { return slots_[tail_++ & (slots_.size() - 1)]; }
+  T& next() {
+    if (tail_ - head_ >= slots_.size()) grow();
+    return at(tail_);
+  }
+  T& push() {
+    T& t = next();
+    ++tail_;
+    return t;
+  }
   void pop() { ++head_; }
   void clear() { head_ = tail_; }
 
  private:
+  void grow() {
+    const size_t n = slots_.empty() ? 1 : 2 * slots_.size();
+    std::vector<T> bigger(n);
+    for (uint64_t s = head_; s != tail_; ++s) bigger[s & (n - 1)] = std::move(at(s));
+    slots_.swap(bigger);
+  }
+
   std::vector<T> slots_;
   uint32_t cap_ = 0;
   uint64_t head_ = 0, tail_ = 0;
+};
+
+/// FIFO of small values (PSNs, WQE sequence numbers): a ring that allocates on
+/// its first push and grows by doubling. (std::deque allocates on construction.)
+template <typename T>
+class Fifo {
+ public:
+  bool empty() const { return head_ == tail_; }
+  size_t size() const { return tail_ - head_; }
+  T& operator[](size_t i) { return buf_[(head_ + i) & (buf_.size() - 1)]; }
+  const T& operator[](size_t i) const { return buf_[(head_ + i) & (buf_.size() - 1)]; }
+  T& front() { return (*this)[0]; }
+  const T& front() const { return (*this)[0]; }
+  void push_back(const T& v) {
+    if (size() == buf_.size()) grow();
+    buf_[tail_++ & (buf_.size() - 1)] = v;
+  }
+  void pop_front() { ++head_; }
+  /// Removes element i, keeping the order of the others.
+  void erase(size_t i) {
+    for (size_t k = i; k + 1 < size(); ++k) (*this)[k] = (*this)[k + 1];
+    --tail_;
+  }
+  void clear() { head_ = tail_ = 0; }
+  size_t capacity() const { return buf_.size(); }
+
+ private:
+  void grow() {
+    const size_t n = buf_.empty() ? 4 : 2 * buf_.size();
+    std::vector<T> bigger(n);
+    for (size_t i = 0; i < size(); ++i) bigger[i] = (*this)[i];
+    tail_ = size();
+    head_ = 0;
+    buf_.swap(bigger);
+  }
+
+  std::vector<T> buf_;
+  size_t head_ = 0, tail_ = 0;
 };
 
 /// One PSN in flight.
@@ -197,17 +256,21 @@ struct Qp {
   uint64_t pkt_rsp = 0;         // next rsp_ WQE to packetize
   uint32_t next_recv_msn = 0;   // next SEND/WRITE_IMM receive number at the peer
   uint32_t next_read_msn = 0;   // next READ number
-  std::deque<uint64_t> reads;   // sq_ sequence numbers of READs awaiting their response
+  Fifo<uint64_t> reads;         // sq_ sequence numbers of READs awaiting their response
   uint32_t reads_base_msn = 0;  // read number of reads.front()
-  std::vector<TxPkt> tx;        // ring, size power of two >= max_psn_range
-  uint32_t tx_mask = 0;
+  // Ring indexed by PSN: holds [snd_nxt - tx.size(), snd_nxt), so every PSN in flight
+  // and the newest freed ones. Empty until the first send; doubles (grow_tx) when the
+  // PSNs in flight fill it, up to max_psn_range rounded up to a power of two.
+  std::vector<TxPkt> tx;
+  uint32_t tx_mask = 0;  // tx.size() - 1 (tx non-empty)
+  uint32_t tx_cap = 0;   // most slots tx may grow to: max_psn_range at RTS, rounded up
   uint32_t snd_una = 0;                               // oldest PSN not acked
   uint32_t snd_nxt = 0;                               // next new PSN
   uint64_t list_head = kNoLink, list_tail = kNoLink;  // sent-order list (PSNs)
   bool list_empty() const { return list_head == kNoLink; }
   uint32_t oldest() const { return static_cast<uint32_t>(list_head); }  // !list_empty()
   uint32_t newest() const { return static_cast<uint32_t>(list_tail); }
-  std::deque<uint32_t> retx;  // lost PSNs to resend
+  Fifo<uint32_t> retx;        // lost PSNs to resend
   uint32_t rto_retries = 0;   // consecutive timeouts without progress
   bool tlp_sent = false;      // a tail loss probe went out since the last progress
   Time wait_since = kNever;   // nothing in flight, yet waiting on the peer since (READ, no path)
@@ -227,7 +290,10 @@ struct Qp {
   RecvScoreboard sb;
   SeqRing<RecvWqe> rq;
   uint32_t rq_base_msn = 0;    // receive number of rq.head()
-  std::vector<Action> acts;    // ring indexed like the scoreboard
+  // Ring indexed by PSN & (size - 1) holding the pending actions, all at PSNs in
+  // [sb.cum(), sb.cum() + acts.size()). Empty until a message needs one (WRITE needs
+  // none); grows (grow_acts) to cover the farthest PSN ahead, up to recv_window.
+  std::vector<Action> acts;
   uint32_t pending_reads = 0;  // READ requests accepted, response not yet fully acked
   uint32_t sq_wimms = 0;       // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
   uint32_t unacked = 0;        // data packets since our last ACK
@@ -320,10 +386,13 @@ struct Core {
     q.scheduled = t;
     heap.push_back({t, q.qpn});
     std::push_heap(heap.begin(), heap.end(), std::greater<>{});
-    if (heap.size() > 1024 + 4 * live_qps) compact_heap();
+    if (heap.size() > 1024 + 2 * heap_kept) compact_heap();
   }
-  /// Drops the stale entries (each QP keeps only the one its `scheduled` names).
+  /// Drops the stale entries (those that are not the one their QP's `scheduled` names).
+  /// Visits the heap's entries only, never the QPs that have none; runs after at least
+  /// 1,024 + the entries it kept last time were added, so O(1) per insertion.
   void compact_heap();
+  size_t heap_kept = 0;  // entries the last compaction kept
 
   // completions / errors
   void complete(Qp& q, CqId cq, const Completion& c);
@@ -347,6 +416,10 @@ struct Core {
   /// NACKs the peer's READ request `req_psn` with REMOTE_ACCESS after it was
   /// accepted (its MR was deregistered since): the requester fails that READ.
   void refuse_read(Qp& q, uint32_t req_psn);
+  /// Doubles q.tx (16 slots at first, at most tx_cap), keeping each record at its PSN.
+  void grow_tx(Qp& q);
+  /// Grows q.acts to hold an action `ahead` PSNs past the scoreboard's cum.
+  void grow_acts(Qp& q, uint32_t ahead);
   void list_remove(Qp& q, uint32_t psn);
   void list_append(Qp& q, uint32_t psn);
   void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);

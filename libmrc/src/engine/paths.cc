@@ -9,32 +9,49 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
   policy_ = p;
   evs_.clear();
   index_.clear();
+  bad_.clear();
   uint16_t planes = 0;
   for (int pass = 0; pass < 2; ++pass) {
     for (const Path& path : pass == 0 ? active : backups) {
       Ev e;
       e.path = path;
       e.active = pass == 0;
-      index_.emplace(path.ev, static_cast<uint16_t>(evs_.size()));
+      index_.emplace_back(path.ev, static_cast<uint16_t>(evs_.size()));
       evs_.push_back(e);
       planes = std::max<uint16_t>(planes, static_cast<uint16_t>(path.plane + 1));
     }
   }
-  plane_evs_.assign(planes, {});
-  plane_cursor_.assign(planes, 0);
-  target_active_.assign(planes, 0);
-  wrr_current_.assign(planes, 0);
-  usable_.assign(planes, 0);
-  active_.assign(planes, 0);
+  // Sorted by EV, then index: among equal EVs the first given comes first (find returns it).
+  std::sort(index_.begin(), index_.end());
+  planes_ = planes;
+  for (uint16_t pl = 0; pl < 16; ++pl) {
+    plane_cursor_[pl] = 0;
+    target_active_[pl] = 0;
+    wrr_current_[pl] = 0;
+    usable_[pl] = 0;
+    active_[pl] = 0;
+  }
+  // by_plane_: EV indexes grouped by plane (counting sort keeps index order).
+  uint16_t n_in[16] = {};
+  for (const Ev& e : evs_) ++n_in[e.path.plane];
+  plane_begin_[0] = 0;
+  for (uint16_t pl = 0; pl < 16; ++pl)
+    plane_begin_[pl + 1] = static_cast<uint16_t>(plane_begin_[pl] + n_in[pl]);
+  by_plane_.resize(evs_.size());
+  uint16_t fill[16];
+  std::copy(plane_begin_, plane_begin_ + 16, fill);
   for (size_t i = 0; i < evs_.size(); ++i) {
     const uint16_t pl = evs_[i].path.plane;
-    plane_evs_[pl].push_back(static_cast<uint16_t>(i));
+    by_plane_[fill[pl]++] = static_cast<uint16_t>(i);
     if (evs_[i].active) {
       ++target_active_[pl];
       ++active_[pl];
       ++usable_[pl];
     }
   }
+  count_[static_cast<size_t>(EvState::kGood)] = static_cast<uint32_t>(evs_.size());
+  count_[static_cast<size_t>(EvState::kAssumedBad)] = 0;
+  count_[static_cast<size_t>(EvState::kDenied)] = 0;
   for (auto& d : drained_) d = false;
   fallback_cursor_ = 0;
   refresh_weights();
@@ -42,9 +59,8 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
 
 void PathSet::refresh_weights() {
   const uint32_t floor = std::max<uint32_t>(1, policy_.min_active_per_plane);
-  plane_w_.assign(plane_evs_.size(), 0);
   total_w_ = 0;
-  for (size_t p = 0; p < plane_evs_.size(); ++p) {
+  for (size_t p = 0; p < planes_; ++p) {
     plane_w_[p] = admin_down_[p] ? 0
                                  : int64_t{policy_.plane_weight[p]} * 1024 *
                                        std::min(usable_[p], floor) / floor;
@@ -53,12 +69,13 @@ void PathSet::refresh_weights() {
 }
 
 int PathSet::find(uint32_t ev) const {
-  auto it = index_.find(ev);
-  return it == index_.end() ? -1 : it->second;
+  auto it = std::lower_bound(index_.begin(), index_.end(), ev,
+                             [](const auto& a, uint32_t v) { return a.first < v; });
+  return it == index_.end() || it->first != ev ? -1 : it->second;
 }
 
 int PathSet::pick_in_plane(uint16_t plane, int avoid) {
-  const auto& list = plane_evs_[plane];
+  const std::span<const uint16_t> list = plane_evs(plane);
   const size_t n = list.size();
   int fallback = -1;
   for (int pass = 0; pass < 2; ++pass) {
@@ -84,7 +101,7 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
 
 uint16_t PathSet::next(int avoid) {
   int best = -1;
-  for (size_t p = 0; p < plane_w_.size(); ++p) {
+  for (size_t p = 0; p < planes_; ++p) {
     if (plane_w_[p] == 0) continue;
     wrr_current_[p] += plane_w_[p];
     if (best < 0 || wrr_current_[p] > wrr_current_[static_cast<size_t>(best)])
@@ -121,15 +138,9 @@ void PathSet::on_lost(uint16_t i, bool timeout, Time now, std::vector<EvEvent>& 
     set_state(i, EvState::kAssumedBad, timeout ? EvReason::kTimeout : EvReason::kLoss, now, out);
 }
 
-uint32_t PathSet::count(EvState s) const {
-  uint32_t n = 0;
-  for (const Ev& e : evs_) n += e.state == s;
-  return n;
-}
-
 bool PathSet::plane_all_bad(uint16_t plane) const {
   bool any_bad = false;
-  for (uint16_t i : plane_evs_[plane]) {
+  for (uint16_t i : plane_evs(plane)) {
     if (evs_[i].state == EvState::kGood) return false;
     any_bad |= evs_[i].state == EvState::kAssumedBad;
   }
@@ -143,7 +154,7 @@ void PathSet::leave_active(uint16_t i) {
   e.active = false;
   --active_[pl];
   // The first GOOD backup of the same plane (in the order given) takes its place.
-  for (uint16_t j : plane_evs_[pl]) {
+  for (uint16_t j : plane_evs(pl)) {
     Ev& b = evs_[j];
     if (!b.active && b.state == EvState::kGood) {
       b.active = true;
@@ -170,6 +181,10 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
   if (from == to) return;
   const uint16_t pl = e.path.plane;
   if (from == EvState::kGood && e.active) --usable_[pl];
+  --count_[static_cast<size_t>(from)];
+  ++count_[static_cast<size_t>(to)];
+  if (from == EvState::kAssumedBad) bad_.erase(std::find(bad_.begin(), bad_.end(), i));
+  if (to == EvState::kAssumedBad) bad_.insert(std::lower_bound(bad_.begin(), bad_.end(), i), i);
   e.state = to;
   e.since = now;
   e.reason = why;
@@ -212,19 +227,19 @@ Duration PathSet::probe_gap(uint8_t backoff) const {
 
 Time PathSet::next_probe_time() const {
   Time t = kNever;
-  for (size_t p = 0; p < plane_evs_.size(); ++p)
+  for (size_t p = 0; p < planes_; ++p)
     if (drained_[p]) t = std::min(t, plane_next_probe_[p]);
-  for (const Ev& e : evs_)
-    if (e.state == EvState::kAssumedBad && !drained_[e.path.plane]) t = std::min(t, e.next_probe);
+  for (uint16_t i : bad_)
+    if (!drained_[evs_[i].path.plane]) t = std::min(t, evs_[i].next_probe);
   return t;
 }
 
 void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<EvEvent>&) {
   // A probe still unanswered when the next one is due counts as lost: the run of
   // clean replies restarts and the interval doubles (up to probe_interval_max).
-  for (size_t p = 0; p < plane_evs_.size(); ++p) {
+  for (size_t p = 0; p < planes_; ++p) {
     if (!drained_[p] || plane_next_probe_[p] > now) continue;
-    const auto& list = plane_evs_[p];
+    const std::span<const uint16_t> list = plane_evs(static_cast<uint16_t>(p));
     // The EV that answered the last probe is probed again (a plane with one live path among
     // dead ones comes back through it); one that did not answer hands over to the next.
     if (!plane_answered_[p]) {
@@ -245,9 +260,9 @@ void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<
     }
     plane_next_probe_[p] = now + probe_gap(plane_backoff_[p]);
   }
-  for (size_t i = 0; i < evs_.size(); ++i) {
+  for (uint16_t i : bad_) {  // ascending, as EV order
     Ev& e = evs_[i];
-    if (e.state != EvState::kAssumedBad || drained_[e.path.plane] || e.next_probe > now) continue;
+    if (drained_[e.path.plane] || e.next_probe > now) continue;
     if (e.probe_seq != e.reply_seq) {
       e.clean = 0;
       if (e.backoff < 16) ++e.backoff;
@@ -255,7 +270,7 @@ void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<
     e.probe_seq = next_seq_++;
     e.probe_sent = now;
     e.next_probe = now + probe_gap(e.backoff);
-    out.push_back(ProbeRequest{static_cast<uint16_t>(i), e.probe_seq});
+    out.push_back(ProbeRequest{i, e.probe_seq});
   }
 }
 
@@ -274,7 +289,7 @@ void PathSet::on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now,
     plane_clean_[pl] = ecn ? 0 : plane_clean_[pl] + 1;
     if (plane_clean_[pl] < policy_.probes_to_good) return;
     drained_[pl] = false;
-    for (uint16_t j : plane_evs_[pl])
+    for (uint16_t j : plane_evs(pl))
       if (evs_[j].state == EvState::kAssumedBad)
         set_state(j, EvState::kGood, EvReason::kPlaneRestored, now, out);
     return;

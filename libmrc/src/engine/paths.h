@@ -45,7 +45,6 @@
 
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/types.h"
@@ -94,23 +93,26 @@ struct ProbeRequest {
 
 class PathSet {
  public:
-  struct Ev {
+  /// One EV. 64 bytes, one cache line each: spraying and acknowledging a packet touch
+  /// its EV's line only (a QP that has been idle has them all cold).
+  struct alignas(64) Ev {
     Path path;
     EvState state = EvState::kGood;
     bool active = false;     // in the sprayed set (else a backup)
     bool skip = false;       // pass over once
+    uint8_t backoff = 0;     // probe interval doublings (unanswered probes)
     uint16_t losses = 0;     // losses in a row
     uint16_t clean = 0;      // clean probe replies in a row
+    Duration srtt{0};        // smoothed send-to-ACK time of data on this EV
     uint32_t probe_seq = 0;  // seq of the latest probe sent (0: none)
     uint32_t reply_seq = 0;  // probe_seq when last answered (equal: nothing outstanding)
     Time probe_sent{0};
     Time next_probe = kNever;
-    uint8_t backoff = 0;  // probe interval doublings (unanswered probes)
-    Time since{0};        // time of the last state change
-    EvReason reason = EvReason::kAllowed;  // why it entered `state` (meaningful once changes > 0)
+    Time since{0};                         // time of the last state change
     uint32_t changes = 0;                  // state changes so far (observers diff snapshots)
-    Duration srtt{0};     // smoothed send-to-ACK time of data on this EV
+    EvReason reason = EvReason::kAllowed;  // why it entered `state` (meaningful once changes > 0)
   };
+  static_assert(sizeof(Ev) == 64);
 
   /// Replaces the set. Planes must be < 16. Events are not emitted for the reset.
   void reset(std::span<const Path> active, std::span<const Path> backups, const PathPolicy& p);
@@ -154,8 +156,8 @@ class PathSet {
   /// Deny (true) or allow (false) an EV. False if no such EV.
   bool deny(uint32_t ev, bool on, Time now, std::vector<EvEvent>& out);
 
-  /// EVs per state, and planes drained.
-  uint32_t count(EvState s) const;
+  /// EVs per state (kept as counters), and planes drained.
+  uint32_t count(EvState s) const { return count_[static_cast<size_t>(s)]; }
   bool plane_drained(uint16_t plane) const { return plane < 16 && drained_[plane]; }
 
   /// Administrative drain (controller), unlike the automatic drain above: a plane that
@@ -170,22 +172,33 @@ class PathSet {
   Duration probe_gap(uint8_t backoff) const;
   void leave_active(uint16_t i);
   void rejoin(uint16_t i);
-  uint32_t usable(uint16_t plane) const;
   bool plane_all_bad(uint16_t plane) const;
   int pick_in_plane(uint16_t plane, int avoid);
   void refresh_weights();  // after usable_ or the policy changes
+  /// EV indexes of `plane`, in index order.
+  std::span<const uint16_t> plane_evs(uint16_t plane) const {
+    return {by_plane_.data() + plane_begin_[plane], by_plane_.data() + plane_begin_[plane + 1]};
+  }
 
+  // Memory: one array of EVs, one of their indexes grouped by plane, one sorted
+  // (ev, index) table and the ASSUMED_BAD list; per-plane state is inline (planes < 16).
+  // No work here scans every EV except reset(): spraying looks at one plane's EVs from
+  // its cursor on, probing walks the ASSUMED_BAD list, counts are counters.
   PathPolicy policy_;
   std::vector<Ev> evs_;
-  std::unordered_map<uint32_t, uint16_t> index_;
-  std::vector<std::vector<uint16_t>> plane_evs_;  // EV indexes of each plane
-  std::vector<uint32_t> plane_cursor_;
-  std::vector<uint32_t> target_active_;  // active EVs per plane at reset
-  std::vector<int64_t> wrr_current_;     // smooth weighted round robin state
-  std::vector<int64_t> plane_w_;         // current weight of each plane
+  std::vector<std::pair<uint32_t, uint16_t>> index_;  // (ev, index), sorted by ev
+  std::vector<uint16_t> by_plane_;                    // EV indexes grouped by plane
+  std::vector<uint16_t> bad_;      // indexes of ASSUMED_BAD EVs, ascending (probe order)
+  uint16_t planes_ = 0;            // 1 + highest plane in the set
+  uint16_t plane_begin_[17] = {};  // plane p's EVs: by_plane_[plane_begin_[p], plane_begin_[p+1])
+  uint32_t count_[3] = {};         // EVs per EvState
+  uint32_t plane_cursor_[16] = {};
+  uint32_t target_active_[16] = {};  // active EVs per plane at reset
+  int64_t wrr_current_[16] = {};     // smooth weighted round robin state
+  int64_t plane_w_[16] = {};         // current weight of each plane
   int64_t total_w_ = 0;
-  std::vector<uint32_t> usable_;  // active GOOD EVs per plane
-  std::vector<uint32_t> active_;  // active EVs per plane
+  uint32_t usable_[16] = {};  // active GOOD EVs per plane
+  uint32_t active_[16] = {};  // active EVs per plane
   bool drained_[16] = {};
   bool admin_down_[16] = {};
   Time plane_probe_sent_[16] = {};

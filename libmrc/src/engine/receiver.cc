@@ -185,8 +185,12 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
   (void)q.sb.mark(h.psn);
   ++q.stats.rx_data_packets;
   q.stats.rx_payload_bytes += d.payload_len;
-  if (last && act.kind != Action::kNone) q.acts[h.psn & (q.acts.size() - 1)] = act;
+  if (last && act.kind != Action::kNone) {
+    if (static_cast<uint32_t>(ahead) >= q.acts.size()) grow_acts(q, static_cast<uint32_t>(ahead));
+    q.acts[h.psn & (q.acts.size() - 1)] = act;
+  }
   q.sb.advance([&](uint32_t psn) {
+    if (q.acts.empty()) return;
     Action& a = q.acts[psn & (q.acts.size() - 1)];
     if (a.kind != Action::kNone) {
       run_action(q, a);
@@ -211,6 +215,15 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
   } else if (q.timers.at(Timer::kAck) == kNever) {
     q.timers.set(Timer::kAck, now + cfg.ack_delay);
   }
+}
+
+void Core::grow_acts(Qp& q, uint32_t ahead) {
+  size_t n = q.acts.empty() ? 16 : 2 * q.acts.size();
+  while (n <= ahead) n *= 2;
+  std::vector<Action> bigger(n);
+  for (const Action& a : q.acts)
+    if (a.kind != Action::kNone) bigger[a.psn & (n - 1)] = a;
+  q.acts.swap(bigger);
 }
 
 void Core::run_action(Qp& q, Action& a) {

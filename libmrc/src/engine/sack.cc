@@ -7,8 +7,10 @@ namespace mrc::engine {
 
 void RecvScoreboard::reset(uint32_t first_psn, uint32_t window) {
   assert(window >= 64 && (window & (window - 1)) == 0);
-  bits_.assign(window / 64, 0);
-  mask_ = window - 1;
+  bits_.clear();
+  bits_.shrink_to_fit();
+  mask_ = 0;
+  window_ = window;
   cum_ = first_psn;
   highest_ = first_psn;
 }
@@ -16,7 +18,8 @@ void RecvScoreboard::reset(uint32_t first_psn, uint32_t window) {
 RecvScoreboard::Mark RecvScoreboard::mark(uint32_t psn) {
   const int32_t d = psn_diff(psn, cum_);
   if (d < 0) return Mark::kDuplicate;
-  if (static_cast<uint32_t>(d) > mask_) return Mark::kOutOfWindow;
+  if (static_cast<uint32_t>(d) >= window_) return Mark::kOutOfWindow;
+  if (bits_.empty() || static_cast<uint32_t>(d) > mask_) grow(static_cast<uint32_t>(d));
   if (test(psn)) return Mark::kDuplicate;
   bits_[(psn & mask_) >> 6] |= uint64_t{1} << (psn & 63);
   if (psn_diff(psn + 1, highest_) > 0) highest_ = psn + 1;
@@ -26,11 +29,25 @@ RecvScoreboard::Mark RecvScoreboard::mark(uint32_t psn) {
 bool RecvScoreboard::received(uint32_t psn) const {
   const int32_t d = psn_diff(psn, cum_);
   if (d < 0) return true;
-  if (static_cast<uint32_t>(d) > mask_) return false;
+  if (bits_.empty() || static_cast<uint32_t>(d) > mask_) return false;
   return test(psn);
 }
 
+void RecvScoreboard::grow(uint32_t ahead) {
+  size_t n = bits_.empty() ? 64 : 2 * (size_t{mask_} + 1);
+  while (n <= ahead) n *= 2;
+  std::vector<uint64_t> bigger(n / 64, 0);
+  // Every set bit is a PSN in [cum, cum + old ring): place it by its PSN.
+  for (uint32_t k = 0; k < bits_.size() * 64; ++k) {
+    const uint32_t psn = cum_ + k;
+    if (test(psn)) bigger[(psn & (n - 1)) >> 6] |= uint64_t{1} << (psn & 63);
+  }
+  bits_.swap(bigger);
+  mask_ = static_cast<uint32_t>(n - 1);
+}
+
 uint64_t RecvScoreboard::bits64(uint32_t psn) const {
+  if (bits_.empty()) return 0;
   const uint32_t i = psn & mask_;
   const size_t w = i >> 6, sh = i & 63;
   const uint64_t lo = bits_[w] >> sh;
@@ -40,7 +57,8 @@ uint64_t RecvScoreboard::bits64(uint32_t psn) const {
 
 std::array<uint64_t, wire::kSackBits / 64> RecvScoreboard::sack(uint32_t base) const {
   std::array<uint64_t, wire::kSackBits / 64> out{};
-  const uint32_t end = cum_ + mask_ + 1;  // first PSN past the window
+  // First PSN past the ring: later ones in the window have not arrived.
+  const uint32_t end = cum_ + static_cast<uint32_t>(bits_.size() * 64);
   for (size_t k = 0; k < out.size(); ++k) {
     const uint32_t p = base + static_cast<uint32_t>(64 * k);
     uint64_t v = 0;

@@ -2,9 +2,12 @@
 // Threading: owned by its QP (engine thread).
 //
 // Holds the cumulative PSN `cum` (every PSN before it has arrived) and a
-// bitmap ring of `window` PSNs starting at cum. PSN arithmetic is modulo 2^32
+// bitmap ring of PSNs starting at cum. PSN arithmetic is modulo 2^32
 // (serial numbers): a PSN less than 2^31 behind cum is old, one at most
 // window - 1 ahead is in the window, anything else is out of it.
+// The ring covers [cum, cum + ring bits) and grows on demand (64 bits, then
+// doubling, up to the window) when a PSN beyond it arrives, so a QP that
+// receives nothing holds no bitmap and one that receives in order holds 8 bytes.
 #pragma once
 
 #include <array>
@@ -44,19 +47,26 @@ class RecvScoreboard {
   }
 
   uint32_t cum() const { return cum_; }
-  uint32_t window() const { return mask_ + 1; }
+  uint32_t window() const { return window_; }
+  /// Bits the ring holds now (memory accounting; 0 until the first mark).
+  size_t ring_bits() const { return bits_.size() * 64; }
   /// True while some PSN after cum has arrived (a hole is open).
   bool has_holes() const { return psn_diff(highest_, cum_) > 0; }
   /// Bitmap of PSNs [base, base + wire::kSackBits): bit set = arrived.
   std::array<uint64_t, wire::kSackBits / 64> sack(uint32_t base) const;
 
  private:
-  bool test(uint32_t psn) const { return (bits_[(psn & mask_) >> 6] >> (psn & 63)) & 1; }
+  // test/clear: psn within [cum, cum + ring bits), or the ring empty (test: false).
+  bool test(uint32_t psn) const {
+    return !bits_.empty() && (bits_[(psn & mask_) >> 6] >> (psn & 63)) & 1;
+  }
   void clear(uint32_t psn) { bits_[(psn & mask_) >> 6] &= ~(uint64_t{1} << (psn & 63)); }
   uint64_t bits64(uint32_t psn) const;  // raw ring bits for psn .. psn + 63
+  void grow(uint32_t ahead);            // ring covers at least cum + ahead
 
   std::vector<uint64_t> bits_;
-  uint32_t mask_ = 0;
+  uint32_t mask_ = 0;    // ring bits - 1 (ring non-empty)
+  uint32_t window_ = 0;  // PSNs past cum that may arrive (power of two)
   uint32_t cum_ = 0;
   uint32_t highest_ = 0;  // one past the highest PSN marked
 };

@@ -64,7 +64,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   const bool is_inline = wr.inline_data && wr.opcode != Opcode::kRead;
   if (is_inline && len > kMaxInline) return Err{Error::kTooLarge};
 
-  SendWqe& w = q.sq.at(q.sq.tail());
+  SendWqe& w = q.sq.next();
   w.sg.clear();
   w.inline_buf.clear();
   if (is_inline) {
@@ -170,6 +170,18 @@ bool Core::waiting_on_peer(const Qp& q) const {
   return pending && q.paths.count(EvState::kDenied) == q.paths.size();
 }
 
+void Core::grow_tx(Qp& q) {
+  const size_t old = q.tx.size();
+  const size_t n = std::min<size_t>(old == 0 ? 16 : 2 * old, q.tx_cap);
+  std::vector<TxPkt> bigger(n);
+  for (size_t k = 1; k <= old; ++k) {  // the ring holds [snd_nxt - old, snd_nxt)
+    const uint32_t psn = q.snd_nxt - static_cast<uint32_t>(k);
+    bigger[psn & (n - 1)] = q.tx[psn & q.tx_mask];
+  }
+  q.tx.swap(bigger);
+  q.tx_mask = static_cast<uint32_t>(n - 1);
+}
+
 void Core::list_append(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
   p.prev = q.list_tail;
@@ -230,11 +242,12 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   uint32_t psn;
   if (retransmit) {
     psn = q.retx[static_cast<size_t>(r)];
-    q.retx.erase(q.retx.begin() + r);
+    q.retx.erase(static_cast<size_t>(r));
     ++q.stats.tx_retransmits;
   } else {
     uint64_t& cursor = from_rsp ? q.pkt_rsp : q.pkt_wqe;
     SendWqe& w = from_rsp ? q.rsp.at(cursor) : q.sq.at(cursor);
+    if (q.inflight() >= q.tx.size()) grow_tx(q);
     psn = q.snd_nxt++;
     TxPkt& p = q.pkt(psn);
     p.wqe = cursor;
@@ -401,7 +414,7 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   // Which path the echoed packet went on: its record is still in the ring.
   int echo_path = -1;
   if (psn_diff(q.snd_nxt, a.echo_psn) > 0 &&
-      psn_diff(q.snd_nxt, a.echo_psn) <= static_cast<int32_t>(q.tx_mask + 1)) {
+      psn_diff(q.snd_nxt, a.echo_psn) <= static_cast<int64_t>(q.tx.size())) {
     const TxPkt& e = q.pkt(a.echo_psn);
     if (e.path < q.paths.size() && q.paths.ev(e.path).path.ev == a.echo_ev) echo_path = e.path;
   }
@@ -518,8 +531,8 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
                                                                        : WcStatus::kRemOpErr;
     uint64_t culprit = UINT64_MAX;
     if (p && !p->rsp) culprit = p->wqe;
-    for (uint64_t seq : q.reads)  // an acknowledged READ refused later: find it by its PSN
-      if (!p && q.sq.at(seq).first_psn == n.nack_psn) culprit = seq;
+    for (size_t i = 0; i < q.reads.size(); ++i)  // an acknowledged READ refused later: by PSN
+      if (!p && q.sq.at(q.reads[i]).first_psn == n.nack_psn) culprit = q.reads[i];
     fail_qp(q, st, culprit);
     return;
   }

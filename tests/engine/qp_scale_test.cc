@@ -1,0 +1,379 @@
+// The engine holding thousands of QPs (issue 14): a rotating few carry traffic among
+// thousands connected and idle; deadlines come from the QPs that have timers only; an
+// idle connected QP holds a few KiB (counted by a global allocator hook, no timing);
+// the per-QP buffers (internal.h SeqRing, Fifo) grow on demand and keep their order.
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/internal.h"
+
+// ---- heap accounting: every operator new/delete of this test binary (all forms, so that
+// none falls through to a sanitizer's own and meets ours at free) ------------------------
+namespace {
+size_t g_live = 0;  // bytes the allocator handed out and not yet freed (usable sizes)
+void* counted(void* p) {
+  if (!p) throw std::bad_alloc();
+  g_live += malloc_usable_size(p);
+  return p;
+}
+void uncount(void* p) {
+  if (p) g_live -= malloc_usable_size(p);
+}
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+}  // namespace
+
+void* operator new(size_t n) { return counted(std::malloc(n ? n : 1)); }
+void* operator new[](size_t n) { return counted(std::malloc(n ? n : 1)); }
+void* operator new(size_t n, std::align_val_t a) {
+  const auto al = static_cast<size_t>(a);
+  return counted(std::aligned_alloc(al, round_up(n ? n : 1, al)));
+}
+void* operator new[](size_t n, std::align_val_t a) { return operator new(n, a); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  void* p = std::malloc(n ? n : 1);
+  if (p) g_live += malloc_usable_size(p);
+  return p;
+}
+void* operator new[](size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  const auto al = static_cast<size_t>(a);
+  void* p = std::aligned_alloc(al, round_up(n ? n : 1, al));
+  if (p) g_live += malloc_usable_size(p);
+  return p;
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
+  return operator new(n, a, t);
+}
+void operator delete(void* p) noexcept {
+  uncount(p);
+  std::free(p);
+}
+void operator delete[](void* p) noexcept { operator delete(p); }
+void operator delete(void* p, size_t) noexcept { operator delete(p); }
+void operator delete[](void* p, size_t) noexcept { operator delete(p); }
+void operator delete(void* p, std::align_val_t) noexcept { operator delete(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { operator delete(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { operator delete(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { operator delete(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { operator delete(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { operator delete(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  operator delete(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  operator delete(p);
+}
+
+namespace mrc::engine {
+namespace {
+
+constexpr uint32_t kPaths = 16;  // 4 planes x 4 EVs, as a multi-plane NIC sprays
+
+std::vector<Path> paths() {
+  std::vector<Path> p;
+  for (uint32_t i = 0; i < kPaths; ++i) p.push_back(Path{0x100 + i, static_cast<uint16_t>(i / 4)});
+  return p;
+}
+
+void connect(Engine& e, Qpn q, PeerId peer, Qpn dest, uint32_t token) {
+  QpAttr at;
+  at.state = QpState::kInit;
+  ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
+  at.state = QpState::kRtr;
+  at.peer = peer;
+  at.dest_qpn = dest;
+  at.remote_token = token;
+  at.paths = paths();
+  ASSERT_TRUE(e.modify_qp(q, at, attr::kState | attr::kDest | attr::kPaths).ok());
+  at.state = QpState::kRts;
+  ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
+}
+
+/// N connected QP pairs between engines a and b over a wire with a fixed latency; a
+/// hook may drop datagrams.
+struct Fleet {
+  Engine a, b;
+  CqId acq = 0, bcq = 0;
+  std::vector<Qpn> aq, bq;
+  std::vector<uint8_t> amem, bmem;
+  uint32_t akey = 0, bkey = 0;
+  Time now{1'000'000};
+  Duration latency{2'000};
+  std::function<bool(int from, const Transmit&)> drop;  // true: lost on the wire
+
+  explicit Fleet(uint32_t n, size_t mem = 1 << 20) : amem(mem), bmem(mem) {
+    acq = a.create_cq(1 << 16).value();
+    bcq = b.create_cq(1 << 16).value();
+    const uint32_t acc = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
+    akey = a.register_mr(amem.data(), mem, reinterpret_cast<uint64_t>(amem.data()), acc).value();
+    bkey = b.register_mr(bmem.data(), mem, reinterpret_cast<uint64_t>(bmem.data()), acc).value();
+    for (uint32_t i = 0; i < n; ++i) {
+      QpInit ia;
+      ia.send_cq = ia.recv_cq = acq;
+      ia.local_token = 2 * i + 1;
+      QpInit ib = ia;
+      ib.send_cq = ib.recv_cq = bcq;
+      ib.local_token = 2 * i + 2;
+      aq.push_back(a.create_qp(ia).value());
+      bq.push_back(b.create_qp(ib).value());
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      connect(a, aq[i], 1, bq[i], 2 * i + 2);
+      connect(b, bq[i], 0, aq[i], 2 * i + 1);
+    }
+  }
+
+  struct InFlight {
+    Time at;
+    int to;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<InFlight> wire;  // a vector, not a deque: its memory settles (BuffersGrow...)
+
+  Engine& eng(int i) { return i == 0 ? a : b; }
+  void pump() {
+    std::vector<uint8_t> buf(kTransmitBufferSize);
+    for (int i = 0; i < 2; ++i)
+      while (auto t = eng(i).poll_transmit(now, buf)) {
+        if (drop && drop(i, *t)) continue;
+        std::vector<uint8_t> d(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(t->header_len));
+        d.insert(d.end(), t->payload.begin(), t->payload.end());
+        wire.push_back({now + latency, 1 - i, std::move(d)});
+      }
+  }
+  /// One step of virtual time: to the next wire arrival or deadline. False when there
+  /// is nothing left to happen.
+  bool step() {
+    pump();
+    Time next = std::min(a.next_deadline(), b.next_deadline());
+    if (!wire.empty()) next = std::min(next, wire.front().at);
+    if (next == kNever) return false;
+    now = std::max(now, next);
+    while (!wire.empty() && wire.front().at <= now) {
+      InFlight f = std::move(wire.front());
+      wire.erase(wire.begin());
+      eng(f.to).on_datagram(now, RxInfo{}, f.bytes);
+    }
+    a.on_timeout(now);
+    b.on_timeout(now);
+    return true;
+  }
+};
+
+// A few QPs at a time carry WRITEs, SENDs and READs among 3,000 connected ones; the turn
+// moves on with every completion. Every message completes with the right bytes, the QPs
+// never used sent and received nothing, and once done both engines go quiet.
+TEST(QpScale, RotatingFewAmongThousandsAllComplete) {
+  constexpr uint32_t kQps = 3000, kMsgs = 120, kActive = 8, kLen = 6000, kSlot = 8192;
+  Fleet f(kQps, kMsgs * kSlot);
+  auto qp_of = [](uint32_t m) { return (m * 37) % kQps; };  // spread over the whole fleet
+  for (uint32_t m = 0; m < kMsgs; ++m)
+    for (uint32_t k = 0; k < kLen; ++k) {
+      f.amem[m * kSlot + k] = static_cast<uint8_t>(m * 7 + k);
+      f.bmem[m * kSlot + k] = static_cast<uint8_t>(m * 13 + k);  // READ sources
+    }
+  uint32_t next = 0, done = 0;
+  auto post = [&](uint32_t m) {
+    const uint32_t k = qp_of(m);
+    const uint64_t off = uint64_t{m} * kSlot;
+    Sge s{reinterpret_cast<uint64_t>(f.amem.data()) + off, kLen, f.akey};
+    SendWr wr;
+    wr.wr_id = m;
+    wr.sg = {&s, 1};
+    wr.opcode = m % 3 == 0 ? Opcode::kWrite : m % 3 == 1 ? Opcode::kSend : Opcode::kRead;
+    wr.remote_addr = reinterpret_cast<uint64_t>(f.bmem.data()) + off;
+    wr.rkey = f.bkey;
+    if (wr.opcode == Opcode::kSend) {
+      Sge r{reinterpret_cast<uint64_t>(f.bmem.data()) + off, kLen, f.bkey};
+      ASSERT_TRUE(f.b.post_recv(f.bq[k], RecvWr{m, {&r, 1}}).ok());
+    }
+    ASSERT_TRUE(f.a.post_send(f.aq[k], wr).ok());
+  };
+  while (next < kActive) post(next++);
+  std::vector<Completion> comps(64);
+  uint32_t recvs = 0;
+  for (int guard = 0; guard < 1'000'000 && done < kMsgs; ++guard) {
+    ASSERT_TRUE(f.step());
+    for (size_t i = 0, n = f.a.poll_cq(f.acq, comps); i < n; ++i) {
+      ASSERT_EQ(comps[i].status, WcStatus::kSuccess) << comps[i].wr_id;
+      ASSERT_EQ(comps[i].qpn, f.aq[qp_of(static_cast<uint32_t>(comps[i].wr_id))]);
+      ++done;
+      if (next < kMsgs) post(next++);
+    }
+    for (size_t i = 0, n = f.b.poll_cq(f.bcq, comps); i < n; ++i) {
+      ASSERT_EQ(comps[i].status, WcStatus::kSuccess);
+      ++recvs;
+    }
+  }
+  ASSERT_EQ(done, kMsgs);
+  while (f.step()) {
+  }
+  for (size_t i = 0, n = f.b.poll_cq(f.bcq, comps); i < n; ++i) ++recvs;
+  EXPECT_EQ(recvs, kMsgs / 3);
+  for (uint32_t m = 0; m < kMsgs; ++m) {
+    const bool read = m % 3 == 2;
+    const auto& dst = read ? f.amem : f.bmem;
+    for (uint32_t k = 0; k < kLen; ++k)
+      ASSERT_EQ(dst[m * kSlot + k], static_cast<uint8_t>(read ? m * 13 + k : m * 7 + k))
+          << "message " << m << " byte " << k;
+  }
+  std::vector<bool> used(kQps);
+  for (uint32_t m = 0; m < kMsgs; ++m) used[qp_of(m)] = true;
+  for (uint32_t k = 0; k < kQps; ++k) {
+    if (used[k]) continue;
+    const QpStats* sa = f.a.qp_stats(f.aq[k]);
+    const QpStats* sb = f.b.qp_stats(f.bq[k]);
+    ASSERT_EQ(sa->tx_data_packets + sa->rx_acks + sa->completions, 0u) << k;
+    ASSERT_EQ(sb->rx_data_packets + sb->tx_acks + sb->completions, 0u) << k;
+  }
+  EXPECT_TRUE(f.a.idle());
+  EXPECT_TRUE(f.b.idle());
+  EXPECT_EQ(f.a.next_deadline(), kNever);
+  EXPECT_EQ(f.b.next_deadline(), kNever);
+}
+
+// 4,096 connected QPs, one of them loses its only packet: the engine's deadline is that
+// QP's retransmission timeout to the nanosecond, the timeout resends that packet and
+// nothing else, and once it is acknowledged no deadline is left.
+TEST(QpScale, DeadlineIsTheOneArmedQpsTimeout) {
+  constexpr uint32_t kQps = 4096, kLossy = 1234;
+  Fleet f(kQps);
+  EXPECT_EQ(f.a.next_deadline(), kNever);
+  uint32_t dropped = 0;
+  f.drop = [&](int from, const Transmit&) { return from == 0 && dropped++ == 0; };
+  Sge s{reinterpret_cast<uint64_t>(f.amem.data()), 100, f.akey};
+  SendWr wr;
+  wr.wr_id = 7;
+  wr.sg = {&s, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(f.bmem.data());
+  wr.rkey = f.bkey;
+  ASSERT_TRUE(f.a.post_send(f.aq[kLossy], wr).ok());
+  const Time sent = f.now;
+  f.pump();
+  ASSERT_EQ(dropped, 1u);
+  const Duration rto = RetryPolicy{QpAttr{}.timeout, 7, 0}.base();  // 1.024 us x 2^14
+  EXPECT_EQ(f.a.next_deadline(), sent + rto);
+  EXPECT_EQ(f.b.next_deadline(), kNever);
+  f.now = sent + rto;
+  f.a.on_timeout(f.now);
+  std::vector<uint8_t> buf(kTransmitBufferSize);
+  auto t = f.a.poll_transmit(f.now, buf);
+  ASSERT_TRUE(t.has_value());
+  const auto p = wire::decode({buf.data(), t->header_len + t->payload.size()});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->common.dst_qpn, f.bq[kLossy]);
+  EXPECT_TRUE(p->common.flags & wire::flag::kRetransmit);
+  EXPECT_FALSE(f.a.poll_transmit(f.now, buf).has_value());
+  f.b.on_datagram(f.now, RxInfo{}, {buf.data(), t->header_len + t->payload.size()});
+  while (f.step()) {
+  }
+  std::vector<Completion> comps(4);
+  ASSERT_EQ(f.a.poll_cq(f.acq, comps), 1u);
+  EXPECT_EQ(comps[0].wr_id, 7u);
+  EXPECT_EQ(comps[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(f.a.qp_stats(f.aq[kLossy])->rto_fired, 1u);
+  EXPECT_EQ(f.a.next_deadline(), kNever);
+  EXPECT_EQ(f.b.next_deadline(), kNever);
+}
+
+// What an idle connected QP holds: the Qp itself, its EVs (state, counters, the path list
+// in its attributes, the EV index) and the allocator's rounding on each of those blocks.
+// No send, receive or in-flight ring, no bitmap: those grow with use.
+size_t idle_qp_bound() {
+  const size_t per_ev = sizeof(PathSet::Ev) + sizeof(PathStats) + sizeof(Path) +
+                        sizeof(std::pair<uint32_t, uint16_t>) + sizeof(uint16_t);
+  constexpr size_t kBlocks = 6;     // Qp, attr.paths, evs, index, by-plane list, path stats
+  constexpr size_t kRounding = 64;  // per block: malloc's header and size classes, alignment
+  return sizeof(Qp) + kPaths * per_ev + kBlocks * kRounding + 2 * sizeof(void*);  // + table slot
+}
+
+TEST(QpScale, IdleConnectedQpHoldsFewKib) {
+  constexpr uint32_t kQps = 512;
+  Engine e;
+  const CqId cq = e.create_cq(16).value();
+  std::vector<Qpn> qps;
+  qps.reserve(kQps);
+  const size_t before = g_live;
+  for (uint32_t i = 0; i < kQps; ++i) {
+    QpInit init;  // defaults: 1,024 send and receive WRs
+    init.send_cq = init.recv_cq = cq;
+    init.local_token = i + 1;
+    qps.push_back(e.create_qp(init).value());
+    connect(e, qps.back(), 1, i + 1, i + 1);
+  }
+  const size_t per_qp = (g_live - before) / kQps;
+  EXPECT_LE(per_qp, idle_qp_bound());
+  EXPECT_LE(per_qp, 8u << 10);  // "a few KiB" (before on-demand buffers: 909.6 KB)
+  for (Qpn q : qps) ASSERT_TRUE(e.destroy_qp(q).ok());
+  EXPECT_LE(g_live - before, size_t{64} << 10);  // the QP table itself stays
+}
+
+// After one 6,000-byte WRITE and back to idle, the sender holds one WQE slot and the
+// smallest in-flight ring, the receiver its first 64-bit bitmap word; not the rings
+// their limits (1,024 WRs, MPR 1,024, a 16,384-PSN window) would allow. (A first message
+// on another QP lets the engines' and the wire's own containers settle.)
+TEST(QpScale, BuffersGrowWithUseOnly) {
+  Fleet f(64);
+  std::vector<Completion> comps(4);
+  auto write = [&](uint32_t qp) {
+    Sge s{reinterpret_cast<uint64_t>(f.amem.data()), 6000, f.akey};
+    SendWr wr;
+    wr.sg = {&s, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(f.bmem.data());
+    wr.rkey = f.bkey;
+    ASSERT_TRUE(f.a.post_send(f.aq[qp], wr).ok());
+    while (f.step()) {
+    }
+  };
+  write(3);
+  ASSERT_EQ(f.a.poll_cq(f.acq, comps), 1u);
+  const size_t before = g_live;
+  write(5);
+  const size_t grown = g_live - before;
+  ASSERT_EQ(f.a.poll_cq(f.acq, comps), 1u);
+  ASSERT_EQ(comps[0].status, WcStatus::kSuccess);
+  const size_t expect = sizeof(SendWqe) + sizeof(Seg) + 16 * sizeof(TxPkt) + sizeof(uint64_t);
+  EXPECT_LE(grown, expect + 4 * 64);  // + allocator rounding per block
+  EXPECT_GE(grown, expect);
+}
+
+TEST(SeqRing, GrowsOnDemandKeepingOrder) {
+  SeqRing<uint64_t> r;
+  r.init(1000);
+  EXPECT_EQ(r.slots(), 0u);
+  for (uint64_t i = 0; i < 5; ++i) r.push() = i;
+  EXPECT_EQ(r.slots(), 8u);
+  r.pop();
+  r.pop();
+  for (uint64_t i = 5; i < 40; ++i) r.push() = i;  // wraps, then grows past 32
+  EXPECT_EQ(r.slots(), 64u);
+  for (uint64_t s = r.head(); s != r.tail(); ++s) ASSERT_EQ(r.at(s), s);
+  while (!r.full()) r.push() = r.tail();
+  EXPECT_EQ(r.size(), 1000u);
+  EXPECT_EQ(r.slots(), 1024u);  // the capacity rounded up, never more
+  for (uint64_t s = r.head(); s != r.tail(); ++s) ASSERT_EQ(r.at(s), s);
+}
+
+TEST(Fifo, LazyRingKeepsOrderThroughGrowthAndErase) {
+  Fifo<uint32_t> q;
+  EXPECT_EQ(q.capacity(), 0u);
+  for (uint32_t i = 0; i < 3; ++i) q.push_back(i);
+  q.pop_front();                                     // 1 2
+  for (uint32_t i = 3; i < 10; ++i) q.push_back(i);  // grows while wrapped
+  q.erase(2);                                        // drops 3
+  std::vector<uint32_t> got;
+  for (size_t i = 0; i < q.size(); ++i) got.push_back(q[i]);
+  EXPECT_EQ(got, (std::vector<uint32_t>{1, 2, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(q.front(), 1u);
+  q.clear();
+  EXPECT_TRUE(q.empty());
+}
+
+}  // namespace
+}  // namespace mrc::engine
