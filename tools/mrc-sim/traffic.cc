@@ -1,0 +1,234 @@
+#include "traffic.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace mrc::msim {
+
+using namespace engine;
+
+Traffic::Traffic(sim::Testbed& tb, const Workload& w, VerifySink& sink, std::span<uint8_t> source,
+                 std::span<const uint64_t> src_offset, const TrafficConfig& cfg)
+    : tb_(tb), w_(w), sink_(sink), source_(source), src_off_(src_offset), cfg_(cfg) {
+  const size_t n = w.messages.size();
+  stats_.messages = left_ = n;
+  msg_dir_.resize(n);
+  unlocks_.assign(n, -1);
+  arrived_.assign(n, 0);
+  flow_left_.assign(w.flows.size(), 0);
+  flow_end_.assign(w.flows.size(), Time{-1});
+  std::unordered_map<uint64_t, uint32_t> conn_of;  // (lo, hi, qp) -> conn
+  std::vector<uint32_t> flow_seq(w.flows.size(), 0);
+  for (size_t m = 0; m < n; ++m) {
+    const Message& msg = w.messages[m];
+    const Flow& f = w.flows[msg.flow];
+    ++flow_left_[msg.flow];
+    if (msg.after >= 0) unlocks_[static_cast<size_t>(msg.after)] = static_cast<int64_t>(m);
+    const uint32_t q = flow_seq[msg.flow]++ % cfg.qps_per_conn;
+    const uint32_t lo = std::min(f.src, f.dst), hi = std::max(f.src, f.dst);
+    const uint64_t key = (uint64_t{lo} << 40) ^ (uint64_t{hi} << 16) ^ q;
+    auto [it, fresh] = conn_of.try_emplace(key, static_cast<uint32_t>(conns_.size()));
+    if (fresh) conns_.push_back(Conn{lo, hi, q, {}, {-1, -1}});
+    Conn& c = conns_[it->second];
+    const int side = f.src == c.a ? 0 : 1;
+    if (c.dir[side] < 0) {
+      c.dir[side] = static_cast<int64_t>(dirs_.size());
+      dirs_.push_back(Dir{f.src, f.dst});
+    }
+    Dir& d = dirs_[static_cast<size_t>(c.dir[side])];
+    msg_dir_[m] = static_cast<uint32_t>(c.dir[side]);
+    d.msgs.push_back(m);
+  }
+}
+
+void Traffic::start() {
+  const uint32_t H = w_.spec.hosts;
+  src_key_.resize(H);
+  sink_key_.assign(H, 0);
+  conn_of_qpn_.resize(H);
+  for (uint32_t h = 0; h < H; ++h) {
+    src_key_[h] = tb_.register_mr(h, source_);
+    if (sink_.window_bytes(h) > 0)
+      sink_key_[h] = tb_.register_mr(h, {sink_.window(h), sink_.window_bytes(h)});
+  }
+  QpAttr at = cfg_.attr;
+  at.backup_paths = backup_paths(cfg_.transport, cfg_.shape);
+  if (cfg_.transport == Transport::kPlane || cfg_.transport == Transport::kEcmp)
+    at.path_policy.min_active_per_plane = 1;  // one EV per plane is all there is
+  for (uint32_t ci = 0; ci < conns_.size(); ++ci) {
+    Conn& c = conns_[ci];
+    const auto pa = send_paths(cfg_.transport, cfg_.shape, c.a, c.b, c.q, cfg_.seed);
+    const auto pb = send_paths(cfg_.transport, cfg_.shape, c.b, c.a, c.q, cfg_.seed);
+    c.qp = tb_.connect(c.a, c.b, pa, pb, at, cfg_.depth);
+    stats_.qps += 2;
+    for (auto [h, qpn] : {std::pair{c.a, c.qp.a}, std::pair{c.b, c.qp.b}}) {
+      auto& v = conn_of_qpn_[h];
+      if (v.size() <= qpn) v.resize(size_t{qpn} + 1, UINT32_MAX);
+      v[qpn] = ci;
+    }
+    for (int side = 0; side < 2; ++side) {
+      if (c.dir[side] < 0) continue;
+      Dir& d = dirs_[static_cast<size_t>(c.dir[side])];
+      d.sqp = side == 0 ? c.qp.a : c.qp.b;
+      d.rqp = side == 0 ? c.qp.b : c.qp.a;
+    }
+  }
+  tb_.set_on_input([this](PeerId h) { on_input(h); });
+  for (Dir& d : dirs_) post_receives(d);
+  for (Dir& d : dirs_) post_messages(d);
+}
+
+void Traffic::fail(const std::string& why) {
+  if (stats_.first_error.empty()) stats_.first_error = why;
+}
+
+void Traffic::post_receives(Dir& d) {
+  Engine& e = tb_.engine(d.dst);
+  while (d.recvs_posted < d.msgs.size() && d.recvs_posted - d.next_recv < cfg_.depth) {
+    RecvWr r;
+    r.wr_id = d.msgs[d.recvs_posted];
+    if (!e.post_recv(d.rqp, r).ok()) {
+      ++stats_.error_completions;
+      return fail("post_recv refused");
+    }
+    ++d.recvs_posted;
+  }
+}
+
+void Traffic::post_messages(Dir& d) {
+  Engine& e = tb_.engine(d.src);
+  while (d.next_post < d.msgs.size() && d.in_flight < cfg_.depth) {
+    const uint64_t m = d.msgs[d.next_post];
+    const int64_t after = w_.messages[m].after;
+    if (after >= 0 && !arrived_[static_cast<size_t>(after)]) return;
+    const uint64_t len = w_.messages[m].bytes;
+    Sge s{reinterpret_cast<uint64_t>(source_.data() + src_off_[m]), static_cast<uint32_t>(len),
+          src_key_[d.src]};
+    SendWr wr;
+    wr.wr_id = m;
+    wr.opcode = Opcode::kWriteImm;
+    wr.sg = {&s, 1};
+    wr.remote_addr = sink_.dst_addr(m);
+    wr.rkey = sink_key_[d.dst];
+    wr.imm = static_cast<uint32_t>(m);
+    if (!e.post_send(d.sqp, wr).ok()) {
+      ++stats_.error_completions;
+      return fail("post_send refused");
+    }
+    ++d.next_post;
+    ++d.in_flight;
+    ++sends_;
+  }
+}
+
+void Traffic::on_input(PeerId h) {
+  Engine& e = tb_.engine(h);
+  const Time now = tb_.net().now();
+  Completion cs[64];
+  while (size_t n = e.poll_cq(tb_.cq(h), cs)) {
+    for (size_t i = 0; i < n; ++i) {
+      const Completion& c = cs[i];
+      const auto& map = conn_of_qpn_[h];
+      if (c.qpn >= map.size() || map[c.qpn] == UINT32_MAX) continue;
+      const Conn& conn = conns_[map[c.qpn]];
+      const bool is_a = h == conn.a && c.qpn == conn.qp.a;
+      if (c.opcode == WcOpcode::kRecvWriteImm || c.opcode == WcOpcode::kRecv) {
+        const int64_t di = conn.dir[is_a ? 1 : 0];  // the direction that arrives at h
+        if (c.status != WcStatus::kSuccess) {
+          ++stats_.error_completions;
+          fail(std::string("receive completion: ") + to_string(c.status));
+          continue;
+        }
+        if (di < 0) {
+          ++stats_.out_of_order;
+          fail("a receive completion on a QP with nothing to receive");
+          continue;
+        }
+        Dir& d = dirs_[static_cast<size_t>(di)];
+        const uint64_t m = d.msgs[d.next_recv++];
+        if (c.imm != static_cast<uint32_t>(m)) {
+          ++stats_.out_of_order;
+          fail("message " + std::to_string(c.imm) + " completed where " + std::to_string(m) +
+               " was next");
+          continue;
+        }
+        switch (sink_.check(m)) {
+          case VerifySink::Verdict::kOk:
+            ++stats_.verified;
+            break;
+          case VerifySink::Verdict::kLost:
+            ++stats_.lost;
+            fail("message " + std::to_string(m) + " completed with bytes missing");
+            break;
+          case VerifySink::Verdict::kDuplicated:
+            ++stats_.duplicated;
+            fail("message " + std::to_string(m) + " completed with bytes placed twice");
+            break;
+          case VerifySink::Verdict::kCorrupted:
+            ++stats_.corrupted;
+            fail("message " + std::to_string(m) + " completed with wrong bytes");
+            break;
+        }
+        arrived_[m] = 1;
+        --left_;
+        last_ = now;
+        const uint32_t f = w_.messages[m].flow;
+        if (--flow_left_[f] == 0) flow_end_[f] = now;
+        post_receives(d);
+        if (const int64_t u = unlocks_[m]; u >= 0) post_messages(dirs_[msg_dir_[u]]);
+      } else {
+        const uint64_t m = c.wr_id;
+        if (m >= msg_dir_.size()) continue;
+        Dir& d = dirs_[msg_dir_[m]];
+        --d.in_flight;
+        --sends_;
+        if (c.status != WcStatus::kSuccess) {
+          ++stats_.error_completions;
+          fail(std::string("send completion: ") + to_string(c.status));
+          continue;
+        }
+        post_messages(d);
+      }
+    }
+  }
+  while (auto ev = e.poll_event()) {
+    if (ev->type == EventType::kEvState) ++stats_.ev_changes;
+    if (ev->type == EventType::kQpFatal) {
+      ++stats_.qp_errors;
+      fail("host " + std::to_string(h) + ": QP error (" + to_string(ev->cause) + ")");
+    }
+  }
+}
+
+QpStats Traffic::qp_totals() const {
+  QpStats t;
+  for (uint32_t h = 0; h < w_.spec.hosts; ++h) {
+    const Engine& e = tb_.engine(h);
+    for (Qpn q = 1; q <= e.max_qpn(); ++q) {
+      const QpStats* s = e.qp_stats(q);
+      if (!s) continue;
+      t.tx_data_packets += s->tx_data_packets;
+      t.tx_retransmits += s->tx_retransmits;
+      t.tx_payload_bytes += s->tx_payload_bytes;
+      t.rx_payload_bytes += s->rx_payload_bytes;
+      t.rto_fired += s->rto_fired;
+      t.fast_losses += s->fast_losses;
+      t.tail_probes += s->tail_probes;
+      t.rnr_naks += s->rnr_naks;
+      t.error_completions += s->error_completions;
+    }
+  }
+  return t;
+}
+
+uint64_t Traffic::trims_seen() const {
+  uint64_t n = 0;
+  for (uint32_t h = 0; h < w_.spec.hosts; ++h) {
+    const Engine& e = tb_.engine(h);
+    for (Qpn q = 1; q <= e.max_qpn(); ++q)
+      for (const PathStats& p : e.path_stats(q)) n += p.trims;
+  }
+  return n;
+}
+
+}  // namespace mrc::msim
