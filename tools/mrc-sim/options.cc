@@ -110,6 +110,9 @@ ParseOutcome parse_cli(int argc, const char* const* argv, Options& o, std::strin
   app.add_option("--mtu", o.mtu, "payload bytes per packet")->capture_default_str();
   app.add_option("--mpr", o.mpr, "max PSN range per QP (and receive window)")
       ->capture_default_str();
+  app.add_option("--base-rtt-us", o.base_rtt_us,
+                 "the engines' base RTT for congestion control, us (default: the fabric's "
+                 "unloaded RTT through a spine)");
   app.add_option(
          "--fault", o.faults,
          "'TIME NAME ARGS', repeatable; TIME like 2ms, 300us, 0.01 (s) or 50% (of the "

@@ -38,8 +38,9 @@ struct Options {
   uint32_t evs_per_plane = 16, backups_per_plane = 4;
   uint32_t depth = 16;  // WRITEs in flight per QP
   uint32_t mtu = 4096;
-  uint32_t mpr = 256;    // max_psn_range; the engine's receive window is sized to it
-  uint8_t timeout = 10;  // ack timeout exponent: 1.024 us x 2^10 ~ 1 ms
+  uint32_t mpr = 256;       // max_psn_range; the engine's receive window is sized to it
+  uint8_t timeout = 10;     // ack timeout exponent: 1.024 us x 2^10 ~ 1 ms
+  double base_rtt_us = -1;  // the engines' base RTT (NSCC); -1: base_rtt() of the fabric
   // Faults ('TIME NAME ARGS', faults.h) and the run.
   std::vector<std::string> faults;
   uint64_t seed = 1;
@@ -51,7 +52,9 @@ struct Options {
   bool progress = true;
 
   uint64_t host_bps() const { return static_cast<uint64_t>(host_gbps * 1e9); }
-  uint64_t uplink_bps() const { return static_cast<uint64_t>(uplink_gbps * 1e9); }
+  uint64_t uplink_bps() const {
+    return static_cast<uint64_t>((uplink_gbps > 0 ? uplink_gbps : host_gbps) * 1e9);
+  }
 };
 
 enum class ParseOutcome : uint8_t { kRun, kHelp, kBad };

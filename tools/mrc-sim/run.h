@@ -45,7 +45,8 @@ struct RunResult {
 
 /// The fabric's capacity as Options give it.
 Capacity capacity(const Options& o);
-/// The engine's unloaded RTT on a path through the spines (4 hops out, 4 back).
+/// The engines' base RTT (NSCC): twice the unloaded round trip of an MTU packet through a
+/// spine (4 store-and-forward hops out, 4 back), see run.cc.
 engine::Duration base_rtt(const Options& o);
 
 /// Runs `w` under `t` with `faults` (parsed against this fabric).
