@@ -117,6 +117,21 @@ TEST(Run, T1DownDuringAlltoallCompletesWithoutError) {
   ASSERT_EQ(r.faults.size(), 1u);
 }
 
+TEST(Run, WindowOneRunsEachHostsFlowsOneAfterAnother) {
+  Options o = small(Pattern::kAlltoall, 16 << 10);
+  o.window = 1;
+  const RunResult r = run(o, Transport::kMrc);
+  expect_verified(r, "window 1");
+  // Host a's flows are a -> a+1, a+2, ... (7 each, in order): each ends after the one before.
+  ASSERT_EQ(r.fct_s.size(), 56u);
+  for (size_t a = 0; a < 8; ++a)
+    for (size_t k = 1; k < 7; ++k) EXPECT_GT(r.fct_s[a * 7 + k], r.fct_s[a * 7 + k - 1]);
+  o.window = 0;
+  const RunResult all = run(o, Transport::kMrc);
+  expect_verified(all, "window 0");
+  EXPECT_NE(all.fct_s, r.fct_s);
+}
+
 TEST(Run, SameSeedSameRunOtherSeedOtherRun) {
   Options o = small(Pattern::kAlltoall, 32 << 10);
   const RunResult a = run(o, Transport::kPlane, {"30% t1-down 1 0"});

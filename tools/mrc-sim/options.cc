@@ -107,6 +107,10 @@ ParseOutcome parse_cli(int argc, const char* const* argv, Options& o, std::strin
   app.add_option("--backups-per-plane", o.backups_per_plane, "mrc: backup EVs per plane")
       ->capture_default_str();
   app.add_option("--depth", o.depth, "WRITEs in flight per QP")->capture_default_str();
+  app.add_option("--window", o.window,
+                 "flows a host has in flight at once, started in order (0: all; alltoall: "
+                 "NCCL's p2p scheduling)")
+      ->capture_default_str();
   app.add_option("--mtu", o.mtu, "payload bytes per packet")->capture_default_str();
   app.add_option("--mpr", o.mpr, "max PSN range per QP (and receive window)")
       ->capture_default_str();

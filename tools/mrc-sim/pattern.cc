@@ -59,9 +59,11 @@ Result<Workload, std::string> make_workload(const WorkloadSpec& s) {
       break;
     }
     case Pattern::kAlltoall:
+      // Peers in NCCL's p2p order: a sends to a+1, a+2, ... (each host's k-th flow goes to
+      // a different receiver, so a window of W flows per host loads every receiver alike).
       for (uint32_t a = 0; a < s.hosts; ++a)
-        for (uint32_t b = 0; b < s.hosts; ++b)
-          if (a != b) add_flow(w, a, b, s.bytes, s.msg_bytes);
+        for (uint32_t k = 1; k < s.hosts; ++k)
+          add_flow(w, a, (a + k) % s.hosts, s.bytes, s.msg_bytes);
       break;
     case Pattern::kRingAllreduce: {
       const uint64_t n = s.hosts;

@@ -7,7 +7,8 @@
 //   permutation     every host sends `bytes` to one other host: a seeded random derangement
 //                   (no host sends to itself; each host receives exactly one flow).
 //   alltoall        every host sends `bytes` to every other host (NCCL all-to-all): H(H-1)
-//                   flows, all posted at once.
+//                   flows; host a's flows in the order a+1, a+2, ... (NCCL's p2p schedule),
+//                   all posted at once unless the traffic's window limits them.
 //   ring-allreduce  NCCL's ring algorithm on a buffer of `bytes` per rank: N chunks of
 //                   bytes/N; 2(N-1) steps (N-1 reduce-scatter, N-1 all-gather) in which rank r
 //                   sends one chunk to r+1 and receives one from r-1. A chunk is cut into
@@ -61,7 +62,8 @@ struct Message {
 struct Workload {
   WorkloadSpec spec;
   std::vector<Flow> flows;
-  // Posting order: a flow's messages appear in the order they are posted on it.
+  // Posting order: a flow's messages appear in the order they are posted on it, and a
+  // host's flows in the order they start.
   std::vector<Message> messages;
   uint64_t total_bytes() const;
 };

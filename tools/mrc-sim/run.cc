@@ -104,6 +104,7 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   tc.shape = PathShape{o.planes, o.spines, o.evs_per_plane, o.backups_per_plane};
   tc.qps_per_conn = o.qps_per_conn;
   tc.depth = o.depth;
+  tc.window = o.window;
   tc.attr.mtu = o.mtu;
   tc.attr.max_psn_range = o.mpr;
   tc.attr.timeout = o.timeout;

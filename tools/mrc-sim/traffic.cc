@@ -16,6 +16,12 @@ Traffic::Traffic(sim::Testbed& tb, const Workload& w, VerifySink& sink, std::spa
   unlocks_.assign(n, -1);
   arrived_.assign(n, 0);
   flow_left_.assign(w.flows.size(), 0);
+  flow_unsent_.assign(w.flows.size(), 0);
+  flow_dirs_.resize(w.flows.size());
+  flow_open_.assign(w.flows.size(), cfg.window == 0 ? 1 : 0);
+  host_flows_.resize(w.spec.hosts);
+  host_next_.assign(w.spec.hosts, 0);
+  for (uint32_t f = 0; f < w.flows.size(); ++f) host_flows_[w.flows[f].src].push_back(f);
   flow_end_.assign(w.flows.size(), Time{-1});
   std::unordered_map<uint64_t, uint32_t> conn_of;  // (lo, hi, qp) -> conn
   std::vector<uint32_t> flow_seq(w.flows.size(), 0);
@@ -23,6 +29,7 @@ Traffic::Traffic(sim::Testbed& tb, const Workload& w, VerifySink& sink, std::spa
     const Message& msg = w.messages[m];
     const Flow& f = w.flows[msg.flow];
     ++flow_left_[msg.flow];
+    ++flow_unsent_[msg.flow];
     if (msg.after >= 0) unlocks_[static_cast<size_t>(msg.after)] = static_cast<int64_t>(m);
     const uint32_t q = flow_seq[msg.flow]++ % cfg.qps_per_conn;
     const uint32_t lo = std::min(f.src, f.dst), hi = std::max(f.src, f.dst);
@@ -37,6 +44,8 @@ Traffic::Traffic(sim::Testbed& tb, const Workload& w, VerifySink& sink, std::spa
     }
     Dir& d = dirs_[static_cast<size_t>(c.dir[side])];
     msg_dir_[m] = static_cast<uint32_t>(c.dir[side]);
+    auto& fd = flow_dirs_[msg.flow];
+    if (std::find(fd.begin(), fd.end(), msg_dir_[m]) == fd.end()) fd.push_back(msg_dir_[m]);
     d.msgs.push_back(m);
   }
 }
@@ -74,8 +83,17 @@ void Traffic::start() {
     }
   }
   tb_.set_on_input([this](PeerId h) { on_input(h); });
+  if (cfg_.window > 0)
+    for (uint32_t h = 0; h < w_.spec.hosts; ++h)
+      for (uint32_t i = 0; i < cfg_.window; ++i) open_next_flow(h);
   for (Dir& d : dirs_) post_receives(d);
   for (Dir& d : dirs_) post_messages(d);
+}
+
+void Traffic::open_next_flow(uint32_t h) {
+  auto& flows = host_flows_[h];
+  if (host_next_[h] >= flows.size()) return;
+  flow_open_[flows[host_next_[h]++]] = 1;
 }
 
 void Traffic::fail(const std::string& why) {
@@ -101,6 +119,7 @@ void Traffic::post_messages(Dir& d) {
     const uint64_t m = d.msgs[d.next_post];
     const int64_t after = w_.messages[m].after;
     if (after >= 0 && !arrived_[static_cast<size_t>(after)]) return;
+    if (!flow_open_[w_.messages[m].flow]) return;
     const uint64_t len = w_.messages[m].bytes;
     Sge s{reinterpret_cast<uint64_t>(source_.data() + src_off_[m]), static_cast<uint32_t>(len),
           src_key_[d.src]};
@@ -186,6 +205,15 @@ void Traffic::on_input(PeerId h) {
           ++stats_.error_completions;
           fail(std::string("send completion: ") + to_string(c.status));
           continue;
+        }
+        if (--flow_unsent_[w_.messages[m].flow] == 0 && cfg_.window > 0) {
+          // The flow is done at the sender: the host opens its next one.
+          const uint64_t before = host_next_[h];
+          open_next_flow(h);
+          if (host_next_[h] != before) {
+            const uint32_t f = host_flows_[h][before];
+            for (uint32_t di : flow_dirs_[f]) post_messages(dirs_[di]);
+          }
         }
         post_messages(d);
       }

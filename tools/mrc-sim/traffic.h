@@ -12,7 +12,7 @@
 // immediate. Per QP and direction: up to `depth` WRITEs posted (the send queue) and as many
 // receives kept posted at the receiver (a WRITE_WITH_IMM consumes one). A message whose
 // Message::after has not arrived yet waits, and so do the ones behind it on that QP (they
-// are posted in order).
+// are posted in order). With a window, a host opens its flows W at a time, in order.
 //
 // On the receiver's completion of a message (imm and order checked against what that QP
 // must deliver next), the sink's verdict on its bytes is taken, the receive is reposted, the
@@ -40,6 +40,9 @@ struct TrafficConfig {
   PathShape shape;
   uint32_t qps_per_conn = 1;
   uint32_t depth = 16;  // send-queue slots (and receives kept posted) per QP
+  // Flows a host has in flight at once (0: all): the next one, in workload order, starts
+  // when one has all its WRITEs completed at the sender (NCCL's p2p scheduling of peers).
+  uint32_t window = 0;
   engine::QpAttr attr;  // mtu, max_psn_range, timeout, retries (paths are filled in here)
   uint64_t seed = 1;
 };
@@ -111,7 +114,13 @@ class Traffic {
   std::vector<uint32_t> msg_dir_;
   std::vector<int64_t> unlocks_;  // message -> the message it gates, or -1
   std::vector<uint8_t> arrived_;
-  std::vector<uint64_t> flow_left_;  // messages not yet verified
+  std::vector<uint64_t> flow_left_;                // messages not yet verified
+  std::vector<uint64_t> flow_unsent_;              // messages whose send has not completed
+  std::vector<uint8_t> flow_open_;                 // may post (window)
+  std::vector<std::vector<uint32_t>> flow_dirs_;   // the QP directions a flow uses
+  std::vector<std::vector<uint32_t>> host_flows_;  // per source host, in start order
+  std::vector<size_t> host_next_;                  // next flow of the host to open
+  void open_next_flow(uint32_t host);
   std::vector<engine::Time> flow_end_;
   std::vector<std::vector<uint32_t>> conn_of_qpn_;  // [host][qpn] -> conn
   std::vector<uint32_t> src_key_, sink_key_;
