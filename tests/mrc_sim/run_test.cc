@@ -132,6 +132,17 @@ TEST(Run, WindowOneRunsEachHostsFlowsOneAfterAnother) {
   EXPECT_NE(all.fct_s, r.fct_s);
 }
 
+TEST(Run, QpsOnDemandBoundLiveQpsByTheWindow) {
+  Options o = small(Pattern::kAlltoall, 16 << 10);
+  o.window = 2;
+  o.on_demand = true;
+  const RunResult r = run(o, Transport::kPlane);
+  expect_verified(r, "on demand");
+  EXPECT_EQ(r.traffic.qps, 2u * 56);              // a pair per flow (direction)
+  EXPECT_LE(r.traffic.max_live_qps, 2u * 8 * 2);  // hosts x window, both ends
+  EXPECT_GT(r.data_packets, 0u);                  // stats of destroyed QPs are kept
+}
+
 TEST(Run, SameSeedSameRunOtherSeedOtherRun) {
   Options o = small(Pattern::kAlltoall, 32 << 10);
   const RunResult a = run(o, Transport::kPlane, {"30% t1-down 1 0"});

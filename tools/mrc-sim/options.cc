@@ -64,6 +64,7 @@ std::string check(const Options& o) {
     return "ring-allreduce: a slice (bytes / hosts / slices) must be at most 1 GiB";
   if (o.pattern == Pattern::kIncast && (o.incast_senders == 0 || o.incast_senders >= o.hosts))
     return "--incast-senders must be 1..hosts-1";
+  if (o.on_demand && o.window == 0) return "--qps-on-demand needs --window";
   if (o.png.size() && o.csv.empty()) return "--png needs --csv (the plot is drawn from it)";
   return "";
 }
@@ -111,6 +112,9 @@ ParseOutcome parse_cli(int argc, const char* const* argv, Options& o, std::strin
                  "flows a host has in flight at once, started in order (0: all; alltoall: "
                  "NCCL's p2p scheduling)")
       ->capture_default_str();
+  app.add_flag("--qps-on-demand", o.on_demand,
+               "make a flow's QPs when it opens and destroy them when it is done (one pair per "
+               "direction; needs --window): memory for hosts x window QPs, not hosts^2");
   app.add_option("--mtu", o.mtu, "payload bytes per packet")->capture_default_str();
   app.add_option("--mpr", o.mpr, "max PSN range per QP (and receive window)")
       ->capture_default_str();

@@ -36,8 +36,9 @@ struct Options {
   std::vector<Transport> transports = {Transport::kMrc};
   uint32_t qps_per_conn = 1;
   uint32_t evs_per_plane = 16, backups_per_plane = 4;
-  uint32_t depth = 16;  // WRITEs in flight per QP
-  uint32_t window = 0;  // flows in flight per host (0: all at once)
+  uint32_t depth = 16;     // WRITEs in flight per QP
+  uint32_t window = 0;     // flows in flight per host (0: all at once)
+  bool on_demand = false;  // QPs made as flows open, destroyed when done (needs a window)
   uint32_t mtu = 4096;
   uint32_t mpr = 256;       // max_psn_range; the engine's receive window is sized to it
   uint8_t timeout = 10;     // ack timeout exponent: 1.024 us x 2^10 ~ 1 ms

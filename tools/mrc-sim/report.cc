@@ -125,6 +125,9 @@ std::string to_json(const Options& o, const std::vector<RunResult>& runs) {
     j["drops"] = r.drops;
     j["data_packets"] = r.data_packets;
     j["qps"] = r.traffic.qps;
+    j["max_live_qps"] = r.traffic.max_live_qps;
+    j["window"] = o.window;
+    j["qps_on_demand"] = o.on_demand;
     j["sim_wall_s"] = r.sim_wall_s;
     j["sim_events"] = r.sim_events;
     j["peak_rss_mib"] = r.peak_rss_mib;

@@ -105,6 +105,7 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   tc.qps_per_conn = o.qps_per_conn;
   tc.depth = o.depth;
   tc.window = o.window;
+  tc.on_demand = o.on_demand;
   tc.attr.mtu = o.mtu;
   tc.attr.max_psn_range = o.mpr;
   tc.attr.timeout = o.timeout;

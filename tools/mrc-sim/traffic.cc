@@ -15,6 +15,7 @@ Traffic::Traffic(sim::Testbed& tb, const Workload& w, VerifySink& sink, std::spa
   msg_dir_.resize(n);
   unlocks_.assign(n, -1);
   arrived_.assign(n, 0);
+  msg_done_.assign(n, 0);
   flow_left_.assign(w.flows.size(), 0);
   flow_unsent_.assign(w.flows.size(), 0);
   flow_dirs_.resize(w.flows.size());
@@ -32,15 +33,19 @@ Traffic::Traffic(sim::Testbed& tb, const Workload& w, VerifySink& sink, std::spa
     ++flow_unsent_[msg.flow];
     if (msg.after >= 0) unlocks_[static_cast<size_t>(msg.after)] = static_cast<int64_t>(m);
     const uint32_t q = flow_seq[msg.flow]++ % cfg.qps_per_conn;
-    const uint32_t lo = std::min(f.src, f.dst), hi = std::max(f.src, f.dst);
+    // On demand, a QP pair per direction (NCCL's send and receive comms); else per pair.
+    const uint32_t lo = cfg.on_demand ? f.src : std::min(f.src, f.dst);
+    const uint32_t hi = cfg.on_demand ? f.dst : std::max(f.src, f.dst);
     const uint64_t key = (uint64_t{lo} << 40) ^ (uint64_t{hi} << 16) ^ q;
     auto [it, fresh] = conn_of.try_emplace(key, static_cast<uint32_t>(conns_.size()));
     if (fresh) conns_.push_back(Conn{lo, hi, q, {}, {-1, -1}});
     Conn& c = conns_[it->second];
+    ++c.pending;
     const int side = f.src == c.a ? 0 : 1;
     if (c.dir[side] < 0) {
       c.dir[side] = static_cast<int64_t>(dirs_.size());
       dirs_.push_back(Dir{f.src, f.dst});
+      dirs_.back().conn = it->second;
     }
     Dir& d = dirs_[static_cast<size_t>(c.dir[side])];
     msg_dir_[m] = static_cast<uint32_t>(c.dir[side]);
@@ -60,40 +65,69 @@ void Traffic::start() {
     if (sink_.window_bytes(h) > 0)
       sink_key_[h] = tb_.register_mr(h, {sink_.window(h), sink_.window_bytes(h)});
   }
-  QpAttr at = cfg_.attr;
-  at.backup_paths = backup_paths(cfg_.transport, cfg_.shape);
+  attr_ = cfg_.attr;
+  attr_.backup_paths = backup_paths(cfg_.transport, cfg_.shape);
   if (cfg_.transport == Transport::kPlane || cfg_.transport == Transport::kEcmp)
-    at.path_policy.min_active_per_plane = 1;  // one EV per plane is all there is
-  for (uint32_t ci = 0; ci < conns_.size(); ++ci) {
-    Conn& c = conns_[ci];
-    const auto pa = send_paths(cfg_.transport, cfg_.shape, c.a, c.b, c.q, cfg_.seed);
-    const auto pb = send_paths(cfg_.transport, cfg_.shape, c.b, c.a, c.q, cfg_.seed);
-    c.qp = tb_.connect(c.a, c.b, pa, pb, at, cfg_.depth);
-    stats_.qps += 2;
-    for (auto [h, qpn] : {std::pair{c.a, c.qp.a}, std::pair{c.b, c.qp.b}}) {
-      auto& v = conn_of_qpn_[h];
-      if (v.size() <= qpn) v.resize(size_t{qpn} + 1, UINT32_MAX);
-      v[qpn] = ci;
-    }
-    for (int side = 0; side < 2; ++side) {
-      if (c.dir[side] < 0) continue;
-      Dir& d = dirs_[static_cast<size_t>(c.dir[side])];
-      d.sqp = side == 0 ? c.qp.a : c.qp.b;
-      d.rqp = side == 0 ? c.qp.b : c.qp.a;
-    }
-  }
+    attr_.path_policy.min_active_per_plane = 1;  // one EV per plane is all there is
+  if (!cfg_.on_demand || cfg_.window == 0)
+    for (uint32_t ci = 0; ci < conns_.size(); ++ci) connect(ci);
   tb_.set_on_input([this](PeerId h) { on_input(h); });
   if (cfg_.window > 0)
     for (uint32_t h = 0; h < w_.spec.hosts; ++h)
       for (uint32_t i = 0; i < cfg_.window; ++i) open_next_flow(h);
-  for (Dir& d : dirs_) post_receives(d);
   for (Dir& d : dirs_) post_messages(d);
+}
+
+void Traffic::connect(uint32_t ci) {
+  Conn& c = conns_[ci];
+  const auto pa = send_paths(cfg_.transport, cfg_.shape, c.a, c.b, c.q, cfg_.seed);
+  const auto pb = send_paths(cfg_.transport, cfg_.shape, c.b, c.a, c.q, cfg_.seed);
+  c.qp = tb_.connect(c.a, c.b, pa, pb, attr_, cfg_.depth);
+  c.live = true;
+  stats_.qps += 2;
+  for (auto [h, qpn] : {std::pair{c.a, c.qp.a}, std::pair{c.b, c.qp.b}}) {
+    auto& v = conn_of_qpn_[h];
+    if (v.size() <= qpn) v.resize(size_t{qpn} + 1, UINT32_MAX);
+    v[qpn] = ci;
+  }
+  live_qps_ += 2;
+  stats_.max_live_qps = std::max(stats_.max_live_qps, live_qps_);
+  for (int side = 0; side < 2; ++side) {
+    if (c.dir[side] < 0) continue;
+    Dir& d = dirs_[static_cast<size_t>(c.dir[side])];
+    d.sqp = side == 0 ? c.qp.a : c.qp.b;
+    d.rqp = side == 0 ? c.qp.b : c.qp.a;
+    post_receives(d);
+  }
+}
+
+void Traffic::add_stats(uint32_t h, Qpn q) {
+  const Engine& e = tb_.engine(h);
+  if (const QpStats* s = e.qp_stats(q)) accumulate(closed_, *s);
+  for (const PathStats& p : e.path_stats(q)) closed_trims_ += p.trims;
+}
+
+void Traffic::finish_message(uint64_t m) {
+  if (msg_done_[m] != 3) return;
+  Conn& c = conns_[dirs_[msg_dir_[m]].conn];
+  if (--c.pending > 0 || !cfg_.on_demand) return;
+  // Nothing left on this QP pair: close it (its stats kept), as a connection torn down.
+  for (auto [h, qpn] : {std::pair{c.a, c.qp.a}, std::pair{c.b, c.qp.b}}) {
+    add_stats(h, qpn);
+    (void)tb_.engine(h).destroy_qp(qpn);
+    conn_of_qpn_[h][qpn] = UINT32_MAX;
+  }
+  c.live = false;
+  live_qps_ -= 2;
 }
 
 void Traffic::open_next_flow(uint32_t h) {
   auto& flows = host_flows_[h];
   if (host_next_[h] >= flows.size()) return;
-  flow_open_[flows[host_next_[h]++]] = 1;
+  const uint32_t f = flows[host_next_[h]++];
+  flow_open_[f] = 1;
+  for (uint32_t di : flow_dirs_[f])
+    if (!conns_[dirs_[di].conn].live) connect(dirs_[di].conn);
 }
 
 void Traffic::fail(const std::string& why) {
@@ -114,6 +148,7 @@ void Traffic::post_receives(Dir& d) {
 }
 
 void Traffic::post_messages(Dir& d) {
+  if (!conns_[d.conn].live) return;
   Engine& e = tb_.engine(d.src);
   while (d.next_post < d.msgs.size() && d.in_flight < cfg_.depth) {
     const uint64_t m = d.msgs[d.next_post];
@@ -190,11 +225,13 @@ void Traffic::on_input(PeerId h) {
         }
         arrived_[m] = 1;
         --left_;
+        msg_done_[m] |= 1;
         last_ = now;
         const uint32_t f = w_.messages[m].flow;
         if (--flow_left_[f] == 0) flow_end_[f] = now;
         post_receives(d);
         if (const int64_t u = unlocks_[m]; u >= 0) post_messages(dirs_[msg_dir_[u]]);
+        finish_message(m);
       } else {
         const uint64_t m = c.wr_id;
         if (m >= msg_dir_.size()) continue;
@@ -206,6 +243,8 @@ void Traffic::on_input(PeerId h) {
           fail(std::string("send completion: ") + to_string(c.status));
           continue;
         }
+        msg_done_[m] |= 2;
+        finish_message(m);
         if (--flow_unsent_[w_.messages[m].flow] == 0 && cfg_.window > 0) {
           // The flow is done at the sender: the host opens its next one.
           const uint64_t before = host_next_[h];
@@ -228,29 +267,31 @@ void Traffic::on_input(PeerId h) {
   }
 }
 
+void accumulate(QpStats& t, const QpStats& s) {
+  t.tx_data_packets += s.tx_data_packets;
+  t.tx_retransmits += s.tx_retransmits;
+  t.tx_payload_bytes += s.tx_payload_bytes;
+  t.rx_payload_bytes += s.rx_payload_bytes;
+  t.rto_fired += s.rto_fired;
+  t.fast_losses += s.fast_losses;
+  t.tail_probes += s.tail_probes;
+  t.rnr_naks += s.rnr_naks;
+  t.error_completions += s.error_completions;
+}
+
 QpStats Traffic::qp_totals() const {
-  QpStats t;
+  QpStats t = closed_;
   for (uint32_t h = 0; h < w_.spec.hosts; ++h) {
     const Engine& e = tb_.engine(h);
     for (Qpn q = 1; q <= e.max_qpn(); ++q) {
-      const QpStats* s = e.qp_stats(q);
-      if (!s) continue;
-      t.tx_data_packets += s->tx_data_packets;
-      t.tx_retransmits += s->tx_retransmits;
-      t.tx_payload_bytes += s->tx_payload_bytes;
-      t.rx_payload_bytes += s->rx_payload_bytes;
-      t.rto_fired += s->rto_fired;
-      t.fast_losses += s->fast_losses;
-      t.tail_probes += s->tail_probes;
-      t.rnr_naks += s->rnr_naks;
-      t.error_completions += s->error_completions;
+      if (const QpStats* s = e.qp_stats(q)) accumulate(t, *s);
     }
   }
   return t;
 }
 
 uint64_t Traffic::trims_seen() const {
-  uint64_t n = 0;
+  uint64_t n = closed_trims_;
   for (uint32_t h = 0; h < w_.spec.hosts; ++h) {
     const Engine& e = tb_.engine(h);
     for (Qpn q = 1; q <= e.max_qpn(); ++q)

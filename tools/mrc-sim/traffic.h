@@ -45,7 +45,13 @@ struct TrafficConfig {
   uint32_t window = 0;
   engine::QpAttr attr;  // mtu, max_psn_range, timeout, retries (paths are filled in here)
   uint64_t seed = 1;
+  // QP pairs made when a flow opens and destroyed when they have nothing left, one pair per
+  // direction: live QPs stay near hosts x window instead of hosts^2 (memory at 1,024 hosts).
+  bool on_demand = false;
 };
+
+/// Adds every counter of s into t.
+void accumulate(engine::QpStats& t, const engine::QpStats& s);
 
 /// Counters of one run's traffic. They only grow.
 struct TrafficStats {
@@ -54,9 +60,10 @@ struct TrafficStats {
   uint64_t lost = 0, duplicated = 0, corrupted = 0;  // sink verdicts at completion
   uint64_t out_of_order = 0;  // a completion that was not the QP's next message
   uint64_t error_completions = 0;
-  uint64_t qp_errors = 0;   // kQpFatal events
-  uint64_t ev_changes = 0;  // kEvState events
-  uint64_t qps = 0;         // QPs made (both ends counted)
+  uint64_t qp_errors = 0;     // kQpFatal events
+  uint64_t ev_changes = 0;    // kEvState events
+  uint64_t qps = 0;           // QPs made (both ends counted)
+  uint64_t max_live_qps = 0;  // most QPs existing at once
   std::string first_error;
   bool failed() const {
     return lost + duplicated + corrupted + out_of_order + error_completions + qp_errors > 0;
@@ -91,13 +98,24 @@ class Traffic {
     std::vector<uint64_t> msgs;    // in posting order
     size_t next_post = 0, next_recv = 0, recvs_posted = 0;
     uint32_t in_flight = 0;
+    uint32_t conn = 0;
   };
   struct Conn {
     uint32_t a = 0, b = 0;  // a < b
     uint32_t q = 0;         // which QP of the pair's qps_per_conn (the flow hash varies it)
     sim::Testbed::QpPair qp;
     int64_t dir[2] = {-1, -1};  // a->b, b->a
+    bool live = false;          // its QPs exist
+    uint64_t pending = 0;       // messages not yet both verified and send-completed
   };
+  void connect(uint32_t conn);
+  void finish_message(uint64_t m);
+  void add_stats(uint32_t host, engine::Qpn qpn);
+  engine::QpAttr attr_;
+  std::vector<uint8_t> msg_done_;  // bit 0: verified at the receiver, bit 1: send completed
+  engine::QpStats closed_;         // of QPs destroyed on demand
+  uint64_t closed_trims_ = 0;
+  uint64_t live_qps_ = 0;
   void on_input(engine::PeerId h);
   void post_messages(Dir& d);
   void post_receives(Dir& d);
