@@ -120,10 +120,16 @@ std::string to_json(const Options& o, const std::vector<RunResult>& runs) {
     j["retransmits"] = r.retransmits;
     j["rtos"] = r.rtos;
     j["trims"] = r.trims;
+    j["trimmed_t0_t1"] = r.trims_by_tier[0];
+    j["trimmed_t1_t0"] = r.trims_by_tier[1];
+    j["trimmed_t0_host"] = r.trims_by_tier[2];
     j["ev_changes"] = r.traffic.ev_changes;
     j["max_queue_bytes"] = r.max_queue_bytes;
     j["drops"] = r.drops;
     j["data_packets"] = r.data_packets;
+    j["fast_losses"] = r.fast_losses;
+    j["spurious_losses"] = r.spurious_losses;
+    j["tail_probes"] = r.tail_probes;
     j["qps"] = r.traffic.qps;
     j["max_live_qps"] = r.traffic.max_live_qps;
     j["window"] = o.window;

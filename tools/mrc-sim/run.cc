@@ -167,10 +167,23 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   r.retransmits = q.tx_retransmits;
   r.rtos = q.rto_fired;
   r.data_packets = q.tx_data_packets;
+  r.fast_losses = q.fast_losses;
+  r.spurious_losses = q.spurious_losses;
+  r.tail_probes = q.tail_probes;
   r.trims = traffic.trims_seen();
   std::vector<uint8_t> egress(net.link_count(), 0);
   for (uint32_t h = 0; h < w.spec.hosts; ++h)
     for (uint16_t p = 0; p < o.planes; ++p) egress[fab.host_link(h, p, sim::Dir::kUp)] = 1;
+  for (uint16_t p = 0; p < o.planes; ++p) {
+    for (uint32_t h = 0; h < w.spec.hosts; ++h)
+      r.trims_by_tier[2] += net.link_stats(fab.host_link(h, p, sim::Dir::kDown)).trimmed;
+    for (uint32_t t0 = 0; t0 < fab.t0_count(); ++t0) {
+      for (uint32_t s = 0; s < o.spines; ++s) {
+        r.trims_by_tier[0] += net.link_stats(fab.link(p, t0, s, sim::Dir::kUp)).trimmed;
+        r.trims_by_tier[1] += net.link_stats(fab.link(p, t0, s, sim::Dir::kDown)).trimmed;
+      }
+    }
+  }
   for (sim::LinkId l = 0; l < net.link_count(); ++l) {
     const sim::LinkStats& s = net.link_stats(l);
     r.drops += s.dropped();

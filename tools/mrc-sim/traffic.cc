@@ -275,6 +275,7 @@ void accumulate(QpStats& t, const QpStats& s) {
   t.rto_fired += s.rto_fired;
   t.fast_losses += s.fast_losses;
   t.tail_probes += s.tail_probes;
+  t.spurious_losses += s.spurious_losses;
   t.rnr_naks += s.rnr_naks;
   t.error_completions += s.error_completions;
 }

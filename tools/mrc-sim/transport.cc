@@ -1,5 +1,7 @@
 #include "transport.h"
 
+#include <algorithm>
+
 #include "io/sim/fabric.h"
 
 namespace mrc::msim {
@@ -27,10 +29,14 @@ std::vector<engine::Path> send_paths(Transport t, const PathShape& s, uint32_t s
   switch (t) {
     case Transport::kMrc:
     case Transport::kMrcNoTrim: {
-      // As Fabric::paths: the i-th EV of every plane on spine i % S, planes alternating.
+      // As Fabric::paths: the i-th EV of every plane on spine i % S, planes alternating;
+      // then rotated by a hash of the QP, so QPs start their round robin on different spines
+      // (else every new QP's first packets all take spine 0).
       for (uint32_t i = 0; i < s.evs_per_plane; ++i)
         for (uint16_t p = 0; p < s.planes; ++p)
           v.push_back(engine::Path{Fabric::ev(p, i % s.spines, i / s.spines), p});
+      const uint64_t shift = flow_hash(seed, src, dst, qp, 0xfffe) % v.size();
+      std::rotate(v.begin(), v.begin() + static_cast<ptrdiff_t>(shift), v.end());
       break;
     }
     case Transport::kPlane:

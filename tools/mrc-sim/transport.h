@@ -3,7 +3,8 @@
 // Threading: free functions.
 //
 //   mrc         every EV of every plane: `evs_per_plane` EVs on each plane spread over the
-//               spines, plus `backups_per_plane` backups (today's MRC behaviour)
+//               spines, plus `backups_per_plane` backups (today's MRC behaviour); each QP
+//               starts its round robin at a hashed place in that list
 //   mrc-notrim  mrc on a fabric that does not trim (switches tail-drop), and an engine
 //               told so: what trimming is worth
 //   plane       one EV per plane, its spine a hash of (source, destination, QP, plane) as a
