@@ -135,6 +135,7 @@ std::string to_json(const Options& o, const std::vector<RunResult>& runs) {
     j["window"] = o.window;
     j["qps_on_demand"] = o.on_demand;
     j["sim_wall_s"] = r.sim_wall_s;
+    j["sim_cpu_s"] = r.sim_cpu_s;
     j["sim_events"] = r.sim_events;
     j["peak_rss_mib"] = r.peak_rss_mib;
     nlohmann::json faults = nlohmann::json::array();

@@ -22,6 +22,13 @@ using engine::Time;
 
 namespace {
 
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
 double peak_rss_mib() {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
@@ -50,6 +57,7 @@ Duration base_rtt(const Options& o) {
 RunResult run_one(const Options& o, Transport t, const Workload& w,
                   const std::vector<Fault>& faults, double ideal_s) {
   const auto wall0 = std::chrono::steady_clock::now();
+  const double cpu0 = cpu_seconds();
   RunResult r;
   r.transport = t;
   r.ideal_s = ideal_s;
@@ -194,6 +202,7 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
                            static_cast<double>(iv.bytes) * 8 / r.interval_s * 1e-9);
   r.sim_events = net.stats().events;
   r.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  r.sim_cpu_s = cpu_seconds() - cpu0;
   r.peak_rss_mib = peak_rss_mib();
   if (r.traffic.failed()) {
     r.failure = r.traffic.first_error;

@@ -36,6 +36,7 @@ struct RunResult {
   uint64_t trims_by_tier[3] = {};  // packets trimmed on T0->T1, T1->T0, T0->host links
   uint64_t drops = 0;              // datagrams dropped in the fabric (queue, down, loss)
   double sim_wall_s = 0;
+  double sim_cpu_s = 0;  // user + system CPU of the process during the run
   uint64_t sim_events = 0;
   double peak_rss_mib = 0;  // of the process so far
   double interval_s = 0;
