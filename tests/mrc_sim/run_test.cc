@@ -117,6 +117,17 @@ TEST(Run, T1DownDuringAlltoallCompletesWithoutError) {
   ASSERT_EQ(r.faults.size(), 1u);
 }
 
+TEST(Run, AnUnreachableHostFailsTheRun) {
+  // Host 0's T0 is down on both planes from the start: its flows can never complete.
+  Options o = small(Pattern::kPermutation, 64 << 10);
+  o.max_time_s = 0.05;
+  const RunResult r = run(o, Transport::kMrc, {"0 t0-down 0 0", "0 t0-down 1 0"});
+  EXPECT_FALSE(r.ok());
+  EXPECT_FALSE(r.finished);
+  EXPECT_LT(r.traffic.verified, r.traffic.messages);
+  EXPECT_FALSE(r.failure.empty());
+}
+
 TEST(Run, WindowOneRunsEachHostsFlowsOneAfterAnother) {
   Options o = small(Pattern::kAlltoall, 16 << 10);
   o.window = 1;
