@@ -57,7 +57,7 @@ struct Fabric::State {
   uint32_t t0s = 0;
   std::vector<LinkId> host_up, host_down;  // [host * P + plane]
   std::vector<LinkId> up, down;            // [(plane * t0s + t0) * S + spine]
-  mutable std::array<LinkId, kMaxHops> scratch{};  // the route() being returned
+  mutable std::array<LinkId, kMaxHops> scratch{};             // the route() being returned
   std::vector<uint8_t> t0_is_down, t1_is_down, t0_bh, t1_bh;  // [plane * t0s + t0], [plane * S + s]
   std::vector<LinkInfo> info;                                 // by LinkId
 
