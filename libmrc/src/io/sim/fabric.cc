@@ -57,8 +57,7 @@ struct Fabric::State {
   uint32_t t0s = 0;
   std::vector<LinkId> host_up, host_down;  // [host * P + plane]
   std::vector<LinkId> up, down;            // [(plane * t0s + t0) * S + spine]
-  std::vector<LinkId> routes;              // kMaxHops per (src, dst, plane, spine)
-  std::vector<uint8_t> route_len;
+  mutable std::array<LinkId, kMaxHops> scratch{};             // the route() being returned
   std::vector<uint8_t> t0_is_down, t1_is_down, t0_bh, t1_bh;  // [plane * t0s + t0], [plane * S + s]
   std::vector<LinkInfo> info;                                 // by LinkId
 
@@ -68,9 +67,6 @@ struct Fabric::State {
   uint32_t S() const { return cfg.spines; }
   size_t hp(PeerId h, uint16_t p) const { return size_t{h} * P() + p; }
   size_t ts(uint16_t p, uint32_t t0, uint32_t s) const { return (size_t{p} * t0s + t0) * S() + s; }
-  size_t route_index(PeerId src, PeerId dst, uint16_t p, uint32_t s) const {
-    return ((size_t{src} * cfg.hosts + dst) * P() + p) * S() + s;
-  }
 
   void check_plane(uint16_t p) const {
     if (p >= P()) throw std::out_of_range("fabric: plane out of range");
@@ -150,35 +146,20 @@ struct Fabric::State {
     t0_bh.assign(t0_is_down.size(), 0);
     t1_is_down.assign(size_t{P()} * S(), 0);
     t1_bh.assign(t1_is_down.size(), 0);
-
-    const size_t n = size_t{H} * H * P() * S();
-    routes.assign(n * kMaxHops, 0);
-    route_len.assign(n, 0);
-    for (PeerId a = 0; a < H; ++a) {
-      for (PeerId b = 0; b < H; ++b) {
-        if (a == b) continue;
-        const uint32_t ta = a / cfg.hosts_per_t0, tb = b / cfg.hosts_per_t0;
-        for (uint16_t p = 0; p < P(); ++p) {
-          for (uint32_t s = 0; s < S(); ++s) {
-            const size_t i = route_index(a, b, p, s);
-            LinkId* r = &routes[i * kMaxHops];
-            uint8_t len = 0;
-            if (ta != tb) {
-              r[len++] = up[ts(p, ta, s)];
-              r[len++] = down[ts(p, tb, s)];
-            }
-            r[len++] = host_down[hp(b, p)];
-            route_len[i] = len;
-          }
-        }
-      }
-    }
   }
 
+  // Computed per datagram into `scratch` (SimNet copies it): no table of H^2 routes.
   Route route(PeerId src, PeerId dst, uint32_t ev, uint16_t plane) const {
     if (src >= cfg.hosts || dst >= cfg.hosts || src == dst || plane >= P()) return {};
-    const size_t i = route_index(src, dst, plane, Fabric::spine_of(ev) % S());
-    return Route(&routes[i * kMaxHops], route_len[i]);
+    const uint32_t ta = src / cfg.hosts_per_t0, tb = dst / cfg.hosts_per_t0;
+    size_t len = 0;
+    if (ta != tb) {
+      const uint32_t s = Fabric::spine_of(ev) % S();
+      scratch[len++] = up[ts(plane, ta, s)];
+      scratch[len++] = down[ts(plane, tb, s)];
+    }
+    scratch[len++] = host_down[hp(dst, plane)];
+    return Route(scratch.data(), len);
   }
 
   // Recomputes the SimNet state of link l from the fault flags.

@@ -16,11 +16,12 @@
 // host_port_bps, host_latency, unlimited buffer, no ECN, no trimming; SimNet pauses the
 // host while it holds a couple of datagrams), and its ingress port *is* the T0->host
 // link. The switch egress links (T0->T1, T1->T0, T0->host) share one queue model:
-// capacity_bytes, ecn_threshold_bytes and ecn_ramp_bytes, trim_threshold_bytes (sim_net.h says what each
-// does). Host-side links run at host_port_bps, T0-T1 links at uplink_bps.
+// capacity_bytes, ecn_threshold_bytes and ecn_ramp_bytes, trim_threshold_bytes (sim_net.h says what
+// each does). Host-side links run at host_port_bps, T0-T1 links at uplink_bps.
 //
-// Routing (set_router; routes are precomputed and outlive the Fabric as long as the
-// SimNet holds its router). A datagram from src to dst sent with (ev, plane):
+// Routing (set_router; the router computes each route when a datagram is sent, from
+// the link tables, and keeps the Fabric's state alive as long as the SimNet holds it).
+// A datagram from src to dst sent with (ev, plane):
 //
 //   same T0:       [egress_port(src, plane)] -> ingress_port(dst, plane)
 //   different T0s: [egress_port(src, plane)] -> T0(src)->T1(s) -> T1(s)->T0(dst)

@@ -96,7 +96,7 @@ struct Packet {
   PeerId src = 0;
   PeerId dst = 0;
   LinkId egress = 0;
-  const LinkId* route = nullptr;  // the links after the egress port
+  std::array<LinkId, kMaxRoute> route{};  // the links after the egress port (a copy)
   uint16_t route_len = 0;
   uint16_t hop = 0;    // the link it is in or on: 0 the egress port, i > 0 route[i - 1]
   uint32_t epoch = 0;  // that link's epoch when the packet went onto its wire
@@ -488,6 +488,7 @@ struct SimNet::Impl {
       r = router ? router(src, t.peer, t.path.ev, t.path.plane)
                  : default_route(src, t.peer, t.path.ev, t.path.plane);
     }
+    if (r.size() > kMaxRoute) throw std::invalid_argument("mrc::sim: route longer than kMaxRoute");
     if (oversize || r.empty()) {
       ++(oversize ? stats.oversize : stats.no_route);
       if (trace) {
@@ -510,7 +511,7 @@ struct SimNet::Impl {
     p.src = src;
     p.dst = t.peer;
     p.egress = eg;
-    p.route = r.data();
+    std::copy(r.begin(), r.end(), p.route.begin());
     p.route_len = static_cast<uint16_t>(r.size());
     p.hop = 0;
     p.epoch = 0;

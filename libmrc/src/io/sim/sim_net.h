@@ -192,8 +192,11 @@ class EngineNode final : public Node {
   engine::Engine& e_;
 };
 
-/// Links after the egress port, the last one into the receiver. It must stay valid
-/// as long as the SimNet (packets on the wire point into it). Empty: no route.
+/// Most links a route may hold (after the egress port); a longer one throws at send.
+inline constexpr size_t kMaxRoute = 6;
+/// Links after the egress port, the last one into the receiver. The net copies it into
+/// the datagram when it is sent, so it need only stay valid during the router call (a
+/// router may compute it into a scratch buffer). Empty: no route.
 using Route = std::span<const LinkId>;
 using Router = std::function<Route(PeerId src, PeerId dst, uint32_t ev, uint16_t plane)>;
 

@@ -22,6 +22,29 @@ void must(Status<engine::Error> s, const char* what) {
 }
 }  // namespace
 
+// An engine as a node that tells the Testbed's on_input hook about every input.
+class Testbed::HookedNode final : public Node {
+ public:
+  HookedNode(Testbed& tb, engine::Engine& e, PeerId id) : tb_(tb), e_(e), id_(id) {}
+  void on_datagram(Time now, const engine::RxInfo& rx, std::span<const uint8_t> bytes) override {
+    e_.on_datagram(now, rx, bytes);
+    if (tb_.on_input_) tb_.on_input_(id_);
+  }
+  void on_timeout(Time now) override {
+    e_.on_timeout(now);
+    if (tb_.on_input_) tb_.on_input_(id_);
+  }
+  std::optional<engine::Transmit> poll_transmit(Time now, std::span<uint8_t> buf) override {
+    return e_.poll_transmit(now, buf);
+  }
+  Time next_deadline() const override { return e_.next_deadline(); }
+
+ private:
+  Testbed& tb_;
+  engine::Engine& e_;
+  PeerId id_;
+};
+
 Testbed::Testbed(const SimConfig& net_cfg, const engine::EngineConfig& eng_cfg)
     : net_(net_cfg), eng_cfg_(eng_cfg) {}
 
@@ -30,7 +53,7 @@ Testbed::~Testbed() = default;
 PeerId Testbed::add_host() {
   auto h = std::make_unique<Host>();
   h->eng = std::make_unique<engine::Engine>(eng_cfg_);
-  h->node = std::make_unique<EngineNode>(*h->eng);
+  h->node = std::make_unique<HookedNode>(*this, *h->eng, static_cast<PeerId>(hosts_.size()));
   h->cq = must(h->eng->create_cq(1u << 20), "create_cq");
   const PeerId id = net_.add_host(h->node.get());
   hosts_.push_back(std::move(h));
@@ -39,7 +62,14 @@ PeerId Testbed::add_host() {
 
 Testbed::QpPair Testbed::connect(PeerId a, PeerId b, std::span<const engine::Path> paths,
                                  const engine::QpAttr& attr, uint32_t max_wr) {
+  return connect(a, b, paths, paths, attr, max_wr);
+}
+
+Testbed::QpPair Testbed::connect(PeerId a, PeerId b, std::span<const engine::Path> a_paths,
+                                 std::span<const engine::Path> b_paths, const engine::QpAttr& attr,
+                                 uint32_t max_wr) {
   using namespace engine;
+  const std::span<const Path> end_paths[2] = {a_paths, b_paths};
   QpPair pair;
   const PeerId ends[2] = {a, b};
   Qpn qpn[2];
@@ -61,7 +91,7 @@ Testbed::QpPair Testbed::connect(PeerId a, PeerId b, std::span<const engine::Pat
     at.dest_qpn = qpn[1 - i];
     at.remote_token = token[1 - i];
     at.rq_psn = 0x10000 * (1 + i);
-    at.paths.assign(paths.begin(), paths.end());
+    at.paths.assign(end_paths[i].begin(), end_paths[i].end());
     must(e.modify_qp(qpn[i], at,
                      attr::kState | attr::kDest | attr::kPathPolicy | attr::kPaths | attr::kRqPsn |
                          attr::kMtu),

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -36,20 +37,33 @@ class Testbed {
   /// (set-up code, not the system under test).
   QpPair connect(PeerId a, PeerId b, std::span<const engine::Path> paths,
                  const engine::QpAttr& attr = {}, uint32_t max_wr = 4096);
+  /// As above, with each end sending on its own EVs: `a_paths` from a, `b_paths` from b
+  /// (a hashed single path is one per direction, as a switch hashes each direction).
+  QpPair connect(PeerId a, PeerId b, std::span<const engine::Path> a_paths,
+                 std::span<const engine::Path> b_paths, const engine::QpAttr& attr,
+                 uint32_t max_wr);
+
+  /// Called with h after host h's engine took an input from the net (a datagram or a
+  /// timeout), before the net drains it: the place to poll h's CQ and post more work to h
+  /// without a round of run_until. What it posts to h goes out in that drain; it must not
+  /// make another host's engine send (that host is not drained now). Empty: none.
+  void set_on_input(std::function<void(PeerId)> fn) { on_input_ = std::move(fn); }
 
   /// Registers `mem` on host h with every access flag; returns the key.
   uint32_t register_mr(PeerId h, std::span<uint8_t> mem);
 
  private:
+  class HookedNode;
   struct Host {
     std::unique_ptr<engine::Engine> eng;
-    std::unique_ptr<EngineNode> node;
+    std::unique_ptr<Node> node;
     engine::CqId cq = 0;
   };
   SimNet net_;
   engine::EngineConfig eng_cfg_;
   std::vector<std::unique_ptr<Host>> hosts_;
   uint32_t next_token_ = 0x5eed0001;
+  std::function<void(PeerId)> on_input_;
 };
 
 }  // namespace mrc::sim

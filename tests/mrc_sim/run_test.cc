@@ -1,0 +1,174 @@
+// Tests of tools/mrc-sim/run.h: whole runs on a small fabric, every byte verified. No timing
+// assertions: completion times are virtual, hence exact for a seed.
+#include "run.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace mrc::msim {
+namespace {
+
+// 8 hosts, 2 per T0 (4 T0s), 2 planes x 2 spines, 10 Gb/s: small, and fast under ASan.
+Options small(Pattern p, uint64_t bytes) {
+  Options o;
+  o.hosts = 8;
+  o.planes = 2;
+  o.spines = 2;
+  o.hosts_per_t0 = 2;
+  o.pattern = p;
+  o.bytes = bytes;
+  o.evs_per_plane = 4;
+  o.backups_per_plane = 2;
+  o.progress = false;
+  return o;
+}
+
+RunResult run(const Options& o, Transport t, const std::vector<std::string>& faults = {}) {
+  WorkloadSpec s;
+  s.pattern = o.pattern;
+  s.hosts = o.hosts;
+  s.bytes = o.bytes;
+  s.msg_bytes = o.msg_bytes;
+  s.slices = o.slices;
+  s.incast_senders = o.incast_senders;
+  s.seed = o.seed;
+  Workload w = make_workload(s).value();
+  const double ideal = ideal_seconds(w, capacity(o));
+  const FaultScope sc{o.planes, (o.hosts + o.hosts_per_t0 - 1) / o.hosts_per_t0, o.spines, ideal};
+  std::vector<Fault> fs;
+  for (const auto& f : faults) fs.push_back(parse_fault(f, sc).value());
+  return run_one(o, t, w, fs, ideal);
+}
+
+void expect_verified(const RunResult& r, const char* what) {
+  SCOPED_TRACE(what);
+  EXPECT_TRUE(r.ok()) << r.failure;
+  EXPECT_TRUE(r.finished);
+  EXPECT_GT(r.traffic.messages, 0u);
+  EXPECT_EQ(r.traffic.verified, r.traffic.messages);
+  EXPECT_EQ(r.traffic.lost + r.traffic.duplicated + r.traffic.corrupted, 0u);
+  EXPECT_EQ(r.traffic.error_completions + r.traffic.qp_errors, 0u);
+  EXPECT_GT(r.completion_s, r.ideal_s);  // nothing beats the cut
+  for (double f : r.fct_s) EXPECT_GT(f, 0);
+}
+
+struct Case {
+  Pattern pattern;
+  uint64_t bytes;
+};
+class EveryPatternAndTransport : public ::testing::TestWithParam<std::tuple<Case, Transport>> {};
+
+TEST_P(EveryPatternAndTransport, CompletesWithEveryByteVerified) {
+  const auto [c, t] = GetParam();
+  Options o = small(c.pattern, c.bytes);
+  o.incast_senders = 5;
+  o.slices = 2;
+  o.msg_bytes = 24 << 10;  // several messages per flow
+  const RunResult r = run(o, t);
+  expect_verified(r, to_string(t));
+  if (c.pattern == Pattern::kRingAllreduce) {
+    EXPECT_GT(r.busbw_gbps, 0);
+  } else {
+    EXPECT_EQ(r.busbw_gbps, -1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Runs, EveryPatternAndTransport,
+    ::testing::Combine(::testing::Values(Case{Pattern::kPermutation, 64 << 10},
+                                         Case{Pattern::kAlltoall, 16 << 10},
+                                         Case{Pattern::kRingAllreduce, 128 << 10},
+                                         Case{Pattern::kIncast, 32 << 10}),
+                       ::testing::Values(Transport::kMrc, Transport::kMrcNoTrim, Transport::kPlane,
+                                         Transport::kEcmp)),
+    [](const auto& info) {
+      std::string n = std::string(to_string(std::get<0>(info.param).pattern)) + "_" +
+                      to_string(std::get<1>(info.param));
+      for (char& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
+
+TEST(Run, PlaneIsSlowerThanMrcOnACollidingPermutation) {
+  // One plane, 4 hosts per T0, 4 spines: a permutation across T0s whose hashed spines
+  // collide for seed 3 (two flows of a T0 on one uplink), while mrc sprays over all four.
+  Options o = small(Pattern::kPermutation, 256 << 10);
+  o.hosts = 8;
+  o.planes = 1;
+  o.hosts_per_t0 = 4;
+  o.spines = 4;
+  o.seed = 3;
+  const RunResult m = run(o, Transport::kMrc);
+  const RunResult p = run(o, Transport::kPlane);
+  expect_verified(m, "mrc");
+  expect_verified(p, "plane");
+  EXPECT_GT(p.completion_s, 1.4 * m.completion_s);
+  EXPECT_GT(m.efficiency, 0.7);
+}
+
+TEST(Run, T1DownDuringAlltoallCompletesWithoutError) {
+  Options o = small(Pattern::kAlltoall, 64 << 10);
+  const RunResult r = run(o, Transport::kMrc, {"40% t1-down 0 1"});
+  expect_verified(r, "mrc");
+  EXPECT_GT(r.drops, 0u);  // the fault did cut traffic
+  EXPECT_EQ(r.rtos, 0u);
+  EXPECT_GT(r.traffic.ev_changes, 0u);
+  ASSERT_EQ(r.faults.size(), 1u);
+}
+
+TEST(Run, AnUnreachableHostFailsTheRun) {
+  // Host 0's T0 is down on both planes from the start: its flows can never complete.
+  Options o = small(Pattern::kPermutation, 64 << 10);
+  o.max_time_s = 0.05;
+  const RunResult r = run(o, Transport::kMrc, {"0 t0-down 0 0", "0 t0-down 1 0"});
+  EXPECT_FALSE(r.ok());
+  EXPECT_FALSE(r.finished);
+  EXPECT_LT(r.traffic.verified, r.traffic.messages);
+  EXPECT_FALSE(r.failure.empty());
+}
+
+TEST(Run, WindowOneRunsEachHostsFlowsOneAfterAnother) {
+  Options o = small(Pattern::kAlltoall, 16 << 10);
+  o.window = 1;
+  const RunResult r = run(o, Transport::kMrc);
+  expect_verified(r, "window 1");
+  // Host a's flows are a -> a+1, a+2, ... (7 each, in order): each ends after the one before.
+  ASSERT_EQ(r.fct_s.size(), 56u);
+  for (size_t a = 0; a < 8; ++a)
+    for (size_t k = 1; k < 7; ++k) EXPECT_GT(r.fct_s[a * 7 + k], r.fct_s[a * 7 + k - 1]);
+  o.window = 0;
+  const RunResult all = run(o, Transport::kMrc);
+  expect_verified(all, "window 0");
+  EXPECT_NE(all.fct_s, r.fct_s);
+}
+
+TEST(Run, QpsOnDemandBoundLiveQpsByTheWindow) {
+  Options o = small(Pattern::kAlltoall, 16 << 10);
+  o.window = 2;
+  o.on_demand = true;
+  const RunResult r = run(o, Transport::kPlane);
+  expect_verified(r, "on demand");
+  EXPECT_EQ(r.traffic.qps, 2u * 56);              // a pair per flow (direction)
+  EXPECT_LE(r.traffic.max_live_qps, 2u * 8 * 2);  // hosts x window, both ends
+  EXPECT_GT(r.data_packets, 0u);                  // stats of destroyed QPs are kept
+}
+
+TEST(Run, SameSeedSameRunOtherSeedOtherRun) {
+  Options o = small(Pattern::kAlltoall, 32 << 10);
+  const RunResult a = run(o, Transport::kPlane, {"30% t1-down 1 0"});
+  const RunResult b = run(o, Transport::kPlane, {"30% t1-down 1 0"});
+  expect_verified(a, "a");
+  EXPECT_EQ(a.completion_s, b.completion_s);
+  EXPECT_EQ(a.fct_s, b.fct_s);
+  EXPECT_EQ(a.retransmits, b.retransmits);
+  EXPECT_EQ(a.sim_events, b.sim_events);
+  EXPECT_EQ(a.goodput, b.goodput);
+  o.seed = 2;
+  const RunResult c = run(o, Transport::kPlane, {"30% t1-down 1 0"});
+  expect_verified(c, "c");
+  EXPECT_NE(a.fct_s, c.fct_s);
+}
+
+}  // namespace
+}  // namespace mrc::msim

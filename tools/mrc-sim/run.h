@@ -1,0 +1,59 @@
+// One mrc-sim run: a fabric, one engine per host, a workload and its faults under one
+// transport, in virtual time, with the figures the report prints. Threading: single-threaded;
+// runs one after the other (the VerifySink is per thread).
+//
+// The loop: build the Testbed (every engine's payload copy is the VerifySink's check), the
+// Fabric (trimming off for mrc-notrim), lay out the sink, start the Traffic, schedule the
+// faults with SimNet::at, sample goodput (bytes verified at the receivers) every interval,
+// and run until Traffic::done() or the time limit. Progress goes to stderr about once a
+// second once a run has taken more than two seconds of wall time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "faults.h"
+#include "options.h"
+#include "pattern.h"
+#include "traffic.h"
+
+namespace mrc::msim {
+
+struct RunResult {
+  Transport transport = Transport::kMrc;
+  double ideal_s = 0;
+  double completion_s = 0;    // the last message verified (the collective's completion)
+  double efficiency = 0;      // ideal / completion
+  double busbw_gbps = -1;     // ring-allreduce: NCCL's bus bandwidth; -1: not this pattern
+  bool finished = false;      // every message verified before the limit
+  std::vector<double> fct_s;  // per flow, from the start (ring: its edge's last message)
+  TrafficStats traffic;
+  uint64_t retransmits = 0, rtos = 0, trims = 0, data_packets = 0;
+  uint64_t fast_losses = 0, spurious_losses = 0, tail_probes = 0;  // engine loss detection
+  uint64_t max_queue_bytes = 0;                                    // deepest switch egress queue
+  uint64_t trims_by_tier[3] = {};  // packets trimmed on T0->T1, T1->T0, T0->host links
+  uint64_t drops = 0;              // datagrams dropped in the fabric (queue, down, loss)
+  double sim_wall_s = 0;
+  double sim_cpu_s = 0;  // user + system CPU of the process during the run
+  uint64_t sim_events = 0;
+  double peak_rss_mib = 0;  // of the process so far
+  double interval_s = 0;
+  std::vector<std::pair<double, double>> goodput;  // (interval end s, Gb/s verified)
+  std::vector<std::pair<double, std::string>> faults;
+  std::string failure;  // why the run failed; "" when it passed
+  bool ok() const { return failure.empty(); }
+};
+
+/// The fabric's capacity as Options give it.
+Capacity capacity(const Options& o);
+/// The engines' base RTT (NSCC): twice the unloaded round trip of an MTU packet through a
+/// spine (4 store-and-forward hops out, 4 back), see run.cc.
+engine::Duration base_rtt(const Options& o);
+
+/// Runs `w` under `t` with `faults` (parsed against this fabric).
+RunResult run_one(const Options& o, Transport t, const Workload& w,
+                  const std::vector<Fault>& faults, double ideal_s);
+
+}  // namespace mrc::msim
