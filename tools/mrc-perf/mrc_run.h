@@ -114,8 +114,8 @@ struct MrcRunResult {
   // This process's resident memory (VmRSS), KiB: after setup, the highest sampled once a
   // second, and at the end of the run (before teardown). Flat memory: max stays near start.
   uint64_t rss_start_kib = 0, rss_max_kib = 0, rss_end_kib = 0;
-  // VmRSS once a second (time s, KiB), with the tool's own records (samples, path events)
-  // preallocated before the first, so growth here is the library's.
+  // VmRSS once a second (time s, KiB), with the tool's sample records preallocated before
+  // the first, so growth here is the library's (and the path events' as they are recorded).
   std::vector<std::pair<double, uint64_t>> rss_kib_samples;
   engine::EngineStats client_engine, server_engine;  // incl. every dropped datagram by reason
   bool ok() const { return mismatches == 0 && errors == 0; }
