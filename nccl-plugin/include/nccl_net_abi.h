@@ -1,7 +1,7 @@
 /* The NCCL net plugin ABI (ext-net), versions 6 to 12, declared for libnccl-net-mrc.
  * Threading: declarations only.
  *
- * Written from the facts in shared/facts/nccl-net-abi.md (NCCL 2.30's net_v6.h .. net_v12.h):
+ * Declared from NCCL 2.30's net_v6.h .. net_v12.h (docs/nccl-plugin.md, "ABI"):
  * every struct below has the field order, types and x86-64 layout NCCL uses; the static
  * asserts at the end pin sizes and offsets. NCCL dlopens libnccl-net-<NCCL_NET_PLUGIN>.so,
  * looks up `ncclNetPlugin_v12` down to `ncclNetPlugin_v6` and takes the first it finds.

@@ -31,7 +31,7 @@ struct Layout {
   size_t size, speed, max_recvs, dev_type;  // offsets; dev_type 0 = none
   size_t vprops, p2p, rail;                 // 0 = none
 };
-// Offsets from shared/facts/nccl-net-abi.md.
+// Offsets of NCCL 2.30's net_v6.h .. net_v12.h properties structs (docs/nccl-plugin.md, "ABI").
 constexpr Layout kLayouts[] = {{6, 48, 28, 44, 0, 0, 0, 0},        {7, 56, 28, 44, 48, 0, 0, 0},
                                {8, 64, 32, 48, 52, 0, 0, 0},       {9, 104, 36, 52, 56, 64, 88, 0},
                                {10, 104, 36, 52, 56, 64, 88, 0},   {11, 112, 36, 52, 56, 64, 88, 0},

@@ -8,7 +8,7 @@
 // the real libibverbs in a real one; a real export handed an MRC object would crash.
 // Binding: exports.map is an anonymous version script (no version definitions), so the
 // dynamic linker binds the programs' versioned references (ibv_open_device@IBVERBS_1.1) to
-// these definitions (facts/verbs-shim.md "Symbol binding").
+// these definitions (docs/verbs-shim.md, "The shim").
 // Unsupported verbs (SRQ, AH, multicast, rereg, dma-buf, ECE, imports) fail with EOPNOTSUPP
 // and one line on stderr.
 #include <dlfcn.h>
