@@ -1,5 +1,6 @@
 // A small namespace fabric for the tests that run sessions on real namespaces: `hosts` hosts,
-// 2 planes x 2 spines, one host per T0, 1 Gbit/s ports, prefix unique to the process.
+// 2 planes x 2 spines, one host per T0 and 1 Gbit/s ports unless given, prefix unique to the
+// process.
 // Threading: test thread only.
 #pragma once
 
@@ -26,13 +27,15 @@
 namespace mrc::perf {
 
 inline Result<nsfabric::NsFabric, std::string> make_test_fabric(const std::string& tag,
-                                                                uint32_t hosts, bool gso) {
+                                                                uint32_t hosts, bool gso,
+                                                                uint32_t hosts_per_t0 = 1,
+                                                                double port_gbps = 1) {
   srv6::FabricConfig cfg;
   cfg.hosts = hosts;
   cfg.planes = 2;
   cfg.spines = 2;
-  cfg.hosts_per_t0 = 1;
-  cfg.host_port_gbps = 1;
+  cfg.hosts_per_t0 = hosts_per_t0;
+  cfg.host_port_gbps = port_gbps;
   auto f = srv6::Fabric::make(cfg);
   if (!f.ok()) return Err(f.error());
   nsfabric::Options o;

@@ -27,6 +27,74 @@ const char* to_string(Baseline b) {
   return "?";
 }
 
+Result<msim::Pattern, std::string> parse_pattern(const std::string& s) {
+  for (msim::Pattern p :
+       {msim::Pattern::kAlltoall, msim::Pattern::kPermutation, msim::Pattern::kIncast})
+    if (s == msim::to_string(p)) return p;
+  return Err("pattern must be alltoall, permutation or incast, got '" + s + "'");
+}
+
+double pattern_port_gbps(uint32_t hosts, uint32_t planes) {
+  if (hosts == 0 || planes == 0) return 2;
+  return std::min(2.0, kPatternBudgetGbps / (static_cast<double>(hosts) * planes));
+}
+
+Result<PatternPlan, std::string> plan_pattern(const srv6::Fabric& f, const PatternOptions& p,
+                                              double port_gbps) {
+  const uint32_t have = f.config().hosts;
+  if (p.hosts < 2) return Err("a pattern needs at least 2 hosts, got " + std::to_string(p.hosts));
+  if (p.hosts > have)
+    return Err(std::to_string(p.hosts) + " hosts asked for, but the fabric has " +
+               std::to_string(have));
+  msim::WorkloadSpec ws;
+  ws.pattern = p.pattern;
+  ws.hosts = p.hosts;
+  ws.seed = p.seed;
+  ws.incast_senders = p.hosts - 1;
+  ws.incast_dst = 0;
+  auto w = msim::make_workload(ws);
+  if (!w.ok()) return Err(w.error());
+  PatternPlan plan;
+  for (const msim::Flow& fl : w->flows) plan.pairs.emplace_back(fl.src, fl.dst);
+  if (port_gbps > 0) {
+    msim::Capacity c;
+    c.planes = f.config().planes;
+    c.spines = f.config().spines;
+    c.hosts_per_t0 = f.config().hosts_per_t0;
+    c.host_port_bps = static_cast<uint64_t>(port_gbps * 1e9);
+    c.uplink_bps = static_cast<uint64_t>(f.config().uplink_gbps * 1e9);
+    const double t = msim::ideal_seconds(*w, c);
+    if (t > 0) plan.ideal_gbps = static_cast<double>(w->total_bytes()) * 8 / t / 1e9;
+  }
+  return plan;
+}
+
+std::string format_hosts(const HostsSummary& h, double healthy_gbps) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%s between %zu hosts, %zu flows: goodput per host, Gbit/s\n",
+                h.pattern.c_str(), h.tx_gbps.size(), h.pairs.size());
+  out += line;
+  for (size_t i = 0; i < h.tx_gbps.size(); ++i) {
+    std::snprintf(line, sizeof line, "  host %-3zu  tx %8.4f  rx %8.4f\n", i, h.tx_gbps[i],
+                  h.rx_gbps[i]);
+    out += line;
+  }
+  if (h.ideal_gbps > 0) {
+    std::snprintf(line, sizeof line,
+                  "  total %.4f Gbit/s (healthy %.4f) of ideal %.4f (the host ports' bottleneck): "
+                  "efficiency %.3f (healthy %.3f)\n",
+                  h.total_gbps, healthy_gbps, h.ideal_gbps, h.total_gbps / h.ideal_gbps,
+                  healthy_gbps / h.ideal_gbps);
+  } else {
+    std::snprintf(line, sizeof line,
+                  "  total %.4f Gbit/s (healthy %.4f); no ideal: the host ports are not shaped\n",
+                  h.total_gbps, healthy_gbps);
+  }
+  out += line;
+  return out;
+}
+
 namespace {
 
 // Applies the schedule from the baselines' tick callback (their own clock).
@@ -67,7 +135,14 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
   if (fab.fabric == nullptr) return Err(std::string("no fabric"));
   const srv6::Fabric& f = *fab.fabric;
   const uint32_t hosts = f.config().hosts;
-  if (o.client >= hosts || o.server >= hosts || o.client == o.server) {
+  std::optional<PatternPlan> plan;
+  if (o.pattern) {
+    auto p = plan_pattern(f, *o.pattern, fab.port_gbps);
+    if (!p.ok()) return Err(p.error());
+    if (!o.baselines.empty())
+      return Err(std::string("baselines run between two hosts, not with a pattern"));
+    plan = std::move(p).value();
+  } else if (o.client >= hosts || o.server >= hosts || o.client == o.server) {
     return Err("client and server must be two different hosts of the " + std::to_string(hosts) +
                "-host fabric, got " + std::to_string(o.client) + " and " +
                std::to_string(o.server));
@@ -83,12 +158,10 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
 
   if (o.mrc) {
     MrcRunSpec spec;
-    io::UdpConfig* cfg[2] = {&spec.client, &spec.server};
-    for (int i = 0; i < 2; ++i) {
-      io::UdpConfig& c = *cfg[i];
-      const uint32_t h = i == 0 ? o.client : o.server;
-      for (const std::string& a : addrs[i])
-        c.planes.push_back(io::PlaneConfig{a, io::kDefaultUdpPort});
+    auto configure = [&](io::UdpConfig& c, uint32_t h) {
+      for (uint32_t p = 0; p < f.config().planes; ++p)
+        c.planes.push_back(
+            io::PlaneConfig{srv6::format(f.host_address(h, p)), io::kDefaultUdpPort});
       c.path_mode = o.ecmp ? io::PathMode::kEcmp : io::PathMode::kSrv6;
       c.fabric = shared;
       c.local_host = h;
@@ -103,6 +176,14 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
       c.engine.base_rtt = engine::Duration{static_cast<int64_t>(o.base_rtt_us * 1e3)};
       if (fab.port_gbps > 0)
         c.engine.nic_bps = static_cast<uint64_t>(fab.port_gbps * 1e9 * f.config().planes);
+    };
+    if (plan) {
+      spec.hosts.resize(o.pattern->hosts);
+      for (uint32_t h = 0; h < o.pattern->hosts; ++h) configure(spec.hosts[h], h);
+      spec.pairs = plan->pairs;
+    } else {
+      configure(spec.client, o.client);
+      configure(spec.server, o.server);
     }
     spec.op = o.op;
     spec.ops = o.ops;
@@ -114,7 +195,7 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
     // hosts_per_t0 ports of port_gbps over uplinks of uplink_gbps each.
     spec.min_active_per_plane = srv6::spines_for_full_t0(f.config(), fab.port_gbps);
     spec.qps = o.qps;
-    spec.bidirectional = o.bidirectional;
+    spec.bidirectional = o.bidirectional && !plan;
     spec.verify = o.verify;
     spec.duration_s = o.duration_s;
     spec.interval_s = o.interval_s;
@@ -138,15 +219,31 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         line, sizeof line,
         "mrc: %s %u B x %u outstanding, %u QP%s%s: %llu messages (%.3f GB) %s, "
         "%llu retransmits (%llu spurious, %llu duplicates received), %llu RTOs, %llu trims; "
-                  "%llu datagrams sent in %llu GSO messages",
+        "%llu datagrams sent in %llu GSO messages",
         to_string(o.op), o.msg_bytes, o.outstanding, o.qps, o.qps > 1 ? "s" : "",
-        o.bidirectional ? ", both ways" : "", (unsigned long long)r->messages, r->bytes / 1e9,
-        o.verify ? "verified" : "not verified", (unsigned long long)r->retransmits,
-        (unsigned long long)r->spurious, (unsigned long long)r->duplicates,
-        (unsigned long long)r->rtos, (unsigned long long)r->trims_seen,
-        (unsigned long long)r->client_counters.datagrams_sent,
-        (unsigned long long)r->client_counters.gso_messages);
-    out.details.push_back(line);
+        plan              ? " per flow"
+        : o.bidirectional ? ", both ways"
+                          : "",
+        (unsigned long long)r->messages, r->bytes / 1e9, o.verify ? "verified" : "not verified",
+        (unsigned long long)r->retransmits, (unsigned long long)r->spurious,
+        (unsigned long long)r->duplicates, (unsigned long long)r->rtos,
+        (unsigned long long)r->trims_seen,
+        (unsigned long long)(plan ? r->datagrams_sent : r->client_counters.datagrams_sent),
+        (unsigned long long)(plan ? r->gso_messages : r->client_counters.gso_messages));
+    out.details.push_back(plan ? std::string(line) + " (all hosts)" : std::string(line));
+    if (plan) {
+      HostsSummary hs;
+      hs.pattern = msim::to_string(o.pattern->pattern);
+      hs.pairs = plan->pairs;
+      hs.ideal_gbps = plan->ideal_gbps;
+      const double span = r->sampled_s > 0 ? r->sampled_s : 1;
+      for (size_t h = 0; h < r->host_tx_bytes.size(); ++h) {
+        hs.tx_gbps.push_back(static_cast<double>(r->host_tx_bytes[h]) * 8 / span / 1e9);
+        hs.rx_gbps.push_back(static_cast<double>(r->host_rx_bytes[h]) * 8 / span / 1e9);
+        hs.total_gbps += hs.rx_gbps.back();
+      }
+      out.hosts = std::move(hs);
+    }
     out.details.push_back("mrc: " + r->cc);
     if (o.latency) {
       std::snprintf(line, sizeof line,
