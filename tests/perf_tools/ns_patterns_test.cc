@@ -17,34 +17,14 @@ namespace {
 
 using mrcctl::testing::run_program;
 
-constexpr uint32_t kHosts = 4;
-constexpr double kPortGbps = 0.25;
+class NsPatterns : public NsFabricSuite<NsPatterns> {
+ public:
+  static constexpr uint32_t kHosts = 4;
+  static constexpr double kPortGbps = 0.25;
+  static constexpr TestFabricSpec kFabric{"mrcq", kHosts, /*gso=*/true, /*hosts_per_t0=*/2,
+                                          kPortGbps};
 
-class NsPatterns : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    if (auto ok = io::netns_supported(); !ok.ok()) {
-      skip_ = ok.error();
-      return;
-    }
-    auto up = make_test_fabric("mrcq", kHosts, /*gso=*/true, /*hosts_per_t0=*/2, kPortGbps);
-    ASSERT_TRUE(up.ok()) << up.error();
-    fab_.emplace(std::move(up).value());
-  }
-
-  static void TearDownTestSuite() {
-    if (!fab_) return;
-    const std::string prefix = fab_->options().prefix;
-    EXPECT_TRUE(fab_->down().ok());
-    fab_.reset();
-    EXPECT_EQ(namespaces_left(prefix), std::vector<std::string>{}) << "namespaces left behind";
-  }
-
-  void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-    ASSERT_TRUE(fab_.has_value());
-  }
-
   // A 2 s WRITE run of `p` between all 4 hosts, checked: every byte verified, no error, one
   // figure per host that adds up to the total.
   static SessionResult run(msim::Pattern p) {
@@ -73,9 +53,6 @@ class NsPatterns : public ::testing::Test {
     EXPECT_GT(s.hosts->total_gbps, 0);
     return s;
   }
-
-  static inline std::optional<nsfabric::NsFabric> fab_;
-  static inline std::string skip_;
 };
 
 TEST_F(NsPatterns, Alltoall_EveryHostSendsAndReceivesVerified) {
