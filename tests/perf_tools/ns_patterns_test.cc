@@ -27,9 +27,10 @@ class NsPatterns : public NsFabricSuite<NsPatterns> {
  protected:
   // A 2 s WRITE run of `p` between all 4 hosts, checked: every byte verified, no error, one
   // figure per host that adds up to the total.
-  static SessionResult run(msim::Pattern p) {
+  static SessionResult run(msim::Pattern p, std::vector<Baseline> baselines = {}) {
     SessionOptions o;
     o.pattern = PatternOptions{p, kHosts, 1};
+    o.baselines = std::move(baselines);
     o.msg_bytes = 64 << 10;
     o.outstanding = 4;
     o.duration_s = 2;
@@ -79,12 +80,37 @@ TEST_F(NsPatterns, Incast_OnlyHostZeroReceivesVerified) {
   EXPECT_NEAR(s.hosts->ideal_gbps, 2 * kPortGbps, 1e-9);  // the receiver's 2 ports
 }
 
+// --baseline tcp with a pattern: an iperf3 per flow at once, summed into one series, with its
+// own per-host figures.
+TEST_F(NsPatterns, TcpBaseline_AnIperf3PerFlow) {
+  const SessionResult s = run(msim::Pattern::kIncast, {Baseline::kTcp});
+  ASSERT_EQ(s.series.size(), 2u);
+  EXPECT_EQ(s.series[1].name, "tcp");
+  EXPECT_FALSE(s.series[1].intervals.empty());
+  ASSERT_EQ(s.baseline_hosts.size(), 1u);
+  const HostsSummary& tcp = s.baseline_hosts[0];
+  EXPECT_EQ(tcp.pairs.size(), kHosts - 1);
+  ASSERT_EQ(tcp.rx_gbps.size(), kHosts);
+  EXPECT_GT(tcp.rx_gbps[0], 0);
+  for (uint32_t h = 1; h < kHosts; ++h) {
+    EXPECT_GT(tcp.tx_gbps[h], 0) << "tcp sender " << h;
+    EXPECT_EQ(tcp.rx_gbps[h], 0) << "host " << h;
+  }
+  EXPECT_NEAR(tcp.total_gbps, tcp.rx_gbps[0], 1e-9);
+}
+
 TEST_F(NsPatterns, Cli_MoreHostsThanTheFabricIsNamed) {
   const std::string prefix = fab_->options().prefix;
   auto r =
       run_program(MRC_PERF_PATH, {"--prefix", prefix, "--pattern", "alltoall", "--hosts", "8"});
   EXPECT_EQ(r.rc, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("--hosts 8: the fabric " + prefix + " has only 4 hosts"), std::string::npos)
+      << r.err;
+  r = run_program(MRC_PERF_PATH,
+                  {"--prefix", prefix, "--pattern", "incast", "--baseline", "mptcp"});
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("with a pattern only the tcp baseline runs (an iperf3 per flow), not mptcp"),
+            std::string::npos)
       << r.err;
 }
 
@@ -100,8 +126,7 @@ TEST(MrcPerfCli, BadPatternArgumentsAreNamed) {
       {{"--planes", "2", "--pattern", "foo"},
        "pattern must be alltoall, permutation or incast, got 'foo'"},
       {{"--planes", "2", "--pattern", "incast", "--client", "1"}, "--client does not go with it"},
-      {{"--planes", "2", "--pattern", "alltoall", "--baseline", "tcp"},
-       "--baseline does not go with it"},
+      {{"--planes", "2", "--pattern", "alltoall", "--bidir"}, "--bidir does not go with it"},
   };
   for (const Case& c : cases) {
     auto r = run_program(MRC_PERF_PATH, c.args);

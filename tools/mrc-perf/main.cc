@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
                  "alltoall (every host to every other at once), permutation (each host to one "
                  "other, a derangement drawn from --seed) or incast (hosts 1..N-1 to host 0): "
                  "one QP pair (x --qps) per flow, every host its own engine and driver; prints "
-                 "goodput per host, the total and the ideal of the host ports");
+                 "goodput per host, the total and the ideal of the host ports; --baseline tcp: "
+                 "an iperf3 per flow at once");
   app.add_option("--mtu", mtu, "own fabric: MTU of every link")->capture_default_str();
   app.add_option("--client", o.client, "sending host id")->capture_default_str();
   app.add_option("--server", o.server, "receiving host id")->capture_default_str();
@@ -161,8 +162,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "mrc-perf: --pattern: %s\n", p.error().c_str());
       return 2;
     }
-    for (const char* o2 : {"--client", "--server", "--bidir", "--baseline", "--soak", "--latency",
-                           "--demo", "--no-mrc"}) {
+    for (const char* o2 :
+         {"--client", "--server", "--bidir", "--soak", "--latency", "--demo", "--no-mrc"}) {
       if (app.count(o2) > 0) {
         std::fprintf(stderr, "mrc-perf: --pattern picks the flows itself: %s does not go with it\n",
                      o2);
@@ -345,9 +346,19 @@ int main(int argc, char** argv) {
       std::printf("\n%s", perf::format_summary(res->series[i], res->summaries[i]).c_str());
       for (const auto& m : res->series[i].faults) faults_ok = faults_ok && m.error.empty();
     }
-    if (res->hosts)
-      std::printf("\n%s",
+    if (res->hosts) {
+      std::printf("\nmrc: %s",
                   perf::format_hosts(*res->hosts, res->summaries.at(0).healthy_gbps).c_str());
+      for (size_t i = 0; i < res->baseline_hosts.size(); ++i) {
+        const perf::HostsSummary& b = res->baseline_hosts[i];
+        std::printf("\n%s: %s", res->series.at(i + 1).name.c_str(),
+                    perf::format_hosts(b, res->summaries.at(i + 1).healthy_gbps).c_str());
+        if (b.total_gbps > 0)
+          std::printf("mrc / %s: %.2f (total), %.2f (healthy)\n",
+                      res->series.at(i + 1).name.c_str(), res->hosts->total_gbps / b.total_gbps,
+                      res->summaries.at(0).healthy_gbps / res->summaries.at(i + 1).healthy_gbps);
+      }
+    }
     if (!o.csv.empty()) std::printf("\nCSV: %s\n", o.csv.c_str());
     if (!o.png.empty()) std::printf("PNG: %s\n", o.png.c_str());
     bool memory_ok = true;

@@ -1,8 +1,9 @@
 #include "session.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "srv6/fabric.h"
 
@@ -118,6 +119,61 @@ class TickFaults {
   std::vector<FaultMark> marks_;
 };
 
+// TCP for a pattern: an iperf3 per flow, all at once (server port 5201 + flow), each from its
+// initiator's plane-0 address to its target's, measured at the receiver; the first flow's
+// ticks apply the faults. The sum is taken by interval index (every iperf3 keeps its own
+// 0.1 s intervals; they start within milliseconds of each other) over the intervals all
+// flows have. Per host: the flows' means.
+Result<BaselineResult, std::string> run_tcp_pattern(const FabricHandle& fab,
+                                                    const PatternPlan& plan, uint32_t hosts,
+                                                    const BaselineSpec& base, TickFaults& ticks,
+                                                    HostsSummary* per_host) {
+  const srv6::Fabric& f = *fab.fabric;
+  std::vector<Result<BaselineResult, std::string>> results(plan.pairs.size(),
+                                                           Err(std::string("not run")));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < plan.pairs.size(); ++i) {
+    BaselineSpec spec = base;
+    const auto [a, b] = plan.pairs[i];
+    spec.client_netns = fab.host_netns(a);
+    spec.server_netns = fab.host_netns(b);
+    spec.client_addrs = {srv6::format(f.host_address(a, 0))};
+    spec.server_addrs = {srv6::format(f.host_address(b, 0))};
+    spec.port = static_cast<uint16_t>(5201 + i);
+    spec.on_tick = nullptr;
+    if (i == 0) spec.on_tick = [&ticks](double t) { ticks.tick(t); };
+    threads.emplace_back([&results, i, spec] { results[i] = run_tcp(spec); });
+  }
+  for (std::thread& t : threads) t.join();
+  BaselineResult out;
+  size_t n = SIZE_MAX;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok())
+      return Err("flow " + std::to_string(plan.pairs[i].first) + " -> " +
+                 std::to_string(plan.pairs[i].second) + ": " + results[i].error());
+    n = std::min(n, results[i]->samples.size());
+  }
+  per_host->pairs = plan.pairs;
+  per_host->tx_gbps.assign(hosts, 0);
+  per_host->rx_gbps.assign(hosts, 0);
+  for (size_t i = 0; i < results.size(); ++i) {
+    per_host->tx_gbps[plan.pairs[i].first] += results[i]->mean_gbps;
+    per_host->rx_gbps[plan.pairs[i].second] += results[i]->mean_gbps;
+    per_host->total_gbps += results[i]->mean_gbps;
+  }
+  for (size_t k = 0; k < n; ++k) {
+    Sample sum = results[0]->samples[k];
+    sum.gbps = 0;
+    for (const auto& r : results) sum.gbps += r->samples[k].gbps;
+    out.samples.push_back(sum);
+  }
+  out.mean_gbps = per_host->total_gbps;
+  out.detail = std::to_string(results.size()) +
+               " iperf3 flows at once, one per flow of the pattern, each on plane 0 (its ports "
+               "are half of the ideal's)";
+  return out;
+}
+
 void undo(const FabricHandle& fab, const std::vector<TimedFault>& faults) {
   if (!fab.repairs) return;
   std::vector<std::string> texts;
@@ -139,8 +195,11 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
   if (o.pattern) {
     auto p = plan_pattern(f, *o.pattern, fab.port_gbps);
     if (!p.ok()) return Err(p.error());
-    if (!o.baselines.empty())
-      return Err(std::string("baselines run between two hosts, not with a pattern"));
+    for (Baseline b : o.baselines)
+      if (b != Baseline::kTcp)
+        return Err(std::string("with a pattern only the tcp baseline runs (an iperf3 per flow), "
+                               "not ") +
+                   to_string(b));
     plan = std::move(p).value();
   } else if (o.client >= hosts || o.server >= hosts || o.client == o.server) {
     return Err("client and server must be two different hosts of the " + std::to_string(hosts) +
@@ -273,15 +332,23 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
     TickFaults ticks(o.faults, fab);
     spec.on_tick = [&](double t) { ticks.tick(t); };
     if (!o.quiet) std::printf("  running baseline %s for %.0f s\n", to_string(b), spec.duration_s);
-    Result<BaselineResult, std::string> r = b == Baseline::kTcp     ? run_tcp(spec)
-                                            : b == Baseline::kMptcp ? run_mptcp(spec)
-                                                                    : run_udp_ceiling(spec);
+    HostsSummary tcp_hosts;
+    Result<BaselineResult, std::string> r =
+        plan ? run_tcp_pattern(fab, *plan, o.pattern->hosts, spec, ticks, &tcp_hosts)
+        : b == Baseline::kTcp   ? run_tcp(spec)
+        : b == Baseline::kMptcp ? run_mptcp(spec)
+                                : run_udp_ceiling(spec);
     undo(fab, o.faults);
     if (!r.ok()) return Err(std::string(to_string(b)) + ": " + r.error());
     Series s{to_string(b), r->samples, ticks.marks(), {}};
     out.summaries.push_back(summarize(s));
     out.series.push_back(std::move(s));
     out.details.push_back(std::string(to_string(b)) + ": " + r->detail);
+    if (plan) {
+      tcp_hosts.pattern = msim::to_string(o.pattern->pattern);
+      tcp_hosts.ideal_gbps = plan->ideal_gbps;
+      out.baseline_hosts.push_back(std::move(tcp_hosts));
+    }
   }
 
   if (!o.csv.empty() && !out.series.empty()) {

@@ -36,7 +36,7 @@ const char* to_string(Baseline b);
 
 /// A traffic pattern between fabric hosts 0..hosts-1 (mrc-perf --pattern), the flows of
 /// mrc-sim's patterns (tools/mrc-sim/pattern.h), each flow a stream of messages on its own QP
-/// pair(s) for the whole run:
+/// pair(s) for the whole run (baseline tcp: an iperf3 per flow, at once, on plane 0):
 ///   alltoall     every host to every other host at once: H(H-1) flows
 ///   permutation  every host to one other, a derangement drawn from `seed`: H flows
 ///   incast       hosts 1..H-1 to host 0: H-1 flows
@@ -115,6 +115,7 @@ struct SessionResult {
   std::vector<std::string> details;  // one line per run
   std::optional<MrcRunResult> mrc;   // the MRC run's own figures, when it ran
   std::optional<HostsSummary> hosts;  // pattern runs
+  std::vector<HostsSummary> baseline_hosts;  // pattern runs: per baseline (tcp), in order
   bool data_ok = true;               // MRC: every byte verified, no error completion
   std::string first_error;
 };
