@@ -121,9 +121,10 @@ class TickFaults {
 
 // TCP for a pattern: an iperf3 per flow, all at once (server port 5201 + flow), each from its
 // initiator's plane-0 address to its target's, measured at the receiver; the first flow's
-// ticks apply the faults. The sum is taken by interval index (every iperf3 keeps its own
-// 0.1 s intervals; they start within milliseconds of each other) over the intervals all
-// flows have. Per host: the flows' means.
+// ticks apply the faults. The sum is on the first flow's intervals: each adds the rate of its
+// own interval that holds the middle of that one (every iperf3 keeps its own 0.1 s intervals,
+// started within milliseconds of the others), up to the end of the shortest flow. Per host:
+// the flows' means.
 Result<BaselineResult, std::string> run_tcp_pattern(const FabricHandle& fab,
                                                     const PatternPlan& plan, uint32_t hosts,
                                                     const BaselineSpec& base, TickFaults& ticks,
@@ -146,12 +147,12 @@ Result<BaselineResult, std::string> run_tcp_pattern(const FabricHandle& fab,
   }
   for (std::thread& t : threads) t.join();
   BaselineResult out;
-  size_t n = SIZE_MAX;
+  double end_s = 1e300;
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].ok())
       return Err("flow " + std::to_string(plan.pairs[i].first) + " -> " +
                  std::to_string(plan.pairs[i].second) + ": " + results[i].error());
-    n = std::min(n, results[i]->samples.size());
+    end_s = std::min(end_s, results[i]->samples.empty() ? 0.0 : results[i]->samples.back().t_s);
   }
   per_host->pairs = plan.pairs;
   per_host->tx_gbps.assign(hosts, 0);
@@ -161,10 +162,16 @@ Result<BaselineResult, std::string> run_tcp_pattern(const FabricHandle& fab,
     per_host->rx_gbps[plan.pairs[i].second] += results[i]->mean_gbps;
     per_host->total_gbps += results[i]->mean_gbps;
   }
-  for (size_t k = 0; k < n; ++k) {
-    Sample sum = results[0]->samples[k];
-    sum.gbps = 0;
-    for (const auto& r : results) sum.gbps += r->samples[k].gbps;
+  std::vector<size_t> at(results.size(), 0);  // each flow's interval holding `mid`
+  for (const Sample& grid : results[0]->samples) {
+    if (grid.t_s > end_s) break;
+    const double mid = grid.t_s - grid.dur_s / 2;
+    Sample sum{grid.t_s, 0, grid.dur_s};
+    for (size_t i = 0; i < results.size(); ++i) {
+      const std::vector<Sample>& v = results[i]->samples;
+      while (at[i] + 1 < v.size() && v[at[i]].t_s < mid) ++at[i];
+      sum.gbps += v[at[i]].gbps;
+    }
     out.samples.push_back(sum);
   }
   out.mean_gbps = per_host->total_gbps;
