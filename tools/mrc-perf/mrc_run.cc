@@ -87,11 +87,18 @@ constexpr size_t kMaxPathEvents = 1 << 16;  // recorded ones; a long soak counts
 bool uses_receives(Op op) { return op == Op::kSend || op == Op::kSendImm || op == Op::kWriteImm; }
 bool has_imm(Op op) { return op == Op::kSendImm || op == Op::kWriteImm; }
 
+struct Stream;
+
 struct Side {
   const io::UdpConfig* cfg = nullptr;
   std::unique_ptr<io::UdpDriver> drv;
   std::map<uint32_t, PeerId> peers;  // by run host
   bool initiates = false;            // posts on some stream (its EV events are recorded)
+  // One CQ for every QP of the host, polled once per pass however many streams it serves;
+  // a completion finds its stream and end by QP.
+  CqId cq = 0;
+  uint32_t streams = 0;  // stream ends here (sizes the CQ)
+  std::map<Qpn, std::pair<Stream*, int>> by_qp;
 };
 
 // Work of one QP pair in one direction. Its two ends are run hosts host[0] and host[1]; the
@@ -120,7 +127,9 @@ class Runner {
   Status<std::string> setup();
   Status<std::string> connect(Stream& s, int init, Op op);
   Side& end(const Stream& s, int i) { return side_[s.host[i]]; }
-  void pump(Stream& s, bool posting);
+  void poll(Side& side);
+  void complete(Stream& s, int i, const Completion& c);
+  void post(Stream& s);
   bool post_one(Stream& s);
   void check(Stream& s, uint64_t k, const uint8_t* got);
   void drain_events(int side);
@@ -189,6 +198,17 @@ Status<std::string> Runner::setup() {
     for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}})
       if (auto p = peer(x, y); !p.ok()) return p;
   }
+  const uint32_t dirs = spec_.bidirectional ? 2 : 1;
+  for (const auto& [a, b] : pairs)
+    side_[a].streams += spec_.qps * dirs, side_[b].streams += spec_.qps * dirs;
+  for (Side& sd : side_) {
+    // Completions a host can owe at once: per stream end, its sends in flight and twice as
+    // many posted receives.
+    const uint32_t depth = std::max<uint32_t>(4096, 4 * spec_.outstanding * sd.streams);
+    auto cq = sd.drv->with_engine([&](Engine& e) { return e.create_cq(depth); });
+    if (!cq.ok()) return Err("create_cq: " + std::string(to_string(cq.error())));
+    sd.cq = *cq;
+  }
   for (const auto& [a, b] : pairs) {
     for (uint32_t q = 0; q < spec_.qps; ++q) {
       for (int dir = 0; dir < (spec_.bidirectional ? 2 : 1); ++dir) {
@@ -216,16 +236,16 @@ Status<std::string> Runner::connect(Stream& s, int init, Op op) {
   s.posted_at.assign(2ull * spec_.outstanding, Time{0});
   const uint32_t token[2] = {static_cast<uint32_t>(rng()) | 1, static_cast<uint32_t>(rng()) | 1};
   for (int i = 0; i < 2; ++i) {
-    auto st = end(s, i).drv->with_engine([&](Engine& e) -> Status<std::string> {
-      auto cq = e.create_cq(4096);
-      if (!cq.ok()) return Err("create_cq: " + std::string(to_string(cq.error())));
-      s.cq[i] = *cq;
+    Side& sd = end(s, i);
+    auto st = sd.drv->with_engine([&](Engine& e) -> Status<std::string> {
+      s.cq[i] = sd.cq;
       QpInit init_attr;
       init_attr.send_cq = init_attr.recv_cq = s.cq[i];
       init_attr.local_token = token[i];
       auto qp = e.create_qp(init_attr);
       if (!qp.ok()) return Err("create_qp: " + std::string(to_string(qp.error())));
       s.qp[i] = *qp;
+      sd.by_qp[*qp] = {&s, i};
       const uint32_t acc = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
       if (i == s.source) {
         auto k = e.register_mr(s.src.data(), s.src.size(), reinterpret_cast<uint64_t>(s.src.data()),
@@ -335,46 +355,55 @@ void Runner::check(Stream& s, uint64_t k, const uint8_t* got) {
   res_.bytes += spec_.msg_bytes;
 }
 
-void Runner::pump(Stream& s, bool posting) {
+void Runner::poll(Side& side) {
   Completion c[64];
-  for (int i = 0; i < 2; ++i) {
-    for (;;) {
-      const size_t n = end(s, i).drv->with_engine([&](Engine& e) { return e.poll_cq(s.cq[i], c); });
-      for (size_t j = 0; j < n; ++j) {
-        if (c[j].status != WcStatus::kSuccess) {
-          fail(std::string("completion error: ") + to_string(c[j].status));
-          continue;
-        }
-        const bool recv = c[j].opcode == WcOpcode::kRecv || c[j].opcode == WcOpcode::kRecvWriteImm;
-        if (i == s.init && !recv) {
-          const uint64_t k = s.done++;
-          if (latencies_.size() < kMaxLatencySamples)
-            latencies_.push_back(io::now() - s.posted_at[k % s.posted_at.size()]);
-          if (s.op == Op::kWrite) check(s, k, s.dst.data() + slot(k));
-          if (s.op == Op::kRead) check(s, k, s.dst.data() + slot(k));
-        } else if (i == s.sink && recv) {
-          const uint64_t k = s.received++;
-          if (has_imm(s.op) != c[j].has_imm ||
-              (c[j].has_imm && c[j].imm != static_cast<uint32_t>(k))) {
-            ++res_.mismatches;
-            if (res_.first_error.empty())
-              res_.first_error = "message " + std::to_string(k) + ": immediate " +
-                                 (c[j].has_imm ? std::to_string(c[j].imm) : "missing");
-          }
-          check(s, k, s.dst.data() + slot(k));
-          Sge sge{reinterpret_cast<uint64_t>(s.dst.data() + slot(k)), spec_.msg_bytes, s.dst_key};
-          auto r = end(s, i).drv->with_engine([&](Engine& e) {
-            return e.post_recv(s.qp[i], RecvWr{k + 2ull * spec_.outstanding, {&sge, 1}});
-          });
-          if (!r.ok()) fail("post_recv: " + std::string(to_string(r.error())));
-        }
+  for (;;) {
+    const size_t n = side.drv->with_engine([&](Engine& e) { return e.poll_cq(side.cq, c); });
+    for (size_t j = 0; j < n; ++j) {
+      auto it = side.by_qp.find(c[j].qpn);
+      if (it == side.by_qp.end()) {
+        fail("completion of QP " + std::to_string(c[j].qpn) + ", which no stream owns");
+        continue;
       }
-      if (n < std::size(c)) break;
+      complete(*it->second.first, it->second.second, c[j]);
     }
+    if (n < std::size(c)) break;
   }
+}
+
+void Runner::complete(Stream& s, int i, const Completion& c) {
+  if (c.status != WcStatus::kSuccess) {
+    fail(std::string("completion error: ") + to_string(c.status));
+    return;
+  }
+  const bool recv = c.opcode == WcOpcode::kRecv || c.opcode == WcOpcode::kRecvWriteImm;
+  if (i == s.init && !recv) {
+    const uint64_t k = s.done++;
+    if (latencies_.size() < kMaxLatencySamples)
+      latencies_.push_back(io::now() - s.posted_at[k % s.posted_at.size()]);
+    if (s.op == Op::kWrite) check(s, k, s.dst.data() + slot(k));
+    if (s.op == Op::kRead) check(s, k, s.dst.data() + slot(k));
+  } else if (i == s.sink && recv) {
+    const uint64_t k = s.received++;
+    if (has_imm(s.op) != c.has_imm || (c.has_imm && c.imm != static_cast<uint32_t>(k))) {
+      ++res_.mismatches;
+      if (res_.first_error.empty())
+        res_.first_error = "message " + std::to_string(k) + ": immediate " +
+                           (c.has_imm ? std::to_string(c.imm) : "missing");
+    }
+    check(s, k, s.dst.data() + slot(k));
+    Sge sge{reinterpret_cast<uint64_t>(s.dst.data() + slot(k)), spec_.msg_bytes, s.dst_key};
+    auto r = end(s, i).drv->with_engine([&](Engine& e) {
+      return e.post_recv(s.qp[i], RecvWr{k + 2ull * spec_.outstanding, {&sge, 1}});
+    });
+    if (!r.ok()) fail("post_recv: " + std::string(to_string(r.error())));
+  }
+}
+
+void Runner::post(Stream& s) {
   // SEND: a slot is free again only once its receive completed and was reposted.
   const uint64_t free_limit = uses_receives(s.op) ? s.received + spec_.outstanding : UINT64_MAX;
-  while (posting && s.posted - s.done < spec_.outstanding && s.posted < free_limit) {
+  while (s.posted - s.done < spec_.outstanding && s.posted < free_limit) {
     if (!post_one(s)) break;
   }
 }
@@ -465,7 +494,8 @@ Result<MrcRunResult, std::string> Runner::run() {
   auto now_s = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   auto cancelled = [&] { return spec_.cancel != nullptr && spec_.cancel->load(); };
   while (Clock::now() < at(spec_.duration_s) && !cancelled()) {
-    for (Stream& s : streams_) pump(s, true);
+    for (Side& sd : side_) poll(sd);
+    for (Stream& s : streams_) post(s);
     for (size_t h = 0; h < side_.size(); ++h)
       if (side_[h].initiates) drain_events(static_cast<int>(h));
     const double t = now_s();
@@ -496,10 +526,9 @@ Result<MrcRunResult, std::string> Runner::run() {
   const auto drain_until = Clock::now() + std::chrono::seconds(10);
   for (;;) {
     bool busy = false;
-    for (Stream& s : streams_) {
-      pump(s, false);
+    for (Side& sd : side_) poll(sd);
+    for (Stream& s : streams_)
       busy = busy || s.done < s.posted || (uses_receives(s.op) && s.received < s.posted);
-    }
     if (!busy) break;
     if (Clock::now() > drain_until) {
       fail("in-flight messages did not complete within 10 s of the end of the run");
