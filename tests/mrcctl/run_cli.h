@@ -1,4 +1,5 @@
-// Runs the mrcctl binary (MRCCTL_PATH) as a child process and captures its output.
+// Runs a tool binary as a child process and captures its output: mrcctl (MRCCTL_PATH, the
+// default where it is defined) or another one by path (run_program).
 // Threading: blocking; children are waited for (or killed by the caller, by pid).
 #pragma once
 
@@ -18,8 +19,9 @@ struct CliResult {
   std::string out, err;
 };
 
-/// Starts MRCCTL_PATH with `args`; stdout/stderr to the returned pipes (-1 if not wanted).
-inline pid_t spawn_cli(const std::vector<std::string>& args, int* out_fd, int* err_fd) {
+/// Starts `prog` with `args`; stdout/stderr to the returned pipes (-1 if not wanted).
+inline pid_t spawn_program(const std::string& prog, const std::vector<std::string>& args,
+                           int* out_fd, int* err_fd) {
   int o[2], e[2];
   if (::pipe2(o, O_CLOEXEC) != 0 || ::pipe2(e, O_CLOEXEC) != 0) return -1;
   const pid_t pid = ::fork();
@@ -27,12 +29,12 @@ inline pid_t spawn_cli(const std::vector<std::string>& args, int* out_fd, int* e
     ::dup2(o[1], 1);
     ::dup2(e[1], 2);
     std::vector<char*> argv;
-    std::string prog = MRCCTL_PATH;
-    argv.push_back(prog.data());
+    std::string path = prog;
+    argv.push_back(path.data());
     std::vector<std::string> copy = args;
     for (auto& a : copy) argv.push_back(a.data());
     argv.push_back(nullptr);
-    ::execv(prog.c_str(), argv.data());
+    ::execv(path.c_str(), argv.data());
     ::_exit(127);
   }
   ::close(o[1]);
@@ -43,10 +45,11 @@ inline pid_t spawn_cli(const std::vector<std::string>& args, int* out_fd, int* e
 }
 
 /// Runs it to the end (killed after timeout_ms).
-inline CliResult run_cli(const std::vector<std::string>& args, int timeout_ms = 20000) {
+inline CliResult run_program(const std::string& prog, const std::vector<std::string>& args,
+                             int timeout_ms = 20000) {
   CliResult r;
   int o = -1, e = -1;
-  const pid_t pid = spawn_cli(args, &o, &e);
+  const pid_t pid = spawn_program(prog, args, &o, &e);
   if (pid < 0) return r;
   pollfd fds[2] = {{o, POLLIN, 0}, {e, POLLIN, 0}};
   int open = 2, waited = 0;
@@ -76,5 +79,14 @@ inline CliResult run_cli(const std::vector<std::string>& args, int timeout_ms = 
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }
+
+#ifdef MRCCTL_PATH
+inline pid_t spawn_cli(const std::vector<std::string>& args, int* out_fd, int* err_fd) {
+  return spawn_program(MRCCTL_PATH, args, out_fd, err_fd);
+}
+inline CliResult run_cli(const std::vector<std::string>& args, int timeout_ms = 20000) {
+  return run_program(MRCCTL_PATH, args, timeout_ms);
+}
+#endif
 
 }  // namespace mrc::mrcctl::testing

@@ -17,32 +17,12 @@
 namespace mrc::perf {
 namespace {
 
-class NsFaultRuns : public ::testing::Test {
+class NsFaultRuns : public NsFabricSuite<NsFaultRuns> {
+ public:
+  // No host GSO: the trimming run needs packets, not GSO runs, at the trimming port.
+  static constexpr TestFabricSpec kFabric{"mrct", 2, /*gso=*/false};
+
  protected:
-  static void SetUpTestSuite() {
-    if (auto ok = io::netns_supported(); !ok.ok()) {
-      skip_ = ok.error();
-      return;
-    }
-    // No host GSO: the trimming run needs packets, not GSO runs, at the trimming port.
-    auto up = make_test_fabric("mrct", 2, /*gso=*/false);
-    ASSERT_TRUE(up.ok()) << up.error();
-    fab_.emplace(std::move(up).value());
-  }
-
-  static void TearDownTestSuite() {
-    if (!fab_) return;
-    const std::string prefix = fab_->options().prefix;
-    EXPECT_TRUE(fab_->down().ok());
-    fab_.reset();
-    EXPECT_EQ(namespaces_left(prefix), std::vector<std::string>{}) << "namespaces left behind";
-  }
-
-  void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-    ASSERT_TRUE(fab_.has_value());
-  }
-
   // A 2.5 s WRITE run with `fault` at 0.6 s and `repair` at 1.6 s.
   SessionResult run(const std::string& fault, const std::string& repair, bool trimming = false) {
     const FabricHandle h = fabric_handle(*fab_);
@@ -84,9 +64,6 @@ class NsFaultRuns : public ::testing::Test {
       if (bad) bad_during[ev] = true;
     return bad_during.size();
   }
-
-  static inline std::optional<nsfabric::NsFabric> fab_;
-  static inline std::string skip_;
 };
 
 TEST_F(NsFaultRuns, T0DownAndUp) {

@@ -1,15 +1,19 @@
 // A small namespace fabric for the tests that run sessions on real namespaces: `hosts` hosts,
-// 2 planes x 2 spines, one host per T0, 1 Gbit/s ports, prefix unique to the process.
+// 2 planes x 2 spines, one host per T0 and 1 Gbit/s ports unless given, prefix unique to the
+// process.
 // Threading: test thread only.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
+#include "io/netns.h"
 #include "nsfabric.h"
 
 // MRC_TEST_ASAN: defined under AddressSanitizer, which keeps freed memory in quarantine (256 MiB
@@ -26,13 +30,15 @@
 namespace mrc::perf {
 
 inline Result<nsfabric::NsFabric, std::string> make_test_fabric(const std::string& tag,
-                                                                uint32_t hosts, bool gso) {
+                                                                uint32_t hosts, bool gso,
+                                                                uint32_t hosts_per_t0 = 1,
+                                                                double port_gbps = 1) {
   srv6::FabricConfig cfg;
   cfg.hosts = hosts;
   cfg.planes = 2;
   cfg.spines = 2;
-  cfg.hosts_per_t0 = 1;
-  cfg.host_port_gbps = 1;
+  cfg.hosts_per_t0 = hosts_per_t0;
+  cfg.host_port_gbps = port_gbps;
   auto f = srv6::Fabric::make(cfg);
   if (!f.ok()) return Err(f.error());
   nsfabric::Options o;
@@ -52,5 +58,49 @@ inline std::vector<std::string> namespaces_left(const std::string& prefix) {
   }
   return out;
 }
+
+/// make_test_fabric's arguments.
+struct TestFabricSpec {
+  const char* tag = "mrct";
+  uint32_t hosts = 2;
+  bool gso = true;
+  uint32_t hosts_per_t0 = 1;
+  double port_gbps = 1;
+};
+
+/// A fixture whose suite shares one fabric, made from S::kFabric (a public TestFabricSpec)
+/// before the suite's first test and removed after its last, with no namespace left behind;
+/// each test skips, saying why, where namespaces cannot be made.
+/// Use: class MySuite : public NsFabricSuite<MySuite> { public: static constexpr ... kFabric
+template <class S>
+class NsFabricSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (auto ok = io::netns_supported(); !ok.ok()) {
+      skip_ = ok.error();
+      return;
+    }
+    constexpr TestFabricSpec f = S::kFabric;
+    auto up = make_test_fabric(f.tag, f.hosts, f.gso, f.hosts_per_t0, f.port_gbps);
+    ASSERT_TRUE(up.ok()) << up.error();
+    fab_.emplace(std::move(up).value());
+  }
+
+  static void TearDownTestSuite() {
+    if (!fab_) return;
+    const std::string prefix = fab_->options().prefix;
+    EXPECT_TRUE(fab_->down().ok());
+    fab_.reset();
+    EXPECT_EQ(namespaces_left(prefix), std::vector<std::string>{}) << "namespaces left behind";
+  }
+
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(fab_.has_value());
+  }
+
+  static inline std::optional<nsfabric::NsFabric> fab_;
+  static inline std::string skip_;
+};
 
 }  // namespace mrc::perf

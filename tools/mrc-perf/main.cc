@@ -1,5 +1,7 @@
-// mrc-perf: bandwidth runs between two hosts of a namespace fabric, under a fault schedule,
-// with TCP / MPTCP / raw UDP baselines on the same fabric; writes CSV, PNG and a summary.
+// mrc-perf: bandwidth runs between two hosts of a namespace fabric, or a traffic pattern
+// between many (--pattern alltoall|permutation|incast --hosts N), under a fault schedule,
+// with TCP / MPTCP / raw UDP baselines on the same fabric (two hosts); writes CSV, PNG and a
+// summary.
 // `--demo` is the README's demo: its own 2-host, 4-plane x 4-spine fabric with 2 Gbit/s
 // ports, a 30 s WRITE run with a T1 failure and a T0 outage; it falls back to the simulated
 // fabric (mrc-demo) where namespaces are not allowed. Single-threaded CLI over session.h.
@@ -56,8 +58,9 @@ int fallback_to_sim(const char* argv0, const std::string& why) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "mrc-perf: bandwidth runs between two hosts of a namespace fabric (mrc-fabric), under a\n"
-      "fault schedule, with TCP / MPTCP / raw UDP baselines on the same fabric. Writes per-\n"
+      "mrc-perf: bandwidth runs between two hosts of a namespace fabric (mrc-fabric), or a\n"
+      "traffic pattern between many (--pattern), under a fault schedule, with TCP / MPTCP / raw\n"
+      "UDP baselines on the same fabric (two hosts). Writes per-\n"
       "interval CSV, a PNG plot and a summary. Exit 0: every run completed, every MRC byte\n"
       "verified and every fault applied; 1: not so; 2: bad arguments or setup failure."};
   std::string prefix;
@@ -67,7 +70,7 @@ int main(int argc, char** argv) {
   bool demo = false, no_gso = false, trim = false, no_mrc = false;
   double soak_min = 0;
   uint64_t seed = 1;
-  std::string size = "1M", op = "write";
+  std::string size = "1M", op = "write", pattern;
   std::vector<std::string> faults, baselines;
   perf::SessionOptions o;
   app.add_flag("--demo", demo,
@@ -76,18 +79,38 @@ int main(int argc, char** argv) {
   app.add_option("--prefix", prefix, "use the fabric `mrc-fabric up --prefix P` made");
   app.add_option("--planes", planes, "make an own fabric (removed at the end): planes");
   app.add_option("--spines", spines, "own fabric: spines per plane")->capture_default_str();
-  app.add_option("--hosts", hosts, "own fabric: hosts")->capture_default_str();
-  app.add_option("--hosts-per-t0", hosts_per_t0, "own fabric: hosts per T0")->capture_default_str();
-  app.add_option("--rate", rate, "own fabric: host port rate, Gbit/s (tbf); 0 = unlimited")
-      ->capture_default_str();
+  CLI::Option* hosts_opt =
+      app.add_option("--hosts", hosts,
+                     "own fabric: hosts; --pattern: hosts 0..N-1 take part (default: the own "
+                     "fabric's, or every host of --prefix's)")
+          ->capture_default_str();
+  CLI::Option* per_t0_opt =
+      app.add_option("--hosts-per-t0", hosts_per_t0,
+                     "own fabric: hosts per T0 (default 1; --pattern with 4+ hosts: 2)")
+          ->capture_default_str();
+  CLI::Option* rate_opt =
+      app.add_option("--rate", rate,
+                     "own fabric: host port rate, Gbit/s (tbf); 0 = unlimited (default 2; "
+                     "--pattern: all hosts' ports add up to 2 Gbit/s, at most 2 each)")
+          ->capture_default_str();
+  app.add_option("--pattern", pattern,
+                 "alltoall (every host to every other at once), permutation (each host to one "
+                 "other, a derangement drawn from --seed) or incast (hosts 1..N-1 to host 0): "
+                 "one QP pair (x --qps) per flow, every host its own engine and driver; prints "
+                 "goodput per host, the total and the ideal of the host ports; --baseline tcp: "
+                 "an iperf3 per flow at once");
   app.add_option("--mtu", mtu, "own fabric: MTU of every link")->capture_default_str();
   app.add_option("--client", o.client, "sending host id")->capture_default_str();
   app.add_option("--server", o.server, "receiving host id")->capture_default_str();
   app.add_option("--op", op, "write, write_imm, send, send_imm or read")->capture_default_str();
-  app.add_option("--size", size, "message size (K, M suffixes)")->capture_default_str();
-  app.add_option("--qps", o.qps, "QP pairs")->capture_default_str();
-  app.add_option("--outstanding", o.outstanding, "messages in flight per QP (1..30)")
-      ->capture_default_str();
+  CLI::Option* size_opt =
+      app.add_option("--size", size, "message size (K, M suffixes; --pattern: default 256K)")
+          ->capture_default_str();
+  app.add_option("--qps", o.qps, "QP pairs (--pattern: per flow)")->capture_default_str();
+  CLI::Option* outstanding_opt =
+      app.add_option("--outstanding", o.outstanding,
+                     "messages in flight per QP (1..30; --pattern: default 4)")
+          ->capture_default_str();
   app.add_option("--duration", o.duration_s, "seconds per run")->capture_default_str();
   app.add_option("--interval", o.interval_s, "seconds per MRC sample")->capture_default_str();
   app.add_flag("--bidir", o.bidirectional, "both directions at once");
@@ -120,11 +143,46 @@ int main(int argc, char** argv) {
                  "completion and flat memory (RSS slope over the second half) "
                  "(own fabric: 2 hosts, 4 planes x 4 spines unless given)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--seed", seed, "--soak: seed of the fault schedule")->capture_default_str();
+  app.add_option("--seed", seed,
+                 "--soak: seed of the fault schedule; --pattern permutation: of the derangement")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  if (hosts_opt->count() > 0 && hosts < 2) {
+    std::fprintf(stderr, "mrc-perf: --hosts must be at least 2, got %u\n", hosts);
+    return 2;
+  }
+  if (!pattern.empty()) {
+    auto p = perf::parse_pattern(pattern);
+    if (!p.ok()) {
+      std::fprintf(stderr, "mrc-perf: --pattern: %s\n", p.error().c_str());
+      return 2;
+    }
+    for (const char* o2 :
+         {"--client", "--server", "--bidir", "--soak", "--latency", "--demo", "--no-mrc"}) {
+      if (app.count(o2) > 0) {
+        std::fprintf(stderr, "mrc-perf: --pattern picks the flows itself: %s does not go with it\n",
+                     o2);
+        return 2;
+      }
+    }
+    o.pattern = perf::PatternOptions{*p, hosts, seed};
+    if (size_opt->count() == 0) size = "256K";
+    if (outstanding_opt->count() == 0) o.outstanding = 4;
+    if (prefix.empty()) {
+      if (per_t0_opt->count() == 0 && hosts >= 4) hosts_per_t0 = 2;
+      if (rate_opt->count() == 0 && planes > 0) {
+        rate = perf::pattern_port_gbps(hosts, planes);
+        std::printf(
+            "mrc-perf: %s between %u hosts: host ports at %.4g Gbit/s (all ports together "
+            "%.4g Gbit/s, so that it fits in a few cores; --rate to change)\n",
+            pattern.c_str(), hosts, rate, rate * hosts * planes);
+      }
+    }
   }
 
   if (demo) {
@@ -215,6 +273,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     fab.emplace(std::move(a).value());
+    if (o.pattern) {
+      const uint32_t have = fab->fabric().config().hosts;
+      if (hosts_opt->count() == 0) o.pattern->hosts = have;
+      if (o.pattern->hosts > have) {
+        std::fprintf(stderr, "mrc-perf: --hosts %u: the fabric %s has only %u hosts\n",
+                     o.pattern->hosts, prefix.c_str(), have);
+        return 2;
+      }
+    }
   } else {
     srv6::FabricConfig cfg;
     cfg.hosts = hosts;
@@ -232,9 +299,12 @@ int main(int argc, char** argv) {
     no.mtu = mtu;
     no.shape = rate > 0;
     no.gso = !trim;
-    std::printf("mrc-perf: building fabric %s: %u hosts, %u planes x %u spines, %s ports\n",
-                no.prefix.c_str(), hosts, planes, spines,
-                rate > 0 ? (std::to_string(rate).substr(0, 4) + " Gbit/s").c_str() : "unlimited");
+    char port[32] = "unlimited";
+    if (rate > 0) std::snprintf(port, sizeof port, "%.4g Gbit/s", rate);
+    std::printf(
+        "mrc-perf: building fabric %s: %u hosts (%u per T0), %u planes x %u spines, %s "
+        "ports\n",
+        no.prefix.c_str(), hosts, hosts_per_t0, planes, spines, port);
     auto u = nsfabric::NsFabric::up(*f, no);
     if (!u.ok()) {
       std::fprintf(stderr, "mrc-perf: %s\n", u.error().c_str());
@@ -275,6 +345,19 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < res->series.size(); ++i) {
       std::printf("\n%s", perf::format_summary(res->series[i], res->summaries[i]).c_str());
       for (const auto& m : res->series[i].faults) faults_ok = faults_ok && m.error.empty();
+    }
+    if (res->hosts) {
+      std::printf("\nmrc: %s",
+                  perf::format_hosts(*res->hosts, res->summaries.at(0).healthy_gbps).c_str());
+      for (size_t i = 0; i < res->baseline_hosts.size(); ++i) {
+        const perf::HostsSummary& b = res->baseline_hosts[i];
+        std::printf("\n%s: %s", res->series.at(i + 1).name.c_str(),
+                    perf::format_hosts(b, res->summaries.at(i + 1).healthy_gbps).c_str());
+        if (b.total_gbps > 0)
+          std::printf("mrc / %s: %.2f (total), %.2f (healthy)\n",
+                      res->series.at(i + 1).name.c_str(), res->hosts->total_gbps / b.total_gbps,
+                      res->summaries.at(0).healthy_gbps / res->summaries.at(i + 1).healthy_gbps);
+      }
     }
     if (!o.csv.empty()) std::printf("\nCSV: %s\n", o.csv.c_str());
     if (!o.png.empty()) std::printf("PNG: %s\n", o.png.c_str());

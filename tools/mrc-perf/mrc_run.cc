@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -86,15 +87,26 @@ constexpr size_t kMaxPathEvents = 1 << 16;  // recorded ones; a long soak counts
 bool uses_receives(Op op) { return op == Op::kSend || op == Op::kSendImm || op == Op::kWriteImm; }
 bool has_imm(Op op) { return op == Op::kSendImm || op == Op::kWriteImm; }
 
+struct Stream;
+
 struct Side {
+  const io::UdpConfig* cfg = nullptr;
   std::unique_ptr<io::UdpDriver> drv;
-  PeerId peer = 0;
+  std::map<uint32_t, PeerId> peers;  // by run host
+  bool initiates = false;            // posts on some stream (its EV events are recorded)
+  // One CQ for every QP of the host, polled once per pass however many streams it serves;
+  // a completion finds its stream and end by QP.
+  CqId cq = 0;
+  uint32_t streams = 0;  // stream ends here (sizes the CQ)
+  std::map<Qpn, std::pair<Stream*, int>> by_qp;
 };
 
-// Work of one QP pair in one direction.
+// Work of one QP pair in one direction. Its two ends are run hosts host[0] and host[1]; the
+// indices below (init, source, sink, and those of qp, cq) are ends, 0 or 1.
 struct Stream {
   Op op = Op::kWrite;
-  int init = 0;              // side that posts (the other one is `1 - init`)
+  uint32_t host[2] = {0, 1};
+  int init = 0;              // end that posts (the other one is `1 - init`)
   int source = 0, sink = 1;  // where the bytes come from and go to
   Qpn qp[2] = {0, 0};
   CqId cq[2] = {0, 0};
@@ -114,7 +126,10 @@ class Runner {
  private:
   Status<std::string> setup();
   Status<std::string> connect(Stream& s, int init, Op op);
-  void pump(Stream& s, bool posting);
+  Side& end(const Stream& s, int i) { return side_[s.host[i]]; }
+  void poll(Side& side);
+  void complete(Stream& s, int i, const Completion& c);
+  void post(Stream& s);
   bool post_one(Stream& s);
   void check(Stream& s, uint64_t k, const uint8_t* got);
   void drain_events(int side);
@@ -130,7 +145,7 @@ class Runner {
   }
 
   const MrcRunSpec& spec_;
-  Side side_[2];
+  std::vector<Side> side_;  // per run host
   std::deque<Stream> streams_;
   MrcRunResult res_;
   std::vector<Duration> latencies_;  // post to completion at the poster, first messages
@@ -145,30 +160,65 @@ Status<std::string> Runner::setup() {
   if (spec_.qps == 0 || spec_.qps > 64) return Err(std::string("qps must be 1..64"));
   if (!spec_.schedule.empty() && !spec_.apply_fault)
     return Err(std::string("a fault schedule needs a fabric to apply it to"));
-  const io::UdpConfig* cfg[2] = {&spec_.client, &spec_.server};
-  for (int i = 0; i < 2; ++i) {
-    auto d = io::UdpDriver::create(*cfg[i]);
-    if (!d.ok()) return Err(std::string(i == 0 ? "client: " : "server: ") + d.error());
-    side_[i].drv = std::move(d).value();
+  const bool many = !spec_.hosts.empty();
+  if (many && spec_.pairs.empty()) return Err(std::string("hosts given without pairs"));
+  const size_t n = many ? spec_.hosts.size() : 2;
+  side_.resize(n);
+  for (size_t h = 0; h < n; ++h) {
+    side_[h].cfg = many ? &spec_.hosts[h] : h == 0 ? &spec_.client : &spec_.server;
+    auto d = io::UdpDriver::create(*side_[h].cfg);
+    if (!d.ok()) {
+      const std::string who = many ? "host " + std::to_string(h) : h == 0 ? "client" : "server";
+      return Err(who + ": " + d.error());
+    }
+    side_[h].drv = std::move(d).value();
   }
-  for (int i = 0; i < 2; ++i) {
-    io::UdpDriver& me = *side_[i].drv;
-    io::UdpDriver& other = *side_[1 - i].drv;
-    if (cfg[i]->path_mode == io::PathMode::kSrv6) {
-      auto p = me.add_fabric_peer(cfg[1 - i]->local_host);
+  // How host a names host b: a fabric host id (SRv6), else b's bound plane addresses.
+  auto peer = [&](uint32_t a, uint32_t b) -> Status<std::string> {
+    if (side_[a].peers.contains(b)) return {};
+    io::UdpDriver& me = *side_[a].drv;
+    if (side_[a].cfg->path_mode == io::PathMode::kSrv6) {
+      auto p = me.add_fabric_peer(side_[b].cfg->local_host);
       if (!p.ok()) return Err(p.error());
-      side_[i].peer = *p;
+      side_[a].peers[b] = *p;
     } else {
+      const io::UdpDriver& other = *side_[b].drv;
       std::vector<sockaddr_in6> addrs;
       for (size_t p = 0; p < other.planes(); ++p) addrs.push_back(other.local_address(p));
-      side_[i].peer = me.add_peer(addrs);
+      side_[a].peers[b] = me.add_peer(addrs);
     }
+    return {};
+  };
+  std::vector<std::pair<uint32_t, uint32_t>> pairs = spec_.pairs;
+  if (!many) pairs = {{0, 1}};
+  for (const auto& [a, b] : pairs) {
+    if (a >= n || b >= n || a == b)
+      return Err("pair (" + std::to_string(a) + ", " + std::to_string(b) +
+                 "): needs two different hosts of the " + std::to_string(n));
+    for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}})
+      if (auto p = peer(x, y); !p.ok()) return p;
   }
-  for (uint32_t q = 0; q < spec_.qps; ++q) {
-    for (int dir = 0; dir < (spec_.bidirectional ? 2 : 1); ++dir) {
-      Stream& s = streams_.emplace_back();
-      auto c = connect(s, dir, spec_.ops.empty() ? spec_.op : spec_.ops[q % spec_.ops.size()]);
-      if (!c.ok()) return c;
+  const uint32_t dirs = spec_.bidirectional ? 2 : 1;
+  for (const auto& [a, b] : pairs)
+    side_[a].streams += spec_.qps * dirs, side_[b].streams += spec_.qps * dirs;
+  for (Side& sd : side_) {
+    // Completions a host can owe at once: per stream end, its sends in flight and twice as
+    // many posted receives.
+    const uint32_t depth = std::max<uint32_t>(4096, 4 * spec_.outstanding * sd.streams);
+    auto cq = sd.drv->with_engine([&](Engine& e) { return e.create_cq(depth); });
+    if (!cq.ok()) return Err("create_cq: " + std::string(to_string(cq.error())));
+    sd.cq = *cq;
+  }
+  for (const auto& [a, b] : pairs) {
+    for (uint32_t q = 0; q < spec_.qps; ++q) {
+      for (int dir = 0; dir < (spec_.bidirectional ? 2 : 1); ++dir) {
+        Stream& s = streams_.emplace_back();
+        s.host[0] = a;
+        s.host[1] = b;
+        auto c = connect(s, dir, spec_.ops.empty() ? spec_.op : spec_.ops[q % spec_.ops.size()]);
+        if (!c.ok()) return c;
+        end(s, dir).initiates = true;
+      }
     }
   }
   return {};
@@ -186,16 +236,16 @@ Status<std::string> Runner::connect(Stream& s, int init, Op op) {
   s.posted_at.assign(2ull * spec_.outstanding, Time{0});
   const uint32_t token[2] = {static_cast<uint32_t>(rng()) | 1, static_cast<uint32_t>(rng()) | 1};
   for (int i = 0; i < 2; ++i) {
-    auto st = side_[i].drv->with_engine([&](Engine& e) -> Status<std::string> {
-      auto cq = e.create_cq(4096);
-      if (!cq.ok()) return Err("create_cq: " + std::string(to_string(cq.error())));
-      s.cq[i] = *cq;
+    Side& sd = end(s, i);
+    auto st = sd.drv->with_engine([&](Engine& e) -> Status<std::string> {
+      s.cq[i] = sd.cq;
       QpInit init_attr;
       init_attr.send_cq = init_attr.recv_cq = s.cq[i];
       init_attr.local_token = token[i];
       auto qp = e.create_qp(init_attr);
       if (!qp.ok()) return Err("create_qp: " + std::string(to_string(qp.error())));
       s.qp[i] = *qp;
+      sd.by_qp[*qp] = {&s, i};
       const uint32_t acc = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
       if (i == s.source) {
         auto k = e.register_mr(s.src.data(), s.src.size(), reinterpret_cast<uint64_t>(s.src.data()),
@@ -212,17 +262,16 @@ Status<std::string> Runner::connect(Stream& s, int init, Op op) {
     });
     if (!st.ok()) return st;
   }
-  const io::UdpConfig* cfg[2] = {&spec_.client, &spec_.server};
   for (int i = 0; i < 2; ++i) {
-    io::UdpDriver& d = *side_[i].drv;
-    const std::vector<Path> paths = d.spray_paths(cfg[1 - i]->local_host);
+    io::UdpDriver& d = *end(s, i).drv;
+    const std::vector<Path> paths = d.spray_paths(end(s, 1 - i).cfg->local_host);
     auto st = d.with_engine([&](Engine& e) -> Status<std::string> {
       QpAttr at;
       at.state = QpState::kInit;
       if (auto r = e.modify_qp(s.qp[i], at, attr::kState); !r.ok())
         return Err("modify_qp INIT: " + std::string(to_string(r.error())));
       at.state = QpState::kRtr;
-      at.peer = side_[i].peer;
+      at.peer = end(s, i).peers.at(s.host[1 - i]);
       at.dest_qpn = s.qp[1 - i];
       at.remote_token = token[1 - i];
       at.mtu = spec_.mtu;
@@ -244,7 +293,7 @@ Status<std::string> Runner::connect(Stream& s, int init, Op op) {
   if (uses_receives(s.op)) {
     for (uint64_t j = 0; j < 2ull * spec_.outstanding; ++j) {
       Sge sge{reinterpret_cast<uint64_t>(s.dst.data() + slot(j)), spec_.msg_bytes, s.dst_key};
-      auto r = side_[s.sink].drv->with_engine([&](Engine& e) {
+      auto r = end(s, s.sink).drv->with_engine([&](Engine& e) {
         return e.post_recv(s.qp[s.sink], RecvWr{j, {&sge, 1}});
       });
       if (!r.ok()) return Err("post_recv: " + std::string(to_string(r.error())));
@@ -280,7 +329,8 @@ bool Runner::post_one(Stream& s) {
       break;
   }
   wr.sg = {&sge, 1};
-  auto r = side_[s.init].drv->with_engine([&](Engine& e) { return e.post_send(s.qp[s.init], wr); });
+  auto r =
+      end(s, s.init).drv->with_engine([&](Engine& e) { return e.post_send(s.qp[s.init], wr); });
   if (!r.ok()) {
     fail("post_send: " + std::string(to_string(r.error())));
     return false;
@@ -293,7 +343,7 @@ bool Runner::post_one(Stream& s) {
 void Runner::check(Stream& s, uint64_t k, const uint8_t* got) {
   if (spec_.verify) {
     // Taking the sink's lock orders its progress thread's writes before this read.
-    side_[s.sink].drv->with_engine([](Engine&) {});
+    end(s, s.sink).drv->with_engine([](Engine&) {});
     if (std::memcmp(got, s.src.data() + src_offset(k), spec_.msg_bytes) != 0) {
       ++res_.mismatches;
       if (res_.first_error.empty())
@@ -305,46 +355,55 @@ void Runner::check(Stream& s, uint64_t k, const uint8_t* got) {
   res_.bytes += spec_.msg_bytes;
 }
 
-void Runner::pump(Stream& s, bool posting) {
+void Runner::poll(Side& side) {
   Completion c[64];
-  for (int i = 0; i < 2; ++i) {
-    for (;;) {
-      const size_t n = side_[i].drv->with_engine([&](Engine& e) { return e.poll_cq(s.cq[i], c); });
-      for (size_t j = 0; j < n; ++j) {
-        if (c[j].status != WcStatus::kSuccess) {
-          fail(std::string("completion error: ") + to_string(c[j].status));
-          continue;
-        }
-        const bool recv = c[j].opcode == WcOpcode::kRecv || c[j].opcode == WcOpcode::kRecvWriteImm;
-        if (i == s.init && !recv) {
-          const uint64_t k = s.done++;
-          if (latencies_.size() < kMaxLatencySamples)
-            latencies_.push_back(io::now() - s.posted_at[k % s.posted_at.size()]);
-          if (s.op == Op::kWrite) check(s, k, s.dst.data() + slot(k));
-          if (s.op == Op::kRead) check(s, k, s.dst.data() + slot(k));
-        } else if (i == s.sink && recv) {
-          const uint64_t k = s.received++;
-          if (has_imm(s.op) != c[j].has_imm ||
-              (c[j].has_imm && c[j].imm != static_cast<uint32_t>(k))) {
-            ++res_.mismatches;
-            if (res_.first_error.empty())
-              res_.first_error = "message " + std::to_string(k) + ": immediate " +
-                                 (c[j].has_imm ? std::to_string(c[j].imm) : "missing");
-          }
-          check(s, k, s.dst.data() + slot(k));
-          Sge sge{reinterpret_cast<uint64_t>(s.dst.data() + slot(k)), spec_.msg_bytes, s.dst_key};
-          auto r = side_[i].drv->with_engine([&](Engine& e) {
-            return e.post_recv(s.qp[i], RecvWr{k + 2ull * spec_.outstanding, {&sge, 1}});
-          });
-          if (!r.ok()) fail("post_recv: " + std::string(to_string(r.error())));
-        }
+  for (;;) {
+    const size_t n = side.drv->with_engine([&](Engine& e) { return e.poll_cq(side.cq, c); });
+    for (size_t j = 0; j < n; ++j) {
+      auto it = side.by_qp.find(c[j].qpn);
+      if (it == side.by_qp.end()) {
+        fail("completion of QP " + std::to_string(c[j].qpn) + ", which no stream owns");
+        continue;
       }
-      if (n < std::size(c)) break;
+      complete(*it->second.first, it->second.second, c[j]);
     }
+    if (n < std::size(c)) break;
   }
+}
+
+void Runner::complete(Stream& s, int i, const Completion& c) {
+  if (c.status != WcStatus::kSuccess) {
+    fail(std::string("completion error: ") + to_string(c.status));
+    return;
+  }
+  const bool recv = c.opcode == WcOpcode::kRecv || c.opcode == WcOpcode::kRecvWriteImm;
+  if (i == s.init && !recv) {
+    const uint64_t k = s.done++;
+    if (latencies_.size() < kMaxLatencySamples)
+      latencies_.push_back(io::now() - s.posted_at[k % s.posted_at.size()]);
+    if (s.op == Op::kWrite) check(s, k, s.dst.data() + slot(k));
+    if (s.op == Op::kRead) check(s, k, s.dst.data() + slot(k));
+  } else if (i == s.sink && recv) {
+    const uint64_t k = s.received++;
+    if (has_imm(s.op) != c.has_imm || (c.has_imm && c.imm != static_cast<uint32_t>(k))) {
+      ++res_.mismatches;
+      if (res_.first_error.empty())
+        res_.first_error = "message " + std::to_string(k) + ": immediate " +
+                           (c.has_imm ? std::to_string(c.imm) : "missing");
+    }
+    check(s, k, s.dst.data() + slot(k));
+    Sge sge{reinterpret_cast<uint64_t>(s.dst.data() + slot(k)), spec_.msg_bytes, s.dst_key};
+    auto r = end(s, i).drv->with_engine([&](Engine& e) {
+      return e.post_recv(s.qp[i], RecvWr{k + 2ull * spec_.outstanding, {&sge, 1}});
+    });
+    if (!r.ok()) fail("post_recv: " + std::string(to_string(r.error())));
+  }
+}
+
+void Runner::post(Stream& s) {
   // SEND: a slot is free again only once its receive completed and was reposted.
   const uint64_t free_limit = uses_receives(s.op) ? s.received + spec_.outstanding : UINT64_MAX;
-  while (posting && s.posted - s.done < spec_.outstanding && s.posted < free_limit) {
+  while (s.posted - s.done < spec_.outstanding && s.posted < free_limit) {
     if (!post_one(s)) break;
   }
 }
@@ -365,7 +424,7 @@ void Runner::drain_events(int side) {
 }
 
 uint64_t Runner::rx_bytes(Stream& s) {
-  return side_[s.sink].drv->with_engine([&](Engine& e) {
+  return end(s, s.sink).drv->with_engine([&](Engine& e) {
     const QpStats* st = e.qp_stats(s.qp[s.sink]);
     return st ? st->rx_payload_bytes : 0;
   });
@@ -415,11 +474,15 @@ Result<MrcRunResult, std::string> Runner::run() {
   double second_bytes = 0, next_second = 1;
   // Bytes received since the last sample, over the time since it (not since the nominal start
   // of the interval: a late sample would overlap the one before and under-report).
+  res_.host_tx_bytes.assign(side_.size(), 0);
+  res_.host_rx_bytes.assign(side_.size(), 0);
   auto sample = [&](double now_s) {
     uint64_t bytes = 0;
     for (Stream& s : streams_) {
       const uint64_t b = rx_bytes(s);
       bytes += b - s.last_rx_bytes;
+      res_.host_tx_bytes[s.host[s.source]] += b - s.last_rx_bytes;
+      res_.host_rx_bytes[s.host[s.sink]] += b - s.last_rx_bytes;
       s.last_rx_bytes = b;
     }
     const double span = now_s - last_sample_s;
@@ -431,9 +494,10 @@ Result<MrcRunResult, std::string> Runner::run() {
   auto now_s = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   auto cancelled = [&] { return spec_.cancel != nullptr && spec_.cancel->load(); };
   while (Clock::now() < at(spec_.duration_s) && !cancelled()) {
-    for (Stream& s : streams_) pump(s, true);
-    drain_events(0);
-    if (spec_.bidirectional) drain_events(1);
+    for (Side& sd : side_) poll(sd);
+    for (Stream& s : streams_) post(s);
+    for (size_t h = 0; h < side_.size(); ++h)
+      if (side_[h].initiates) drain_events(static_cast<int>(h));
     const double t = now_s();
     if (t >= next) {
       second_bytes += sample(t);
@@ -462,10 +526,9 @@ Result<MrcRunResult, std::string> Runner::run() {
   const auto drain_until = Clock::now() + std::chrono::seconds(10);
   for (;;) {
     bool busy = false;
-    for (Stream& s : streams_) {
-      pump(s, false);
+    for (Side& sd : side_) poll(sd);
+    for (Stream& s : streams_)
       busy = busy || s.done < s.posted || (uses_receives(s.op) && s.received < s.posted);
-    }
     if (!busy) break;
     if (Clock::now() > drain_until) {
       fail("in-flight messages did not complete within 10 s of the end of the run");
@@ -475,7 +538,7 @@ Result<MrcRunResult, std::string> Runner::run() {
   }
   for (Stream& s : streams_) {
     for (int i = 0; i < 2; ++i) {
-      side_[i].drv->with_engine([&](Engine& e) {
+      end(s, i).drv->with_engine([&](Engine& e) {
         if (const QpStats* st = e.qp_stats(s.qp[i])) {
           res_.retransmits += st->tx_retransmits;
           res_.rtos += st->rto_fired;
@@ -524,6 +587,11 @@ Result<MrcRunResult, std::string> Runner::run() {
   for (auto& sd : side_) sd.drv->stop();
   res_.client_counters = side_[0].drv->counters();
   res_.server_counters = side_[1].drv->counters();
+  for (auto& sd : side_) {
+    const io::UdpCounters c = sd.drv->counters();
+    res_.datagrams_sent += c.datagrams_sent;
+    res_.gso_messages += c.gso_messages;
+  }
   return std::move(res_);
 }
 

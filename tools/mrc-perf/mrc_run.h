@@ -1,6 +1,7 @@
-// An MRC bandwidth run between two hosts over the real UDP datapath: both endpoints live in
-// this process (each its own UdpDriver and progress thread, its sockets in its host's network
+// An MRC bandwidth run between hosts over the real UDP datapath: every endpoint lives in this
+// process (each host its own UdpDriver and progress thread, its sockets in its host's network
 // namespace), joined only by the network between them. Every byte is checked when `verify`.
+// Two hosts (client -> server), or a traffic pattern between many: `hosts` and `pairs`.
 // Threading: run_mrc blocks the calling thread, which posts work, verifies, samples the
 // receivers' counters every interval and applies the fault schedule through a callback.
 //
@@ -46,6 +47,12 @@ struct MrcRunSpec {
   io::UdpConfig client, server;  // each with its netns, planes, path mode (and fabric)
   // How each side names the other: kSrv6 -> fabric host ids; else the peer's plane addresses
   // are taken from the other driver's bound sockets.
+  // Many hosts: when `hosts` is not empty it replaces client and server (hosts[i] is the
+  // config of run host i, its own driver), and each (initiator, target) in `pairs` (indices
+  // into hosts, different) gets `qps` QP pairs whose initiator posts `op` to the target.
+  // Empty: hosts {client, server}, pairs {(0, 1)} (and (1, 0) with `bidirectional`).
+  std::vector<io::UdpConfig> hosts;
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
   Op op = Op::kWrite;
   std::vector<Op> ops;  // when set: QP pair q runs ops[q % ops.size()] (a mix of kinds)
   uint32_t msg_bytes = 1u << 20;
@@ -110,14 +117,19 @@ struct MrcRunResult {
   uint64_t duplicates = 0;     // data packets the receivers had already
   std::string cc;              // sender's RTT and congestion window at the end, one line
   std::string paths;           // sender's EVs at the end: state, packets sent, lost, RTT
-  io::UdpCounters client_counters, server_counters;
+  io::UdpCounters client_counters, server_counters;  // run hosts 0 and 1
+  // Per run host: payload bytes its QPs sent (as the data's source) and received (as its
+  // sink) while sampling, over sampled_s; they add up to sampled_bytes each.
+  std::vector<uint64_t> host_tx_bytes, host_rx_bytes;
+  uint64_t datagrams_sent = 0, gso_messages = 0;  // every host's driver together
   // This process's resident memory (VmRSS), KiB: after setup, the highest sampled once a
   // second, and at the end of the run (before teardown). Flat memory: max stays near start.
   uint64_t rss_start_kib = 0, rss_max_kib = 0, rss_end_kib = 0;
   // VmRSS once a second (time s, KiB), with the tool's sample records preallocated before
   // the first, so growth here is the library's (and the path events' as they are recorded).
   std::vector<std::pair<double, uint64_t>> rss_kib_samples;
-  engine::EngineStats client_engine, server_engine;  // incl. every dropped datagram by reason
+  engine::EngineStats client_engine,
+      server_engine;  // run hosts 0 and 1, incl. every dropped datagram by reason
   bool ok() const { return mismatches == 0 && errors == 0; }
 };
 

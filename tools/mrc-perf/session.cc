@@ -1,8 +1,9 @@
 #include "session.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <thread>
 
 #include "srv6/fabric.h"
 
@@ -25,6 +26,74 @@ const char* to_string(Baseline b) {
       return "udp-ceiling";
   }
   return "?";
+}
+
+Result<msim::Pattern, std::string> parse_pattern(const std::string& s) {
+  for (msim::Pattern p :
+       {msim::Pattern::kAlltoall, msim::Pattern::kPermutation, msim::Pattern::kIncast})
+    if (s == msim::to_string(p)) return p;
+  return Err("pattern must be alltoall, permutation or incast, got '" + s + "'");
+}
+
+double pattern_port_gbps(uint32_t hosts, uint32_t planes) {
+  if (hosts == 0 || planes == 0) return 2;
+  return std::min(2.0, kPatternBudgetGbps / (static_cast<double>(hosts) * planes));
+}
+
+Result<PatternPlan, std::string> plan_pattern(const srv6::Fabric& f, const PatternOptions& p,
+                                              double port_gbps) {
+  const uint32_t have = f.config().hosts;
+  if (p.hosts < 2) return Err("a pattern needs at least 2 hosts, got " + std::to_string(p.hosts));
+  if (p.hosts > have)
+    return Err(std::to_string(p.hosts) + " hosts asked for, but the fabric has " +
+               std::to_string(have));
+  msim::WorkloadSpec ws;
+  ws.pattern = p.pattern;
+  ws.hosts = p.hosts;
+  ws.seed = p.seed;
+  ws.incast_senders = p.hosts - 1;
+  ws.incast_dst = 0;
+  auto w = msim::make_workload(ws);
+  if (!w.ok()) return Err(w.error());
+  PatternPlan plan;
+  for (const msim::Flow& fl : w->flows) plan.pairs.emplace_back(fl.src, fl.dst);
+  if (port_gbps > 0) {
+    msim::Capacity c;
+    c.planes = f.config().planes;
+    c.spines = f.config().spines;
+    c.hosts_per_t0 = f.config().hosts_per_t0;
+    c.host_port_bps = static_cast<uint64_t>(port_gbps * 1e9);
+    c.uplink_bps = static_cast<uint64_t>(f.config().uplink_gbps * 1e9);
+    const double t = msim::ideal_seconds(*w, c);
+    if (t > 0) plan.ideal_gbps = static_cast<double>(w->total_bytes()) * 8 / t / 1e9;
+  }
+  return plan;
+}
+
+std::string format_hosts(const HostsSummary& h, double healthy_gbps) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%s between %zu hosts, %zu flows: goodput per host, Gbit/s\n",
+                h.pattern.c_str(), h.tx_gbps.size(), h.pairs.size());
+  out += line;
+  for (size_t i = 0; i < h.tx_gbps.size(); ++i) {
+    std::snprintf(line, sizeof line, "  host %-3zu  tx %8.4f  rx %8.4f\n", i, h.tx_gbps[i],
+                  h.rx_gbps[i]);
+    out += line;
+  }
+  if (h.ideal_gbps > 0) {
+    std::snprintf(line, sizeof line,
+                  "  total %.4f Gbit/s (healthy %.4f) of ideal %.4f (the host ports' bottleneck): "
+                  "efficiency %.3f (healthy %.3f)\n",
+                  h.total_gbps, healthy_gbps, h.ideal_gbps, h.total_gbps / h.ideal_gbps,
+                  healthy_gbps / h.ideal_gbps);
+  } else {
+    std::snprintf(line, sizeof line,
+                  "  total %.4f Gbit/s (healthy %.4f); no ideal: the host ports are not shaped\n",
+                  h.total_gbps, healthy_gbps);
+  }
+  out += line;
+  return out;
 }
 
 namespace {
@@ -50,6 +119,68 @@ class TickFaults {
   std::vector<FaultMark> marks_;
 };
 
+// TCP for a pattern: an iperf3 per flow, all at once (server port 5201 + flow), each from its
+// initiator's plane-0 address to its target's, measured at the receiver; the first flow's
+// ticks apply the faults. The sum is on the first flow's intervals: each adds the rate of its
+// own interval that holds the middle of that one (every iperf3 keeps its own 0.1 s intervals,
+// started within milliseconds of the others), up to the end of the shortest flow. Per host:
+// the flows' means.
+Result<BaselineResult, std::string> run_tcp_pattern(const FabricHandle& fab,
+                                                    const PatternPlan& plan, uint32_t hosts,
+                                                    const BaselineSpec& base, TickFaults& ticks,
+                                                    HostsSummary* per_host) {
+  const srv6::Fabric& f = *fab.fabric;
+  std::vector<Result<BaselineResult, std::string>> results(plan.pairs.size(),
+                                                           Err(std::string("not run")));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < plan.pairs.size(); ++i) {
+    BaselineSpec spec = base;
+    const auto [a, b] = plan.pairs[i];
+    spec.client_netns = fab.host_netns(a);
+    spec.server_netns = fab.host_netns(b);
+    spec.client_addrs = {srv6::format(f.host_address(a, 0))};
+    spec.server_addrs = {srv6::format(f.host_address(b, 0))};
+    spec.port = static_cast<uint16_t>(5201 + i);
+    spec.on_tick = nullptr;
+    if (i == 0) spec.on_tick = [&ticks](double t) { ticks.tick(t); };
+    threads.emplace_back([&results, i, spec] { results[i] = run_tcp(spec); });
+  }
+  for (std::thread& t : threads) t.join();
+  BaselineResult out;
+  double end_s = 1e300;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok())
+      return Err("flow " + std::to_string(plan.pairs[i].first) + " -> " +
+                 std::to_string(plan.pairs[i].second) + ": " + results[i].error());
+    end_s = std::min(end_s, results[i]->samples.empty() ? 0.0 : results[i]->samples.back().t_s);
+  }
+  per_host->pairs = plan.pairs;
+  per_host->tx_gbps.assign(hosts, 0);
+  per_host->rx_gbps.assign(hosts, 0);
+  for (size_t i = 0; i < results.size(); ++i) {
+    per_host->tx_gbps[plan.pairs[i].first] += results[i]->mean_gbps;
+    per_host->rx_gbps[plan.pairs[i].second] += results[i]->mean_gbps;
+    per_host->total_gbps += results[i]->mean_gbps;
+  }
+  std::vector<size_t> at(results.size(), 0);  // each flow's interval holding `mid`
+  for (const Sample& grid : results[0]->samples) {
+    if (grid.t_s > end_s) break;
+    const double mid = grid.t_s - grid.dur_s / 2;
+    Sample sum{grid.t_s, 0, grid.dur_s};
+    for (size_t i = 0; i < results.size(); ++i) {
+      const std::vector<Sample>& v = results[i]->samples;
+      while (at[i] + 1 < v.size() && v[at[i]].t_s < mid) ++at[i];
+      sum.gbps += v[at[i]].gbps;
+    }
+    out.samples.push_back(sum);
+  }
+  out.mean_gbps = per_host->total_gbps;
+  out.detail = std::to_string(results.size()) +
+               " iperf3 flows at once, one per flow of the pattern, each on plane 0 (its ports "
+               "are half of the ideal's)";
+  return out;
+}
+
 void undo(const FabricHandle& fab, const std::vector<TimedFault>& faults) {
   if (!fab.repairs) return;
   std::vector<std::string> texts;
@@ -67,7 +198,17 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
   if (fab.fabric == nullptr) return Err(std::string("no fabric"));
   const srv6::Fabric& f = *fab.fabric;
   const uint32_t hosts = f.config().hosts;
-  if (o.client >= hosts || o.server >= hosts || o.client == o.server) {
+  std::optional<PatternPlan> plan;
+  if (o.pattern) {
+    auto p = plan_pattern(f, *o.pattern, fab.port_gbps);
+    if (!p.ok()) return Err(p.error());
+    for (Baseline b : o.baselines)
+      if (b != Baseline::kTcp)
+        return Err(std::string("with a pattern only the tcp baseline runs (an iperf3 per flow), "
+                               "not ") +
+                   to_string(b));
+    plan = std::move(p).value();
+  } else if (o.client >= hosts || o.server >= hosts || o.client == o.server) {
     return Err("client and server must be two different hosts of the " + std::to_string(hosts) +
                "-host fabric, got " + std::to_string(o.client) + " and " +
                std::to_string(o.server));
@@ -83,12 +224,10 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
 
   if (o.mrc) {
     MrcRunSpec spec;
-    io::UdpConfig* cfg[2] = {&spec.client, &spec.server};
-    for (int i = 0; i < 2; ++i) {
-      io::UdpConfig& c = *cfg[i];
-      const uint32_t h = i == 0 ? o.client : o.server;
-      for (const std::string& a : addrs[i])
-        c.planes.push_back(io::PlaneConfig{a, io::kDefaultUdpPort});
+    auto configure = [&](io::UdpConfig& c, uint32_t h) {
+      for (uint32_t p = 0; p < f.config().planes; ++p)
+        c.planes.push_back(
+            io::PlaneConfig{srv6::format(f.host_address(h, p)), io::kDefaultUdpPort});
       c.path_mode = o.ecmp ? io::PathMode::kEcmp : io::PathMode::kSrv6;
       c.fabric = shared;
       c.local_host = h;
@@ -103,6 +242,14 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
       c.engine.base_rtt = engine::Duration{static_cast<int64_t>(o.base_rtt_us * 1e3)};
       if (fab.port_gbps > 0)
         c.engine.nic_bps = static_cast<uint64_t>(fab.port_gbps * 1e9 * f.config().planes);
+    };
+    if (plan) {
+      spec.hosts.resize(o.pattern->hosts);
+      for (uint32_t h = 0; h < o.pattern->hosts; ++h) configure(spec.hosts[h], h);
+      spec.pairs = plan->pairs;
+    } else {
+      configure(spec.client, o.client);
+      configure(spec.server, o.server);
     }
     spec.op = o.op;
     spec.ops = o.ops;
@@ -114,7 +261,7 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
     // hosts_per_t0 ports of port_gbps over uplinks of uplink_gbps each.
     spec.min_active_per_plane = srv6::spines_for_full_t0(f.config(), fab.port_gbps);
     spec.qps = o.qps;
-    spec.bidirectional = o.bidirectional;
+    spec.bidirectional = o.bidirectional && !plan;
     spec.verify = o.verify;
     spec.duration_s = o.duration_s;
     spec.interval_s = o.interval_s;
@@ -138,15 +285,31 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         line, sizeof line,
         "mrc: %s %u B x %u outstanding, %u QP%s%s: %llu messages (%.3f GB) %s, "
         "%llu retransmits (%llu spurious, %llu duplicates received), %llu RTOs, %llu trims; "
-                  "%llu datagrams sent in %llu GSO messages",
+        "%llu datagrams sent in %llu GSO messages",
         to_string(o.op), o.msg_bytes, o.outstanding, o.qps, o.qps > 1 ? "s" : "",
-        o.bidirectional ? ", both ways" : "", (unsigned long long)r->messages, r->bytes / 1e9,
-        o.verify ? "verified" : "not verified", (unsigned long long)r->retransmits,
-        (unsigned long long)r->spurious, (unsigned long long)r->duplicates,
-        (unsigned long long)r->rtos, (unsigned long long)r->trims_seen,
-        (unsigned long long)r->client_counters.datagrams_sent,
-        (unsigned long long)r->client_counters.gso_messages);
-    out.details.push_back(line);
+        plan              ? " per flow"
+        : o.bidirectional ? ", both ways"
+                          : "",
+        (unsigned long long)r->messages, r->bytes / 1e9, o.verify ? "verified" : "not verified",
+        (unsigned long long)r->retransmits, (unsigned long long)r->spurious,
+        (unsigned long long)r->duplicates, (unsigned long long)r->rtos,
+        (unsigned long long)r->trims_seen,
+        (unsigned long long)(plan ? r->datagrams_sent : r->client_counters.datagrams_sent),
+        (unsigned long long)(plan ? r->gso_messages : r->client_counters.gso_messages));
+    out.details.push_back(plan ? std::string(line) + " (all hosts)" : std::string(line));
+    if (plan) {
+      HostsSummary hs;
+      hs.pattern = msim::to_string(o.pattern->pattern);
+      hs.pairs = plan->pairs;
+      hs.ideal_gbps = plan->ideal_gbps;
+      const double span = r->sampled_s > 0 ? r->sampled_s : 1;
+      for (size_t h = 0; h < r->host_tx_bytes.size(); ++h) {
+        hs.tx_gbps.push_back(static_cast<double>(r->host_tx_bytes[h]) * 8 / span / 1e9);
+        hs.rx_gbps.push_back(static_cast<double>(r->host_rx_bytes[h]) * 8 / span / 1e9);
+        hs.total_gbps += hs.rx_gbps.back();
+      }
+      out.hosts = std::move(hs);
+    }
     out.details.push_back("mrc: " + r->cc);
     if (o.latency) {
       std::snprintf(line, sizeof line,
@@ -176,15 +339,23 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
     TickFaults ticks(o.faults, fab);
     spec.on_tick = [&](double t) { ticks.tick(t); };
     if (!o.quiet) std::printf("  running baseline %s for %.0f s\n", to_string(b), spec.duration_s);
-    Result<BaselineResult, std::string> r = b == Baseline::kTcp     ? run_tcp(spec)
-                                            : b == Baseline::kMptcp ? run_mptcp(spec)
-                                                                    : run_udp_ceiling(spec);
+    HostsSummary tcp_hosts;
+    Result<BaselineResult, std::string> r =
+        plan ? run_tcp_pattern(fab, *plan, o.pattern->hosts, spec, ticks, &tcp_hosts)
+        : b == Baseline::kTcp   ? run_tcp(spec)
+        : b == Baseline::kMptcp ? run_mptcp(spec)
+                                : run_udp_ceiling(spec);
     undo(fab, o.faults);
     if (!r.ok()) return Err(std::string(to_string(b)) + ": " + r.error());
     Series s{to_string(b), r->samples, ticks.marks(), {}};
     out.summaries.push_back(summarize(s));
     out.series.push_back(std::move(s));
     out.details.push_back(std::string(to_string(b)) + ": " + r->detail);
+    if (plan) {
+      tcp_hosts.pattern = msim::to_string(o.pattern->pattern);
+      tcp_hosts.ideal_gbps = plan->ideal_gbps;
+      out.baseline_hosts.push_back(std::move(tcp_hosts));
+    }
   }
 
   if (!o.csv.empty() && !out.series.empty()) {

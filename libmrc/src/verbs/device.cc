@@ -54,7 +54,7 @@ Device* the_device() {
     const io::UdpConfig& u = d->cfg.udp;
     std::string addr = u.planes[0].address.substr(0, u.planes[0].address.find('%'));
     if (u.path_mode == io::PathMode::kSrv6 && u.fabric) {
-      d->gid = gid_of_host(d, u.local_host);
+      d->gid = gid_of_host(*u.fabric, u.local_host);
       d->lid = static_cast<uint16_t>(u.local_host + 1);
     } else {
       ::inet_pton(AF_INET6, addr.c_str(), d->gid.raw);
@@ -347,15 +347,30 @@ void Device::on_progress(io::UdpDriver& drv) {
 }
 
 // ---- Peers and tokens --------------------------------------------------------------------
-ibv_gid gid_of_host(const Device* dev, uint32_t host) {
+ibv_gid gid_of_host(const srv6::Fabric& f, uint32_t host) {
   ibv_gid g{};
-  std::memcpy(g.raw, dev->cfg.udp.fabric->host_address(host, 0).data(), 8);
+  std::memcpy(g.raw, f.host_address(host, 0).data(), 8);
   // Fabric addresses end in 64 zero bits, and RoCE tools take a GID with a zero interface
   // id for "no GID": fill one in (locally administered, "MRC", host id).
-  const uint8_t iid[8] = {0x02, 0x4d, 0x52, 0x43, 0, 0, static_cast<uint8_t>(host >> 8),
+  const uint8_t iid[8] = {0x02,
+                          0x4d,
+                          0x52,
+                          0x43,
+                          static_cast<uint8_t>(host >> 24),
+                          static_cast<uint8_t>(host >> 16),
+                          static_cast<uint8_t>(host >> 8),
                           static_cast<uint8_t>(host)};
   std::memcpy(g.raw + 8, iid, 8);
   return g;
+}
+
+std::optional<uint32_t> fabric_host_of(const srv6::Fabric& f, const ibv_gid& gid) {
+  for (uint32_t h = 0; h < f.config().hosts; ++h) {
+    if (std::memcmp(gid_of_host(f, h).raw, gid.raw, 16) == 0) return h;
+    for (uint32_t p = 0; p < f.config().planes; ++p)
+      if (std::memcmp(f.host_address(h, p).data(), gid.raw, 16) == 0) return h;
+  }
+  return std::nullopt;
 }
 
 Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah, uint32_t* host) {
@@ -365,9 +380,7 @@ Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah,
     const srv6::Fabric& f = *u.fabric;
     std::optional<uint32_t> h;
     if (ah.is_global) {
-      for (uint32_t i = 0; i < f.config().hosts && !h; ++i)
-        for (uint32_t p = 0; p < f.config().planes && !h; ++p)
-          if (std::memcmp(f.host_address(i, p).data(), ah.grh.dgid.raw, 8) == 0) h = i;
+      h = fabric_host_of(f, ah.grh.dgid);
       if (!h) {
         char s[INET6_ADDRSTRLEN];
         ::inet_ntop(AF_INET6, ah.grh.dgid.raw, s, sizeof s);

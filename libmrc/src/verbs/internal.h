@@ -3,10 +3,12 @@
 
 #include <infiniband/verbs.h>
 
+#include <optional>
 #include <string>
 
 #include "common/result.h"
 #include "engine/types.h"
+#include "srv6/fabric.h"
 #include "verbs/objects.h"
 
 namespace mrc::verbs {
@@ -23,8 +25,13 @@ Device* device_of(const ibv_context* c);
 /// The engine peer an address vector names (see verbs.h "peers"); *host = its fabric host.
 /// Under dev->mu, with the driver open.
 Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah, uint32_t* host);
-/// The GID of fabric host `host` (kSrv6): see verbs.h "port 1".
-ibv_gid gid_of_host(const Device* dev, uint32_t host);
+/// The GID of fabric host `host` (kSrv6): see verbs.h "port 1". Its plane-0 address's first
+/// 64 bits and the interface id 02:4d:52:43:<host, 32 bits>, so unique per host even where
+/// two hosts' addresses share their first 64 bits (a hand-written fabric's locator form).
+ibv_gid gid_of_host(const srv6::Fabric& f, uint32_t host);
+/// The fabric host a GID names: one whose gid_of_host or one of whose port addresses (any
+/// plane) it is, all 16 bytes compared; nullopt if none.
+std::optional<uint32_t> fabric_host_of(const srv6::Fabric& f, const ibv_gid& gid);
 /// Queues `cq` on its channel and wakes the channel's fd. Under dev->mu.
 void notify(Cq* cq);
 

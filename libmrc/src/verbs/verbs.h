@@ -14,7 +14,7 @@
 //             perftest uses ibv_post_send), 1 port.
 //   port 1    ACTIVE, link layer Ethernet, active MTU = the config's MTU, one GID: the
 //             host's MRC address (plane 0's address; in a fabric the host's plane-0 port
-//             address, whose all-zero interface id is replaced by 02:4d:52:43:00:00:<host>
+//             address, whose interface id is replaced by 02:4d:52:43:<host, 4 bytes>
 //             because RoCE tools take a zero interface id for "no GID"), RoCE v2 type;
 //             LID = fabric host id + 1 (so LID-only apps work too).
 //   objects   PD, MR (reg_mr, reg_mr_iova2; the optional access bits are accepted), CQ and
@@ -22,7 +22,7 @@
 //             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ, inline data, unsignalled sends.
 //             No SRQ, UD, AH, MW, atomics or multicast: those verbs fail with EOPNOTSUPP.
 //   peers     found at RTR from the address vector: the GID names the peer host (in a
-//             fabric its first 64 bits are one of the host's port addresses'; otherwise it
+//             fabric, all 16 bytes: the host's GID or one of its port addresses; otherwise it
 //             is one of the peer's plane addresses, an IPv4 one as ::ffff:a.b.c.d, at the
 //             port each plane has here: hosts are configured alike; the other planes'
 //             addresses come from the host config's peer table or are learnt on the wire

@@ -1,0 +1,79 @@
+// The verbs device's fabric GIDs (device.cc gid_of_host, fabric_host_of) without a device: a
+// hand-written fabric whose two hosts' port addresses share their first 64 bits (the locator
+// form under one T0) must still give two GIDs, each naming its own host.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "verbs/internal.h"
+
+namespace mrc::verbs {
+namespace {
+
+srv6::Ipv6 addr(const char* s) {
+  srv6::Ipv6 a{};
+  EXPECT_EQ(::inet_pton(AF_INET6, s, a.data()), 1) << s;
+  return a;
+}
+
+ibv_gid gid_of(const srv6::Ipv6& a) {
+  ibv_gid g{};
+  std::memcpy(g.raw, a.data(), 16);
+  return g;
+}
+
+// One plane, block fcbb:bbbb::/32 with 16-bit uSIDs, T0 0x100, T1 0x200; both hosts under the
+// T0 in its locator: fcbb:bbbb:100::1:0:0 and fcbb:bbbb:100::2:0:0 (first 64 bits equal).
+srv6::Fabric shared_prefix_fabric() {
+  srv6::FabricSpec spec;
+  srv6::PlaneSpec p;
+  p.block = addr("fcbb:bbbb::");
+  p.block_bits = 32;
+  p.usid_bits = 16;
+  p.t0s = {{"", 0x100}};
+  p.t1s = {{"", 0x200}};
+  spec.planes = {p};
+  spec.hosts = {{"a", 0, {addr("fcbb:bbbb:100::1:0:0")}}, {"b", 0, {addr("fcbb:bbbb:100::2:0:0")}}};
+  auto f = srv6::Fabric::make(spec);
+  EXPECT_TRUE(f.ok()) << f.error();
+  return std::move(f).value();
+}
+
+TEST(FabricHostOf, HostsSharingTheFirst64BitsAreToldApart) {
+  const srv6::Fabric f = shared_prefix_fabric();
+  ASSERT_EQ(std::memcmp(f.host_address(0, 0).data(), f.host_address(1, 0).data(), 8), 0);
+  const ibv_gid g0 = gid_of_host(f, 0), g1 = gid_of_host(f, 1);
+  EXPECT_NE(std::memcmp(g0.raw, g1.raw, 16), 0);
+  EXPECT_EQ(fabric_host_of(f, g0), 0u);
+  EXPECT_EQ(fabric_host_of(f, g1), 1u);
+  // A port address given as the GID names its host too, by all of its bytes.
+  EXPECT_EQ(fabric_host_of(f, gid_of(f.host_address(0, 0))), 0u);
+  EXPECT_EQ(fabric_host_of(f, gid_of(f.host_address(1, 0))), 1u);
+}
+
+TEST(FabricHostOf, AGidOfNoHostIsNone) {
+  const srv6::Fabric f = shared_prefix_fabric();
+  EXPECT_EQ(fabric_host_of(f, gid_of(addr("fcbb:bbbb:100::3:0:0"))), std::nullopt);
+  ibv_gid g = gid_of_host(f, 1);
+  g.raw[15] ^= 0x80;  // the same prefix, another interface id
+  EXPECT_EQ(fabric_host_of(f, g), std::nullopt);
+}
+
+TEST(GidOfHost, InterfaceIdCarriesTheWholeHostId) {
+  srv6::FabricConfig c;
+  c.hosts = 70000;  // host ids past 16 bits
+  c.planes = 1;
+  c.spines = 1;
+  c.hosts_per_t0 = 4096;
+  auto f = srv6::Fabric::make(c);
+  ASSERT_TRUE(f.ok()) << f.error();
+  const ibv_gid a = gid_of_host(*f, 4), b = gid_of_host(*f, 4 + 65536);
+  EXPECT_NE(std::memcmp(a.raw + 8, b.raw + 8, 8), 0);
+  EXPECT_EQ(fabric_host_of(*f, b), 4u + 65536);
+  const uint8_t iid[8] = {0x02, 0x4d, 0x52, 0x43, 0x00, 0x01, 0x00, 0x04};
+  EXPECT_EQ(std::memcmp(b.raw + 8, iid, 8), 0);
+}
+
+}  // namespace
+}  // namespace mrc::verbs
