@@ -154,8 +154,11 @@ TEST(RunMrc, Hosts_AlltoallEveryHostSendsAndReceives) {
     tx += r->host_tx_bytes[h];
     rx += r->host_rx_bytes[h];
   }
-  EXPECT_EQ(tx, r->sampled_bytes);
-  EXPECT_EQ(rx, r->sampled_bytes);
+  EXPECT_EQ(tx, rx);
+  // The sampled bytes (the engines' received payload counters) against the completions
+  // counted apart: they differ by at most the messages still in flight when the run ended.
+  const double in_flight = 12.0 * 2 * s.outstanding * s.msg_bytes;
+  EXPECT_NEAR(static_cast<double>(r->sampled_bytes), static_cast<double>(r->bytes), in_flight);
 }
 
 // Incast by pairs: only host 0 receives, and only the others send (READ: host 0 pulls, so

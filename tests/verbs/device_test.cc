@@ -60,6 +60,24 @@ TEST(FabricHostOf, AGidOfNoHostIsNone) {
   EXPECT_EQ(fabric_host_of(f, g), std::nullopt);
 }
 
+// A QP given the peer's plane port address (not its GID) builds its tokens from the peer's
+// canonical GID, the one the peer builds its own side from: else every packet is dropped for
+// a bad token. Outside a fabric the GID given is used as it is.
+TEST(TokenGid, APortAddressNamesThePeersCanonicalGid) {
+  const srv6::Fabric f = shared_prefix_fabric();
+  ibv_ah_attr ah{};
+  ah.is_global = 1;
+  ah.grh.dgid = gid_of(addr("fcbb:bbbb:100::2:0:0"));  // host b's port address
+  const auto host = fabric_host_of(f, ah.grh.dgid);
+  ASSERT_EQ(host, 1u);
+  const ibv_gid g = token_gid(&f, ah, *host);
+  const ibv_gid b = gid_of_host(f, 1);
+  EXPECT_EQ(std::memcmp(g.raw, b.raw, 16), 0);
+  EXPECT_NE(std::memcmp(g.raw, ah.grh.dgid.raw, 16), 0);  // the canonical GID is not the port
+  const ibv_gid raw = token_gid(nullptr, ah, 0);
+  EXPECT_EQ(std::memcmp(raw.raw, ah.grh.dgid.raw, 16), 0);
+}
+
 TEST(GidOfHost, InterfaceIdCarriesTheWholeHostId) {
   srv6::FabricConfig c;
   c.hosts = 70000;  // host ids past 16 bits

@@ -170,6 +170,15 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
+    for (const std::string& b : baselines) {
+      if (b != "tcp") {
+        std::fprintf(stderr,
+                     "mrc-perf: --baseline %s: with --pattern only the tcp baseline runs (an "
+                     "iperf3 per flow)\n",
+                     b.c_str());
+        return 2;
+      }
+    }
     o.pattern = perf::PatternOptions{*p, hosts, seed};
     if (size_opt->count() == 0) size = "256K";
     if (outstanding_opt->count() == 0) o.outstanding = 4;
@@ -353,7 +362,7 @@ int main(int argc, char** argv) {
         const perf::HostsSummary& b = res->baseline_hosts[i];
         std::printf("\n%s: %s", res->series.at(i + 1).name.c_str(),
                     perf::format_hosts(b, res->summaries.at(i + 1).healthy_gbps).c_str());
-        if (b.total_gbps > 0)
+        if (b.total_gbps > 0 && res->summaries.at(i + 1).healthy_gbps > 0)
           std::printf("mrc / %s: %.2f (total), %.2f (healthy)\n",
                       res->series.at(i + 1).name.c_str(), res->hosts->total_gbps / b.total_gbps,
                       res->summaries.at(0).healthy_gbps / res->summaries.at(i + 1).healthy_gbps);

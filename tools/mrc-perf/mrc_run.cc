@@ -411,7 +411,13 @@ void Runner::post(Stream& s) {
 void Runner::drain_events(int side) {
   side_[side].drv->with_engine([&](Engine& e) {
     while (auto ev = e.poll_event()) {
-      if (ev->type != EventType::kEvState) continue;
+      if (ev->type == EventType::kCqOverflow) {
+        fail("host " + std::to_string(side) + ": CQ overflow on QP " + std::to_string(ev->qpn) +
+             ": a completion was lost");
+        continue;
+      }
+      // EV state changes of the hosts that send data only (a sink's EVs carry ACKs).
+      if (ev->type != EventType::kEvState || !side_[side].initiates) continue;
       if (res_.path_events.size() >= kMaxPathEvents) {
         ++res_.path_events_dropped;
         continue;
@@ -496,8 +502,7 @@ Result<MrcRunResult, std::string> Runner::run() {
   while (Clock::now() < at(spec_.duration_s) && !cancelled()) {
     for (Side& sd : side_) poll(sd);
     for (Stream& s : streams_) post(s);
-    for (size_t h = 0; h < side_.size(); ++h)
-      if (side_[h].initiates) drain_events(static_cast<int>(h));
+    for (size_t h = 0; h < side_.size(); ++h) drain_events(static_cast<int>(h));
     const double t = now_s();
     if (t >= next) {
       second_bytes += sample(t);

@@ -177,7 +177,7 @@ Result<BaselineResult, std::string> run_tcp_pattern(const FabricHandle& fab,
   out.mean_gbps = per_host->total_gbps;
   out.detail = std::to_string(results.size()) +
                " iperf3 flows at once, one per flow of the pattern, each on plane 0 (its ports "
-               "are half of the ideal's)";
+               "are one plane's share of the ideal's)";
   return out;
 }
 

@@ -373,6 +373,10 @@ std::optional<uint32_t> fabric_host_of(const srv6::Fabric& f, const ibv_gid& gid
   return std::nullopt;
 }
 
+ibv_gid token_gid(const srv6::Fabric* f, const ibv_ah_attr& ah, uint32_t host) {
+  return f ? gid_of_host(*f, host) : ah.grh.dgid;
+}
+
 Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah, uint32_t* host) {
   const io::UdpConfig& u = dev->cfg.udp;
   const bool fabric = u.path_mode == io::PathMode::kSrv6 && u.fabric;

@@ -32,6 +32,11 @@ ibv_gid gid_of_host(const srv6::Fabric& f, uint32_t host);
 /// The fabric host a GID names: one whose gid_of_host or one of whose port addresses (any
 /// plane) it is, all 16 bytes compared; nullopt if none.
 std::optional<uint32_t> fabric_host_of(const srv6::Fabric& f, const ibv_gid& gid);
+/// The peer's GID that a QP's tokens are built from (token()): in a fabric (f non-null) the
+/// host's canonical gid_of_host, whichever of its names the address vector gave (its GID, a
+/// port address of any plane, a LID), since the peer builds its side from its own
+/// gid_of_host; outside a fabric the address vector's GID as given.
+ibv_gid token_gid(const srv6::Fabric* f, const ibv_ah_attr& ah, uint32_t host);
 /// Queues `cq` on its channel and wakes the channel's fd. Under dev->mu.
 void notify(Cq* cq);
 

@@ -402,9 +402,8 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
     q->peer_host = host;
     e.peer = *peer;
     e.dest_qpn = a->dest_qp_num;
-    // Without a GRH the peer's GID is its fabric address: the same bytes the peer uses.
-    ibv_gid remote = a->ah_attr.grh.dgid;
-    if (!a->ah_attr.is_global) remote = gid_of_host(*dev->cfg.udp.fabric, host);
+    const bool fabric = dev->cfg.udp.path_mode == io::PathMode::kSrv6 && dev->cfg.udp.fabric;
+    const ibv_gid remote = token_gid(fabric ? dev->cfg.udp.fabric.get() : nullptr, a->ah_attr, host);
     e.remote_token = token(dev->gid, qp->qp_num, remote, a->dest_qp_num);
     e.local_token = token(remote, a->dest_qp_num, dev->gid, qp->qp_num);
     e.rq_psn = e.local_token >> 8;
