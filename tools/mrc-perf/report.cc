@@ -85,10 +85,11 @@ Summary summarize(const Series& s, double warmup_s) {
       ph.fault = faults[p - 1].fault;
       ph.at_50ms_gbps =
           ph.start_s + 0.1 <= ph.end_s ? mean_in(v, ph.start_s + 0.05, ph.start_s + 0.1) : 0;
-      // Repairs (up, unblackhole, unflap, untrim, loss ... 0) have nothing to detect.
+      // Repairs (up, unblackhole, unflap, untrim; loss, degrade, delay, corrupt, reorder ...
+      // 0 [up|down]) have nothing to detect.
       const std::string& f = ph.fault;
-      const bool repair = f.rfind("up ", 0) == 0 || f.rfind("un", 0) == 0 ||
-                          (f.rfind("loss ", 0) == 0 && f.size() >= 2 && f.ends_with(" 0"));
+      const bool repair = f.rfind("up ", 0) == 0 || f.rfind("un", 0) == 0 || f.ends_with(" 0") ||
+                          f.ends_with(" 0 up") || f.ends_with(" 0 down");
       for (const PathEvent& e : s.path_events) {
         if (repair) break;
         if (e.t_s >= ph.start_s && e.t_s < ph.end_s && e.to != "GOOD") {
