@@ -200,11 +200,15 @@ Status<std::string> write_png(const std::string& png_path, const std::string& cs
        << " every ::1 with lines lw 1.5 title '" << series[i].name << "'";
   }
   gp << "\n";
+  return run_gnuplot(png_path, gp.str());
+}
+
+Status<std::string> run_gnuplot(const std::string& png_path, const std::string& text) {
   const std::string script = png_path + ".gp";
   {
     std::ofstream out(script);
     if (!out) return Err(script + ": cannot write");
-    out << gp.str();
+    out << text;
   }
   const pid_t pid = ::fork();
   if (pid < 0) return Err(std::string("gnuplot: fork: ") + std::strerror(errno));
@@ -223,6 +227,23 @@ Status<std::string> write_png(const std::string& png_path, const std::string& cs
         (WIFEXITED(status) && WEXITSTATUS(status) == 127 ? " (gnuplot not installed?)" : ""));
   }
   return {};
+}
+
+double time_back_ms(const Series& s, double healthy_gbps, double repair_s, double share) {
+  const std::vector<Sample>& v = s.intervals;
+  const double goal = share * healthy_gbps;
+  for (size_t a = 0; a < v.size(); ++a) {
+    const double start = v[a].t_s - v[a].dur_s;
+    if (start < repair_s - 1e-6) continue;
+    double bits = 0, secs = 0;
+    for (size_t b = a; b < v.size() && secs < 0.1 - 1e-6; ++b) {
+      bits += v[b].gbps * v[b].dur_s;
+      secs += v[b].dur_s;
+    }
+    if (secs < 0.1 - 1e-6) return -1;  // the series ends within 100 ms
+    if (bits / secs >= goal) return (start - repair_s) * 1e3;
+  }
+  return -1;
 }
 
 }  // namespace mrc::perf
