@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -713,6 +714,43 @@ TEST(NsFabricOptions, BadPrefixAndMtu_Rejected) {
 
 namespace mrc::nsfabric {
 namespace {
+
+TEST_F(NsFabricTest, Up_TrafficFlowsAtOnceWhileSendingThroughTheRestore) {
+  // Host 0 keeps sending over plane 0 while its T0 comes back. A route restored before the
+  // other end of its cable was up sent the neighbour solicitation into a link without
+  // carrier, and Linux retried it 1 s later (the repaired plane dark for a second).
+  ASSERT_TRUE(fault("down t0 h0 p0").ok());
+  const int out = socks_.at({0, 0}).get(), in = socks_.at({1, 0}).get();
+  drain(in);
+  const sockaddr_in6 sa = socket_address(via_spine(0, 1, 0, 0), kPort);
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {
+    const uint64_t v = 7;
+    while (!stop) {
+      (void)sendto(out, &v, sizeof v, 0, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::this_thread::sleep_for(20ms);
+  const auto t_up = std::chrono::steady_clock::now();
+  const auto up = fault("up t0 h0 p0");
+  const auto t_done = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> first;
+  while (!first && std::chrono::steady_clock::now() < t_up + 3s) {
+    pollfd p{in, POLLIN, 0};
+    if (poll(&p, 1, 10) > 0) first = std::chrono::steady_clock::now();
+  }
+  stop = true;
+  sender.join();
+  ASSERT_TRUE(up.ok()) << up.error();
+  ASSERT_TRUE(first.has_value()) << "nothing arrived within 3 s of up";
+  const auto ms = [](auto d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  EXPECT_LT(ms(*first - t_done), 300)
+      << "first datagram " << ms(*first - t_done) << " ms after up returned (up took "
+      << ms(t_done - t_up) << " ms)";
+}
 
 // ---- gray failures: each measured on the link, then removed ----
 

@@ -386,6 +386,11 @@ std::string directed_key(const std::string& key, Direction d) {
 
 // Sets the given ends up or down, grouped by namespace; with `up`, then re-applies the
 // plans of their namespaces (Linux deleted the routes through them when they went down).
+// Every end goes up before any plan is applied, and then the ends' neighbour entries are
+// flushed: an entry made by traffic while the link was down (or before its other end was up)
+// sits INCOMPLETE, its solicitation lost, and Linux sends the next one only retrans_time_ms
+// (1 s) later: the repaired plane stayed dark for a second after `up` (issue 16). A fresh
+// entry solicits at once.
 Status<std::string> set_ends(const Layout& l, const std::vector<End>& ends, bool up) {
   std::map<std::string, std::pair<Node, std::vector<std::string>>> by_ns;
   for (const End& e : ends) {
@@ -394,15 +399,38 @@ Status<std::string> set_ends(const Layout& l, const std::vector<End>& ends, bool
     slot.second.push_back(e.ifname);
   }
   for (const auto& [ns, entry] : by_ns) {
-    const auto& [node, ifs] = entry;
+    const auto& ifs = entry.second;
     auto s = io::in_netns(ns, [&]() -> Status<std::string> {
       for (const std::string& i : ifs) {
         if (auto r = srv6::set_link_up(i, up); !r) return r;
       }
-      if (up) return srv6::apply(l.plan(node));
       return {};
     });
     if (!s) return Err(ns + ": " + s.error());
+  }
+  if (!up) return {};
+  for (const auto& [ns, entry] : by_ns) {
+    const Node& node = entry.first;
+    auto s = io::in_netns(ns, [&]() -> Status<std::string> { return srv6::apply(l.plan(node)); });
+    if (!s) return Err(ns + ": " + s.error());
+  }
+  // Addresses kept over the down (keep_addr_on_down) come back tentative until the kernel
+  // redoes DAD (instant with accept_dad=0, but asynchronous): wait for that, then flush.
+  for (int tries = 0; tries < 100; ++tries) {  // up to ~1 s
+    bool tentative = false;
+    for (const auto& [ns, entry] : by_ns) {
+      for (const std::string& i : entry.second) {
+        auto r = run_command({"ip", "-n", ns, "-6", "-o", "addr", "show", "dev", i, "tentative"});
+        tentative = tentative || (r && !r->empty());
+      }
+    }
+    if (!tentative) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (const auto& [ns, entry] : by_ns) {
+    std::string flush;
+    for (const std::string& i : entry.second) flush += "neigh flush dev " + i + "\n";
+    if (auto r = run_command({"ip", "-n", ns, "-batch", "-"}, flush); !r) return Err(r.error());
   }
   return {};
 }
