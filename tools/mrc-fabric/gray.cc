@@ -25,14 +25,6 @@ struct Skeleton {
   void operator()(gray_bpf* s) const { gray_bpf__destroy(s); }
 };
 
-bpf_tc_opts filter_opts() {
-  bpf_tc_opts opts{};
-  opts.sz = sizeof opts;
-  opts.handle = kTcHandle;
-  opts.priority = kTcPriority;
-  return opts;
-}
-
 Status<std::string> check_config(const GrayConfig& cfg) {
   if (cfg.hold_per10k > 10000 || cfg.corrupt_per10k > 10000)
     return Err{std::string("bad gray config: shares are 0..10000 (1/10000)")};
@@ -58,14 +50,7 @@ Status<std::string> load_and_attach(int ifindex, const GrayConfig& cfg) {
     const std::string tail = tc_bpf::log_tail(log.data());
     return Err{tc_bpf::fail("bpf load", err).error + (tail.empty() ? "" : "\n" + tail)};
   }
-  bpf_tc_hook hook = tc_bpf::egress_hook(ifindex);
-  if (const int err = bpf_tc_hook_create(&hook); err != 0 && err != -EEXIST)
-    return tc_bpf::fail("tc clsact qdisc", err);
-  bpf_tc_opts opts = filter_opts();
-  opts.prog_fd = bpf_program__fd(skel->progs.mrc_gray);
-  opts.flags = BPF_TC_F_REPLACE;
-  if (const int err = bpf_tc_attach(&hook, &opts); err != 0) return tc_bpf::fail("tc attach", err);
-  return {};  // closing our fds leaves the program to the filter
+  return tc_bpf::attach_egress(ifindex, kFilter, bpf_program__fd(skel->progs.mrc_gray));
 }
 
 }  // namespace
@@ -78,14 +63,8 @@ Status<std::string> attach_gray(const std::string& netns, const std::string& ifn
 }
 
 Status<std::string> detach_gray(const std::string& netns, const std::string& ifname) {
-  return tc_bpf::in_port_netns(netns, ifname, [](int ifindex) -> Status<std::string> {
-    bpf_tc_hook hook = tc_bpf::egress_hook(ifindex);
-    bpf_tc_opts opts = filter_opts();
-    const int err = bpf_tc_detach(&hook, &opts);
-    if (err == -ENOENT || err == -EINVAL) return Err{std::string(kFilter.not_attached)};
-    if (err != 0) return tc_bpf::fail("tc detach", err);
-    return {};
-  });
+  return tc_bpf::in_port_netns(netns, ifname,
+                               [](int ifindex) { return tc_bpf::detach_egress(ifindex, kFilter); });
 }
 
 Result<GrayCounters, std::string> gray_counters(const std::string& netns,

@@ -66,12 +66,41 @@ bpf_tc_hook egress_hook(int ifindex) {
   return hook;
 }
 
-Status<std::string> read_egress_map(int ifindex, const EgressFilter& f, void* out, size_t size) {
-  bpf_tc_hook hook = egress_hook(ifindex);
+namespace {
+
+bpf_tc_opts filter_opts(const EgressFilter& f) {
   bpf_tc_opts opts{};
   opts.sz = sizeof opts;
   opts.handle = f.handle;
   opts.priority = f.priority;
+  return opts;
+}
+
+}  // namespace
+
+Status<std::string> attach_egress(int ifindex, const EgressFilter& f, int prog_fd) {
+  bpf_tc_hook hook = egress_hook(ifindex);
+  if (const int err = bpf_tc_hook_create(&hook); err != 0 && err != -EEXIST)
+    return fail("tc clsact qdisc", err);
+  bpf_tc_opts opts = filter_opts(f);
+  opts.prog_fd = prog_fd;
+  opts.flags = BPF_TC_F_REPLACE;
+  if (const int err = bpf_tc_attach(&hook, &opts); err != 0) return fail("tc attach", err);
+  return {};  // closing the caller's fds leaves the program to the filter
+}
+
+Status<std::string> detach_egress(int ifindex, const EgressFilter& f) {
+  bpf_tc_hook hook = egress_hook(ifindex);
+  bpf_tc_opts opts = filter_opts(f);
+  const int err = bpf_tc_detach(&hook, &opts);
+  if (err == -ENOENT || err == -EINVAL) return Err{std::string(f.not_attached)};
+  if (err != 0) return fail("tc detach", err);
+  return {};
+}
+
+Status<std::string> read_egress_map(int ifindex, const EgressFilter& f, void* out, size_t size) {
+  bpf_tc_hook hook = egress_hook(ifindex);
+  bpf_tc_opts opts = filter_opts(f);
   if (const int err = bpf_tc_query(&hook, &opts); err != 0) {
     if (err == -ENOENT || err == -EINVAL) return Err{std::string(f.not_attached)};
     return fail("tc query", err);

@@ -38,6 +38,12 @@ struct EgressFilter {
   const char* not_attached = "";  // the error when no filter sits there
 };
 
+// Attaches program prog_fd as filter f (handle, priority) on the interface's clsact egress,
+// creating the qdisc if needed and replacing a filter already there.
+Status<std::string> attach_egress(int ifindex, const EgressFilter& f, int prog_fd);
+// Removes filter f; Err(f.not_attached) when there is none.
+Status<std::string> detach_egress(int ifindex, const EgressFilter& f);
+
 // Reads entry 0 of the map `f.map_name` of the program attached as `f` (checked to be
 // f.prog_name) into out[0..size).
 Status<std::string> read_egress_map(int ifindex, const EgressFilter& f, void* out, size_t size);

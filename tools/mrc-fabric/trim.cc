@@ -28,7 +28,6 @@
 namespace mrc::nsfabric {
 namespace {
 
-using tc_bpf::egress_hook;
 using tc_bpf::fail;
 using tc_bpf::in_port_netns;
 using tc_bpf::log_tail;
@@ -40,6 +39,8 @@ constexpr uint32_t kTcPriority = 2;     // after the gray program (gray.cc) on t
 constexpr const char* kProgName = "mrc_trim";
 constexpr const char* kCountersMap = "trim_counters";
 constexpr const char* kNotAttached = "no trim program attached";
+constexpr tc_bpf::EgressFilter kFilter = {kTcHandle, kTcPriority, kProgName, kCountersMap,
+                                          kNotAttached};
 
 struct Skeleton {
   void operator()(trim_bpf* s) const { trim_bpf__destroy(s); }
@@ -54,14 +55,6 @@ Status<std::string> check_config(const TrimConfig& cfg) {
                ") must not exceed trim_bytes (" + std::to_string(cfg.trim_bytes) + ")"};
   if (cfg.udp_port == 0) return Err{std::string("bad trim config: udp_port must not be 0")};
   return {};
-}
-
-bpf_tc_opts filter_opts() {
-  bpf_tc_opts opts{};
-  opts.sz = sizeof opts;
-  opts.handle = kTcHandle;
-  opts.priority = kTcPriority;
-  return opts;
 }
 
 Status<std::string> load_and_attach(int ifindex, const TrimConfig& cfg) {
@@ -85,14 +78,7 @@ Status<std::string> load_and_attach(int ifindex, const TrimConfig& cfg) {
     return Err{fail("bpf load", err).error + (tail.empty() ? "" : "\n" + tail)};
   }
 
-  bpf_tc_hook hook = egress_hook(ifindex);
-  if (const int err = bpf_tc_hook_create(&hook); err != 0 && err != -EEXIST)
-    return fail("tc clsact qdisc", err);
-  bpf_tc_opts opts = filter_opts();
-  opts.prog_fd = bpf_program__fd(skel->progs.mrc_trim);
-  opts.flags = BPF_TC_F_REPLACE;
-  if (const int err = bpf_tc_attach(&hook, &opts); err != 0) return fail("tc attach", err);
-  return {};  // closing our fds leaves the program to the filter
+  return tc_bpf::attach_egress(ifindex, kFilter, bpf_program__fd(skel->progs.mrc_trim));
 }
 
 Result<TrimCounters, std::string> read_counters(int ifindex) {
@@ -112,14 +98,8 @@ Status<std::string> attach_trim(const std::string& netns, const std::string& ifn
 }
 
 Status<std::string> detach_trim(const std::string& netns, const std::string& ifname) {
-  return in_port_netns(netns, ifname, [](int ifindex) -> Status<std::string> {
-    bpf_tc_hook hook = egress_hook(ifindex);
-    bpf_tc_opts opts = filter_opts();
-    const int err = bpf_tc_detach(&hook, &opts);
-    if (err == -ENOENT || err == -EINVAL) return Err{std::string(kNotAttached)};
-    if (err != 0) return fail("tc detach", err);
-    return {};
-  });
+  return in_port_netns(netns, ifname,
+                       [](int ifindex) { return tc_bpf::detach_egress(ifindex, kFilter); });
 }
 
 Result<TrimCounters, std::string> trim_counters(const std::string& netns,
