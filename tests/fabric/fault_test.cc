@@ -60,10 +60,8 @@ TEST(FaultParse, Errors_NameTheBadWord) {
   EXPECT_EQ(parse_error("down t0 p0 t0 now"), "unexpected 'now' after 'down t0 p0 t0'");
   EXPECT_EQ(parse_error("explode t0 p0 t0"),
             "unknown fault 'explode' (expected down, up, blackhole, unblackhole, loss, flap, "
-            "unflap, trim or untrim)");
+            "unflap, degrade, delay, corrupt, reorder, trim or untrim)");
   EXPECT_NE(parse_error("").find("empty fault"), std::string::npos);
-  EXPECT_EQ(parse_error("blackhole link p0 t0 s0"),
-            "blackhole needs a switch (t0 ... or t1 ...), got link p0 t0 s0");
   EXPECT_EQ(parse_error("loss t1 p0 s0 5"),
             "loss needs a link (link p<P> t<T> s<S> or link h<H> p<P>), got t1 p0 s0");
   EXPECT_EQ(parse_error("loss link h0 p0 101"),
@@ -94,6 +92,79 @@ TEST(FaultParse, Trim_RoundTripAndErrors) {
   EXPECT_EQ(parse_error("trim link h0 p0 2 8 9"),
             "expected ecn_kb (KiB <= trim_kb) after trim_kb, got '9'");
   EXPECT_EQ(parse_error("untrim link h0 p0 2"), "unexpected '2' after 'untrim link h0 p0'");
+}
+
+TEST(FaultParse, GrayFaults_ArgumentsAndRoundTrip) {
+  ElementFault d = parse_ok("degrade link h0 p1 0.25");
+  EXPECT_EQ(d.action, Action::kDegrade);
+  EXPECT_DOUBLE_EQ(d.gbps, 0.25);
+  EXPECT_EQ(parse_ok("delay link p0 t0 s1 500").us, 500u);
+  EXPECT_DOUBLE_EQ(parse_ok("corrupt link h1 p0 0.5%").loss_pct, 0.5);
+  ElementFault r = parse_ok("reorder link h1 p0 10");
+  EXPECT_DOUBLE_EQ(r.loss_pct, 10);
+  EXPECT_EQ(r.us, kDefaultReorderUs);
+  EXPECT_EQ(parse_ok("reorder link h1 p0 10 50").us, 50u);
+  ElementFault l = parse_ok("loss link h1 p0 5 down");
+  EXPECT_EQ(l.dir, Direction::kDown);
+  EXPECT_EQ(parse_ok("loss link h1 p0 5").dir, Direction::kBoth);
+  ElementFault b = parse_ok("blackhole link p1 t0 s0 up");
+  EXPECT_EQ(b.action, Action::kBlackhole);
+  EXPECT_EQ(b.dir, Direction::kUp);
+  EXPECT_EQ(parse_ok("blackhole link p1 t0 s0").dir, Direction::kBoth);
+  for (const char* text :
+       {"degrade link h0 p1 0.25", "degrade link h0 p1 0", "delay link p0 t0 s1 500",
+        "delay link p0 t0 s1 0", "corrupt link h1 p0 0.5", "corrupt link h1 p0 0",
+        "reorder link h1 p0 10 200", "reorder link h1 p0 0", "loss link h1 p0 5 down",
+        "loss link p0 t1 s0 0 up", "blackhole link p1 t0 s0 up", "unblackhole link h0 p0 down",
+        "blackhole link h0 p0"}) {
+    auto f = parse_fault(text);
+    ASSERT_TRUE(f.ok()) << text << ": " << f.error();
+    EXPECT_EQ(to_string(*f), text);
+  }
+}
+
+TEST(FaultParse, GrayFaults_ErrorsNameTheBadWord) {
+  EXPECT_EQ(parse_error("degrade t1 p0 s0 1"),
+            "degrade needs a link (link p<P> t<T> s<S> or link h<H> p<P>), got t1 p0 s0");
+  EXPECT_EQ(parse_error("degrade link h0 p0 fast"),
+            "expected the degraded rate in Gbit/s (0 restores) after degrade link h0 p0, got "
+            "'fast'");
+  EXPECT_EQ(parse_error("degrade link h0 p0 -1"),
+            "expected the degraded rate in Gbit/s (0 restores) after degrade link h0 p0, got '-1'");
+  EXPECT_EQ(parse_error("delay link h0 p0"),
+            "expected the added delay in us (0..1000000, 0 removes) after delay link h0 p0, got "
+            "end of input");
+  EXPECT_EQ(parse_error("delay link h0 p0 2000000"),
+            "expected the added delay in us (0..1000000, 0 removes) after delay link h0 p0, got "
+            "'2000000'");
+  EXPECT_EQ(parse_error("corrupt link h0 p0 150"),
+            "expected a percentage 0..100 after corrupt link h0 p0, got '150'");
+  EXPECT_EQ(parse_error("reorder link h0 p0 5 0"),
+            "expected the hold time in us (1..1000000) after reorder link h0 p0 5, got '0'");
+  EXPECT_EQ(parse_error("loss link h0 p0 5 sideways"),
+            "expected up or down (the direction) after loss link h0 p0 5, got 'sideways'");
+  EXPECT_EQ(parse_error("blackhole link h0 p0 left"),
+            "expected up or down (the direction) after blackhole link h0 p0, got 'left'");
+  EXPECT_EQ(parse_error("blackhole t1 p0 s0 up"), "unexpected 'up' after 'blackhole t1 p0 s0'");
+  EXPECT_EQ(parse_error("delay link h0 p0 5 up"), "unexpected 'up' after 'delay link h0 p0 5'");
+}
+
+TEST(Repairs, GrayFaults_EachUndoneOnItsOwn) {
+  std::vector<Fault> schedule;
+  for (const char* text :
+       {"loss link h0 p1 5 up", "loss link h0 p1 3 down", "loss link h0 p1 0 down",
+        "blackhole link p0 t0 s1 down", "degrade link h1 p0 0.5", "delay link h1 p0 300",
+        "corrupt link h1 p0 1", "reorder link h1 p0 5 100", "down link h1 p0"}) {
+    auto f = parse_fault(text);
+    ASSERT_TRUE(f.ok()) << f.error();
+    schedule.push_back(*f);
+  }
+  std::vector<std::string> got;
+  for (const Fault& f : repairs(schedule)) got.push_back(to_string(f));
+  EXPECT_EQ(got, (std::vector<std::string>{"loss link h0 p1 0 up", "unblackhole link p0 t0 s1 down",
+                                           "degrade link h1 p0 0", "delay link h1 p0 0",
+                                           "corrupt link h1 p0 0", "reorder link h1 p0 0",
+                                           "up link h1 p0"}));
 }
 
 TEST(Repairs, LastActionPerTargetReversed) {

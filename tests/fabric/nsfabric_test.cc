@@ -6,10 +6,13 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +25,7 @@
 
 #include "command.h"
 #include "common/fd.h"
+#include "gray.h"
 #include "io/config.h"
 #include "srv6/netlink.h"
 
@@ -182,6 +186,127 @@ class NsFabricTest : public ::testing::Test {
     const std::string st = nf_->status();
     if (!std::regex_search(st, m, std::regex("pid ([0-9]+)"))) return std::nullopt;
     return std::stoi(m[1]);
+  }
+
+  // ---- measurements for the gray faults, on host 0 -> host 1 (or back) over one plane ----
+
+  // A datagram of the measurements: send time (steady clock, shared by every namespace),
+  // sequence number, then a fixed pattern.
+  struct Probe {
+    int64_t sent_ns = 0;
+    uint32_t seq = 0;
+    uint8_t pattern[500];
+  };
+  static void fill(Probe& p) {
+    for (size_t i = 0; i < sizeof p.pattern; ++i) p.pattern[i] = static_cast<uint8_t>(i * 7);
+  }
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  void drain(int fd) {
+    Probe p;
+    while (recv(fd, &p, sizeof p, 0) > 0) {
+    }
+  }
+
+  // Median one-way delay (ms) of `n` probes from src to dst's port on `plane`, one at a time.
+  double one_way_ms(uint32_t src, uint32_t dst, uint32_t plane, int n = 15) {
+    const int out = socks_.at({src, plane}).get();
+    const int in = socks_.at({dst, plane}).get();
+    drain(in);
+    const sockaddr_in6 sa = socket_address(fabric().host_address(dst, plane), kPort);
+    std::vector<double> ms;
+    for (int i = 0; i < n; ++i) {
+      Probe p;
+      fill(p);
+      p.sent_ns = now_ns();
+      p.seq = static_cast<uint32_t>(i);
+      (void)sendto(out, &p, sizeof p, 0, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
+      pollfd pf{in, POLLIN, 0};
+      if (poll(&pf, 1, 1000) <= 0) continue;
+      Probe r;
+      if (recv(in, &r, sizeof r, 0) == static_cast<ssize_t>(sizeof r) && r.seq == p.seq) {
+        ms.push_back((now_ns() - r.sent_ns) / 1e6);
+      }
+    }
+    if (ms.empty()) return -1;
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  }
+
+  struct Stream {
+    int sent = 0, got = 0, inversions = 0, bad = 0;
+    double gbps = 0;  // received bytes / (last arrival - first arrival)
+  };
+  // Sends `n` probes of `bytes` (>= sizeof(Probe)) from host 0 to host 1 on `plane`, `gap`
+  // apart (none: as fast as the socket takes them), receiving on the same thread, and counts
+  // what arrived, out of order (below the highest sequence seen) and changed (a bit flipped).
+  Stream stream(uint32_t plane, int n, std::chrono::microseconds gap,
+                size_t bytes = sizeof(Probe)) {
+    const int out = socks_.at({0, plane}).get();
+    const int in = socks_.at({1, plane}).get();
+    drain(in);
+    const sockaddr_in6 sa = socket_address(fabric().host_address(1, plane), kPort);
+    std::vector<uint8_t> buf(bytes), rbuf(bytes);
+    Probe ref;
+    fill(ref);
+    Stream st;
+    std::vector<int64_t> sent_ns(static_cast<size_t>(n));
+    int64_t first = 0, last = 0, max_seq = -1;
+    uint64_t rx_bytes = 0;
+    const auto take = [&] {
+      for (;;) {
+        const ssize_t k = recv(in, rbuf.data(), rbuf.size(), 0);
+        if (k <= 0) return;
+        const int64_t t = now_ns();
+        if (st.got++ == 0) first = t;
+        last = t;
+        rx_bytes += static_cast<uint64_t>(k);
+        Probe r;
+        std::memcpy(&r, rbuf.data(), sizeof r);
+        if (r.seq >= sent_ns.size() || r.sent_ns != sent_ns[r.seq] ||
+            std::memcmp(r.pattern, ref.pattern, sizeof r.pattern) != 0) {
+          ++st.bad;  // a bit flipped anywhere in it
+          continue;
+        }
+        if (static_cast<int64_t>(r.seq) < max_seq) ++st.inversions;
+        max_seq = std::max<int64_t>(max_seq, r.seq);
+      }
+    };
+    for (int i = 0; i < n; ++i) {
+      Probe p = ref;
+      p.seq = static_cast<uint32_t>(i);
+      p.sent_ns = sent_ns[static_cast<size_t>(i)] = now_ns();
+      std::memcpy(buf.data(), &p, sizeof p);
+      if (sendto(out, buf.data(), buf.size(), 0, reinterpret_cast<const sockaddr*>(&sa),
+                 sizeof sa) > 0) {
+        ++st.sent;
+      }
+      take();
+      if (gap.count() > 0) {
+        const int64_t until = now_ns() + gap.count() * 1000;
+        while (now_ns() < until) take();
+      }
+    }
+    const int64_t end = now_ns() + 500'000'000;  // what is held or queued arrives
+    while (st.got < st.sent && now_ns() < end) {
+      pollfd pf{in, POLLIN, 0};
+      poll(&pf, 1, 10);
+      take();
+    }
+    if (last > first) st.gbps = rx_bytes * 8.0 / static_cast<double>(last - first);
+    return st;
+  }
+
+  // The T0 port (namespace, interface) of host h's link on `plane`.
+  std::pair<std::string, std::string> t0_port(uint32_t h, uint32_t plane) const {
+    const SwitchId t0{Tier::kT0, plane, fabric().t0_of(h)};
+    for (const srv6::Port& p : fabric().ports(t0)) {
+      if (p.to_host && p.peer == h) return {nf_->switch_netns(t0), p.ifname};
+    }
+    return {};
   }
 
   std::string prefix_;
@@ -582,6 +707,156 @@ TEST(NsFabricOptions, BadPrefixAndMtu_Rejected) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(), "mtu: must be 1280..65535, got 100");
   EXPECT_FALSE(NsFabric::down("../etc").ok());
+}
+
+}  // namespace
+}  // namespace mrc::nsfabric
+
+namespace mrc::nsfabric {
+namespace {
+
+TEST_F(NsFabricTest, Up_TrafficFlowsAtOnceWhileSendingThroughTheRestore) {
+  // Host 0 keeps sending over plane 0 while its T0 comes back. A route restored before the
+  // other end of its cable was up sent the neighbour solicitation into a link without
+  // carrier, and Linux retried it 1 s later (the repaired plane dark for a second).
+  ASSERT_TRUE(fault("down t0 h0 p0").ok());
+  const int out = socks_.at({0, 0}).get(), in = socks_.at({1, 0}).get();
+  drain(in);
+  const sockaddr_in6 sa = socket_address(via_spine(0, 1, 0, 0), kPort);
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {
+    const uint64_t v = 7;
+    while (!stop) {
+      (void)sendto(out, &v, sizeof v, 0, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::this_thread::sleep_for(20ms);
+  const auto t_up = std::chrono::steady_clock::now();
+  const auto up = fault("up t0 h0 p0");
+  const auto t_done = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> first;
+  while (!first && std::chrono::steady_clock::now() < t_up + 3s) {
+    pollfd p{in, POLLIN, 0};
+    if (poll(&p, 1, 10) > 0) first = std::chrono::steady_clock::now();
+  }
+  stop = true;
+  sender.join();
+  ASSERT_TRUE(up.ok()) << up.error();
+  ASSERT_TRUE(first.has_value()) << "nothing arrived within 3 s of up";
+  const auto ms = [](auto d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  EXPECT_LT(ms(*first - t_done), 300)
+      << "first datagram " << ms(*first - t_done) << " ms after up returned (up took "
+      << ms(t_done - t_up) << " ms)";
+}
+
+// ---- gray failures: each measured on the link, then removed ----
+
+TEST_F(NsFabricTest, Delay_OneWayDelayGrowsByIt_ZeroRemoves) {
+  const double before = one_way_ms(0, 1, 0);
+  ASSERT_GE(before, 0) << "no probe came back";
+  ASSERT_TRUE(fault("delay link h1 p0 5000").ok());
+  const double there = one_way_ms(0, 1, 0), back = one_way_ms(1, 0, 0);
+  EXPECT_GE(there, 5.0) << "h0 -> h1 over the delayed link";
+  EXPECT_GE(back, 5.0) << "h1 -> h0 over the delayed link";
+  EXPECT_LT(there, before + 5.0 + 50) << "held far longer than the delay";
+  EXPECT_LT(one_way_ms(0, 1, 1), 5.0) << "plane 1 is not delayed";
+  EXPECT_NE(nf_->status().find("delay link h1 p0 5000"), std::string::npos);
+  const auto [ns, port] = t0_port(1, 0);
+  auto c = gray_counters(ns, port);
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_GE(c->held, 10u) << "the probes h0 -> h1 leave this port";
+  EXPECT_EQ(c->returned, c->held);
+  ASSERT_TRUE(fault("delay link h1 p0 0").ok());
+  EXPECT_LT(one_way_ms(0, 1, 0), 5.0);
+  EXPECT_FALSE(gray_counters(ns, port).ok()) << "the program stayed attached";
+}
+
+TEST_F(NsFabricTest, Degrade_RateFallsToIt_ZeroRestoresThePortRate) {
+  ASSERT_TRUE(fault("degrade link h1 p0 0.1").ok());
+  const Stream d = stream(0, 1500, std::chrono::microseconds(0), 8000);
+  EXPECT_GT(d.got, 100);
+  EXPECT_LT(d.gbps, 0.1 * 1.2) << "faster than the degraded rate";
+  EXPECT_GT(d.gbps, 0.1 * 0.5) << "far below the degraded rate";
+  EXPECT_NE(nf_->status().find("degrade link h1 p0 0.1"), std::string::npos);
+  ASSERT_TRUE(fault("degrade link h1 p0 0").ok());
+  const Stream r = stream(0, 1500, std::chrono::microseconds(0), 8000);
+  EXPECT_GT(r.gbps, 0.3) << "the port rate (10 Gbit/s) did not come back";
+}
+
+TEST_F(NsFabricTest, Corrupt_ZeroChecksumFlippedChecksummedDropped_Counted) {
+  ASSERT_TRUE(fault("corrupt link h1 p0 20").ok());
+  const auto [ns, port] = t0_port(1, 0);
+  // UDP with checksums: the chosen ones are dropped, none arrives changed.
+  const Stream sum = stream(0, 300, std::chrono::microseconds(100));
+  EXPECT_EQ(sum.bad, 0);
+  EXPECT_GT(sum.sent - sum.got, 300 / 20) << "about 20% should be lost";
+  EXPECT_LT(sum.sent - sum.got, 300 * 2 / 5);
+  auto c = gray_counters(ns, port);
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->dropped, static_cast<uint64_t>(sum.sent - sum.got));
+  EXPECT_EQ(c->corrupted, 0u);
+  // Zero UDP checksums (as MRC sends with --trim): every one arrives, some changed.
+  const int one = 1;
+  ASSERT_EQ(setsockopt(socks_.at({0, 0}).get(), IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof one),
+            0);
+  ASSERT_EQ(setsockopt(socks_.at({1, 0}).get(), IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one),
+            0);
+  const Stream zero = stream(0, 300, std::chrono::microseconds(100));
+  EXPECT_EQ(zero.got, zero.sent);
+  EXPECT_GT(zero.bad, 300 / 20);
+  EXPECT_LT(zero.bad, 300 * 2 / 5);
+  c = gray_counters(ns, port);
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->corrupted, static_cast<uint64_t>(zero.bad));
+  ASSERT_TRUE(fault("corrupt link h1 p0 0").ok());
+  const Stream after = stream(0, 100, std::chrono::microseconds(100));
+  EXPECT_EQ(after.got, after.sent);
+  EXPECT_EQ(after.bad, 0);
+}
+
+TEST_F(NsFabricTest, Reorder_SomeOvertakenNoneLost_ZeroRemoves) {
+  ASSERT_TRUE(fault("reorder link h1 p0 30 3000").ok());
+  const Stream r = stream(0, 200, std::chrono::microseconds(100));
+  EXPECT_EQ(r.got, r.sent) << "reordering lost packets";
+  EXPECT_GT(r.inversions, 200 / 10) << "about 30% should arrive after later ones";
+  EXPECT_EQ(r.bad, 0);
+  const auto [ns, port] = t0_port(1, 0);
+  auto c = gray_counters(ns, port);
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_GT(c->held, 200u / 10);
+  EXPECT_LT(c->held, 200u * 6 / 10);
+  ASSERT_TRUE(fault("reorder link h1 p0 0").ok());
+  const Stream after = stream(0, 200, std::chrono::microseconds(100));
+  EXPECT_EQ(after.got, after.sent);
+  EXPECT_EQ(after.inversions, 0);
+}
+
+TEST_F(NsFabricTest, OneWay_LossAndBlackholeOnlyThatDirection) {
+  // Host link, up (host 1 -> its T0): host 1's packets lost, and its sends do not fail.
+  ASSERT_TRUE(fault("loss link h1 p0 100 up").ok());
+  EXPECT_TRUE(fails(1, 0, fabric().host_address(0, 0), 0));
+  EXPECT_TRUE(works(0, 0, via_spine(0, 1, 0, 0), 1));
+  const sockaddr_in6 sa = socket_address(fabric().host_address(0, 0), kPort);
+  const uint64_t v = 0;
+  EXPECT_EQ(sendto(socks_.at({1, 0}).get(), &v, sizeof v, 0, reinterpret_cast<const sockaddr*>(&sa),
+                   sizeof sa),
+            static_cast<ssize_t>(sizeof v))
+      << "a link loss must be silent: " << std::strerror(errno);
+  EXPECT_NE(nf_->status().find("loss link h1 p0 100 up"), std::string::npos);
+  ASSERT_TRUE(fault("loss link h1 p0 0 up").ok());
+  EXPECT_TRUE(works(1, 0, fabric().host_address(0, 0), 0));
+
+  // Uplink of host 1's T0 to spine 0, down (spine -> T0): only what comes down it is lost.
+  const std::string link = "link p0 t" + std::to_string(fabric().t0_of(1)) + " s0";
+  ASSERT_TRUE(fault("blackhole " + link + " down").ok());
+  EXPECT_TRUE(fails(0, 0, via_spine(0, 1, 0, 0), 1));
+  EXPECT_TRUE(works(1, 0, via_spine(1, 0, 0, 0), 0));
+  EXPECT_TRUE(works(0, 0, via_spine(0, 1, 0, 1), 1));
+  ASSERT_TRUE(fault("unblackhole " + link + " down").ok());
+  expect_all_work({0});
 }
 
 }  // namespace

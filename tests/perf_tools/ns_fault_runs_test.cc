@@ -13,6 +13,7 @@
 #include "io/netns.h"
 #include "ns_handle.h"
 #include "ns_test_fabric.h"
+#include "report.h"
 
 namespace mrc::perf {
 namespace {
@@ -64,6 +65,14 @@ class NsFaultRuns : public NsFabricSuite<NsFaultRuns> {
       if (bad) bad_during[ev] = true;
     return bad_during.size();
   }
+
+  // Goodput while the fault lasted (0.6 s to 1.6 s) as a share of healthy.
+  static double during_share(const SessionResult& s) {
+    if (s.series.empty()) return 0;
+    const Summary sum = summarize(s.series.at(0));
+    if (sum.phases.size() < 2 || sum.healthy_gbps <= 0) return 0;
+    return sum.phases[1].mean_gbps / sum.healthy_gbps;
+  }
 };
 
 TEST_F(NsFaultRuns, T0DownAndUp) {
@@ -94,6 +103,56 @@ TEST_F(NsFaultRuns, TrimmingAtTheReceiverPort) {
   auto s = run("trim link h1 p0 0.5 32", "untrim link h1 p0", /*trimming=*/true);
   ASSERT_TRUE(s.mrc.has_value());
   EXPECT_GT(s.mrc->trims_seen, 0u) << "no packet was trimmed";
+}
+
+// Gray failures: the link stays up and the stream must go on, every byte verified. Floors
+// are loose (a loaded CI machine); one plane of two keeps the full rate in each.
+
+TEST_F(NsFaultRuns, DegradedHostLink) {
+  // The receiver's port on plane 0 drops to a tenth of its rate: about 0.55 of healthy.
+  auto s = run("degrade link h1 p0 0.1", "degrade link h1 p0 0");
+  EXPECT_GT(during_share(s), 0.3) << "a degraded plane took down more than its share";
+}
+
+TEST_F(NsFaultRuns, DelayedUplink) {
+  auto s = run("delay link p0 t0 s0 2000", "delay link p0 t0 s0 0");
+  EXPECT_GT(during_share(s), 0.3) << "2 ms more on one path of four stalled the stream";
+}
+
+TEST_F(NsFaultRuns, CorruptedHostLink_CaughtByCrc) {
+  // Zero UDP checksums (trimming mode): the flipped bits reach MRC, whose CRCs drop them.
+  auto s = run("corrupt link h1 p0 1", "corrupt link h1 p0 0", /*trimming=*/true);
+  ASSERT_TRUE(s.mrc.has_value());
+  EXPECT_GT(s.mrc->crc_errors, 0u) << "no corrupted packet was caught";
+  EXPECT_GT(s.mrc->retransmits, 0u) << "corrupted packets were not resent";
+  EXPECT_GT(during_share(s), 0.3);
+}
+
+TEST_F(NsFaultRuns, ReorderedHostLink) {
+  auto s = run("reorder link h1 p0 10 500", "reorder link h1 p0 0");
+  EXPECT_GT(during_share(s), 0.3) << "reordering is not loss, but the stream slowed as if";
+}
+
+TEST_F(NsFaultRuns, LostAcksOnly) {
+  // Host 1 receives: "up" from it carries only its ACKs on plane 0.
+  auto s = run("loss link h1 p0 10 up", "loss link h1 p0 0 up");
+  EXPECT_GT(during_share(s), 0.3) << "lost ACKs on one plane stalled the stream";
+}
+
+TEST_F(NsFaultRuns, LostDataOnly) {
+  auto s = run("loss link h1 p0 10 down", "loss link h1 p0 0 down");
+  ASSERT_TRUE(s.mrc.has_value());
+  EXPECT_GT(s.mrc->retransmits, 0u) << "10% of plane 0's data lost but nothing was resent";
+  // EVs of plane 0 go bad and come back by turns (measured 0.18-0.45 with 30% under load 11).
+  EXPECT_GT(during_share(s), 0.2);
+}
+
+TEST_F(NsFaultRuns, OneWayBlackholeOfData) {
+  auto s = run("blackhole link h1 p0 down", "unblackhole link h1 p0 down");
+  EXPECT_GE(bad_evs(s, 0), 1u) << "plane 0 lost all data but no EV was declared bad";
+  // A whole plane of two is gone for data (0.5 at best), and every EV of it must be found bad
+  // one by one: measured 0.29-0.45 on a loaded machine.
+  EXPECT_GT(during_share(s), 0.2);
 }
 
 }  // namespace

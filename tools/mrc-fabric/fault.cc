@@ -12,7 +12,9 @@
 namespace mrc::nsfabric {
 namespace {
 
-const char kActions[] = "down, up, blackhole, unblackhole, loss, flap, unflap, trim or untrim";
+const char kActions[] =
+    "down, up, blackhole, unblackhole, loss, flap, unflap, degrade, delay, corrupt, reorder, trim "
+    "or untrim";
 
 std::string got(const std::optional<std::string>& w) { return w ? "'" + *w + "'" : "end of input"; }
 
@@ -126,8 +128,32 @@ const char* action_word(Action a) {
       return "flap";
     case Action::kUnflap:
       return "unflap";
+    case Action::kDegrade:
+      return "degrade";
+    case Action::kDelay:
+      return "delay";
+    case Action::kCorrupt:
+      return "corrupt";
+    case Action::kReorder:
+      return "reorder";
   }
   return "?";
+}
+
+const char* direction_word(Direction d) {
+  return d == Direction::kUp ? "up" : d == Direction::kDown ? "down" : "";
+}
+
+// A percentage 0..100 ("%" allowed), rounded to 0.01; nullopt if the word is not one.
+std::optional<double> percent(const std::optional<std::string>& word) {
+  std::string_view s = word ? std::string_view(*word) : std::string_view();
+  if (!s.empty() && s.back() == '%') s.remove_suffix(1);
+  double pct = -1;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), pct);
+  if (!word || r.ec != std::errc() || r.ptr != s.data() + s.size() || !(pct >= 0 && pct <= 100)) {
+    return std::nullopt;
+  }
+  return std::round(pct * 100) / 100;
 }
 
 Result<Fault, std::string> parse_trim(Words& w, const std::string& first) {
@@ -177,9 +203,10 @@ Result<Fault, std::string> parse_fault(std::string_view text) {
   const auto first = w.next();
   if (!first) return Err("empty fault (expected " + std::string(kActions) + ")");
   if (*first == "trim" || *first == "untrim") return parse_trim(w, *first);
-  static constexpr Action kAll[] = {Action::kDown,        Action::kUp,   Action::kBlackhole,
-                                    Action::kUnblackhole, Action::kLoss, Action::kFlap,
-                                    Action::kUnflap};
+  static constexpr Action kAll[] = {Action::kDown,        Action::kUp,      Action::kBlackhole,
+                                    Action::kUnblackhole, Action::kLoss,    Action::kFlap,
+                                    Action::kUnflap,      Action::kDegrade, Action::kDelay,
+                                    Action::kCorrupt,     Action::kReorder};
   ElementFault f;
   bool known = false;
   for (Action a : kAll) {
@@ -193,26 +220,44 @@ Result<Fault, std::string> parse_fault(std::string_view text) {
   if (!t) return Err(t.error());
   f.target = *t;
   const std::string so_far = *first + " " + to_string(f.target);
-  const bool wants_switch = f.action == Action::kBlackhole || f.action == Action::kUnblackhole;
-  const bool wants_link =
-      f.action == Action::kLoss || f.action == Action::kFlap || f.action == Action::kUnflap;
-  if (wants_switch && !f.target.is_switch()) {
-    return Err(*first + " needs a switch (t0 ... or t1 ...), got " + to_string(f.target));
-  }
+  const bool wants_link = f.action != Action::kDown && f.action != Action::kUp &&
+                          f.action != Action::kBlackhole && f.action != Action::kUnblackhole;
   if (wants_link && f.target.is_switch()) {
     return Err(*first + " needs a link (link p<P> t<T> s<S> or link h<H> p<P>), got " +
                to_string(f.target));
   }
-  if (f.action == Action::kLoss) {
-    const auto word = w.next();
-    std::string_view s = word ? std::string_view(*word) : std::string_view();
-    if (!s.empty() && s.back() == '%') s.remove_suffix(1);
-    double pct = -1;
-    const auto r = std::from_chars(s.data(), s.data() + s.size(), pct);
-    if (!word || r.ec != std::errc() || r.ptr != s.data() + s.size() || !(pct >= 0 && pct <= 100)) {
-      return Err("expected a loss percentage 0..100 after " + so_far + ", got " + got(word));
+  // An optional direction word ("up" / "down") for one-way losses and link blackholes.
+  const auto direction = [&](std::optional<std::string> word) -> Result<bool, std::string> {
+    if (!word) return false;
+    if (*word == "up") f.dir = Direction::kUp;
+    if (*word == "down") f.dir = Direction::kDown;
+    if (f.dir == Direction::kBoth) {
+      return Err("expected up or down (the direction) after " + to_string(Fault{f}) + ", got '" +
+                 *word + "'");
     }
-    f.loss_pct = std::round(pct * 100) / 100;
+    return true;
+  };
+  if (f.action == Action::kLoss || f.action == Action::kCorrupt || f.action == Action::kReorder) {
+    const auto word = w.next();
+    const auto pct = percent(word);
+    if (!pct) {
+      return Err("expected a" + std::string(f.action == Action::kLoss ? " loss" : "") +
+                 " percentage 0..100 after " + so_far + ", got " + got(word));
+    }
+    f.loss_pct = *pct;
+    if (f.action == Action::kLoss) {
+      if (auto d = direction(w.next()); !d) return Err(d.error());
+    } else if (f.action == Action::kReorder && f.loss_pct > 0) {
+      f.us = kDefaultReorderUs;
+      if (const auto us = w.next()) {
+        const auto v = number(*us);
+        if (!v || *v == 0 || *v > kMaxDelayUs) {
+          return Err("expected the hold time in us (1.." + std::to_string(kMaxDelayUs) +
+                     ") after " + so_far + " " + pct_string(f.loss_pct) + ", got '" + *us + "'");
+        }
+        f.us = *v;
+      }
+    }
   } else if (f.action == Action::kFlap) {
     const auto word = w.next();
     const auto ms = word ? number(*word) : std::nullopt;
@@ -221,6 +266,28 @@ Result<Fault, std::string> parse_fault(std::string_view text) {
                  ") after " + so_far + ", got " + got(word));
     }
     f.period_ms = *ms;
+  } else if (f.action == Action::kDegrade) {
+    const auto word = w.next();
+    double gbps = -1;
+    const auto r = word ? std::from_chars(word->data(), word->data() + word->size(), gbps)
+                        : std::from_chars_result{nullptr, std::errc::invalid_argument};
+    if (!word || r.ec != std::errc() || r.ptr != word->data() + word->size() || !(gbps >= 0) ||
+        !std::isfinite(gbps)) {
+      return Err("expected the degraded rate in Gbit/s (0 restores) after " + so_far + ", got " +
+                 got(word));
+    }
+    f.gbps = gbps;
+  } else if (f.action == Action::kDelay) {
+    const auto word = w.next();
+    const auto us = word ? number(*word) : std::nullopt;
+    if (!us || *us > kMaxDelayUs) {
+      return Err("expected the added delay in us (0.." + std::to_string(kMaxDelayUs) +
+                 ", 0 removes) after " + so_far + ", got " + got(word));
+    }
+    f.us = *us;
+  } else if ((f.action == Action::kBlackhole || f.action == Action::kUnblackhole) &&
+             !f.target.is_switch()) {
+    if (auto d = direction(w.next()); !d) return Err(d.error());
   }
   if (const auto extra = w.next()) {
     return Err("unexpected '" + *extra + "' after '" + to_string(Fault{f}) + "'");
@@ -255,8 +322,31 @@ std::string to_string(const Fault& fault) {
   }
   const ElementFault& f = std::get<ElementFault>(fault);
   std::string s = std::string(action_word(f.action)) + " " + to_string(f.target);
-  if (f.action == Action::kLoss) s += " " + pct_string(f.loss_pct);
-  if (f.action == Action::kFlap) s += " " + std::to_string(f.period_ms);
+  switch (f.action) {
+    case Action::kLoss:
+    case Action::kCorrupt:
+      s += " " + pct_string(f.loss_pct);
+      break;
+    case Action::kReorder:
+      s += " " + pct_string(f.loss_pct);
+      if (f.loss_pct > 0) s += " " + std::to_string(f.us);
+      break;
+    case Action::kFlap:
+      s += " " + std::to_string(f.period_ms);
+      break;
+    case Action::kDegrade: {
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%g", f.gbps);
+      s += std::string(" ") + rate;
+      break;
+    }
+    case Action::kDelay:
+      s += " " + std::to_string(f.us);
+      break;
+    default:
+      break;
+  }
+  if (f.dir != Direction::kBoth) s += std::string(" ") + direction_word(f.dir);
   return s;
 }
 
@@ -265,7 +355,15 @@ std::vector<Fault> repairs(const std::vector<Fault>& schedule) {
   std::map<std::string, Fault> last;
   for (const Fault& f : schedule) {
     const Target& t = std::visit([](const auto& x) -> const Target& { return x.target; }, f);
-    const std::string key = to_string(t);
+    std::string key = to_string(t);
+    // Gray faults of one link are independent of each other and of its up/down state; a
+    // one-way loss or link blackhole is independent of the other direction.
+    if (const auto* e = std::get_if<ElementFault>(&f)) {
+      const Action a = e->action == Action::kUnblackhole ? Action::kBlackhole : e->action;
+      if (a == Action::kLoss || a == Action::kBlackhole || a >= Action::kDegrade) {
+        key += std::string(" ") + action_word(a) + " " + direction_word(e->dir);
+      }
+    }
     if (!last.count(key)) order.push_back(key);
     last.insert_or_assign(key, f);
   }
@@ -279,9 +377,29 @@ std::vector<Fault> repairs(const std::vector<Fault>& schedule) {
     const ElementFault& e = std::get<ElementFault>(f);
     switch (e.action) {
       case Action::kDown: out.push_back(ElementFault{Action::kUp, e.target}); break;
-      case Action::kBlackhole: out.push_back(ElementFault{Action::kUnblackhole, e.target}); break;
+      case Action::kBlackhole: {
+        ElementFault r{Action::kUnblackhole, e.target};
+        r.dir = e.dir;
+        out.push_back(r);
+        break;
+      }
       case Action::kLoss:
-        if (e.loss_pct > 0) out.push_back(ElementFault{Action::kLoss, e.target, 0});
+      case Action::kCorrupt:
+      case Action::kReorder:
+        if (e.loss_pct > 0) {
+          ElementFault r{e.action, e.target, 0};
+          r.dir = e.dir;
+          out.push_back(r);
+        }
+        break;
+      case Action::kDegrade:
+        if (e.gbps > 0) {
+          ElementFault r{e.action, e.target};
+          out.push_back(r);
+        }
+        break;
+      case Action::kDelay:
+        if (e.us > 0) out.push_back(ElementFault{e.action, e.target});
         break;
       case Action::kFlap: out.push_back(ElementFault{Action::kUnflap, e.target}); break;
       default: break;  // already a repair

@@ -16,6 +16,22 @@
 //                                     neighbour discovery is exempt
 //             flap <link> <period_ms> down for period/2, up for period/2, until unflap
 //             unflap <link>           stops flapping and leaves the link up
+//             Gray failures (the link stays up; 0 removes each, as for loss):
+//             loss <link> <percent> up|down   one direction only: "up" leaves the end nearer
+//                                     the hosts (host -> T0, T0 -> spine), "down" the other
+//             blackhole <link> [up|down]  drop everything but neighbour discovery on the link
+//                                     (one direction, or both): loss 100, kept as its own fault
+//             degrade <link> <gbps>   both ends send at most <gbps> (tbf; a host link's port
+//                                     rate comes back with 0, an uplink is unshaped again)
+//             delay <link> <us>       every packet leaving either end waits <us> more
+//                                     (1..1000000): the round trip over the link grows by 2 x us
+//             corrupt <link> <percent>  that share of IPv6 UDP/TCP packets leaving either end
+//                                     gets one payload bit flipped where the UDP checksum is
+//                                     zero (MRC with zero checksums: its CRCs must catch it);
+//                                     a packet that carries a checksum is dropped instead, as
+//                                     the receiver's checksum check would drop it
+//             reorder <link> <percent> [<us>]  that share of packets leaving either end is held
+//                                     <us> (default 200) while the others pass: they overtake
 //             trim <link> <gbps> [<trim_kb> [<ecn_kb>]]
 //                                     the link's upper end (the T0 of a host link, the spine
 //                                     of an uplink) trims and marks on egress as a port of
@@ -61,17 +77,38 @@ struct Target {
   bool operator==(const Target&) const = default;
 };
 
-enum class Action : uint8_t { kDown, kUp, kBlackhole, kUnblackhole, kLoss, kFlap, kUnflap };
+enum class Action : uint8_t {
+  kDown,
+  kUp,
+  kBlackhole,
+  kUnblackhole,
+  kLoss,
+  kFlap,
+  kUnflap,
+  kDegrade,
+  kDelay,
+  kCorrupt,
+  kReorder,
+};
+
+// Which way along a link a loss or link blackhole acts. kUp: leaving the end nearer the hosts
+// (host -> T0 on a host link, T0 -> spine on an uplink); kDown: the other way.
+enum class Direction : uint8_t { kBoth, kUp, kDown };
 
 // A fault on one switch or link.
 struct ElementFault {
   Action action = Action::kDown;
   Target target;
-  double loss_pct = 0;     // kLoss: 0..100, in steps of 0.01
+  double loss_pct = 0;     // kLoss, kCorrupt, kReorder: 0..100, in steps of 0.01
   uint32_t period_ms = 0;  // kFlap: >= kMinFlapPeriodMs
+  Direction dir = Direction::kBoth;  // kLoss, and kBlackhole / kUnblackhole of a link
+  double gbps = 0;                   // kDegrade: > 0, or 0 (restore)
+  uint32_t us = 0;                   // kDelay: added delay; kReorder: how long held; <= kMaxDelayUs
 };
 
 inline constexpr uint32_t kMinFlapPeriodMs = 20;
+inline constexpr uint32_t kMaxDelayUs = 1000000;
+inline constexpr uint32_t kDefaultReorderUs = 200;
 
 // trim / untrim on a link's upper end.
 struct TrimFault {
@@ -92,7 +129,8 @@ std::string to_string(const Fault& f);
 
 // What repairs whatever `schedule` leaves broken: for each target (in first-seen order) whose
 // last fault is a break (down, blackhole, loss > 0, flap, trim), the fault that undoes it
-// (up, unblackhole, loss 0, unflap, untrim). Targets are compared as written.
+// (up, unblackhole, loss 0, unflap, untrim, degrade/delay/corrupt/reorder 0). Targets are
+// compared as written, with the direction of a one-way loss or link blackhole.
 std::vector<Fault> repairs(const std::vector<Fault>& schedule);
 
 }  // namespace mrc::nsfabric

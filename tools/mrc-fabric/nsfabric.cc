@@ -29,10 +29,12 @@
 
 #include "command.h"
 #include "common/fd.h"
-#include "trim.h"
+#include "delay_line.h"
+#include "gray.h"
 #include "srv6/config.h"
 #include "srv6/export_linux.h"
 #include "srv6/netlink.h"
+#include "trim.h"
 
 namespace mrc::nsfabric {
 namespace {
@@ -247,12 +249,27 @@ struct Flapper {
   uint32_t period_ms = 0;
 };
 
+// The gray faults of one link that need its eBPF program (gray.h) and delay lines.
+struct Gray {
+  uint32_t delay_us = 0;
+  double corrupt_pct = 0;
+  double reorder_pct = 0;
+  uint32_t reorder_us = 0;
+  std::map<std::string, int> lines;  // "<netns> <ifname>" of an end -> its delay line's pid
+
+  bool active() const { return delay_us > 0 || corrupt_pct > 0 || reorder_pct > 0; }
+  bool holds() const { return delay_us > 0 || reorder_pct > 0; }
+};
+
 struct State {
   Options opts;
   std::vector<std::string> down;            // canonical targets
   std::set<std::string> blackholed;         // canonical switch targets
-  std::map<std::string, double> loss;       // canonical link target -> percent
+  std::set<std::string> blackholed_links;   // canonical link target [+ " up" / " down"]
+  std::map<std::string, double> loss;       // canonical link target [+ " up" / " down"] -> %
   std::map<std::string, Flapper> flapping;  // canonical link target
+  std::map<std::string, double> degraded;   // canonical link target -> Gbit/s
+  std::map<std::string, Gray> gray;         // canonical link target
 };
 
 std::string state_file(const std::string& prefix) { return state_dir(prefix) + "/state.json"; }
@@ -268,6 +285,17 @@ Status<std::string> save(const State& s) {
   j["down"] = s.down;
   j["blackhole"] = s.blackholed;
   j["loss"] = s.loss;
+  j["blackhole_link"] = s.blackholed_links;
+  j["degrade"] = s.degraded;
+  nlohmann::json gray = nlohmann::json::object();
+  for (const auto& [k, g] : s.gray) {
+    gray[k] = {{"delay_us", g.delay_us},
+               {"corrupt_pct", g.corrupt_pct},
+               {"reorder_pct", g.reorder_pct},
+               {"reorder_us", g.reorder_us},
+               {"lines", g.lines}};
+  }
+  j["gray"] = gray;
   nlohmann::json fl = nlohmann::json::object();
   for (const auto& [k, v] : s.flapping) fl[k] = {{"pid", v.pid}, {"period_ms", v.period_ms}};
   j["flap"] = fl;
@@ -295,6 +323,19 @@ Result<State, std::string> load_state(const std::string& prefix) {
     s.down = j.at("down").get<std::vector<std::string>>();
     s.blackholed = j.at("blackhole").get<std::set<std::string>>();
     s.loss = j.at("loss").get<std::map<std::string, double>>();
+    s.blackholed_links = j.value("blackhole_link", std::set<std::string>{});
+    s.degraded = j.value("degrade", std::map<std::string, double>{});
+    if (j.contains("gray")) {
+      for (const auto& [k, v] : j.at("gray").items()) {
+        Gray g;
+        g.delay_us = v.at("delay_us").get<uint32_t>();
+        g.corrupt_pct = v.at("corrupt_pct").get<double>();
+        g.reorder_pct = v.at("reorder_pct").get<double>();
+        g.reorder_us = v.at("reorder_us").get<uint32_t>();
+        g.lines = v.at("lines").get<std::map<std::string, int>>();
+        s.gray[k] = g;
+      }
+    }
     for (const auto& [k, v] : j.at("flap").items()) {
       s.flapping[k] = Flapper{v.at("pid").get<int>(), v.at("period_ms").get<uint32_t>()};
     }
@@ -326,10 +367,30 @@ Target parse_target_text(const std::string& text) {
   return f ? std::get<ElementFault>(*f).target : Target{};
 }
 
+// A link key with its direction: "link h0 p1 up" -> (link h0 p1, kUp).
+std::pair<Target, Direction> parse_directed(const std::string& key) {
+  for (const auto& [word, dir] :
+       {std::pair<const char*, Direction>{" up", Direction::kUp}, {" down", Direction::kDown}}) {
+    if (key.ends_with(word)) {
+      return {parse_target_text(key.substr(0, key.size() - std::strlen(word))), dir};
+    }
+  }
+  return {parse_target_text(key), Direction::kBoth};
+}
+
+std::string directed_key(const std::string& key, Direction d) {
+  return key + (d == Direction::kUp ? " up" : d == Direction::kDown ? " down" : "");
+}
+
 // ---- links, plans, nftables ----
 
 // Sets the given ends up or down, grouped by namespace; with `up`, then re-applies the
 // plans of their namespaces (Linux deleted the routes through them when they went down).
+// Every end goes up before any plan is applied, and then the ends' neighbour entries are
+// flushed: an entry made by traffic while the link was down (or before its other end was up)
+// sits INCOMPLETE, its solicitation lost, and Linux sends the next one only retrans_time_ms
+// (1 s) later: the repaired plane stayed dark for a second after `up` (issue 16). A fresh
+// entry solicits at once.
 Status<std::string> set_ends(const Layout& l, const std::vector<End>& ends, bool up) {
   std::map<std::string, std::pair<Node, std::vector<std::string>>> by_ns;
   for (const End& e : ends) {
@@ -338,15 +399,38 @@ Status<std::string> set_ends(const Layout& l, const std::vector<End>& ends, bool
     slot.second.push_back(e.ifname);
   }
   for (const auto& [ns, entry] : by_ns) {
-    const auto& [node, ifs] = entry;
+    const auto& ifs = entry.second;
     auto s = io::in_netns(ns, [&]() -> Status<std::string> {
       for (const std::string& i : ifs) {
         if (auto r = srv6::set_link_up(i, up); !r) return r;
       }
-      if (up) return srv6::apply(l.plan(node));
       return {};
     });
     if (!s) return Err(ns + ": " + s.error());
+  }
+  if (!up) return {};
+  for (const auto& [ns, entry] : by_ns) {
+    const Node& node = entry.first;
+    auto s = io::in_netns(ns, [&]() -> Status<std::string> { return srv6::apply(l.plan(node)); });
+    if (!s) return Err(ns + ": " + s.error());
+  }
+  // Addresses kept over the down (keep_addr_on_down) come back tentative until the kernel
+  // redoes DAD (instant with accept_dad=0, but asynchronous): wait for that, then flush.
+  for (int tries = 0; tries < 100; ++tries) {  // up to ~1 s
+    bool tentative = false;
+    for (const auto& [ns, entry] : by_ns) {
+      for (const std::string& i : entry.second) {
+        auto r = run_command({"ip", "-n", ns, "-6", "-o", "addr", "show", "dev", i, "tentative"});
+        tentative = tentative || (r && !r->empty());
+      }
+    }
+    if (!tentative) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (const auto& [ns, entry] : by_ns) {
+    std::string flush;
+    for (const std::string& i : entry.second) flush += "neigh flush dev " + i + "\n";
+    if (auto r = run_command({"ip", "-n", ns, "-batch", "-"}, flush); !r) return Err(r.error());
   }
   return {};
 }
@@ -375,18 +459,41 @@ Status<std::string> write_fault_table(const Layout& l, const State& st, const No
   if (!node.is_host && st.blackholed.count(switch_key(node.sw))) {
     forward = "    counter drop comment \"blackhole\"\n";
   }
-  for (const auto& [link, pct] : st.loss) {
-    for (const Cable& c : l.cables(parse_target_text(link))) {
-      for (const End& e : {c.a, c.b}) {
-        if (l.ns(e.node) != ns) continue;
-        const std::string rule = "    oifname \"" + e.ifname + "\" numgen random mod 10000 < " +
-                                 std::to_string(std::lround(pct * 100)) +
-                                 " counter drop comment \"loss " + link + "\"\n";
+  // A loss or link blackhole in direction d drops at the egress of the ends that send that
+  // way: up leaves the lower end (a host link's host, an uplink's T0; cable end b and a).
+  const auto add_drops = [&](const std::string& key, const std::string& match,
+                             const std::string& what) {
+    const auto [target, dir] = parse_directed(key);
+    for (const Cable& c : l.cables(target)) {
+      const End& lower = c.b.node.is_host ? c.b : c.a;
+      const End& upper = c.b.node.is_host ? c.a : c.b;
+      for (const End* e : {&lower, &upper}) {
+        if (dir == Direction::kUp && e != &lower) continue;
+        if (dir == Direction::kDown && e != &upper) continue;
+        const std::string comment = "counter drop comment \"" + what + " " + key + "\"\n";
+        if (e->node.is_host) {
+          // Dropped where the T0 forwards what the host sent, not in the host's output (where
+          // the sender would see EPERM): a link loses silently.
+          if (l.ns(upper.node) == ns) {
+            forward += "    iifname \"" + upper.ifname + "\" " + match + comment;
+          }
+          continue;
+        }
+        if (l.ns(e->node) != ns) continue;
+        const std::string rule = "    oifname \"" + e->ifname + "\" " + match + comment;
         forward += rule;
         output += rule;
       }
     }
+  };
+  for (const auto& [link, pct] : st.loss) {
+    // nft takes "< 10000" after "mod 10000" as out of range: 100% is a plain drop.
+    const long per10k = std::lround(pct * 100);
+    add_drops(link,
+              per10k >= 10000 ? "" : "numgen random mod 10000 < " + std::to_string(per10k) + " ",
+              "loss");
   }
+  for (const std::string& link : st.blackholed_links) add_drops(link, "", "blackhole");
   // Neighbour discovery is exempt: a lossy link still resolves its next hops.
   if (!output.empty()) {
     output = "    icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept\n" + output;
@@ -408,17 +515,7 @@ bool is_flapper(int pid) {
   return comm && *comm == std::string(kFlapperName) + "\n";
 }
 
-void stop_flapper(int pid) {
-  if (pid <= 0 || !is_flapper(pid)) return;
-  kill(pid, SIGTERM);
-  for (int i = 0; i < 200; ++i) {  // up to 2 s
-    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
-    if (kill(pid, 0) != 0 && errno == ESRCH) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, WNOHANG);
-}
+void stop_flapper(int pid) { stop_named_process(pid, kFlapperName); }
 
 // Forks the flapper: a process that outlives this one (a CLI call) and toggles the cable.
 Result<int, std::string> start_flapper(const Layout& l, const Cable& c, uint32_t period_ms) {
@@ -489,6 +586,64 @@ std::vector<std::string> keys(const std::map<std::string, Flapper>& m) {
   return v;
 }
 
+std::string rate_bits(double gbps);
+
+// Both ends of cable c send at most `gbps` (tbf), or with 0 as built: a host link's port rate
+// (Options::shape), an uplink unshaped.
+Status<std::string> set_rate(const Layout& l, const State& st, const Cable& c, double gbps) {
+  for (const End& e : {c.a, c.b}) {
+    const std::string ns = l.ns(e.node);
+    const bool host_link = c.b.node.is_host;
+    if (gbps == 0 && !(host_link && st.opts.shape)) {
+      (void)run_command({"tc", "-n", ns, "qdisc", "del", "dev", e.ifname, "root"});
+      continue;
+    }
+    const double rate = gbps > 0 ? gbps : l.fabric().config().host_port_gbps;
+    auto r = run_command({"tc", "-n", ns, "qdisc", "replace", "dev", e.ifname, "root", "tbf",
+                          "rate", rate_bits(rate), "burst", std::to_string(kTbfBurstBytes), "limit",
+                          std::to_string(kTbfLimitBytes)});
+    if (!r) return Err(r.error());
+  }
+  return {};
+}
+
+// Moves cable c's ends from the gray faults `before` to `g` (g.lines is updated): programs
+// attached, replaced or removed, delay lines started or stopped. A line being replaced or
+// removed first gets the time to send what it holds.
+Status<std::string> set_gray(const Layout& l, const Cable& c, const Gray& before, Gray& g) {
+  const uint32_t per10k_reorder = static_cast<uint32_t>(std::lround(g.reorder_pct * 100));
+  for (const End& e : {c.a, c.b}) {
+    const std::string ns = l.ns(e.node);
+    const std::string end_key = ns + " " + e.ifname;
+    GrayConfig cfg;
+    cfg.corrupt_per10k = static_cast<uint32_t>(std::lround(g.corrupt_pct * 100));
+    // Without the line first: packets pass straight while it drains and is replaced.
+    if (g.corrupt_pct > 0) {
+      if (auto s = attach_gray(ns, e.ifname, cfg); !s) return s;
+    } else if (before.active()) {
+      (void)detach_gray(ns, e.ifname);
+    }
+    if (auto it = g.lines.find(end_key); it != g.lines.end()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(before.delay_us + before.reorder_us) +
+                                  std::chrono::milliseconds(2));
+      stop_delay_line(ns, e.ifname, it->second);
+      g.lines.erase(it);
+    }
+    if (!g.holds()) continue;
+    DelayLineConfig line;
+    line.base_us = g.delay_us;
+    line.extra_us = g.reorder_us;
+    line.extra_per10k = g.delay_us > 0 ? per10k_reorder : 10000;
+    auto started = start_delay_line(ns, e.ifname, line);
+    if (!started) return Err(started.error());
+    g.lines[end_key] = started->pid;
+    cfg.hold_per10k = g.delay_us > 0 ? 10000 : per10k_reorder;
+    cfg.line_ifindex = started->capture_ifindex;
+    if (auto s = attach_gray(ns, e.ifname, cfg); !s) return s;
+  }
+  return {};
+}
+
 Status<std::string> apply_element(const Layout& l, const ElementFault& f) {
   if (auto v = validate(l.fabric(), f.target); !v) return v;
   const Target t = canonical(l.fabric(), f.target);
@@ -530,6 +685,18 @@ Status<std::string> apply_element(const Layout& l, const ElementFault& f) {
     }
     case Action::kBlackhole:
     case Action::kUnblackhole:
+      if (!t.is_switch()) {  // a link: one direction or both, beside its loss
+        const std::string dkey = directed_key(key, f.dir);
+        if (f.action == Action::kBlackhole) {
+          st.blackholed_links.insert(dkey);
+        } else {
+          st.blackholed_links.erase(dkey);
+        }
+        for (const Node& n : {cables.front().a.node, cables.front().b.node}) {
+          if (auto s = write_fault_table(l, st, n); !s) return s;
+        }
+        break;
+      }
       if (f.action == Action::kBlackhole) {
         st.blackholed.insert(key);
       } else {
@@ -539,14 +706,41 @@ Status<std::string> apply_element(const Layout& l, const ElementFault& f) {
       break;
     case Action::kLoss:
       if (f.loss_pct > 0) {
-        st.loss[key] = f.loss_pct;
+        st.loss[directed_key(key, f.dir)] = f.loss_pct;
       } else {
-        st.loss.erase(key);
+        st.loss.erase(directed_key(key, f.dir));
       }
       for (const Node& n : {cables.front().a.node, cables.front().b.node}) {
         if (auto s = write_fault_table(l, st, n); !s) return s;
       }
       break;
+    case Action::kDegrade:
+      if (auto s = set_rate(l, st, cables.front(), f.gbps); !s) return s;
+      if (f.gbps > 0) {
+        st.degraded[key] = f.gbps;
+      } else {
+        st.degraded.erase(key);
+      }
+      break;
+    case Action::kDelay:
+    case Action::kCorrupt:
+    case Action::kReorder: {
+      Gray& g = st.gray[key];
+      const Gray before = g;
+      if (f.action == Action::kDelay) g.delay_us = f.us;
+      if (f.action == Action::kCorrupt) g.corrupt_pct = f.loss_pct;
+      if (f.action == Action::kReorder) {
+        g.reorder_pct = f.loss_pct;
+        g.reorder_us = f.loss_pct > 0 ? f.us : 0;
+      }
+      auto s = set_gray(l, cables.front(), before, g);
+      if (!g.active()) st.gray.erase(key);
+      if (!s) {
+        (void)save(st);  // the delay lines it did start are recorded, for down()
+        return s;
+      }
+      break;
+    }
     case Action::kFlap: {
       if (st.flapping.count(key)) return Err(key + ": already flapping (unflap it first)");
       if (covered(l, st.down, cables.front())) return Err(key + ": is down (up it first)");
@@ -843,6 +1037,9 @@ Status<std::string> NsFabric::down(const std::string& prefix) {
   std::string errors;
   if (auto st = load_state(prefix)) {
     for (const auto& [link, fl] : st->flapping) stop_flapper(fl.pid);
+    for (const auto& [link, g] : st->gray) {
+      for (const auto& [end, pid] : g.lines) stop_named_process(pid, kDelayLineName);
+    }
   }
   const std::vector<std::string> names = existing_netns(prefix);
   if (!names.empty()) {
@@ -901,13 +1098,29 @@ std::string NsFabric::status() const {
     for (const std::string& d : st->down) out << "\n  down " << d;
     for (const std::string& b : st->blackholed) out << "\n  blackhole " << b;
     for (const auto& [k, v] : st->loss) {
-      out << "\n  " << to_string(Fault{ElementFault{Action::kLoss, parse_target_text(k), v, 0}});
+      const auto [target, dir] = parse_directed(k);
+      ElementFault e{Action::kLoss, target, v, 0};
+      e.dir = dir;
+      out << "\n  " << to_string(Fault{e});
+    }
+    for (const std::string& k : st->blackholed_links) out << "\n  blackhole " << k;
+    for (const auto& [k, v] : st->degraded) out << "\n  degrade " << k << " " << v;
+    for (const auto& [k, g] : st->gray) {
+      if (g.delay_us > 0) out << "\n  delay " << k << " " << g.delay_us;
+      if (g.corrupt_pct > 0) out << "\n  corrupt " << k << " " << g.corrupt_pct;
+      if (g.reorder_pct > 0)
+        out << "\n  reorder " << k << " " << g.reorder_pct << " " << g.reorder_us;
+      for (const auto& [end, pid] : g.lines) {
+        out << " (" << end << ": delay line pid " << pid
+            << (is_delay_line(pid) ? ", running)" : ", NOT running)");
+      }
     }
     for (const auto& [k, v] : st->flapping) {
       out << "\n  flap " << k << " " << v.period_ms << " (pid " << v.pid
           << (is_flapper(v.pid) ? ", running)" : ", NOT running)");
     }
-    if (st->down.empty() && st->blackholed.empty() && st->loss.empty() && st->flapping.empty()) {
+    if (st->down.empty() && st->blackholed.empty() && st->loss.empty() && st->flapping.empty() &&
+        st->blackholed_links.empty() && st->degraded.empty() && st->gray.empty()) {
       out << " none";
     }
   }

@@ -37,10 +37,18 @@
 //                faults, flapper pids), hosts/, lock.
 //
 // Faults (fault.h). Linux deletes the routes through an interface that goes admin down, so
-// `up` re-applies the plans of the namespaces at both ends of every link it restores.
+// `up` re-applies the plans of the namespaces at both ends of every link it restores: first
+// every end up, then the plans, then (once no address is tentative) the ends' neighbour
+// entries flushed, so that traffic sent through the restore does not wait out a lost
+// neighbour solicitation (1 s).
 // A link stays down while any active `down` covers it (a switch or the link itself).
 // blackhole and loss are nftables rules in table inet P_fault of the namespaces concerned,
-// rewritten as a whole from the active faults at each change. flap forks the calling
+// rewritten as a whole from the active faults at each change; a host's side of a link drops
+// in its T0's forward hook (iifname), not in the host's output (the sender would see EPERM).
+// degrade replaces the root qdisc of both ends with tbf at the rate (0 restores the build's).
+// delay, corrupt and reorder attach the gray eBPF program (gray.h) to both ends, and delay and
+// reorder start a delay line per end (delay_line.h: a veth pair and a forked process named
+// mrcf-delay, pid in state.json, stopped by the repair and by down()). flap forks the calling
 // process (no exec; the child is named mrcf-flap, pid in state.json, and closes every
 // inherited file descriptor) to toggle the link until unflap or down() stops it; it also
 // ends by itself when the namespaces are gone. The child runs only this library's code
@@ -48,9 +56,10 @@
 // caller is inside this library at that moment. A flapping link cannot be taken down, nor
 // a down one flapped, until unflap / up.
 //
-// down() removes the flapper processes (by recorded pid, after checking their name), every
-// namespace whose name is one of this fabric's (P-h<N>, P-t0p<N>-<N>, P-t1p<N>-<N>, P-mgmt,
-// whether or not the state says so) and the state directory. It is idempotent.
+// down() removes the flapper and delay line processes (by recorded pid, after checking their
+// name), every namespace whose name is one of this fabric's (P-h<N>, P-t0p<N>-<N>,
+// P-t1p<N>-<N>, P-mgmt, whether or not the state says so) and the state directory. It is
+// idempotent.
 #pragma once
 
 #include <cstdint>

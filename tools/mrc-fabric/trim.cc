@@ -1,9 +1,6 @@
 // Loading, attaching, reading and detaching the trim eBPF program (trim.h).
 #include "trim.h"
 
-#include "common/fd.h"
-#include "io/netns.h"
-
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
@@ -12,9 +9,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
-#include <cstdarg>
 #include <cmath>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -22,41 +19,28 @@
 #include <thread>
 #include <vector>
 
+#include "common/fd.h"
+#include "io/netns.h"
+#include "tc_bpf.h"
 #include "trim.skel.h"
 #include "trim_shared.h"
 
 namespace mrc::nsfabric {
 namespace {
 
+using tc_bpf::fail;
+using tc_bpf::in_port_netns;
+using tc_bpf::log_tail;
+using tc_bpf::quiet_libbpf;
+
 // Where the filter sits on clsact egress; trim_counters and detach_trim find it by these.
 constexpr uint32_t kTcHandle = 0x4d52;  // "MR"
-constexpr uint32_t kTcPriority = 1;
+constexpr uint32_t kTcPriority = 2;     // after the gray program (gray.cc) on the same port
 constexpr const char* kProgName = "mrc_trim";
 constexpr const char* kCountersMap = "trim_counters";
 constexpr const char* kNotAttached = "no trim program attached";
-
-std::string errno_text(int e) {
-  std::string s = std::error_code(e, std::generic_category()).message();
-  if (e == EPERM || e == EACCES) s += " (needs root)";
-  return s;
-}
-
-// "<what>: <cause>" for an errno value or a negative libbpf return.
-Err<std::string> fail(const std::string& what, int err) {
-  return Err{what + ": " + errno_text(err < 0 ? -err : err)};
-}
-
-// Runs `fn` in the port's netns; every error comes back as "<ifname> in <netns>: <error>".
-Status<std::string> in_port_netns(const std::string& netns, const std::string& ifname,
-                                  const std::function<Status<std::string>(int ifindex)>& fn) {
-  auto st = io::in_netns(netns, [&]() -> Status<std::string> {
-    const unsigned idx = if_nametoindex(ifname.c_str());
-    if (idx == 0) return fail("interface", errno);
-    return fn(static_cast<int>(idx));
-  });
-  if (!st) return Err{ifname + " in " + netns + ": " + st.error()};
-  return {};
-}
+constexpr tc_bpf::EgressFilter kFilter = {kTcHandle, kTcPriority, kProgName, kCountersMap,
+                                          kNotAttached};
 
 struct Skeleton {
   void operator()(trim_bpf* s) const { trim_bpf__destroy(s); }
@@ -73,44 +57,8 @@ Status<std::string> check_config(const TrimConfig& cfg) {
   return {};
 }
 
-// The last lines of a verifier log: enough to see why a load failed.
-std::string log_tail(const char* log) {
-  std::string s(log);
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  size_t pos = s.size();
-  for (int lines = 0; lines < 8 && pos != std::string::npos && pos > 0; ++lines)
-    pos = s.rfind('\n', pos - 1);
-  return pos == std::string::npos ? s : s.substr(pos + 1);
-}
-
-bpf_tc_hook egress_hook(int ifindex) {
-  bpf_tc_hook hook{};
-  hook.sz = sizeof hook;
-  hook.ifindex = ifindex;
-  hook.attach_point = BPF_TC_EGRESS;
-  return hook;
-}
-
-bpf_tc_opts filter_opts() {
-  bpf_tc_opts opts{};
-  opts.sz = sizeof opts;
-  opts.handle = kTcHandle;
-  opts.priority = kTcPriority;
-  return opts;
-}
-
-// libbpf's messages to stderr as by default (no debug lines), without the kernel's "Exclusivity
-// flag on" that comes with EEXIST for a clsact qdisc that is already there (fine here).
-int libbpf_print(enum libbpf_print_level level, const char* fmt, va_list ap) {
-  if (level == LIBBPF_DEBUG) return 0;
-  char line[1024];
-  std::vsnprintf(line, sizeof line, fmt, ap);
-  if (std::strstr(line, "Exclusivity flag on") != nullptr) return 0;
-  return std::fputs(line, stderr);
-}
-
 Status<std::string> load_and_attach(int ifindex, const TrimConfig& cfg) {
-  libbpf_set_print(libbpf_print);
+  quiet_libbpf();
   std::vector<char> log(64 * 1024);
   bpf_object_open_opts open_opts{};
   open_opts.sz = sizeof open_opts;
@@ -130,47 +78,15 @@ Status<std::string> load_and_attach(int ifindex, const TrimConfig& cfg) {
     return Err{fail("bpf load", err).error + (tail.empty() ? "" : "\n" + tail)};
   }
 
-  bpf_tc_hook hook = egress_hook(ifindex);
-  if (const int err = bpf_tc_hook_create(&hook); err != 0 && err != -EEXIST)
-    return fail("tc clsact qdisc", err);
-  bpf_tc_opts opts = filter_opts();
-  opts.prog_fd = bpf_program__fd(skel->progs.mrc_trim);
-  opts.flags = BPF_TC_F_REPLACE;
-  if (const int err = bpf_tc_attach(&hook, &opts); err != 0) return fail("tc attach", err);
-  return {};  // closing our fds leaves the program to the filter
+  return tc_bpf::attach_egress(ifindex, kFilter, bpf_program__fd(skel->progs.mrc_trim));
 }
 
 Result<TrimCounters, std::string> read_counters(int ifindex) {
-  bpf_tc_hook hook = egress_hook(ifindex);
-  bpf_tc_opts opts = filter_opts();
-  if (const int err = bpf_tc_query(&hook, &opts); err != 0) {
-    if (err == -ENOENT || err == -EINVAL) return Err{std::string(kNotAttached)};
-    return fail("tc query", err);
-  }
-  UniqueFd prog(bpf_prog_get_fd_by_id(opts.prog_id));
-  if (prog.get() < 0) return fail("bpf prog by id", errno);
-  std::vector<uint32_t> map_ids(8);
-  bpf_prog_info info{};
-  info.nr_map_ids = static_cast<uint32_t>(map_ids.size());
-  info.map_ids = reinterpret_cast<uintptr_t>(map_ids.data());
-  uint32_t len = sizeof info;
-  if (bpf_obj_get_info_by_fd(prog.get(), &info, &len) != 0) return fail("bpf prog info", errno);
-  if (std::strcmp(info.name, kProgName) != 0)
-    return Err{std::string("the egress filter runs '") + info.name + "', not " + kProgName};
-  map_ids.resize(std::min<size_t>(info.nr_map_ids, map_ids.size()));
-  for (const uint32_t id : map_ids) {
-    UniqueFd map(bpf_map_get_fd_by_id(id));
-    if (map.get() < 0) return fail("bpf map by id", errno);
-    bpf_map_info minfo{};
-    uint32_t mlen = sizeof minfo;
-    if (bpf_obj_get_info_by_fd(map.get(), &minfo, &mlen) != 0) return fail("bpf map info", errno);
-    if (std::strcmp(minfo.name, kCountersMap) != 0) continue;
-    const uint32_t key = 0;
-    mrc_trim_counters c{};
-    if (bpf_map_lookup_elem(map.get(), &key, &c) != 0) return fail("read counters", errno);
-    return TrimCounters{c.packets, c.bytes, c.trimmed, c.ce_marked, c.gso_passed, c.not_mrc};
-  }
-  return Err{std::string("program ") + kProgName + " has no map " + kCountersMap};
+  mrc_trim_counters c{};
+  auto st = tc_bpf::read_egress_map(
+      ifindex, {kTcHandle, kTcPriority, kProgName, kCountersMap, kNotAttached}, &c, sizeof c);
+  if (!st) return Err{st.error()};
+  return TrimCounters{c.packets, c.bytes, c.trimmed, c.ce_marked, c.gso_passed, c.not_mrc};
 }
 
 }  // namespace
@@ -182,14 +98,8 @@ Status<std::string> attach_trim(const std::string& netns, const std::string& ifn
 }
 
 Status<std::string> detach_trim(const std::string& netns, const std::string& ifname) {
-  return in_port_netns(netns, ifname, [](int ifindex) -> Status<std::string> {
-    bpf_tc_hook hook = egress_hook(ifindex);
-    bpf_tc_opts opts = filter_opts();
-    const int err = bpf_tc_detach(&hook, &opts);
-    if (err == -ENOENT || err == -EINVAL) return Err{std::string(kNotAttached)};
-    if (err != 0) return fail("tc detach", err);
-    return {};
-  });
+  return in_port_netns(netns, ifname,
+                       [](int ifindex) { return tc_bpf::detach_egress(ifindex, kFilter); });
 }
 
 Result<TrimCounters, std::string> trim_counters(const std::string& netns,

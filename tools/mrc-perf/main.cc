@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "io/netns.h"
+#include "matrix.h"
 #include "ns_handle.h"
 #include "soak.h"
 
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   int mtu = 9000;
   bool demo = false, no_gso = false, trim = false, no_mrc = false;
   double soak_min = 0;
+  std::string matrix_dir;
   uint64_t seed = 1;
   std::string size = "1M", op = "write", pattern;
   std::vector<std::string> faults, baselines;
@@ -143,6 +145,10 @@ int main(int argc, char** argv) {
                  "completion and flat memory (RSS slope over the second half) "
                  "(own fabric: 2 hosts, 4 planes x 4 spines unless given)")
       ->check(CLI::PositiveNumber);
+  auto* duration_opt = app.get_option("--duration");
+  app.add_option("--matrix", matrix_dir,
+                 "the fault matrix (matrix.h): every fault kind, MRC, MPTCP and TCP, 7 s each "
+                 "(--duration); table, CSVs and PNG into this directory");
   app.add_option("--seed", seed,
                  "--soak: seed of the fault schedule; --pattern permutation: of the derangement")
       ->capture_default_str();
@@ -163,7 +169,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     for (const char* o2 :
-         {"--client", "--server", "--bidir", "--soak", "--latency", "--demo", "--no-mrc"}) {
+         {"--client", "--server", "--bidir", "--soak", "--latency", "--demo", "--no-mrc",
+          "--matrix"}) {
       if (app.count(o2) > 0) {
         std::fprintf(stderr, "mrc-perf: --pattern picks the flows itself: %s does not go with it\n",
                      o2);
@@ -209,6 +216,10 @@ int main(int argc, char** argv) {
     if (o.title.empty())
       o.title = "MRC WRITE goodput, 2 hosts, 4 planes x 4 spines, 2 Gbit/s ports: T1 fails and "
                 "is restored, then a T0 of plane 2 goes down and up";
+  }
+  if (!matrix_dir.empty()) {
+    if (prefix.empty() && planes == 0) planes = 4;
+    if (duration_opt->count() == 0) o.duration_s = perf::kMatrixDuration;
   }
   if (soak_min > 0) {
     if (prefix.empty() && planes == 0) planes = 4;
@@ -340,6 +351,25 @@ int main(int argc, char** argv) {
                      [](const auto& a, const auto& b) { return a.t_s < b.t_s; });
     std::printf("mrc-perf: soak of %.0f min, seed %lu: %zu faults and repairs\n", soak_min,
                 static_cast<unsigned long>(seed), o.faults.size());
+  }
+
+  if (!matrix_dir.empty()) {
+    o.quiet = false;
+    auto rows = perf::run_matrix(h, o, matrix_dir);
+    int rc = rows.ok() ? 0 : 1;
+    if (rows.ok()) {
+      std::printf("\n%s\ntable: %s/matrix.md, plot: %s/matrix.png\n",
+                  perf::matrix_table(*rows).c_str(), matrix_dir.c_str(), matrix_dir.c_str());
+    } else {
+      std::fprintf(stderr, "mrc-perf: matrix: %s\n", rows.error().c_str());
+    }
+    if (own) {
+      if (auto d = fab->down(); !d.ok()) {
+        std::fprintf(stderr, "mrc-perf: removing the fabric: %s\n", d.error().c_str());
+        rc = 1;
+      }
+    }
+    return rc;
   }
 
   auto res = perf::run_session(h, o);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "engine/paths.h"
+#include "wire/wire.h"
 
 namespace mrc::perf {
 
@@ -577,7 +578,13 @@ Result<MrcRunResult, std::string> Runner::run() {
     }
   }
   for (auto& sd : side_) {
-    sd.drv->with_engine([&](Engine& e) { res_.duplicates += e.stats().dropped(Drop::kDuplicate); });
+    sd.drv->with_engine([&](Engine& e) {
+      const engine::EngineStats& es = e.stats();
+      res_.duplicates += es.dropped(Drop::kDuplicate);
+      for (const wire::WireError w :
+           {wire::WireError::kBadHeaderCrc, wire::WireError::kBadPayloadCrc})
+        res_.crc_errors += es.malformed_by_error[static_cast<size_t>(w)];
+    });
   }
   res_.client_engine = side_[0].drv->with_engine([](Engine& e) { return e.stats(); });
   res_.server_engine = side_[1].drv->with_engine([](Engine& e) { return e.stats(); });

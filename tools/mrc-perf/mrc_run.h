@@ -115,6 +115,7 @@ struct MrcRunResult {
   uint64_t retransmits = 0, rtos = 0, trims_seen = 0;
   uint64_t spurious = 0;       // retransmits whose first copy was acknowledged after all
   uint64_t duplicates = 0;     // data packets the receivers had already
+  uint64_t crc_errors = 0;     // datagrams either side dropped for a bad header or payload CRC32C
   std::string cc;              // sender's RTT and congestion window at the end, one line
   std::string paths;           // sender's EVs at the end: state, packets sent, lost, RTT
   io::UdpCounters client_counters, server_counters;  // run hosts 0 and 1

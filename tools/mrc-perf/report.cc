@@ -85,10 +85,11 @@ Summary summarize(const Series& s, double warmup_s) {
       ph.fault = faults[p - 1].fault;
       ph.at_50ms_gbps =
           ph.start_s + 0.1 <= ph.end_s ? mean_in(v, ph.start_s + 0.05, ph.start_s + 0.1) : 0;
-      // Repairs (up, unblackhole, unflap, untrim, loss ... 0) have nothing to detect.
+      // Repairs (up, unblackhole, unflap, untrim; loss, degrade, delay, corrupt, reorder ...
+      // 0 [up|down]) have nothing to detect.
       const std::string& f = ph.fault;
-      const bool repair = f.rfind("up ", 0) == 0 || f.rfind("un", 0) == 0 ||
-                          (f.rfind("loss ", 0) == 0 && f.size() >= 2 && f.ends_with(" 0"));
+      const bool repair = f.rfind("up ", 0) == 0 || f.rfind("un", 0) == 0 || f.ends_with(" 0") ||
+                          f.ends_with(" 0 up") || f.ends_with(" 0 down");
       for (const PathEvent& e : s.path_events) {
         if (repair) break;
         if (e.t_s >= ph.start_s && e.t_s < ph.end_s && e.to != "GOOD") {
@@ -199,11 +200,15 @@ Status<std::string> write_png(const std::string& png_path, const std::string& cs
        << " every ::1 with lines lw 1.5 title '" << series[i].name << "'";
   }
   gp << "\n";
+  return run_gnuplot(png_path, gp.str());
+}
+
+Status<std::string> run_gnuplot(const std::string& png_path, const std::string& text) {
   const std::string script = png_path + ".gp";
   {
     std::ofstream out(script);
     if (!out) return Err(script + ": cannot write");
-    out << gp.str();
+    out << text;
   }
   const pid_t pid = ::fork();
   if (pid < 0) return Err(std::string("gnuplot: fork: ") + std::strerror(errno));
@@ -222,6 +227,23 @@ Status<std::string> write_png(const std::string& png_path, const std::string& cs
         (WIFEXITED(status) && WEXITSTATUS(status) == 127 ? " (gnuplot not installed?)" : ""));
   }
   return {};
+}
+
+double time_back_ms(const Series& s, double healthy_gbps, double repair_s, double share) {
+  const std::vector<Sample>& v = s.intervals;
+  const double goal = share * healthy_gbps;
+  for (size_t a = 0; a < v.size(); ++a) {
+    const double start = v[a].t_s - v[a].dur_s;
+    if (start < repair_s - 1e-6) continue;
+    double bits = 0, secs = 0;
+    for (size_t b = a; b < v.size() && secs < 0.1 - 1e-6; ++b) {
+      bits += v[b].gbps * v[b].dur_s;
+      secs += v[b].dur_s;
+    }
+    if (secs < 0.1 - 1e-6) return -1;  // the series ends within 100 ms
+    if (bits / secs >= goal) return (start - repair_s) * 1e3;
+  }
+  return -1;
 }
 
 }  // namespace mrc::perf

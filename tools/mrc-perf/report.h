@@ -43,6 +43,15 @@ struct Summary {
 };
 
 Summary summarize(const Series& s, double warmup_s = 0.5);
+
+/// Time back after a repair: from `repair_s` to the start of the first 100 ms window (of
+/// consecutive intervals that start at or after repair_s) whose mean reaches `share` x
+/// healthy, in ms (0: at once; resolution the series' interval, 10 ms for MRC, 100 ms for
+/// iperf3). -1 if no such window before the series ends.
+double time_back_ms(const Series& s, double healthy_gbps, double repair_s, double share = 0.95);
+
+/// Runs gnuplot on `script` (which writes png_path). Error if gnuplot is missing or fails.
+Status<std::string> run_gnuplot(const std::string& png_path, const std::string& script);
 std::string format_summary(const Series& s, const Summary& sum);
 
 /// Columns: <name>_t_s,<name>_gbps per series (each on its own interval grid; rows past a

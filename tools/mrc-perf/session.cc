@@ -284,7 +284,8 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
     std::snprintf(
         line, sizeof line,
         "mrc: %s %u B x %u outstanding, %u QP%s%s: %llu messages (%.3f GB) %s, "
-        "%llu retransmits (%llu spurious, %llu duplicates received), %llu RTOs, %llu trims; "
+        "%llu retransmits (%llu spurious, %llu duplicates received), %llu RTOs, %llu trims, "
+        "%llu CRC errors; "
         "%llu datagrams sent in %llu GSO messages",
         to_string(o.op), o.msg_bytes, o.outstanding, o.qps, o.qps > 1 ? "s" : "",
         plan              ? " per flow"
@@ -293,7 +294,7 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         (unsigned long long)r->messages, r->bytes / 1e9, o.verify ? "verified" : "not verified",
         (unsigned long long)r->retransmits, (unsigned long long)r->spurious,
         (unsigned long long)r->duplicates, (unsigned long long)r->rtos,
-        (unsigned long long)r->trims_seen,
+        (unsigned long long)r->trims_seen, (unsigned long long)r->crc_errors,
         (unsigned long long)(plan ? r->datagrams_sent : r->client_counters.datagrams_sent),
         (unsigned long long)(plan ? r->gso_messages : r->client_counters.gso_messages));
     out.details.push_back(plan ? std::string(line) + " (all hosts)" : std::string(line));
