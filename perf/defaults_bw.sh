@@ -44,7 +44,7 @@ plugin() {
     eval "pid_$h=\$!"
   done
   wait "$pid_0" "$pid_1" || { cat "$WORK"/plugin-*; exit 1; }
-  awk '{print $2}' "$WORK/plugin-recv"
+  awk '$1 == "mrc" && $3 == "Gbit/s" {print $2}' "$WORK/plugin-recv"
 }
 # shim <tuned 0|1>: ib_write_bw's average over its window (-f: margins not counted).
 shim() {
@@ -75,7 +75,7 @@ printf 'fabric: 4 planes x 4 spines, host ports %s Gbit/s (ceiling %s Gbit/s), %
   "$RATE" "$((4 * RATE))" "$SECS" "$ROUNDS"
 printf '%-9s %-28s %-28s %8s %8s %s\n' "front" "default (Gbit/s, each run)" \
   "base RTT 300 us (each run)" "default" "tuned" "default/tuned"
-for front in plugin shim perf; do
+for front in ${FRONTS:-plugin shim perf}; do
   d="" t=""
   for ((r = 0; r < ROUNDS; ++r)); do
     if (( r % 2 == 0 )); then d+=" $($front 0)"; t+=" $($front 1)"

@@ -87,45 +87,69 @@ TEST(WithRates, WindowsOfRateTimesBaseRtt) {
   EXPECT_TRUE(CcRates{.min_mbps = 1}.any());
 }
 
+// Samples every `step` from `t`, each `rtt`; returns the time after the last.
+Time feed(BaseRttFilter& f, Time t, Duration span, Duration step, Duration rtt) {
+  for (const Time end = t + span; t < end; t += step) f.on_sample(t, rtt);
+  return t;
+}
+
+constexpr Duration kWindow = BaseRttFilter::kEpoch * (BaseRttFilter::kEpochs + 1);
+
 TEST(BaseRttFilter, NothingBeforeASample) {
   BaseRttFilter f(100us);
   EXPECT_EQ(f.estimate(), Duration{0});
   EXPECT_FALSE(f.moved(Duration{0}));
-  f.on_sample(Duration{0});  // not a sample
+  f.on_sample(Time{0}, Duration{0});  // not a sample
   EXPECT_EQ(f.estimate(), Duration{0});
-  f.on_sample(20us);
+  f.on_sample(Time{0}, 20us);
   EXPECT_EQ(f.estimate(), 100us);  // floored
   EXPECT_TRUE(f.moved(Duration{0}));
   EXPECT_FALSE(f.moved(100us));
 }
 
-TEST(BaseRttFilter, OutlierMinimumAgesOut) {
+TEST(BaseRttFilter, BurstIsAddedToTheMinimum) {
+  BaseRttFilter f(100us, 260us);
+  f.on_sample(Time{0}, 45us);
+  f.on_sample(Time{1'000}, 400us);
+  EXPECT_EQ(f.estimate(), 305us);
+  BaseRttFilter floored(400us, 260us);
+  floored.on_sample(Time{0}, 45us);
+  EXPECT_EQ(floored.estimate(), 400us);
+}
+
+TEST(BaseRttFilter, LuckyMinimumAgesOut) {
   BaseRttFilter f;
-  constexpr uint32_t kWindow = BaseRttFilter::kEpochSamples * (BaseRttFilter::kEpochs + 1);
-  f.on_sample(5us);  // one lucky sample
-  for (uint32_t i = 0; i < BaseRttFilter::kEpochSamples * BaseRttFilter::kEpochs - 1; ++i)
-    f.on_sample(300us + Duration{i % 7 * 1000});
+  f.on_sample(Time{0}, 5us);  // one lucky sample
+  Time t = feed(f, Time{1'000}, BaseRttFilter::kEpoch * BaseRttFilter::kEpochs, 1ms, 300us);
   EXPECT_EQ(f.estimate(), 5us);  // still within the window
-  for (uint32_t i = 0; i < kWindow; ++i) f.on_sample(300us + Duration{i % 7 * 1000});
+  t = feed(f, t, kWindow, 1ms, 300us);
   EXPECT_EQ(f.estimate(), 300us);  // gone: the path's own minimum
   EXPECT_TRUE(f.moved(5us));
 }
 
 TEST(BaseRttFilter, FollowsAPathThatGetsShorterAtOnceAndLongerAfterTheWindow) {
   BaseRttFilter f;
-  for (int i = 0; i < 1000; ++i) f.on_sample(50us);
-  f.on_sample(30us);
+  Time t = feed(f, Time{0}, 3s, 1ms, 50us);
+  f.on_sample(t, 30us);
   EXPECT_EQ(f.estimate(), 30us);  // a lower minimum counts at once
-  for (int i = 0; i < 100; ++i) f.on_sample(400us);
+  t = feed(f, t, kWindow - BaseRttFilter::kEpoch, 1ms, 400us);
   EXPECT_EQ(f.estimate(), 30us);
-  for (uint32_t i = 0; i < BaseRttFilter::kEpochSamples * (BaseRttFilter::kEpochs + 1); ++i)
-    f.on_sample(400us);
+  t = feed(f, t, 2 * BaseRttFilter::kEpoch, 1ms, 400us);
   EXPECT_EQ(f.estimate(), 400us);
+}
+
+TEST(BaseRttFilter, IdleLongerThanTheWindowForgetsEverything) {
+  BaseRttFilter f;
+  f.on_sample(Time{0}, 20us);
+  f.on_sample(Time{0} + 60s, 500us);
+  EXPECT_EQ(f.estimate(), 500us);
+  f.on_sample(Time{0} + 60s + 1ms, 450us);
+  EXPECT_EQ(f.estimate(), 450us);
 }
 
 TEST(BaseRttFilter, MovedMeansMoreThanTenPercent) {
   BaseRttFilter f;
-  f.on_sample(100us);
+  f.on_sample(Time{0}, 100us);
   EXPECT_FALSE(f.moved(91us));
   EXPECT_FALSE(f.moved(109us));
   EXPECT_TRUE(f.moved(90us));

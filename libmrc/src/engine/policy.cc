@@ -56,17 +56,22 @@ NsccConfig with_rates(NsccConfig cc, const EngineConfig& cfg, uint32_t mtu, cons
   return cc;
 }
 
-void BaseRttFilter::on_sample(Duration rtt) {
+void BaseRttFilter::on_sample(Time now, Duration rtt) {
   if (rtt <= Duration{0}) return;
-  if (cur_n_ == 0 || rtt < cur_min_) cur_min_ = rtt;
-  if (++cur_n_ < kEpochSamples) return;
-  mins_[next_] = cur_min_;
-  next_ = (next_ + 1) % kEpochs;
-  cur_n_ = 0;
+  if (cur_start_ == kNever) cur_start_ = now;
+  // Close the epochs that ended before `now`; one with no sample leaves its slot empty.
+  for (size_t k = 0; now - cur_start_ >= kEpoch && k <= kEpochs; ++k) {
+    mins_[next_] = cur_min_;
+    next_ = (next_ + 1) % kEpochs;
+    cur_min_ = Duration{0};
+    cur_start_ += kEpoch;
+  }
+  if (now - cur_start_ >= kEpoch) cur_start_ = now;  // idle longer than the window
+  if (cur_min_ == Duration{0} || rtt < cur_min_) cur_min_ = rtt;
 }
 
 Duration BaseRttFilter::estimate() const {
-  Duration m = cur_n_ > 0 ? cur_min_ : Duration{0};
+  Duration m = cur_min_;
   for (Duration e : mins_)
     if (e > Duration{0} && (m == Duration{0} || e < m)) m = e;
   return m == Duration{0} ? m : std::max(m + burst_, floor_);

@@ -53,25 +53,29 @@ struct CcRates {
 /// cc_start_base_rtt(cfg) when cc learns its base RTT.
 NsccConfig with_rates(NsccConfig cc, const EngineConfig& cfg, uint32_t mtu, const CcRates& r);
 
-/// A QP's learned base RTT: the smallest RTT sample over a sliding window of the last
-/// kEpochs epochs of kEpochSamples samples each, plus `burst` (EngineConfig::send_burst: what a
+/// A QP's learned base RTT: the smallest RTT sample over a sliding window (the open epoch and
+/// the kEpochs before it, kEpoch each: 8-10 s), plus `burst` (EngineConfig::send_burst: what a
 /// busy QP's packets wait behind the driver's own bursts), and never below `floor`
-/// (EngineConfig::min_base_rtt). One outlier minimum ages out after the window instead of
-/// sizing the window for the QP's life, and a path whose RTT rises (a longer route, a slower
-/// fabric) is followed. The minimum is the anchor because it does not grow with the queue the
-/// QP itself builds (a percentile of loaded samples would, and the window with it). The
-/// engine re-derives the QP's NSCC constants when moved() says the estimate left the one in
-/// use by more than 10%.
+/// (EngineConfig::min_base_rtt). A minimum ages out after the window instead of sizing the
+/// window for the QP's life, and a path whose RTT rises (a longer route, a slower fabric) is
+/// followed. The anchor is a minimum over seconds because the samples of a busy QP carry the
+/// queue its own window builds: a percentile of them, or a minimum over milliseconds while
+/// the queue never drains, grows the window that builds it (measured on the namespace fabric:
+/// a 1,280-sample window learned 415 us where 300 us is right). A lucky minimum (a sample that
+/// met no scheduling delay) is at most the datapath's own RTT below the true one, and
+/// `burst`, not the minimum, is most of the base on a software datapath. The engine
+/// re-derives the QP's NSCC constants when moved() says the estimate left the one in use by
+/// more than 10%.
 class BaseRttFilter {
  public:
-  static constexpr uint32_t kEpochSamples = 256;
+  static constexpr Duration kEpoch = std::chrono::seconds{2};
   static constexpr size_t kEpochs = 4;
 
   explicit BaseRttFilter(Duration floor = Duration{0}, Duration burst = Duration{0})
       : floor_(floor), burst_(burst) {}
 
-  /// One RTT sample (> 0; others are ignored).
-  void on_sample(Duration rtt);
+  /// One RTT sample (> 0; others are ignored) taken at `now` (non-decreasing).
+  void on_sample(Time now, Duration rtt);
   /// max(floor, windowed minimum + burst); 0 before the first sample.
   Duration estimate() const;
   /// True when estimate() differs from `in_use` by more than 10% (or in_use is 0 and there
@@ -82,9 +86,9 @@ class BaseRttFilter {
   Duration floor_;
   Duration burst_;
   std::array<Duration, kEpochs> mins_{};  // minimum of each closed epoch; 0 = none yet
-  size_t next_ = 0;                       // the slot the current epoch closes into
+  size_t next_ = 0;                       // the slot the open epoch closes into
   Duration cur_min_{0};                   // minimum of the open epoch; 0 = no sample yet
-  uint32_t cur_n_ = 0;                    // samples in the open epoch
+  Time cur_start_ = kNever;               // when the open epoch began; kNever = none yet
 };
 
 }  // namespace mrc::engine

@@ -461,7 +461,7 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   }
   if (q.cc) {
     if (q.cc_auto && rtt > Duration{0}) {
-      q.cc_rtt.on_sample(rtt);
+      q.cc_rtt.on_sample(now, rtt);
       if (q.cc_rtt.moved(q.cc_base)) {  // learned base RTT moved: re-derive the profile
         q.cc_base = q.cc_rtt.estimate();
         q.cc->set_config(derived_cc(cfg, q.attr.mtu, q.cc_base));
