@@ -57,7 +57,7 @@ struct EngineConfig {
   // derived from it throttle the QP far below the link (io/config.h sets 100 us).
   Duration min_base_rtt{0};
   // The longest burst the driver sends on one plane at once, as time at a plane port's rate
-  // (UdpDriver: a GSO message of up to 64 KiB; 260 us at 2 Gbit/s). Packets at a burst's end
+  // (UdpDriver: 64 KiB, io::send_burst; 260 us at 2 Gbit/s). Packets at a burst's end
   // wait that long behind its start, so a busy QP's RTT is its minimum RTT plus this: a learned
   // base RTT adds it to the measured minimum (engine/policy.h BaseRttFilter).
   Duration send_burst{0};

@@ -122,14 +122,14 @@ struct UdpDriver::Slot {
 namespace {
 
 UdpConfig with_send_burst(UdpConfig c) {
-  if (c.engine.send_burst == engine::Duration{0}) c.engine.send_burst = gso_burst(c);
+  if (c.engine.send_burst == engine::Duration{0}) c.engine.send_burst = send_burst(c);
   return c;
 }
 
 }  // namespace
 
-engine::Duration gso_burst(const UdpConfig& c) {
-  if (!c.gso || c.zero_udp_checksum || c.planes.empty() || c.engine.nic_bps == 0) return {};
+engine::Duration send_burst(const UdpConfig& c) {
+  if (c.planes.empty() || c.engine.nic_bps == 0) return {};
   const double plane_bps =
       static_cast<double>(c.engine.nic_bps) / static_cast<double>(c.planes.size());
   return engine::Duration{std::llround(kMaxGsoBytes * 8 / plane_bps * 1e9)};
