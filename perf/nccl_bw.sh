@@ -30,7 +30,7 @@ run() {
   for h in 0 1; do
     local role=send; [[ $h == 1 ]] && role=recv
     env MRC_CONFIG="$WORK/empty.json" MRC_PATH_MODE=srv6 MRC_FABRIC="/run/mrc-fabric/$PREFIX/fabric.json" \
-        MRC_HOST=$h MRC_PORT=0 MRC_BASE_RTT_US=300 MRC_NIC_GBPS=$((4 * RATE)) \
+        MRC_HOST=$h MRC_PORT=0 \
         NCCL_MRC_QPS_PER_CONN="${QPS:-1}" \
         ip netns exec "$PREFIX-h$h" "$B/perf/nccl_bw" --transport "$transport" --role $role \
         --rendezvous "$rv" --plugin "$B/lib/libnccl-net-mrc.so" --size "$SIZE" --seconds "$SECS" "$@" \

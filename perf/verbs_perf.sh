@@ -26,12 +26,11 @@ trap cleanup EXIT INT TERM
 CFG=/run/mrc-fabric/$PREFIX/hosts
 SERVER=$(ip -n "$PREFIX-h0" -4 -o addr show dev mgmt0 | awk '{print $4}' | cut -d/ -f1)
 
-# as_host <host> <cmd...>: run as fabric host <host> with its MRC config and the shim; the
-# congestion control's base RTT as mrc-perf's default (--base-rtt-us 300), so both run the
-# same engine settings.
+# as_host <host> <cmd...>: run as fabric host <host> with its MRC config and the shim, nothing
+# tuned (mrc-perf runs with its defaults too).
 as_host() {
   local h=$1; shift
-  ip netns exec "$PREFIX-h$h" env MRC_CONFIG="$CFG/h$h.json" MRC_BASE_RTT_US=300 MRC_STATS=0 \
+  ip netns exec "$PREFIX-h$h" env MRC_CONFIG="$CFG/h$h.json" MRC_STATS=0 \
     LD_PRELOAD="$SHIM" "$@"
 }
 # pair <tool args...>: server in host 0, client in host 1; prints the client's output.

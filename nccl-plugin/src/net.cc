@@ -18,6 +18,7 @@
 
 #include "control.h"
 #include "engine/engine.h"
+#include "engine/policy.h"
 #include "io/config.h"
 #include "io/netns.h"
 #include "io/udp/udp_driver.h"
@@ -320,22 +321,12 @@ Result<engine::PeerId, Failure> peer_of(Device& d, const Endpoint& e) {
 
 // The QP's CC profile from the rate hints (NCCL_MRC_CC_*_RATE), when any is set.
 std::optional<engine::NsccConfig> cc_profile(const Device& d, uint32_t mtu, const Knobs& k) {
-  if (!k.qp_hint || (!k.cc_init_mbps && !k.cc_min_mbps && !k.cc_max_mbps)) return std::nullopt;
-  const engine::EngineConfig& ec = d.cfg.udp.engine;
-  if (!ec.congestion_control) return std::nullopt;
-  const engine::Duration rtt =
-      ec.base_rtt.count() > 0 ? ec.base_rtt : std::chrono::microseconds(12);
-  auto cc = engine::NsccConfig::defaults(ec.nic_bps, rtt, mtu, ec.trimming);
-  auto window = [&](uint64_t mbps) {
-    const double bytes =
-        static_cast<double>(mbps) * 1e6 / 8 * static_cast<double>(rtt.count()) / 1e9;
-    return static_cast<uint32_t>(std::min(bytes, 4e9));
-  };
-  if (k.cc_max_mbps) cc.max_cwnd = std::max(window(k.cc_max_mbps), mtu);
-  if (k.cc_init_mbps) cc.init_cwnd = window(k.cc_init_mbps);
-  if (k.cc_min_mbps) cc.cwnd_floor = window(k.cc_min_mbps);
-  if (ec.base_rtt.count() == 0) cc.base_rtt = 0;
-  return cc;
+  const engine::CcRates rates{k.cc_init_mbps, k.cc_min_mbps, k.cc_max_mbps};
+  if (!k.qp_hint || !rates.any()) return std::nullopt;
+  const engine::EngineConfig& ec = d.drv->config().engine;  // what the engine runs with
+  auto cc = engine::effective_cc(ec, mtu);
+  if (!cc) return std::nullopt;  // congestion control is off
+  return engine::with_rates(*cc, ec, mtu, rates);
 }
 
 void destroy_comm(Comm& c);

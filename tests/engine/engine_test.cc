@@ -806,6 +806,32 @@ TEST(Engine, Cc_LearnedBaseRttIsFloored) {
   EXPECT_LT(learned, 10'000u);
 }
 
+// The learned base RTT is a windowed minimum (engine/policy.h BaseRttFilter): when the path
+// gets longer (400 us instead of 10 us round trip) the old minimum ages out after the window
+// (8-10 s) and the window cap (1.5 x nic rate x base RTT) grows with the new base RTT. With a
+// lifetime minimum the window stayed at the 10 us path's 3.75 KB: one packet per 400 us.
+TEST(Engine, Cc_LearnedBaseRttFollowsALongerPath) {
+  EngineConfig cfg;
+  cfg.nic_bps = 2'000'000'000;
+  Loop l(1000, cfg);
+  for (int i = 0; i < 4; ++i) l.post_write(l.a, i, 0, 512 << 10, 0);
+  l.run();
+  EXPECT_EQ(l.poll(l.a).size(), 4u);
+  const uint64_t short_path = l.a.eng.cc_stats(l.a.qpn)->cwnd;
+  EXPECT_LE(short_path, 8192u);
+  l.latency = 200us;
+  const Time longer = l.now;
+  size_t done = 0;
+  while (l.now - longer < 12s) {  // past the window, at ~4 KB per 400 us until it ages out
+    for (int i = 0; i < 16; ++i) l.post_write(l.a, 10 + i, 0, 512 << 10, 0);
+    l.run(30s);
+    done += l.poll(l.a).size();
+  }
+  EXPECT_EQ(done % 16, 0u);
+  // 1.5 x 2 Gbit/s x 400 us = 150 KB once learned; the window grows towards it.
+  EXPECT_GT(l.a.eng.cc_stats(l.a.qpn)->cwnd, 32'000u);
+}
+
 // A packet that fills the last hole is ACKed at once, not after ack_delay: it may complete a
 // message whose last packet (the one that asks for an ACK) came first, and the receiving app
 // may see that completion and close its QP before a delayed ACK would leave. The sender then

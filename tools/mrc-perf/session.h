@@ -84,10 +84,10 @@ struct SessionOptions {
   bool trimming = false;            // the fabric trims: zero UDP checksums (no GSO), engine told so
   bool gso = true, gro = true;
   bool ecmp = false;  // paths by UDP source port over the fabric's ECMP routes, not SRv6
-  // NSCC's unloaded RTT. Software endpoints: thread wakeups and batching, not the wire,
-  // set the RTT floor (~100-600 us on a 2-core VM; 300 measured best here, perf/RESULTS.md), and the lucky minimum the engine would
-  // learn (~20 us) makes NSCC hold the window at a few packets. 0 = learn it.
-  double base_rtt_us = 300;
+  // NSCC's unloaded RTT, us; 0 = learned (the default): the windowed minimum RTT plus the
+  // driver's send burst (64 KiB) at the port rate (engine/policy.h BaseRttFilter, io/udp
+  // send_burst).
+  double base_rtt_us = 0;
   bool congestion_control = true;
   uint32_t max_psn_range = 1024;  // packets in flight per QP at most (MPR)
   std::string csv, png, title;

@@ -194,7 +194,9 @@ int mrc_destroy_cq(struct mrc_cq *cq);
  * NCCL plugin's CC hint: {uint8_t version = 1; uint8_t rsvd[3]; uint32_t
  * init_rate, min_rate, max_rate;} in host byte order, rates in Mbit/s, 0 =
  * not given. At RTR each rate becomes an NSCC window of rate x base RTT
- * (the CC profile's base_rtt, else the host config's, else 12 us): the
+ * (the CC profile's base_rtt, else the host config's, else where the
+ * engine's learned base RTT starts: 12 us plus the driver's GSO burst at
+ * the port rate, at least min_base_rtt_us): the
  * starting window, the floor and the ceiling of the QPs of the hint. */
 struct mrc_qp_hint_attr {
 	/* QPs of this hint sending to the same destination address at once. */

@@ -1,6 +1,8 @@
 // The OCP MRC application API (mrc.h) over the software verbs device: contexts, channels, CQs,
 // QP hints, MRC QPs (verbs RC QPs that only WRITE), async events. Errors are converted here,
 // once: -1 (or NULL) with errno and one "mrc: " line on stderr.
+#include "api/ocp.h"
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -10,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "api/ocp.h"
+#include "engine/policy.h"
 #include "io/udp/udp_driver.h"
 #include "verbs/internal.h"
 #include "verbs/verbs.h"
@@ -96,18 +98,6 @@ const char* state_name(ibv_qp_state s) {
     case IBV_QPS_SQD: return "SQD";
     case IBV_QPS_ERR: return "ERR";
     default: return "?";
-  }
-}
-
-bool transition_ok(ibv_qp_state from, ibv_qp_state to) {
-  if (to == IBV_QPS_RESET || to == IBV_QPS_ERR) return true;
-  switch (from) {
-    case IBV_QPS_RESET: return to == IBV_QPS_INIT;
-    case IBV_QPS_INIT: return to == IBV_QPS_INIT || to == IBV_QPS_RTR;
-    case IBV_QPS_RTR: return to == IBV_QPS_RTS;
-    case IBV_QPS_RTS: return to == IBV_QPS_RTS || to == IBV_QPS_SQD;
-    case IBV_QPS_SQD: return to == IBV_QPS_RTS || to == IBV_QPS_SQD;
-    default: return false;
   }
 }
 
@@ -204,24 +194,12 @@ std::optional<engine::NsccConfig> qp_cc(const verbs::Device& dev,
     std::lock_guard lock(hint->mu);
     std::memcpy(&h, hint->attr.vendor_cfg, sizeof h);
   }
-  if (h.version != 1 || (!h.init_rate && !h.min_rate && !h.max_rate)) return cc;
-  const engine::EngineConfig& ec = dev.cfg.udp.engine;
-  const engine::Duration rtt =
-      cc && cc->base_rtt ? engine::Duration{cc->base_rtt}
-      : ec.base_rtt.count() > 0 ? ec.base_rtt
-                                : engine::Duration{engine::kNsccReferenceRttNs};
-  if (!cc) {
-    cc = engine::NsccConfig::defaults(ec.nic_bps, rtt, dev.cfg.mtu, ec.trimming);
-    if (ec.base_rtt.count() == 0) cc->base_rtt = 0;  // learn it, as the engine would
-  }
-  auto window = [&](uint32_t mbps) {
-    const double bytes = mbps * 1e6 / 8 * static_cast<double>(rtt.count()) / 1e9;
-    return static_cast<uint32_t>(std::min(bytes, 4e9));
-  };
-  if (h.max_rate) cc->max_cwnd = std::max(window(h.max_rate), dev.cfg.mtu);
-  if (h.init_rate) cc->init_cwnd = window(h.init_rate);
-  if (h.min_rate) cc->cwnd_floor = window(h.min_rate);
-  return cc;
+  const engine::CcRates rates{h.init_rate, h.min_rate, h.max_rate};
+  if (h.version != 1 || !rates.any()) return cc;
+  const engine::EngineConfig& ec = dev.driver->config().engine;  // what the engine runs with
+  if (!cc) cc = engine::effective_cc(ec, dev.cfg.mtu);
+  if (!cc) return cc;  // congestion control is off
+  return engine::with_rates(*cc, ec, dev.cfg.mtu, rates);
 }
 
 // Takes the QP off its profiles' lists. Under Controller::mu.
@@ -708,7 +686,8 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
   if ((vattr_mask & IBV_QP_CUR_STATE) && raw(vattr->cur_qp_state) != cur)
     return fail(EINVAL, "mrc_modify_qp: QP %u: cur_qp_state %d, but the QP is in %s", qpn,
                 raw(vattr->cur_qp_state), state_name(cur));
-  if (has_state && !transition_ok(cur, to))
+  if (has_state &&
+      (to == IBV_QPS_SQE || !engine::qp_transition_ok(verbs::to_engine(cur), verbs::to_engine(to))))
     return fail(EINVAL, "mrc_modify_qp: QP %u: no transition %s -> %s", qpn, state_name(cur),
                 state_name(to));
   const bool to_rtr = has_state && cur == IBV_QPS_INIT && to == IBV_QPS_RTR;

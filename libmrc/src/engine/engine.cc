@@ -30,25 +30,6 @@ std::unique_ptr<Qp> new_qp(Qpn qpn, const QpInit& init) {
   return q;
 }
 
-bool transition_ok(QpState from, QpState to) {
-  if (to == QpState::kReset || to == QpState::kError) return true;
-  switch (from) {
-    case QpState::kReset:
-      return to == QpState::kInit;
-    case QpState::kInit:
-      return to == QpState::kInit || to == QpState::kRtr;
-    case QpState::kRtr:
-      return to == QpState::kRts;
-    case QpState::kRts:
-      return to == QpState::kRts || to == QpState::kSqd;
-    case QpState::kSqd:
-      return to == QpState::kRts || to == QpState::kSqd;
-    case QpState::kError:
-      return false;
-  }
-  return false;
-}
-
 }  // namespace
 
 // ---- scatter/gather ------------------------------------------------------------------
@@ -366,7 +347,7 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
   Qp* q = c.qp(qpn);
   if (!q) return Err{Error::kNoSuchQp};
   const QpState to = (mask & attr::kState) ? a.state : q->state;
-  if ((mask & attr::kState) ? !transition_ok(q->state, to)
+  if ((mask & attr::kState) ? !qp_transition_ok(q->state, to)
                             : (q->state == QpState::kReset || q->state == QpState::kError))
     return Err{Error::kBadState};
   if ((mask & attr::kMtu) && !valid_mtu(a.mtu)) return Err{Error::kInvalidArgument};

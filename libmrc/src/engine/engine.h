@@ -51,11 +51,16 @@ struct EngineConfig {
   // one from these with NsccConfig::defaults.
   bool congestion_control = true;
   uint64_t nic_bps = 100'000'000'000;  // the NIC: all its plane ports together, bits/s
-  Duration base_rtt{0};                // unloaded RTT; 0 = learn it (min RTT), starting from 12 us
+  Duration base_rtt{0};                // unloaded RTT; 0 = learn it (engine/policy.h)
   // Floor of a learned base RTT. The minimum RTT of a software datapath is an outlier (a
   // sample that met no scheduling delay): a window cap of 1.5 x BDP and a target delay
   // derived from it throttle the QP far below the link (io/config.h sets 100 us).
   Duration min_base_rtt{0};
+  // The longest burst the driver sends on one plane at once, as time at a plane port's rate
+  // (UdpDriver: 64 KiB, io::send_burst; 260 us at 2 Gbit/s). Packets at a burst's end
+  // wait that long behind its start, so a busy QP's RTT is its minimum RTT plus this: a learned
+  // base RTT adds it to the measured minimum (engine/policy.h BaseRttFilter).
+  Duration send_burst{0};
   bool trimming = true;                // the fabric trims (target delay 0.75 base RTT, else 1.0)
   PayloadCopy copy = nullptr;          // nullptr: memcpy
 };

@@ -27,6 +27,7 @@
 
 #include "engine/engine.h"
 #include "engine/paths.h"
+#include "engine/policy.h"
 #include "engine/retry.h"
 #include "engine/sack.h"
 #include "engine/timers.h"
@@ -284,6 +285,7 @@ struct Qp {
   std::optional<Nscc> cc;        // congestion window (RTS on; absent when CC is off)
   bool cc_auto = false;          // profile derived from EngineConfig, base RTT learned
   Duration cc_base{0};           // base RTT the auto profile was derived with
+  BaseRttFilter cc_rtt;          // the learned base RTT (cc_auto)
   uint64_t bytes_in_flight = 0;  // payload bytes of kInFlight packets
 
   // ---- receiver ----

@@ -314,15 +314,13 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
 
 void Core::start_cc(Qp& q) {
   q.cc.reset();
-  q.cc_auto = false;
-  if (q.attr.cc) {
-    q.cc.emplace(*q.attr.cc, q.attr.mtu);
-  } else if (cfg.congestion_control) {
-    q.cc_auto = cfg.base_rtt == Duration{0};
-    q.cc_base = q.cc_auto ? Duration{0} : cfg.base_rtt;
-    const Duration base = q.cc_auto ? std::max(Duration{12'000}, cfg.min_base_rtt) : cfg.base_rtt;
-    q.cc.emplace(NsccConfig::defaults(cfg.nic_bps, base, q.attr.mtu, cfg.trimming), q.attr.mtu);
-  }
+  q.cc_auto = !q.attr.cc && cfg.congestion_control && cfg.base_rtt == Duration{0};
+  q.cc_base = Duration{0};
+  q.cc_rtt = BaseRttFilter{cfg.min_base_rtt, cfg.send_burst};
+  auto c = effective_cc(cfg, q.attr.mtu, q.attr.cc);
+  if (!c) return;
+  if (q.cc_auto) c = derived_cc(cfg, q.attr.mtu, cc_start_base_rtt(cfg));  // until measured
+  q.cc.emplace(*c, q.attr.mtu);
 }
 
 void Core::arm_rto(Qp& q, Time now) {
@@ -462,11 +460,12 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     q.paths.on_congestion(static_cast<uint16_t>(echo_path));
   }
   if (q.cc) {
-    const Duration learned = std::max(q.min_rtt, cfg.min_base_rtt);
-    if (q.cc_auto && rtt > Duration{0} &&
-        (q.cc_base == Duration{0} || learned * 10 < q.cc_base * 9)) {
-      q.cc_base = learned;  // learned base RTT moved: re-derive the profile
-      q.cc->set_config(NsccConfig::defaults(cfg.nic_bps, q.cc_base, q.attr.mtu, cfg.trimming));
+    if (q.cc_auto && rtt > Duration{0}) {
+      q.cc_rtt.on_sample(now, rtt);
+      if (q.cc_rtt.moved(q.cc_base)) {  // learned base RTT moved: re-derive the profile
+        q.cc_base = q.cc_rtt.estimate();
+        q.cc->set_config(derived_cc(cfg, q.attr.mtu, q.cc_base));
+      }
     }
     if (acked.packets > 0) q.cc->on_ack(now, acked.bytes, rtt, ecn, q.bytes_in_flight);
   }

@@ -37,6 +37,7 @@
 //     "nic_gbps": 0,                 // all plane ports together; 0 = fabric's port rate
 //                                    //   x planes, or the engine's default
 //     "base_rtt_us": 0,              // unloaded RTT for congestion control; 0 = learn
+//                                    //   (engine/policy.h BaseRttFilter; leave it)
 //     "min_base_rtt_us": 100,        // floor of a learned one (engine.h EngineConfig)
 //     "progress_nice": -10           // the progress thread's nice value (udp_driver.h);
 //                                    // best effort, needs CAP_SYS_NICE below 0

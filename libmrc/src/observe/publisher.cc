@@ -14,6 +14,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "engine/policy.h"
 #include "srv6/fabric.h"
 #include "wire/wire.h"
 
@@ -481,12 +482,9 @@ std::string Publisher::handle(Time now, engine::Engine& e, const std::string& re
       auto a = e.query_qp(q);
       if (!a.ok()) continue;
       const bool own = a->cc.has_value();
-      const engine::Duration base =
-          cfg_.engine.base_rtt > Duration{0} ? cfg_.engine.base_rtt : Duration{12'000};
-      engine::NsccConfig c = own ? *a->cc
-                                 : engine::NsccConfig::defaults(cfg_.engine.nic_bps, base, a->mtu,
-                                                                cfg_.engine.trimming);
-      if (!own && cfg_.engine.base_rtt == Duration{0}) c.base_rtt = 0;
+      const auto eff = engine::effective_cc(cfg_.engine, a->mtu, a->cc);
+      if (!eff) continue;  // congestion control is off: nothing to show or set
+      engine::NsccConfig c = *eff;
       if (cmd == "cc_set") {
         for (const auto& [k, v] : set.items()) {
           if (!v.is_number()) return fail(k + ": not a number");

@@ -42,6 +42,8 @@ void notify(Cq* cq);
 
 /// The errno a verb returns for an engine error.
 int to_errno(engine::Error e);
+/// The engine's state for a verbs QP state; kError for ERR and for SQE, which MRC QPs lack.
+engine::QpState to_engine(ibv_qp_state s);
 ibv_wc to_wc(const engine::Completion& c);
 
 }  // namespace mrc::verbs

@@ -13,17 +13,6 @@
 namespace mrc::verbs {
 namespace {
 
-engine::QpState to_engine(ibv_qp_state s) {
-  switch (s) {
-    case IBV_QPS_RESET: return engine::QpState::kReset;
-    case IBV_QPS_INIT: return engine::QpState::kInit;
-    case IBV_QPS_RTR: return engine::QpState::kRtr;
-    case IBV_QPS_RTS: return engine::QpState::kRts;
-    case IBV_QPS_SQD: return engine::QpState::kSqd;
-    default: return engine::QpState::kError;
-  }
-}
-
 io::UdpDriver& driver_of(ibv_qp* qp) { return *qp_of(qp)->ctx->dev->driver; }
 
 // The send flags mrc0 honours (FENCE, SIGNALED, SOLICITED, INLINE); IP_CSUM is for raw
@@ -304,6 +293,23 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
 }
 
 }  // namespace
+
+engine::QpState to_engine(ibv_qp_state s) {
+  switch (s) {
+    case IBV_QPS_RESET:
+      return engine::QpState::kReset;
+    case IBV_QPS_INIT:
+      return engine::QpState::kInit;
+    case IBV_QPS_RTR:
+      return engine::QpState::kRtr;
+    case IBV_QPS_RTS:
+      return engine::QpState::kRts;
+    case IBV_QPS_SQD:
+      return engine::QpState::kSqd;
+    default:
+      return engine::QpState::kError;
+  }
+}
 
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   Qp* q = make_qp(pd->context, pd, raw(a->qp_type), a->send_cq, a->recv_cq, a->srq, a->cap,

@@ -5,18 +5,19 @@
 #include <netinet/udp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <deque>
-#include <tuple>
 #include <numeric>
+#include <tuple>
 
 #include "io/netns.h"
 #include "observe/publisher.h"
@@ -118,9 +119,25 @@ struct UdpDriver::Slot {
   int fd = -1;
 };
 
+namespace {
+
+UdpConfig with_send_burst(UdpConfig c) {
+  if (c.engine.send_burst == engine::Duration{0}) c.engine.send_burst = send_burst(c);
+  return c;
+}
+
+}  // namespace
+
+engine::Duration send_burst(const UdpConfig& c) {
+  if (c.planes.empty() || c.engine.nic_bps == 0) return {};
+  const double plane_bps =
+      static_cast<double>(c.engine.nic_bps) / static_cast<double>(c.planes.size());
+  return engine::Duration{std::llround(kMaxGsoBytes * 8 / plane_bps * 1e9)};
+}
+
 UdpDriver::UdpDriver(const UdpConfig& cfg)
-    : cfg_(cfg),
-      engine_(std::make_unique<engine::Engine>(cfg.engine)),
+    : cfg_(with_send_burst(cfg)),
+      engine_(std::make_unique<engine::Engine>(cfg_.engine)),
       tx_slots_(kTxBurst),
       scratch_(std::make_unique<Scratch>()) {}
 
@@ -289,7 +306,7 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
   hooks.add_fabric_peer = [raw](uint32_t host) { return raw->add_fabric_peer_locked(host, {}); };
   hooks.spray_paths = [raw](uint32_t host) { return raw->spray_paths(host); };
   std::string why;  // no statistics is not an error: the datapath runs without
-  d->publisher_ = observe::Publisher::create(cfg, locals, std::move(hooks), &why);
+  d->publisher_ = observe::Publisher::create(d->cfg_, locals, std::move(hooks), &why);
   return d;
 }
 

@@ -1,0 +1,94 @@
+// The connection policy: the decisions every front end (OCP API, verbs layer, NCCL plugin,
+// the observer's cc_show) shares, each in one function. A default changes here and every
+// face gets it; the faces pass their overrides (a CC profile, rate hints), never re-derive.
+// Threading: pure functions, and BaseRttFilter is owned by one QP (the engine's thread).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+
+#include "engine/nscc.h"
+#include "engine/types.h"
+
+namespace mrc::engine {
+
+struct EngineConfig;
+
+/// The minimum RTT a learned base RTT assumes before the first sample: the UEC reference RTT.
+inline constexpr Duration kBaseRttStart{kNsccReferenceRttNs};
+
+/// True when verbs / OCP allow a QP to move from `from` to `to` (IB spec 10.3.1, the subset
+/// MRC QPs have): any state to RESET or ERROR; RESET -> INIT; INIT -> INIT, RTR; RTR -> RTS;
+/// RTS -> RTS, SQD; SQD -> RTS, SQD. The engine's modify_qp and the OCP API both check this.
+bool qp_transition_ok(QpState from, QpState to);
+
+/// The base RTT the QP's NSCC constants are derived from before it has measured one:
+/// cfg.base_rtt when configured, else max(kBaseRttStart + cfg.send_burst, cfg.min_base_rtt)
+/// (what BaseRttFilter would say of a kBaseRttStart sample).
+Duration cc_start_base_rtt(const EngineConfig& cfg);
+
+/// NsccConfig::defaults for this engine's NIC, trimming and `mtu` with `base_rtt` (> 0): the
+/// constants of a QP without a CC profile once its base RTT is known.
+NsccConfig derived_cc(const EngineConfig& cfg, uint32_t mtu, Duration base_rtt);
+
+/// The QP's effective NSCC constants: `profile` when given (a CC profile: taken as is), else
+/// derived_cc(cfg, mtu, cc_start_base_rtt(cfg)) with its base_rtt 0 when cfg.base_rtt is 0 (the
+/// engine learns it, BaseRttFilter). nullopt when there is no profile and cfg.congestion_control is
+/// off.
+std::optional<NsccConfig> effective_cc(const EngineConfig& cfg, uint32_t mtu,
+                                       const std::optional<NsccConfig>& profile = std::nullopt);
+
+/// Rate hints of a QP (OCP's MRC QP hint vendor_cfg, the NCCL plugin's NCCL_MRC_CC_*_RATE),
+/// Mbit/s; 0 = not given.
+struct CcRates {
+  uint64_t init_mbps = 0;  // starting window
+  uint64_t min_mbps = 0;   // window floor
+  uint64_t max_mbps = 0;   // window ceiling
+  bool any() const { return init_mbps || min_mbps || max_mbps; }
+};
+
+/// `cc` with the rates turned into windows of rate x RTT bytes (saturating at 4e9): max_cwnd
+/// (at least one MTU), init_cwnd, cwnd_floor. The RTT is cc.base_rtt, else
+/// cc_start_base_rtt(cfg) when cc learns its base RTT.
+NsccConfig with_rates(NsccConfig cc, const EngineConfig& cfg, uint32_t mtu, const CcRates& r);
+
+/// A QP's learned base RTT: the smallest RTT sample over a sliding window (the open epoch and
+/// the kEpochs before it, kEpoch each: 8-10 s), plus `burst` (EngineConfig::send_burst: what a
+/// busy QP's packets wait behind the driver's own bursts), and never below `floor`
+/// (EngineConfig::min_base_rtt). A minimum ages out after the window instead of sizing the
+/// window for the QP's life, and a path whose RTT rises (a longer route, a slower fabric) is
+/// followed. The anchor is a minimum over seconds because the samples of a busy QP carry the
+/// queue its own window builds: a percentile of them, or a minimum over milliseconds while
+/// the queue never drains, grows the window that builds it (measured on the namespace fabric:
+/// a 1,280-sample window learned 415 us where 300 us is right). A lucky minimum (a sample that
+/// met no scheduling delay) is at most the datapath's own RTT below the true one, and
+/// `burst`, not the minimum, is most of the base on a software datapath. The engine
+/// re-derives the QP's NSCC constants when moved() says the estimate left the one in use by
+/// more than 10%.
+class BaseRttFilter {
+ public:
+  static constexpr Duration kEpoch = std::chrono::seconds{2};
+  static constexpr size_t kEpochs = 4;
+
+  explicit BaseRttFilter(Duration floor = Duration{0}, Duration burst = Duration{0})
+      : floor_(floor), burst_(burst) {}
+
+  /// One RTT sample (> 0; others are ignored) taken at `now` (non-decreasing).
+  void on_sample(Time now, Duration rtt);
+  /// max(floor, windowed minimum + burst); 0 before the first sample.
+  Duration estimate() const;
+  /// True when estimate() differs from `in_use` by more than 10% (or in_use is 0 and there
+  /// is an estimate).
+  bool moved(Duration in_use) const;
+
+ private:
+  Duration floor_;
+  Duration burst_;
+  std::array<Duration, kEpochs> mins_{};  // minimum of each closed epoch; 0 = none yet
+  size_t next_ = 0;                       // the slot the open epoch closes into
+  Duration cur_min_{0};                   // minimum of the open epoch; 0 = no sample yet
+  Time cur_start_ = kNever;               // when the open epoch began; kNever = none yet
+};
+
+}  // namespace mrc::engine

@@ -1,0 +1,160 @@
+// The connection policy (engine/policy.h): QP transitions, the effective NSCC constants, rate
+// hints, and the learned base RTT.
+#include "engine/policy.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+
+namespace mrc::engine {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(QpTransitionOk, Table) {
+  constexpr QpState kAll[] = {QpState::kReset, QpState::kInit, QpState::kRtr,
+                              QpState::kRts,   QpState::kSqd,  QpState::kError};
+  auto allowed = [](QpState from, QpState to) {
+    using enum QpState;
+    if (to == kReset || to == kError) return true;
+    if (from == kReset) return to == kInit;
+    if (from == kInit) return to == kInit || to == kRtr;
+    if (from == kRtr) return to == kRts;
+    if (from == kRts || from == kSqd) return to == kRts || to == kSqd;
+    return false;
+  };
+  int ok = 0;
+  for (QpState f : kAll)
+    for (QpState t : kAll) {
+      EXPECT_EQ(qp_transition_ok(f, t), allowed(f, t)) << to_string(f) << " -> " << to_string(t);
+      ok += qp_transition_ok(f, t);
+    }
+  EXPECT_EQ(ok, 6 * 2 + 1 + 2 + 1 + 2 + 2);  // to RESET/ERROR from all, then per state
+  EXPECT_FALSE(qp_transition_ok(QpState::kError, QpState::kInit));
+  EXPECT_FALSE(qp_transition_ok(QpState::kReset, QpState::kRtr));
+}
+
+TEST(CcStartBaseRtt, ConfiguredElseFlooredStart) {
+  EngineConfig c;
+  EXPECT_EQ(cc_start_base_rtt(c), kBaseRttStart);
+  c.min_base_rtt = 300us;
+  EXPECT_EQ(cc_start_base_rtt(c), 300us);
+  c.min_base_rtt = 5us;
+  EXPECT_EQ(cc_start_base_rtt(c), 12us);
+  c.base_rtt = 40us;
+  EXPECT_EQ(cc_start_base_rtt(c), 40us);
+}
+
+TEST(EffectiveCc, DefaultsProfileAndOff) {
+  EngineConfig c;
+  c.nic_bps = 8'000'000'000;
+  c.min_base_rtt = 100us;
+  auto learned = effective_cc(c, 4096);
+  ASSERT_TRUE(learned);
+  NsccConfig want = NsccConfig::defaults(c.nic_bps, 100us, 4096, true);
+  want.base_rtt = 0;  // learned
+  EXPECT_EQ(*learned, want);
+  EXPECT_EQ(derived_cc(c, 4096, 100us), NsccConfig::defaults(c.nic_bps, 100us, 4096, true));
+
+  c.base_rtt = 300us;
+  EXPECT_EQ(*effective_cc(c, 2048), NsccConfig::defaults(c.nic_bps, 300us, 2048, true));
+
+  NsccConfig own;
+  own.max_cwnd = 12345;
+  EXPECT_EQ(*effective_cc(c, 4096, own), own);
+  c.congestion_control = false;
+  EXPECT_FALSE(effective_cc(c, 4096));
+  EXPECT_EQ(*effective_cc(c, 4096, own), own);  // a profile turns it on for its QP
+}
+
+TEST(WithRates, WindowsOfRateTimesBaseRtt) {
+  EngineConfig c;
+  c.base_rtt = 100us;
+  const NsccConfig base = *effective_cc(c, 4096);
+  // 8000 Mbit/s x 100 us = 100,000 B; 800 -> 10,000; 80 -> 1,000 (max_cwnd: at least an MTU).
+  const NsccConfig r = with_rates(base, c, 4096, CcRates{800, 80, 8000});
+  EXPECT_EQ(r.max_cwnd, 100'000u);
+  EXPECT_EQ(r.init_cwnd, 10'000u);
+  EXPECT_EQ(r.cwnd_floor, 1'000u);
+  EXPECT_EQ(with_rates(base, c, 4096, CcRates{0, 0, 8}).max_cwnd, 4096u);
+  // Untouched fields and no rates: the config as given.
+  EXPECT_EQ(with_rates(base, c, 4096, CcRates{}), base);
+  // A learned base RTT: the windows use where learning starts (min_base_rtt here).
+  EngineConfig l;
+  l.min_base_rtt = 200us;
+  EXPECT_EQ(with_rates(*effective_cc(l, 4096), l, 4096, CcRates{0, 0, 8000}).max_cwnd, 200'000u);
+  EXPECT_FALSE(CcRates{}.any());
+  EXPECT_TRUE(CcRates{.min_mbps = 1}.any());
+}
+
+// Samples every `step` from `t`, each `rtt`; returns the time after the last.
+Time feed(BaseRttFilter& f, Time t, Duration span, Duration step, Duration rtt) {
+  for (const Time end = t + span; t < end; t += step) f.on_sample(t, rtt);
+  return t;
+}
+
+constexpr Duration kWindow = BaseRttFilter::kEpoch * (BaseRttFilter::kEpochs + 1);
+
+TEST(BaseRttFilter, NothingBeforeASample) {
+  BaseRttFilter f(100us);
+  EXPECT_EQ(f.estimate(), Duration{0});
+  EXPECT_FALSE(f.moved(Duration{0}));
+  f.on_sample(Time{0}, Duration{0});  // not a sample
+  EXPECT_EQ(f.estimate(), Duration{0});
+  f.on_sample(Time{0}, 20us);
+  EXPECT_EQ(f.estimate(), 100us);  // floored
+  EXPECT_TRUE(f.moved(Duration{0}));
+  EXPECT_FALSE(f.moved(100us));
+}
+
+TEST(BaseRttFilter, BurstIsAddedToTheMinimum) {
+  BaseRttFilter f(100us, 260us);
+  f.on_sample(Time{0}, 45us);
+  f.on_sample(Time{1'000}, 400us);
+  EXPECT_EQ(f.estimate(), 305us);
+  BaseRttFilter floored(400us, 260us);
+  floored.on_sample(Time{0}, 45us);
+  EXPECT_EQ(floored.estimate(), 400us);
+}
+
+TEST(BaseRttFilter, LuckyMinimumAgesOut) {
+  BaseRttFilter f;
+  f.on_sample(Time{0}, 5us);  // one lucky sample
+  Time t = feed(f, Time{1'000}, BaseRttFilter::kEpoch * BaseRttFilter::kEpochs, 1ms, 300us);
+  EXPECT_EQ(f.estimate(), 5us);  // still within the window
+  t = feed(f, t, kWindow, 1ms, 300us);
+  EXPECT_EQ(f.estimate(), 300us);  // gone: the path's own minimum
+  EXPECT_TRUE(f.moved(5us));
+}
+
+TEST(BaseRttFilter, FollowsAPathThatGetsShorterAtOnceAndLongerAfterTheWindow) {
+  BaseRttFilter f;
+  Time t = feed(f, Time{0}, 3s, 1ms, 50us);
+  f.on_sample(t, 30us);
+  EXPECT_EQ(f.estimate(), 30us);  // a lower minimum counts at once
+  t = feed(f, t, kWindow - BaseRttFilter::kEpoch, 1ms, 400us);
+  EXPECT_EQ(f.estimate(), 30us);
+  t = feed(f, t, 2 * BaseRttFilter::kEpoch, 1ms, 400us);
+  EXPECT_EQ(f.estimate(), 400us);
+}
+
+TEST(BaseRttFilter, IdleLongerThanTheWindowForgetsEverything) {
+  BaseRttFilter f;
+  f.on_sample(Time{0}, 20us);
+  f.on_sample(Time{0} + 60s, 500us);
+  EXPECT_EQ(f.estimate(), 500us);
+  f.on_sample(Time{0} + 60s + 1ms, 450us);
+  EXPECT_EQ(f.estimate(), 450us);
+}
+
+TEST(BaseRttFilter, MovedMeansMoreThanTenPercent) {
+  BaseRttFilter f;
+  f.on_sample(Time{0}, 100us);
+  EXPECT_FALSE(f.moved(91us));
+  EXPECT_FALSE(f.moved(109us));
+  EXPECT_TRUE(f.moved(90us));
+  EXPECT_TRUE(f.moved(112us));
+}
+
+}  // namespace
+}  // namespace mrc::engine
