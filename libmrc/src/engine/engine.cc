@@ -170,6 +170,9 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
   q.snd_una = q.snd_nxt;
   q.bytes_in_flight = 0;
   q.list_head = q.list_tail = kNoLink;
+  q.evtx.clear();
+  q.rack_evs.clear();
+  q.tlp_go = false;
   q.retx.clear();
   q.pending_reads = 0;
   q.timers.cancel_all();
@@ -464,6 +467,8 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     // In-flight records keep path indexes; clamp them to the new set.
     for (auto& p : q->tx)
       if (p.path >= q->paths.size()) p.path = 0;
+    if (!q->evtx.empty()) c.ev_list_sync(*q);
+    q->health_epoch = 0;  // held planes apply to the new set
   }
   q->retry = RetryPolicy{s.timeout, s.retry_cnt_linear, s.retry_cnt_exp};
   if (entering && to == QpState::kRtr) {
@@ -476,6 +481,16 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     q->tx_cap = std::bit_ceil(s.max_psn_range);
     q->snd_una = q->snd_nxt = s.sq_psn;
     q->bytes_in_flight = 0;
+    q->evtx.clear();
+    q->rack_evs.clear();
+    // Shared path health of the peer; its RTT state seeds this QP's.
+    q->health = &c.health.peer(s.peer);
+    q->health_epoch = 0;
+    if (q->health->srtt > Duration{0}) {
+      q->srtt = q->health->srtt;
+      q->rttvar = q->health->rttvar;
+      q->min_rtt = q->health->min_rtt;
+    }
     c.start_cc(*q);
   }
   if (grow_ring) {  // nothing in flight: the ring may grow up to the new MPR

@@ -191,6 +191,14 @@ void Core::list_append(Qp& q, uint32_t psn) {
   else
     q.list_head = psn;
   q.list_tail = psn;
+  EvTx& e = q.evtx[p.path];
+  p.ev_prev = e.tail;
+  p.ev_next = kNoLink;
+  if (e.tail != kNoLink)
+    q.pkt(static_cast<uint32_t>(e.tail)).ev_next = psn;
+  else
+    e.head = psn;
+  e.tail = psn;
 }
 
 void Core::list_remove(Qp& q, uint32_t psn) {
@@ -204,6 +212,33 @@ void Core::list_remove(Qp& q, uint32_t psn) {
   else
     q.list_tail = p.prev;
   p.prev = p.next = kNoLink;
+  EvTx& e = q.evtx[p.path];
+  if (p.ev_prev != kNoLink)
+    q.pkt(static_cast<uint32_t>(p.ev_prev)).ev_next = p.ev_next;
+  else
+    e.head = p.ev_next;
+  if (p.ev_next != kNoLink)
+    q.pkt(static_cast<uint32_t>(p.ev_next)).ev_prev = p.ev_prev;
+  else
+    e.tail = p.ev_prev;
+  p.ev_prev = p.ev_next = kNoLink;
+}
+
+void Core::ev_list_sync(Qp& q) {
+  q.evtx.assign(q.paths.size(), EvTx{});
+  q.rack_evs.clear();
+  // Relink in sending order (the sent-order list's), so each EV's list keeps it.
+  for (uint64_t psn = q.list_head; psn != kNoLink; psn = q.pkt(static_cast<uint32_t>(psn)).next) {
+    TxPkt& p = q.pkt(static_cast<uint32_t>(psn));
+    EvTx& e = q.evtx[p.path];
+    p.ev_prev = e.tail;
+    p.ev_next = kNoLink;
+    if (e.tail != kNoLink)
+      q.pkt(static_cast<uint32_t>(e.tail)).ev_next = psn;
+    else
+      e.head = psn;
+    e.tail = psn;
+  }
 }
 
 std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf) {
@@ -234,6 +269,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     }
   }
   const int avoid = retransmit ? q.pkt(q.retx[static_cast<size_t>(r)]).path : -1;
+  sync_health(q, now);
   const uint16_t path_index = q.paths.next(avoid);
   if (path_index == PathSet::kNoPath) {  // every EV denied: wait (arm_rto bounds it)
     arm_rto(q, now);
@@ -244,6 +280,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     psn = q.retx[static_cast<size_t>(r)];
     q.retx.erase(static_cast<size_t>(r));
     ++q.stats.tx_retransmits;
+    q.tlp_go = false;
   } else {
     uint64_t& cursor = from_rsp ? q.pkt_rsp : q.pkt_wqe;
     SendWqe& w = from_rsp ? q.rsp.at(cursor) : q.sq.at(cursor);
@@ -274,6 +311,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   p.xseq = q.xseq_next++;
   ++p.tx_count;
   q.bytes_in_flight += p.len;
+  if (q.evtx.size() != q.paths.size()) ev_list_sync(q);
   list_append(q, psn);
   const Path path = q.paths.ev(p.path).path;
   PathStats& ps = q.path_stats[p.path];
@@ -357,8 +395,10 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
     q.bytes_in_flight -= p.len;
     ++q.path_stats[p.path].lost;
     q.retx.push_back(psn);
-    if (why != LossKind::kNoBlame) {  // RACK or RTO: blame the EV, tell CC
+    if (why != LossKind::kNoBlame) {  // RACK or RTO: blame the EV (and its plane), tell CC
       q.paths.on_lost(p.path, why == LossKind::kTimeout, now, ev_scratch);
+      if (q.health && health.on_lost(*q.health, q.paths.ev(p.path).path.plane, now))
+        ++stats.plane_holds;
       if (q.cc) q.cc->on_loss(now);
     }
   }
@@ -390,7 +430,19 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   ++w.acked;
   ++q.path_stats[p.path].acked;
   q.paths.on_acked(p.path);
+  if (q.health) health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
   if (p.xseq > q.rack_xseq) q.rack_xseq = p.xseq;
+  // Delivered on its EV: packets sent before it on the same EV are overdue. Only a first
+  // transmission says which copy arrived (a resend's ACK may be for the original).
+  if (p.tx_count == 1 && p.path < q.evtx.size()) {
+    EvTx& e = q.evtx[p.path];
+    if (p.xseq > e.rack_xseq) {
+      e.rack_xseq = p.xseq;
+      if (e.head != kNoLink && q.pkt(static_cast<uint32_t>(e.head)).xseq < p.xseq &&
+          (q.rack_evs.empty() || q.rack_evs.back() != p.path))
+        q.rack_evs.push_back(p.path);
+    }
+  }
   acked->bytes += p.len;
   ++acked->packets;
 }
@@ -452,6 +504,12 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
       q.srtt = (7 * q.srtt + rtt) / 8;
       q.min_rtt = std::min(q.min_rtt, rtt);
     }
+    if (q.health) {  // what a new QP to this peer starts from
+      q.health->srtt = q.srtt;
+      q.health->rttvar = q.rttvar;
+      q.health->min_rtt = q.health->min_rtt == Duration{0} ? q.min_rtt
+                                                           : std::min(q.health->min_rtt, q.min_rtt);
+    }
     q.stats.srtt_ns = static_cast<uint64_t>(q.srtt.count());
     q.stats.min_rtt_ns = static_cast<uint64_t>(q.min_rtt.count());
     if (echo_path >= 0) q.path_stats[echo_path].rtt_ns = static_cast<uint64_t>(rtt.count());
@@ -488,25 +546,55 @@ void Core::after_acks(Qp& q, Time now, bool progress) {
 }
 
 void Core::detect_losses(Qp& q, Time now) {
-  // RACK (RFC 8985): a packet sent before one that was delivered is lost once
-  // it is older than an RTT plus a reorder window. Paths differ in delay, so the
-  // RTT is the larger of the QP's and the packet's own EV's; queues make them
-  // vary, so the window grows with spurious losses (up to SRTT) and shrinks back.
+  // RACK (RFC 8985) made to tolerate spraying. Paths differ in queueing, so a packet
+  // delivered on one EV says little about one sent just before it on another; a path
+  // keeps its own packets in order, so one delivered on the same EV says much.
+  //   Per EV: a packet sent before a packet delivered on its own EV is lost once it is
+  //   older than the min RTT plus the reorder window (the window is slack for networks
+  //   that reorder within a path; it grows with spurious losses and shrinks back).
+  //   Across EVs (backstop for a path that delivers nothing any more): a packet sent
+  //   before one delivered on any EV is lost once it is older than its RTT (the larger
+  //   of the QP's SRTT and its EV's send-to-ACK time) plus the spread of queueing
+  //   between the paths: SRTT + 4 x RTTVAR, at most 2 x SRTT (an RTO must not come first).
   q.timers.cancel(Timer::kRack);
   const Duration reo = std::min(q.reo_mult * std::max(q.min_rtt / 4, Duration{2000}),
                                 std::max(q.srtt, Duration{2000}));
+  Time next = kNever;
+  size_t kept = 0;
+  for (size_t k = 0; k < q.rack_evs.size(); ++k) {
+    const uint16_t ev = q.rack_evs[k];
+    const EvTx& e = q.evtx[ev];
+    while (e.head != kNoLink) {
+      const uint32_t psn = static_cast<uint32_t>(e.head);
+      const TxPkt& p = q.pkt(psn);
+      if (p.xseq >= e.rack_xseq) break;
+      const Time deadline = p.sent + q.min_rtt + reo;
+      if (deadline > now) {
+        next = std::min(next, deadline);
+        if (std::find(q.rack_evs.begin(), q.rack_evs.begin() + kept, ev) ==
+            q.rack_evs.begin() + kept)
+          q.rack_evs[kept++] = ev;
+        break;
+      }
+      ++q.stats.fast_losses;
+      mark_lost(q, psn, now, now, LossKind::kRack);
+    }
+  }
+  q.rack_evs.resize(kept);
+  const Duration spread = std::max(reo, std::min(q.srtt + 4 * q.rttvar, 2 * q.srtt));
   while (!q.list_empty()) {
     const uint32_t psn = q.oldest();
     const TxPkt& p = q.pkt(psn);
     if (p.xseq >= q.rack_xseq) break;
-    const Time deadline = p.sent + std::max(q.srtt, q.paths.ev(p.path).srtt) + reo;
+    const Time deadline = p.sent + std::max(q.srtt, q.paths.ev(p.path).srtt) + spread;
     if (deadline > now) {
-      q.timers.set(Timer::kRack, deadline);
+      next = std::min(next, deadline);
       break;
     }
     ++q.stats.fast_losses;
     mark_lost(q, psn, now, now, LossKind::kRack);
   }
+  if (next != kNever) q.timers.set(Timer::kRack, next);
 }
 
 void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
@@ -586,6 +674,7 @@ void Core::sender_timeout(Qp& q, Time now) {
     q.tlp_sent = true;
     ++q.stats.tail_probes;
     mark_lost(q, q.newest(), now, now, LossKind::kNoBlame);
+    q.tlp_go = true;
   }
   if (q.timers.expired(Timer::kRto, now)) {
     const Duration rto = q.rto();
