@@ -204,6 +204,9 @@ void Core::push_event(const Event& e) {
 
 void Core::ev_events(Qp& q) {
   for (const EvEvent& v : ev_scratch) {
+    if (q.health && v.reason == EvReason::kPlaneDrained)  // shared with the peer's other QPs
+      health.hold_until(*q.health, v.plane, v.at + q.paths.policy().probe_interval_max, v.at);
+    if (q.health && v.reason == EvReason::kPlaneRestored) health.release(*q.health, v.plane);
     Event e;
     e.type = EventType::kEvState;
     e.qpn = q.qpn;
@@ -226,6 +229,11 @@ void Core::path_timeout(Qp& q, Time now) {
     return;
   }
   q.paths.poll_probes(now, probe_scratch, ev_scratch);
+  // A plane this QP still probes as drained stays held for the peer until its next probe.
+  if (q.health && q.paths.count(EvState::kAssumedBad) > 0)
+    for (uint16_t pl = 0; pl < 16; ++pl)
+      if (q.paths.plane_drained(pl))
+        health.hold_until(*q.health, pl, now + q.paths.policy().probe_interval_max, now);
   for (const ProbeRequest& r : probe_scratch) {
     Control c;
     c.kind = wire::Kind::kProbe;
@@ -720,6 +728,13 @@ Status<Error> Engine::set_plane_drained(uint16_t plane, bool drained) {
 }
 
 uint16_t Engine::drained_planes() const { return impl_->planes_drained; }
+
+uint16_t Engine::held_planes(PeerId peer, Time now) const {
+  const SharedHealth::Peer* p = impl_->health.find(peer);
+  const SharedHealth::Peer none;
+  Time until;
+  return impl_->health.held(p ? *p : none, now, &until);
+}
 
 Qpn Engine::max_qpn() const { return static_cast<Qpn>(impl_->qps.size()); }
 

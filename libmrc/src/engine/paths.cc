@@ -348,6 +348,23 @@ bool SharedHealth::on_lost(Peer& p, uint16_t plane, Time now) {
   return peer_hold || local_hold;
 }
 
+void SharedHealth::hold_until(Peer& p, uint16_t plane, Time until, Time now) {
+  Plane& pl = p.plane[plane];
+  if (pl.held_until >= until) return;
+  if (pl.held_until <= now) ++holds_;
+  pl.held_until = until;
+  ++epoch_;
+}
+
+void SharedHealth::release(Peer& p, uint16_t plane) {
+  Plane& pl = p.plane[plane];
+  pl.losses = 0;
+  pl.backoff = 0;
+  if (pl.held_until == Time{0}) return;
+  pl.held_until = Time{0};
+  ++epoch_;
+}
+
 uint16_t SharedHealth::held(const Peer& p, Time now, Time* until) const {
   uint16_t mask = 0;
   *until = kNever;

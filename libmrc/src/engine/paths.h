@@ -236,8 +236,10 @@ class PathSet {
 /// gets weight 0 in the sprayer of every QP concerned (PathSet::set_planes_held) for
 /// `hold`, doubling each time it is held again without an acknowledgement in between,
 /// up to `hold_max`; when the hold ends the QPs spray on it again, which is the probe: an
-/// acknowledgement clears it, losses hold it again. QPs pick changes up lazily, before
-/// their next send (epoch() moves on every new hold; holds_until() says when one ends).
+/// acknowledgement clears it, losses hold it again. A QP that drains a plane of its own
+/// (PathSet, every EV of it bad) holds it for the peer while it probes it, and releases
+/// it when the plane answers. QPs pick changes up lazily, before their next send
+/// (epoch() moves on every change; held() says when a hold ends).
 ///
 /// Each peer entry also keeps the RTT state of the latest QP that measured one to that
 /// peer (SRTT, RTT variance, min RTT): a new QP to the peer starts from it rather than
@@ -266,10 +268,20 @@ class SharedHealth {
 
   /// The entry of `peer`, created on first use; references stay valid for the engine's life.
   Peer& peer(PeerId peer) { return peers_[peer]; }
+  /// The entry of `peer`, or null if no QP to it was made.
+  const Peer* find(PeerId peer) const {
+    const auto it = peers_.find(peer);
+    return it == peers_.end() ? nullptr : &it->second;
+  }
   size_t peers() const { return peers_.size(); }
 
   /// A blamed loss (RACK or RTO) of a packet sent on `plane` to `p`. True if it started a hold.
   bool on_lost(Peer& p, uint16_t plane, Time now);
+  /// A QP to `p` drained `plane` (every EV of it bad, PathSet): hold it for the peer until
+  /// at least `until` (the QP's next plane probe); the QP refreshes this while it probes.
+  void hold_until(Peer& p, uint16_t plane, Time until, Time now);
+  /// A QP to `p` found `plane` answering again (its drained plane restored): no hold.
+  void release(Peer& p, uint16_t plane);
   /// A data packet sent on `plane` to `p` was acknowledged.
   void on_acked(Peer& p, uint16_t plane) {
     Plane& a = p.plane[plane];
