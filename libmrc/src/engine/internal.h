@@ -443,6 +443,8 @@ struct Core {
   void list_remove(Qp& q, uint32_t psn);
   /// Links psn (its path set) at the tail of the sent-order list and of its EV's list.
   void list_append(Qp& q, uint32_t psn);
+  /// Links psn (its path set) at the tail of its EV's list only.
+  void ev_list_append(Qp& q, uint32_t psn);
   /// Sizes q.evtx to the path set and relinks what is in flight (after the set changed).
   void ev_list_sync(Qp& q);
   /// Applies the shared view's held planes to q's sprayer if they may have changed.

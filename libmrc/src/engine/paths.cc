@@ -62,9 +62,9 @@ void PathSet::refresh_weights() {
   const uint32_t floor = std::max<uint32_t>(1, policy_.min_active_per_plane);
   total_w_ = 0;
   for (size_t p = 0; p < planes_; ++p) {
-    plane_w_[p] = admin_down_[p] || (held_ >> p & 1u) ? 0
-                                 : int64_t{policy_.plane_weight[p]} * 1024 *
-                                       std::min(usable_[p], floor) / floor;
+    const bool off = admin_down_[p] || (held_ >> p & 1u);
+    plane_w_[p] =
+        off ? 0 : int64_t{policy_.plane_weight[p]} * 1024 * std::min(usable_[p], floor) / floor;
     total_w_ += plane_w_[p];
   }
 }

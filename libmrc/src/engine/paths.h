@@ -210,7 +210,7 @@ class PathSet {
   uint32_t active_[16] = {};  // active EVs per plane
   bool drained_[16] = {};
   bool admin_down_[16] = {};
-  uint16_t held_ = 0;  // planes held down by the engine's shared view (bit per plane)
+  uint16_t held_ = 0;   // planes held down by the engine's shared view (bit per plane)
   uint16_t lossy_ = 0;  // planes whose latest acknowledged-or-lost data packet was lost
   Time plane_probe_sent_[16] = {};
   bool plane_answered_[16] = {};
@@ -247,10 +247,10 @@ class PathSet {
 class SharedHealth {
  public:
   struct Policy {
-    uint16_t peer_losses = 3;        // losses in a row on (peer, plane) that hold it down
-    uint16_t local_losses = 16;      // losses in a row on a plane, any peer, that hold it
-    Duration hold{100'000};          // first hold, ns...
-    Duration hold_max{2'000'000};    // ...doubling per hold without an ACK in between
+    uint16_t peer_losses = 3;      // losses in a row on (peer, plane) that hold it down
+    uint16_t local_losses = 16;    // losses in a row on a plane, any peer, that hold it
+    Duration hold{100'000};        // first hold, ns...
+    Duration hold_max{2'000'000};  // ...doubling per hold without an ACK in between
   };
   struct Plane {
     Time held_until{0};

@@ -191,6 +191,11 @@ void Core::list_append(Qp& q, uint32_t psn) {
   else
     q.list_head = psn;
   q.list_tail = psn;
+  ev_list_append(q, psn);
+}
+
+void Core::ev_list_append(Qp& q, uint32_t psn) {
+  TxPkt& p = q.pkt(psn);
   EvTx& e = q.evtx[p.path];
   p.ev_prev = e.tail;
   p.ev_next = kNoLink;
@@ -228,17 +233,8 @@ void Core::ev_list_sync(Qp& q) {
   q.evtx.assign(q.paths.size(), EvTx{});
   q.rack_evs.clear();
   // Relink in sending order (the sent-order list's), so each EV's list keeps it.
-  for (uint64_t psn = q.list_head; psn != kNoLink; psn = q.pkt(static_cast<uint32_t>(psn)).next) {
-    TxPkt& p = q.pkt(static_cast<uint32_t>(psn));
-    EvTx& e = q.evtx[p.path];
-    p.ev_prev = e.tail;
-    p.ev_next = kNoLink;
-    if (e.tail != kNoLink)
-      q.pkt(static_cast<uint32_t>(e.tail)).ev_next = psn;
-    else
-      e.head = psn;
-    e.tail = psn;
-  }
+  for (uint64_t psn = q.list_head; psn != kNoLink; psn = q.pkt(static_cast<uint32_t>(psn)).next)
+    ev_list_append(q, static_cast<uint32_t>(psn));
 }
 
 std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf) {
@@ -507,8 +503,8 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     if (q.health) {  // what a new QP to this peer starts from
       q.health->srtt = q.srtt;
       q.health->rttvar = q.rttvar;
-      q.health->min_rtt = q.health->min_rtt == Duration{0} ? q.min_rtt
-                                                           : std::min(q.health->min_rtt, q.min_rtt);
+      q.health->min_rtt =
+          q.health->min_rtt == Duration{0} ? q.min_rtt : std::min(q.health->min_rtt, q.min_rtt);
     }
     q.stats.srtt_ns = static_cast<uint64_t>(q.srtt.count());
     q.stats.min_rtt_ns = static_cast<uint64_t>(q.min_rtt.count());
