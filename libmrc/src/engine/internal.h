@@ -193,9 +193,12 @@ struct TxPkt {
   Time sent{0};        // last transmission
   uint64_t xseq = 0;   // transmission order of the last transmission (QP-wide counter)
   Time not_before{0};  // earliest resend (RNR delay)
-  uint64_t prev = kNoLink, next = kNoLink;        // sent-order list links (PSNs)
-  uint64_t ev_prev = kNoLink, ev_next = kNoLink;  // its EV's sent-order list links (PSNs)
+  // Links (PSNs) of the sent-order list and of its EV's list; a link to the packet's own
+  // PSN means none (a packet never follows itself). 32 bits each keep the record at 64 bytes.
+  uint32_t prev = 0, next = 0;
+  uint32_t ev_prev = 0, ev_next = 0;
 };
+static_assert(sizeof(TxPkt) == 64);
 
 /// Per EV of a QP: the in-flight packets last sent on it, in sending order, and the
 /// transmission order of the newest first transmission on it known delivered.

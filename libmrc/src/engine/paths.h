@@ -285,11 +285,9 @@ class SharedHealth {
   /// A data packet sent on `plane` to `p` was acknowledged.
   void on_acked(Peer& p, uint16_t plane) {
     Plane& a = p.plane[plane];
-    a.losses = 0;
-    a.backoff = 0;
     Plane& l = local_[plane];
-    l.losses = 0;
-    l.backoff = 0;
+    if (a.losses | a.backoff) a.losses = a.backoff = 0;  // written only when it changes
+    if (l.losses | l.backoff) l.losses = l.backoff = 0;
   }
   /// Planes held down for `p` at `now` (bit per plane); *until: when the earliest hold of
   /// them ends (kNever if none).

@@ -184,12 +184,14 @@ void Core::grow_tx(Qp& q) {
 
 void Core::list_append(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
-  p.prev = q.list_tail;
-  p.next = kNoLink;
-  if (!q.list_empty())
+  p.next = psn;
+  if (!q.list_empty()) {
+    p.prev = q.newest();
     q.pkt(q.newest()).next = psn;
-  else
+  } else {
+    p.prev = psn;
     q.list_head = psn;
+  }
   q.list_tail = psn;
   ev_list_append(q, psn);
 }
@@ -197,44 +199,43 @@ void Core::list_append(Qp& q, uint32_t psn) {
 void Core::ev_list_append(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
   EvTx& e = q.evtx[p.path];
-  p.ev_prev = e.tail;
-  p.ev_next = kNoLink;
-  if (e.tail != kNoLink)
-    q.pkt(static_cast<uint32_t>(e.tail)).ev_next = psn;
-  else
+  p.ev_next = psn;
+  if (e.tail != kNoLink) {
+    p.ev_prev = static_cast<uint32_t>(e.tail);
+    q.pkt(p.ev_prev).ev_next = psn;
+  } else {
+    p.ev_prev = psn;
     e.head = psn;
+  }
   e.tail = psn;
 }
 
 void Core::list_remove(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
-  if (p.prev != kNoLink)
-    q.pkt(static_cast<uint32_t>(p.prev)).next = p.next;
-  else
-    q.list_head = p.next;
-  if (p.next != kNoLink)
-    q.pkt(static_cast<uint32_t>(p.next)).prev = p.prev;
-  else
-    q.list_tail = p.prev;
-  p.prev = p.next = kNoLink;
+  const bool first = p.prev == psn, last = p.next == psn;
+  if (!first) q.pkt(p.prev).next = last ? p.prev : p.next;
+  if (!last) q.pkt(p.next).prev = first ? p.next : p.prev;
+  if (first) q.list_head = last ? kNoLink : p.next;
+  if (last) q.list_tail = first ? kNoLink : p.prev;
+  p.prev = p.next = psn;
   EvTx& e = q.evtx[p.path];
-  if (p.ev_prev != kNoLink)
-    q.pkt(static_cast<uint32_t>(p.ev_prev)).ev_next = p.ev_next;
-  else
-    e.head = p.ev_next;
-  if (p.ev_next != kNoLink)
-    q.pkt(static_cast<uint32_t>(p.ev_next)).ev_prev = p.ev_prev;
-  else
-    e.tail = p.ev_prev;
-  p.ev_prev = p.ev_next = kNoLink;
+  const bool ev_first = p.ev_prev == psn, ev_last = p.ev_next == psn;
+  if (!ev_first) q.pkt(p.ev_prev).ev_next = ev_last ? p.ev_prev : p.ev_next;
+  if (!ev_last) q.pkt(p.ev_next).ev_prev = ev_first ? p.ev_next : p.ev_prev;
+  if (ev_first) e.head = ev_last ? kNoLink : p.ev_next;
+  if (ev_last) e.tail = ev_first ? kNoLink : p.ev_prev;
+  p.ev_prev = p.ev_next = psn;
 }
 
 void Core::ev_list_sync(Qp& q) {
   q.evtx.assign(q.paths.size(), EvTx{});
   q.rack_evs.clear();
   // Relink in sending order (the sent-order list's), so each EV's list keeps it.
-  for (uint64_t psn = q.list_head; psn != kNoLink; psn = q.pkt(static_cast<uint32_t>(psn)).next)
-    ev_list_append(q, static_cast<uint32_t>(psn));
+  if (q.list_empty()) return;
+  for (uint32_t psn = q.oldest();; psn = q.pkt(psn).next) {
+    ev_list_append(q, psn);
+    if (psn == q.newest()) break;
+  }
 }
 
 std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf) {
