@@ -1,5 +1,6 @@
 // PathSet: spraying over planes and EVs, loss -> ASSUMED_BAD, backups, probes,
-// plane drain and restore, deny/allow, events.
+// plane drain and restore, deny/allow, events, resends leaving lossy planes, held planes.
+// SharedHealth: per-peer and local plane holds, their backoff and end.
 #include "engine/paths.h"
 
 #include <gtest/gtest.h>
@@ -290,6 +291,115 @@ TEST(PathSet, CountsAndProbeOrderFollowStateChanges) {
   EXPECT_EQ(s.count(EvState::kGood), 1u);
   EXPECT_EQ(s.count(EvState::kAssumedBad), 0u);
   EXPECT_EQ(s.next_probe_time(), kNever);
+}
+
+TEST(PathSet, Next_ResendLeavesItsPlaneAndLossyPlanes) {
+  PathSet s = make();
+  std::vector<EvEvent> ev;
+  // A loss on plane 1 (EV 100) and one on plane 2 (EV 200): resends avoid both planes
+  // and the lost-on plane, new data does not.
+  s.on_lost(4, false, Time{0}, ev);  // index 4 = EV 100 (plane 1)
+  s.on_lost(8, false, Time{0}, ev);  // index 8 = EV 200 (plane 2)
+  for (int i = 0; i < 40; ++i) {
+    const uint16_t plane = s.ev(s.next(0)).path.plane;  // resend of a packet lost on plane 0
+    EXPECT_EQ(plane, 3) << i;
+  }
+  std::set<uint16_t> planes;
+  for (int i = 0; i < 40; ++i) planes.insert(s.ev(s.next(-1)).path.plane);
+  EXPECT_EQ(planes.size(), 4u) << "new data left a plane";
+  // An acknowledgement on plane 2 ends its run of losses: resends may use it again.
+  s.on_acked(9);
+  planes.clear();
+  for (int i = 0; i < 40; ++i) planes.insert(s.ev(s.next(0)).path.plane);
+  EXPECT_EQ(planes, (std::set<uint16_t>{2, 3}));
+}
+
+TEST(PathSet, Next_ResendStaysWhenEveryOtherPlaneIsLossy) {
+  PathSet s = make();
+  std::vector<EvEvent> ev;
+  for (uint16_t i : {4, 8, 12}) s.on_lost(i, false, Time{0}, ev);  // planes 1, 2, 3
+  // Only its own plane is left out, the lossy ones are better than nothing.
+  std::set<uint16_t> planes;
+  for (int i = 0; i < 60; ++i) planes.insert(s.ev(s.next(0)).path.plane);
+  EXPECT_EQ(planes, (std::set<uint16_t>{1, 2, 3}));
+}
+
+TEST(PathSet, SetPlanesHeld_CarriesNothingUntilReleased) {
+  PathSet s = make();
+  s.set_planes_held(1u << 2 | 1u << 3);
+  EXPECT_EQ(s.planes_held(), 0b1100);
+  std::set<uint16_t> planes;
+  for (int i = 0; i < 100; ++i) planes.insert(s.ev(s.next(-1)).path.plane);
+  EXPECT_EQ(planes, (std::set<uint16_t>{0, 1}));
+  s.set_planes_held(0);
+  planes.clear();
+  for (int i = 0; i < 100; ++i) planes.insert(s.ev(s.next(-1)).path.plane);
+  EXPECT_EQ(planes.size(), 4u);
+  // Every plane held: the sprayer still returns EVs (it never stalls silently).
+  s.set_planes_held(0xF);
+  EXPECT_NE(s.next(-1), PathSet::kNoPath);
+}
+
+TEST(SharedHealth, OnLost_PeerLossesInARowHoldThePlaneForThatPeer) {
+  SharedHealth h;
+  SharedHealth::Peer& a = h.peer(1);
+  SharedHealth::Peer& b = h.peer(2);
+  const Time t{1'000'000};
+  Time until;
+  for (uint16_t i = 1; i < h.policy().peer_losses; ++i) EXPECT_FALSE(h.on_lost(a, 2, t));
+  h.on_acked(a, 2);  // an acknowledgement ends the run
+  for (uint16_t i = 1; i < h.policy().peer_losses; ++i) EXPECT_FALSE(h.on_lost(a, 2, t));
+  EXPECT_EQ(h.held(a, t, &until), 0);
+  const uint64_t epoch = h.epoch();
+  EXPECT_TRUE(h.on_lost(a, 2, t));
+  EXPECT_GT(h.epoch(), epoch);
+  EXPECT_EQ(h.holds(), 1u);
+  EXPECT_EQ(h.held(a, t, &until), 1u << 2);
+  EXPECT_EQ(until, t + h.policy().hold);
+  EXPECT_EQ(h.held(b, t, &until), 0) << "another peer's plane was held";
+  EXPECT_EQ(until, kNever);
+  EXPECT_EQ(h.held(a, t + h.policy().hold, &until), 0) << "the hold did not end";
+}
+
+TEST(SharedHealth, OnLost_HeldAgainAtFirstLossWithBackoffUntilAnAck) {
+  SharedHealth h;
+  SharedHealth::Peer& a = h.peer(1);
+  Time t{0};
+  Time until;
+  for (uint16_t i = 0; i < h.policy().peer_losses; ++i) h.on_lost(a, 0, t);
+  ASSERT_EQ(h.held(a, t, &until), 1u);
+  EXPECT_FALSE(h.on_lost(a, 0, t + 1us)) << "a loss during the hold counted";
+  Duration hold = h.policy().hold;
+  for (int round = 0; round < 8; ++round) {
+    t = until;  // the hold ended; the first loss holds it again, twice as long (to a cap)
+    EXPECT_TRUE(h.on_lost(a, 0, t)) << round;
+    hold = std::min(2 * hold, h.policy().hold_max);
+    ASSERT_EQ(h.held(a, t, &until), 1u);
+    EXPECT_EQ(until - t, hold) << round;
+  }
+  // An acknowledgement resets the backoff: the next hold needs a full run and is short.
+  t = until;
+  h.on_acked(a, 0);
+  for (uint16_t i = 1; i < h.policy().peer_losses; ++i) EXPECT_FALSE(h.on_lost(a, 0, t));
+  EXPECT_TRUE(h.on_lost(a, 0, t));
+  h.held(a, t, &until);
+  EXPECT_EQ(until - t, h.policy().hold);
+}
+
+TEST(SharedHealth, OnLost_LocalPlaneHeldForEveryPeer) {
+  SharedHealth h({.peer_losses = 1000, .local_losses = 8});
+  std::vector<SharedHealth::Peer*> peers;
+  for (PeerId p = 0; p < 8; ++p) peers.push_back(&h.peer(p));
+  const Time t{5'000};
+  Time until;
+  // Losses on plane 1 towards eight peers, none acknowledged on plane 1 in between.
+  for (int i = 0; i < 7; ++i) EXPECT_FALSE(h.on_lost(*peers[static_cast<size_t>(i)], 1, t));
+  h.on_acked(*peers[0], 1);  // one acknowledgement on the plane from any peer ends the run
+  for (int i = 0; i < 7; ++i) EXPECT_FALSE(h.on_lost(*peers[static_cast<size_t>(i)], 1, t));
+  EXPECT_TRUE(h.on_lost(*peers[7], 1, t));
+  SharedHealth::Peer& fresh = h.peer(99);
+  EXPECT_EQ(h.held(fresh, t, &until), 1u << 1) << "a peer never lost to missed the local hold";
+  EXPECT_EQ(h.local(1).backoff, 1);
 }
 
 }  // namespace

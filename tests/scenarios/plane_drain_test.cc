@@ -7,8 +7,7 @@
 #include <memory>
 
 #include "io/sim/bulk.h"
-#include "io/sim/fabric.h"
-#include "io/sim/testbed.h"
+#include "two_hosts.h"
 
 namespace mrc {
 namespace {
@@ -17,45 +16,13 @@ using namespace engine;
 using namespace sim;
 using namespace std::chrono_literals;
 
-struct DrainRun {
-  DrainRun() : tb(SimConfig{7}, config()) {
-    tb.add_host();
-    tb.add_host();
-    FabricConfig fc;
-    fc.hosts = 2;
-    fc.host_port_bps = 10'000'000'000;
-    fc.uplink_bps = 10'000'000'000;
-    fab = std::make_unique<Fabric>(tb.net(), fc);
-  }
-  static EngineConfig config() {
-    EngineConfig c;
-    c.nic_bps = 40'000'000'000;
-    c.base_rtt = 20us;
-    return c;
-  }
-  Testbed::QpPair connect() {
-    QpAttr at;
-    at.timeout = 14;
-    at.retry_cnt_exp = 7;
-    const auto paths = fab->paths(0, 1, 4);
-    return tb.connect(0, 1, paths, at);
-  }
-  /// Data packets host 0's QP sent on `plane` so far.
-  uint64_t sent_on(Qpn qpn, uint16_t plane) {
-    const PathSet* ps = tb.engine(0).paths(qpn);
-    const auto st = tb.engine(0).path_stats(qpn);
-    uint64_t n = 0;
-    for (size_t i = 0; i < ps->size(); ++i)
-      if (ps->ev(i).path.plane == plane) n += st[i].tx_packets;
-    return n;
-  }
+struct DrainRun : TwoHosts {
+  DrainRun() : TwoHosts(7) {}
   uint32_t state_changes(Qpn qpn) {
     uint32_t n = 0;
     for (const auto& e : tb.engine(0).paths(qpn)->evs()) n += e.changes;
     return n;
   }
-  Testbed tb;
-  std::unique_ptr<Fabric> fab;
 };
 
 TEST(PlaneDrain, MovesTrafficOffAndBack) {

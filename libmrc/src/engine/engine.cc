@@ -151,6 +151,9 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
   q.snd_una = q.snd_nxt;
   q.bytes_in_flight = 0;
   q.list_head = q.list_tail = kNoLink;
+  q.evtx.clear();
+  q.rack_evs.clear();
+  q.tlp_go = false;
   q.retx.clear();
   q.pending_reads = 0;
   q.timers.cancel_all();
@@ -182,6 +185,9 @@ void Core::push_event(const Event& e) {
 
 void Core::ev_events(Qp& q) {
   for (const EvEvent& v : ev_scratch) {
+    if (q.health && v.reason == EvReason::kPlaneDrained)  // shared with the peer's other QPs
+      health.hold_until(*q.health, v.plane, v.at + q.paths.policy().probe_interval_max, v.at);
+    if (q.health && v.reason == EvReason::kPlaneRestored) health.release(*q.health, v.plane);
     Event e;
     e.type = EventType::kEvState;
     e.qpn = q.qpn;
@@ -204,6 +210,11 @@ void Core::path_timeout(Qp& q, Time now) {
     return;
   }
   q.paths.poll_probes(now, probe_scratch, ev_scratch);
+  // A plane this QP still probes as drained stays held for the peer until its next probe.
+  if (q.health && q.paths.count(EvState::kAssumedBad) > 0)
+    for (uint16_t pl = 0; pl < 16; ++pl)
+      if (q.paths.plane_drained(pl))
+        health.hold_until(*q.health, pl, now + q.paths.policy().probe_interval_max, now);
   for (const ProbeRequest& r : probe_scratch) {
     Control c;
     c.kind = wire::Kind::kProbe;
@@ -445,6 +456,8 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     // In-flight records keep path indexes; clamp them to the new set.
     for (auto& p : q->tx)
       if (p.path >= q->paths.size()) p.path = 0;
+    if (!q->evtx.empty()) c.ev_list_sync(*q);
+    q->health_epoch = 0;  // held planes apply to the new set
   }
   q->retry = RetryPolicy{s.timeout, s.retry_cnt_linear, s.retry_cnt_exp};
   if (entering && to == QpState::kRtr) {
@@ -457,6 +470,16 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     q->tx_cap = std::bit_ceil(s.max_psn_range);
     q->snd_una = q->snd_nxt = s.sq_psn;
     q->bytes_in_flight = 0;
+    q->evtx.clear();
+    q->rack_evs.clear();
+    // Shared path health of the peer; its RTT state seeds this QP's.
+    q->health = &c.health.peer(s.peer);
+    q->health_epoch = 0;
+    if (q->health->srtt > Duration{0}) {
+      q->srtt = q->health->srtt;
+      q->rttvar = q->health->rttvar;
+      q->min_rtt = q->health->min_rtt;
+    }
     c.start_cc(*q);
   }
   if (grow_ring) {  // nothing in flight: the ring may grow up to the new MPR
@@ -686,6 +709,13 @@ Status<Error> Engine::set_plane_drained(uint16_t plane, bool drained) {
 }
 
 uint16_t Engine::drained_planes() const { return impl_->planes_drained; }
+
+uint16_t Engine::held_planes(PeerId peer, Time now) const {
+  const SharedHealth::Peer* p = impl_->health.find(peer);
+  const SharedHealth::Peer none;
+  Time until;
+  return impl_->health.held(p ? *p : none, now, &until);
+}
 
 Qpn Engine::max_qpn() const { return static_cast<Qpn>(impl_->qps.size()); }
 

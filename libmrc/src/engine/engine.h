@@ -202,6 +202,9 @@ class Engine {
   Status<Error> set_plane_drained(uint16_t plane, bool drained);
   /// Bit p set: plane p is drained by set_plane_drained.
   uint16_t drained_planes() const;
+  /// Bit p set: the path health the QPs share (paths.h SharedHealth) holds plane p down
+  /// towards `peer` at `now`, for that peer alone or for every peer (local plane).
+  uint16_t held_planes(PeerId peer, Time now) const;
 
   // ---- Observability -------------------------------------------------------------------
   const EngineStats& stats() const;

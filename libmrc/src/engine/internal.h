@@ -8,7 +8,10 @@
 //   rsp_  READ responses this QP owes its peer (internal, never completed to the app)
 //   tx_   one record per PSN in flight [snd_una, snd_nxt), ring indexed by PSN
 //   sent-order list: the in-flight PSNs ordered by last transmission time;
-//         its head drives the RTO, RACK walks it to find losses
+//         its head drives the RTO and the cross-EV loss backstop
+//   evtx  per EV, the same list restricted to the packets last sent on that EV: a path
+//         keeps its packets in order, so one acknowledged on an EV reveals the losses
+//         of those sent before it on the same EV (RACK per EV, detect_losses)
 //   retx_ PSNs declared lost, to resend on a different path
 // Receiver (responder) half:
 //   sb_    RecvScoreboard (cum PSN + bitmap)
@@ -191,7 +194,18 @@ struct TxPkt {
   Time sent{0};        // last transmission
   uint64_t xseq = 0;   // transmission order of the last transmission (QP-wide counter)
   Time not_before{0};  // earliest resend (RNR delay)
-  uint64_t prev = kNoLink, next = kNoLink;  // sent-order list links (PSNs)
+  // Links (PSNs) of the sent-order list and of its EV's list; a link to the packet's own
+  // PSN means none (a packet never follows itself). 32 bits each keep the record at 64 bytes.
+  uint32_t prev = 0, next = 0;
+  uint32_t ev_prev = 0, ev_next = 0;
+};
+static_assert(sizeof(TxPkt) == 64);
+
+/// Per EV of a QP: the in-flight packets last sent on it, in sending order, and the
+/// transmission order of the newest first transmission on it known delivered.
+struct EvTx {
+  uint64_t head = kNoLink, tail = kNoLink;  // PSNs
+  uint64_t rack_xseq = 0;
 };
 
 struct RecvWqe {
@@ -268,15 +282,22 @@ struct Qp {
   uint32_t snd_una = 0;                               // oldest PSN not acked
   uint32_t snd_nxt = 0;                               // next new PSN
   uint64_t list_head = kNoLink, list_tail = kNoLink;  // sent-order list (PSNs)
+  // Per-EV sent-order lists, indexed like paths; empty until the first send (ev_list_sync).
+  std::vector<EvTx> evtx;
+  std::vector<uint16_t> rack_evs;  // EVs with a packet sent before one delivered on them
   bool list_empty() const { return list_head == kNoLink; }
   uint32_t oldest() const { return static_cast<uint32_t>(list_head); }  // !list_empty()
   uint32_t newest() const { return static_cast<uint32_t>(list_tail); }
   Fifo<uint32_t> retx;        // lost PSNs to resend
   uint32_t rto_retries = 0;   // consecutive timeouts without progress
   bool tlp_sent = false;      // a tail loss probe went out since the last progress
+  bool tlp_go = false;        // the probe waits to be sent: it may pass a full window
   Time wait_since = kNever;   // nothing in flight, yet waiting on the peer since (READ, no path)
   Time last_ack_at{0};        // last ACK that acknowledged something
   uint32_t rnr_retries = 0;
+  SharedHealth::Peer* health = nullptr;  // the engine's view of the peer (set at RTS)
+  uint64_t health_epoch = 0;             // SharedHealth::epoch() when held planes were read
+  Time health_recheck = kNever;          // when a hold read then ends
   uint64_t xseq_next = 1;  // next transmission order number
   uint32_t reo_mult = 1;   // RACK reorder window in units of min_rtt/4, grown by spurious losses
   uint32_t since_spurious = 0;  // packets acked since the last spurious loss
@@ -331,6 +352,7 @@ struct Core {
   std::deque<uint32_t> free_qpns;
   size_t live_qps = 0;
   uint16_t planes_drained = 0;  // Engine::set_plane_drained, bit per plane
+  SharedHealth health;          // path health shared by the QPs (paths.h)
   std::deque<Qpn> ready;     // QPs that may have data to send
   std::deque<Qpn> ackq;      // QPs owing an ACK
   std::deque<Control> ctrl;  // NACKs, probe replies
@@ -422,8 +444,20 @@ struct Core {
   void grow_tx(Qp& q);
   /// Grows q.acts to hold an action `ahead` PSNs past the scoreboard's cum.
   void grow_acts(Qp& q, uint32_t ahead);
+  /// Unlinks psn from the sent-order list and its EV's list.
   void list_remove(Qp& q, uint32_t psn);
+  /// Links psn (its path set) at the tail of the sent-order list and of its EV's list.
   void list_append(Qp& q, uint32_t psn);
+  /// Links psn (its path set) at the tail of its EV's list only.
+  void ev_list_append(Qp& q, uint32_t psn);
+  /// Sizes q.evtx to the path set and relinks what is in flight (after the set changed).
+  void ev_list_sync(Qp& q);
+  /// Applies the shared view's held planes to q's sprayer if they may have changed.
+  void sync_health(Qp& q, Time now) {
+    if (!q.health || (q.health_epoch == health.epoch() && now < q.health_recheck)) return;
+    q.health_epoch = health.epoch();
+    q.paths.set_planes_held(health.held(*q.health, now, &q.health_recheck));
+  }
   void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);
   void ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked);
   void ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked);
@@ -432,8 +466,10 @@ struct Core {
   void arm_rto(Qp& q, Time now);
   bool waiting_on_peer(const Qp& q) const;
   void start_cc(Qp& q);
+  /// The window holds no room for another packet; a pending tail loss probe goes anyway (a
+  /// window of one or two packets can be filled by the very losses the probe is to reveal).
   bool cwnd_full(const Qp& q) const {
-    return q.cc && q.bytes_in_flight > 0 && !q.cc->can_send(q.bytes_in_flight);
+    return q.cc && !q.tlp_go && q.bytes_in_flight > 0 && !q.cc->can_send(q.bytes_in_flight);
   }
   // paths (engine.cc)
   void ev_events(Qp& q);  // turns ev_scratch into engine events, re-arms probes

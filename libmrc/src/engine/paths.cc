@@ -53,6 +53,7 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
   count_[static_cast<size_t>(EvState::kAssumedBad)] = 0;
   count_[static_cast<size_t>(EvState::kDenied)] = 0;
   for (auto& d : drained_) d = false;
+  lossy_ = 0;
   fallback_cursor_ = 0;
   refresh_weights();
 }
@@ -61,9 +62,9 @@ void PathSet::refresh_weights() {
   const uint32_t floor = std::max<uint32_t>(1, policy_.min_active_per_plane);
   total_w_ = 0;
   for (size_t p = 0; p < planes_; ++p) {
-    plane_w_[p] = admin_down_[p] ? 0
-                                 : int64_t{policy_.plane_weight[p]} * 1024 *
-                                       std::min(usable_[p], floor) / floor;
+    const bool off = admin_down_[p] || (held_ >> p & 1u);
+    plane_w_[p] =
+        off ? 0 : int64_t{policy_.plane_weight[p]} * 1024 * std::min(usable_[p], floor) / floor;
     total_w_ += plane_w_[p];
   }
 }
@@ -100,15 +101,32 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
 }
 
 uint16_t PathSet::next(int avoid) {
+  // A resend leaves the plane it was lost on when another plane has weight: a lost packet
+  // says as much about its plane (a T0 or port down) as about its EV.
+  uint32_t skip = 0;
+  int64_t skip_w = 0;
+  if (avoid >= 0 && static_cast<size_t>(avoid) < evs_.size()) {
+    for (const uint32_t want : {lossy_ | 1u << evs_[static_cast<size_t>(avoid)].path.plane,
+                                1u << evs_[static_cast<size_t>(avoid)].path.plane}) {
+      int64_t w = 0;
+      for (size_t p = 0; p < planes_; ++p)
+        if (want >> p & 1u) w += plane_w_[p];
+      if (w < total_w_) {
+        skip = want;
+        skip_w = w;
+        break;
+      }
+    }
+  }
   int best = -1;
   for (size_t p = 0; p < planes_; ++p) {
-    if (plane_w_[p] == 0) continue;
+    if (plane_w_[p] == 0 || (skip >> p & 1u)) continue;
     wrr_current_[p] += plane_w_[p];
     if (best < 0 || wrr_current_[p] > wrr_current_[static_cast<size_t>(best)])
       best = static_cast<int>(p);
   }
   if (best >= 0) {
-    wrr_current_[static_cast<size_t>(best)] -= total_w_;
+    wrr_current_[static_cast<size_t>(best)] -= total_w_ - skip_w;
     const int i = pick_in_plane(static_cast<uint16_t>(best), avoid);
     if (i >= 0) return static_cast<uint16_t>(i);
   }
@@ -126,12 +144,16 @@ uint16_t PathSet::next(int avoid) {
   return static_cast<uint16_t>(fallback);
 }
 
-void PathSet::on_acked(uint16_t i) { evs_[i].losses = 0; }
+void PathSet::on_acked(uint16_t i) {
+  evs_[i].losses = 0;
+  lossy_ &= static_cast<uint16_t>(~(1u << evs_[i].path.plane));
+}
 
 void PathSet::on_congestion(uint16_t i) { evs_[i].skip = true; }
 
 void PathSet::on_lost(uint16_t i, bool timeout, Time now, std::vector<EvEvent>& out) {
   Ev& e = evs_[i];
+  lossy_ |= static_cast<uint16_t>(1u << e.path.plane);
   if (e.state != EvState::kGood) return;
   ++e.losses;
   if (timeout || e.losses >= policy_.loss_threshold)
@@ -298,6 +320,61 @@ void PathSet::on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now,
   e.clean = ecn ? 0 : e.clean + 1;
   if (e.clean >= policy_.probes_to_good)
     set_state(i, EvState::kGood, EvReason::kProbeClean, now, out);
+}
+
+void PathSet::set_planes_held(uint16_t mask) {
+  if (mask == held_) return;
+  held_ = mask;
+  refresh_weights();
+}
+
+bool SharedHealth::hold(Plane& pl, uint16_t threshold, Time now) {
+  // Losses of packets sent before the hold started do not count; after a hold that no
+  // acknowledgement followed, the first loss holds the plane again.
+  if (pl.held_until > now || ++pl.losses < (pl.backoff > 0 ? 1 : threshold)) return false;
+  Duration d = policy_.hold;
+  for (uint8_t i = 0; i < pl.backoff && d < policy_.hold_max; ++i) d *= 2;
+  pl.held_until = now + std::min(d, std::max(policy_.hold, policy_.hold_max));
+  pl.losses = 0;
+  if (pl.backoff < 16) ++pl.backoff;
+  ++epoch_;
+  ++holds_;
+  return true;
+}
+
+bool SharedHealth::on_lost(Peer& p, uint16_t plane, Time now) {
+  const bool peer_hold = hold(p.plane[plane], policy_.peer_losses, now);
+  const bool local_hold = hold(local_[plane], policy_.local_losses, now);
+  return peer_hold || local_hold;
+}
+
+void SharedHealth::hold_until(Peer& p, uint16_t plane, Time until, Time now) {
+  Plane& pl = p.plane[plane];
+  if (pl.held_until >= until) return;
+  if (pl.held_until <= now) ++holds_;
+  pl.held_until = until;
+  ++epoch_;
+}
+
+void SharedHealth::release(Peer& p, uint16_t plane) {
+  Plane& pl = p.plane[plane];
+  pl.losses = 0;
+  pl.backoff = 0;
+  if (pl.held_until == Time{0}) return;
+  pl.held_until = Time{0};
+  ++epoch_;
+}
+
+uint16_t SharedHealth::held(const Peer& p, Time now, Time* until) const {
+  uint16_t mask = 0;
+  *until = kNever;
+  for (uint16_t pl = 0; pl < 16; ++pl) {
+    const Time t = std::max(p.plane[pl].held_until, local_[pl].held_until);
+    if (t <= now) continue;
+    mask |= static_cast<uint16_t>(1u << pl);
+    *until = std::min(*until, t);
+  }
+  return mask;
 }
 
 void PathSet::set_plane_admin_down(uint16_t plane, bool down) {

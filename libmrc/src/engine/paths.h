@@ -45,6 +45,7 @@
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/types.h"
@@ -129,8 +130,11 @@ class PathSet {
   int find(uint32_t ev) const;
 
   static constexpr uint16_t kNoPath = 0xFFFF;
-  /// The EV for the next data packet; `avoid` (an index or -1) is skipped when
-  /// another choice exists. kNoPath when every EV is denied.
+  /// The EV for the next data packet; `avoid` (an index or -1: the EV a resent packet
+  /// was lost on) is skipped when another choice exists. A resend also leaves its plane,
+  /// and every plane whose latest data packet was lost (RACK or RTO, any EV: a T0 or a
+  /// port down shows as losses on every EV of the plane, which a short QP sees only once
+  /// or twice each), when another plane may carry data. kNoPath when every EV is denied.
   uint16_t next(int avoid);
 
   // ---- Feedback (each may append to `out`) ----------------------------------------------
@@ -159,6 +163,11 @@ class PathSet {
   /// EVs per state (kept as counters), and planes drained.
   uint32_t count(EvState s) const { return count_[static_cast<size_t>(s)]; }
   bool plane_drained(uint16_t plane) const { return plane < 16 && drained_[plane]; }
+
+  /// Planes the engine's shared view holds down for this QP's peer (SharedHealth, bit per
+  /// plane): weight 0, like an administrative drain, until the view lets them go.
+  void set_planes_held(uint16_t mask);
+  uint16_t planes_held() const { return held_; }
 
   /// Administrative drain (controller), unlike the automatic drain above: a plane that
   /// is admin-down gets weight 0, so no data is sprayed on it (retransmissions included),
@@ -201,6 +210,8 @@ class PathSet {
   uint32_t active_[16] = {};  // active EVs per plane
   bool drained_[16] = {};
   bool admin_down_[16] = {};
+  uint16_t held_ = 0;   // planes held down by the engine's shared view (bit per plane)
+  uint16_t lossy_ = 0;  // planes whose latest acknowledged-or-lost data packet was lost
   Time plane_probe_sent_[16] = {};
   bool plane_answered_[16] = {};
   uint32_t drain_cursor_[16] = {};
@@ -209,6 +220,92 @@ class PathSet {
   uint32_t plane_clean_[16] = {};
   uint32_t fallback_cursor_ = 0;
   uint32_t next_seq_ = 1;
+};
+
+/// Path health shared by all QPs of one engine, so that what one QP learns about a plane
+/// is not rediscovered by every other (short QPs never see loss_threshold losses in a row
+/// on one of their own EVs). Threading: owned by the engine (engine thread).
+///
+/// Two views of each plane (local NIC port), both fed by every QP:
+///   per peer    losses in a row on a plane towards one peer (a T0 or T1 on the far side
+///               down): `peer_losses` of them hold the plane down for that peer;
+///   local       losses in a row on a plane towards any peer (our own port or T0 down):
+///               `local_losses` of them hold the plane down for every peer.
+/// Only losses that blame an EV count (RACK, RTO); trims and NACKs never do. Any data
+/// packet acknowledged on the plane ends the run of losses and the backoff. A held plane
+/// gets weight 0 in the sprayer of every QP concerned (PathSet::set_planes_held) for
+/// `hold`, doubling each time it is held again without an acknowledgement in between,
+/// up to `hold_max`; when the hold ends the QPs spray on it again, which is the probe: an
+/// acknowledgement clears it, losses hold it again. A QP that drains a plane of its own
+/// (PathSet, every EV of it bad) holds it for the peer while it probes it, and releases
+/// it when the plane answers. QPs pick changes up lazily, before their next send
+/// (epoch() moves on every change; held() says when a hold ends).
+///
+/// Each peer entry also keeps the RTT state of the latest QP that measured one to that
+/// peer (SRTT, RTT variance, min RTT): a new QP to the peer starts from it rather than
+/// from nothing, so its first loss-detection windows fit the queues of the moment.
+class SharedHealth {
+ public:
+  struct Policy {
+    uint16_t peer_losses = 3;      // losses in a row on (peer, plane) that hold it down
+    uint16_t local_losses = 16;    // losses in a row on a plane, any peer, that hold it
+    Duration hold{100'000};        // first hold, ns...
+    Duration hold_max{2'000'000};  // ...doubling per hold without an ACK in between
+  };
+  struct Plane {
+    Time held_until{0};
+    uint16_t losses = 0;  // blamed losses in a row
+    uint8_t backoff = 0;  // holds since the last acknowledgement
+  };
+  struct Peer {
+    Duration srtt{0}, rttvar{0}, min_rtt{0};  // RTT state of the latest QP to this peer
+    Plane plane[16];
+  };
+
+  SharedHealth() = default;
+  explicit SharedHealth(const Policy& p) : policy_(p) {}
+  const Policy& policy() const { return policy_; }
+
+  /// The entry of `peer`, created on first use; references stay valid for the engine's life.
+  Peer& peer(PeerId peer) { return peers_[peer]; }
+  /// The entry of `peer`, or null if no QP to it was made.
+  const Peer* find(PeerId peer) const {
+    const auto it = peers_.find(peer);
+    return it == peers_.end() ? nullptr : &it->second;
+  }
+  size_t peers() const { return peers_.size(); }
+
+  /// A blamed loss (RACK or RTO) of a packet sent on `plane` to `p`. True if it started a hold.
+  bool on_lost(Peer& p, uint16_t plane, Time now);
+  /// A QP to `p` drained `plane` (every EV of it bad, PathSet): hold it for the peer until
+  /// at least `until` (the QP's next plane probe); the QP refreshes this while it probes.
+  void hold_until(Peer& p, uint16_t plane, Time until, Time now);
+  /// A QP to `p` found `plane` answering again (its drained plane restored): no hold.
+  void release(Peer& p, uint16_t plane);
+  /// A data packet sent on `plane` to `p` was acknowledged.
+  void on_acked(Peer& p, uint16_t plane) {
+    Plane& a = p.plane[plane];
+    Plane& l = local_[plane];
+    if (a.losses | a.backoff) a.losses = a.backoff = 0;  // written only when it changes
+    if (l.losses | l.backoff) l.losses = l.backoff = 0;
+  }
+  /// Planes held down for `p` at `now` (bit per plane); *until: when the earliest hold of
+  /// them ends (kNever if none).
+  uint16_t held(const Peer& p, Time now, Time* until) const;
+  const Plane& local(uint16_t plane) const { return local_[plane]; }
+
+  /// Moves on every new hold.
+  uint64_t epoch() const { return epoch_; }
+  uint64_t holds() const { return holds_; }  // holds started, peer and local (counter)
+
+ private:
+  bool hold(Plane& pl, uint16_t threshold, Time now);
+
+  Policy policy_;
+  std::unordered_map<PeerId, Peer> peers_;
+  Plane local_[16];
+  uint64_t epoch_ = 1;
+  uint64_t holds_ = 0;
 };
 
 }  // namespace mrc::engine

@@ -184,26 +184,58 @@ void Core::grow_tx(Qp& q) {
 
 void Core::list_append(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
-  p.prev = q.list_tail;
-  p.next = kNoLink;
-  if (!q.list_empty())
+  p.next = psn;
+  if (!q.list_empty()) {
+    p.prev = q.newest();
     q.pkt(q.newest()).next = psn;
-  else
+  } else {
+    p.prev = psn;
     q.list_head = psn;
+  }
   q.list_tail = psn;
+  ev_list_append(q, psn);
+}
+
+void Core::ev_list_append(Qp& q, uint32_t psn) {
+  TxPkt& p = q.pkt(psn);
+  EvTx& e = q.evtx[p.path];
+  p.ev_next = psn;
+  if (e.tail != kNoLink) {
+    p.ev_prev = static_cast<uint32_t>(e.tail);
+    q.pkt(p.ev_prev).ev_next = psn;
+  } else {
+    p.ev_prev = psn;
+    e.head = psn;
+  }
+  e.tail = psn;
 }
 
 void Core::list_remove(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
-  if (p.prev != kNoLink)
-    q.pkt(static_cast<uint32_t>(p.prev)).next = p.next;
-  else
-    q.list_head = p.next;
-  if (p.next != kNoLink)
-    q.pkt(static_cast<uint32_t>(p.next)).prev = p.prev;
-  else
-    q.list_tail = p.prev;
-  p.prev = p.next = kNoLink;
+  const bool first = p.prev == psn, last = p.next == psn;
+  if (!first) q.pkt(p.prev).next = last ? p.prev : p.next;
+  if (!last) q.pkt(p.next).prev = first ? p.next : p.prev;
+  if (first) q.list_head = last ? kNoLink : p.next;
+  if (last) q.list_tail = first ? kNoLink : p.prev;
+  p.prev = p.next = psn;
+  EvTx& e = q.evtx[p.path];
+  const bool ev_first = p.ev_prev == psn, ev_last = p.ev_next == psn;
+  if (!ev_first) q.pkt(p.ev_prev).ev_next = ev_last ? p.ev_prev : p.ev_next;
+  if (!ev_last) q.pkt(p.ev_next).ev_prev = ev_first ? p.ev_next : p.ev_prev;
+  if (ev_first) e.head = ev_last ? kNoLink : p.ev_next;
+  if (ev_last) e.tail = ev_first ? kNoLink : p.ev_prev;
+  p.ev_prev = p.ev_next = psn;
+}
+
+void Core::ev_list_sync(Qp& q) {
+  q.evtx.assign(q.paths.size(), EvTx{});
+  q.rack_evs.clear();
+  // Relink in sending order (the sent-order list's), so each EV's list keeps it.
+  if (q.list_empty()) return;
+  for (uint32_t psn = q.oldest();; psn = q.pkt(psn).next) {
+    ev_list_append(q, psn);
+    if (psn == q.newest()) break;
+  }
 }
 
 std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf) {
@@ -234,6 +266,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     }
   }
   const int avoid = retransmit ? q.pkt(q.retx[static_cast<size_t>(r)]).path : -1;
+  sync_health(q, now);
   const uint16_t path_index = q.paths.next(avoid);
   if (path_index == PathSet::kNoPath) {  // every EV denied: wait (arm_rto bounds it)
     arm_rto(q, now);
@@ -244,6 +277,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     psn = q.retx[static_cast<size_t>(r)];
     q.retx.erase(static_cast<size_t>(r));
     ++q.stats.tx_retransmits;
+    q.tlp_go = false;
   } else {
     uint64_t& cursor = from_rsp ? q.pkt_rsp : q.pkt_wqe;
     SendWqe& w = from_rsp ? q.rsp.at(cursor) : q.sq.at(cursor);
@@ -274,6 +308,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   p.xseq = q.xseq_next++;
   ++p.tx_count;
   q.bytes_in_flight += p.len;
+  if (q.evtx.size() != q.paths.size()) ev_list_sync(q);
   list_append(q, psn);
   const Path path = q.paths.ev(p.path).path;
   PathStats& ps = q.path_stats[p.path];
@@ -355,8 +390,10 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
     q.bytes_in_flight -= p.len;
     ++q.path_stats[p.path].lost;
     q.retx.push_back(psn);
-    if (why != LossKind::kNoBlame) {  // RACK or RTO: blame the EV, tell CC
+    if (why != LossKind::kNoBlame) {  // RACK or RTO: blame the EV (and its plane), tell CC
       q.paths.on_lost(p.path, why == LossKind::kTimeout, now, ev_scratch);
+      if (q.health && health.on_lost(*q.health, q.paths.ev(p.path).path.plane, now))
+        ++stats.plane_holds;
       if (q.cc) q.cc->on_loss(now);
     }
   }
@@ -388,7 +425,19 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   ++w.acked;
   ++q.path_stats[p.path].acked;
   q.paths.on_acked(p.path);
+  if (q.health) health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
   if (p.xseq > q.rack_xseq) q.rack_xseq = p.xseq;
+  // Delivered on its EV: packets sent before it on the same EV are overdue. Only a first
+  // transmission says which copy arrived (a resend's ACK may be for the original).
+  if (p.tx_count == 1 && p.path < q.evtx.size()) {
+    EvTx& e = q.evtx[p.path];
+    if (p.xseq > e.rack_xseq) {
+      e.rack_xseq = p.xseq;
+      if (e.head != kNoLink && q.pkt(static_cast<uint32_t>(e.head)).xseq < p.xseq &&
+          (q.rack_evs.empty() || q.rack_evs.back() != p.path))
+        q.rack_evs.push_back(p.path);
+    }
+  }
   acked->bytes += p.len;
   ++acked->packets;
 }
@@ -450,6 +499,12 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
       q.srtt = (7 * q.srtt + rtt) / 8;
       q.min_rtt = std::min(q.min_rtt, rtt);
     }
+    if (q.health) {  // what a new QP to this peer starts from
+      q.health->srtt = q.srtt;
+      q.health->rttvar = q.rttvar;
+      q.health->min_rtt =
+          q.health->min_rtt == Duration{0} ? q.min_rtt : std::min(q.health->min_rtt, q.min_rtt);
+    }
     q.stats.srtt_ns = static_cast<uint64_t>(q.srtt.count());
     q.stats.min_rtt_ns = static_cast<uint64_t>(q.min_rtt.count());
     if (echo_path >= 0) q.path_stats[echo_path].rtt_ns = static_cast<uint64_t>(rtt.count());
@@ -487,25 +542,55 @@ void Core::after_acks(Qp& q, Time now, bool progress) {
 }
 
 void Core::detect_losses(Qp& q, Time now) {
-  // RACK (RFC 8985): a packet sent before one that was delivered is lost once
-  // it is older than an RTT plus a reorder window. Paths differ in delay, so the
-  // RTT is the larger of the QP's and the packet's own EV's; queues make them
-  // vary, so the window grows with spurious losses (up to SRTT) and shrinks back.
+  // RACK (RFC 8985) made to tolerate spraying. Paths differ in queueing, so a packet
+  // delivered on one EV says little about one sent just before it on another; a path
+  // keeps its own packets in order, so one delivered on the same EV says much.
+  //   Per EV: a packet sent before a packet delivered on its own EV is lost once it is
+  //   older than the min RTT plus the reorder window (the window is slack for networks
+  //   that reorder within a path; it grows with spurious losses and shrinks back).
+  //   Across EVs (backstop for a path that delivers nothing any more): a packet sent
+  //   before one delivered on any EV is lost once it is older than its RTT (the larger
+  //   of the QP's SRTT and its EV's send-to-ACK time) plus the spread of queueing
+  //   between the paths: SRTT + 4 x RTTVAR, at most 2 x SRTT (an RTO must not come first).
   q.timers.cancel(Timer::kRack);
   const Duration reo = std::min(q.reo_mult * std::max(q.min_rtt / 4, Duration{2000}),
                                 std::max(q.srtt, Duration{2000}));
+  Time next = kNever;
+  size_t kept = 0;
+  for (size_t k = 0; k < q.rack_evs.size(); ++k) {
+    const uint16_t ev = q.rack_evs[k];
+    const EvTx& e = q.evtx[ev];
+    while (e.head != kNoLink) {
+      const uint32_t psn = static_cast<uint32_t>(e.head);
+      const TxPkt& p = q.pkt(psn);
+      if (p.xseq >= e.rack_xseq) break;
+      const Time deadline = p.sent + q.min_rtt + reo;
+      if (deadline > now) {
+        next = std::min(next, deadline);
+        if (std::find(q.rack_evs.begin(), q.rack_evs.begin() + kept, ev) ==
+            q.rack_evs.begin() + kept)
+          q.rack_evs[kept++] = ev;
+        break;
+      }
+      ++q.stats.fast_losses;
+      mark_lost(q, psn, now, now, LossKind::kRack);
+    }
+  }
+  q.rack_evs.resize(kept);
+  const Duration spread = std::max(reo, std::min(q.srtt + 4 * q.rttvar, 2 * q.srtt));
   while (!q.list_empty()) {
     const uint32_t psn = q.oldest();
     const TxPkt& p = q.pkt(psn);
     if (p.xseq >= q.rack_xseq) break;
-    const Time deadline = p.sent + std::max(q.srtt, q.paths.ev(p.path).srtt) + reo;
+    const Time deadline = p.sent + std::max(q.srtt, q.paths.ev(p.path).srtt) + spread;
     if (deadline > now) {
-      q.timers.set(Timer::kRack, deadline);
+      next = std::min(next, deadline);
       break;
     }
     ++q.stats.fast_losses;
     mark_lost(q, psn, now, now, LossKind::kRack);
   }
+  if (next != kNever) q.timers.set(Timer::kRack, next);
 }
 
 void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
@@ -585,6 +670,7 @@ void Core::sender_timeout(Qp& q, Time now) {
     q.tlp_sent = true;
     ++q.stats.tail_probes;
     mark_lost(q, q.newest(), now, now, LossKind::kNoBlame);
+    q.tlp_go = true;
   }
   if (q.timers.expired(Timer::kRto, now)) {
     const Duration rto = q.rto();

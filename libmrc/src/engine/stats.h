@@ -29,6 +29,7 @@ struct EngineStats {
   uint64_t tx_datagrams = 0;
   uint64_t rx_bytes = 0;
   uint64_t tx_bytes = 0;
+  uint64_t plane_holds = 0;  // planes held down by the shared path health (paths.h SharedHealth)
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
   // Indexed by wire::WireError value (1..7); kBadField (8, only in connectionless ADDR
   // messages the UDP driver takes before the engine) lands in slot 0.
