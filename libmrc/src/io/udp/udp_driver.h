@@ -69,12 +69,12 @@
 // Namespaces: with `netns` set, sockets are made inside that network
 // namespace (/run/netns/<name>) and keep it; the threads stay where they are.
 //
-// Observability (observer.h): the driver calls the observer UdpConfig::observer makes, if
-// any, under the mutex: its deadline and control socket join the loop's ppoll, and it ticks
-// after each iteration. io/ knows nothing above it; the front ends (verbs shim, NCCL plugin,
-// mrc-perf, mrcctl doctor) attach the statistics publisher with observe::attach_publisher
+// Observability (observer.h): the driver calls the observer that UdpConfig::observer makes,
+// if set, under the mutex: its deadline and control socket join the loop's ppoll, and it ticks
+// after each iteration. io/ includes nothing above it; the front ends (verbs shim, NCCL
+// plugin, mrc-perf) attach the statistics publisher with observe::attach_publisher
 // (observe/publisher.h), so unless MRC_STATS=0 each of their drivers is a device mrc<N> of
-// its process that mrcctl reads and commands (docs/mrcctl.md).
+// its process that mrcctl reads and commands (docs/mrcctl.md). Without one it publishes nothing.
 #pragma once
 
 #include <netinet/in.h>
