@@ -24,6 +24,7 @@
 #include "io/udp/udp_driver.h"
 #include "knobs.h"
 #include "mrc/version.h"
+#include "observe/publisher.h"
 
 namespace mrc::nccl {
 
@@ -245,6 +246,7 @@ Result<std::unique_ptr<Device>, std::string> open_device(uint32_t index, const s
   auto d = std::make_unique<Device>();
   d->name = "mrc" + std::to_string(index);
   d->cfg = std::move(*cfg);
+  observe::attach_publisher(d->cfg.udp);  // mrcctl sees the device
   auto drv = io::UdpDriver::create(d->cfg.udp);
   if (!drv.ok()) return Err(drv.error());
   d->drv = std::move(*drv);

@@ -33,6 +33,7 @@
 #include "io/netns.h"
 #include "io/udp/udp_driver.h"
 #include "nsfabric.h"
+#include "observe/publisher.h"
 #include "run_cli.h"
 
 namespace mrc::mrcctl {
@@ -271,6 +272,7 @@ TEST_F(NsMrcctl, PathsEventsProbeDrain_WithTransferRunning) {
     });
     ASSERT_TRUE(hc.ok()) << hc.error();
     hc->udp.netns = fab_->host_netns(2);
+    observe::attach_publisher(hc->udp);
     auto h2 = io::UdpDriver::create(hc->udp);
     ASSERT_TRUE(h2.ok()) << h2.error();
     (*h2)->start();

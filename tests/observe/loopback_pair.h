@@ -13,6 +13,7 @@
 
 #include "control.h"
 #include "io/udp/udp_driver.h"
+#include "observe/publisher.h"
 #include "observe/segment.h"
 
 namespace mrc::observe::testing {
@@ -35,6 +36,7 @@ class LoopbackPair : public ::testing::Test {
     for (auto& h : hosts_) {
       io::UdpConfig cfg;
       cfg.planes = {io::PlaneConfig{"::1", 0}, io::PlaneConfig{"::1", 0}};
+      observe::attach_publisher(cfg);
       auto d = UdpDriver::create(cfg);
       ASSERT_TRUE(d.ok()) << d.error();
       h.drv = std::move(d).value();

@@ -1,6 +1,7 @@
 // Tests of observe/publisher.cc through a real UdpDriver pair on loopback: what the segment
 // shows while data moves, EV events, and the control channel (deny/allow, drain, probe,
-// cc) as mrcctl's client (tools/mrcctl/control.h) drives it. MRC_STATS=0 publishes nothing.
+// cc) as mrcctl's client (tools/mrcctl/control.h) drives it. MRC_STATS=0, or a driver with no
+// publisher attached (attach_publisher), publishes nothing.
 #include "observe/publisher.h"
 
 #include <arpa/inet.h>
@@ -229,12 +230,28 @@ TEST(Publisher, StatsOff_NoSegment) {
   ::setenv("MRC_STATS", "0", 1);
   io::UdpConfig cfg;
   cfg.planes = {io::PlaneConfig{"::1", 0}};
+  attach_publisher(cfg);
   auto d = UdpDriver::create(cfg);
   ::unsetenv("MRC_STATS");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(read_all(::getpid()).size(), before);
   auto e = UdpDriver::create(cfg);
   ASSERT_TRUE(e.ok());
+  EXPECT_EQ(read_all(::getpid()).size(), before + 1);
+}
+
+// io/ knows nothing of the publisher: a driver whose config has no observer attached
+// publishes nothing and has no control socket; attach_publisher on the same config does.
+TEST(Publisher, AttachPublisher_OnlyAttachedDriversPublish) {
+  const size_t before = read_all(::getpid()).size();
+  io::UdpConfig cfg;
+  cfg.planes = {io::PlaneConfig{"::1", 0}};
+  auto bare = UdpDriver::create(cfg);
+  ASSERT_TRUE(bare.ok()) << bare.error();
+  EXPECT_EQ(read_all(::getpid()).size(), before);
+  attach_publisher(cfg);
+  auto attached = UdpDriver::create(cfg);
+  ASSERT_TRUE(attached.ok()) << attached.error();
   EXPECT_EQ(read_all(::getpid()).size(), before + 1);
 }
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "engine/paths.h"
+#include "observe/publisher.h"
 #include "wire/wire.h"
 
 namespace mrc::perf {
@@ -167,7 +168,9 @@ Status<std::string> Runner::setup() {
   side_.resize(n);
   for (size_t h = 0; h < n; ++h) {
     side_[h].cfg = many ? &spec_.hosts[h] : h == 0 ? &spec_.client : &spec_.server;
-    auto d = io::UdpDriver::create(*side_[h].cfg);
+    io::UdpConfig cfg = *side_[h].cfg;
+    observe::attach_publisher(cfg);  // mrcctl sees each host's device
+    auto d = io::UdpDriver::create(cfg);
     if (!d.ok()) {
       const std::string who = many ? "host " + std::to_string(h) : h == 0 ? "client" : "server";
       return Err(who + ": " + d.error());

@@ -449,7 +449,7 @@ Result<std::vector<Check>, std::string> run_doctor(
   std::string drv_error;
   const bool want_probes = peer_host || !peer_addrs.empty();
   if (want_probes || o.listen_s > 0) {
-    ::setenv("MRC_STATS", "0", 1);  // doctor's own driver publishes nothing
+    // No observer attached: doctor's own driver publishes nothing.
     io::UdpConfig mine = u;
     for (size_t p = 0; p < P; ++p)
       if (!usable[p]) mine.planes[p] = io::PlaneConfig{"::1", 0};  // keeps plane numbers

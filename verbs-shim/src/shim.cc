@@ -21,6 +21,7 @@
 #include <map>
 #include <mutex>
 
+#include "observe/publisher.h"
 #include "verbs/verbs.h"
 
 #undef ibv_get_device_list
@@ -126,7 +127,10 @@ int ibv_get_device_index(ibv_device* d) {
 }
 
 ibv_context* ibv_open_device(ibv_device* d) {
-  if (v::is_mrc_device(d)) return v::open_device(d);
+  if (v::is_mrc_device(d)) {
+    v::set_driver_observer(&mrc::observe::attach_publisher);  // mrcctl sees the device
+    return v::open_device(d);
+  }
   auto* f = REAL(ibv_open_device, "IBVERBS_1.1");
   return f ? f(d) : (errno = ENOSYS, nullptr);
 }

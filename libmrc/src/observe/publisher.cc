@@ -637,4 +637,14 @@ void Publisher::probe_replies() {
   }
 }
 
+io::ObserverFactory publisher_factory() {
+  return [](const io::UdpConfig& cfg, const std::vector<sockaddr_in6>& locals,
+            io::DriverHooks hooks) -> std::unique_ptr<io::DriverObserver> {
+    std::string why;  // no statistics is not an error: the datapath runs without
+    return Publisher::create(cfg, locals, std::move(hooks), &why);
+  };
+}
+
+void attach_publisher(io::UdpConfig& cfg) { cfg.observer = publisher_factory(); }
+
 }  // namespace mrc::observe

@@ -1,7 +1,9 @@
 // A device's live statistics and control channel: what a UdpDriver publishes (layout.h) and
-// the commands mrcctl sends it. Threading: every method runs under the owning driver's
-// mutex (the progress loop, or add_peer), never concurrently; it touches the engine only
-// there. It never blocks: the control socket is non-blocking, the segment is written in place.
+// the commands mrcctl sends it. The driver's observer (io/udp/observer.h): a front end
+// attaches it to a driver's config with attach_publisher before UdpDriver::create.
+// Threading: every method runs under the owning driver's mutex (the progress loop, or
+// add_peer), never concurrently; it touches the engine only there. It never blocks: the
+// control socket is non-blocking, the segment is written in place.
 //
 // Publishing: tick() runs after each loop iteration. When the engine or driver counters moved
 // since the last snapshot (or the application or a command woke the loop), a new one is
@@ -44,21 +46,23 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "io/udp/observer.h"
 #include "io/udp/udp_driver.h"
 #include "observe/segment.h"
 
 namespace mrc::observe {
 
-class Publisher {
+/// Makes every driver created from `cfg` publish (a Publisher per driver, unless MRC_STATS=0):
+/// what each front end that creates a UdpDriver calls on its config first.
+void attach_publisher(io::UdpConfig& cfg);
+/// The factory attach_publisher sets (for front ends that hand it on, e.g. to the verbs
+/// device).
+io::ObserverFactory publisher_factory();
+
+class Publisher final : public io::DriverObserver {
  public:
   /// What the publisher uses of its driver; each is called under the driver's mutex.
-  struct DriverHooks {
-    io::Probes* probes = nullptr;  // the driver's connectionless probes
-    // srv6: a new peer for fabric host `host` at the configured peer port.
-    std::function<Result<engine::PeerId, std::string>(uint32_t host)> add_fabric_peer;
-    // The EVs a QP toward `host` sprays on (UdpDriver::spray_paths).
-    std::function<std::vector<engine::Path>(uint32_t host)> spray_paths;
-  };
+  using DriverHooks = io::DriverHooks;
 
   /// A publisher for a new device of this process, or nullptr when MRC_STATS=0 or the segment
   /// cannot be made (then *why says so; the datapath runs without). The control socket is
@@ -66,21 +70,21 @@ class Publisher {
   static std::unique_ptr<Publisher> create(const io::UdpConfig& cfg,
                                            const std::vector<sockaddr_in6>& locals,
                                            DriverHooks hooks, std::string* why);
-  ~Publisher();
+  ~Publisher() override;
 
   uint32_t index() const { return index_; }
   /// The control socket for the loop's ppoll set; -1 if none.
-  int control_fd() const { return ctl_fd_; }
+  int control_fd() const override { return ctl_fd_; }
   /// Earliest time tick() has work (a snapshot due, a probe round); kNever if none.
-  engine::Time next_deadline() const;
+  engine::Time next_deadline() const override;
 
-  void add_peer(engine::PeerId id, std::string name, uint32_t host);
+  void add_peer(engine::PeerId id, std::string name, uint32_t host) override;
   /// After each loop iteration: commands (read only when `commands`: the control socket
   /// polled readable, so an iteration without them makes no syscall here), probe rounds,
   /// and a snapshot when due. `app_call`: the application woke the loop (with_engine), so
   /// QPs may have changed without a datagram or timer showing it.
   void tick(engine::Time now, engine::Engine& e, const io::UdpCounters& c, bool commands,
-            bool app_call);
+            bool app_call) override;
 
  private:
   struct EvMemo;

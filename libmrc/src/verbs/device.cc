@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -39,6 +40,8 @@ int fail(int err, const char* fmt, ...) {
 }
 
 namespace {
+
+std::atomic<void (*)(io::UdpConfig&)> g_attach_observer{nullptr};
 
 // The one device of the process, from the host configuration; null (logged once) if the
 // configuration does not load.
@@ -86,6 +89,8 @@ int mtu_enum(uint32_t bytes) {
 }  // namespace
 
 // ---- Devices ---------------------------------------------------------------------------
+void set_driver_observer(void (*attach)(io::UdpConfig&)) { g_attach_observer.store(attach); }
+
 ibv_device** get_device_list(int* n) {
   Device* d = the_device();
   auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
@@ -123,7 +128,9 @@ ibv_context* open_device(ibv_device* d) {
   {
     std::lock_guard lock(dev->mu);
     if (!dev->driver) {
-      auto drv = io::UdpDriver::create(dev->cfg.udp);
+      io::UdpConfig udp = dev->cfg.udp;
+      if (auto* attach = g_attach_observer.load()) attach(udp);
+      auto drv = io::UdpDriver::create(udp);
       if (!drv) {
         fail(EIO, "ibv_open_device(mrc0): %s", drv.error().c_str());
         return nullptr;

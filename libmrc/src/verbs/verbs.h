@@ -48,9 +48,17 @@
 
 #include <cstdint>
 
+namespace mrc::io {
+struct UdpConfig;
+}
+
 namespace mrc::verbs {
 
 // ---- Devices ---------------------------------------------------------------------------
+/// What the front end runs on the device's UdpConfig before open_device creates its driver:
+/// the verbs shim passes observe::attach_publisher, so mrcctl sees the device. Call before
+/// the first open_device; nullptr (the default): the driver has no observer.
+void set_driver_observer(void (*attach)(io::UdpConfig& cfg));
 /// MRC devices of this process (0 or 1 today); *n set. The array is the caller's to free
 /// with free_device_list; the devices live as long as the process. A configuration error
 /// is logged once and lists no device.

@@ -20,7 +20,6 @@
 #include <tuple>
 
 #include "io/netns.h"
-#include "observe/publisher.h"
 #include "wire/wire.h"
 
 namespace mrc::io {
@@ -294,19 +293,21 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
     engine::Transmit tx;
     tx.peer = peer;
     tx.path = path;
-    const auto r = raw->route(tx);  // under mu_: the publisher runs there
+    const auto r = raw->route(tx);  // under mu_: the observer runs there
     return r && ::sendto(r->fd, bytes.data(), bytes.size(), MSG_DONTWAIT,
                          reinterpret_cast<const sockaddr*>(r->to),
                          sizeof(sockaddr_in6)) == static_cast<ssize_t>(bytes.size());
   };
   d->probes_ = std::make_unique<Probes>(send_raw);
   d->addresses_ = std::make_unique<PeerAddresses>();
-  observe::Publisher::DriverHooks hooks;  // called under mu_: the publisher runs there
-  hooks.probes = d->probes_.get();
-  hooks.add_fabric_peer = [raw](uint32_t host) { return raw->add_fabric_peer_locked(host, {}); };
-  hooks.spray_paths = [raw](uint32_t host) { return raw->spray_paths(host); };
-  std::string why;  // no statistics is not an error: the datapath runs without
-  d->publisher_ = observe::Publisher::create(d->cfg_, locals, std::move(hooks), &why);
+  if (cfg.observer) {
+    DriverHooks hooks;  // called under mu_: the observer runs there
+    hooks.probes = d->probes_.get();
+    hooks.add_fabric_peer = [raw](uint32_t host) { return raw->add_fabric_peer_locked(host, {}); };
+    hooks.spray_paths = [raw](uint32_t host) { return raw->spray_paths(host); };
+    // None (MRC_STATS=0, no segment) is not an error: the datapath runs without.
+    d->observer_ = cfg.observer(d->cfg_, locals, std::move(hooks));
+  }
   return d;
 }
 
@@ -325,7 +326,7 @@ engine::PeerId UdpDriver::add_peer_locked(std::vector<sockaddr_in6> per_plane_ad
     ::inet_ntop(AF_INET6, &per_plane_addresses[0].sin6_addr, name, sizeof name);
   peers_.push_back(std::move(by_plane));
   const auto id = static_cast<engine::PeerId>(peers_.size() - 1);
-  if (publisher_) publisher_->add_peer(id, name, UINT32_MAX);
+  if (observer_) observer_->add_peer(id, name, UINT32_MAX);
   return id;
 }
 
@@ -483,7 +484,7 @@ Result<engine::PeerId, std::string> UdpDriver::add_fabric_peer_locked(
   }
   peers_.push_back(std::move(by_plane));
   const auto id = static_cast<engine::PeerId>(peers_.size() - 1);
-  if (publisher_) publisher_->add_peer(id, "h" + std::to_string(host), host);
+  if (observer_) observer_->add_peer(id, "h" + std::to_string(host), host);
   return id;
 }
 
@@ -616,7 +617,7 @@ void UdpDriver::run_once(Duration max_wait) {
     std::lock_guard lock(mu_);
     ++counters_.loop_iterations;
     Time deadline = engine_->next_deadline();
-    if (publisher_) deadline = std::min(deadline, publisher_->next_deadline());
+    if (observer_) deadline = std::min(deadline, observer_->next_deadline());
     deadline = std::min(deadline, addresses_->next_deadline());
     if (deadline != engine::kNever) {
       const Time t = cfg_.clock();
@@ -629,7 +630,7 @@ void UdpDriver::run_once(Duration max_wait) {
     }
   }
   fds[n] = {event_fd_, POLLIN, 0};
-  fds[n + 1] = {publisher_ ? publisher_->control_fd() : -1, POLLIN, 0};  // -1: ignored
+  fds[n + 1] = {observer_ ? observer_->control_fd() : -1, POLLIN, 0};  // -1: ignored
 
   timespec ts{};
   timespec* tsp = nullptr;
@@ -671,11 +672,11 @@ void UdpDriver::run_once(Duration max_wait) {
     if (!full) break;
   }
   if (on_progress_) on_progress_();
-  if (publisher_) {
+  if (observer_) {
     const bool commands = ready > 0 && (fds[n + 1].revents & POLLIN);
     const bool app_call = ready > 0 && (fds[n].revents & POLLIN);
     std::lock_guard lock(mu_);
-    publisher_->tick(cfg_.clock(), *engine_, counters_, commands, app_call);
+    observer_->tick(cfg_.clock(), *engine_, counters_, commands, app_call);
   }
 }
 

@@ -69,10 +69,12 @@
 // Namespaces: with `netns` set, sockets are made inside that network
 // namespace (/run/netns/<name>) and keep it; the threads stay where they are.
 //
-// Observability (observe/publisher.h): unless MRC_STATS=0, each driver is a device mrc<N>
-// of its process: the loop publishes its counters, QPs and EVs to /dev/shm/mrc-stats.<pid>.<N>
-// (observe/layout.h) and serves mrcctl's commands on /run/mrc/<pid>.<N>.ctl, both under
-// the mutex, at most every few ms and only when something changed.
+// Observability (observer.h): the driver calls the observer that UdpConfig::observer makes,
+// if set, under the mutex: its deadline and control socket join the loop's ppoll, and it ticks
+// after each iteration. io/ includes nothing above it; the front ends (verbs shim, NCCL
+// plugin, mrc-perf) attach the statistics publisher with observe::attach_publisher
+// (observe/publisher.h), so unless MRC_STATS=0 each of their drivers is a device mrc<N> of
+// its process that mrcctl reads and commands (docs/mrcctl.md). Without one it publishes nothing.
 #pragma once
 
 #include <netinet/in.h>
@@ -94,13 +96,10 @@
 #include "common/result.h"
 #include "engine/engine.h"
 #include "engine/types.h"
+#include "io/udp/observer.h"
 #include "io/udp/peer_addresses.h"
 #include "io/udp/probes.h"
 #include "srv6/fabric.h"
-
-namespace mrc::observe {
-class Publisher;
-}
 
 namespace mrc::io {
 
@@ -146,6 +145,9 @@ struct UdpConfig {
   // engine would not compete with them. Best effort: needs CAP_SYS_NICE.
   int progress_nice = 0;
   engine::Time (*clock)() = &now;              // replaceable for tests; the only clock
+  // Makes the driver's observer in create() (observer.h); empty: none. Front ends set it
+  // with observe::attach_publisher.
+  ObserverFactory observer;
 };
 
 /// How long kMaxGsoBytes take at a plane port's rate (engine.nic_bps shared by the planes):
@@ -375,7 +377,7 @@ class UdpDriver {
   std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
   std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
   std::unique_ptr<Probes> probes_;     // under mu_
-  std::unique_ptr<observe::Publisher> publisher_;  // under mu_; null with MRC_STATS=0
+  std::unique_ptr<DriverObserver> observer_;  // under mu_; null: none attached (or MRC_STATS=0)
 
   std::function<void()> on_progress_;
   std::thread thread_;

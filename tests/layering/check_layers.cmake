@@ -1,0 +1,61 @@
+# Checks that each layer of libmrc/src includes only itself and the layers below it (no
+# upward include, hence no include cycle between layers). Run as a script:
+#   cmake -DSRC=<libmrc/src> -P check_layers.cmake
+# Layers, lowest first; a layer is a top folder of SRC, and layers of one rank (verbs,
+# observe) may not include each other. An include whose first path component is no layer
+# (<system>, "srv6/...", "mrc/..." of include/, a file next to the includer) is not checked.
+# Fails naming every offending file and include; a folder of SRC that is no layer is an
+# error too, so that a new layer gets its place here.
+cmake_minimum_required(VERSION 3.20)
+if(NOT DEFINED SRC OR NOT IS_DIRECTORY "${SRC}")
+  message(FATAL_ERROR "check_layers: SRC='${SRC}' is not a folder (pass -DSRC=<libmrc/src>)")
+endif()
+get_filename_component(SRC "${SRC}" ABSOLUTE)
+
+set(rank_common 0)
+set(rank_wire 1)
+set(rank_engine 2)
+set(rank_io 3)  # io/sim, io/udp, io/config, io/netns
+set(rank_verbs 4)
+set(rank_observe 4)
+set(rank_api 5)
+
+# Known exceptions, as "<file relative to SRC> -> <include>", each with the reason: none today.
+set(known_exceptions)
+
+file(GLOB layers RELATIVE "${SRC}" "${SRC}/*")
+set(errors "")
+foreach(layer IN LISTS layers)
+  if(NOT IS_DIRECTORY "${SRC}/${layer}")
+    continue()
+  endif()
+  if(NOT DEFINED rank_${layer})
+    string(APPEND errors "  ${layer}/: a folder of ${SRC} that is no layer (add it to check_layers.cmake)\n")
+    continue()
+  endif()
+  file(GLOB_RECURSE files RELATIVE "${SRC}" "${SRC}/${layer}/*.h" "${SRC}/${layer}/*.cc")
+  list(SORT files)
+  foreach(f IN LISTS files)
+    file(STRINGS "${SRC}/${f}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"]+\"")
+    foreach(line IN LISTS lines)
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*" "\\1" inc "${line}")
+      string(REGEX MATCH "^[^/]+" top "${inc}")
+      if(NOT inc MATCHES "/" OR NOT DEFINED rank_${top} OR top STREQUAL layer)
+        continue()
+      endif()
+      if(rank_${top} LESS rank_${layer})
+        continue()
+      endif()
+      if("${f} -> ${inc}" IN_LIST known_exceptions)
+        continue()
+      endif()
+      string(APPEND errors "  ${f} includes \"${inc}\": ${top}/ is not below ${layer}/\n")
+    endforeach()
+  endforeach()
+endforeach()
+
+if(errors)
+  message(FATAL_ERROR "check_layers: upward includes in ${SRC} (layers, lowest first: "
+                      "common, wire, engine, io, verbs|observe, api):\n${errors}")
+endif()
+message(STATUS "check_layers: every layer of ${SRC} includes only layers below it")
