@@ -904,6 +904,15 @@ TEST(Engine, Cc_ProfileOnALiveQp) {
   l.run();
   EXPECT_EQ(l.poll(l.a).size(), 1u);
   EXPECT_GT(l.a.eng.cc_stats(l.a.qpn)->acks, 0u);
+  // Rate hints keep the window and its counters; taking the profile off goes back to
+  // EngineConfig's choice: no window.
+  at.cc_rates = CcRates{.max_mbps = 8000};
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kCcRates).ok());
+  EXPECT_EQ(l.a.eng.cc_config(l.a.qpn)->max_cwnd, 50'000u);  // 1 byte per ns x 50 us
+  EXPECT_GT(l.a.eng.cc_stats(l.a.qpn)->acks, 0u);
+  at.cc.reset();
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kCc).ok());
+  EXPECT_FALSE(l.a.eng.cc_config(l.a.qpn));
 }
 
 // A packet that fills the last hole is ACKed at once, not after ack_delay: it may complete a

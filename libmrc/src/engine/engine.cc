@@ -423,14 +423,15 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     s.max_wimm_dest = a.max_wimm_dest;
   }
   if (mask & (attr::kCc | attr::kCcRates)) {
-    const bool was_auto = q->cc_auto;
+    // A profile taken off a QP that ran one: a fresh window from EngineConfig.
+    const bool cleared = (mask & attr::kCc) && !a.cc && s.cc;
     if (mask & attr::kCc) s.cc = a.cc;
     if (mask & attr::kCcRates) s.cc_rates = a.cc_rates;
-    if (q->cc && (s.cc || was_auto)) {  // a live QP keeps its window (and what it learned)
-      q->cc_auto = !s.cc && was_auto;
+    if (q->cc && !cleared) {  // a live QP keeps its window (and what it learned, if no profile)
+      q->cc_auto = q->cc_auto && !s.cc;
       c.reconfig_cc(*q);
     } else if (q->cc || (s.cc && (q->state == QpState::kRts || q->state == QpState::kSqd))) {
-      c.start_cc(*q);  // a profile turns CC on for a live QP; none: back to EngineConfig's
+      c.start_cc(*q);  // a profile turns CC on for a live QP without a window
     }
   }
   if (mask & attr::kPathPolicy) {
