@@ -321,14 +321,11 @@ Result<engine::PeerId, Failure> peer_of(Device& d, const Endpoint& e) {
   return id;
 }
 
-// The QP's CC profile from the rate hints (NCCL_MRC_CC_*_RATE), when any is set.
-std::optional<engine::NsccConfig> cc_profile(const Device& d, uint32_t mtu, const Knobs& k) {
-  const engine::CcRates rates{k.cc_init_mbps, k.cc_min_mbps, k.cc_max_mbps};
-  if (!k.qp_hint || !rates.any()) return std::nullopt;
-  const engine::EngineConfig& ec = d.drv->config().engine;  // what the engine runs with
-  auto cc = engine::effective_cc(ec, mtu);
-  if (!cc) return std::nullopt;  // congestion control is off
-  return engine::with_rates(*cc, ec, mtu, rates);
+// The QP's rate hints (NCCL_MRC_CC_*_RATE; none unless set, or with NCCL_MRC_QP_HINT_ENABLE=0).
+// The engine applies them to the QP's automatic profile, which keeps learning its base RTT.
+engine::CcRates cc_rates(const Knobs& k) {
+  if (!k.qp_hint) return {};
+  return engine::CcRates{k.cc_init_mbps, k.cc_min_mbps, k.cc_max_mbps};
 }
 
 void destroy_comm(Comm& c);
@@ -429,11 +426,11 @@ NetStatus connect_qp(Comm& c, const Endpoint& peer) {
   a.retry_cnt_exp = k.retry_cnt_exp;
   a.max_psn_range = k.max_psn_range;
   a.path_policy = d.drv->spray_policy();
-  a.cc = cc_profile(d, a.mtu, k);
+  a.cc_rates = cc_rates(k);
   uint32_t mask = engine::attr::kState | engine::attr::kDest | engine::attr::kPaths |
                   engine::attr::kMtu | engine::attr::kTimeout | engine::attr::kRetry |
                   engine::attr::kMpr | engine::attr::kPathPolicy;
-  if (a.cc) mask |= engine::attr::kCc;
+  if (a.cc_rates.any()) mask |= engine::attr::kCcRates;
   const size_t npaths = a.paths.size();
   auto st = d.drv->with_engine([&](Engine& e) -> Status<Failure> {
     for (size_t q = 0; q < c.qps.size(); ++q) {

@@ -806,10 +806,29 @@ TEST(Engine, Cc_LearnedBaseRttIsFloored) {
   EXPECT_LT(learned, 10'000u);
 }
 
+// Runs writes of 512 KiB from a to b, `per_round` at a time, until `span` has passed; returns
+// how many completed, and expects every one posted to.
+size_t write_for(Loop& l, Duration span, int per_round = 16) {
+  const Time start = l.now;
+  size_t posted = 0, done = 0;
+  while (l.now - start < span) {
+    for (int i = 0; i < per_round; ++i) l.post_write(l.a, posted++, 0, 512 << 10, 0);
+    l.run(30s);
+    done += l.poll(l.a).size();
+  }
+  EXPECT_EQ(done, posted);
+  return done;
+}
+
 // The learned base RTT is a windowed minimum (engine/policy.h BaseRttFilter): when the path
 // gets longer (400 us instead of 10 us round trip) the old minimum ages out after the window
 // (8-10 s) and the window cap (1.5 x nic rate x base RTT) grows with the new base RTT. With a
 // lifetime minimum the window stayed at the 10 us path's 3.75 KB: one packet per 400 us.
+// NSCC measures delay against that learned base as given (NsccBase::kGiven), not against its
+// own lifetime minimum sample: on the longer path the delay is ~0, so the window grows by
+// proportional increase and CE marks (a queue elsewhere) only hold it. Against the 10 us
+// sample every ACK saw ~390 us of delay, above the 300 us target: fair increases only, and a
+// decrease for every CE-marked round trip.
 TEST(Engine, Cc_LearnedBaseRttFollowsALongerPath) {
   EngineConfig cfg;
   cfg.nic_bps = 2'000'000'000;
@@ -819,17 +838,81 @@ TEST(Engine, Cc_LearnedBaseRttFollowsALongerPath) {
   EXPECT_EQ(l.poll(l.a).size(), 4u);
   const uint64_t short_path = l.a.eng.cc_stats(l.a.qpn)->cwnd;
   EXPECT_LE(short_path, 8192u);
+  EXPECT_LT(l.a.eng.cc_config(l.a.qpn)->base_rtt, 20'000u);
   l.latency = 200us;
-  const Time longer = l.now;
-  size_t done = 0;
-  while (l.now - longer < 12s) {  // past the window, at ~4 KB per 400 us until it ages out
-    for (int i = 0; i < 16; ++i) l.post_write(l.a, 10 + i, 0, 512 << 10, 0);
-    l.run(30s);
-    done += l.poll(l.a).size();
-  }
-  EXPECT_EQ(done % 16, 0u);
+  write_for(l, 12s);  // past the window, at ~4 KB per 400 us until it ages out
   // 1.5 x 2 Gbit/s x 400 us = 150 KB once learned; the window grows towards it.
+  const NsccConfig learned = *l.a.eng.cc_config(l.a.qpn);
+  EXPECT_GE(learned.base_rtt, 400'000u);
+  EXPECT_LT(learned.base_rtt, 440'000u);
   EXPECT_GT(l.a.eng.cc_stats(l.a.qpn)->cwnd, 32'000u);
+
+  const NsccStats before = *l.a.eng.cc_stats(l.a.qpn);
+  write_for(l, 1s);
+  const NsccStats clear = *l.a.eng.cc_stats(l.a.qpn);
+  EXPECT_GT(clear.proportional_increases, before.proportional_increases);
+  EXPECT_EQ(clear.fair_increases, before.fair_increases);
+  l.ecn_ce = true;
+  write_for(l, 1s);
+  const NsccStats marked = *l.a.eng.cc_stats(l.a.qpn);
+  EXPECT_GT(marked.holds, clear.holds);
+  EXPECT_EQ(marked.decreases, clear.decreases);
+}
+
+// Rate hints (QpAttr::cc_rates) ride on the automatic profile: the QP still learns its base
+// RTT, and its windows are rate x the learned base, re-sized when it moves. Before, a hinted
+// QP got a fixed profile sized at the starting base RTT (12 us) and never learned.
+TEST(Engine, Cc_RateHintsFollowTheLearnedBaseRtt) {
+  EngineConfig cfg;
+  cfg.nic_bps = 100'000'000'000;
+  Loop l(1000, cfg);
+  QpAttr at;
+  at.cc_rates = CcRates{.min_mbps = 800, .max_mbps = 8000};
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kCcRates).ok());
+  EXPECT_EQ(l.a.eng.query_qp(l.a.qpn)->cc_rates.max_mbps, 8000u);
+  const NsccConfig start = *l.a.eng.cc_config(l.a.qpn);  // live, kept: rates applied at once
+  EXPECT_EQ(start.max_cwnd,
+            with_rates(derived_cc(cfg, 4096, kBaseRttStart), cfg, 4096, at.cc_rates).max_cwnd);
+  l.latency = 100us;
+  write_for(l, 100ms, 4);
+  const NsccConfig c = *l.a.eng.cc_config(l.a.qpn);
+  EXPECT_GE(c.base_rtt, 200'000u);  // learned: 2 x 100 us and the ACK's wait
+  EXPECT_EQ(c, with_rates(derived_cc(cfg, 4096, Duration{c.base_rtt}), cfg, 4096, at.cc_rates));
+  EXPECT_EQ(c.max_cwnd, 8000ull * 1'000'000 / 8 * c.base_rtt / 1'000'000'000);
+  EXPECT_EQ(c.cwnd_floor, 800ull * 1'000'000 / 8 * c.base_rtt / 1'000'000'000);
+  // Clearing the hints keeps learning and the window bounds go back to the derived ones.
+  at.cc_rates = CcRates{};
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kCcRates).ok());
+  EXPECT_EQ(*l.a.eng.cc_config(l.a.qpn), derived_cc(cfg, 4096, Duration{c.base_rtt}));
+}
+
+// A CC profile set on a live QP (attr::kCc) keeps its window; on an RTS QP of an engine with
+// CC off it turns CC on for that QP, as it would have at RTS.
+TEST(Engine, Cc_ProfileOnALiveQp) {
+  EngineConfig cfg;
+  cfg.congestion_control = false;
+  Loop l(1000, cfg);
+  EXPECT_FALSE(l.a.eng.cc_config(l.a.qpn));
+  QpAttr at;
+  at.cc = derived_cc(cfg, 4096, 50us);
+  at.cc->gamma = 0.5;
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kCc).ok());
+  ASSERT_TRUE(l.a.eng.cc_config(l.a.qpn));
+  EXPECT_EQ(*l.a.eng.cc_config(l.a.qpn), *at.cc);
+  EXPECT_FALSE(l.b.eng.cc_config(l.b.qpn));
+  l.post_write(l.a, 1, 0, 512 << 10, 0);
+  l.run();
+  EXPECT_EQ(l.poll(l.a).size(), 1u);
+  EXPECT_GT(l.a.eng.cc_stats(l.a.qpn)->acks, 0u);
+  // Rate hints keep the window and its counters; taking the profile off goes back to
+  // EngineConfig's choice: no window.
+  at.cc_rates = CcRates{.max_mbps = 8000};
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kCcRates).ok());
+  EXPECT_EQ(l.a.eng.cc_config(l.a.qpn)->max_cwnd, 50'000u);  // 1 byte per ns x 50 us
+  EXPECT_GT(l.a.eng.cc_stats(l.a.qpn)->acks, 0u);
+  at.cc.reset();
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kCc).ok());
+  EXPECT_FALSE(l.a.eng.cc_config(l.a.qpn));
 }
 
 // A packet that fills the last hole is ACKed at once, not after ack_delay: it may complete a

@@ -49,6 +49,7 @@ class Loop {
   Hook hook;
   Time now{1'000'000};
   Duration latency{5'000};  // one way
+  bool ecn_ce = false;      // datagrams arrive with ECN CE (a marking queue on the way)
   uint64_t delivered = 0;
 
   Side& side(int i) { return i == 0 ? a : b; }
@@ -149,7 +150,7 @@ class Loop {
     while (!wire_.empty() && wire_.front().at <= now) {
       InFlight f = std::move(wire_.front());
       wire_.pop_front();
-      side(f.to).eng.on_datagram(now, RxInfo{0, false}, f.bytes);
+      side(f.to).eng.on_datagram(now, RxInfo{0, ecn_ce}, f.bytes);
       ++delivered;
     }
   }

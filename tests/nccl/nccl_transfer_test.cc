@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "control.h"  // tools/mrcctl: the device's control socket
 #include "observe/segment.h"
 #include "plugin_harness.h"
 
@@ -244,6 +245,46 @@ TEST(NcclTransfer, FourQpsPerConnection_EveryQpCarriesItsShare) {
     }
     return close_pair(p);
   });
+  EXPECT_EQ(err, "");
+}
+
+// The rate hints (NCCL_MRC_CC_*_RATE) reach the engine as QpAttr::cc_rates: the QP keeps the
+// automatic profile and learns its base RTT, and its window cap is the max rate x the base RTT
+// it runs with (8000 Mbit/s = 1 byte per ns). Before, the plugin installed a fixed profile
+// (mrcctl: "qp", base_rtt 0) sized at the starting base RTT.
+TEST(NcclTransfer, RateHints_QpStillLearnsItsBaseRtt) {
+  Board b(1);
+  auto rs = ranks(2);
+  for (auto& r : rs) r.env["NCCL_MRC_CC_MAX_RATE"] = "8000";
+  const std::string kSkip = "skip: no control socket (needs root for /run/mrc)";
+  const std::string err = run_ranks(rs, [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    std::vector<size_t> sizes(200, 200000);
+    if (auto e = transfer(p, rank, sizes, 8); !e.empty()) return e;
+    std::string found;
+    if (rank == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a fresh snapshot
+      const auto snaps = observe::read_all(::getpid());
+      if (snaps.size() != 1) return "expected one device, saw " + std::to_string(snaps.size());
+      if (!snaps[0].device.has_control) {
+        found = kSkip;
+      } else {
+        auto show = mrcctl::control_request(snaps[0].pid, snaps[0].device.index,
+                                            nlohmann::json{{"cmd", "cc_show"}}, 2000);
+        if (!show.ok()) return "cc_show: " + show.error().error;
+        if ((*show)["qps"].size() != 1) return "cc_show: " + show->dump();
+        const auto& q = (*show)["qps"][0];
+        if (q["profile"] != "engine default" || q["base_rtt"].get<uint64_t>() == 0 ||
+            q["max_cwnd"] != q["base_rtt"])
+          return "not learning with the rates applied: " + q.dump();
+      }
+    }
+    const std::string closed = close_pair(p);
+    return closed.empty() ? found : closed;
+  });
+  if (err.find(kSkip) != std::string::npos) GTEST_SKIP() << err;
   EXPECT_EQ(err, "");
 }
 

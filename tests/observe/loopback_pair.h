@@ -32,10 +32,14 @@ class LoopbackPair : public ::testing::Test {
     uint32_t mr = 0;
   };
 
+  /// A fixture's changes to both hosts' driver configuration (none by default).
+  virtual void configure(io::UdpConfig&) {}
+
   void SetUp() override {
     for (auto& h : hosts_) {
       io::UdpConfig cfg;
       cfg.planes = {io::PlaneConfig{"::1", 0}, io::PlaneConfig{"::1", 0}};
+      configure(cfg);
       observe::attach_publisher(cfg);
       auto d = UdpDriver::create(cfg);
       ASSERT_TRUE(d.ok()) << d.error();

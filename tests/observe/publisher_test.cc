@@ -208,6 +208,48 @@ TEST_F(PublisherPair, Control_CcSetChangesTheProfile) {
   EXPECT_EQ((*show)["qps"][0]["base_rtt"], 40000);
 }
 
+// cc_show shows what the QP's window runs with (the learned base RTT, not the starting
+// profile's 0), and cc_set changes the named field on top of it, keeping the rest.
+TEST_F(PublisherPair, Control_CcShowAndSetUseTheLiveProfile) {
+  if (!has_control()) GTEST_SKIP() << "no control socket (needs root for /run/mrc)";
+  pump(100ms);
+  auto live = hosts_[0].drv->peek_engine([&](Engine& e) { return e.cc_config(hosts_[0].qpn); });
+  ASSERT_TRUE(live.has_value());
+  ASSERT_GT(live->base_rtt, 0u);
+  auto show = control(0, {{"cmd", "cc_show"}});
+  ASSERT_TRUE(show.ok());
+  EXPECT_EQ((*show)["qps"][0]["base_rtt"], live->base_rtt);
+  EXPECT_EQ((*show)["qps"][0]["max_cwnd"], live->max_cwnd);
+  auto r = control(0, {{"cmd", "cc_set"}, {"set", {{"gamma", 0.5}}}});
+  ASSERT_TRUE(r.ok()) << r.error().error;
+  auto a = hosts_[0].drv->peek_engine([&](Engine& e) { return e.query_qp(hosts_[0].qpn); });
+  ASSERT_TRUE(a.ok() && a->cc.has_value());
+  engine::NsccConfig want = *live;
+  want.gamma = 0.5;
+  EXPECT_EQ(*a->cc, want);
+}
+
+class PublisherPairCcOff : public PublisherPair {
+  void configure(io::UdpConfig& cfg) override { cfg.engine.congestion_control = false; }
+};
+
+// With CC off there is nothing to show, and cc_set installs a profile (the engine's default
+// with the fields set) that turns CC on for the QP, as attr::kCc does.
+TEST_F(PublisherPairCcOff, Control_CcSetTurnsCcOn) {
+  if (!has_control()) GTEST_SKIP() << "no control socket (needs root for /run/mrc)";
+  auto show = control(0, {{"cmd", "cc_show"}});
+  ASSERT_TRUE(show.ok());
+  EXPECT_TRUE((*show)["qps"].empty());
+  auto r = control(0, {{"cmd", "cc_set"}, {"set", {{"gamma", 0.5}}}});
+  ASSERT_TRUE(r.ok()) << r.error().error;
+  ASSERT_EQ((*r)["qps"].size(), 1u);
+  auto c = hosts_[0].drv->peek_engine([&](Engine& e) { return e.cc_config(hosts_[0].qpn); });
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->gamma, 0.5);
+  pump(50ms);
+  EXPECT_GT(completed_, 0u);
+}
+
 TEST_F(PublisherPair, Control_MalformedRequestsRefused) {
   if (!has_control()) GTEST_SKIP() << "no control socket (needs root for /run/mrc)";
   for (const nlohmann::json& rq :

@@ -85,7 +85,7 @@ struct SessionOptions {
   bool gso = true, gro = true;
   bool ecmp = false;  // paths by UDP source port over the fabric's ECMP routes, not SRv6
   // NSCC's unloaded RTT, us; 0 = learned (the default): the windowed minimum RTT plus the
-  // driver's send burst (64 KiB) at the port rate (engine/policy.h BaseRttFilter, io/udp
+  // driver's send burst (65,000 B) at the port rate (engine/policy.h BaseRttFilter, io/udp
   // send_burst).
   double base_rtt_us = 0;
   bool congestion_control = true;

@@ -178,28 +178,26 @@ void on_engine_event(mrc_context* ctx, const engine::Event& e) {
   }
 }
 
-// The QP's NSCC configuration at RTR: its CC profile's, then the hint's rates (the NCCL
-// plugin's vendor_cfg CC hint) as windows of rate x base RTT. nullopt: the engine's default.
-std::optional<engine::NsccConfig> qp_cc(const verbs::Device& dev,
-                                        std::optional<uint64_t> cc_profile, mrc_qp_hint* hint) {
-  std::optional<engine::NsccConfig> cc;
-  if (cc_profile) {
-    Controller& c = controller();
-    std::lock_guard lock(c.mu);
-    auto it = c.cc.find(*cc_profile);
-    if (it != c.cc.end() && it->second.cfg) cc = to_nscc(*it->second.cfg);
-  }
+// The QP's CC profile at RTR. nullopt: the engine's automatic one.
+std::optional<engine::NsccConfig> qp_cc(std::optional<uint64_t> cc_profile) {
+  if (!cc_profile) return std::nullopt;
+  Controller& c = controller();
+  std::lock_guard lock(c.mu);
+  auto it = c.cc.find(*cc_profile);
+  if (it != c.cc.end() && it->second.cfg) return to_nscc(*it->second.cfg);
+  return std::nullopt;
+}
+
+// The hint's rates (the NCCL plugin's vendor_cfg CC hint), which the engine turns into windows
+// of rate x base RTT on top of the QP's profile, the learned one included (QpAttr::cc_rates).
+engine::CcRates qp_cc_rates(mrc_qp_hint* hint) {
   CcHint h{};
   if (hint) {
     std::lock_guard lock(hint->mu);
     std::memcpy(&h, hint->attr.vendor_cfg, sizeof h);
   }
-  const engine::CcRates rates{h.init_rate, h.min_rate, h.max_rate};
-  if (h.version != 1 || !rates.any()) return cc;
-  const engine::EngineConfig& ec = dev.driver->config().engine;  // what the engine runs with
-  if (!cc) cc = engine::effective_cc(ec, dev.cfg.mtu);
-  if (!cc) return cc;  // congestion control is off
-  return engine::with_rates(*cc, ec, dev.cfg.mtu, rates);
+  if (h.version != 1) return {};
+  return engine::CcRates{h.init_rate, h.min_rate, h.max_rate};
 }
 
 // Takes the QP off its profiles' lists. Under Controller::mu.
@@ -798,7 +796,8 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
   if (to_rtr) {
     vq->ocp.on = true;
     vq->ocp.backup_evs.clear();
-    vq->ocp.cc = qp_cc(dev, cc_profile, next.qp_hint);
+    vq->ocp.cc = qp_cc(cc_profile);
+    vq->ocp.cc_rates = qp_cc_rates(next.qp_hint);
     vq->ocp.max_psn_range = uint32_t{next.mpr.mpr} * 128;
   }
   // Timeout and retries go to the engine through the verbs attributes (ocp.on: OCP units);

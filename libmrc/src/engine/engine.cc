@@ -433,13 +433,17 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     s.max_wimm = a.max_wimm;
     s.max_wimm_dest = a.max_wimm_dest;
   }
-  if (mask & attr::kCc) {
-    s.cc = a.cc;
-    if (q->cc && a.cc) {  // a live QP keeps its window
-      q->cc->set_config(*a.cc);
-      q->cc_auto = false;
-    } else if (q->cc)
-      c.start_cc(*q);  // back to the profile from EngineConfig
+  if (mask & (attr::kCc | attr::kCcRates)) {
+    // A profile taken off a QP that ran one: a fresh window from EngineConfig.
+    const bool cleared = (mask & attr::kCc) && !a.cc && s.cc;
+    if (mask & attr::kCc) s.cc = a.cc;
+    if (mask & attr::kCcRates) s.cc_rates = a.cc_rates;
+    if (q->cc && !cleared) {  // a live QP keeps its window (and what it learned, if no profile)
+      q->cc_auto = q->cc_auto && !s.cc;
+      c.reconfig_cc(*q);
+    } else if (q->cc || (s.cc && (q->state == QpState::kRts || q->state == QpState::kSqd))) {
+      c.start_cc(*q);  // a profile turns CC on for a live QP without a window
+    }
   }
   if (mask & attr::kPathPolicy) {
     s.path_policy = a.path_policy;
@@ -728,6 +732,12 @@ std::optional<NsccStats> Engine::cc_stats(Qpn qpn) const {
   const Qp* q = impl_->qp(qpn);
   if (!q || !q->cc) return std::nullopt;
   return q->cc->stats();
+}
+
+std::optional<NsccConfig> Engine::cc_config(Qpn qpn) const {
+  const Qp* q = impl_->qp(qpn);
+  if (!q || !q->cc) return std::nullopt;
+  return q->cc->config();
 }
 
 std::optional<Event> Engine::poll_event() {

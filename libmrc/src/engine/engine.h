@@ -29,6 +29,7 @@
 #include "common/result.h"
 #include "engine/nscc.h"
 #include "engine/paths.h"
+#include "engine/policy.h"
 #include "engine/stats.h"
 #include "engine/types.h"
 
@@ -57,7 +58,7 @@ struct EngineConfig {
   // derived from it throttle the QP far below the link (io/config.h sets 100 us).
   Duration min_base_rtt{0};
   // The longest burst the driver sends on one plane at once, as time at a plane port's rate
-  // (UdpDriver: 64 KiB, io::send_burst; 260 us at 2 Gbit/s). Packets at a burst's end
+  // (UdpDriver: 65,000 B, io::send_burst; 260 us at 2 Gbit/s). Packets at a burst's end
   // wait that long behind its start, so a busy QP's RTT is its minimum RTT plus this: a learned
   // base RTT adds it to the measured minimum (engine/policy.h BaseRttFilter).
   Duration send_burst{0};
@@ -96,6 +97,10 @@ struct QpAttr {
   std::vector<Path> backup_paths;  // EVs that replace bad ones of the same plane
   PathPolicy path_policy;          // loss threshold, probing, plane weights
   std::optional<NsccConfig> cc;    // CC profile (mrc_ctl_cc_nscc_cfg); unset: from EngineConfig
+  // Rate hints (OCP MRC QP hint, NCCL plugin), applied with with_rates on top of whichever
+  // profile the QP runs, the automatic one included: each time its learned base RTT moves,
+  // the windows are re-sized (rate x the new base RTT). They do not turn CC on.
+  CcRates cc_rates;
 };
 
 /// Which QpAttr fields a modify_qp call sets.
@@ -115,6 +120,7 @@ inline constexpr uint32_t kCc = 1u << 11;
 inline constexpr uint32_t kLocalToken = 1u << 12;  // replaces QpInit::local_token
 inline constexpr uint32_t kWimm = 1u << 13;        // max_wimm, max_wimm_dest
 inline constexpr uint32_t kAccess = 1u << 14;      // access
+inline constexpr uint32_t kCcRates = 1u << 15;     // cc_rates
 }  // namespace attr
 
 struct QpInit {
@@ -217,6 +223,10 @@ class Engine {
   const PathSet* paths(Qpn qpn) const;
   /// The QP's congestion window counters; nullopt if no such QP or CC is off.
   std::optional<NsccStats> cc_stats(Qpn qpn) const;
+  /// The NSCC constants the QP's window runs with now (its profile, or the automatic one with
+  /// the base RTT learned so far; rate hints applied); nullopt if no such QP or no window (CC
+  /// off, or not yet RTS).
+  std::optional<NsccConfig> cc_config(Qpn qpn) const;
   /// Every QPN in use lies in 1..max_qpn() (0: no QP was ever made); for enumerating QPs.
   Qpn max_qpn() const;
   /// True when no QP has anything in flight or queued to send.

@@ -305,7 +305,8 @@ struct Qp {
   Duration srtt{0}, rttvar{0}, min_rtt{0};
   std::optional<Nscc> cc;        // congestion window (RTS on; absent when CC is off)
   bool cc_auto = false;          // profile derived from EngineConfig, base RTT learned
-  Duration cc_base{0};           // base RTT the auto profile was derived with
+  Duration cc_base{0};           // base RTT the auto profile is derived with (cc_auto)
+  Duration cc_learned{0};        // last estimate of cc_rtt taken into cc_base; 0 = none yet
   BaseRttFilter cc_rtt;          // the learned base RTT (cc_auto)
   uint64_t bytes_in_flight = 0;  // payload bytes of kInFlight packets
 
@@ -465,7 +466,14 @@ struct Core {
   void after_acks(Qp& q, Time now, bool progress);
   void arm_rto(Qp& q, Time now);
   bool waiting_on_peer(const Qp& q) const;
+  // A fresh window for q from its profile (Qp::cc absent when there is none), learning its
+  // base RTT when the profile is the automatic one.
   void start_cc(Qp& q);
+  // The constants q's window should run with now: its profile, or the automatic one derived
+  // with cc_base; rate hints applied. nullopt: no window (CC off, no profile).
+  std::optional<NsccConfig> cc_config(const Qp& q) const;
+  // Gives q's live window cc_config(q), keeping the window (q.cc is set).
+  void reconfig_cc(Qp& q);
   /// The window holds no room for another packet; a pending tail loss probe goes anyway (a
   /// window of one or two packets can be filled by the very losses the probe is to reveal).
   bool cwnd_full(const Qp& q) const {

@@ -63,16 +63,18 @@ const char* validate(const NsccConfig& c) {
   return nullptr;
 }
 
-Nscc::Nscc(const NsccConfig& config, uint32_t mtu) : mtu_(mtu) {
+Nscc::Nscc(const NsccConfig& config, uint32_t mtu, NsccBase base) : mtu_(mtu) {
   assert(mtu > 0);
-  set_config(config);
+  set_config(config, base);
   cwnd_ = config.init_cwnd > 0 ? std::clamp<double>(config.init_cwnd, floor_, max_wnd_) : max_wnd_;
   stats_.min_cwnd = cwnd();
 }
 
-void Nscc::set_config(const NsccConfig& config) {
+void Nscc::set_config(const NsccConfig& config, NsccBase base) {
   assert(validate(config) == nullptr);
+  assert(base == NsccBase::kProfile || config.base_rtt > 0);
   config_ = config;
+  base_ = base;
   max_wnd_ = std::max<double>(config.max_cwnd, mtu_);
   floor_ = std::min<double>(std::max<double>(config.cwnd_floor, mtu_), max_wnd_);
   alpha_ = config.alpha > 0 ? config.alpha
@@ -82,6 +84,7 @@ void Nscc::set_config(const NsccConfig& config) {
 
 Duration Nscc::base_rtt() const {
   const Duration configured{config_.base_rtt};
+  if (base_ == NsccBase::kGiven) return configured;
   if (configured.count() == 0) return min_rtt_ == kNever ? Duration{0} : min_rtt_;
   return std::min(configured, min_rtt_);
 }
@@ -120,7 +123,7 @@ void Nscc::on_ack(Time now, uint64_t newly_acked_bytes, Duration rtt_sample, boo
   ++stats_.acks;
 
   min_rtt_ = std::min(min_rtt_, rtt_sample);
-  const Duration delay = rtt_sample - base_rtt();
+  const Duration delay = std::max(rtt_sample - base_rtt(), Duration{0});
   update_delay(delay);
 
   if (quick_adapt(now, /*is_loss=*/false, ecn_ce, delay)) return;

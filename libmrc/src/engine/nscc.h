@@ -4,7 +4,8 @@
 //
 // One window `cwnd` (bytes) covers all paths of a QP; the sender may send while
 // in_flight + MTU <= cwnd. On each ACK with an RTT sample the queueing delay is
-//   delay = rtt - base_rtt   (>= 0: base_rtt is never above a sample, see base_rtt())
+//   delay = max(rtt - base_rtt, 0)   (see base_rtt(): a profile's base is never above a
+//                                     sample; a given one, NsccBase::kGiven, may be)
 // and ECN-CE (echoed in the ACK) with delay vs target_delay picks one of four cases:
 //
 //   no ECN, delay <  target  proportional increase: inc += alpha * acked * (target - delay),
@@ -121,13 +122,22 @@ struct NsccStats {
   uint64_t increases() const { return proportional_increases + fair_increases; }
 };
 
+/// Where Nscc::base_rtt() comes from.
+///   kProfile: config base_rtt lowered by any smaller RTT sample (0: the smallest sample), what
+///             a CC profile's base_rtt means (OCP: the unloaded RTT of the longest path).
+///   kGiven:   config base_rtt (> 0) as given; samples never lower it. The engine's learned base
+///             (engine/policy.h BaseRttFilter: a windowed minimum plus the driver's send burst),
+///             re-given with set_config whenever it moves: a lifetime minimum sample below it
+///             would put a busy QP's delay above target for good.
+enum class NsccBase : uint8_t { kProfile, kGiven };
+
 /// One QP's NSCC window. The engine calls on_ack for every ACK that acknowledges new bytes,
 /// on_nack_trim for each trimmed packet NACKed, on_loss when a packet is declared lost (RTO or
 /// inferred), and reads cwnd() / can_send() before sending. Preconditions: validate(config) is
 /// nullptr and mtu > 0 (validate a CC profile when it is created or modified).
 class Nscc {
  public:
-  Nscc(const NsccConfig& config, uint32_t mtu);
+  Nscc(const NsccConfig& config, uint32_t mtu, NsccBase base = NsccBase::kProfile);
 
   /// Congestion window, bytes, in [max(MTU, cwnd_floor), max(max_cwnd, MTU)].
   uint64_t cwnd() const { return static_cast<uint64_t>(cwnd_); }
@@ -144,14 +154,16 @@ class Nscc {
   /// A packet was declared lost (RTO or inferred): cwnd loses one MTU.
   void on_loss(Time now);
 
-  /// Replaces the constants (a CC profile modified online); the window and the measurements
-  /// are kept, cwnd clamped to the new bounds.
-  void set_config(const NsccConfig& config);
+  /// Replaces the constants (a CC profile modified online, a learned base RTT that moved) and
+  /// how base_rtt() is taken; the window and the measurements are kept, cwnd clamped to the
+  /// new bounds. kGiven needs config.base_rtt > 0.
+  void set_config(const NsccConfig& config, NsccBase base = NsccBase::kProfile);
   const NsccConfig& config() const { return config_; }
 
-  /// min(config base_rtt, every RTT sample); the smallest sample when config base_rtt is 0;
-  /// 0 before any.
+  /// kProfile: min(config base_rtt, every RTT sample); the smallest sample when config
+  /// base_rtt is 0; 0 before any. kGiven: config base_rtt.
   Duration base_rtt() const;
+  NsccBase base_mode() const { return base_; }
   /// EWMA of the queueing delay samples (kNsccDelayEwmaWeight per sample).
   Duration avg_delay() const { return Duration{static_cast<int64_t>(avg_delay_ns_)}; }
   NsccStats stats() const;
@@ -167,6 +179,7 @@ class Nscc {
 
   NsccConfig config_;
   uint32_t mtu_;
+  NsccBase base_ = NsccBase::kProfile;
   double alpha_ = 0;    // effective alpha, bytes per ns
   double max_wnd_ = 0;  // max(max_cwnd, mtu), bytes
   double cwnd_ = 0;     // bytes; fractional so that small inc / cwnd steps add up

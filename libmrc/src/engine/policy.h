@@ -40,7 +40,8 @@ std::optional<NsccConfig> effective_cc(const EngineConfig& cfg, uint32_t mtu,
                                        const std::optional<NsccConfig>& profile = std::nullopt);
 
 /// Rate hints of a QP (OCP's MRC QP hint vendor_cfg, the NCCL plugin's NCCL_MRC_CC_*_RATE),
-/// Mbit/s; 0 = not given.
+/// Mbit/s; 0 = not given. Carried in QpAttr::cc_rates: the engine applies them with with_rates
+/// to whichever profile the QP runs, the automatic one each time its base RTT is re-learned.
 struct CcRates {
   uint64_t init_mbps = 0;  // starting window
   uint64_t min_mbps = 0;   // window floor
@@ -50,7 +51,7 @@ struct CcRates {
 
 /// `cc` with the rates turned into windows of rate x RTT bytes (saturating at 4e9): max_cwnd
 /// (at least one MTU), init_cwnd, cwnd_floor. The RTT is cc.base_rtt, else
-/// cc_start_base_rtt(cfg) when cc learns its base RTT.
+/// cc_start_base_rtt(cfg) (a profile whose base_rtt is 0).
 NsccConfig with_rates(NsccConfig cc, const EngineConfig& cfg, uint32_t mtu, const CcRates& r);
 
 /// A QP's learned base RTT: the smallest RTT sample over a sliding window (the open epoch and
@@ -65,7 +66,9 @@ NsccConfig with_rates(NsccConfig cc, const EngineConfig& cfg, uint32_t mtu, cons
 /// met no scheduling delay) is at most the datapath's own RTT below the true one, and
 /// `burst`, not the minimum, is most of the base on a software datapath. The engine
 /// re-derives the QP's NSCC constants when moved() says the estimate left the one in use by
-/// more than 10%.
+/// more than 10%, and NSCC takes the estimate as its base RTT as given (NsccBase::kGiven): its
+/// queueing delay is RTT minus this estimate, never minus the QP's smallest sample (a lucky
+/// one would put every sample of a busy QP above the target delay).
 class BaseRttFilter {
  public:
   static constexpr Duration kEpoch = std::chrono::seconds{2};

@@ -350,12 +350,22 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
 void Core::start_cc(Qp& q) {
   q.cc.reset();
   q.cc_auto = !q.attr.cc && cfg.congestion_control && cfg.base_rtt == Duration{0};
-  q.cc_base = Duration{0};
+  q.cc_base = cc_start_base_rtt(cfg);  // until measured
   q.cc_rtt = BaseRttFilter{cfg.min_base_rtt, cfg.send_burst};
-  auto c = effective_cc(cfg, q.attr.mtu, q.attr.cc);
-  if (!c) return;
-  if (q.cc_auto) c = derived_cc(cfg, q.attr.mtu, cc_start_base_rtt(cfg));  // until measured
-  q.cc.emplace(*c, q.attr.mtu);
+  if (auto c = cc_config(q))
+    q.cc.emplace(*c, q.attr.mtu, q.cc_auto ? NsccBase::kGiven : NsccBase::kProfile);
+}
+
+std::optional<NsccConfig> Core::cc_config(const Qp& q) const {
+  auto c =
+      q.cc_auto ? derived_cc(cfg, q.attr.mtu, q.cc_base) : effective_cc(cfg, q.attr.mtu, q.attr.cc);
+  if (!c) return c;
+  return with_rates(*c, cfg, q.attr.mtu, q.attr.cc_rates);
+}
+
+void Core::reconfig_cc(Qp& q) {
+  if (auto c = cc_config(q))
+    q.cc->set_config(*c, q.cc_auto ? NsccBase::kGiven : NsccBase::kProfile);
 }
 
 void Core::arm_rto(Qp& q, Time now) {
@@ -517,9 +527,9 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   if (q.cc) {
     if (q.cc_auto && rtt > Duration{0}) {
       q.cc_rtt.on_sample(now, rtt);
-      if (q.cc_rtt.moved(q.cc_base)) {  // learned base RTT moved: re-derive the profile
-        q.cc_base = q.cc_rtt.estimate();
-        q.cc->set_config(derived_cc(cfg, q.attr.mtu, q.cc_base));
+      if (q.cc_rtt.moved(q.cc_learned)) {  // learned base RTT moved: re-derive the profile
+        q.cc_base = q.cc_learned = q.cc_rtt.estimate();
+        reconfig_cc(q);
       }
     }
     if (acked.packets > 0) q.cc->on_ack(now, acked.bytes, rtt, ecn, q.bytes_in_flight);

@@ -482,9 +482,15 @@ std::string Publisher::handle(Time now, engine::Engine& e, const std::string& re
       auto a = e.query_qp(q);
       if (!a.ok()) continue;
       const bool own = a->cc.has_value();
-      const auto eff = engine::effective_cc(cfg_.engine, a->mtu, a->cc);
-      if (!eff) continue;  // congestion control is off: nothing to show or set
-      engine::NsccConfig c = *eff;
+      // What the QP's window runs with now (the learned base RTT included); before RTS what it
+      // will start with. With CC off, cc_set starts from the engine's default profile (a
+      // profile turns CC on for its QP) and cc_show has nothing to show.
+      auto live = e.cc_config(q);
+      if (!live) live = engine::effective_cc(cfg_.engine, a->mtu, a->cc);
+      if (!live && cmd == "cc_show") continue;
+      engine::NsccConfig c =
+          live ? *live
+               : engine::derived_cc(cfg_.engine, a->mtu, engine::cc_start_base_rtt(cfg_.engine));
       if (cmd == "cc_set") {
         for (const auto& [k, v] : set.items()) {
           if (!v.is_number()) return fail(k + ": not a number");

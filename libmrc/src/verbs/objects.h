@@ -114,6 +114,7 @@ struct Qp {
     std::vector<engine::Path> evs;   // EV profile: spray on these at RTR (else spray_paths)
     std::vector<engine::Path> backup_evs;
     std::optional<engine::NsccConfig> cc;  // CC profile, applied at RTR
+    engine::CcRates cc_rates;              // the QP hint's rates, applied at RTR
     uint32_t max_psn_range = 0;      // MPR in PSNs; 0 = engine default
     uint8_t retry_cnt_exp = 0;       // OCP's exponential retries (verbs has linear only)
   } ocp;

@@ -423,6 +423,10 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
       e.cc = q->ocp.cc;
       m |= engine::attr::kCc;
     }
+    if (q->ocp.cc_rates.any()) {
+      e.cc_rates = q->ocp.cc_rates;
+      m |= engine::attr::kCcRates;
+    }
     if (q->ocp.max_psn_range) {
       e.max_psn_range = q->ocp.max_psn_range;
       m |= engine::attr::kMpr;

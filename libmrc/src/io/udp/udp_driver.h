@@ -150,11 +150,12 @@ struct UdpConfig {
   ObserverFactory observer;
 };
 
-/// How long kMaxGsoBytes take at a plane port's rate (engine.nic_bps shared by the planes):
-/// what the driver hands the kernel for one plane at once when the window allows, one GSO
-/// message or, without GSO, a sendmmsg batch (kBatch datagrams: more than that). It is
-/// EngineConfig::send_burst of the driver's engine: 260 us at 2 Gbit/s per port. 0 without
-/// planes or NIC rate.
+/// How long kMaxGsoBytes (65,000 B) take at a plane port's rate (engine.nic_bps shared by the
+/// planes): the least the driver hands the kernel for one plane at once when the window
+/// allows. A round polls up to kTxBurst datagrams from the engine and sends each plane's
+/// share in one sendmmsg, as GSO messages of up to kMaxGsoBytes each or, without GSO, as
+/// single datagrams, so a burst can be longer than this. It is EngineConfig::send_burst of
+/// the driver's engine: 260 us at 2 Gbit/s per port. 0 without planes or NIC rate.
 engine::Duration send_burst(const UdpConfig& c);
 
 /// Plain counters that only grow; read as a snapshot with counters().
