@@ -577,6 +577,7 @@ TEST_F(NsFabricTest, Loss_SomeLostNotAll_ZeroRemoves) {
 }
 
 TEST_F(NsFabricTest, FlapUnflap_TogglesThenStopsLinkUp) {
+  const FlagOnSigterm handler;  // as in mrc-perf: the flapper must still end on SIGTERM
   ASSERT_TRUE(fault("flap link p0 t0 s0 100").ok());
   auto again = fault("flap link p0 t0 s0 100");
   ASSERT_FALSE(again.ok());
@@ -593,12 +594,9 @@ TEST_F(NsFabricTest, FlapUnflap_TogglesThenStopsLinkUp) {
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_TRUE(seen_up && seen_down);
-  {
-    const FlagOnSigterm handler;  // as in mrc-perf: the flapper must still end on SIGTERM
-    const auto t = std::chrono::steady_clock::now();
-    ASSERT_TRUE(fault("unflap link p0 t0 s0").ok());
-    EXPECT_LT(seconds_since(t), 1.5) << "unflap waited for the flapper to be killed";
-  }
+  const auto t = std::chrono::steady_clock::now();
+  ASSERT_TRUE(fault("unflap link p0 t0 s0").ok());
+  EXPECT_LT(seconds_since(t), 1.5) << "unflap waited for the flapper to be killed";
   EXPECT_FALSE(process_alive(*pid));
   auto up = link_up({Tier::kT0, 0, 0}, "p0t0-s0");
   ASSERT_TRUE(up.ok()) << up.error();
