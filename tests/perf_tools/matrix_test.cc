@@ -103,7 +103,8 @@ TEST(CheckMatrixOptions, DefaultsPass_OverriddenOptionsAndShortDurationRefused) 
   const auto shorter = check_matrix_options(kMatrixRepairAt + 0.5, {"--matrix", "--duration"});
   ASSERT_FALSE(shorter.ok());
   EXPECT_NE(shorter.error().find("--duration 6.5"), std::string::npos) << shorter.error();
-  EXPECT_TRUE(check_matrix_options(kMatrixRepairAt + 1, {"--matrix", "--duration"}).ok());
+  EXPECT_FALSE(check_matrix_options(kMatrixRepairAt + 1, {"--matrix", "--duration"}).ok());
+  EXPECT_TRUE(check_matrix_options(kMatrixRepairAt + 1.5, {"--matrix", "--duration"}).ok());
 }
 
 }  // namespace

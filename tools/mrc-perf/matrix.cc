@@ -27,11 +27,11 @@ Status<std::string> check_matrix_options(double duration_s, const std::vector<st
       }
     }
   }
-  if (!(duration_s >= kMatrixRepairAt + 1)) {
+  if (!(duration_s > kMatrixRepairAt + 1)) {
     return Err("--duration " + fmt("%g", duration_s) +
                " is too short for --matrix: the repair is at " + fmt("%g", kMatrixRepairAt) +
-               " s and needs a second after it (at least " + fmt("%g", kMatrixRepairAt + 1) +
-               " s; default " + fmt("%g", kMatrixDuration) + ")");
+               " s and needs more than a second after it (more than " +
+               fmt("%g", kMatrixRepairAt + 1) + " s; default " + fmt("%g", kMatrixDuration) + ")");
   }
   return {};
 }
@@ -145,8 +145,12 @@ Status<std::string> write_matrix(const std::vector<MatrixRow>& rows, const std::
     for (const MatrixRow& r : rows) {
       for (size_t k = 0; k < r.cells.size(); ++k) {
         const MatrixCell& c = r.cells[k];
-        csv << '"' << r.fault.fault << "\"," << r.transports[k] << "," << c.healthy_gbps << ","
-            << c.during << "," << c.low100 << "," << c.stall_ms << "," << c.back_ms << "\n";
+        csv << '"' << r.fault.fault << "\"," << r.transports[k] << "," << c.healthy_gbps << ",";
+        if (c.computed) {
+          csv << c.during << "," << c.low100 << "," << c.stall_ms << "," << c.back_ms << "\n";
+        } else {
+          csv << "n/a,n/a,n/a,n/a\n";  // not computed: never a 0 that reads as a figure
+        }
       }
     }
   }

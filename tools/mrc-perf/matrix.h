@@ -56,7 +56,7 @@ struct MatrixRow {
 };
 
 // The options --matrix refuses, with what is wrong: every run is kMatrixDuration by default
-// and must end at least a second after kMatrixRepairAt (or the repair is never measured); its
+// and must end more than a second after kMatrixRepairAt (or the repair is never measured); its
 // faults, transports and outputs are its own, so `given` (the command line's options) must not
 // name --fault, --no-mrc, --csv, --png or --soak.
 Status<std::string> check_matrix_options(double duration_s, const std::vector<std::string>& given);
