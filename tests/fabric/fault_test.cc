@@ -126,11 +126,14 @@ TEST(FaultParse, GrayFaults_ArgumentsAndRoundTrip) {
 TEST(FaultParse, GrayFaults_ErrorsNameTheBadWord) {
   EXPECT_EQ(parse_error("degrade t1 p0 s0 1"),
             "degrade needs a link (link p<P> t<T> s<S> or link h<H> p<P>), got t1 p0 s0");
-  EXPECT_EQ(parse_error("degrade link h0 p0 fast"),
-            "expected the degraded rate in Gbit/s (0 restores) after degrade link h0 p0, got "
-            "'fast'");
-  EXPECT_EQ(parse_error("degrade link h0 p0 -1"),
-            "expected the degraded rate in Gbit/s (0 restores) after degrade link h0 p0, got '-1'");
+  const std::string rate =
+      "expected the degraded rate in Gbit/s (1e-06..800, 0 restores) after "
+      "degrade link h0 p0, got ";
+  EXPECT_EQ(parse_error("degrade link h0 p0 fast"), rate + "'fast'");
+  EXPECT_EQ(parse_error("degrade link h0 p0 -1"), rate + "'-1'");
+  EXPECT_EQ(parse_error("degrade link h0 p0 900"), rate + "'900'") << "faster than tbf shapes";
+  EXPECT_EQ(parse_error("degrade link h0 p0 1e-12"), rate + "'1e-12'") << "below 1 bit/s";
+  EXPECT_EQ(parse_error("degrade link h0 p0 inf"), rate + "'inf'");
   EXPECT_EQ(parse_error("delay link h0 p0"),
             "expected the added delay in us (0..1000000, 0 removes) after delay link h0 p0, got "
             "end of input");

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -52,6 +53,36 @@ std::vector<std::string> netns_with(const std::string& prefix) {
 
 bool process_alive(int pid) {
   return std::filesystem::exists("/proc/" + std::to_string(pid) + "/comm");
+}
+
+// While alive, SIGTERM and SIGINT run a handler that only sets a flag, as in mrc-perf (whose
+// fabric children are forked from it): a child that kept the handler would not end on SIGTERM.
+volatile std::sig_atomic_t g_signalled = 0;
+class FlagOnSigterm {
+  using SigAction = struct sigaction;
+
+ public:
+  FlagOnSigterm() {
+    SigAction sa{};
+    sa.sa_handler = [](int) { g_signalled = 1; };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGINT, &sa, &old_int_);
+  }
+  ~FlagOnSigterm() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGINT, &old_int_, nullptr);
+  }
+  FlagOnSigterm(const FlagOnSigterm&) = delete;
+  FlagOnSigterm& operator=(const FlagOnSigterm&) = delete;
+
+ private:
+  SigAction old_term_{};
+  SigAction old_int_{};
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 bool root_or_skip_reason(const std::string& prefix, std::string* why) {
@@ -300,6 +331,15 @@ class NsFabricTest : public ::testing::Test {
     return st;
   }
 
+  // Host 0 sends on plane 0 with zero UDP checksums and host 1 takes them (as MRC with --trim).
+  void zero_udp_checksums_on_plane0() {
+    const int one = 1;
+    ASSERT_EQ(setsockopt(socks_.at({0, 0}).get(), IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof one),
+              0);
+    ASSERT_EQ(setsockopt(socks_.at({1, 0}).get(), IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one),
+              0);
+  }
+
   // The T0 port (namespace, interface) of host h's link on `plane`.
   std::pair<std::string, std::string> t0_port(uint32_t h, uint32_t plane) const {
     const SwitchId t0{Tier::kT0, plane, fabric().t0_of(h)};
@@ -537,6 +577,7 @@ TEST_F(NsFabricTest, Loss_SomeLostNotAll_ZeroRemoves) {
 }
 
 TEST_F(NsFabricTest, FlapUnflap_TogglesThenStopsLinkUp) {
+  const FlagOnSigterm handler;  // as in mrc-perf: the flapper must still end on SIGTERM
   ASSERT_TRUE(fault("flap link p0 t0 s0 100").ok());
   auto again = fault("flap link p0 t0 s0 100");
   ASSERT_FALSE(again.ok());
@@ -553,7 +594,9 @@ TEST_F(NsFabricTest, FlapUnflap_TogglesThenStopsLinkUp) {
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_TRUE(seen_up && seen_down);
+  const auto t = std::chrono::steady_clock::now();
   ASSERT_TRUE(fault("unflap link p0 t0 s0").ok());
+  EXPECT_LT(seconds_since(t), 1.5) << "unflap waited for the flapper to be killed";
   EXPECT_FALSE(process_alive(*pid));
   auto up = link_up({Tier::kT0, 0, 0}, "p0t0-s0");
   ASSERT_TRUE(up.ok()) << up.error();
@@ -566,12 +609,16 @@ TEST_F(NsFabricTest, Down_RemovesNamespacesFlapperAndState_Idempotent) {
   ASSERT_TRUE(fault("loss link h1 p0 5").ok());
   const std::optional<int> pid = flapper_pid();
   ASSERT_TRUE(pid.has_value());
+  ASSERT_TRUE(fault("delay link h1 p1 500").ok());
+  const std::vector<int> lines = nf_->delay_lines();
+  ASSERT_EQ(lines.size(), 2u) << nf_->status();
   socks_.clear();
   auto s = nf_->down();
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_TRUE(netns_with(prefix_).empty());
   EXPECT_FALSE(std::filesystem::exists(io::netns_path(prefix_ + "-mgmt")));
   EXPECT_FALSE(process_alive(*pid));
+  for (int line : lines) EXPECT_FALSE(process_alive(line)) << "delay line " << line;
   EXPECT_FALSE(std::filesystem::exists(state_dir(prefix_)));
   s = NsFabric::down(prefix_);
   EXPECT_TRUE(s.ok()) << s.error();
@@ -774,6 +821,61 @@ TEST_F(NsFabricTest, Delay_OneWayDelayGrowsByIt_ZeroRemoves) {
   EXPECT_FALSE(gray_counters(ns, port).ok()) << "the program stayed attached";
 }
 
+// The repair of a delay stops both ends' lines at once, also when the process that forked them
+// handles SIGTERM (mrc-perf does): the lines end on SIGTERM, they are not killed 2 s later.
+TEST_F(NsFabricTest, Delay_RepairWithSigtermHandler_LinesGoneAtOnce) {
+  const FlagOnSigterm handler;
+  ASSERT_TRUE(fault("delay link h1 p0 1000").ok());
+  const std::vector<int> pids = nf_->delay_lines();
+  ASSERT_EQ(pids.size(), 2u) << nf_->status();
+  const auto t = std::chrono::steady_clock::now();
+  ASSERT_TRUE(fault("delay link h1 p0 0").ok());
+  EXPECT_LT(seconds_since(t), 1.5) << "the repair waited for the lines to be killed";
+  for (int pid : pids) EXPECT_FALSE(process_alive(pid)) << pid;
+  const auto [ns, port] = t0_port(1, 0);
+  EXPECT_FALSE(run_command({"ip", "-n", ns, "link", "show", "dl" + port}).ok())
+      << "the delay line's veth pair stayed";
+  EXPECT_EQ(g_signalled, 0) << "the signal reached this process";
+}
+
+// A delay the line could not hold at the link's rate (10 Gbit/s here) is refused, naming the
+// delay, the rate and the limit; nothing is left applied. A delay it can hold shows its drop
+// counts in the status.
+TEST_F(NsFabricTest, Delay_MoreThanTheLineHolds_RefusedNamingDelayAndRate) {
+  auto r = fault("delay link h1 p0 100000");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("100000 us"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("10 Gbit/s"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("64 MiB"), std::string::npos) << r.error();
+  EXPECT_EQ(nf_->status().find("delay link"), std::string::npos) << nf_->status();
+  EXPECT_TRUE(nf_->delay_lines().empty());
+  ASSERT_TRUE(fault("degrade link h1 p0 1").ok());  // at 1 Gbit/s, 100 ms is 12 MB: held
+  ASSERT_TRUE(fault("delay link h1 p0 100000").ok());
+  EXPECT_NE(nf_->status().find("dropped 0 over the held limit, 0 at its socket"), std::string::npos)
+      << nf_->status();
+  ASSERT_TRUE(fault("delay link h1 p0 0").ok());
+  ASSERT_TRUE(fault("degrade link h1 p0 0").ok());
+}
+
+// Delay and corruption on one link: every packet goes through the delay line, and the corrupted
+// share is still corrupted (on its way back out of the port).
+TEST_F(NsFabricTest, DelayAndCorrupt_HeldPacketsCorruptedToo) {
+  ASSERT_TRUE(fault("delay link h1 p0 1000").ok());
+  ASSERT_TRUE(fault("corrupt link h1 p0 20").ok());
+  ASSERT_NO_FATAL_FAILURE(zero_udp_checksums_on_plane0());
+  const Stream zero = stream(0, 300, std::chrono::microseconds(100));
+  EXPECT_EQ(zero.got, zero.sent);
+  EXPECT_GT(zero.bad, 300 / 20) << "about 20% should arrive changed";
+  EXPECT_LT(zero.bad, 300 * 2 / 5);
+  const auto [ns, port] = t0_port(1, 0);
+  auto c = gray_counters(ns, port);
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_GE(c->held, 300u) << "the delay holds every packet";
+  EXPECT_EQ(c->corrupted, static_cast<uint64_t>(zero.bad));
+  ASSERT_TRUE(fault("corrupt link h1 p0 0").ok());
+  ASSERT_TRUE(fault("delay link h1 p0 0").ok());
+}
+
 TEST_F(NsFabricTest, Degrade_RateFallsToIt_ZeroRestoresThePortRate) {
   ASSERT_TRUE(fault("degrade link h1 p0 0.1").ok());
   const Stream d = stream(0, 1500, std::chrono::microseconds(0), 8000);
@@ -799,11 +901,7 @@ TEST_F(NsFabricTest, Corrupt_ZeroChecksumFlippedChecksummedDropped_Counted) {
   EXPECT_EQ(c->dropped, static_cast<uint64_t>(sum.sent - sum.got));
   EXPECT_EQ(c->corrupted, 0u);
   // Zero UDP checksums (as MRC sends with --trim): every one arrives, some changed.
-  const int one = 1;
-  ASSERT_EQ(setsockopt(socks_.at({0, 0}).get(), IPPROTO_UDP, UDP_NO_CHECK6_TX, &one, sizeof one),
-            0);
-  ASSERT_EQ(setsockopt(socks_.at({1, 0}).get(), IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one),
-            0);
+  ASSERT_NO_FATAL_FAILURE(zero_udp_checksums_on_plane0());
   const Stream zero = stream(0, 300, std::chrono::microseconds(100));
   EXPECT_EQ(zero.got, zero.sent);
   EXPECT_GT(zero.bad, 300 / 20);

@@ -81,5 +81,31 @@ TEST(MatrixCell, SharesOfTheSecondsBeforeTheFault) {
       << t;
 }
 
+// A run that ended before its repair (--duration too short) has no cell: n/a, never 0.00.
+TEST(MatrixCell, RepairNeverApplied_NotComputedPrintedNa) {
+  Series s = series(5.0, [](double t) { return t <= 3.0 ? 8.0 : 4.0; });
+  s.faults = {{3.0, "down t0 h0 p2", ""}};
+  const MatrixCell c = matrix_cell(s);
+  EXPECT_FALSE(c.computed);
+  MatrixRow row{{"T0 of a plane down", "down t0 h0 p2", "up t0 h0 p2"}, {"mrc"}, {c}, ""};
+  const std::string t = matrix_table({row});
+  EXPECT_NE(t.find("(`down t0 h0 p2`) | n/a | n/a | n/a | n/a |"), std::string::npos) << t;
+  EXPECT_EQ(t.find("0.00 |"), std::string::npos) << t;
+}
+
+TEST(CheckMatrixOptions, DefaultsPass_OverriddenOptionsAndShortDurationRefused) {
+  EXPECT_TRUE(check_matrix_options(kMatrixDuration, {"--matrix", "--rate"}).ok());
+  for (const char* o : {"--fault", "--no-mrc", "--csv", "--png", "--soak"}) {
+    const auto r = check_matrix_options(kMatrixDuration, {"--matrix", o});
+    ASSERT_FALSE(r.ok()) << o;
+    EXPECT_NE(r.error().find(o), std::string::npos) << r.error();
+  }
+  const auto shorter = check_matrix_options(kMatrixRepairAt + 0.5, {"--matrix", "--duration"});
+  ASSERT_FALSE(shorter.ok());
+  EXPECT_NE(shorter.error().find("--duration 6.5"), std::string::npos) << shorter.error();
+  EXPECT_FALSE(check_matrix_options(kMatrixRepairAt + 1, {"--matrix", "--duration"}).ok());
+  EXPECT_TRUE(check_matrix_options(kMatrixRepairAt + 1.5, {"--matrix", "--duration"}).ok());
+}
+
 }  // namespace
 }  // namespace mrc::perf

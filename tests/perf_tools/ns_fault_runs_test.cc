@@ -7,9 +7,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
+#include <regex>
 
+#include "command.h"
+#include "gray.h"
 #include "io/netns.h"
 #include "ns_handle.h"
 #include "ns_test_fabric.h"
@@ -25,8 +29,17 @@ class NsFaultRuns : public NsFabricSuite<NsFaultRuns> {
 
  protected:
   // A 2.5 s WRITE run with `fault` at 0.6 s and `repair` at 1.6 s.
-  SessionResult run(const std::string& fault, const std::string& repair, bool trimming = false) {
-    const FabricHandle h = fabric_handle(*fab_);
+  // `before_repair`, if given, runs (on the session's thread) just before the repair is
+  // applied: the place to read what the fault did while it lasted.
+  SessionResult run(const std::string& fault, const std::string& repair, bool trimming = false,
+                    std::function<void()> before_repair = {}) {
+    FabricHandle h = fabric_handle(*fab_);
+    if (before_repair) {
+      h.apply_fault = [apply = h.apply_fault, repair, before_repair](const std::string& text) {
+        if (text == repair) before_repair();
+        return apply(text);
+      };
+    }
     SessionOptions o;
     o.msg_bytes = 256 << 10;
     o.duration_s = 2.5;
@@ -64,6 +77,37 @@ class NsFaultRuns : public NsFabricSuite<NsFaultRuns> {
     for (const auto& [ev, bad] : bad_at_fault)
       if (bad) bad_during[ev] = true;
     return bad_during.size();
+  }
+
+  // The gray program's counters on switch `s`'s port towards switch index `peer` (zero if
+  // none is attached).
+  static nsfabric::GrayCounters gray_towards(srv6::SwitchId s, uint32_t peer) {
+    for (const srv6::Port& p : fab_->fabric().ports(s)) {
+      if (p.to_host || p.peer != peer) continue;
+      auto c = nsfabric::gray_counters(fab_->switch_netns(s), p.ifname);
+      if (c) return *c;
+    }
+    return {};
+  }
+
+  // Host h's port on `plane` at its T0: (namespace, interface).
+  static std::pair<std::string, std::string> t0_port(uint32_t h, uint32_t plane) {
+    const srv6::SwitchId t0{srv6::Tier::kT0, plane, fab_->fabric().t0_of(h)};
+    for (const srv6::Port& p : fab_->fabric().ports(t0)) {
+      if (p.to_host && p.peer == h) return {fab_->switch_netns(t0), p.ifname};
+    }
+    return {};
+  }
+
+  // After a repair: no delay line process of `pids` left, no delay line veth (dl<port>) in
+  // namespace `ns`.
+  static void expect_lines_gone(const std::vector<int>& pids, const std::string& ns) {
+    for (int pid : pids) {
+      EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(pid))) << "delay line " << pid;
+    }
+    auto links = nsfabric::run_command({"ip", "-o", "-n", ns, "link", "show"});
+    ASSERT_TRUE(links.ok()) << links.error();
+    EXPECT_EQ(links->find(": dl"), std::string::npos) << *links;
   }
 
   // Goodput while the fault lasted (0.6 s to 1.6 s) as a share of healthy.
@@ -110,13 +154,34 @@ TEST_F(NsFaultRuns, TrimmingAtTheReceiverPort) {
 
 TEST_F(NsFaultRuns, DegradedHostLink) {
   // The receiver's port on plane 0 drops to a tenth of its rate: about 0.55 of healthy.
-  auto s = run("degrade link h1 p0 0.1", "degrade link h1 p0 0");
+  const auto [ns, port] = t0_port(1, 0);
+  std::string qdisc;
+  auto s = run("degrade link h1 p0 0.1", "degrade link h1 p0 0", false, [&, ns = ns, port = port] {
+    auto q = nsfabric::run_command({"tc", "-n", ns, "qdisc", "show", "dev", port});
+    qdisc = q ? *q : q.error();
+  });
+  EXPECT_NE(qdisc.find("rate 100Mbit"), std::string::npos) << "not degraded: " << qdisc;
   EXPECT_GT(during_share(s), 0.3) << "a degraded plane took down more than its share";
+  // Half the receiver's port rate at a tenth: about 0.55 of healthy, 1.0 if it never applied.
+  EXPECT_LT(during_share(s), 0.9) << "the degraded port did not slow the stream";
 }
 
 TEST_F(NsFaultRuns, DelayedUplink) {
-  auto s = run("delay link p0 t0 s0 2000", "delay link p0 t0 s0 0");
+  const srv6::SwitchId t0{srv6::Tier::kT0, 0, 0}, s0{srv6::Tier::kT1, 0, 0};
+  nsfabric::GrayCounters at_t0, at_s0;
+  std::vector<int> lines;
+  auto s = run("delay link p0 t0 s0 2000", "delay link p0 t0 s0 0", false, [&] {
+    at_t0 = gray_towards(t0, 0);
+    at_s0 = gray_towards(s0, 0);
+    lines = fab_->delay_lines();
+  });
   EXPECT_GT(during_share(s), 0.3) << "2 ms more on one path of four stalled the stream";
+  // Data goes up through the T0's port, ACKs come back down through the spine's.
+  EXPECT_GT(at_t0.held, 100u) << "the data was never delayed";
+  EXPECT_GT(at_s0.held, 10u) << "the ACKs were never delayed";
+  EXPECT_EQ(lines.size(), 2u) << "a delay line per end";
+  expect_lines_gone(lines, fab_->switch_netns(t0));
+  expect_lines_gone({}, fab_->switch_netns(s0));
 }
 
 TEST_F(NsFaultRuns, CorruptedHostLink_CaughtByCrc) {
@@ -129,13 +194,35 @@ TEST_F(NsFaultRuns, CorruptedHostLink_CaughtByCrc) {
 }
 
 TEST_F(NsFaultRuns, ReorderedHostLink) {
-  auto s = run("reorder link h1 p0 10 500", "reorder link h1 p0 0");
+  const auto [ns, port] = t0_port(1, 0);
+  nsfabric::GrayCounters c;
+  std::vector<int> lines;
+  auto s =
+      run("reorder link h1 p0 10 500", "reorder link h1 p0 0", false, [&, ns = ns, port = port] {
+        auto r = nsfabric::gray_counters(ns, port);
+        if (r) c = *r;
+        lines = fab_->delay_lines();
+      });
   EXPECT_GT(during_share(s), 0.3) << "reordering is not loss, but the stream slowed as if";
+  EXPECT_GT(c.held, 10u) << "no packet to host 1 was held back";
+  EXPECT_LT(c.held, c.packets / 4) << "far more than 10% held";
+  EXPECT_EQ(lines.size(), 2u) << "a delay line per end";
+  expect_lines_gone(lines, ns);
 }
 
 TEST_F(NsFaultRuns, LostAcksOnly) {
   // Host 1 receives: "up" from it carries only its ACKs on plane 0.
-  auto s = run("loss link h1 p0 10 up", "loss link h1 p0 0 up");
+  // The loss is an nft rule with a counter where host 1's T0 forwards what host 1 sent.
+  const std::string ns = t0_port(1, 0).first;
+  std::string rules;
+  auto s = run("loss link h1 p0 10 up", "loss link h1 p0 0 up", false, [&] {
+    auto r = nsfabric::run_command({"ip", "netns", "exec", ns, "nft", "list", "ruleset"});
+    rules = r ? *r : r.error();
+  });
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(rules, m, std::regex("counter packets ([0-9]+) .*loss link h1")))
+      << "the ACK loss was not in force: " << rules;
+  EXPECT_GT(std::stoull(m[1]), 10u) << "no ACK was lost: " << rules;
   EXPECT_GT(during_share(s), 0.3) << "lost ACKs on one plane stalled the stream";
 }
 

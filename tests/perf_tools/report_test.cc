@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -48,6 +49,32 @@ TEST(Summarize, LongestStall) {
   Series s;
   for (int i = 1; i <= 200; ++i) s.intervals.push_back({i * 0.01, (i > 100 && i <= 107) ? 0.0 : 5.0, 0.01});
   EXPECT_NEAR(summarize(s).longest_stall_ms, 70, 1e-6);
+}
+
+// A trim fault whose ECN threshold is 0 is a fault, not a repair: its detect time is measured.
+TEST(Summarize, TrimWithEcnZero_NotARepair) {
+  Series s = t0_down_series();
+  s.faults = {{1.0, "trim link h0 p2 1 64 0", ""}, {2.0, "untrim link h0 p2", ""}};
+  const Summary sum = summarize(s);
+  ASSERT_EQ(sum.phases.size(), 3u);
+  EXPECT_NEAR(sum.phases[1].detect_ms, 4, 1e-6);
+  EXPECT_LT(sum.phases[2].detect_ms, 0);
+}
+
+// Rates that cancel in the running sum (0.1 + 0.2 - 0.3 ...) leave the idle window at 0, never
+// at a negative rounding residue that would print as -0.00.
+TEST(Summarize, IdleWindowAfterTraffic_NeverNegative) {
+  Series s;
+  const double rates[] = {0.1, 0.7, 0.3, 0.9, 0.2, 0.6};
+  for (int i = 1; i <= 200; ++i) {
+    s.intervals.push_back({i * 0.01, i > 120 && i <= 160 ? 0.0 : rates[i % 6], 0.01});
+  }
+  s.faults = {{1.0, "down t0 h0 p2", ""}};
+  const Summary sum = summarize(s, 0);
+  ASSERT_EQ(sum.phases.size(), 2u);
+  EXPECT_EQ(sum.phases[1].min_100ms_gbps, 0.0);
+  EXPECT_FALSE(std::signbit(sum.phases[1].min_100ms_gbps));
+  EXPECT_EQ(sum.phases[1].min_interval_gbps, 0.0);
 }
 
 // A sampler that runs late takes uneven intervals; the means are still bytes / time.

@@ -66,7 +66,7 @@ int64_t now_ns() {
     fail("PACKET_VNET_HDR");
   }
   if (setsockopt(tx, SOL_SOCKET, SO_MARK, &mark, sizeof mark) != 0) fail("SO_MARK");
-  const int buf = 8 << 20;
+  const int buf = kLineSocketBufferBytes;
   (void)setsockopt(rx, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf);
   (void)setsockopt(tx, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf);
   sockaddr_ll rx_addr{};
@@ -85,6 +85,7 @@ int64_t now_ns() {
   uint64_t rnd = static_cast<uint64_t>(getpid()) * 0x9e3779b97f4a7c15ull | 1;
   std::string frame(kVnetHdrBytes + 65536 + 64, '\0');
   int64_t next_check = 0;
+  DelayLineDrops drops, written;
   for (;;) {
     int64_t now = now_ns();
     while (!held.empty() && held.begin()->first <= now) {
@@ -97,6 +98,23 @@ int64_t now_ns() {
     if (now >= next_check) {  // the namespace gone: the fabric was removed
       if (access(ns_path.c_str(), F_OK) != 0) _exit(0);
       next_check = now + 200'000'000;
+      tpacket_stats stats{};  // reading resets the kernel's counts
+      socklen_t len = sizeof stats;
+      if (getsockopt(rx, SOL_PACKET, PACKET_STATISTICS, &stats, &len) == 0) {
+        drops.socket += stats.tp_drops;
+      }
+      if (!cfg.drops_file.empty() &&
+          (drops.over_limit != written.over_limit || drops.socket != written.socket)) {
+        const std::string tmp = cfg.drops_file + ".tmp";
+        const std::string text =
+            std::to_string(drops.over_limit) + " " + std::to_string(drops.socket) + "\n";
+        const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+          const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+          close(fd);
+          if (ok && rename(tmp.c_str(), cfg.drops_file.c_str()) == 0) written = drops;
+        }
+      }
     }
     int64_t wait = 100'000'000;
     if (!held.empty()) wait = std::min(wait, held.begin()->first - now);
@@ -111,7 +129,10 @@ int64_t now_ns() {
       rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
       if (cfg.extra_per10k > 0 && rnd % 10000 < cfg.extra_per10k)
         due += int64_t{cfg.extra_us} * 1000;
-      if (held_bytes + static_cast<size_t>(n) > kMaxHeldBytes) continue;
+      if (held_bytes + static_cast<size_t>(n) > kMaxHeldBytes) {
+        ++drops.over_limit;
+        continue;
+      }
       held.emplace(due, frame.substr(0, static_cast<size_t>(n)));
       held_bytes += static_cast<size_t>(n);
     }
@@ -131,17 +152,32 @@ void remove_pair(const std::string& netns, const std::string& ifname) {
 
 }  // namespace
 
-bool is_delay_line(int pid) {
+bool is_named_process(int pid, const std::string& name) {
+  if (pid <= 0) return false;
   std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
   std::string comm;
-  return pid > 0 && std::getline(in, comm) && comm == kDelayLineName;
+  return std::getline(in, comm) && comm == name;
+}
+
+bool is_delay_line(int pid) { return is_named_process(pid, kDelayLineName); }
+
+Result<DelayLineDrops, std::string> read_delay_line_drops(const std::string& drops_file) {
+  std::ifstream in(drops_file);
+  DelayLineDrops d;
+  if (!in) return d;
+  if (!(in >> d.over_limit >> d.socket)) return Err(drops_file + ": not two counts");
+  return d;
+}
+
+void reset_signals_in_child() {
+  for (int sig = 1; sig < NSIG; ++sig) (void)signal(sig, SIG_DFL);  // SIGKILL/SIGSTOP: EINVAL
+  sigset_t none;
+  sigemptyset(&none);
+  (void)sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
 void stop_named_process(int pid, const std::string& name) {
-  if (pid <= 0) return;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
-  std::string comm;
-  if (!std::getline(in, comm) || comm != name) return;
+  if (!is_named_process(pid, name)) return;
   kill(pid, SIGTERM);
   for (int i = 0; i < 200; ++i) {  // up to 2 s
     if (waitpid(pid, nullptr, WNOHANG) == pid) return;
@@ -191,6 +227,7 @@ Result<DelayLine, std::string> start_delay_line(const std::string& netns, const 
     return Err(where + "fork: " + std::strerror(errno));
   }
   if (pid == 0) {
+    reset_signals_in_child();
     setsid();
     const int null = ::open("/dev/null", O_RDWR);
     for (int fd = 0; fd < 3; ++fd) dup2(null, fd);

@@ -13,7 +13,11 @@
 //     (the gray program passes those): they go through <if>'s qdisc (tbf) as any packet.
 // Holding is timed with CLOCK_MONOTONIC and ppoll; on a loaded machine a packet leaves late by
 // the process's scheduling delay (tens of microseconds), never early. At most kMaxHeldBytes
-// are held; past that arriving frames are dropped. The process outlives the caller (as a
+// are held; past that arriving frames are dropped, and frames the kernel could not queue on
+// the reading socket (its buffer, kLineSocketBufferBytes, full) are dropped too. Both are
+// counted and written to DelayLineConfig::drops_file (see DelayLineDrops); a fault that
+// would hold more than kMaxHeldBytes at the link's rate is refused before it starts
+// (nsfabric.cc). The process outlives the caller (as a
 // flapper does, nsfabric.h), runs only this file's code after the fork, and ends on SIGTERM
 // or by itself once N is gone.
 #pragma once
@@ -27,12 +31,24 @@ namespace mrc::nsfabric {
 
 inline constexpr char kDelayLineName[] = "mrcf-delay";  // process name (comm)
 inline constexpr size_t kMaxHeldBytes = 64u << 20;
+inline constexpr int kLineSocketBufferBytes = 8 << 20;  // SO_RCVBUF / SO_SNDBUF of its sockets
 
 struct DelayLineConfig {
   uint32_t base_us = 0;       // every packet
   uint32_t extra_us = 0;      // a share of them, on top
   uint32_t extra_per10k = 0;  // that share, 1/10000
+  std::string drops_file;     // where the process writes its drop counts ("" = nowhere)
 };
+
+// What a delay line dropped, since it started; counts only grow. The process rewrites its
+// drops_file (text "<over_limit> <socket>\n") within 200 ms of a change.
+struct DelayLineDrops {
+  uint64_t over_limit = 0;  // arrived while kMaxHeldBytes were held
+  uint64_t socket = 0;      // the reading socket's buffer full (PACKET_STATISTICS tp_drops)
+};
+
+// Reads a drops_file; all zero when the file is not there (nothing dropped yet).
+Result<DelayLineDrops, std::string> read_delay_line_drops(const std::string& drops_file);
 
 struct DelayLine {
   int pid = 0;                   // the process
@@ -49,6 +65,14 @@ Result<DelayLine, std::string> start_delay_line(const std::string& netns, const 
 void stop_delay_line(const std::string& netns, const std::string& ifname, int pid);
 
 bool is_delay_line(int pid);
+
+// Whether process `pid` exists and its name (/proc/<pid>/comm) is `name`.
+bool is_named_process(int pid, const std::string& name);
+
+// For a child right after fork(): every signal's disposition back to SIG_DFL and an empty signal
+// mask, so that SIGTERM ends it at once even when the parent (mrc-perf, a test) had a handler
+// that only sets a flag the child never reads.
+void reset_signals_in_child();
 
 // Stops `pid` if its process name (/proc/<pid>/comm) is `name`: SIGTERM, then SIGKILL after
 // 2 s. For the fabric's own child processes (flappers, delay lines), never any other.

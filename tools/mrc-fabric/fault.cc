@@ -271,10 +271,12 @@ Result<Fault, std::string> parse_fault(std::string_view text) {
     double gbps = -1;
     const auto r = word ? std::from_chars(word->data(), word->data() + word->size(), gbps)
                         : std::from_chars_result{nullptr, std::errc::invalid_argument};
-    if (!word || r.ec != std::errc() || r.ptr != word->data() + word->size() || !(gbps >= 0) ||
-        !std::isfinite(gbps)) {
-      return Err("expected the degraded rate in Gbit/s (0 restores) after " + so_far + ", got " +
-                 got(word));
+    if (!word || r.ec != std::errc() || r.ptr != word->data() + word->size() ||
+        !(gbps == 0 || (gbps >= kMinShapedGbps && gbps <= kMaxShapedGbps))) {
+      char range[96];
+      std::snprintf(range, sizeof range, "%g..%g", kMinShapedGbps, kMaxShapedGbps);
+      return Err("expected the degraded rate in Gbit/s (" + std::string(range) +
+                 ", 0 restores) after " + so_far + ", got " + got(word));
     }
     f.gbps = gbps;
   } else if (f.action == Action::kDelay) {
@@ -360,7 +362,9 @@ std::vector<Fault> repairs(const std::vector<Fault>& schedule) {
     // one-way loss or link blackhole is independent of the other direction.
     if (const auto* e = std::get_if<ElementFault>(&f)) {
       const Action a = e->action == Action::kUnblackhole ? Action::kBlackhole : e->action;
-      if (a == Action::kLoss || a == Action::kBlackhole || a >= Action::kDegrade) {
+      const bool own_key = a == Action::kLoss || a == Action::kBlackhole || a == Action::kDegrade ||
+                           a == Action::kDelay || a == Action::kCorrupt || a == Action::kReorder;
+      if (own_key) {
         key += std::string(" ") + action_word(a) + " " + direction_word(e->dir);
       }
     }

@@ -57,6 +57,13 @@
 
 namespace mrc::nsfabric {
 
+// tc keeps a tbf burst as time in its clock's ticks: above this rate the fabric's burst
+// (nsfabric.h kTbfBurstBytes) rounds down to too few bytes for a 64 KiB packet. The most a
+// port is shaped to (its built rate or a `degrade`); tc takes whole bits per second, so the
+// least a `degrade` takes is kMinShapedGbps (1 kbit/s).
+inline constexpr double kMaxShapedGbps = 800;
+inline constexpr double kMinShapedGbps = 1e-6;
+
 struct Target {
   enum class Kind : uint8_t {
     kT0,        // t0 p<plane> t<t0>

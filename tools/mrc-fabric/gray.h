@@ -4,10 +4,12 @@
 // a short-lived thread of its own inside the port's network namespace.
 //
 // What the program does with each packet leaving the port, in this order:
-//   - carrying skb->mark == pass_mark (what the delay line sends back): mark cleared, passed;
+//   - carrying skb->mark == pass_mark (what the delay line sends back): mark cleared, counted
+//     as returned, and on to the corruption step below (never held twice);
 //   - not IPv6, or ICMPv6 neighbour discovery (types 133..137): passed;
-//   - with probability hold_per10k / 10000: redirected to the egress of interface line_ifindex
-//     (the delay line's capture end);
+//   - not returned, with probability hold_per10k / 10000: redirected to the egress of interface
+//     line_ifindex (the delay line's capture end); it is corrupted (or not) when it comes back,
+//     so a delay or reorder on the same link leaves the corrupted share unchanged;
 //   - an IPv6 UDP or TCP packet (no extension headers), with probability corrupt_per10k / 10000:
 //     UDP with a zero checksum and not GSO gets one random bit of its UDP payload flipped (the
 //     receiver sees the flip unless its own integrity checks catch it: MRC's header and payload

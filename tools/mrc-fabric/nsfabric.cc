@@ -510,10 +510,7 @@ Status<std::string> write_fault_table(const Layout& l, const State& st, const No
 
 // ---- flappers ----
 
-bool is_flapper(int pid) {
-  auto comm = read_file("/proc/" + std::to_string(pid) + "/comm");
-  return comm && *comm == std::string(kFlapperName) + "\n";
-}
+bool is_flapper(int pid) { return is_named_process(pid, kFlapperName); }
 
 void stop_flapper(int pid) { stop_named_process(pid, kFlapperName); }
 
@@ -522,6 +519,7 @@ Result<int, std::string> start_flapper(const Layout& l, const Cable& c, uint32_t
   const pid_t pid = fork();
   if (pid < 0) return Err("fork: " + std::string(std::strerror(errno)));
   if (pid > 0) return static_cast<int>(pid);
+  reset_signals_in_child();
   setsid();
   const int null = ::open("/dev/null", O_RDWR);
   for (int fd = 0; fd < 3; ++fd) dup2(null, fd);
@@ -607,39 +605,85 @@ Status<std::string> set_rate(const Layout& l, const State& st, const Cable& c, d
   return {};
 }
 
+// Where the delay line of port `ifname` in `ns` writes its drop counts (delay_line.h).
+std::string line_drops_file(const std::string& prefix, const std::string& ns,
+                            const std::string& ifname) {
+  return state_dir(prefix) + "/lines/" + ns + "-" + ifname + ".drops";
+}
+
+// The rate a link's traffic leaves an end at, Gbit/s (0: unknown, unshaped): a degrade's,
+// else a host link's port rate, else (an uplink) the port rates of the hosts under its T0.
+double link_gbps(const Layout& l, const State& st, const std::string& key, const Target& t) {
+  if (auto d = st.degraded.find(key); d != st.degraded.end()) return d->second;
+  const auto& c = l.fabric().config();
+  return t.kind == Target::Kind::kHostLink ? c.host_port_gbps : c.host_port_gbps * c.hosts_per_t0;
+}
+
+// Refuses gray faults whose delay line would hold more than kMaxHeldBytes at the link's rate
+// (it would drop the rest).
+Status<std::string> check_line_holds(const Layout& l, const State& st, const std::string& key,
+                                     const Target& t, const Gray& g) {
+  const double gbps = link_gbps(l, st, key, t);
+  if (!g.holds() || gbps <= 0) return {};
+  // What the line holds on average: every packet delay_us, the reordered share reorder_us more.
+  const double held_us = g.delay_us + g.reorder_pct / 100 * g.reorder_us;
+  const double bytes = gbps * 1e9 / 8 * held_us * 1e-6;
+  if (bytes <= static_cast<double>(kMaxHeldBytes)) return {};
+  const double max_us = static_cast<double>(kMaxHeldBytes) * 8 / (gbps * 1e9) * 1e6;
+  char msg[320];
+  std::snprintf(msg, sizeof msg,
+                "%s: holding %.0f us at the link's %g Gbit/s is %.0f MiB, more than a delay "
+                "line holds (%zu MiB); at this rate at most %.0f us",
+                key.c_str(), held_us, gbps, bytes / (1 << 20), kMaxHeldBytes >> 20, max_us);
+  return Err(std::string(msg));
+}
+
 // Moves cable c's ends from the gray faults `before` to `g` (g.lines is updated): programs
-// attached, replaced or removed, delay lines started or stopped. A line being replaced or
-// removed first gets the time to send what it holds.
+// attached, replaced or removed, delay lines started or stopped. Both ends first stop sending
+// to their lines, then the lines get the time to send what they hold (once, for both) and are
+// stopped, then the new lines start.
 Status<std::string> set_gray(const Layout& l, const Cable& c, const Gray& before, Gray& g) {
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir(l.prefix()) + "/lines", ec);
   const uint32_t per10k_reorder = static_cast<uint32_t>(std::lround(g.reorder_pct * 100));
+  GrayConfig cfg;
+  cfg.corrupt_per10k = static_cast<uint32_t>(std::lround(g.corrupt_pct * 100));
+  // Without the lines first: packets pass straight while they drain and are replaced.
   for (const End& e : {c.a, c.b}) {
     const std::string ns = l.ns(e.node);
-    const std::string end_key = ns + " " + e.ifname;
-    GrayConfig cfg;
-    cfg.corrupt_per10k = static_cast<uint32_t>(std::lround(g.corrupt_pct * 100));
-    // Without the line first: packets pass straight while it drains and is replaced.
     if (g.corrupt_pct > 0) {
       if (auto s = attach_gray(ns, e.ifname, cfg); !s) return s;
     } else if (before.active()) {
       (void)detach_gray(ns, e.ifname);
     }
-    if (auto it = g.lines.find(end_key); it != g.lines.end()) {
-      std::this_thread::sleep_for(std::chrono::microseconds(before.delay_us + before.reorder_us) +
-                                  std::chrono::milliseconds(2));
-      stop_delay_line(ns, e.ifname, it->second);
-      g.lines.erase(it);
+  }
+  if (!g.lines.empty()) {
+    std::this_thread::sleep_for(std::chrono::microseconds(before.delay_us + before.reorder_us) +
+                                std::chrono::milliseconds(2));
+    for (const End& e : {c.a, c.b}) {
+      const std::string ns = l.ns(e.node);
+      if (auto it = g.lines.find(ns + " " + e.ifname); it != g.lines.end()) {
+        stop_delay_line(ns, e.ifname, it->second);
+        std::filesystem::remove(line_drops_file(l.prefix(), ns, e.ifname), ec);
+        g.lines.erase(it);
+      }
     }
-    if (!g.holds()) continue;
+  }
+  if (!g.holds()) return {};
+  for (const End& e : {c.a, c.b}) {
+    const std::string ns = l.ns(e.node);
     DelayLineConfig line;
     line.base_us = g.delay_us;
     line.extra_us = g.reorder_us;
     line.extra_per10k = g.delay_us > 0 ? per10k_reorder : 10000;
+    line.drops_file = line_drops_file(l.prefix(), ns, e.ifname);
     auto started = start_delay_line(ns, e.ifname, line);
     if (!started) return Err(started.error());
-    g.lines[end_key] = started->pid;
-    cfg.hold_per10k = g.delay_us > 0 ? 10000 : per10k_reorder;
-    cfg.line_ifindex = started->capture_ifindex;
-    if (auto s = attach_gray(ns, e.ifname, cfg); !s) return s;
+    g.lines[ns + " " + e.ifname] = started->pid;
+    GrayConfig held = cfg;
+    held.hold_per10k = g.delay_us > 0 ? 10000 : per10k_reorder;
+    held.line_ifindex = started->capture_ifindex;
+    if (auto s = attach_gray(ns, e.ifname, held); !s) return s;
   }
   return {};
 }
@@ -715,7 +759,12 @@ Status<std::string> apply_element(const Layout& l, const ElementFault& f) {
       }
       break;
     case Action::kDegrade:
-      if (auto s = set_rate(l, st, cables.front(), f.gbps); !s) return s;
+      if (auto s = set_rate(l, st, cables.front(), f.gbps); !s) {
+        // One end may have the new rate: both back to what the state says.
+        const auto was = st.degraded.find(key);
+        (void)set_rate(l, st, cables.front(), was == st.degraded.end() ? 0 : was->second);
+        return s;
+      }
       if (f.gbps > 0) {
         st.degraded[key] = f.gbps;
       } else {
@@ -732,6 +781,11 @@ Status<std::string> apply_element(const Layout& l, const ElementFault& f) {
       if (f.action == Action::kReorder) {
         g.reorder_pct = f.loss_pct;
         g.reorder_us = f.loss_pct > 0 ? f.us : 0;
+      }
+      if (auto h = check_line_holds(l, st, key, t, g); !h) {
+        g = before;
+        if (!g.active()) st.gray.erase(key);
+        return h;
       }
       auto s = set_gray(l, cables.front(), before, g);
       if (!g.active()) st.gray.erase(key);
@@ -1076,6 +1130,16 @@ Status<std::string> NsFabric::apply(const Fault& fault) const {
   return std::visit([&](const auto& f) { return apply_element(l, f); }, fault);
 }
 
+std::vector<int> NsFabric::delay_lines() const {
+  std::vector<int> v;
+  auto st = load_state(opts_.prefix);
+  if (!st) return v;
+  for (const auto& [link, g] : st->gray) {
+    for (const auto& [end, pid] : g.lines) v.push_back(pid);
+  }
+  return v;
+}
+
 std::string NsFabric::status() const {
   const Layout l(fabric_, opts_.prefix);
   const auto& c = fabric_.config();
@@ -1112,7 +1176,17 @@ std::string NsFabric::status() const {
         out << "\n  reorder " << k << " " << g.reorder_pct << " " << g.reorder_us;
       for (const auto& [end, pid] : g.lines) {
         out << " (" << end << ": delay line pid " << pid
-            << (is_delay_line(pid) ? ", running)" : ", NOT running)");
+            << (is_delay_line(pid) ? ", running" : ", NOT running");
+        const auto space = end.find(' ');
+        auto d = read_delay_line_drops(
+            line_drops_file(opts_.prefix, end.substr(0, space), end.substr(space + 1)));
+        if (!d) {
+          out << ", drops unreadable: " << d.error();
+        } else {
+          out << ", dropped " << d->over_limit << " over the held limit, " << d->socket
+              << " at its socket";
+        }
+        out << ")";
       }
     }
     for (const auto& [k, v] : st->flapping) {

@@ -64,6 +64,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "fault.h"
@@ -81,9 +82,7 @@ inline const srv6::SwitchPlanOptions kSwitchPlan = {.plain_routes = true, .end_d
 
 inline constexpr uint32_t kTbfBurstBytes = 128 * 1024;
 inline constexpr uint32_t kTbfLimitBytes = 512 * 1024;
-// tc keeps a burst as time in its clock's ticks: above this rate kTbfBurstBytes rounds
-// down to too few bytes for a 64 KiB packet; up() refuses faster ports while shaping.
-inline constexpr double kMaxShapedGbps = 800;
+// kMaxShapedGbps (fault.h): up() refuses faster ports while shaping.
 
 // The management network: host H is 10.255.<H / 250>.<H % 250 + 1>/16 on its mgmt0
 // (h0 10.255.0.1, h249 10.255.0.250, h250 10.255.1.1), so at most kMaxMgmtHosts hosts.
@@ -134,6 +133,10 @@ class NsFabric {
   // counters) and fault-table drop counters; for hosts also the management address and
   // the configuration file.
   std::string status() const;
+
+  // The pids of the delay lines (delay_line.h) the state records, every end of every link with
+  // a delay or reorder; empty when the state cannot be read.
+  std::vector<int> delay_lines() const;
 
  private:
   NsFabric(srv6::Fabric f, Options o) : fabric_(std::move(f)), opts_(std::move(o)) {}

@@ -147,8 +147,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   auto* duration_opt = app.get_option("--duration");
   app.add_option("--matrix", matrix_dir,
-                 "the fault matrix (matrix.h): every fault kind, MRC, MPTCP and TCP, 7 s each "
-                 "(--duration); table, CSVs and PNG into this directory");
+                 "the fault matrix (matrix.h): every fault kind, MRC, MPTCP and TCP, " +
+                     std::to_string(static_cast<int>(perf::kMatrixDuration)) +
+                     " s each (--duration); table, CSVs and PNG into this directory");
   app.add_option("--seed", seed,
                  "--soak: seed of the fault schedule; --pattern permutation: of the derangement")
       ->capture_default_str();
@@ -220,6 +221,14 @@ int main(int argc, char** argv) {
   if (!matrix_dir.empty()) {
     if (prefix.empty() && planes == 0) planes = 4;
     if (duration_opt->count() == 0) o.duration_s = perf::kMatrixDuration;
+    std::vector<std::string> given;
+    for (const CLI::Option* opt : app.get_options()) {
+      if (opt->count() > 0) given.push_back(opt->get_name());
+    }
+    if (auto m = perf::check_matrix_options(o.duration_s, given); !m) {
+      std::fprintf(stderr, "mrc-perf: %s\n", m.error().c_str());
+      return 2;
+    }
   }
   if (soak_min > 0) {
     if (prefix.empty() && planes == 0) planes = 4;

@@ -18,6 +18,24 @@ std::string fmt(const char* f, double v) {
 
 }  // namespace
 
+Status<std::string> check_matrix_options(double duration_s, const std::vector<std::string>& given) {
+  for (const std::string& g : given) {
+    for (const char* o : {"--fault", "--no-mrc", "--csv", "--png", "--soak"}) {
+      if (g == o) {
+        return Err("--matrix runs its own faults, transports and outputs: " + g +
+                   " does not go with it");
+      }
+    }
+  }
+  if (!(duration_s > kMatrixRepairAt + 1)) {
+    return Err("--duration " + fmt("%g", duration_s) +
+               " is too short for --matrix: the repair is at " + fmt("%g", kMatrixRepairAt) +
+               " s and needs more than a second after it (more than " +
+               fmt("%g", kMatrixRepairAt + 1) + " s; default " + fmt("%g", kMatrixDuration) + ")");
+  }
+  return {};
+}
+
 Result<std::vector<MatrixFault>, std::string> matrix_faults(const srv6::Fabric& f, uint32_t client,
                                                             uint32_t server) {
   const auto& c = f.config();
@@ -72,6 +90,7 @@ MatrixCell matrix_cell(const Series& s) {
   c.healthy_gbps = sum.healthy_gbps;
   c.stall_ms = sum.longest_stall_ms;
   if (sum.phases.size() < 3 || sum.healthy_gbps <= 0) return c;
+  c.computed = true;
   c.during = sum.phases[1].mean_gbps / sum.healthy_gbps;
   c.low100 = sum.phases[1].min_100ms_gbps / sum.healthy_gbps;
   c.back_ms = time_back_ms(s, sum.healthy_gbps, s.faults[1].t_s);
@@ -90,6 +109,10 @@ std::string matrix_table(const std::vector<MatrixRow>& rows) {
   for (const MatrixRow& r : rows) {
     out << "| " << r.fault.kind << " (`" << r.fault.fault << "`) |";
     for (const MatrixCell& c : r.cells) {
+      if (!c.computed) {
+        out << " n/a | n/a | n/a | n/a |";
+        continue;
+      }
       out << " " << fmt("%.2f", c.during) << " | " << fmt("%.2f", c.low100) << " | "
           << fmt("%.0f ms", c.stall_ms) << " | "
           << (c.back_ms < 0 ? std::string("-") : fmt("%.0f ms", c.back_ms)) << " |";
@@ -109,48 +132,11 @@ std::string matrix_table(const std::vector<MatrixRow>& rows) {
   return out.str();
 }
 
-Result<std::vector<MatrixRow>, std::string> run_matrix(const FabricHandle& fab,
-                                                       const SessionOptions& base,
-                                                       const std::string& dir) {
-  auto faults = matrix_faults(*fab.fabric, base.client, base.server);
-  if (!faults) return Err(faults.error());
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Err(dir + ": " + ec.message());
-  std::vector<MatrixRow> rows;
-  for (size_t i = 0; i < faults->size(); ++i) {
-    if (base.cancel && base.cancel->load()) return Err(std::string("cancelled"));
-    const MatrixFault& mf = (*faults)[i];
-    SessionOptions o = base;
-    o.mrc = true;
-    if (o.baselines.empty()) o.baselines = {Baseline::kMptcp, Baseline::kTcp};
-    o.faults = {{kMatrixFaultAt, mf.fault}, {kMatrixRepairAt, mf.repair}};
-    o.csv = dir + "/" + std::to_string(i + 1) + ".csv";
-    o.png.clear();
-    o.quiet = true;
-    auto res = run_session(fab, o);
-    if (!res) return Err(mf.fault + ": " + res.error());
-    MatrixRow row{mf, {}, {}, o.csv};
-    for (size_t k = 0; k < res->series.size(); ++k) {
-      for (const FaultMark& m : res->series[k].faults) {
-        if (!m.error.empty()) return Err(res->series[k].name + ": " + m.fault + ": " + m.error);
-      }
-      row.transports.push_back(res->series[k].name);
-      row.cells.push_back(matrix_cell(res->series[k]));
-    }
-    if (!res->data_ok) return Err(mf.fault + ": MRC: " + res->first_error);
-    if (!base.quiet) {
-      std::printf("matrix %zu/%zu %s:", i + 1, faults->size(), mf.kind.c_str());
-      for (size_t k = 0; k < row.cells.size(); ++k) {
-        std::printf(" %s %.2f/%.2f back %.0f ms;", row.transports[k].c_str(), row.cells[k].during,
-                    row.cells[k].low100, row.cells[k].back_ms);
-      }
-      std::printf("\n");
-      std::fflush(stdout);
-    }
-    rows.push_back(std::move(row));
-  }
+namespace {
 
+// DIR/matrix.md, DIR/matrix.csv and DIR/matrix.png from `rows`.
+Status<std::string> write_matrix(const std::vector<MatrixRow>& rows, const std::string& dir) {
+  if (rows.empty()) return {};
   const std::string table = matrix_table(rows);
   std::ofstream(dir + "/matrix.md") << table;
   {
@@ -159,8 +145,12 @@ Result<std::vector<MatrixRow>, std::string> run_matrix(const FabricHandle& fab,
     for (const MatrixRow& r : rows) {
       for (size_t k = 0; k < r.cells.size(); ++k) {
         const MatrixCell& c = r.cells[k];
-        csv << '"' << r.fault.fault << "\"," << r.transports[k] << "," << c.healthy_gbps << ","
-            << c.during << "," << c.low100 << "," << c.stall_ms << "," << c.back_ms << "\n";
+        csv << '"' << r.fault.fault << "\"," << r.transports[k] << "," << c.healthy_gbps << ",";
+        if (c.computed) {
+          csv << c.during << "," << c.low100 << "," << c.stall_ms << "," << c.back_ms << "\n";
+        } else {
+          csv << "n/a,n/a,n/a,n/a\n";  // not computed: never a 0 that reads as a figure
+        }
       }
     }
   }
@@ -186,7 +176,66 @@ Result<std::vector<MatrixRow>, std::string> run_matrix(const FabricHandle& fab,
     gp << "\n";
   }
   gp << "unset multiplot\n";
-  if (auto p = run_gnuplot(dir + "/matrix.png", gp.str()); !p) return Err(p.error());
+  return run_gnuplot(dir + "/matrix.png", gp.str());
+}
+
+}  // namespace
+
+Result<std::vector<MatrixRow>, std::string> run_matrix(const FabricHandle& fab,
+                                                       const SessionOptions& base,
+                                                       const std::string& dir) {
+  auto faults = matrix_faults(*fab.fabric, base.client, base.server);
+  if (!faults) return Err(faults.error());
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Err(dir + ": " + ec.message());
+  std::vector<MatrixRow> rows;
+  // A failed run ends the matrix; what finished before it is still written.
+  const auto fail = [&](const std::string& why) -> Result<std::vector<MatrixRow>, std::string> {
+    if (rows.empty()) return Err(why);
+    auto w = write_matrix(rows, dir);
+    return Err(why + " (the " + std::to_string(rows.size()) + " rows finished before are in " +
+               dir + "/matrix.md" + (w ? "" : "; writing them failed: " + w.error()) + ")");
+  };
+  for (size_t i = 0; i < faults->size(); ++i) {
+    if (base.cancel && base.cancel->load()) return fail("cancelled");
+    const MatrixFault& mf = (*faults)[i];
+    SessionOptions o = base;
+    o.mrc = true;
+    if (o.baselines.empty()) o.baselines = {Baseline::kMptcp, Baseline::kTcp};
+    o.faults = {{kMatrixFaultAt, mf.fault}, {kMatrixRepairAt, mf.repair}};
+    o.csv = dir + "/" + std::to_string(i + 1) + ".csv";
+    o.png.clear();
+    o.quiet = true;
+    auto res = run_session(fab, o);
+    if (!res) return fail(mf.fault + ": " + res.error());
+    MatrixRow row{mf, {}, {}, o.csv};
+    for (size_t k = 0; k < res->series.size(); ++k) {
+      for (const FaultMark& m : res->series[k].faults) {
+        if (!m.error.empty()) return fail(res->series[k].name + ": " + m.fault + ": " + m.error);
+      }
+      row.transports.push_back(res->series[k].name);
+      row.cells.push_back(matrix_cell(res->series[k]));
+    }
+    if (!res->data_ok) return fail(mf.fault + ": MRC: " + res->first_error);
+    if (!base.quiet) {
+      std::printf("matrix %zu/%zu %s:", i + 1, faults->size(), mf.kind.c_str());
+      for (size_t k = 0; k < row.cells.size(); ++k) {
+        const MatrixCell& c = row.cells[k];
+        if (!c.computed) {
+          std::printf(" %s n/a;", row.transports[k].c_str());
+          continue;
+        }
+        std::printf(" %s %.2f/%.2f back %.0f ms;", row.transports[k].c_str(), c.during, c.low100,
+                    c.back_ms);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    rows.push_back(std::move(row));
+  }
+
+  if (auto w = write_matrix(rows, dir); !w) return Err(w.error());
   return rows;
 }
 

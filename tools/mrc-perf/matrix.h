@@ -41,6 +41,7 @@ Result<std::vector<MatrixFault>, std::string> matrix_faults(const srv6::Fabric& 
                                                             uint32_t server);
 
 struct MatrixCell {
+  bool computed = false;  // false: the run lacked the fault, the repair or a healthy rate (n/a)
   double healthy_gbps = 0;
   double during = 0, low100 = 0;  // shares of healthy
   double stall_ms = 0;
@@ -54,17 +55,24 @@ struct MatrixRow {
   std::string csv;                      // this fault's per-interval CSV
 };
 
+// The options --matrix refuses, with what is wrong: every run is kMatrixDuration by default
+// and must end more than a second after kMatrixRepairAt (or the repair is never measured); its
+// faults, transports and outputs are its own, so `given` (the command line's options) must not
+// name --fault, --no-mrc, --csv, --png or --soak.
+Status<std::string> check_matrix_options(double duration_s, const std::vector<std::string>& given);
+
 // One cell from a run's series (its faults marked: the fault, then the repair).
 MatrixCell matrix_cell(const Series& s);
 
 // The table, Markdown: a row per fault, columns per transport (during / low100 / stall /
-// back).
+// back); "n/a" where a cell could not be computed.
 std::string matrix_table(const std::vector<MatrixRow>& rows);
 
 // Runs every fault with MRC and the baselines in `base` (MPTCP and TCP if it names none),
 // writing DIR/<n>.csv per fault, DIR/matrix.md (the table), DIR/matrix.csv and DIR/matrix.png
 // (goodput over time per fault, the transports overlaid). Prints a line per finished fault
-// unless base.quiet. Error if a run fails; a fault that failed to apply is an error too.
+// unless base.quiet. Error if a run fails; a fault that failed to apply is an error too. The
+// table, CSV and plot are written from the rows finished so far also when a run fails.
 Result<std::vector<MatrixRow>, std::string> run_matrix(const FabricHandle& fab,
                                                        const SessionOptions& base,
                                                        const std::string& dir);

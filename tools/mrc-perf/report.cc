@@ -42,7 +42,8 @@ double min_window(const std::vector<Sample>& v, double from, double to, size_t w
       bits -= xs[k - w]->gbps * xs[k - w]->dur_s;
       secs -= xs[k - w]->dur_s;
     }
-    if (k + 1 >= w && secs > 0) best = std::min(best, bits / secs);
+    // The running sum's subtractions leave rounding residue: an idle window reads as -1e-17.
+    if (k + 1 >= w && secs > 0) best = std::min(best, std::max(0.0, bits / secs));
   }
   return best == 1e300 ? 0 : best;
 }
@@ -88,8 +89,10 @@ Summary summarize(const Series& s, double warmup_s) {
       // Repairs (up, unblackhole, unflap, untrim; loss, degrade, delay, corrupt, reorder ...
       // 0 [up|down]) have nothing to detect.
       const std::string& f = ph.fault;
-      const bool repair = f.rfind("up ", 0) == 0 || f.rfind("un", 0) == 0 || f.ends_with(" 0") ||
-                          f.ends_with(" 0 up") || f.ends_with(" 0 down");
+      // A trim fault ends with its ECN threshold, which may be 0: not a repair.
+      const bool repair = f.rfind("up ", 0) == 0 || f.rfind("un", 0) == 0 ||
+                          (f.rfind("trim ", 0) != 0 && f.ends_with(" 0")) || f.ends_with(" 0 up") ||
+                          f.ends_with(" 0 down");
       for (const PathEvent& e : s.path_events) {
         if (repair) break;
         if (e.t_s >= ph.start_s && e.t_s < ph.end_s && e.to != "GOOD") {

@@ -52,10 +52,13 @@ int mrc_gray(struct __sk_buff* skb) {
   struct mrc_gray_counters* c = bpf_map_lookup_elem(&gray_counters, &zero);
   if (!c) return TC_ACT_UNSPEC;
   __sync_fetch_and_add(&c->packets, 1);
+  /* A packet back from the delay line is not held again, but may be corrupted: the held share
+   * is not exempt from corruption. */
+  int returned = 0;
   if (pass_mark != 0 && skb->mark == pass_mark) {
     __sync_fetch_and_add(&c->returned, 1);
     skb->mark = 0;
-    return TC_ACT_UNSPEC;
+    returned = 1;
   }
   if (skb->protocol != bpf_htons(ETH_P_IPV6)) return TC_ACT_UNSPEC;
   __u8 nh = 0;
@@ -65,7 +68,7 @@ int mrc_gray(struct __sk_buff* skb) {
     if (bpf_skb_load_bytes(skb, kOffL4, &type, 1) < 0) return TC_ACT_UNSPEC;
     if (type >= kNdFirst && type <= kNdLast) return TC_ACT_UNSPEC;
   }
-  if (chosen(hold_per10k)) {
+  if (!returned && chosen(hold_per10k)) {
     __sync_fetch_and_add(&c->held, 1);
     return bpf_redirect(line_ifindex, 0);
   }
