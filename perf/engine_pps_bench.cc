@@ -20,6 +20,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bench_main.h"
 #include "engine/engine.h"
 
 namespace {
@@ -176,9 +177,5 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(loop.bench.a.qp_stats(loop.bench.aq)->tx_retransmits));
     return 0;
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return mrc::perf::run_benchmarks(argc, argv);
 }
