@@ -8,11 +8,19 @@
 //               receiver places the payload into the MR (memcpy). No payload CRC.
 //   copy_crc  : copy + payload CRC32C on send and receive (the default config).
 // BM_Memcpy4K is the reference in the same run: one 4 KiB memcpy per packet.
+// --count=WARM,PKTS  no benchmark: the nocopy loop for WARM packets, then PKTS packets
+//     inside measured_packets(), for counting instructions and cache misses per packet
+//     under callgrind (deterministic, unlike time on a shared machine):
+//       valgrind --tool=callgrind --cache-sim=yes --LL=16777216,16,64
+//         --toggle-collect='*measured_packets*' engine_pps_bench --count=20000,100000
+//     (one command line); Ir / PKTS is instructions per packet.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "bench_main.h"
 #include "engine/engine.h"
 
 namespace {
@@ -84,21 +92,26 @@ struct Bench {
   }
 };
 
-void BM_EnginePps(benchmark::State& state) {
-  const auto v = static_cast<Variant>(state.range(0));
-  Bench bench(v);
-  std::vector<uint8_t> dgram(kTransmitBufferSize), ackbuf(kTransmitBufferSize);
+// The benchmark's loop, one packet per step(): one data packet A -> B, then any ACKs
+// B -> A, then completions and new WRITEs.
+struct Loop {
+  Variant v;
+  Bench bench;
+  std::vector<uint8_t> dgram, ackbuf;
   Completion comps[64];
   Time now{1'000'000};
   uint64_t packets = 0, bytes = 0;
-  for (int i = 0; i < 32; ++i) bench.post();
-  for (auto _ : state) {
-    // One data packet A -> B, then any ACKs B -> A.
+
+  explicit Loop(Variant variant)
+      : v(variant), bench(variant), dgram(kTransmitBufferSize), ackbuf(kTransmitBufferSize) {
+    for (int i = 0; i < 32; ++i) bench.post();
+  }
+  void step() {
     auto t = bench.a.poll_transmit(now, dgram);
     if (!t) {
       bench.a.poll_cq(bench.acq, comps);
       bench.post();
-      continue;
+      return;
     }
     size_t len = t->header_len + t->payload.size();
     if (v != kNoCopy && !t->payload.empty() && t->payload.data() != dgram.data() + t->header_len)
@@ -112,10 +125,16 @@ void BM_EnginePps(benchmark::State& state) {
     if (bench.a.poll_cq(bench.acq, comps) > 0 || (packets & 255) == 0)
       while (bench.posted - packets / 256 < 32) bench.post();
   }
+};
+
+void BM_EnginePps(benchmark::State& state) {
+  Loop loop(static_cast<Variant>(state.range(0)));
+  for (auto _ : state) loop.step();
   state.counters["pkts/s"] =
-      benchmark::Counter(static_cast<double>(packets), benchmark::Counter::kIsRate);
-  state.SetBytesProcessed(static_cast<int64_t>(bytes));
-  state.counters["retx"] = static_cast<double>(bench.a.qp_stats(bench.aq)->tx_retransmits);
+      benchmark::Counter(static_cast<double>(loop.packets), benchmark::Counter::kIsRate);
+  state.SetBytesProcessed(static_cast<int64_t>(loop.bytes));
+  state.counters["retx"] =
+      static_cast<double>(loop.bench.a.qp_stats(loop.bench.aq)->tx_retransmits);
 }
 BENCHMARK(BM_EnginePps)->Arg(kNoCopy)->ArgName("nocopy");
 BENCHMARK(BM_EnginePps)->Arg(kCopy)->ArgName("copy");
@@ -135,4 +154,28 @@ void BM_Memcpy4K(benchmark::State& state) {
 }
 BENCHMARK(BM_Memcpy4K);
 
+[[gnu::noinline]] void measured_packets(Loop& loop, uint64_t packets) {
+  const uint64_t end = loop.packets + packets;
+  while (loop.packets < end) loop.step();
+}
+
 }  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strncmp(argv[1], "--count=", 8) == 0) {
+    unsigned long long warm = 0, pkts = 0;
+    char extra = 0;
+    if (std::sscanf(argv[1] + 8, "%llu,%llu%c", &warm, &pkts, &extra) != 2 || pkts == 0) {
+      std::fprintf(stderr, "--count=WARM,PACKETS: two numbers, PACKETS > 0\n");
+      return 2;
+    }
+    Loop loop(kNoCopy);
+    while (loop.packets < warm) loop.step();
+    measured_packets(loop, pkts);
+    std::printf(
+        "nocopy: %llu packets measured after %llu, %llu retransmits\n", pkts, warm,
+        static_cast<unsigned long long>(loop.bench.a.qp_stats(loop.bench.aq)->tx_retransmits));
+    return 0;
+  }
+  return mrc::perf::run_benchmarks(argc, argv);
+}

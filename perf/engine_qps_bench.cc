@@ -33,6 +33,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench_main.h"
 #include "engine/engine.h"
 
 namespace {
@@ -263,9 +264,5 @@ int main(int argc, char** argv) {
                 pkts, warm);
     return 0;
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return mrc::perf::run_benchmarks(argc, argv);
 }

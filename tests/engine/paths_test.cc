@@ -402,5 +402,33 @@ TEST(SharedHealth, OnLost_LocalPlaneHeldForEveryPeer) {
   EXPECT_EQ(h.local(1).backoff, 1);
 }
 
+TEST(SharedHealth, Counting_TrueWhileARunOrBackoffWaitsForAnAck) {
+  SharedHealth h({.peer_losses = 2, .local_losses = 3});
+  SharedHealth::Peer& a = h.peer(1);
+  SharedHealth::Peer& b = h.peer(2);
+  const Time t{1'000'000};
+  Time until;
+  EXPECT_FALSE(h.counting(a));
+  h.on_lost(a, 3, t);
+  EXPECT_TRUE(h.counting(a));
+  EXPECT_TRUE(h.counting(b)) << "the local run of plane 3 is every peer's";
+  h.on_acked(b, 1);  // another plane: both runs of plane 3 go on
+  EXPECT_TRUE(h.counting(a));
+  EXPECT_TRUE(h.on_lost(a, 3, t));  // second loss in a row: held, backoff 1
+  h.on_acked(b, 3);                 // ends the local run only
+  EXPECT_TRUE(h.counting(a)) << "the peer's backoff was forgotten";
+  EXPECT_FALSE(h.counting(b));
+  h.on_acked(a, 3);
+  EXPECT_FALSE(h.counting(a));
+  // After an acknowledgement the next hold needs a full run again (the backoff was reset).
+  EXPECT_FALSE(h.on_lost(a, 3, t + h.policy().hold));
+  EXPECT_TRUE(h.on_lost(a, 3, t + h.policy().hold));
+  EXPECT_EQ(h.held(a, t + h.policy().hold, &until), 1u << 3);
+  // A drained plane that answers again ends the peer's run without an acknowledgement.
+  h.on_acked(b, 3);  // (the local run)
+  h.release(a, 3);
+  EXPECT_FALSE(h.counting(a));
+}
+
 }  // namespace
 }  // namespace mrc::engine

@@ -202,8 +202,9 @@ struct TxPkt {
 static_assert(sizeof(TxPkt) == 64);
 
 /// Per EV of a QP: the in-flight packets last sent on it, in sending order, and the
-/// transmission order of the newest first transmission on it known delivered.
-struct EvTx {
+/// transmission order of the newest first transmission on it known delivered. 32 bytes,
+/// so that indexing q.evtx (per packet sent and acknowledged) is a shift.
+struct alignas(32) EvTx {
   uint64_t head = kNoLink, tail = kNoLink;  // PSNs
   uint64_t rack_xseq = 0;
 };
@@ -445,12 +446,13 @@ struct Core {
   void grow_tx(Qp& q);
   /// Grows q.acts to hold an action `ahead` PSNs past the scoreboard's cum.
   void grow_acts(Qp& q, uint32_t ahead);
-  /// Unlinks psn from the sent-order list and its EV's list.
-  void list_remove(Qp& q, uint32_t psn);
+  /// Unlinks psn from the sent-order list and its EV's list. The list operations run for
+  /// every packet sent and acknowledged: inline, defined in sender.cc (their only user).
+  inline void list_remove(Qp& q, uint32_t psn);
   /// Links psn (its path set) at the tail of the sent-order list and of its EV's list.
-  void list_append(Qp& q, uint32_t psn);
+  inline void list_append(Qp& q, uint32_t psn);
   /// Links psn (its path set) at the tail of its EV's list only.
-  void ev_list_append(Qp& q, uint32_t psn);
+  inline void ev_list_append(Qp& q, uint32_t psn);
   /// Sizes q.evtx to the path set and relinks what is in flight (after the set changed).
   void ev_list_sync(Qp& q);
   /// Applies the shared view's held planes to q's sprayer if they may have changed.

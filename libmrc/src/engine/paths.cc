@@ -61,11 +61,13 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
 void PathSet::refresh_weights() {
   const uint32_t floor = std::max<uint32_t>(1, policy_.min_active_per_plane);
   total_w_ = 0;
+  no_weight_ = 0;
   for (size_t p = 0; p < planes_; ++p) {
     const bool off = admin_down_[p] || (held_ >> p & 1u);
     plane_w_[p] =
         off ? 0 : int64_t{policy_.plane_weight[p]} * 1024 * std::min(usable_[p], floor) / floor;
     total_w_ += plane_w_[p];
+    if (plane_w_[p] == 0) no_weight_ |= static_cast<uint16_t>(1u << p);
   }
 }
 
@@ -119,8 +121,9 @@ uint16_t PathSet::next(int avoid) {
     }
   }
   int best = -1;
+  const uint32_t off = no_weight_ | skip;
   for (size_t p = 0; p < planes_; ++p) {
-    if (plane_w_[p] == 0 || (skip >> p & 1u)) continue;
+    if (off >> p & 1u) continue;
     wrr_current_[p] += plane_w_[p];
     if (best < 0 || wrr_current_[p] > wrr_current_[static_cast<size_t>(best)])
       best = static_cast<int>(p);
@@ -142,11 +145,6 @@ uint16_t PathSet::next(int avoid) {
     return static_cast<uint16_t>(i);
   }
   return static_cast<uint16_t>(fallback);
-}
-
-void PathSet::on_acked(uint16_t i) {
-  evs_[i].losses = 0;
-  lossy_ &= static_cast<uint16_t>(~(1u << evs_[i].path.plane));
 }
 
 void PathSet::on_congestion(uint16_t i) { evs_[i].skip = true; }
@@ -328,10 +326,13 @@ void PathSet::set_planes_held(uint16_t mask) {
   refresh_weights();
 }
 
-bool SharedHealth::hold(Plane& pl, uint16_t threshold, Time now) {
+bool SharedHealth::hold(Plane& pl, uint16_t& counting, uint16_t plane, uint16_t threshold,
+                        Time now) {
   // Losses of packets sent before the hold started do not count; after a hold that no
   // acknowledgement followed, the first loss holds the plane again.
-  if (pl.held_until > now || ++pl.losses < (pl.backoff > 0 ? 1 : threshold)) return false;
+  if (pl.held_until > now) return false;
+  counting |= static_cast<uint16_t>(1u << plane);  // losses or backoff not 0 from here on
+  if (++pl.losses < (pl.backoff > 0 ? 1 : threshold)) return false;
   Duration d = policy_.hold;
   for (uint8_t i = 0; i < pl.backoff && d < policy_.hold_max; ++i) d *= 2;
   pl.held_until = now + std::min(d, std::max(policy_.hold, policy_.hold_max));
@@ -343,8 +344,8 @@ bool SharedHealth::hold(Plane& pl, uint16_t threshold, Time now) {
 }
 
 bool SharedHealth::on_lost(Peer& p, uint16_t plane, Time now) {
-  const bool peer_hold = hold(p.plane[plane], policy_.peer_losses, now);
-  const bool local_hold = hold(local_[plane], policy_.local_losses, now);
+  const bool peer_hold = hold(p.plane[plane], p.counting, plane, policy_.peer_losses, now);
+  const bool local_hold = hold(local_[plane], local_counting_, plane, policy_.local_losses, now);
   return peer_hold || local_hold;
 }
 
@@ -360,6 +361,7 @@ void SharedHealth::release(Peer& p, uint16_t plane) {
   Plane& pl = p.plane[plane];
   pl.losses = 0;
   pl.backoff = 0;
+  p.counting &= static_cast<uint16_t>(~(1u << plane));
   if (pl.held_until == Time{0}) return;
   pl.held_until = Time{0};
   ++epoch_;

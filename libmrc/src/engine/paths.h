@@ -138,7 +138,10 @@ class PathSet {
   uint16_t next(int avoid);
 
   // ---- Feedback (each may append to `out`) ----------------------------------------------
-  void on_acked(uint16_t i);
+  void on_acked(uint16_t i) {  // per packet acknowledged: inline
+    evs_[i].losses = 0;
+    if (lossy_) lossy_ &= static_cast<uint16_t>(~(1u << evs_[i].path.plane));
+  }
   /// A send-to-ACK sample of a data packet on EV i (EWMA 1/8).
   void on_rtt(uint16_t i, Duration rtt) {
     Duration& s = evs_[i].srtt;
@@ -206,6 +209,7 @@ class PathSet {
   int64_t wrr_current_[16] = {};     // smooth weighted round robin state
   int64_t plane_w_[16] = {};         // current weight of each plane
   int64_t total_w_ = 0;
+  uint16_t no_weight_ = 0xFFFF;  // bit per plane: plane_w_ is 0
   uint32_t usable_[16] = {};  // active GOOD EVs per plane
   uint32_t active_[16] = {};  // active EVs per plane
   bool drained_[16] = {};
@@ -260,6 +264,7 @@ class SharedHealth {
   struct Peer {
     Duration srtt{0}, rttvar{0}, min_rtt{0};  // RTT state of the latest QP to this peer
     Plane plane[16];
+    uint16_t counting = 0;  // bit per plane: its losses or backoff is not 0
   };
 
   SharedHealth() = default;
@@ -284,11 +289,19 @@ class SharedHealth {
   void release(Peer& p, uint16_t plane);
   /// A data packet sent on `plane` to `p` was acknowledged.
   void on_acked(Peer& p, uint16_t plane) {
-    Plane& a = p.plane[plane];
-    Plane& l = local_[plane];
-    if (a.losses | a.backoff) a.losses = a.backoff = 0;  // written only when it changes
-    if (l.losses | l.backoff) l.losses = l.backoff = 0;
+    const auto bit = static_cast<uint16_t>(1u << plane);
+    if (p.counting & bit) {  // written only when it changes
+      p.plane[plane].losses = p.plane[plane].backoff = 0;
+      p.counting &= static_cast<uint16_t>(~bit);
+    }
+    if (local_counting_ & bit) {
+      local_[plane].losses = local_[plane].backoff = 0;
+      local_counting_ &= static_cast<uint16_t>(~bit);
+    }
   }
+  /// False when no plane towards `p` (nor any local plane) has a run of losses or a backoff
+  /// to end: on_acked would change nothing, whatever the plane (the per-packet fast path).
+  bool counting(const Peer& p) const { return (p.counting | local_counting_) != 0; }
   /// Planes held down for `p` at `now` (bit per plane); *until: when the earliest hold of
   /// them ends (kNever if none).
   uint16_t held(const Peer& p, Time now, Time* until) const;
@@ -299,11 +312,13 @@ class SharedHealth {
   uint64_t holds() const { return holds_; }  // holds started, peer and local (counter)
 
  private:
-  bool hold(Plane& pl, uint16_t threshold, Time now);
+  /// One blamed loss on `pl` (plane `plane`, whose bit in `counting` says it is counting).
+  bool hold(Plane& pl, uint16_t& counting, uint16_t plane, uint16_t threshold, Time now);
 
   Policy policy_;
   std::unordered_map<PeerId, Peer> peers_;
   Plane local_[16];
+  uint16_t local_counting_ = 0;  // bit per plane: local_[plane] losses or backoff not 0
   uint64_t epoch_ = 1;
   uint64_t holds_ = 0;
 };

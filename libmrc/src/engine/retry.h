@@ -24,12 +24,23 @@ struct RetryPolicy {
   uint8_t exp = 0;       // retries with doubling timeout (0..25)
 
   /// 1.024 us x 2^timeout; kNever for timeout 0.
-  Duration base() const;
+  Duration base() const {
+    if (timeout == 0) return kNever;
+    return Duration{int64_t{1024} << (timeout < 31 ? timeout : 31)};
+  }
   /// Timeout to wait before retry number `retries + 1`, after `retries`
-  /// consecutive timeouts so far.
-  Duration rto(uint32_t retries) const;
+  /// consecutive timeouts so far. Inline: the engine asks for it with every packet sent.
+  Duration rto(uint32_t retries) const {
+    const Duration b = base();
+    if (b == kNever || retries < linear) return b;
+    return backed_off(b, retries - linear + 1);
+  }
   /// True when `retries` consecutive timeouts exceed the budget.
   bool exhausted(uint32_t retries) const;
+
+ private:
+  /// rto() past the linear retries: b doubled `doublings` times, capped at 2^31 x 1.024 us.
+  static Duration backed_off(Duration b, uint32_t doublings);
 };
 
 }  // namespace mrc::engine

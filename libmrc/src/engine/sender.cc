@@ -182,7 +182,7 @@ void Core::grow_tx(Qp& q) {
   q.tx_mask = static_cast<uint32_t>(n - 1);
 }
 
-void Core::list_append(Qp& q, uint32_t psn) {
+inline void Core::list_append(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
   p.next = psn;
   if (!q.list_empty()) {
@@ -196,7 +196,7 @@ void Core::list_append(Qp& q, uint32_t psn) {
   ev_list_append(q, psn);
 }
 
-void Core::ev_list_append(Qp& q, uint32_t psn) {
+inline void Core::ev_list_append(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
   EvTx& e = q.evtx[p.path];
   p.ev_next = psn;
@@ -210,7 +210,7 @@ void Core::ev_list_append(Qp& q, uint32_t psn) {
   e.tail = psn;
 }
 
-void Core::list_remove(Qp& q, uint32_t psn) {
+[[gnu::always_inline]] inline void Core::list_remove(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
   const bool first = p.prev == psn, last = p.next == psn;
   if (!first) q.pkt(p.prev).next = last ? p.prev : p.next;
@@ -308,7 +308,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   p.xseq = q.xseq_next++;
   ++p.tx_count;
   q.bytes_in_flight += p.len;
-  if (q.evtx.size() != q.paths.size()) ev_list_sync(q);
+  if (q.evtx.empty()) ev_list_sync(q);  // first send (modify_qp keeps it sized to the paths)
   list_append(q, psn);
   const Path path = q.paths.ev(p.path).path;
   PathStats& ps = q.path_stats[p.path];
@@ -435,7 +435,8 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   ++w.acked;
   ++q.path_stats[p.path].acked;
   q.paths.on_acked(p.path);
-  if (q.health) health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
+  if (q.health && health.counting(*q.health))
+    health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
   if (p.xseq > q.rack_xseq) q.rack_xseq = p.xseq;
   // Delivered on its EV: packets sent before it on the same EV are overdue. Only a first
   // transmission says which copy arrived (a resend's ACK may be for the original).
@@ -563,6 +564,8 @@ void Core::detect_losses(Qp& q, Time now) {
   //   of the QP's SRTT and its EV's send-to-ACK time) plus the spread of queueing
   //   between the paths: SRTT + 4 x RTTVAR, at most 2 x SRTT (an RTO must not come first).
   q.timers.cancel(Timer::kRack);
+  if (q.rack_evs.empty() && (q.list_empty() || q.pkt(q.oldest()).xseq >= q.rack_xseq))
+    return;  // nothing in flight was sent before a delivered packet (the common case)
   const Duration reo = std::min(q.reo_mult * std::max(q.min_rtt / 4, Duration{2000}),
                                 std::max(q.srtt, Duration{2000}));
   Time next = kNever;
