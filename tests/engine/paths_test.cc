@@ -340,6 +340,22 @@ TEST(PathSet, SetPlanesHeld_CarriesNothingUntilReleased) {
   EXPECT_NE(s.next(-1), PathSet::kNoPath);
 }
 
+// A plane the operator drained carries no data even when every other plane is held: the
+// fallback that keeps a QP from stalling silently takes the held planes, never the drained
+// one (mrcctl ports drain: "no data is sent on it").
+TEST(PathSet, Next_EveryOtherPlaneHeld_DrainedPlaneStillCarriesNothing) {
+  PathSet s = make();
+  s.set_plane_admin_down(2, true);
+  s.set_planes_held(1u << 0 | 1u << 1 | 1u << 3);
+  std::set<uint16_t> planes;
+  for (int i = 0; i < 200; ++i) planes.insert(s.ev(s.next(-1)).path.plane);
+  EXPECT_EQ(planes.count(2), 0u);
+  EXPECT_FALSE(planes.empty());
+  // Every plane drained: nothing to send on (the caller waits; the retry budget bounds it).
+  for (uint16_t p = 0; p < 4; ++p) s.set_plane_admin_down(p, true);
+  EXPECT_EQ(s.next(-1), PathSet::kNoPath);
+}
+
 TEST(SharedHealth, OnLost_PeerLossesInARowHoldThePlaneForThatPeer) {
   SharedHealth h;
   SharedHealth::Peer& a = h.peer(1);

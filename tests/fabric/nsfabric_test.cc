@@ -879,7 +879,9 @@ TEST_F(NsFabricTest, DelayAndCorrupt_HeldPacketsCorruptedToo) {
 TEST_F(NsFabricTest, Degrade_RateFallsToIt_ZeroRestoresThePortRate) {
   ASSERT_TRUE(fault("degrade link h1 p0 0.1").ok());
   const Stream d = stream(0, 1500, std::chrono::microseconds(0), 8000);
-  EXPECT_GT(d.got, 100);
+  // The sender outruns 0.1 Gbit/s: the tbf queue (limit + burst, about 80 packets of 8000 B)
+  // and what drains while it sends arrive, about 100; enough to time the rate.
+  EXPECT_GE(d.got, 50);
   EXPECT_LT(d.gbps, 0.1 * 1.2) << "faster than the degraded rate";
   EXPECT_GT(d.gbps, 0.1 * 0.5) << "far below the degraded rate";
   EXPECT_NE(nf_->status().find("degrade link h1 p0 0.1"), std::string::npos);

@@ -133,12 +133,13 @@ uint16_t PathSet::next(int avoid) {
     const int i = pick_in_plane(static_cast<uint16_t>(best), avoid);
     if (i >= 0) return static_cast<uint16_t>(i);
   }
-  // Nothing usable: keep trying every EV that is not denied, in turn.
+  // Nothing usable: keep trying every EV that is not denied, in turn, except on a plane the
+  // operator drained (no data goes there, even while every other plane is held or bad).
   const size_t n = evs_.size();
   int fallback = kNoPath;
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (fallback_cursor_ + k) % n;
-    if (evs_[i].state == EvState::kDenied) continue;
+    if (evs_[i].state == EvState::kDenied || admin_down_[evs_[i].path.plane]) continue;
     fallback = static_cast<int>(i);
     if (static_cast<int>(i) == avoid && n > 1) continue;
     fallback_cursor_ = static_cast<uint32_t>(i + 1);
