@@ -163,7 +163,10 @@ TEST_F(NsFaultRuns, DegradedHostLink) {
   EXPECT_NE(qdisc.find("rate 100Mbit"), std::string::npos) << "not degraded: " << qdisc;
   EXPECT_GT(during_share(s), 0.3) << "a degraded plane took down more than its share";
   // Half the receiver's port rate at a tenth: about 0.55 of healthy, 1.0 if it never applied.
+#ifndef MRC_TEST_ASAN
+  // Under ASan the stream is CPU-bound below the degraded ports' rate: nothing to slow.
   EXPECT_LT(during_share(s), 0.9) << "the degraded port did not slow the stream";
+#endif
 }
 
 TEST_F(NsFaultRuns, DelayedUplink) {
