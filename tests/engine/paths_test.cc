@@ -38,6 +38,42 @@ TEST(PathSet, Next_SpraysEvenlyOverActiveEvsOfEveryPlane) {
   for (auto& [ev, n] : c) EXPECT_EQ(n, 100) << ev;
 }
 
+TEST(PathSet, Next_PlaneHoldingMoreThanItsShareInFlightLendsItsTurn) {
+  PathSet s = make();
+  // Plane 0 keeps what it is given (a slow port); the others deliver at once.
+  std::map<uint16_t, int> per_plane;
+  for (int i = 0; i < 400; ++i) {
+    const uint16_t plane = s.ev(s.next(-1)).path.plane;
+    ++per_plane[plane];
+    s.on_sent(plane);
+    if (plane != 0) s.on_left(plane);
+  }
+  // Plane 0 holds at most (9/8 x a quarter of what is in flight) + 1: 1 here, and the
+  // others take every turn it passes.
+  EXPECT_EQ(s.inflight(0), static_cast<uint32_t>(per_plane[0]));
+  EXPECT_LE(per_plane[0], 2);
+  EXPECT_GE(per_plane[1] + per_plane[2] + per_plane[3], 398);
+  // Plane 0 delivers: it takes turns again.
+  for (int i = 0; i < per_plane[0]; ++i) s.on_left(0);
+  auto c = spray(s, 16);
+  int on0 = 0;
+  for (auto& [ev, n] : c) on0 += ev < 100 ? n : 0;
+  EXPECT_GE(on0, 1);
+}
+
+TEST(PathSet, Next_EvenInFlightKeepsTheRoundRobinsOrder) {
+  PathSet a = make(), b = make();
+  for (int i = 0; i < 400; ++i) {
+    const uint16_t ia = a.next(-1), ib = b.next(-1);
+    ASSERT_EQ(ia, ib) << i;
+    // a counts its packets and every plane delivers two sends later; b counts nothing.
+    a.on_sent(a.ev(ia).path.plane);
+    if (i >= 2) a.on_left(a.ev(ia).path.plane);
+  }
+  a.clear_inflight();
+  EXPECT_EQ(a.inflight(0) + a.inflight(1) + a.inflight(2) + a.inflight(3), 0u);
+}
+
 TEST(PathSet, Next_AvoidPicksAnotherEv) {
   PathSet s = make();
   for (int i = 0; i < 100; ++i) {

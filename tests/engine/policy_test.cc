@@ -115,12 +115,12 @@ TEST(BaseRttFilter, BurstIsAddedToTheMinimum) {
 
 TEST(BaseRttFilter, LuckyMinimumAgesOut) {
   BaseRttFilter f;
-  f.on_sample(Time{0}, 5us);  // one lucky sample
+  f.on_sample(Time{0}, 200us);  // one lucky sample
   Time t = feed(f, Time{1'000}, BaseRttFilter::kEpoch * BaseRttFilter::kEpochs, 1ms, 300us);
-  EXPECT_EQ(f.estimate(), 5us);  // still within the window
+  EXPECT_EQ(f.estimate(), 200us);  // still within the window
   t = feed(f, t, kWindow, 1ms, 300us);
   EXPECT_EQ(f.estimate(), 300us);  // gone: the path's own minimum
-  EXPECT_TRUE(f.moved(5us));
+  EXPECT_TRUE(f.moved(200us));
 }
 
 TEST(BaseRttFilter, FollowsAPathThatGetsShorterAtOnceAndLongerAfterTheWindow) {
@@ -128,15 +128,36 @@ TEST(BaseRttFilter, FollowsAPathThatGetsShorterAtOnceAndLongerAfterTheWindow) {
   Time t = feed(f, Time{0}, 3s, 1ms, 50us);
   f.on_sample(t, 30us);
   EXPECT_EQ(f.estimate(), 30us);  // a lower minimum counts at once
-  t = feed(f, t, kWindow - BaseRttFilter::kEpoch, 1ms, 400us);
+  t = feed(f, t, kWindow - BaseRttFilter::kEpoch, 1ms, 55us);
   EXPECT_EQ(f.estimate(), 30us);
-  t = feed(f, t, 2 * BaseRttFilter::kEpoch, 1ms, 400us);
-  EXPECT_EQ(f.estimate(), 400us);
+  t = feed(f, t, 2 * BaseRttFilter::kEpoch, 1ms, 55us);
+  EXPECT_EQ(f.estimate(), 55us);
 }
 
-TEST(BaseRttFilter, IdleLongerThanTheWindowForgetsEverything) {
+TEST(BaseRttFilter, StandingQueueRisesNoHigherThanTwiceTheSmallestSample) {
+  // QPs that never let a shared port's queue drain: every sample after the first carries it.
+  BaseRttFilter f(100us, 260us);
+  f.on_sample(Time{0}, 300us);
+  Time t = feed(f, Time{1'000}, 3 * kWindow, 1ms, 7800us);
+  EXPECT_EQ(f.estimate(), 2 * 300us + 260us);
+  EXPECT_FALSE(f.moved(2 * 300us + 260us));
+  (void)t;
+}
+
+TEST(BaseRttFilter, PeerAnchorBoundsAQpThatStartedBehindAQueue) {
   BaseRttFilter f;
-  f.on_sample(Time{0}, 20us);
+  f.set_anchor(Duration{0});  // none: no bound yet
+  f.on_sample(Time{0}, 4ms);
+  EXPECT_EQ(f.estimate(), 4ms);
+  f.set_anchor(300us);  // another QP to the peer saw the empty queue
+  EXPECT_EQ(f.estimate(), 600us);
+  f.set_anchor(500us);  // a larger one never raises it
+  EXPECT_EQ(f.estimate(), 600us);
+}
+
+TEST(BaseRttFilter, IdleLongerThanTheWindowForgetsTheWindow) {
+  BaseRttFilter f;
+  f.on_sample(Time{0}, 300us);
   f.on_sample(Time{0} + 60s, 500us);
   EXPECT_EQ(f.estimate(), 500us);
   f.on_sample(Time{0} + 60s + 1ms, 450us);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -161,10 +162,17 @@ TEST_F(NsFaultRuns, DegradedHostLink) {
     qdisc = q ? *q : q.error();
   });
   EXPECT_NE(qdisc.find("rate 100Mbit"), std::string::npos) << "not degraded: " << qdisc;
-  // Half the receiver's port rate at a tenth: about 0.55 of healthy, 1.0 if it never applied.
+  std::printf("FIGURES degraded_host_link during %.3f of healthy\n", during_share(s));
+  // The sprayer balances the planes by packets in flight, so the slow port gets only what it
+  // delivers (without that: 0.27-0.33 on a loaded machine, where this floor failed in CI).
+  // Above the ports' 1.1 Gbit/s the fault did not hold (a relative bound would fail where
+  // the machine is so loaded that healthy is itself near 1.1).
+  ASSERT_FALSE(s.series.empty());
+  const Summary sum = summarize(s.series.at(0));
+  ASSERT_GE(sum.phases.size(), 2u);
+  EXPECT_LT(sum.phases[1].mean_gbps, 1.15 * kFabric.port_gbps) << "the port was not degraded";
 #ifndef MRC_TEST_ASAN
-  EXPECT_GT(during_share(s), 0.3) << "a degraded plane took down more than its share";
-  EXPECT_LT(during_share(s), 0.9) << "the degraded port did not slow the stream";
+  EXPECT_GT(during_share(s), 0.35) << "a degraded plane took down more than its share";
 #else
   // Under ASan the stream is CPU-bound below the degraded ports' rate: nothing to slow, and
   // its share swings with the load.

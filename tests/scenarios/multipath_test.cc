@@ -314,6 +314,39 @@ TEST(Multipath, OnePercentLossOnOneLink_GoodputHolds) {
   EXPECT_GE(g, 0.95 * healthy_bps());
 }
 
+// A gray failure: the receiver's port on plane 0 keeps working at a tenth of its rate,
+// as a policer or a port that negotiated down would (tail drop, no ECN, no trimming:
+// nothing marks). The stream can have 3 ports + a tenth: 0.775 of the four.
+TEST(Multipath, DegradedHostPort_CostsOnlyItsShare) {
+  FaultRun r;
+  r.stream(0, 1);
+  auto& m = r.meter(0, 1);
+  r.run_until(Time{20ms});
+  for (LinkId l : r.fab->links(LinkRef::host_port(1, 0, Dir::kDown))) {
+    LinkConfig c = r.tb.net().link_config(l);
+    c.rate_bps = kPortBps / 10;
+    c.capacity_bytes = 64 << 10;
+    c.ecn_threshold_bytes = c.trim_threshold_bytes = kUnlimited;
+    r.tb.net().set_link_config(l, c);
+  }
+  r.run_until(Time{220ms});
+  r.expect_clean();
+  const double g = m.rate_bps(Time{70ms}, Time{220ms});
+  const double ideal = 3.1 * kPortBps;
+  const uint64_t on0 = [&] {
+    const PathSet* ps = r.tb.engine(0).paths(r.pairs[0].a);
+    const auto st = r.tb.engine(0).path_stats(r.pairs[0].a);
+    uint64_t n = 0;
+    for (size_t i = 0; i < ps->size(); ++i)
+      if (ps->ev(i).path.plane == 0) n += st[i].tx_packets;
+    return n;
+  }();
+  const uint64_t sent = r.tb.engine(0).qp_stats(r.pairs[0].a)->tx_data_packets;
+  figures("degraded_host_port", "goodput " + std::to_string(g / ideal) + " of 3.1 ports; plane 0 " +
+                                    std::to_string(double(on0) / double(sent)) + " of packets");
+  EXPECT_GE(g, 0.9 * ideal) << "the slow port took more than its share";
+}
+
 TEST(Multipath, Incast8To1WithTrimming_NoTimeoutsFairAndFull) {
   FaultRun r(9);
   for (PeerId s = 0; s < 8; ++s) r.stream(s, 8);

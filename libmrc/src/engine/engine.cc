@@ -150,6 +150,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
   for (auto& p : q.tx) p = TxPkt{};
   q.snd_una = q.snd_nxt;
   q.bytes_in_flight = 0;
+  q.paths.clear_inflight();
   q.list_head = q.list_tail = kNoLink;
   q.evtx.clear();
   q.rack_evs.clear();
@@ -474,6 +475,7 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
     q->tx_cap = std::bit_ceil(s.max_psn_range);
     q->snd_una = q->snd_nxt = s.sq_psn;
     q->bytes_in_flight = 0;
+    q->paths.clear_inflight();
     q->evtx.clear();
     q->rack_evs.clear();
     // Shared path health of the peer; its RTT state seeds this QP's.

@@ -191,6 +191,7 @@ struct TxPkt {
   bool rsp = false;  // wqe indexes rsp_ (else sq_)
   bool first = false, last = false;
   uint8_t tx_count = 0;
+  uint8_t plane = 0;   // plane of the last transmission (PathSet's in-flight count)
   Time sent{0};        // last transmission
   uint64_t xseq = 0;   // transmission order of the last transmission (QP-wide counter)
   Time not_before{0};  // earliest resend (RNR delay)

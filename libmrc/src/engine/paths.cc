@@ -102,6 +102,30 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
   return fallback;
 }
 
+int PathSet::balance(int best, uint32_t off) const {
+  if (inflight_total_ == 0) return best;
+  int64_t w_sum = 0, f_sum = 0;
+  for (size_t p = 0; p < planes_; ++p) {
+    if (off >> p & 1u) continue;
+    w_sum += plane_w_[p];
+    f_sum += inflight_[p];
+  }
+  // Over its share: inflight_p / f_sum > (9/8) w_p / w_sum + 1 / f_sum, in integers.
+  const auto over = [&](size_t p) {
+    return int64_t{inflight_[p]} * w_sum * 8 > plane_w_[p] * f_sum * 9 + 8 * w_sum;
+  };
+  if (f_sum == 0 || !over(static_cast<size_t>(best))) return best;
+  int alt = best;
+  for (size_t p = 0; p < planes_; ++p) {
+    if (off >> p & 1u) continue;
+    // inflight_p / w_p < inflight_alt / w_alt
+    const auto a = static_cast<size_t>(alt);
+    if (int64_t{inflight_[p]} * plane_w_[a] < int64_t{inflight_[a]} * plane_w_[p])
+      alt = static_cast<int>(p);
+  }
+  return alt;
+}
+
 uint16_t PathSet::next(int avoid) {
   // A resend leaves the plane it was lost on when another plane has weight: a lost packet
   // says as much about its plane (a T0 or port down) as about its EV.
@@ -129,7 +153,10 @@ uint16_t PathSet::next(int avoid) {
       best = static_cast<int>(p);
   }
   if (best >= 0) {
+    // The round robin's state moves as if `best` sent: the schedule stays the weights',
+    // balance() only lends the turn to a plane that has drained more.
     wrr_current_[static_cast<size_t>(best)] -= total_w_ - skip_w;
+    best = balance(best, off);
     const int i = pick_in_plane(static_cast<uint16_t>(best), avoid);
     if (i >= 0) return static_cast<uint16_t>(i);
   }

@@ -24,7 +24,14 @@
 // Spraying: planes take turns by smooth weighted round robin, weight =
 // plane_weight x min(1, usable EVs / min_active_per_plane), so a plane that
 // has lost paths beyond its backups carries less, and a plane with no usable
-// EV carries nothing. Inside a plane, EVs take turns. A retransmission avoids
+// EV carries nothing. The turn is passed over when its plane holds more than
+// its weight's share of the QP's packets in flight (by an eighth, plus one
+// packet): the packet goes to the plane least loaded for its weight instead.
+// A plane that drains slower than the others (a port negotiated down, a
+// policer, a congested T0) keeps its ACKs longer, so it gets new packets only
+// as fast as it delivers them, and the window it would have queued goes to the
+// planes that move (healthy planes stay within a packet of their share, so the
+// order is then the round robin's). Inside a plane, EVs take turns. A retransmission avoids
 // the EV the packet was lost on. With no usable EV anywhere (everything bad),
 // the sprayer still returns a non-denied EV, round robin: the QP keeps trying
 // and its retry budget decides, it never stalls silently.
@@ -43,7 +50,9 @@
 // are round trips; a QP that only receives needs no path state of its own.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -142,6 +151,23 @@ class PathSet {
     evs_[i].losses = 0;
     if (lossy_) lossy_ &= static_cast<uint16_t>(~(1u << evs_[i].path.plane));
   }
+  /// A data packet went out on `plane` / left the network (acknowledged or declared lost):
+  /// the per-plane packets in flight that balance the planes (see Spraying above).
+  void on_sent(uint16_t plane) {
+    ++inflight_[plane];
+    ++inflight_total_;
+  }
+  void on_left(uint16_t plane) {
+    if (inflight_[plane] == 0) return;  // a clear_inflight() came in between
+    --inflight_[plane];
+    --inflight_total_;
+  }
+  /// Nothing is in flight any more (the QP's send state was reset).
+  void clear_inflight() {
+    std::fill(std::begin(inflight_), std::end(inflight_), 0u);
+    inflight_total_ = 0;
+  }
+  uint32_t inflight(uint16_t plane) const { return plane < 16 ? inflight_[plane] : 0; }
   /// A send-to-ACK sample of a data packet on EV i (EWMA 1/8).
   void on_rtt(uint16_t i, Duration rtt) {
     Duration& s = evs_[i].srtt;
@@ -186,6 +212,9 @@ class PathSet {
   void rejoin(uint16_t i);
   bool plane_all_bad(uint16_t plane) const;
   int pick_in_plane(uint16_t plane, int avoid);
+  /// `best` unless it holds more than its share of the packets in flight among the planes
+  /// not in `off`; then the plane least loaded for its weight.
+  int balance(int best, uint32_t off) const;
   void refresh_weights();  // after usable_ or the policy changes
   /// EV indexes of `plane`, in index order.
   std::span<const uint16_t> plane_evs(uint16_t plane) const {
@@ -210,12 +239,14 @@ class PathSet {
   int64_t plane_w_[16] = {};         // current weight of each plane
   int64_t total_w_ = 0;
   uint16_t no_weight_ = 0xFFFF;  // bit per plane: plane_w_ is 0
-  uint32_t usable_[16] = {};  // active GOOD EVs per plane
-  uint32_t active_[16] = {};  // active EVs per plane
+  uint32_t usable_[16] = {};     // active GOOD EVs per plane
+  uint32_t active_[16] = {};     // active EVs per plane
   bool drained_[16] = {};
   bool admin_down_[16] = {};
-  uint16_t held_ = 0;   // planes held down by the engine's shared view (bit per plane)
-  uint16_t lossy_ = 0;  // planes whose latest acknowledged-or-lost data packet was lost
+  uint16_t held_ = 0;           // planes held down by the engine's shared view (bit per plane)
+  uint16_t lossy_ = 0;          // planes whose latest acknowledged-or-lost data packet was lost
+  uint32_t inflight_[16] = {};  // data packets in flight per plane (on_sent / on_left)
+  uint32_t inflight_total_ = 0;
   Time plane_probe_sent_[16] = {};
   bool plane_answered_[16] = {};
   uint32_t drain_cursor_[16] = {};

@@ -68,13 +68,16 @@ void BaseRttFilter::on_sample(Time now, Duration rtt) {
   }
   if (now - cur_start_ >= kEpoch) cur_start_ = now;  // idle longer than the window
   if (cur_min_ == Duration{0} || rtt < cur_min_) cur_min_ = rtt;
+  set_anchor(rtt);
 }
 
 Duration BaseRttFilter::estimate() const {
   Duration m = cur_min_;
   for (Duration e : mins_)
     if (e > Duration{0} && (m == Duration{0} || e < m)) m = e;
-  return m == Duration{0} ? m : std::max(m + burst_, floor_);
+  if (m == Duration{0}) return m;
+  m = std::min(m, kMaxRise * anchor_);
+  return std::max(m + burst_, floor_);
 }
 
 bool BaseRttFilter::moved(Duration in_use) const {

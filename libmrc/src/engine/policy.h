@@ -69,17 +69,31 @@ NsccConfig with_rates(NsccConfig cc, const EngineConfig& cfg, uint32_t mtu, cons
 /// more than 10%, and NSCC takes the estimate as its base RTT as given (NsccBase::kGiven): its
 /// queueing delay is RTT minus this estimate, never minus the QP's smallest sample (a lucky
 /// one would put every sample of a busy QP above the target delay).
+///
+/// The windowed minimum may follow a rising RTT only up to kMaxRise x the anchor: the
+/// smallest sample this QP, or any QP to the same peer (set_anchor: SharedHealth's per-peer
+/// minimum), ever took. Without that bound, QPs that share a port and never let its queue
+/// drain learn their own queue as base RTT: a larger base sizes a larger window, which
+/// queues more (the namespace soak, 5 QPs each way on 1 Gbit/s ports with no ECN, learned
+/// 7.8 ms where 0.6 ms is right, then lost a million packets to the queue it built). A QP
+/// that starts behind the others' queue is bounded by the first QP's empty-queue sample.
 class BaseRttFilter {
  public:
   static constexpr Duration kEpoch = std::chrono::seconds{2};
   static constexpr size_t kEpochs = 4;
+  static constexpr int kMaxRise = 2;
 
   explicit BaseRttFilter(Duration floor = Duration{0}, Duration burst = Duration{0})
       : floor_(floor), burst_(burst) {}
 
   /// One RTT sample (> 0; others are ignored) taken at `now` (non-decreasing).
   void on_sample(Time now, Duration rtt);
-  /// max(floor, windowed minimum + burst); 0 before the first sample.
+  /// A smaller minimum another QP to the same peer measured (0: none); only lowers it.
+  void set_anchor(Duration peer_min) {
+    if (peer_min > Duration{0} && (anchor_ == Duration{0} || peer_min < anchor_))
+      anchor_ = peer_min;
+  }
+  /// max(floor, min(windowed minimum, kMaxRise x anchor) + burst); 0 before the first sample.
   Duration estimate() const;
   /// True when estimate() differs from `in_use` by more than 10% (or in_use is 0 and there
   /// is an estimate).
@@ -92,6 +106,7 @@ class BaseRttFilter {
   size_t next_ = 0;                       // the slot the open epoch closes into
   Duration cur_min_{0};                   // minimum of the open epoch; 0 = no sample yet
   Time cur_start_ = kNever;               // when the open epoch began; kNever = none yet
+  Duration anchor_{0};                    // smallest sample ever (this QP's or its peer's)
 };
 
 }  // namespace mrc::engine

@@ -308,6 +308,8 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   p.xseq = q.xseq_next++;
   ++p.tx_count;
   q.bytes_in_flight += p.len;
+  p.plane = static_cast<uint8_t>(q.paths.ev(p.path).path.plane);
+  q.paths.on_sent(p.plane);
   if (q.evtx.empty()) ev_list_sync(q);  // first send (modify_qp keeps it sized to the paths)
   list_append(q, psn);
   const Path path = q.paths.ev(p.path).path;
@@ -398,6 +400,7 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
     list_remove(q, psn);
     p.state = TxPkt::kLost;
     q.bytes_in_flight -= p.len;
+    q.paths.on_left(p.plane);
     ++q.path_stats[p.path].lost;
     q.retx.push_back(psn);
     if (why != LossKind::kNoBlame) {  // RACK or RTO: blame the EV (and its plane), tell CC
@@ -426,6 +429,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   if (p.state == TxPkt::kInFlight) {
     list_remove(q, psn);
     q.bytes_in_flight -= p.len;
+    q.paths.on_left(p.plane);
     // Time to acknowledgement of this EV (send to ACK, with the receiver's coalescing):
     // what RACK waits for on this path. Only unambiguous (first) transmissions.
     if (p.tx_count == 1) q.paths.on_rtt(p.path, now - p.sent);
@@ -527,6 +531,7 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   }
   if (q.cc) {
     if (q.cc_auto && rtt > Duration{0}) {
+      if (q.health) q.cc_rtt.set_anchor(q.health->min_rtt);
       q.cc_rtt.on_sample(now, rtt);
       if (q.cc_rtt.moved(q.cc_learned)) {  // learned base RTT moved: re-derive the profile
         q.cc_base = q.cc_learned = q.cc_rtt.estimate();
