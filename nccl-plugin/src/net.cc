@@ -415,32 +415,25 @@ NetStatus connect_qp(Comm& c, const Endpoint& peer) {
     std::lock_guard lock(state().mu);
     return state().knobs;
   }();
-  engine::QpAttr a;
-  a.state = engine::QpState::kRtr;
-  a.peer = *pid;
-  a.remote_token = peer.token;
+  // The connection policy every front end shares (UdpDriver::rtr_attr), then the plugin's knobs.
+  engine::QpAttr a = d.drv->rtr_attr(*pid, peer.fabric_host, 0, peer.token);
   a.mtu = std::min(peer.mtu, d.cfg.mtu);
-  a.paths = d.drv->spray_paths(peer.fabric_host);
   a.timeout = k.timeout;
   a.retry_cnt_linear = k.retry_cnt_linear;
   a.retry_cnt_exp = k.retry_cnt_exp;
   a.max_psn_range = k.max_psn_range;
-  a.path_policy = d.drv->spray_policy();
   a.cc_rates = cc_rates(k);
-  uint32_t mask = engine::attr::kState | engine::attr::kDest | engine::attr::kPaths |
-                  engine::attr::kMtu | engine::attr::kTimeout | engine::attr::kRetry |
-                  engine::attr::kMpr | engine::attr::kPathPolicy;
+  uint32_t mask = io::UdpDriver::kRtrMask | engine::attr::kMtu | engine::attr::kTimeout |
+                  engine::attr::kRetry | engine::attr::kMpr;
   if (a.cc_rates.any()) mask |= engine::attr::kCcRates;
   const size_t npaths = a.paths.size();
   auto st = d.drv->with_engine([&](Engine& e) -> Status<Failure> {
     for (size_t q = 0; q < c.qps.size(); ++q) {
-      a.state = engine::QpState::kRtr;
       a.dest_qpn = peer.qpns[q];
-      if (auto r = e.modify_qp(c.qps[q], a, mask); !r.ok())
-        return err(Code::kInternal, std::string("modify_qp RTR: ") + engine::to_string(r.error()));
-      a.state = engine::QpState::kRts;
-      if (auto r = e.modify_qp(c.qps[q], a, engine::attr::kState); !r.ok())
-        return err(Code::kInternal, std::string("modify_qp RTS: ") + engine::to_string(r.error()));
+      if (auto r = e.connect_qp(c.qps[q], a, mask); !r.ok())
+        return err(Code::kInternal, std::string("connect QP (INIT -> RTR -> RTS): ") +
+                                        r.error().field + ": " +
+                                        engine::to_string(r.error().error));
       if (c.role == Comm::Role::kRecv) {  // WRITE_IMMs may come on any of them
         for (int i = 0; i < kImmRecvs; ++i) {
           if (auto r = e.post_recv(c.qps[q], engine::RecvWr{kImmRecv, {}}); !r.ok())

@@ -1,6 +1,9 @@
 // QP state machine: allowed transitions, required attributes, flush on error.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <string>
+
 #include "engine/engine.h"
 
 namespace mrc::engine {
@@ -107,6 +110,170 @@ TEST_F(QpState_, DestroyCq_InUseRefused) {
   EXPECT_EQ(e.destroy_cq(cq).error(), Error::kBadState);
   ASSERT_TRUE(e.destroy_qp(q).ok());
   EXPECT_TRUE(e.destroy_cq(cq).ok());
+}
+
+// Everything query_qp, qp_stats, path_stats and cc_config say of a QP, for before/after checks.
+std::string snapshot(const Engine& e, Qpn q) {
+  std::string out;
+  auto put = [&](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+  auto put_u = [&](uint64_t v) { put(&v, sizeof v); };
+  const QpAttr a = e.query_qp(q).value();
+  for (uint64_t v : {uint64_t(a.state), uint64_t(a.mtu), uint64_t(a.sq_psn), uint64_t(a.rq_psn),
+                     uint64_t(a.peer), uint64_t(a.dest_qpn), uint64_t(a.remote_token),
+                     uint64_t(a.local_token), uint64_t(a.timeout), uint64_t(a.retry_cnt_linear),
+                     uint64_t(a.retry_cnt_exp), uint64_t(a.rnr_retry), uint64_t(a.max_psn_range),
+                     uint64_t(a.max_wimm), uint64_t(a.max_wimm_dest), uint64_t(a.access),
+                     a.cc_rates.init_mbps, a.cc_rates.min_mbps, a.cc_rates.max_mbps})
+    put_u(v);
+  for (const auto* list : {&a.paths, &a.backup_paths}) {
+    put_u(list->size());
+    for (const Path& p : *list) put_u(uint64_t{p.ev} << 16 | p.plane);
+  }
+  const PathPolicy& pp = a.path_policy;
+  for (uint64_t v :
+       {uint64_t(pp.min_active_per_plane), uint64_t(pp.loss_threshold), uint64_t(pp.probes_to_good),
+        uint64_t(pp.probe_interval.count()), uint64_t(pp.probe_interval_max.count())})
+    put_u(v);
+  put(pp.plane_weight, sizeof pp.plane_weight);
+  put_u(a.cc.has_value());
+  if (a.cc) put_u(a.cc->base_rtt);
+  put(e.qp_stats(q), sizeof(QpStats));
+  for (const PathStats& ps : e.path_stats(q)) put(&ps, sizeof ps);
+  const auto cc = e.cc_config(q);
+  put_u(cc.has_value());
+  if (cc) put_u(cc->base_rtt);
+  return out;
+}
+
+// A modify of many fields that is refused for its last one (check_modify's order) leaves the
+// QP exactly as it was, and says which field.
+TEST_F(QpState_, ModifyQp_RefusedForLastFieldChangesNothing) {
+  ASSERT_TRUE(to(QpState::kInit).ok());
+  ASSERT_TRUE(to(QpState::kRtr, attr::kDest | attr::kPaths, rtr_attr()).ok());
+  ASSERT_TRUE(to(QpState::kRts).ok());
+  const std::string before = snapshot(e, q);
+  QpAttr a;
+  a.mtu = 1024;
+  a.timeout = 20;
+  a.retry_cnt_linear = 3;
+  a.retry_cnt_exp = 5;
+  a.rnr_retry = 2;
+  a.max_psn_range = 512;
+  a.access = access::kRemoteWrite;
+  a.max_wimm = a.max_wimm_dest = 8;
+  a.cc = NsccConfig{};
+  a.cc_rates.max_mbps = 1000;
+  a.paths = {Path{7, 1}, Path{8, 2}};
+  a.path_policy.loss_threshold = 0;  // the last field checked: refused
+  const uint32_t mask = attr::kMtu | attr::kTimeout | attr::kRetry | attr::kRnrRetry | attr::kMpr |
+                        attr::kAccess | attr::kWimm | attr::kCc | attr::kCcRates | attr::kPaths |
+                        attr::kPathPolicy | attr::kState;
+  a.state = QpState::kSqd;
+  auto why = e.check_modify_qp(q, a, mask);
+  ASSERT_FALSE(why.ok());
+  EXPECT_EQ(why.error().error, Error::kInvalidArgument);
+  EXPECT_STREQ(why.error().field, "path_policy");
+  EXPECT_EQ(e.modify_qp(q, a, mask).error(), Error::kInvalidArgument);
+  EXPECT_EQ(snapshot(e, q), before);
+  // The same call with a good policy goes through and changes what it names.
+  a.path_policy = PathPolicy{};
+  ASSERT_TRUE(e.check_modify_qp(q, a, mask).ok());
+  ASSERT_TRUE(e.modify_qp(q, a, mask).ok());
+  EXPECT_NE(snapshot(e, q), before);
+  EXPECT_EQ(e.query_qp(q)->state, QpState::kSqd);
+  EXPECT_EQ(e.query_qp(q)->timeout, 20);
+  EXPECT_EQ(e.query_qp(q)->paths.size(), 2u);
+}
+
+TEST_F(QpState_, CheckModifyQp_NamesTheField) {
+  ASSERT_TRUE(to(QpState::kInit).ok());
+  struct Case {
+    uint32_t mask;
+    void (*set)(QpAttr&);
+    const char* field;
+  };
+  const Case cases[] = {
+      {attr::kMtu, [](QpAttr& a) { a.mtu = 8192; }, "mtu"},
+      {attr::kTimeout, [](QpAttr& a) { a.timeout = 32; }, "timeout"},
+      {attr::kRetry, [](QpAttr& a) { a.retry_cnt_linear = 8; }, "retry_cnt_linear"},
+      {attr::kRetry, [](QpAttr& a) { a.retry_cnt_exp = 26; }, "retry_cnt_exp"},
+      {attr::kRnrRetry, [](QpAttr& a) { a.rnr_retry = 8; }, "rnr_retry"},
+      {attr::kMpr, [](QpAttr& a) { a.max_psn_range = 0; }, "max_psn_range"},
+      {attr::kPaths,
+       [](QpAttr& a) {
+         a.paths = {Path{1, 16}};
+       },
+       "paths"},
+      {attr::kPaths,
+       [](QpAttr& a) {
+         a.paths = {Path{1, 0}, Path{1, 1}};
+       },
+       "paths"},
+      {attr::kPathPolicy, [](QpAttr& a) { a.path_policy.probes_to_good = 0; }, "path_policy"},
+      {attr::kState, [](QpAttr& a) { a.state = QpState::kRts; }, "state"},
+      {attr::kState | attr::kPaths,
+       [](QpAttr& a) {
+         a.state = QpState::kRtr;
+         a.paths = {{1, 0}};
+       },
+       "peer"},
+  };
+  for (const Case& c : cases) {
+    QpAttr a;
+    c.set(a);
+    auto why = e.check_modify_qp(q, a, c.mask);
+    ASSERT_FALSE(why.ok()) << c.field;
+    EXPECT_STREQ(why.error().field, c.field);
+  }
+  EXPECT_STREQ(e.check_modify_qp(q + 100, QpAttr{}, 0).error().field, "qpn");
+  EXPECT_EQ(e.check_modify_qp(q + 100, QpAttr{}, 0).error().error, Error::kNoSuchQp);
+}
+
+// connect_qp checks RTR and RTS before either applies: a PSN range past the receive window,
+// which only the RTS step refuses, leaves the QP in INIT as it was.
+TEST_F(QpState_, ConnectQp_RefusedChangesNothing) {
+  EngineConfig cfg;
+  cfg.recv_window = 512;  // below QpAttr's default max_psn_range (1024)
+  Engine small(cfg);
+  const CqId c = small.create_cq(8).value();
+  QpInit init;
+  init.send_cq = init.recv_cq = c;
+  const Qpn n = small.create_qp(init).value();
+  QpAttr a;
+  a.state = QpState::kInit;
+  ASSERT_TRUE(small.modify_qp(n, a, attr::kState).ok());
+  const std::string before = snapshot(small, n);
+  a = rtr_attr();
+  a.sq_psn = 77;
+  const uint32_t mask = attr::kDest | attr::kPaths | attr::kSqPsn | attr::kTimeout;
+  a.timeout = 9;
+  auto why = small.connect_qp(n, a, mask);
+  ASSERT_FALSE(why.ok());
+  EXPECT_STREQ(why.error().field, "max_psn_range");
+  EXPECT_EQ(snapshot(small, n), before);
+  EXPECT_EQ(small.query_qp(n)->state, QpState::kInit);
+  // With a range that fits, one call takes it to RTS with the send PSN.
+  a.max_psn_range = 256;
+  ASSERT_TRUE(small.connect_qp(n, a, mask | attr::kMpr).ok());
+  EXPECT_EQ(small.query_qp(n)->state, QpState::kRts);
+  EXPECT_EQ(small.query_qp(n)->sq_psn, 77u);
+  EXPECT_EQ(small.query_qp(n)->timeout, 9);
+  // Only from INIT.
+  EXPECT_STREQ(small.connect_qp(n, a, mask).error().field, "state");
+}
+
+TEST_F(QpState_, AssignAttr_CopiesOnlyTheMaskedFields) {
+  QpAttr from;
+  from.mtu = 1024;
+  from.timeout = 3;
+  from.paths = {Path{9, 2}};
+  from.max_wimm = 4;
+  QpAttr to;
+  assign_attr(to, from, attr::kTimeout | attr::kPaths);
+  EXPECT_EQ(to.timeout, 3);
+  EXPECT_EQ(to.paths.size(), 1u);
+  EXPECT_EQ(to.mtu, QpAttr{}.mtu);
+  EXPECT_EQ(to.max_wimm, QpAttr{}.max_wimm);
 }
 
 }  // namespace

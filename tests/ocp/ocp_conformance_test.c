@@ -327,6 +327,47 @@ static void write_burst(int count, uint32_t len, uint64_t wr_id)
 		      ibv_wc_status_str(wc[k].status), wc[k].opcode);
 }
 
+/* Everything mrc_query_qp says of a QP, for before/after checks. */
+struct qp_snap {
+  struct ibv_qp_attr v;
+  struct mrc_qp_attr m;
+  struct mrc_qp_init_attr init;
+};
+static void qp_snap(struct mrc_qp* qp, struct qp_snap* s) {
+  memset(s, 0, sizeof *s);
+  EXPECT_OK(mrc_query_qp(qp, &s->v,
+                         IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                             IBV_QP_DEST_QPN | IBV_QP_AV | IBV_QP_SQ_PSN | IBV_QP_RQ_PSN |
+                             IBV_QP_ACCESS_FLAGS,
+                         &s->m,
+                         MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR | MRC_QP_MPR_DEST |
+                             MRC_QP_TIMEOUT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID |
+                             MRC_QP_HINT | MRC_QP_RETRY_CNT | MRC_QP_CAP | MRC_QP_VENDOR_CFG,
+                         &s->init));
+}
+
+/* mrc_modify_qp with what it writes to stderr kept in line[n] (NUL-terminated); *err: its
+ * errno. */
+static int modify_captured(struct mrc_qp* qp, struct ibv_qp_attr* v, int vm, struct mrc_qp_attr* m,
+                           int mm, char* line, size_t n, int* err) {
+  FILE* tmp = tmpfile();
+  REQUIRE(tmp, "tmpfile: %s", strerror(errno));
+  fflush(stderr);
+  int saved = dup(2);
+  REQUIRE(saved >= 0 && dup2(fileno(tmp), 2) >= 0, "dup: %s", strerror(errno));
+  errno = 0;
+  int r = mrc_modify_qp(qp, v, vm, m, mm);
+  *err = errno;
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(tmp);
+  size_t got = fread(line, 1, n - 1, tmp);
+  line[got] = 0;
+  fclose(tmp);
+  return r;
+}
+
 int main(void)
 {
 	signal(SIGALRM, watchdog);
@@ -683,8 +724,36 @@ int main(void)
 	EXPECT_ERR(mrc_modify_qp(qa, NULL, 0, &ma, MRC_QP_EV_PROFILE_ID), EINVAL); /* INIT only */
 	struct ibv_qp_attr bad_state = { .qp_state = IBV_QPS_INIT };
 	EXPECT_ERR(mrc_modify_qp(qa, &bad_state, IBV_QP_STATE, NULL, 0), EINVAL); /* RTS -> INIT */
+        /* Validate, then apply: a modify refused for its last field (the cap, checked after every
+         * other attribute it sets) leaves the QP as it was, and its error line names the field. */
+        step = "modify refused for its last field";
+        {
+          struct qp_snap before, after;
+          qp_snap(qa, &before);
+          struct ibv_qp_attr v = rts;
+          struct mrc_qp_attr m;
+          memset(&m, 0, sizeof m);
+          m.wimm.max_wimm = 64;
+          m.wimm.max_wimm_dest = 64;
+          m.mpr.mpr_dest = 4;
+          m.timeout = 18;
+          m.retry.linear_cnt = 3;
+          m.retry.exp_cnt = 4;
+          memset(m.vendor_cfg, 0x5a, sizeof m.vendor_cfg);
+          m.cap = MRC_QP_CAP_DYNAMIC_MPR;
+          const int mm = MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST | MRC_QP_MPR_DEST | MRC_QP_TIMEOUT |
+                         MRC_QP_RETRY_CNT | MRC_QP_VENDOR_CFG | MRC_QP_CAP;
+          char line[512];
+          int err = 0;
+          int r = modify_captured(qa, &v, rts_mask, &m, mm, line, sizeof line, &err);
+          CHECK(r == -1 && err == EINVAL, "refused modify: got %d, errno %d", r, err);
+          CHECK(strstr(line, "mrc_modify_qp") && strstr(line, "cap"),
+                "the error line names the field: %s", line);
+          qp_snap(qa, &after);
+          CHECK(memcmp(&before, &after, sizeof before) == 0, "a refused modify changed QP A");
+        }
 
-	struct ibv_qp_attr qv;
+        struct ibv_qp_attr qv;
 	struct mrc_qp_attr qm;
 	struct mrc_qp_init_attr qinit;
 	memset(&qm, 0, sizeof qm);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "loopback_env.h"
+#include "verbs/objects.h"
 #include "verbs/verbs.h"
 
 namespace mrc::verbs {
@@ -618,6 +619,64 @@ TEST_F(Verbs, DeadPeer_RetryExceeded_AndQpFatalAsyncEvent) {
   EXPECT_EQ(ev.event_type, IBV_EVENT_QP_FATAL);
   EXPECT_EQ(ev.element.qp, qp_[0]);
   ack_async_event(&ev);
+}
+
+// What query_qp says of a QP and the engine's counters of it, as bytes, for before/after checks.
+std::string qp_snapshot(ibv_qp* q) {
+  ibv_qp_attr a{};
+  ibv_qp_init_attr init{};
+  EXPECT_EQ(query_qp(q, &a, ~0, &init), 0);
+  std::string out(reinterpret_cast<const char*>(&a), sizeof a);
+  out.append(reinterpret_cast<const char*>(&init), sizeof init);
+  qp_of(q)->ctx->dev->driver->peek_engine([&](engine::Engine& e) {
+    out.append(reinterpret_cast<const char*>(e.qp_stats(q->qp_num)), sizeof(engine::QpStats));
+    const engine::QpAttr ea = e.query_qp(q->qp_num).value();
+    for (uint64_t v : {uint64_t(ea.state), uint64_t(ea.mtu), uint64_t(ea.timeout),
+                       uint64_t(ea.retry_cnt_linear), uint64_t(ea.rnr_retry), uint64_t(ea.access),
+                       uint64_t(ea.peer), uint64_t(ea.dest_qpn), uint64_t(ea.paths.size())})
+      out.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return 0;
+  });
+  return out;
+}
+
+// A modify refused for its last field changes nothing (the verbs attributes, the engine's QP,
+// its counters), and the line on stderr names the field: one the verbs device checks
+// (path_mtu, after the others converted) and one the engine checks (the transition).
+TEST_F(Verbs, ModifyQp_RefusedForLastFieldChangesNothing) {
+  pair_with(make_qp(0));
+  const std::string before = qp_snapshot(qp_[0]);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 20;
+  a.retry_cnt = 3;
+  a.rnr_retry = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  const int bogus = 1000;
+  std::memcpy(&a.path_mtu, &bogus, sizeof bogus);
+  const int mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                   IBV_QP_ACCESS_FLAGS | IBV_QP_PATH_MTU;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(modify_qp(qp_[0], &a, mask), EINVAL);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("path_mtu"), std::string::npos);
+  EXPECT_EQ(qp_snapshot(qp_[0]), before);
+  // The engine refuses RTS -> INIT (verbs has no such transition): nothing of the rest lands.
+  a.qp_state = IBV_QPS_INIT;
+  a.path_mtu = IBV_MTU_1024;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(modify_qp(qp_[0], &a, mask), EINVAL);
+  const std::string line = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(line.find("(RTS -> INIT): state"), std::string::npos) << line;
+  EXPECT_EQ(qp_snapshot(qp_[0]), before);
+  // The same attributes in a good call all land.
+  a.qp_state = IBV_QPS_RTS;
+  ASSERT_EQ(modify_qp(qp_[0], &a, mask), 0);
+  EXPECT_NE(qp_snapshot(qp_[0]), before);
+  ibv_qp_attr got{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(query_qp(qp_[0], &got, ~0, &init), 0);
+  EXPECT_EQ(got.timeout, 20);
+  EXPECT_EQ(got.path_mtu, IBV_MTU_1024);
 }
 
 TEST(VerbsToken, DirectionsDiffer_NeverZero) {

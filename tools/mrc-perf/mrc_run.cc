@@ -268,28 +268,22 @@ Status<std::string> Runner::connect(Stream& s, int init, Op op) {
   }
   for (int i = 0; i < 2; ++i) {
     io::UdpDriver& d = *end(s, i).drv;
-    const std::vector<Path> paths = d.spray_paths(end(s, 1 - i).cfg->local_host);
+    // The RTR attributes every front end shares (UdpDriver::rtr_attr), then the run's own.
+    QpAttr at = d.rtr_attr(end(s, i).peers.at(s.host[1 - i]), end(s, 1 - i).cfg->local_host,
+                           s.qp[1 - i], token[1 - i]);
+    at.mtu = spec_.mtu;
+    at.retry_cnt_exp = 7;
+    at.max_psn_range = spec_.max_psn_range;
+    at.path_policy.min_active_per_plane = spec_.min_active_per_plane;
+    constexpr uint32_t kMask = io::UdpDriver::kRtrMask | attr::kMtu | attr::kRetry | attr::kMpr;
     auto st = d.with_engine([&](Engine& e) -> Status<std::string> {
-      QpAttr at;
-      at.state = QpState::kInit;
-      if (auto r = e.modify_qp(s.qp[i], at, attr::kState); !r.ok())
+      QpAttr init;
+      init.state = QpState::kInit;
+      if (auto r = e.modify_qp(s.qp[i], init, attr::kState); !r.ok())
         return Err("modify_qp INIT: " + std::string(to_string(r.error())));
-      at.state = QpState::kRtr;
-      at.peer = end(s, i).peers.at(s.host[1 - i]);
-      at.dest_qpn = s.qp[1 - i];
-      at.remote_token = token[1 - i];
-      at.mtu = spec_.mtu;
-      at.paths = paths;
-      at.retry_cnt_exp = 7;
-      at.max_psn_range = spec_.max_psn_range;
-      at.path_policy.min_active_per_plane = spec_.min_active_per_plane;
-      constexpr uint32_t kMask = attr::kState | attr::kDest | attr::kPaths | attr::kMtu |
-                                 attr::kRetry | attr::kMpr | attr::kPathPolicy;
-      if (auto r = e.modify_qp(s.qp[i], at, kMask); !r.ok())
-        return Err("modify_qp RTR: " + std::string(to_string(r.error())));
-      at.state = QpState::kRts;
-      if (auto r = e.modify_qp(s.qp[i], at, attr::kState); !r.ok())
-        return Err("modify_qp RTS: " + std::string(to_string(r.error())));
+      if (auto r = e.connect_qp(s.qp[i], at, kMask); !r.ok())
+        return Err("connect QP (INIT -> RTR -> RTS): " + std::string(r.error().field) + ": " +
+                   to_string(r.error().error));
       return {};
     });
     if (!st.ok()) return st;

@@ -178,12 +178,10 @@ void on_engine_event(mrc_context* ctx, const engine::Event& e) {
   }
 }
 
-// The QP's CC profile at RTR. nullopt: the engine's automatic one.
-std::optional<engine::NsccConfig> qp_cc(std::optional<uint64_t> cc_profile) {
-  if (!cc_profile) return std::nullopt;
-  Controller& c = controller();
-  std::lock_guard lock(c.mu);
-  auto it = c.cc.find(*cc_profile);
+// The NSCC constants of CC profile `id` at RTR. nullopt: the engine's automatic ones. Under
+// Controller::mu.
+std::optional<engine::NsccConfig> cc_config(const Controller& c, uint64_t id) {
+  auto it = c.cc.find(id);
   if (it != c.cc.end() && it->second.cfg) return to_nscc(*it->second.cfg);
   return std::nullopt;
 }
@@ -592,7 +590,7 @@ struct mrc_qp* mrc_create_qp(struct mrc_context* mrc_ctx, struct mrc_qp_init_att
   vi.sq_sig_all = a->sq_sig_all;
   ibv_qp* vqp = verbs::create_qp(a->pd, &vi);
   if (!vqp) return nullptr;  // errno and the line from the verbs device (resources)
-  verbs::qp_of(vqp)->ocp.on = true;  // timeouts in OCP units from here on
+  verbs::qp_of(vqp)->mrc = true;  // its events and engine attributes are the OCP API's
   a->cap = vi.cap;
   if (a->send_ops_flags == 0) a->send_ops_flags = writes;
   if (version == MRC_PROTOCOL_VERSION_0) a->protocol_version = MRC_PROTOCOL_VERSION_1;
@@ -741,8 +739,10 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
                            MRC_QP_CAP_SVC_TIME_DEST_UNSUPPORTED;
     if (m->cap & ~known) return fail(EINVAL, "mrc_modify_qp: QP %u: unknown cap bits 0x%x", qpn, m->cap & ~known);
     if (m->cap & MRC_QP_CAP_DYNAMIC_MPR)
-      return fail(EINVAL, "mrc_modify_qp: QP %u: dynamic MPR is not supported (the device has no "
-                  "MRC_DEVICE_CAP_DYNAMIC_MPR)", qpn);
+      return fail(EINVAL,
+                  "mrc_modify_qp: QP %u: cap MRC_QP_CAP_DYNAMIC_MPR: dynamic MPR is not "
+                  "supported (the device has no MRC_DEVICE_CAP_DYNAMIC_MPR)",
+                  qpn);
     next.cap = m->cap;
   }
   if (mm & MRC_QP_VENDOR_CFG) std::memcpy(next.vendor_cfg, m->vendor_cfg, sizeof next.vendor_cfg);
@@ -765,9 +765,11 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
     cc_profile = m->profile.cc_profile_id;
   }
 
-  verbs::Qp* vq = verbs::qp_of(qp->vqp);
+  // Profiles named must be ONLINE; at RTR the QP takes its EVs from its EV profile and its
+  // NSCC constants from its CC profile. One look under the controller's lock.
+  std::vector<engine::Path> profile_evs;
+  std::optional<engine::NsccConfig> profile_cc;
   {
-    // Profiles named must be ONLINE; at RTR the QP takes its EVs from its EV profile.
     Controller& c = controller();
     std::lock_guard lock(c.mu);
     if (mm & MRC_QP_EV_PROFILE_ID) {
@@ -782,75 +784,73 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
         return fail(ENOENT, "mrc_modify_qp: QP %u: CC profile %llu is not ONLINE", qpn,
                     static_cast<unsigned long long>(*cc_profile));
     }
-    if (to_rtr) {
-      vq->ocp.evs.clear();
-      if (ev_profile) {
-        auto it = c.ev.find(*ev_profile);
-        if (it == c.ev.end() || it->second.state != MRC_CTL_PROFILE_ONLINE)
-          return fail(ENOENT, "mrc_modify_qp: QP %u: its EV profile %llu is no longer ONLINE",
-                      qpn, static_cast<unsigned long long>(*ev_profile));
-        vq->ocp.evs = profile_paths(it->second);
-      }
+    if (to_rtr && ev_profile) {
+      auto it = c.ev.find(*ev_profile);
+      if (it == c.ev.end() || it->second.state != MRC_CTL_PROFILE_ONLINE)
+        return fail(ENOENT, "mrc_modify_qp: QP %u: its EV profile %llu is no longer ONLINE", qpn,
+                    static_cast<unsigned long long>(*ev_profile));
+      profile_evs = profile_paths(it->second);
     }
+    if (to_rtr && cc_profile) profile_cc = cc_config(c, *cc_profile);
   }
-  if (to_rtr) {
-    vq->ocp.on = true;
-    vq->ocp.backup_evs.clear();
-    vq->ocp.cc = qp_cc(cc_profile);
-    vq->ocp.cc_rates = qp_cc_rates(next.qp_hint);
-    vq->ocp.max_psn_range = uint32_t{next.mpr.mpr} * 128;
-  }
-  // Timeout and retries go to the engine through the verbs attributes (ocp.on: OCP units);
-  // the app's own IBV_QP_TIMEOUT / RETRY_CNT are ignored (kVerbsIgnored).
+
+  // The plan: the verbs attributes, and the MRC ones as engine attributes that the verbs
+  // modify applies in the same engine call (verbs::EngineOverrides). The app's own
+  // IBV_QP_TIMEOUT / RETRY_CNT are ignored (kVerbsIgnored); the QP's go in their place (in
+  // the verbs attributes too, for query).
   ibv_qp_attr v = vattr ? *vattr : ibv_qp_attr{};
   int vm = vattr_mask & kVerbsUsed & ~IBV_QP_CUR_STATE;
+  verbs::EngineOverrides ov;
+  engine::QpAttr& ea = ov.attr;
   const bool live = to != IBV_QPS_RESET && to != IBV_QPS_ERR &&
                     (to_rtr || cur == IBV_QPS_RTR || cur == IBV_QPS_RTS || cur == IBV_QPS_SQD);
+  if (to_rtr) {
+    if (!profile_evs.empty()) {  // else the verbs device's spray paths
+      ea.paths = std::move(profile_evs);
+      ov.mask |= engine::attr::kPaths;
+    }
+    if (profile_cc) {
+      ea.cc = profile_cc;
+      ov.mask |= engine::attr::kCc;
+    }
+    ea.cc_rates = qp_cc_rates(next.qp_hint);
+    if (ea.cc_rates.any()) ov.mask |= engine::attr::kCcRates;
+  }
   if (live && (to_rtr || (mm & MRC_QP_TIMEOUT))) {
-    v.timeout = std::max<uint8_t>(next.timeout, 1);  // engine: 0 would mean "no timeout"
+    ea.timeout = std::max<uint8_t>(next.timeout, 1);  // engine: 0 would mean "no timeout"
+    v.timeout = ea.timeout;
     vm |= IBV_QP_TIMEOUT;
+    ov.mask |= engine::attr::kTimeout;
   }
   if (live && (to_rtr || (mm & MRC_QP_RETRY_CNT))) {
+    ea.retry_cnt_linear = next.retry.linear_cnt;
+    ea.retry_cnt_exp = next.retry.exp_cnt;
     v.retry_cnt = next.retry.linear_cnt;
-    vq->ocp.retry_cnt_exp = next.retry.exp_cnt;
     vm |= IBV_QP_RETRY_CNT;
+    ov.mask |= engine::attr::kRetry;
   }
-  // MPR of a connected QP (RTR on: the verbs RTR sized it from ocp.max_psn_range).
-  if (live && !to_rtr && (mm & MRC_QP_MPR) && next.mpr.mpr != qp->attr.mpr.mpr) {
-    engine::QpAttr ea;
+  // MPR: set at RTR; on a connected QP it may change (the engine: a window grows only while
+  // nothing is in flight, else EBUSY).
+  if (to_rtr || (live && (mm & MRC_QP_MPR) && next.mpr.mpr != qp->attr.mpr.mpr)) {
     ea.max_psn_range = uint32_t{next.mpr.mpr} * 128;
-    auto r = dev.driver->with_engine(
-        [&](engine::Engine& e) { return e.modify_qp(qpn, ea, engine::attr::kMpr); });
-    if (!r)
-      return fail(r.error() == engine::Error::kBadState ? EBUSY : EINVAL,
-                  "mrc_modify_qp: QP %u: mpr %u: %s (a window grows only while nothing is in "
-                  "flight)", qpn, next.mpr.mpr, engine::to_string(r.error()));
-    vq->ocp.max_psn_range = ea.max_psn_range;
+    ov.mask |= engine::attr::kMpr;
   }
-  if (vm) {
-    if (int r = verbs::modify_qp(qp->vqp, &v, vm)) {  // the verbs device logged why
+  // The WRITE_WITH_IMM limits, enforced by the engine from RTR on (see engine::QpAttr).
+  if (live && (to_rtr || (mm & (MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST)))) {
+    ea.max_wimm = next.wimm.max_wimm;
+    ea.max_wimm_dest = next.wimm.max_wimm_dest;
+    ov.mask |= engine::attr::kWimm;
+  }
+
+  // Apply: the verbs device checks everything (the engine's checks included) before it
+  // changes anything; refused, it said why, naming the field, and the QP is as it was.
+  if (vm || ov.mask) {
+    if (int r = verbs::modify_qp(qp->vqp, &v, vm, ov, "mrc_modify_qp")) {
       errno = r;
       return -1;
     }
   }
-  // The WRITE_WITH_IMM limits, enforced by the engine from RTR on (see engine::QpAttr).
-  if (live && (to_rtr || (mm & (MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST)))) {
-    engine::QpAttr ea;
-    ea.max_wimm = next.wimm.max_wimm;
-    ea.max_wimm_dest = next.wimm.max_wimm_dest;
-    auto r = dev.driver->with_engine(
-        [&](engine::Engine& e) { return e.modify_qp(qpn, ea, engine::attr::kWimm); });
-    if (!r)
-      return fail(EINVAL, "mrc_modify_qp: QP %u: max_wimm %u, max_wimm_dest %u: %s", qpn,
-                  ea.max_wimm, ea.max_wimm_dest, engine::to_string(r.error()));
-  }
-
-  // Applied: bindings, the profile's EV rules, and what query returns.
-  if (to_rtr && ev_profile) {
-    Controller& c = controller();
-    std::lock_guard lock(c.mu);
-    if (auto it = c.ev.find(*ev_profile); it != c.ev.end()) sync_qp(dev, qpn, it->second, false);
-  }
+  // Applied: bindings, the profile's EV rules, and what query returns. Nothing here fails.
   if (to == IBV_QPS_RESET) {  // a reset QP forgets its connection, hint and profiles
     next = mrc_qp_attr{};
     next.mpr.mpr = next.mpr.mpr_dest = kDefaultMpr;
@@ -860,24 +860,26 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
     next.retry.exp_cnt = kDefaultRetryExp;
     ev_profile.reset();
     cc_profile.reset();
-    vq->ocp = verbs::Qp::Ocp{};
-    vq->ocp.on = true;
   }
   if (next.qp_hint != qp->attr.qp_hint) {
     if (qp->attr.qp_hint) --qp->attr.qp_hint->qps;
     if (next.qp_hint) ++next.qp_hint->qps;
   }
-  if (ev_profile != qp->ev_profile || cc_profile != qp->cc_profile) {
+  {
     Controller& c = controller();
     std::lock_guard lock(c.mu);
-    unbind(c, qp, qpn);
-    // A profile that went away since the check above is not bound; RTR then refuses.
-    if (auto it = ev_profile ? c.ev.find(*ev_profile) : c.ev.end(); it != c.ev.end())
-      it->second.qpns.insert(qpn);
-    if (auto it = cc_profile ? c.cc.find(*cc_profile) : c.cc.end(); it != c.cc.end())
-      it->second.qpns.insert(qpn);
-    qp->ev_profile = ev_profile;
-    qp->cc_profile = cc_profile;
+    if (to_rtr && ev_profile)
+      if (auto it = c.ev.find(*ev_profile); it != c.ev.end()) sync_qp(dev, qpn, it->second, false);
+    if (ev_profile != qp->ev_profile || cc_profile != qp->cc_profile) {
+      unbind(c, qp, qpn);
+      // A profile that went away since the check above is not bound; RTR then refuses.
+      if (auto it = ev_profile ? c.ev.find(*ev_profile) : c.ev.end(); it != c.ev.end())
+        it->second.qpns.insert(qpn);
+      if (auto it = cc_profile ? c.cc.find(*cc_profile) : c.cc.end(); it != c.cc.end())
+        it->second.qpns.insert(qpn);
+      qp->ev_profile = ev_profile;
+      qp->cc_profile = cc_profile;
+    }
   }
   qp->attr = next;
   return 0;

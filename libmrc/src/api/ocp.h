@@ -2,10 +2,11 @@
 // device-wide state, shared by ocp.cc (application API) and ocp_ctl.cc (controller API).
 //
 // Layering: an mrc_context sits on an ibv_context of the software verbs device (mrc0); an
-// mrc_cq wraps a verbs CQ, an mrc_qp a verbs RC QP whose Qp::ocp block this layer fills before
-// each verbs::modify_qp, an mrc_comp_channel a verbs completion channel (its eventfd is the
-// channel's fd). Profiles (EV format, EV, CC) are per device, shared by every context of the
-// process, and named by MRC QPs at INIT.
+// mrc_cq wraps a verbs CQ, an mrc_qp a verbs RC QP whose MRC attributes this layer hands to
+// verbs::modify_qp as engine overrides (applied with the verbs ones in one engine call), an
+// mrc_comp_channel a verbs completion channel (its eventfd is the channel's fd). Profiles
+// (EV format, EV, CC) are per device, shared by every context of the process, and named by
+// MRC QPs at INIT.
 //
 // Threading: every C entry point is thread-safe. Locks, always taken in this order:
 //   verbs::Device::mu  >  Controller::mu  >  mrc_context::mu  >  mrc_cq::mu  >  the driver's

@@ -354,146 +354,205 @@ Result<Qpn, Error> Engine::create_qp(const QpInit& init) {
   return qpn;
 }
 
-Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
-  Core& c = *impl_;
-  Qp* q = c.qp(qpn);
-  if (!q) return Err{Error::kNoSuchQp};
-  const QpState to = (mask & attr::kState) ? a.state : q->state;
-  if ((mask & attr::kState) ? !qp_transition_ok(q->state, to)
-                            : (q->state == QpState::kReset || q->state == QpState::kError))
-    return Err{Error::kBadState};
-  if ((mask & attr::kMtu) && !valid_mtu(a.mtu)) return Err{Error::kInvalidArgument};
-  if ((mask & attr::kTimeout) && a.timeout > 31) return Err{Error::kInvalidArgument};
-  if ((mask & attr::kRetry) && (a.retry_cnt_linear > 7 || a.retry_cnt_exp > kRetryForever))
-    return Err{Error::kInvalidArgument};
-  if ((mask & attr::kRnrRetry) && a.rnr_retry > 7) return Err{Error::kInvalidArgument};
+// ---- modify_qp: validate (check_modify), then apply (apply_modify) -------------------------
+namespace {
+
+Err<ModifyRefusal> refuse(Error e, const char* field) { return Err{ModifyRefusal{e, field}}; }
+
+// Every check of modify_qp, in no particular order of fields; no effect.
+Status<ModifyRefusal> check_modify(const Core& c, const Qp& q, const QpAttr& a, uint32_t mask) {
+  const QpState to = (mask & attr::kState) ? a.state : q.state;
+  if ((mask & attr::kState) ? !qp_transition_ok(q.state, to)
+                            : (q.state == QpState::kReset || q.state == QpState::kError))
+    return refuse(Error::kBadState, "state");
+  if ((mask & attr::kMtu) && !valid_mtu(a.mtu)) return refuse(Error::kInvalidArgument, "mtu");
+  if ((mask & attr::kTimeout) && a.timeout > 31) return refuse(Error::kInvalidArgument, "timeout");
+  if ((mask & attr::kRetry) && a.retry_cnt_linear > 7)
+    return refuse(Error::kInvalidArgument, "retry_cnt_linear");
+  if ((mask & attr::kRetry) && a.retry_cnt_exp > kRetryForever)
+    return refuse(Error::kInvalidArgument, "retry_cnt_exp");
+  if ((mask & attr::kRnrRetry) && a.rnr_retry > 7)
+    return refuse(Error::kInvalidArgument, "rnr_retry");
   if ((mask & attr::kMpr) && (a.max_psn_range == 0 || a.max_psn_range > c.cfg.recv_window))
-    return Err{Error::kInvalidArgument};
-  if ((mask & attr::kCc) && a.cc && validate(*a.cc) != nullptr) return Err{Error::kInvalidArgument};
+    return refuse(Error::kInvalidArgument, "max_psn_range");
+  if ((mask & attr::kCc) && a.cc && validate(*a.cc) != nullptr)
+    return refuse(Error::kInvalidArgument, "cc");
   if (mask & attr::kPaths) {
     if (a.paths.empty() || a.paths.size() + a.backup_paths.size() > 65535)
-      return Err{Error::kInvalidArgument};
+      return refuse(Error::kInvalidArgument, "paths");
     std::vector<uint32_t> evs;
     for (const auto* list : {&a.paths, &a.backup_paths})
       for (const Path& p : *list) {
-        if (p.plane >= 16) return Err{Error::kInvalidArgument};
+        if (p.plane >= 16) return refuse(Error::kInvalidArgument, "paths");
         evs.push_back(p.ev);
       }
     std::sort(evs.begin(), evs.end());
     if (std::adjacent_find(evs.begin(), evs.end()) != evs.end())
-      return Err{Error::kInvalidArgument};
+      return refuse(Error::kInvalidArgument, "paths");
   }
-  const bool entering = to != q->state;
-  if (entering && to == QpState::kRtr && q->state == QpState::kInit &&
-      (!(mask & attr::kDest) || !(mask & attr::kPaths)))
-    return Err{Error::kInvalidArgument};
-  if ((mask & attr::kMtu) && q->state >= QpState::kRtr && q->state != QpState::kError &&
-      a.mtu != q->attr.mtu && (!q->sq.empty() || !q->rsp.empty() || q->inflight() > 0))
-    return Err{Error::kBadState};
+  if (to == QpState::kRtr && q.state == QpState::kInit && !(mask & attr::kDest))
+    return refuse(Error::kInvalidArgument, "peer");
+  if (to == QpState::kRtr && q.state == QpState::kInit && !(mask & attr::kPaths))
+    return refuse(Error::kInvalidArgument, "paths");
+  if ((mask & attr::kMtu) && q.state >= QpState::kRtr && q.state != QpState::kError &&
+      a.mtu != q.attr.mtu && (!q.sq.empty() || !q.rsp.empty() || q.inflight() > 0))
+    return refuse(Error::kBadState, "mtu");
   if (mask & attr::kPathPolicy) {
     const PathPolicy& pp = a.path_policy;
     if (pp.probe_interval <= Duration{0} || pp.probe_interval_max <= Duration{0} ||
         pp.probes_to_good == 0 || pp.loss_threshold == 0)
-      return Err{Error::kInvalidArgument};
+      return refuse(Error::kInvalidArgument, "path_policy");
   }
   // The PSN range sizes the in-flight ring: it may grow on a live QP only while
   // nothing is in flight, and never past the peer's receive window.
-  const uint32_t mpr = (mask & attr::kMpr) ? a.max_psn_range : q->attr.max_psn_range;
-  if (to == QpState::kRts && mpr > c.cfg.recv_window) return Err{Error::kInvalidArgument};
-  const bool live = q->state == QpState::kRts || q->state == QpState::kSqd;
-  const bool grow_ring = live && (mask & attr::kMpr) && mpr > q->tx_cap;
-  if (grow_ring && q->inflight() > 0) return Err{Error::kBadState};
+  const uint32_t mpr = (mask & attr::kMpr) ? a.max_psn_range : q.attr.max_psn_range;
+  if (to == QpState::kRts && mpr > c.cfg.recv_window)
+    return refuse(Error::kInvalidArgument, "max_psn_range");
+  const bool live = q.state == QpState::kRts || q.state == QpState::kSqd;
+  if (live && (mask & attr::kMpr) && mpr > q.tx_cap && q.inflight() > 0)
+    return refuse(Error::kBadState, "max_psn_range");
+  return {};
+}
 
+// What modify_qp does once check_modify has passed; cannot fail.
+void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
+  const QpState to = (mask & attr::kState) ? a.state : q.state;
+  const QpState from = q.state;
   if (to == QpState::kReset) {  // drop everything, keep the number and CQs
-    c.qps[qpn - 1] = new_qp(qpn, q->init);
-    return {};
+    c.qps[q.qpn - 1] = new_qp(q.qpn, q.init);
+    return;
   }
   if (to == QpState::kError) {
-    c.fail_qp(*q, WcStatus::kWrFlushErr);
-    return {};
+    c.fail_qp(q, WcStatus::kWrFlushErr);
+    return;
   }
-  QpAttr& s = q->attr;
-  if (mask & attr::kMtu) s.mtu = a.mtu;
-  if (mask & attr::kSqPsn) s.sq_psn = a.sq_psn;
-  if (mask & attr::kRqPsn) s.rq_psn = a.rq_psn;
-  if (mask & attr::kDest) {
-    s.peer = a.peer;
-    s.dest_qpn = a.dest_qpn;
-    s.remote_token = a.remote_token;
-  }
-  if (mask & attr::kLocalToken) q->init.local_token = a.local_token;
-  if (mask & attr::kTimeout) s.timeout = a.timeout;
-  if (mask & attr::kRetry) {
-    s.retry_cnt_linear = a.retry_cnt_linear;
-    s.retry_cnt_exp = a.retry_cnt_exp;
-  }
-  if (mask & attr::kRnrRetry) s.rnr_retry = a.rnr_retry;
-  if (mask & attr::kMpr) s.max_psn_range = a.max_psn_range;
-  if (mask & attr::kAccess) s.access = a.access;
-  if (mask & attr::kWimm) {
-    s.max_wimm = a.max_wimm;
-    s.max_wimm_dest = a.max_wimm_dest;
-  }
+  const bool entering = to != from;
+  const bool live = from == QpState::kRts || from == QpState::kSqd;
+  QpAttr& s = q.attr;
+  // A profile taken off a QP that ran one: a fresh window from EngineConfig.
+  const bool cc_cleared = (mask & attr::kCc) && !a.cc && s.cc;
+  assign_attr(s, a, mask & ~(attr::kState | attr::kLocalToken));
+  if (mask & attr::kLocalToken) q.init.local_token = a.local_token;
   if (mask & (attr::kCc | attr::kCcRates)) {
-    // A profile taken off a QP that ran one: a fresh window from EngineConfig.
-    const bool cleared = (mask & attr::kCc) && !a.cc && s.cc;
-    if (mask & attr::kCc) s.cc = a.cc;
-    if (mask & attr::kCcRates) s.cc_rates = a.cc_rates;
-    if (q->cc && !cleared) {  // a live QP keeps its window (and what it learned, if no profile)
-      q->cc_auto = q->cc_auto && !s.cc;
-      c.reconfig_cc(*q);
-    } else if (q->cc || (s.cc && (q->state == QpState::kRts || q->state == QpState::kSqd))) {
-      c.start_cc(*q);  // a profile turns CC on for a live QP without a window
+    if (q.cc && !cc_cleared) {  // a live QP keeps its window (and what it learned, if no profile)
+      q.cc_auto = q.cc_auto && !s.cc;
+      c.reconfig_cc(q);
+    } else if (q.cc || (s.cc && live)) {
+      c.start_cc(q);  // a profile turns CC on for a live QP without a window
     }
   }
-  if (mask & attr::kPathPolicy) {
-    s.path_policy = a.path_policy;
-    q->paths.set_policy(s.path_policy);
-  }
+  if (mask & attr::kPathPolicy) q.paths.set_policy(s.path_policy);
   if (mask & attr::kPaths) {
-    s.paths = a.paths;
-    s.backup_paths = a.backup_paths;
-    q->paths.reset(s.paths, s.backup_paths, s.path_policy);
+    q.paths.reset(s.paths, s.backup_paths, s.path_policy);
     for (uint16_t p = 0; p < 16; ++p)
-      if (c.planes_drained & (1u << p)) q->paths.set_plane_admin_down(p, true);
-    q->path_stats.assign(q->paths.size(), PathStats{});
-    q->timers.cancel(Timer::kProbe);
+      if (c.planes_drained & (1u << p)) q.paths.set_plane_admin_down(p, true);
+    q.path_stats.assign(q.paths.size(), PathStats{});
+    q.timers.cancel(Timer::kProbe);
     // In-flight records keep path indexes; clamp them to the new set.
-    for (auto& p : q->tx)
-      if (p.path >= q->paths.size()) p.path = 0;
-    if (!q->evtx.empty()) c.ev_list_sync(*q);
-    q->health_epoch = 0;  // held planes apply to the new set
+    for (auto& p : q.tx)
+      if (p.path >= q.paths.size()) p.path = 0;
+    if (!q.evtx.empty()) c.ev_list_sync(q);
+    q.health_epoch = 0;  // held planes apply to the new set
   }
-  q->retry = RetryPolicy{s.timeout, s.retry_cnt_linear, s.retry_cnt_exp};
+  q.retry = RetryPolicy{s.timeout, s.retry_cnt_linear, s.retry_cnt_exp};
   if (entering && to == QpState::kRtr) {
-    q->sb.reset(s.rq_psn, c.cfg.recv_window);
-    q->acts.clear();  // grows with the first message that needs one (grow_acts)
+    q.sb.reset(s.rq_psn, c.cfg.recv_window);
+    q.acts.clear();  // grows with the first message that needs one (grow_acts)
   }
-  if (entering && to == QpState::kRts && q->state == QpState::kRtr) {
-    q->tx.clear();  // grows with what is in flight (grow_tx)
-    q->tx_mask = 0;
-    q->tx_cap = std::bit_ceil(s.max_psn_range);
-    q->snd_una = q->snd_nxt = s.sq_psn;
-    q->bytes_in_flight = 0;
-    q->paths.clear_inflight();
-    q->evtx.clear();
-    q->rack_evs.clear();
+  // The in-flight ring is sized to the PSN range when the QP starts to send, and may grow on
+  // a live QP (check_modify: only while nothing is in flight).
+  const bool starts = entering && to == QpState::kRts && from == QpState::kRtr;
+  const bool grows = live && (mask & attr::kMpr) && s.max_psn_range > q.tx_cap;
+  if (starts) {
+    q.tx.clear();  // grows with what is in flight (grow_tx)
+    q.tx_mask = 0;
+    q.snd_una = q.snd_nxt = s.sq_psn;
+    q.bytes_in_flight = 0;
+    q.paths.clear_inflight();
+    q.evtx.clear();
+    q.rack_evs.clear();
     // Shared path health of the peer; its RTT state seeds this QP's.
-    q->health = &c.health.peer(s.peer);
-    q->health_epoch = 0;
-    if (q->health->srtt > Duration{0}) {
-      q->srtt = q->health->srtt;
-      q->rttvar = q->health->rttvar;
-      q->min_rtt = q->health->min_rtt;
+    q.health = &c.health.peer(s.peer);
+    q.health_epoch = 0;
+    if (q.health->srtt > Duration{0}) {
+      q.srtt = q.health->srtt;
+      q.rttvar = q.health->rttvar;
+      q.min_rtt = q.health->min_rtt;
     }
-    c.start_cc(*q);
+    c.start_cc(q);
   }
-  if (grow_ring) {  // nothing in flight: the ring may grow up to the new MPR
-    q->tx.assign(q->tx.size(), TxPkt{});
-    q->tx_cap = std::bit_ceil(s.max_psn_range);
+  if (grows) q.tx.assign(q.tx.size(), TxPkt{});  // nothing in flight: the ring may grow
+  if (starts || grows) q.tx_cap = std::bit_ceil(s.max_psn_range);
+  q.state = to;
+  if (to == QpState::kRts) c.make_ready(q);
+}
+
+}  // namespace
+
+void assign_attr(QpAttr& to, const QpAttr& from, uint32_t mask) {
+  if (mask & attr::kState) to.state = from.state;
+  if (mask & attr::kMtu) to.mtu = from.mtu;
+  if (mask & attr::kSqPsn) to.sq_psn = from.sq_psn;
+  if (mask & attr::kRqPsn) to.rq_psn = from.rq_psn;
+  if (mask & attr::kDest) {
+    to.peer = from.peer;
+    to.dest_qpn = from.dest_qpn;
+    to.remote_token = from.remote_token;
   }
-  q->state = to;
-  if (to == QpState::kRts) c.make_ready(*q);
+  if (mask & attr::kLocalToken) to.local_token = from.local_token;
+  if (mask & attr::kTimeout) to.timeout = from.timeout;
+  if (mask & attr::kRetry) {
+    to.retry_cnt_linear = from.retry_cnt_linear;
+    to.retry_cnt_exp = from.retry_cnt_exp;
+  }
+  if (mask & attr::kRnrRetry) to.rnr_retry = from.rnr_retry;
+  if (mask & attr::kMpr) to.max_psn_range = from.max_psn_range;
+  if (mask & attr::kAccess) to.access = from.access;
+  if (mask & attr::kWimm) {
+    to.max_wimm = from.max_wimm;
+    to.max_wimm_dest = from.max_wimm_dest;
+  }
+  if (mask & attr::kCc) to.cc = from.cc;
+  if (mask & attr::kCcRates) to.cc_rates = from.cc_rates;
+  if (mask & attr::kPathPolicy) to.path_policy = from.path_policy;
+  if (mask & attr::kPaths) {
+    to.paths = from.paths;
+    to.backup_paths = from.backup_paths;
+  }
+}
+
+Status<ModifyRefusal> Engine::check_modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) const {
+  const Qp* q = impl_->qp(qpn);
+  if (!q) return refuse(Error::kNoSuchQp, "qpn");
+  return check_modify(*impl_, *q, a, mask);
+}
+
+Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
+  Core& c = *impl_;
+  Qp* q = c.qp(qpn);
+  if (!q) return Err{Error::kNoSuchQp};
+  if (auto ok = check_modify(c, *q, a, mask); !ok) return Err{ok.error().error};
+  apply_modify(c, *q, a, mask);
+  return {};
+}
+
+Status<ModifyRefusal> Engine::connect_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
+  Core& c = *impl_;
+  Qp* q = c.qp(qpn);
+  if (!q) return refuse(Error::kNoSuchQp, "qpn");
+  if (q->state != QpState::kInit) return refuse(Error::kBadState, "state");
+  QpAttr rtr = a;
+  rtr.state = QpState::kRtr;
+  const uint32_t rtr_mask = (mask | attr::kState) & ~attr::kSqPsn;
+  if (auto ok = check_modify(c, *q, rtr, rtr_mask); !ok) return ok;
+  // RTR -> RTS checks the PSN range against the receive window; nothing else it checks can
+  // fail after a good RTR.
+  const uint32_t mpr = (mask & attr::kMpr) ? a.max_psn_range : q->attr.max_psn_range;
+  if (mpr > c.cfg.recv_window) return refuse(Error::kInvalidArgument, "max_psn_range");
+  apply_modify(c, *q, rtr, rtr_mask);
+  QpAttr rts = a;
+  rts.state = QpState::kRts;
+  apply_modify(c, *q, rts, attr::kState | (mask & attr::kSqPsn));
   return {};
 }
 

@@ -123,6 +123,19 @@ inline constexpr uint32_t kAccess = 1u << 14;      // access
 inline constexpr uint32_t kCcRates = 1u << 15;     // cc_rates
 }  // namespace attr
 
+/// Copies the fields `mask` names (attr::k*) from `from` into `to`; the others stay. kState
+/// copies state, kLocalToken local_token. For a front end that layers its overrides (an OCP
+/// MRC QP's profile, MPR, timeout...) on the attributes it derived itself.
+void assign_attr(QpAttr& to, const QpAttr& from, uint32_t mask);
+
+/// Why modify_qp (or connect_qp) refuses a call: the error it returns and the field that
+/// caused it, named as QpAttr names it ("state" for the transition, "mtu", "max_psn_range",
+/// "paths", ...; "qpn" for no such QP). Front ends put the field in their error message.
+struct ModifyRefusal {
+  Error error = Error::kInvalidArgument;
+  const char* field = "";
+};
+
 struct QpInit {
   CqId send_cq = 0;
   CqId recv_cq = 0;
@@ -181,7 +194,17 @@ class Engine {
   Result<Qpn, Error> create_qp(const QpInit& init);
   /// State transitions as verbs: RESET->INIT->RTR->RTS, any->ERROR, any->RESET,
   /// RTS<->SQD. RTR needs kDest and kPaths (and kRqPsn, kMtu when not default).
+  /// Validate, then apply: every field `mask` names is checked (check_modify_qp) before any
+  /// is applied, so a refused call changes nothing.
   Status<Error> modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask);
+  /// The checks of modify_qp(qpn, a, mask), with no effect: ok when it would succeed, else
+  /// what it would return and the field that makes it refuse.
+  Status<ModifyRefusal> check_modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) const;
+  /// INIT -> RTR -> RTS in one step, for front ends whose QPs send from RTR on (the verbs
+  /// device, the NCCL plugin): modify_qp(qpn, a, mask) to RTR (kState is implied), then to RTS
+  /// with kSqPsn if mask has it. Both steps are checked before either applies; refused, the
+  /// QP is as it was.
+  Status<ModifyRefusal> connect_qp(Qpn qpn, const QpAttr& a, uint32_t mask);
   Result<QpAttr, Error> query_qp(Qpn qpn) const;
   Status<Error> destroy_qp(Qpn qpn);
 

@@ -339,7 +339,7 @@ void Device::on_progress(io::UdpDriver& drv) {
     for (auto& [id, sink] : event_sinks) sink(ev);
     if (ev.type != engine::EventType::kQpFatal) continue;
     auto it = qps.find(ev.qpn);
-    if (it == qps.end() || it->second->ocp.on) continue;  // MRC QPs: the OCP API's own events
+    if (it == qps.end() || it->second->mrc) continue;  // MRC QPs: the OCP API's own events
     Context* ctx = it->second->ctx;
     ibv_async_event a{};
     a.element.qp = &it->second->qpx.qp_base;

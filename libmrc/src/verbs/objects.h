@@ -108,16 +108,9 @@ struct Qp {
   };
   std::vector<Pending> pending;
   int wr_error = 0;  // first error of the batch (EINVAL ...), reported by wr_complete
-  // Set by libmrc's OCP API (mrc_modify_qp) before the verbs modify_qp it calls:
-  struct Ocp {
-    bool on = false;                 // an MRC QP: timeout in OCP units (1.024 us x 2^t)
-    std::vector<engine::Path> evs;   // EV profile: spray on these at RTR (else spray_paths)
-    std::vector<engine::Path> backup_evs;
-    std::optional<engine::NsccConfig> cc;  // CC profile, applied at RTR
-    engine::CcRates cc_rates;              // the QP hint's rates, applied at RTR
-    uint32_t max_psn_range = 0;      // MPR in PSNs; 0 = engine default
-    uint8_t retry_cnt_exp = 0;       // OCP's exponential retries (verbs has linear only)
-  } ocp;
+  // An OCP MRC QP (libmrc's mrc_create_qp): its async events are the OCP API's, and its
+  // modifies come with the OCP attributes as engine overrides (verbs.h EngineOverrides).
+  bool mrc = false;
 };
 
 inline Context* ctx_of(const ibv_context* c) {

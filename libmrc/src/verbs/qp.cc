@@ -348,38 +348,43 @@ constexpr int kQpAttrMask = IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAG
                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_DEST_QPN;
 
 int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
+  return modify_qp(qp, a, mask, EngineOverrides{}, "ibv_modify_qp");
+}
+
+int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, const char* verb) {
   Qp* q = qp_of(qp);
   Device* dev = q->ctx->dev;
+  const uint32_t qpn = qp->qp_num;
+  // ---- Validate: the engine attributes of this call, checked with no effect.
   engine::QpAttr e;
   uint32_t m = 0;
   if (mask & ~kQpAttrMask)
     return fail(EINVAL,
-                "ibv_modify_qp: QP %u: attribute mask 0x%x: mrc0 has no alternate path, path "
+                "%s: QP %u: attribute mask 0x%x: mrc0 has no alternate path, path "
                 "migration, Q_Key (UD), queue resizing, rate limit or SQD notification",
-                qp->qp_num, mask & ~kQpAttrMask);
+                verb, qpn, mask & ~kQpAttrMask);
   if (mask & IBV_QP_STATE) {
     if (raw(a->qp_state) == IBV_QPS_SQE || raw(a->qp_state) < IBV_QPS_RESET ||
         raw(a->qp_state) > IBV_QPS_ERR)
-      return fail(EINVAL, "ibv_modify_qp: QP %u: state %d is not supported", qp->qp_num,
-                  raw(a->qp_state));
+      return fail(EINVAL, "%s: QP %u: state %d is not supported", verb, qpn, raw(a->qp_state));
     e.state = to_engine(a->qp_state);
     m |= engine::attr::kState;
   }
   if (mask & IBV_QP_PATH_MTU) {
     if (raw(a->path_mtu) < IBV_MTU_256 || raw(a->path_mtu) > IBV_MTU_4096)
-      return fail(EINVAL, "ibv_modify_qp: QP %u: path_mtu %d", qp->qp_num, raw(a->path_mtu));
+      return fail(EINVAL, "%s: QP %u: path_mtu %d", verb, qpn, raw(a->path_mtu));
     e.mtu = std::min<uint32_t>(256u << (a->path_mtu - IBV_MTU_256), dev->cfg.mtu);
     m |= engine::attr::kMtu;
   }
   // The app's PSNs are kept for query_qp only: see "PSNs" in verbs.h.
   if (mask & IBV_QP_TIMEOUT) {
     // Verbs counts 4.096 us x 2^t, the engine (OCP) 1.024 us x 2^t; 0 is "none" in both.
-    e.timeout = q->ocp.on ? a->timeout : a->timeout == 0 ? 0 : std::min(a->timeout + 2, 31);
+    e.timeout = a->timeout == 0 ? 0 : std::min(a->timeout + 2, 31);
     m |= engine::attr::kTimeout;
   }
   if (mask & IBV_QP_RETRY_CNT) {
     e.retry_cnt_linear = std::min<uint8_t>(a->retry_cnt, 7);
-    e.retry_cnt_exp = q->ocp.retry_cnt_exp;
+    e.retry_cnt_exp = 0;  // verbs has linear retries only
     m |= engine::attr::kRetry;
   }
   if (mask & IBV_QP_RNR_RETRY) {
@@ -393,44 +398,26 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
                 engine::access::kRemoteAtomic);
     m |= engine::attr::kAccess;
   }
-  const bool to_rtr = (mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RTR && qp->state == IBV_QPS_INIT;
-  // RTR -> RTS is already done in the engine; the app's RTS call sets attributes only.
-  if ((mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RTS && qp->state == IBV_QPS_RTR)
-    e.state = engine::QpState::kRts;
+  const bool to_rtr =
+      (mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RTR && qp->state == IBV_QPS_INIT;
   std::unique_lock lock(dev->mu);
+  uint32_t host = q->peer_host;
   if (to_rtr) {
     if (!(mask & IBV_QP_AV) || !(mask & IBV_QP_DEST_QPN))
-      return fail(EINVAL, "ibv_modify_qp: QP %u: RTR needs IBV_QP_AV and IBV_QP_DEST_QPN",
-                  qp->qp_num);
-    uint32_t host = 0;
+      return fail(EINVAL, "%s: QP %u: RTR needs IBV_QP_AV and IBV_QP_DEST_QPN", verb, qpn);
     auto peer = peer_for(dev, a->ah_attr, &host);
-    if (!peer) return fail(EINVAL, "ibv_modify_qp: QP %u: %s", qp->qp_num, peer.error().c_str());
-    q->peer_host = host;
-    e.peer = *peer;
-    e.dest_qpn = a->dest_qp_num;
+    if (!peer) return fail(EINVAL, "%s: QP %u: %s", verb, qpn, peer.error().c_str());
     const bool fabric = dev->cfg.udp.path_mode == io::PathMode::kSrv6 && dev->cfg.udp.fabric;
     const ibv_gid remote = token_gid(fabric ? dev->cfg.udp.fabric.get() : nullptr, a->ah_attr, host);
-    e.remote_token = token(dev->gid, qp->qp_num, remote, a->dest_qp_num);
-    e.local_token = token(remote, a->dest_qp_num, dev->gid, qp->qp_num);
+    const uint32_t remote_token = token(dev->gid, qpn, remote, a->dest_qp_num);
+    // The connection policy every front end shares (UdpDriver::rtr_attr), then this face's own.
+    engine::assign_attr(e, dev->driver->rtr_attr(*peer, host, a->dest_qp_num, remote_token),
+                        io::UdpDriver::kRtrMask);
+    e.local_token = token(remote, a->dest_qp_num, dev->gid, qpn);
     e.rq_psn = e.local_token >> 8;
     e.sq_psn = e.remote_token >> 8;
-    e.paths = q->ocp.evs.empty() ? dev->driver->spray_paths(host) : q->ocp.evs;
-    e.backup_paths = q->ocp.backup_evs;
-    e.path_policy = dev->driver->spray_policy();  // an OCP EV profile may lower the floor later
-    m |= engine::attr::kDest | engine::attr::kPaths | engine::attr::kLocalToken |
-         engine::attr::kRqPsn | engine::attr::kPathPolicy;
-    if (q->ocp.cc) {
-      e.cc = q->ocp.cc;
-      m |= engine::attr::kCc;
-    }
-    if (q->ocp.cc_rates.any()) {
-      e.cc_rates = q->ocp.cc_rates;
-      m |= engine::attr::kCcRates;
-    }
-    if (q->ocp.max_psn_range) {
-      e.max_psn_range = q->ocp.max_psn_range;
-      m |= engine::attr::kMpr;
-    }
+    m |= io::UdpDriver::kRtrMask | engine::attr::kLocalToken | engine::attr::kRqPsn |
+         engine::attr::kSqPsn;
     if (!(mask & IBV_QP_TIMEOUT)) {
       // A responder that stays in RTR never sets a timeout, which verbs takes as "none";
       // its READ responses still need one: 67 ms, retried for as long as the QP lives.
@@ -443,23 +430,32 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
       m |= engine::attr::kRetry;
     }
   }
-  auto r = dev->driver->with_engine([&](engine::Engine& en) {
-    auto r = en.modify_qp(qp->qp_num, e, m);
-    if (r && to_rtr) {  // the engine's QP is ready to send from RTR on (see "PSNs")
-      e.state = engine::QpState::kRts;
-      r = en.modify_qp(qp->qp_num, e, engine::attr::kState | engine::attr::kSqPsn);
-    }
-    return r;
+  engine::assign_attr(e, o.attr, o.mask);  // an OCP MRC QP's own (EV and CC profiles, MPR...)
+  m |= o.mask;
+  // ---- Check and apply in one engine call: the engine's QP is ready to send from RTR on
+  // (see "PSNs"), so RTR is INIT -> RTR -> RTS there (connect_qp).
+  auto r = dev->driver->with_engine([&](engine::Engine& en) -> Status<engine::ModifyRefusal> {
+    if (to_rtr) return en.connect_qp(qpn, e, m);
+    if (auto ok = en.check_modify_qp(qpn, e, m); !ok) return ok;
+    (void)en.modify_qp(qpn, e, m);  // checked just above, under the same lock
+    return {};
   });
-  if (!r)
-    return fail(EINVAL, "ibv_modify_qp: QP %u (%s -> %s): %s", qp->qp_num,
+  if (!r) {
+    const engine::ModifyRefusal why = r.error();
+    // A PSN range that cannot grow while packets are in flight: try again later.
+    const bool busy = why.error == engine::Error::kBadState && (o.mask & engine::attr::kMpr) &&
+                      std::strcmp(why.field, "max_psn_range") == 0;
+    return fail(busy ? EBUSY : EINVAL, "%s: QP %u (%s -> %s): %s: %s", verb, qpn,
                 engine::to_string(to_engine(qp->state)),
-                (mask & IBV_QP_STATE) ? engine::to_string(e.state) : "same",
-                engine::to_string(r.error()));
+                (mask & IBV_QP_STATE) ? engine::to_string(e.state) : "same", why.field,
+                engine::to_string(why.error));
+  }
+  // ---- Applied: the verbs side follows.
+  if (to_rtr) q->peer_host = host;
   if (mask & IBV_QP_STATE) qp->state = a->qp_state;
   // A peer known by its GID alone: ask it for its other plane addresses, bound to this QP's
   // tokens (no-op for a peer from the table or the fabric, or one already learnt).
-  if (to_rtr) (void)dev->driver->learn_addresses(e.peer, qp->qp_num);
+  if (to_rtr) (void)dev->driver->learn_addresses(e.peer, qpn);
   // Keep what was set for query_qp.
   ibv_qp_attr& s = q->attr;
   if (mask & IBV_QP_STATE) s.qp_state = a->qp_state;

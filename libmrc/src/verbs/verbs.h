@@ -48,6 +48,8 @@
 
 #include <cstdint>
 
+#include "engine/engine.h"
+
 namespace mrc::io {
 struct UdpConfig;
 }
@@ -106,6 +108,19 @@ void ack_cq_events(ibv_cq* cq, unsigned n);
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr);
 ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* attr);
 int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask);
+/// Engine attributes (attr::k* in mask) that replace what modify_qp derives from the verbs
+/// ones: how the OCP API sets an MRC QP's EVs, CC profile, rate hints, MPR, timeout (OCP
+/// units), retries and WRITE_WITH_IMM limits in the same engine call as its verbs attributes.
+struct EngineOverrides {
+  engine::QpAttr attr;
+  uint32_t mask = 0;
+};
+/// modify_qp with `o` on top; `verb` names the caller in the error line. Validate, then
+/// apply: every attribute is checked (the engine's checks included: Engine::check_modify_qp)
+/// before any is applied, so a refused call changes nothing (verbs attributes, state, engine
+/// QP) and its error line names the field. EINVAL, or EBUSY for an overridden PSN range that
+/// cannot grow while packets are in flight.
+int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask, const EngineOverrides& o, const char* verb);
 int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
 int destroy_qp(ibv_qp* qp);
 /// Every MRC QP is a QP_ex (ibv_wr_* work on any of them).

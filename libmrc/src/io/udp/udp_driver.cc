@@ -542,6 +542,18 @@ engine::PathPolicy UdpDriver::spray_policy() const {
   return p;
 }
 
+engine::QpAttr UdpDriver::rtr_attr(engine::PeerId peer, uint32_t host, engine::Qpn dest_qpn,
+                                   uint32_t remote_token) const {
+  engine::QpAttr a;
+  a.state = engine::QpState::kRtr;
+  a.peer = peer;
+  a.dest_qpn = dest_qpn;
+  a.remote_token = remote_token;
+  a.paths = spray_paths(host);
+  a.path_policy = spray_policy();
+  return a;
+}
+
 std::optional<UdpDriver::Route> UdpDriver::route(const engine::Transmit& tx) const {
   Route r;
   const uint16_t plane = tx.path.plane;

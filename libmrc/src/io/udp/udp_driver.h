@@ -250,6 +250,14 @@ class UdpDriver {
   /// (srv6::spines_for_full_t0 at the NIC rate per plane), so a dead spine costs its plane
   /// no share while the rest carry the port; other modes keep PathPolicy's defaults.
   engine::PathPolicy spray_policy() const;
+  /// The engine attributes that connect a QP to `peer` at RTR, as every front end (verbs
+  /// device, NCCL plugin) connects one: the peer, its QP and the token it expects (kDest),
+  /// spray_paths(host) (kPaths) and spray_policy() (kPathPolicy); kRtrMask names them. The
+  /// front end adds its own (MTU, PSNs, timeout, CC...) and calls Engine::connect_qp.
+  static constexpr uint32_t kRtrMask =
+      engine::attr::kDest | engine::attr::kPaths | engine::attr::kPathPolicy;
+  engine::QpAttr rtr_attr(engine::PeerId peer, uint32_t host, engine::Qpn dest_qpn,
+                          uint32_t remote_token) const;
 
   /// Runs f(engine) under the driver's mutex, then wakes the progress thread
   /// so what f posted goes out promptly. Returns what f returns. Do not keep

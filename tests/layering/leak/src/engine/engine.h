@@ -1,0 +1,3 @@
+// Fixture: a public header that leaks an internal one.
+#pragma once
+#include "engine/internal.h"

@@ -1,0 +1,2 @@
+// Fixture: the internal state (check_public.cmake).
+#pragma once
