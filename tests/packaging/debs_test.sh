@@ -87,6 +87,17 @@ installed=1
 dpkg -i "${deb[@]}" >"$tmp/dpkg-i.log" 2>&1 || { cat "$tmp/dpkg-i.log"; fail "dpkg -i"; }
 /usr/bin/mrcctl --help >"$tmp/mrcctl.txt" 2>&1 || { cat "$tmp/mrcctl.txt"; fail "mrcctl --help"; }
 grep -q "mrcctl" "$tmp/mrcctl.txt" || fail "mrcctl --help printed no usage"
+for t in mrc-fabric mrc-perf mrc-sim mrc-demo; do
+  "/usr/bin/$t" --help >"$tmp/help.txt" 2>&1 || { cat "$tmp/help.txt"; fail "$t --help"; }
+done
+for f in $(dpkg -L mrc-tools | grep '/man1/'); do
+  [[ -s "$f" ]] && grep -q '^\.SH OPTIONS' "$f" || fail "man page $f has no OPTIONS section"
+done
+plugin=$(dpkg -L nccl-net-mrc | grep '/libnccl-net-mrc\.so$')
+nm -D --defined-only "$plugin" | grep -q ' ncclNetPlugin_v12$' || fail "$plugin exports no ncclNetPlugin_v12"
+for f in "$plugin" /usr/bin/mrcctl /usr/bin/mrc-perf; do
+  ! ldd "$f" | grep -q 'not found' || { ldd "$f"; fail "$f: a library not found"; }
+done
 shim=$(dpkg -L mrc-verbs-shim | grep '/libmrc-verbs-shim\.so$')
 ldd "$shim" | grep -Eq "libmrc\.so\.1 => /usr/lib/([a-z0-9_-]+/)?libmrc\.so\.1" ||
   { ldd "$shim"; fail "the installed shim does not load the installed libmrc.so.1"; }
