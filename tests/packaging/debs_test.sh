@@ -13,6 +13,9 @@ build=$1 version=$2
 pkgs=(libmrc1 libmrc-dev mrc-verbs-shim nccl-net-mrc mrc-tools mrc-common)
 
 fail() { echo "FAIL: $*"; exit 1; }
+# Output is captured before grep looks at it: `cmd | grep -q` under pipefail fails when grep's
+# early exit kills cmd with SIGPIPE.
+out_of() { "$@" 2>&1 || true; }
 ((EUID == 0)) || { echo "SKIP: dpkg -i needs root"; exit 77; }
 for p in "${pkgs[@]}"; do
   st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
@@ -59,7 +62,7 @@ has mrc-tools '\./usr/bin/mrcctl' '\./usr/bin/mrc-fabric' '\./usr/bin/mrc-perf' 
   '\./usr/bin/mrc-sim' '\./usr/bin/mrc-demo' '\./usr/share/man/man1/mrcctl\.1' \
   '\./usr/share/man/man1/mrc-perf\.1'
 has mrc-common '\./etc/mrc/mrc\.json\.example' '\./usr/share/doc/mrc/README\.md'
-if dpkg -c "${deb[libmrc1]}" | grep -Eq 'include/|\.so -> |bin/'; then
+if grep -Eq 'include/|\.so -> |bin/' <<<"$(dpkg -c "${deb[libmrc1]}")"; then
   fail "libmrc1 carries development files or programs"
 fi
 for p in "${pkgs[@]}"; do echo "== dpkg -c $(basename "${deb[$p]}")"; dpkg -c "${deb[$p]}"; done
@@ -67,7 +70,7 @@ for p in "${pkgs[@]}"; do echo "== dpkg -c $(basename "${deb[$p]}")"; dpkg -c "$
 # 3. Depends.
 depends() { dpkg-deb -f "${deb[$1]}" Depends; }
 want_dep() {  # want_dep PACKAGE REGEX
-  depends "$1" | grep -Eq "$2" || fail "$1 Depends '$(depends "$1")' lacks $2"
+  grep -Eq "$2" <<<"$(depends "$1")" || fail "$1 Depends '$(depends "$1")' lacks $2"
 }
 want_dep libmrc-dev "libmrc1 \(= ${version}"
 want_dep libmrc-dev 'libibverbs-dev'
@@ -78,7 +81,8 @@ want_dep mrc-tools 'libc6'
 want_dep mrc-tools 'iproute2'
 want_dep nccl-net-mrc 'libstdc\+\+6'
 [[ "$(dpkg-deb -f "${deb[mrc-common]}" Architecture)" == all ]] || fail "mrc-common is not Architecture: all"
-dpkg-deb --ctrl-tarfile "${deb[mrc-common]}" | tar -xO ./conffiles | grep -qx /etc/mrc/mrc.json.example ||
+dpkg-deb --ctrl-tarfile "${deb[mrc-common]}" | tar -xO ./conffiles >"$tmp/conffiles"
+grep -qx /etc/mrc/mrc.json.example "$tmp/conffiles" ||
   fail "/etc/mrc/mrc.json.example is not a conffile"
 for p in "${pkgs[@]}"; do echo "$p: Depends: $(depends "$p")"; done
 
@@ -94,13 +98,16 @@ for f in $(dpkg -L mrc-tools | grep '/man1/'); do
   [[ -s "$f" ]] && grep -q '^\.SH OPTIONS' "$f" || fail "man page $f has no OPTIONS section"
 done
 plugin=$(dpkg -L nccl-net-mrc | grep '/libnccl-net-mrc\.so$')
-nm -D --defined-only "$plugin" | grep -q ' ncclNetPlugin_v12$' || fail "$plugin exports no ncclNetPlugin_v12"
+grep -q ' ncclNetPlugin_v12$' <<<"$(nm -D --defined-only "$plugin")" ||
+  fail "$plugin exports no ncclNetPlugin_v12"
 for f in "$plugin" /usr/bin/mrcctl /usr/bin/mrc-perf; do
-  ! ldd "$f" | grep -q 'not found' || { ldd "$f"; fail "$f: a library not found"; }
+  libs=$(out_of ldd "$f")
+  ! grep -q 'not found' <<<"$libs" || { echo "$libs"; fail "$f: a library not found"; }
 done
 shim=$(dpkg -L mrc-verbs-shim | grep '/libmrc-verbs-shim\.so$')
-ldd "$shim" | grep -Eq "libmrc\.so\.1 => /usr/lib/([a-z0-9_-]+/)?libmrc\.so\.1" ||
-  { ldd "$shim"; fail "the installed shim does not load the installed libmrc.so.1"; }
+libs=$(out_of ldd "$shim")
+grep -Eq "libmrc\.so\.1 => /usr/lib/([a-z0-9_-]+/)?libmrc\.so\.1" <<<"$libs" ||
+  { echo "$libs"; fail "the installed shim does not load the installed libmrc.so.1"; }
 # The installed example with its addresses on loopback (a copy, as an operator makes one);
 # port 0: an ephemeral port, clear of other tests' sockets; no statistics segment left behind.
 sed 's/"planes": \[[^]]*\]/"planes": ["::1"]/' /etc/mrc/mrc.json.example >"$tmp/mrc.json"

@@ -44,8 +44,10 @@ libdir=$(PKG_CONFIG_PATH=$pc pkg-config --variable=libdir mrc)
 got=$(LD_LIBRARY_PATH=$libdir "$tmp/pc-consumer")
 [[ "$got" == "$want" ]] || { echo "FAIL: pkg-config consumer printed '$got', want '$want'"; exit 1; }
 # It runs with the installed library, not the build tree's.
-LD_LIBRARY_PATH=$libdir ldd "$tmp/pc-consumer" | grep -q "libmrc.so.1 => $libdir/libmrc.so.1" ||
-  { LD_LIBRARY_PATH=$libdir ldd "$tmp/pc-consumer"; echo "FAIL: not the installed libmrc"; exit 1; }
+# (ldd's output is captured first: `ldd | grep -q` fails under pipefail when grep exits early.)
+libs=$(LD_LIBRARY_PATH=$libdir ldd "$tmp/pc-consumer")
+grep -qF "libmrc.so.1 => $libdir/libmrc.so.1" <<<"$libs" ||
+  { echo "$libs"; echo "FAIL: not the installed libmrc"; exit 1; }
 echo "pkg-config ($flags): $got"
 
 # 3. As the OCP benchmark's makefile does: -I$(MRC_H_PATH), $(MRC_LIB_DIR)/lib_mrc.so by path.
