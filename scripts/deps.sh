@@ -24,6 +24,8 @@ PACKAGES=(
   iperf3 mptcpize gnuplot-nox
   # the software verbs device (headers) and the stock programs the verbs shim runs
   libibverbs-dev perftest ibverbs-utils
+  # install and packages (packaging/): man pages from --help, the .debs' Depends (dpkg-shlibdeps)
+  help2man dpkg-dev
 )
 
 check_only=0

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "srv6/config.h"
@@ -36,6 +37,42 @@ TEST(HostConfig, Parse_FileThenEnvironmentWins) {
   EXPECT_FALSE(r->udp.gro);
   EXPECT_EQ(r->udp.path_mode, PathMode::kDirect);
   EXPECT_NE(r->sources.find("MRC_PORT"), std::string::npos) << r->sources;
+}
+
+// packaging/mrc.json.example, installed as /etc/mrc/mrc.json.example (mrc-common): it parses,
+// and apart from the plane addresses (which have no default) it spells the defaults, so a copy
+// with this host's addresses behaves as MRC_PLANES alone would.
+TEST(HostConfig, InstalledExample_ParsesToTheDefaultsButPlanes) {
+  std::ifstream in(MRC_EXAMPLE_CONFIG);
+  ASSERT_TRUE(in) << MRC_EXAMPLE_CONFIG;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto example = parse_host_config(text, MRC_EXAMPLE_CONFIG, env_of({}));
+  ASSERT_TRUE(example.ok()) << example.error();
+  auto defaults =
+      parse_host_config(R"({"planes": ["fd00:0::1", "fd00:1::1"]})", "planes only", env_of({}));
+  ASSERT_TRUE(defaults.ok()) << defaults.error();
+  const UdpConfig& e = example->udp;
+  const UdpConfig& d = defaults->udp;
+  ASSERT_EQ(e.planes.size(), d.planes.size());
+  for (size_t i = 0; i < e.planes.size(); ++i) {
+    EXPECT_EQ(e.planes[i].address, d.planes[i].address) << i;
+    EXPECT_EQ(e.planes[i].port, d.planes[i].port) << i;
+  }
+  EXPECT_EQ(e.path_mode, d.path_mode);
+  EXPECT_EQ(e.peer_port, d.peer_port);
+  EXPECT_EQ(e.ecmp_source_ports, d.ecmp_source_ports);
+  EXPECT_EQ(e.peer_query, d.peer_query);
+  EXPECT_EQ(e.zero_udp_checksum, d.zero_udp_checksum);
+  EXPECT_EQ(e.gso, d.gso);
+  EXPECT_EQ(e.gro, d.gro);
+  EXPECT_EQ(e.busy_poll, d.busy_poll);
+  EXPECT_EQ(e.netns, d.netns);
+  EXPECT_EQ(e.progress_nice, d.progress_nice);
+  EXPECT_EQ(e.known_peers.size(), d.known_peers.size());
+  EXPECT_EQ(e.engine.nic_bps, d.engine.nic_bps);
+  EXPECT_EQ(e.engine.base_rtt, d.engine.base_rtt);
+  EXPECT_EQ(e.engine.min_base_rtt, d.engine.min_base_rtt);
+  EXPECT_EQ(example->mtu, defaults->mtu);
 }
 
 TEST(HostConfig, PlanesSharingAnAddress_TakeConsecutivePorts) {
