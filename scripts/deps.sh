@@ -24,6 +24,10 @@ PACKAGES=(
   iperf3 mptcpize gnuplot-nox
   # the software verbs device (headers) and the stock programs the verbs shim runs
   libibverbs-dev perftest ibverbs-utils
+  # the Wireshark dissector's tests (tools/wireshark): tshark, a capture on the namespace fabric
+  tshark tcpdump
+  # mrcctl metrics scraped by a real Prometheus server (tests/mrcctl/prometheus_test.cc)
+  prometheus
 )
 
 check_only=0
@@ -57,6 +61,8 @@ fi
 
 echo "deps.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# wireshark-common asks whether non-root users may capture: no question, no setuid dumpcap.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 "${missing[@]}" >/dev/null
 echo "deps.sh: done"
