@@ -7,12 +7,12 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <nlohmann/json.hpp>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -141,7 +141,8 @@ class Prometheus : public mrc::observe::testing::LoopbackPair {
     if (prometheus_.empty() || promtool_.empty())
       GTEST_SKIP() << "prometheus / promtool not installed (scripts/deps.sh)";
     LoopbackPair::SetUp();
-    dir_ = std::filesystem::temp_directory_path() / ("mrc-prometheus-" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("mrc-prometheus-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override {
@@ -164,7 +165,8 @@ class Prometheus : public mrc::observe::testing::LoopbackPair {
   /// in a file that cannot fill up a pipe.
   pid_t start(const std::string& cmd, const std::string& log) {
     int o = -1, e = -1;
-    const pid_t pid = spawn_program("/bin/sh", {"-c", "exec " + cmd + " >" + log + " 2>&1"}, &o, &e);
+    const pid_t pid =
+        spawn_program("/bin/sh", {"-c", "exec " + cmd + " >" + log + " 2>&1"}, &o, &e);
     if (pid > 0) {
       children_.push_back(pid);
       fds_.push_back(o);
@@ -192,15 +194,15 @@ TEST_F(Prometheus, MetricsListen_ScrapedTargetUpSeriesThereLintClean) {
   ASSERT_NE(mport, 0);
   ASSERT_NE(pport, 0);
   const std::string pid = std::to_string(::getpid());
-  ASSERT_GT(start(std::string(MRCCTL_PATH) + " --pid " + pid + " metrics --listen '[::1]:" +
-                      std::to_string(mport) + "'",
+  ASSERT_GT(start(std::string(MRCCTL_PATH) + " --pid " + pid +
+                      " metrics --listen '[::1]:" + std::to_string(mport) + "'",
                   (dir_ / "mrcctl.log").string()),
             0);
   const std::string target = "[::1]:" + std::to_string(mport);
-  std::ofstream(dir_ / "prometheus.yml") << "global:\n  scrape_interval: 1s\n"
-                                         << "scrape_configs:\n  - job_name: mrc\n"
-                                         << "    static_configs:\n      - targets: ['" << target
-                                         << "']\n";
+  std::ofstream(dir_ / "prometheus.yml")
+      << "global:\n  scrape_interval: 1s\n"
+      << "scrape_configs:\n  - job_name: mrc\n"
+      << "    static_configs:\n      - targets: ['" << target << "']\n";
   ASSERT_GT(start(prometheus_ + " --config.file=" + (dir_ / "prometheus.yml").string() +
                       " --storage.tsdb.path=" + (dir_ / "data").string() +
                       " --web.listen-address=127.0.0.1:" + std::to_string(pport),
@@ -224,8 +226,8 @@ TEST_F(Prometheus, MetricsListen_ScrapedTargetUpSeriesThereLintClean) {
                           << log_of("prometheus.log") << log_of("mrcctl.log");
 
   // Every documented family is in Prometheus's database (a scrape that stored them).
-  auto names_json =
-      nlohmann::json::parse(http_get(false, pport, "/api/v1/label/__name__/values"), nullptr, false);
+  auto names_json = nlohmann::json::parse(http_get(false, pport, "/api/v1/label/__name__/values"),
+                                          nullptr, false);
   ASSERT_FALSE(names_json.is_discarded());
   std::set<std::string> stored;
   for (const auto& n : names_json["data"]) stored.insert(n.get<std::string>());
@@ -234,9 +236,9 @@ TEST_F(Prometheus, MetricsListen_ScrapedTargetUpSeriesThereLintClean) {
   // Written only for EVs whose state changed: none does on a clean loopback pair.
   want.erase("mrc_path_state_change_timestamp_seconds");
   // Examples of the per-counter families (`mrc_udp_<counter>_total`, `mrc_qp_<counter>_total`).
-  for (const char* n : {"mrc_udp_datagrams_sent_total", "mrc_udp_sent_bytes_total",
-                        "mrc_udp_received_bytes_total", "mrc_qp_tx_data_packets_total",
-                        "mrc_qp_tx_payload_bytes_total", "mrc_qp_rx_acks_total"})
+  for (const char* n :
+       {"mrc_udp_datagrams_sent_total", "mrc_udp_sent_bytes_total", "mrc_udp_received_bytes_total",
+        "mrc_qp_tx_data_packets_total", "mrc_qp_tx_payload_bytes_total", "mrc_qp_rx_acks_total"})
     want.insert(n);
   for (const auto& n : want) EXPECT_TRUE(stored.count(n)) << n << " is not in Prometheus";
 
