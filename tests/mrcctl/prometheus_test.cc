@@ -26,28 +26,29 @@ namespace {
 using namespace mrc::mrcctl::testing;
 using namespace std::chrono_literals;
 
-std::string find_program(const std::string& name) {
-  for (const char* d : {"/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin"}) {
-    const std::string p = std::string(d) + "/" + name;
-    if (::access(p.c_str(), X_OK) == 0) return p;
+/// The loopback address (::1 or 127.0.0.1) at `port`, and its length.
+sockaddr_storage loopback(bool v6, uint16_t port, socklen_t* len) {
+  sockaddr_storage a{};
+  *len = v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (v6) {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&a);
+    a6->sin6_family = AF_INET6;
+    a6->sin6_addr = in6addr_loopback;
+    a6->sin6_port = htons(port);
+  } else {
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&a);
+    a4->sin_family = AF_INET;
+    a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a4->sin_port = htons(port);
   }
-  return "";
+  return a;
 }
 
 /// A TCP port nothing listens on now (bound to port 0 and released).
 uint16_t free_port(bool v6) {
   const int s = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_storage a{};
-  socklen_t len = v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-  if (v6) {
-    auto* a6 = reinterpret_cast<sockaddr_in6*>(&a);
-    a6->sin6_family = AF_INET6;
-    a6->sin6_addr = in6addr_loopback;
-  } else {
-    auto* a4 = reinterpret_cast<sockaddr_in*>(&a);
-    a4->sin_family = AF_INET;
-    a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  }
+  socklen_t len = 0;
+  sockaddr_storage a = loopback(v6, 0, &len);
   uint16_t port = 0;
   if (::bind(s, reinterpret_cast<sockaddr*>(&a), len) == 0 &&
       ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
@@ -60,19 +61,8 @@ uint16_t free_port(bool v6) {
 /// GET `path` over HTTP/1.0 from a loopback port; the body, or "" when nothing answered.
 std::string http_get(bool v6, uint16_t port, const std::string& path) {
   const int s = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_storage a{};
-  socklen_t len = v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-  if (v6) {
-    auto* a6 = reinterpret_cast<sockaddr_in6*>(&a);
-    a6->sin6_family = AF_INET6;
-    a6->sin6_addr = in6addr_loopback;
-    a6->sin6_port = htons(port);
-  } else {
-    auto* a4 = reinterpret_cast<sockaddr_in*>(&a);
-    a4->sin_family = AF_INET;
-    a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a4->sin_port = htons(port);
-  }
+  socklen_t len = 0;
+  sockaddr_storage a = loopback(v6, port, &len);
   std::string reply;
   if (::connect(s, reinterpret_cast<sockaddr*>(&a), len) == 0) {
     const std::string rq = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";

@@ -4,8 +4,6 @@
 // Threading: blocking, test thread only.
 #pragma once
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -16,21 +14,7 @@
 
 namespace mrc::wireshark::testing {
 
-/// The first executable `name` on $PATH, or "" (tests skip, saying so).
-inline std::string find_program(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    const std::string p = dir + "/" + name;
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  }
-  for (const char* d : {"/usr/sbin", "/sbin"}) {
-    const std::string p = std::string(d) + "/" + name;
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  }
-  return "";
-}
+using mrc::mrcctl::testing::find_program;
 
 /// One frame of tshark's `-T fields` output: field name -> its occurrences in the frame.
 using Row = std::map<std::string, std::vector<std::string>>;
