@@ -398,7 +398,7 @@ local function last(...)
   return t[#t]
 end
 
-local function add_path(tree, tvb_len)
+local function add_path(tree)
   reload_fabric()
   if not fabric then
     if fabric_error then tree:add(F.path_note, fabric_error) end
@@ -641,7 +641,7 @@ function mrc.dissector(tvb, pinfo, root)
   else
     pinfo.cols.info = table.concat(parts, "; ")
   end
-  add_path(root, tvb:len())
+  add_path(root)
   return tvb:len()
 end
 
