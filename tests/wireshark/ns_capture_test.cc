@@ -4,7 +4,8 @@
 // what the capture saw leave the host equals, kind by kind, what the client's engine counted
 // sent (EngineStats::tx_by_kind, read after the drivers stopped), less what the host's own
 // port qdiscs dropped; and what arrived equals what the server's engine sent when no qdisc of
-// the fabric dropped anything (else at most that). Skips, saying why, without root (namespaces) or
+// the fabric dropped anything (else at most that; also "at most" where tcpdump itself lost
+// packets, which it reports). Skips, saying why, without root (namespaces) or
 // without tshark/tcpdump.
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -126,7 +127,9 @@ TEST_F(NsCapture, WriteRun_EveryPacketDecodedAndCountsEqualEngineCounters) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(dump_err, m, std::regex("([0-9]+) packets dropped by kernel")))
       << dump_err;
-  ASSERT_EQ(m[1], "0") << "the capture lost packets; counts cannot be compared: " << dump_err;
+  // A capture that lost packets (a starved tcpdump) still must decode all it has, but can only
+  // be compared as "at most".
+  const uint64_t capture_drops = std::stoull(m[1]);
   const uint64_t host_drops = qdisc_drops(ns0) - drops_before;
   const uint64_t path_drops = fabric_drops() - fabric_drops_before;
 
@@ -162,37 +165,47 @@ TEST_F(NsCapture, WriteRun_EveryPacketDecodedAndCountsEqualEngineCounters) {
   const engine::EngineStats& c = mrc.client_engine;
   EXPECT_EQ(c.tx_datagrams, mrc.client_counters.datagrams_sent)
       << "the driver sent all the engine made";
-  EXPECT_EQ(sent_total + host_drops, mrc.client_counters.datagrams_sent)
-      << host_drops << " qdisc drops";
+  const bool exact_sent = host_drops == 0 && capture_drops == 0;
+  const bool exact_received = path_drops == 0 && capture_drops == 0;
+  if (capture_drops == 0) {
+    EXPECT_EQ(sent_total + host_drops, mrc.client_counters.datagrams_sent)
+        << host_drops << " qdisc drops";
+  } else {
+    EXPECT_LE(sent_total + host_drops, mrc.client_counters.datagrams_sent);
+  }
   const auto write = static_cast<size_t>(wire::Kind::kWrite);
   const auto ack = static_cast<size_t>(wire::Kind::kAck);
   EXPECT_GT(sent[write], 100u);
   for (size_t k = 0; k < 64; ++k) {
-    if (host_drops == 0) {
+    if (exact_sent) {
       EXPECT_EQ(sent[k], c.tx_by_kind[k]) << "kind " << k;
     } else {
       EXPECT_LE(sent[k], c.tx_by_kind[k]) << "kind " << k;
     }
     // Received: what the server's engine sent, less what the fabric dropped on the way.
-    if (path_drops == 0) {
+    if (exact_received) {
       EXPECT_EQ(received[k], mrc.server_engine.tx_by_kind[k]) << "kind " << k;
     } else {
       EXPECT_LE(received[k], mrc.server_engine.tx_by_kind[k]) << "kind " << k;
     }
   }
-  if (host_drops == 0) {
+  if (exact_sent) {
     EXPECT_EQ(sent_retransmits, c.tx_retransmit_flagged);
+  } else {
+    EXPECT_LE(sent_retransmits, c.tx_retransmit_flagged);
   }
   EXPECT_GT(received[ack], 0u);
   EXPECT_EQ(sent[ack] + received[write], 0u) << "a WRITE run: data one way, ACKs the other";
   std::printf(
       "capture at h0: %llu sent (%llu WRITE, %llu retransmitted, %llu probes), %llu ACKs "
-      "received of %llu the server sent; qdisc drops: host 0 %llu, fabric %llu\n",
+      "received of %llu the server sent; qdisc drops: host 0 %llu, fabric %llu; capture drops "
+      "%llu (%s)\n",
       (unsigned long long)sent_total, (unsigned long long)sent[write],
       (unsigned long long)sent_retransmits,
       (unsigned long long)sent[static_cast<size_t>(wire::Kind::kProbe)],
       (unsigned long long)received[ack], (unsigned long long)mrc.server_engine.tx_by_kind[ack],
-      (unsigned long long)host_drops, (unsigned long long)path_drops);
+      (unsigned long long)host_drops, (unsigned long long)path_drops,
+      (unsigned long long)capture_drops, exact_sent && exact_received ? "exact" : "at most");
 }
 
 }  // namespace
