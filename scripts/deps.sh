@@ -26,6 +26,10 @@ PACKAGES=(
   libibverbs-dev perftest ibverbs-utils
   # install and packages (packaging/): man pages from --help, the .debs' Depends (dpkg-shlibdeps)
   help2man dpkg-dev
+  # the Wireshark dissector's tests (tools/wireshark): tshark, a capture on the namespace fabric
+  tshark tcpdump
+  # mrcctl metrics scraped by a real Prometheus server (tests/mrcctl/prometheus_test.cc)
+  prometheus
 )
 
 check_only=0
@@ -59,6 +63,8 @@ fi
 
 echo "deps.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# wireshark-common asks whether non-root users may capture: no question, no setuid dumpcap.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 "${missing[@]}" >/dev/null
 echo "deps.sh: done"

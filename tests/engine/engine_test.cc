@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <map>
 #include <numeric>
 #include <set>
@@ -474,6 +475,46 @@ TEST(Engine, Trimmed_NackedAndResentAtOnce) {
   uint64_t t = 0;
   for (auto& p : l.a.eng.path_stats(l.a.qpn)) t += p.trims;
   EXPECT_EQ(t, 4u);
+}
+
+TEST(Engine, Stats_TxByKindCountsEveryDatagramSent) {
+  Loop l;
+  fill(l.a.mem, 0, 64 * 4096, 5);
+  l.post_write(l.a, 1, 0, 64 * 4096, 0);
+  std::array<std::array<uint64_t, 64>, 2> seen{};
+  std::array<uint64_t, 2> retransmits{};
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    auto p = peek(d);
+    ++seen[from][static_cast<size_t>(p.common.kind)];
+    retransmits[from] += (p.common.flags & wire::flag::kRetransmit) != 0;
+    if (from == 0 && wire::is_data(p.common.kind) && p.common.psn % 7 == 2 &&
+        !(p.common.flags & wire::flag::kRetransmit)) {
+      d.resize(wire::kDataHeaderSize);  // trimmed: a NACK comes back, a retransmit follows
+      d[3] |= wire::net_flag::kTrimmed;
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  l.run();
+  ASSERT_EQ(l.poll(l.a).size(), 1u);
+  for (int side = 0; side < 2; ++side) {
+    const EngineStats& st = (side == 0 ? l.a : l.b).eng.stats();
+    uint64_t sum = 0;
+    for (size_t k = 0; k < 64; ++k) {
+      EXPECT_EQ(st.tx_by_kind[k], seen[side][k]) << "side " << side << " kind " << k;
+      sum += st.tx_by_kind[k];
+    }
+    EXPECT_EQ(sum, st.tx_datagrams);
+    EXPECT_EQ(st.tx_retransmit_flagged, retransmits[side]);
+  }
+  const EngineStats& a = l.a.eng.stats();
+  const QpStats* qa = l.a.eng.qp_stats(l.a.qpn);
+  EXPECT_EQ(a.tx_by_kind[static_cast<size_t>(wire::Kind::kWrite)],
+            qa->tx_data_packets + qa->tx_retransmits);
+  EXPECT_EQ(a.tx_retransmit_flagged, qa->tx_retransmits);
+  EXPECT_GT(qa->tx_retransmits, 0u);
+  EXPECT_EQ(l.b.eng.stats().tx_by_kind[static_cast<size_t>(wire::Kind::kNack)],
+            l.b.eng.qp_stats(l.b.qpn)->tx_nacks);
+  EXPECT_GT(l.b.eng.stats().tx_by_kind[static_cast<size_t>(wire::Kind::kAck)], 0u);
 }
 
 TEST(Engine, Mtu_SmallMtuCutsMorePackets) {

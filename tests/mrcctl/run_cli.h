@@ -1,5 +1,6 @@
 // Runs a tool binary as a child process and captures its output: mrcctl (MRCCTL_PATH, the
-// default where it is defined) or another one by path (run_program).
+// default where it is defined) or another one by path (run_program), found on $PATH with
+// find_program.
 // Threading: blocking; children are waited for (or killed by the caller, by pid).
 #pragma once
 
@@ -9,10 +10,28 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
 namespace mrc::mrcctl::testing {
+
+/// The first executable `name` on $PATH, or "" (tests skip, saying so).
+inline std::string find_program(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    const std::string p = dir + "/" + name;
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  for (const char* d : {"/usr/sbin", "/sbin"}) {
+    const std::string p = std::string(d) + "/" + name;
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return "";
+}
 
 struct CliResult {
   int rc = -1;

@@ -990,3 +990,20 @@ TEST(Wire, AddrMessages_BadPlaneCountLengthAndCrcAreRefused) {
 
 }  // namespace
 }  // namespace mrc::wire
+
+namespace mrc::wire {
+namespace {
+
+TEST(Wire, ToString_KindNamesAsTheDocsWriteThem) {
+  EXPECT_STREQ(to_string(Kind::kWriteImm), "WRITE_IMM");
+  EXPECT_STREQ(to_string(Kind::kReadResp), "READ_RESP");
+  EXPECT_STREQ(to_string(Kind::kProbeReply), "PROBE_REPLY");
+  EXPECT_STREQ(to_string(Kind::kAddrReply), "ADDR_REPLY");
+  EXPECT_STREQ(to_string(static_cast<Kind>(7)), "?");
+  size_t named = 0;
+  for (int k = 0; k < 256; ++k) named += std::string(to_string(static_cast<Kind>(k))) != "?";
+  EXPECT_EQ(named, 12u);  // every kind of the table, no other byte
+}
+
+}  // namespace
+}  // namespace mrc::wire

@@ -583,8 +583,6 @@ Result<MrcRunResult, std::string> Runner::run() {
         res_.crc_errors += es.malformed_by_error[static_cast<size_t>(w)];
     });
   }
-  res_.client_engine = side_[0].drv->with_engine([](Engine& e) { return e.stats(); });
-  res_.server_engine = side_[1].drv->with_engine([](Engine& e) { return e.stats(); });
   if (!latencies_.empty()) {
     std::sort(latencies_.begin(), latencies_.end());
     auto us = [&](double q) {
@@ -594,6 +592,9 @@ Result<MrcRunResult, std::string> Runner::run() {
     res_.latency = {latencies_.size(), us(0.5), us(0.99), us(0.999), us(1.0)};
   }
   for (auto& sd : side_) sd.drv->stop();
+  // After stop: nothing is sent any more, so these are what went out (a capture compares).
+  res_.client_engine = side_[0].drv->peek_engine([](Engine& e) { return e.stats(); });
+  res_.server_engine = side_[1].drv->peek_engine([](Engine& e) { return e.stats(); });
   res_.client_counters = side_[0].drv->counters();
   res_.server_counters = side_[1].drv->counters();
   for (auto& sd : side_) {

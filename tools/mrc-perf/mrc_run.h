@@ -129,8 +129,9 @@ struct MrcRunResult {
   // VmRSS once a second (time s, KiB), with the tool's sample records preallocated before
   // the first, so growth here is the library's (and the path events' as they are recorded).
   std::vector<std::pair<double, uint64_t>> rss_kib_samples;
-  engine::EngineStats client_engine,
-      server_engine;  // run hosts 0 and 1, incl. every dropped datagram by reason
+  // Run hosts 0 and 1, incl. every dropped datagram by reason and every datagram sent by kind;
+  // read after the drivers stopped, as are the counters above.
+  engine::EngineStats client_engine, server_engine;
   bool ok() const { return mismatches == 0 && errors == 0; }
 };
 

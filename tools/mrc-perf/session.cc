@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "srv6/fabric.h"
+#include "wire/wire.h"
 
 namespace mrc::perf {
 
@@ -310,6 +311,21 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         hs.total_gbps += hs.rx_gbps.back();
       }
       out.hosts = std::move(hs);
+    }
+    if (!plan) {
+      // What a capture on each host counts leaving it (docs/wireshark.md).
+      std::string sent = "mrc: datagrams sent by kind:";
+      for (const auto& [host, st] :
+           {std::pair{o.client, &r->client_engine}, {o.server, &r->server_engine}}) {
+        sent += " h" + std::to_string(host);
+        for (size_t k = 0; k < st->tx_by_kind.size(); ++k)
+          if (st->tx_by_kind[k] > 0)
+            sent += std::string(" ") + wire::to_string(static_cast<wire::Kind>(k)) + " " +
+                    std::to_string(st->tx_by_kind[k]);
+        sent += " (" + std::to_string(st->tx_retransmit_flagged) + " retransmitted);";
+      }
+      sent.pop_back();
+      out.details.push_back(sent);
     }
     out.details.push_back("mrc: " + r->cc);
     if (o.latency) {

@@ -691,6 +691,8 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
   auto sent = [&](const Transmit& t) {
     ++c.stats.tx_datagrams;
     c.stats.tx_bytes += t.size();
+    ++c.stats.tx_by_kind[buf[1] & 63];  // the header's kind byte
+    c.stats.tx_retransmit_flagged += (buf[2] & wire::flag::kRetransmit) != 0;
     return t;
   };
   while (!c.ctrl.empty()) {

@@ -29,6 +29,10 @@ struct EngineStats {
   uint64_t tx_datagrams = 0;
   uint64_t rx_bytes = 0;
   uint64_t tx_bytes = 0;
+  // Datagrams sent by wire::Kind value (slot = the kind byte; every kind is below 64), and of
+  // those the ones flagged wire::flag::kRetransmit: what a capture of every port should count.
+  std::array<uint64_t, 64> tx_by_kind{};
+  uint64_t tx_retransmit_flagged = 0;
   uint64_t plane_holds = 0;  // planes held down by the shared path health (paths.h SharedHealth)
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
   // Indexed by wire::WireError value (1..7); kBadField (8, only in connectionless ADDR

@@ -334,6 +334,36 @@ Status<WireError> decode_control(std::span<const uint8_t> bytes, Packet& out) {
 
 }  // namespace
 
+const char* to_string(Kind k) {
+  switch (k) {
+    case Kind::kWrite:
+      return "WRITE";
+    case Kind::kWriteImm:
+      return "WRITE_IMM";
+    case Kind::kSend:
+      return "SEND";
+    case Kind::kSendImm:
+      return "SEND_IMM";
+    case Kind::kReadReq:
+      return "READ_REQ";
+    case Kind::kReadResp:
+      return "READ_RESP";
+    case Kind::kAck:
+      return "ACK";
+    case Kind::kNack:
+      return "NACK";
+    case Kind::kProbe:
+      return "PROBE";
+    case Kind::kProbeReply:
+      return "PROBE_REPLY";
+    case Kind::kAddrQuery:
+      return "ADDR_QUERY";
+    case Kind::kAddrReply:
+      return "ADDR_REPLY";
+  }
+  return "?";
+}
+
 const char* to_string(WireError e) {
   switch (e) {
     case WireError::kTooShort:

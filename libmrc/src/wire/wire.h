@@ -55,6 +55,10 @@ enum class Kind : uint8_t {
   kAddrReply = 35,  // its answer: the peer's address and port per plane
 };
 
+/// The kind's name as docs/wire-format.md writes it ("WRITE_IMM", "PROBE_REPLY"); "?" for a
+/// byte that names no kind.
+const char* to_string(Kind k);
+
 /// True for the kinds that carry a DataHeader.
 constexpr bool is_data(Kind k) { return k >= Kind::kWrite && k <= Kind::kReadResp; }
 
