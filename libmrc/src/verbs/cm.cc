@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -143,6 +144,8 @@ struct Service {
   ibv_context* ctx = nullptr;   // (mu) opened at the first bind / resolve
   ibv_pd* pd = nullptr;         // (mu) rdma_create_qp's default PD
   bool started = false;         // (mu)
+  uint64_t rounds = 0;          // (mu) poll rounds the thread has finished
+  std::condition_variable round_done;
 
   void poke() const {
     const uint64_t one = 1;
@@ -388,6 +391,8 @@ void Service::run() {
     while (::read(wake, &v, sizeof v) == sizeof v) {
     }
     std::lock_guard l(mu);
+    ++rounds;
+    round_done.notify_all();
     for (size_t i = 1; i < pf.size(); ++i) {
       auto it = ids.find(who[i]);
       if (it == ids.end() || it->second->fd != pf[i].fd || !pf[i].revents) continue;
@@ -438,12 +443,16 @@ void Service::handle(Id* id) {
     return;
   }
   char buf[4096];
+  int gone = 0;  // why the connection ended, once what came before is handled
   for (;;) {
     const ssize_t r = ::recv(id->fd, buf, sizeof buf, 0);
-    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-      return peer_gone(*this, id, r == 0 ? ECONNRESET : errno);
-    if (r < 0) break;
-    id->in.append(buf, static_cast<size_t>(r));
+    if (r > 0) {
+      id->in.append(buf, static_cast<size_t>(r));
+      continue;
+    }
+    if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+      gone = r == 0 ? ECONNRESET : errno;
+    break;
   }
   while (id->fd >= 0 && id->in.size() >= sizeof(CmMsg)) {
     CmMsg m;
@@ -454,8 +463,11 @@ void Service::handle(Id* id) {
           addr_str(&id->id.route.addr.dst_addr).c_str());
       return peer_gone(*this, id, EPROTO);
     }
+    const uint64_t serial = id->serial;
     on_msg(id, m);
+    if (!ids.count(serial)) return;  // on_msg dropped it
   }
+  if (gone && id->fd >= 0) peer_gone(*this, id, gone);
 }
 
 void Service::on_msg(Id* id, const CmMsg& m) {
@@ -618,8 +630,9 @@ int create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma
 int destroy_id(rdma_cm_id* cm) {
   if (!cm) return refuse(EINVAL, "rdma_destroy_id: no id");
   Service& s = svc();
-  std::lock_guard l(s.mu);
+  std::unique_lock l(s.mu);
   Id* id = id_of(cm);
+  const bool polled = id->fd >= 0;
   // A listener takes the connections the app has not seen with it.
   std::vector<Id*> orphans;
   for (auto& [_, other] : s.ids)
@@ -641,7 +654,13 @@ int destroy_id(rdma_cm_id* cm) {
   remove_id(s, id);
   if (id->own_channel) destroy_event_channel(cm->channel);
   delete id;
-  s.poke();
+  if (polled) {
+    // A poll in progress holds the closed socket (and its port) until it returns: wait for
+    // the round, so the port is free when rdma_destroy_id returns.
+    const uint64_t r = s.rounds;
+    s.poke();
+    s.round_done.wait(l, [&] { return s.rounds > r; });
+  }
   return 0;
 }
 
