@@ -23,7 +23,7 @@ PACKAGES=(
   # fault runs (tools/mrc-perf): baselines and plots
   iperf3 mptcpize gnuplot-nox
   # the software verbs device (headers) and the stock programs the verbs shim runs
-  libibverbs-dev perftest ibverbs-utils
+  libibverbs-dev perftest ibverbs-utils rdmacm-utils
 )
 
 check_only=0
