@@ -1,8 +1,9 @@
-// Tests of verbs-shim/src/shim.cc, the library itself (linked here as programs see it when it
-// is preloaded; no libibverbs in this process):
+// Tests of verbs-shim/src/shim.cc and rdmacm.cc, the library itself (linked here as programs
+// see it when it is preloaded; no libibverbs in this process):
 //   - it exports every application-facing symbol of the installed libibverbs, so that no
 //     verb handed an MRC object falls through to the real library (which would take mrc0's
-//     context for one of its own and crash);
+//     context for one of its own and crash), and every rdma_* symbol the rdma_cm programs
+//     it runs (rping, perftest) import, for the same reason with librdmacm;
 //   - the verbs mrc0 does not do fail with the errno or return value verbs programs expect,
 //     and the answers it can give (GUID, GID table, P_Key index) agree with the queries.
 #include <dlfcn.h>
@@ -41,6 +42,23 @@ std::set<std::string> dynamic_symbols(const std::string& path) {
   return out;
 }
 
+// The rdma_* symbols a program imports (`nm -D --undefined-only`), without versions.
+std::set<std::string> imported_rdma_symbols(const std::string& path) {
+  std::set<std::string> out;
+  FILE* p = ::popen(("nm -D --undefined-only '" + path + "' 2>/dev/null").c_str(), "r");
+  if (!p) return out;
+  char line[512];
+  while (std::fgets(line, sizeof line, p)) {
+    char type[8], name[400];
+    if (std::sscanf(line, "%7s %399s", type, name) != 2) continue;
+    std::string n = name;
+    n = n.substr(0, n.find('@'));
+    if (n.rfind("rdma_", 0) == 0) out.insert(n);
+  }
+  ::pclose(p);
+  return out;
+}
+
 // Whether a libibverbs symbol may go to the real library even in a process using mrc0:
 // provider-side and kernel-command helpers, and functions that take no verbs object.
 bool context_free(const std::string& n) {
@@ -63,6 +81,20 @@ bool context_free(const std::string& n) {
       "ibv_query_srq",  // takes an SRQ, which mrc0 never makes
   };
   return n.rfind("ibv_cmd_", 0) == 0 || n.rfind("ibv_copy_", 0) == 0 || free_fns.count(n) > 0;
+}
+
+TEST(ShimExports, EveryRdmaCmSymbolTheStockProgramsImport) {
+  const auto ours = dynamic_symbols(MRC_VERBS_SHIM);
+  ASSERT_TRUE(ours.count("rdma_connect")) << "could not list " << MRC_VERBS_SHIM;
+  int programs = 0;
+  for (const char* prog : {"/usr/bin/rping", "/usr/bin/ib_write_bw", "/usr/bin/ib_read_bw",
+                           "/usr/bin/ib_send_lat"}) {
+    const auto theirs = imported_rdma_symbols(prog);
+    if (theirs.empty()) continue;  // not installed
+    ++programs;
+    for (const std::string& n : theirs) EXPECT_TRUE(ours.count(n)) << prog << " imports " << n;
+  }
+  if (programs == 0) GTEST_SKIP() << "neither rdmacm-utils nor perftest is installed";
 }
 
 TEST(ShimExports, EveryApplicationSymbolOfLibibverbs) {
