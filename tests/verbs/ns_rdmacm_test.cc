@@ -37,7 +37,7 @@ std::string tools_missing() {
 #if defined(MRC_TEST_ASAN) || defined(MRC_TEST_TSAN)
   return "built with a sanitizer: the shim cannot be preloaded into stock binaries";
 #endif
-  for (const char* tool : {"rping", "ib_write_bw"}) {
+  for (const char* tool : {"rping", "ucmatose", "ib_write_bw"}) {
     const std::string path = std::string("/usr/bin/") + tool;
     if (::access(path.c_str(), X_OK) != 0)
       return std::string(tool) + " is not installed (apt-get install rdmacm-utils perftest)";
@@ -113,6 +113,24 @@ TEST_F(RdmacmLoopback, Rping_100Verified) {
   expect_rping_ok(run({"rping", "-s", "-a", "127.0.0.1", "-p", p},
                       {"rping", "-c", "-a", "127.0.0.1", "-p", p, "-C", "100", "-v", "-V"}),
                   100);
+}
+
+// -q: the programs make and move their QPs themselves (rdma_init_qp_attr, rdma_establish).
+TEST_F(RdmacmLoopback, Rping_AppMadeQps_10Verified) {
+  const std::string p = std::to_string(cm_port_);
+  expect_rping_ok(run({"rping", "-s", "-q", "-a", "127.0.0.1", "-p", p},
+                      {"rping", "-c", "-q", "-a", "127.0.0.1", "-p", p, "-C", "10", "-v", "-V"}),
+                  10);
+}
+
+TEST_F(RdmacmLoopback, Ucmatose) {
+  const std::string p = std::to_string(cm_port_);
+  const PairResult r =
+      run({"ucmatose", "-b", "127.0.0.1", "-p", p}, {"ucmatose", "-s", "127.0.0.1", "-p", p});
+  EXPECT_EQ(r.client_rc, 0) << r.both();
+  EXPECT_EQ(r.server_rc, 0) << r.both();
+  EXPECT_NE(r.client.find("test complete"), std::string::npos) << r.both();
+  EXPECT_NE(r.server.find("data transfers complete"), std::string::npos) << r.both();
 }
 
 TEST_F(RdmacmLoopback, Perftest_R) {

@@ -34,6 +34,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kConnectTimeout = std::chrono::seconds(5);
+constexpr auto kRefusedRetry = std::chrono::seconds(1);
 
 void vlog(const char* fmt, va_list ap) {
   char line[512];
@@ -119,13 +120,15 @@ struct Id {
   rdma_cm_id id{};  // first: the app's pointer is the object's address
   uint64_t serial = 0;
   St st = St::kIdle;
-  int fd = -1;                   // TCP: listening or connection socket
-  std::string in;                // bytes received, not yet a whole CmMsg
-  Id* listener = nullptr;        // a passive child: its listening id (null once that is gone)
-  bool handed = false;           // a child the app has seen (CONNECT_REQUEST posted)
-  bool own_channel = false;      // rdma_migrate_id(id, NULL) made its channel
-  Clock::time_point deadline{};  // kConnecting: UNREACHABLE after it
-  CmMsg out{};                   // kConnecting: the REQ to send once connected
+  int fd = -1;                        // TCP: listening or connection socket
+  std::string in;                     // bytes received, not yet a whole CmMsg
+  Id* listener = nullptr;             // a passive child: its listening id (null once that is gone)
+  bool handed = false;                // a child the app has seen (CONNECT_REQUEST posted)
+  bool own_channel = false;           // rdma_migrate_id(id, NULL) made its channel
+  Clock::time_point deadline{};       // kConnecting: UNREACHABLE after it
+  Clock::time_point refused_until{};  // kConnecting: a refused connect is tried again till then
+  Clock::time_point retry_at{};       // kConnecting without a socket: when to try again
+  CmMsg out{};                        // kConnecting: the REQ to send once connected
   bool have_peer = false;
   CmMsg peer{};  // the peer's REQ (passive) or REP (active)
   uint32_t psn = 0;
@@ -320,7 +323,6 @@ int qp_attr(Service& s, Id* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
 
 // Moves the id's QP to RTR and RTS toward the peer; 0, or -1 with errno.
 int connect_qp(Service& s, Id* id) {
-  learn_peer(s, id->peer);
   for (ibv_qp_state st : {IBV_QPS_RTR, IBV_QPS_RTS}) {
     ibv_qp_attr a;
     int mask = 0;
@@ -366,6 +368,8 @@ void peer_gone(Service& s, Id* id, int err) {
   }
 }
 
+void refused(Id* id, int err);
+
 void unreachable(Id* id, int err) {
   log("rdma_connect: no MRC connection manager answers at %s (%s)",
       addr_str(&id->id.route.addr.dst_addr).c_str(), std::strerror(err));
@@ -374,19 +378,44 @@ void unreachable(Id* id, int err) {
   post(id, RDMA_CM_EVENT_UNREACHABLE, -err);
 }
 
+// Opens the id's TCP connection toward its destination (the service thread sees it complete).
+// A refused connection is tried again every 20 ms for kRefusedRetry: a server that listens
+// again between two phases (perftest -R: one listener for its exchange, then one for the
+// test's QPs) is not missed by a client quicker than it. Then, or on any other error,
+// UNREACHABLE.
+void try_connect(Id* id) {
+  const sockaddr* dst = &id->id.route.addr.dst_addr;
+  if (id->fd < 0) id->fd = ::socket(dst->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (id->fd < 0) return unreachable(id, errno);
+  if (::connect(id->fd, dst, addr_len(dst)) == 0 || errno == EINPROGRESS) return;
+  refused(id, errno);
+}
+
+void refused(Id* id, int err) {
+  close_fd(id);
+  const auto now = Clock::now();
+  if (err == ECONNREFUSED && now < id->refused_until) {
+    id->retry_at = now + std::chrono::milliseconds(20);
+    return;
+  }
+  unreachable(id, err);
+}
+
 void Service::run() {
   for (;;) {
     std::vector<pollfd> pf{{wake, POLLIN, 0}};
     std::vector<uint64_t> who{0};
+    bool retrying = false;
     {
       std::lock_guard l(mu);
       for (auto& [serial, id] : ids) {
+        retrying |= id->st == St::kConnecting && id->fd < 0;
         if (id->fd < 0 || id->st == St::kBound) continue;  // a bound socket waits for listen
         pf.push_back({id->fd, static_cast<short>(id->st == St::kConnecting ? POLLOUT : POLLIN), 0});
         who.push_back(serial);
       }
     }
-    ::poll(pf.data(), pf.size(), 100);
+    ::poll(pf.data(), pf.size(), retrying ? 20 : 100);
     uint64_t v;
     while (::read(wake, &v, sizeof v) == sizeof v) {
     }
@@ -399,8 +428,13 @@ void Service::run() {
       handle(it->second);
     }
     const auto now = Clock::now();
-    for (auto& [_, id] : ids)
-      if (id->st == St::kConnecting && now > id->deadline) unreachable(id, ETIMEDOUT);
+    for (auto& [_, id] : ids) {
+      if (id->st != St::kConnecting) continue;
+      if (now > id->deadline)
+        unreachable(id, ETIMEDOUT);
+      else if (id->fd < 0 && now >= id->retry_at)
+        try_connect(id);
+    }
   }
 }
 
@@ -433,7 +467,7 @@ void Service::handle(Id* id) {
     int err = 0;
     socklen_t n = sizeof err;
     ::getsockopt(id->fd, SOL_SOCKET, SO_ERROR, &err, &n);
-    if (err) return unreachable(id, err);
+    if (err) return refused(id, err);
     sockaddr_storage local{};
     n = sizeof local;
     ::getsockname(id->fd, reinterpret_cast<sockaddr*>(&local), &n);
@@ -476,6 +510,7 @@ void Service::on_msg(Id* id, const CmMsg& m) {
       if (id->st != St::kReqWait) break;
       id->peer = m;
       id->have_peer = true;
+      learn_peer(*this, m);  // before any QP, ours or the app's (rping -q), goes to RTR
       // The passive side answers with what the active side asked (its depth is our
       // responder resources and the other way round), unless rdma_accept says otherwise.
       id->responder_resources = m.initiator_depth;
@@ -495,6 +530,7 @@ void Service::on_msg(Id* id, const CmMsg& m) {
       if (id->st != St::kReqSent) break;
       id->peer = m;
       id->have_peer = true;
+      learn_peer(*this, m);  // before any QP, ours or the app's (rping -q), goes to RTR
       if (!id->id.qp) {
         id->st = St::kRepRcvd;
         post(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, &m);
@@ -757,15 +793,10 @@ int connect(rdma_cm_id* cm, rdma_conn_param* p) {
   const uint32_t qpn = cm->qp ? cm->qp->qp_num : p->qp_num;
   id->out = our_msg(s, id, MsgType::kReq, qpn, p ? p->private_data : nullptr,
                     p ? p->private_data_len : 0);
-  const sockaddr* dst = &cm->route.addr.dst_addr;
-  if (id->fd < 0) {
-    id->fd = ::socket(dst->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (id->fd < 0) return -1;
-  }
   id->deadline = Clock::now() + kConnectTimeout;
+  id->refused_until = Clock::now() + kRefusedRetry;
   id->st = St::kConnecting;
-  if (::connect(id->fd, dst, addr_len(dst)) != 0 && errno != EINPROGRESS)
-    unreachable(id, errno);  // reported as an event, as librdmacm does
+  try_connect(id);  // errors are reported as events, as librdmacm does
   s.poke();
   return 0;
 }
@@ -823,8 +854,7 @@ int establish(rdma_cm_id* cm) {
     peer_gone(s, id, ECONNRESET);
     return refuse(ECONNRESET, "rdma_establish: the peer went away");
   }
-  id->st = St::kEstablished;
-  post(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+  id->st = St::kEstablished;  // as librdmacm: only the passive side hears ESTABLISHED
   return 0;
 }
 

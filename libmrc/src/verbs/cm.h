@@ -15,14 +15,18 @@
 // reports ESTABLISHED; the passive side reports ESTABLISHED on the RTU. rdma_reject answers
 // REJ (REJECTED at the peer, status 28, with the private data); rdma_disconnect moves the QP
 // to ERR and sends DREQ (DISCONNECTED at both ends; a peer that goes away without one, its
-// TCP connection closing, is DISCONNECTED too). A destination with nothing listening, or no
-// answer within 5 s, is UNREACHABLE (status -ECONNREFUSED / -ETIMEDOUT) with a line naming
-// the address. The TCP sockets close with the id (rdma_destroy_id) or the process: no port
-// stays bound.
+// TCP connection closing, is DISCONNECTED too). A destination with nothing listening (still
+// refused after 1 s of tries every 20 ms, so a server listening again between two phases, as
+// perftest -R does, is not missed), or no TCP answer within 5 s, is UNREACHABLE (status
+// -ECONNREFUSED / -ETIMEDOUT) with a line naming the address. The TCP sockets close with the
+// id (rdma_destroy_id returns once the port is free) or the process: no port stays bound.
 //
 // The peer's verbs details: the GID in the REQ/REP names the peer host to mrc0 exactly as
-// a verbs program's GID does (verbs.h "peers"); outside a fabric the plane ports travel too,
-// so two processes of one host (loopback planes, different ports) find each other.
+// a verbs program's GID does (verbs.h "peers"); outside a fabric the plane ports travel too
+// and go into the device's peer table when the REQ/REP arrives (before any QP toward the
+// peer reaches RTR, the CM's or the app's own: rping -q), so two processes of one host
+// (loopback planes, different ports) find each other. Only the ACTIVE side's
+// rdma_establish (a QP the app moved itself) reports nothing locally, as librdmacm.
 //
 // What there is: RDMA_PS_TCP ids (RC QPs) only; other port spaces fail with EINVAL and a
 // line. No multicast, no UD, no rdma_create_ep synchronous ids, no TIMEWAIT_EXIT events
