@@ -23,19 +23,6 @@ namespace {
 
 const bool env_set = testing::set_loopback_env();
 
-// A TCP port of 127.0.0.1 nobody listens on now (the kernel's pick, then released).
-uint16_t free_tcp_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 sockaddr_in loopback(uint16_t port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -162,7 +149,7 @@ TEST_F(CmTest, CallsOutOfOrder_Einval) {
 }
 
 TEST_F(CmTest, Connect_NobodyListening_Unreachable) {
-  const uint16_t port = free_tcp_port();
+  const uint16_t port = testing::free_tcp_port();
   resolve_to(port);
   char big[57] = {};
   rdma_conn_param p{};
@@ -179,7 +166,7 @@ TEST_F(CmTest, Connect_NobodyListening_Unreachable) {
 }
 
 TEST_F(CmTest, Reject_PeerGetsRejectedWithPrivateData) {
-  const uint16_t port = free_tcp_port();
+  const uint16_t port = testing::free_tcp_port();
   listen_on(port);
   resolve_to(port);
   const std::string hello = "hello, server";
@@ -213,7 +200,7 @@ TEST_F(CmTest, Reject_PeerGetsRejectedWithPrivateData) {
 }
 
 TEST_F(CmTest, ConnectAccept_DataFlows_DisconnectReachesBoth_PortFreed) {
-  const uint16_t port = free_tcp_port();
+  const uint16_t port = testing::free_tcp_port();
   listen_on(port);
   resolve_to(port);
   ASSERT_EQ(connect(client_, nullptr), 0);
@@ -299,7 +286,7 @@ TEST_F(CmTest, ConnectAccept_DataFlows_DisconnectReachesBoth_PortFreed) {
 }
 
 TEST_F(CmTest, InitQpAttr_AndEstablish_ForAppMadeQps) {
-  const uint16_t port = free_tcp_port();
+  const uint16_t port = testing::free_tcp_port();
   listen_on(port);
   resolve_to(port, /*qp=*/false);
   ibv_qp_attr at{};

@@ -6,8 +6,6 @@
 // cannot be made (the fabric tests), and under sanitizers (a sanitized shim cannot be
 // preloaded into stock binaries; cm_test covers the connection manager).
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,14 +16,6 @@
 #include "loopback_env.h"
 #include "ns_test_fabric.h"
 #include "ns_tools.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define MRC_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MRC_TEST_TSAN 1
-#endif
-#endif
 
 namespace mrc::verbs {
 namespace {
@@ -43,19 +33,6 @@ std::string tools_missing() {
       return std::string(tool) + " is not installed (apt-get install rdmacm-utils perftest)";
   }
   return "";
-}
-
-// A free TCP port of the loopback (the kernel's pick, released).
-uint16_t free_tcp_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 // Two UDP ports (port, port + 1) of ::1 free now, from `from` on.
@@ -95,7 +72,7 @@ class RdmacmLoopback : public ::testing::Test {
     const uint16_t s = free_udp_pair(static_cast<uint16_t>(10000 + (::getpid() % 9000) * 2));
     server_port_ = s;
     client_port_ = free_udp_pair(static_cast<uint16_t>(s + 2));
-    cm_port_ = free_tcp_port();
+    cm_port_ = testing::free_tcp_port();
   }
   std::vector<std::string> env(uint16_t udp_port) const {
     return {"MRC_PLANES=::1,::1", "MRC_PORT=" + std::to_string(udp_port), "MRC_STATS=0",
@@ -137,7 +114,7 @@ TEST_F(RdmacmLoopback, Perftest_R) {
   for (const std::string tool : {"ib_write_bw", "ib_read_bw", "ib_send_lat"}) {
     const std::string p = std::to_string(cm_port_);
     expect_perftest_ok(tool, run({tool, "-R", "-p", p}, {tool, "-R", "-p", p, "127.0.0.1"}));
-    cm_port_ = free_tcp_port();
+    cm_port_ = testing::free_tcp_port();
   }
 }
 

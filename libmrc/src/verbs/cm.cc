@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,28 +35,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kConnectTimeout = std::chrono::seconds(5);
 constexpr auto kRefusedRetry = std::chrono::seconds(1);
 
-void vlog(const char* fmt, va_list ap) {
-  char line[512];
-  std::vsnprintf(line, sizeof line, fmt, ap);
-  std::fprintf(stderr, "mrc-rdmacm: %s\n", line);
-}
-
-// Logs one line, sets errno = err, returns -1 (librdmacm's convention).
-__attribute__((format(printf, 2, 3))) int refuse(int err, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vlog(fmt, ap);
-  va_end(ap);
-  errno = err;
-  return -1;
-}
-
-__attribute__((format(printf, 1, 2))) void log(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vlog(fmt, ap);
-  va_end(ap);
-}
+// librdmacm's return convention after fail() (internal.h) logged the problem and set errno.
+int minus_one(int /*errno value*/) { return -1; }
 
 std::string addr_str(const sockaddr* a) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -182,12 +161,12 @@ ibv_context* context(Service& s) {
   ibv_device** list = get_device_list(&n);
   if (!list || n == 0) {
     if (list) free_device_list(list);
-    refuse(ENODEV, "no MRC device (see the host configuration: $MRC_CONFIG, /etc/mrc/mrc.json)");
+    fail(ENODEV, "no MRC device (see the host configuration: $MRC_CONFIG, /etc/mrc/mrc.json)");
     return nullptr;
   }
   s.ctx = open_device(list[0]);
   free_device_list(list);
-  if (!s.ctx) refuse(errno ? errno : ENODEV, "cannot open mrc0");
+  if (!s.ctx) fail(errno ? errno : ENODEV, "cannot open mrc0");
   return s.ctx;
 }
 
@@ -261,8 +240,8 @@ void learn_peer(Service& s, const CmMsg& p) {
   const io::UdpConfig& u = dev->cfg.udp;
   if ((u.path_mode == io::PathMode::kSrv6 && u.fabric) || p.nports == 0) return;
   if (p.nports != u.planes.size()) {
-    log("peer has %u planes, we have %zu: sending to its GID at our ports", p.nports,
-        u.planes.size());
+    log_error("peer has %u planes, we have %zu: sending to its GID at our ports", p.nports,
+              u.planes.size());
     return;
   }
   std::lock_guard l(dev->mu);
@@ -288,7 +267,7 @@ int qp_attr(Service& s, Id* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
       return 0;
     case IBV_QPS_RTR: {
       if (!id->have_peer)
-        return refuse(EINVAL, "rdma_init_qp_attr: RTR: the peer is not known yet");
+        return minus_one(fail(EINVAL, "rdma_init_qp_attr: RTR: the peer is not known yet"));
       ibv_port_attr port{};
       if (query_port(s.ctx, 1, &port)) return -1;
       a->path_mtu = port.active_mtu;
@@ -307,7 +286,7 @@ int qp_attr(Service& s, Id* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
     }
     case IBV_QPS_RTS:
       if (!id->have_peer)
-        return refuse(EINVAL, "rdma_init_qp_attr: RTS: the peer is not known yet");
+        return minus_one(fail(EINVAL, "rdma_init_qp_attr: RTS: the peer is not known yet"));
       a->sq_psn = id->psn;
       a->timeout = id->ack_timeout;
       a->retry_cnt = std::min<uint8_t>(id->retry_count, 7);
@@ -317,7 +296,7 @@ int qp_attr(Service& s, Id* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
               IBV_QP_MAX_QP_RD_ATOMIC;
       return 0;
     default:
-      return refuse(EINVAL, "rdma_init_qp_attr: state %d: only INIT, RTR and RTS", state);
+      return minus_one(fail(EINVAL, "rdma_init_qp_attr: state %d: only INIT, RTR and RTS", state));
   }
 }
 
@@ -328,8 +307,8 @@ int connect_qp(Service& s, Id* id) {
     int mask = 0;
     if (qp_attr(s, id, st, &a, &mask)) return -1;
     if (const int r = modify_qp(id->id.qp, &a, mask))
-      return refuse(r, "QP %u to %s toward the peer: %s", id->id.qp->qp_num,
-                    st == IBV_QPS_RTR ? "RTR" : "RTS", std::strerror(r));
+      return minus_one(fail(r, "QP %u to %s toward the peer: %s", id->id.qp->qp_num,
+                            st == IBV_QPS_RTR ? "RTR" : "RTS", std::strerror(r)));
   }
   return 0;
 }
@@ -371,8 +350,8 @@ void peer_gone(Service& s, Id* id, int err) {
 void refused(Id* id, int err);
 
 void unreachable(Id* id, int err) {
-  log("rdma_connect: no MRC connection manager answers at %s (%s)",
-      addr_str(&id->id.route.addr.dst_addr).c_str(), std::strerror(err));
+  log_error("rdma_connect: no MRC connection manager answers at %s (%s)",
+            addr_str(&id->id.route.addr.dst_addr).c_str(), std::strerror(err));
   close_fd(id);
   id->st = St::kFailed;
   post(id, RDMA_CM_EVENT_UNREACHABLE, -err);
@@ -493,8 +472,8 @@ void Service::handle(Id* id) {
     std::memcpy(&m, id->in.data(), sizeof m);
     id->in.erase(0, sizeof m);
     if (m.magic != kCmMagic || m.private_len > kMaxPrivate || m.nports > kMaxPorts) {
-      log("%s is not an MRC connection manager (bad message): closing",
-          addr_str(&id->id.route.addr.dst_addr).c_str());
+      log_error("rdma_cm: %s is not an MRC connection manager (bad message): closing",
+                addr_str(&id->id.route.addr.dst_addr).c_str());
       return peer_gone(*this, id, EPROTO);
     }
     const uint64_t serial = id->serial;
@@ -576,8 +555,8 @@ void Service::on_msg(Id* id, const CmMsg& m) {
       post(id, RDMA_CM_EVENT_DISCONNECTED, 0);
       return;
   }
-  log("unexpected message %d from %s in state %d: ignored", static_cast<int>(m.type),
-      addr_str(&id->id.route.addr.dst_addr).c_str(), static_cast<int>(id->st));
+  log_error("rdma_cm: unexpected message %d from %s in state %d: ignored", static_cast<int>(m.type),
+            addr_str(&id->id.route.addr.dst_addr).c_str(), static_cast<int>(id->st));
 }
 
 bool family_ok(const sockaddr* a) {
@@ -588,9 +567,9 @@ bool family_ok(const sockaddr* a) {
 // kernel chose); attaches mrc0. Under s.mu.
 int bind_locked(Service& s, Id* id, const sockaddr* addr) {
   if (!family_ok(addr))
-    return refuse(EAFNOSUPPORT, "rdma_bind_addr: only IPv4 and IPv6 addresses (family %d)",
-                  addr ? addr->sa_family : -1);
-  if (id->fd >= 0) return refuse(EINVAL, "rdma_bind_addr: the id is bound already");
+    return minus_one(fail(EAFNOSUPPORT, "rdma_bind_addr: only IPv4 and IPv6 addresses (family %d)",
+                          addr ? addr->sa_family : -1));
+  if (id->fd >= 0) return minus_one(fail(EINVAL, "rdma_bind_addr: the id is bound already"));
   if (!context(s)) return -1;
   const int fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
@@ -602,7 +581,7 @@ int bind_locked(Service& s, Id* id, const sockaddr* addr) {
   if (::bind(fd, addr, addr_len(addr)) != 0) {
     const int e = errno;
     ::close(fd);
-    return refuse(e, "rdma_bind_addr: %s: %s", addr_str(addr).c_str(), std::strerror(e));
+    return minus_one(fail(e, "rdma_bind_addr: %s: %s", addr_str(addr).c_str(), std::strerror(e)));
   }
   socklen_t n = sizeof(sockaddr_storage);
   ::getsockname(fd, &id->id.route.addr.src_addr, &n);
@@ -638,16 +617,16 @@ void destroy_event_channel(rdma_event_channel* channel) {
 }
 
 int create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma_port_space ps) {
-  if (!out) return refuse(EINVAL, "rdma_create_id: no place for the id");
+  if (!out) return minus_one(fail(EINVAL, "rdma_create_id: no place for the id"));
   if (ps != RDMA_PS_TCP)
-    return refuse(EPROTONOSUPPORT,
-                  "rdma_create_id: port space 0x%x: MRC carries reliable connections only "
-                  "(RDMA_PS_TCP)",
-                  static_cast<unsigned>(ps));
+    return minus_one(fail(EPROTONOSUPPORT,
+                          "rdma_create_id: port space 0x%x: MRC carries reliable connections only "
+                          "(RDMA_PS_TCP)",
+                          static_cast<unsigned>(ps)));
   if (!channel)
-    return refuse(EINVAL,
-                  "rdma_create_id: synchronous ids (no event channel) are not supported: "
-                  "create one with rdma_create_event_channel");
+    return minus_one(fail(EINVAL,
+                          "rdma_create_id: synchronous ids (no event channel) are not supported: "
+                          "create one with rdma_create_event_channel"));
   Service& s = svc();
   std::lock_guard l(s.mu);
   start_service(s);
@@ -664,7 +643,7 @@ int create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma
 }
 
 int destroy_id(rdma_cm_id* cm) {
-  if (!cm) return refuse(EINVAL, "rdma_destroy_id: no id");
+  if (!cm) return minus_one(fail(EINVAL, "rdma_destroy_id: no id"));
   Service& s = svc();
   std::unique_lock l(s.mu);
   Id* id = id_of(cm);
@@ -711,8 +690,8 @@ int resolve_addr(rdma_cm_id* cm, sockaddr* src, sockaddr* dst, int) {
   std::lock_guard l(s.mu);
   Id* id = id_of(cm);
   if (!family_ok(dst))
-    return refuse(EAFNOSUPPORT,
-                  "rdma_resolve_addr: the destination must be an IPv4 or IPv6 address");
+    return minus_one(
+        fail(EAFNOSUPPORT, "rdma_resolve_addr: the destination must be an IPv4 or IPv6 address"));
   if (src && bind_locked(s, id, src)) return -1;
   if (!context(s)) return -1;
   std::memcpy(&cm->route.addr.dst_storage, dst, addr_len(dst));
@@ -723,7 +702,7 @@ int resolve_addr(rdma_cm_id* cm, sockaddr* src, sockaddr* dst, int) {
     if (u >= 0 && ::connect(u, dst, addr_len(dst)) != 0) {
       const int e = errno;
       ::close(u);
-      log("rdma_resolve_addr: no route to %s (%s)", addr_str(dst).c_str(), std::strerror(e));
+      log_error("rdma_resolve_addr: no route to %s (%s)", addr_str(dst).c_str(), std::strerror(e));
       post(id, RDMA_CM_EVENT_ADDR_ERROR, -e);
       return 0;
     }
@@ -748,7 +727,8 @@ int resolve_route(rdma_cm_id* cm, int) {
   std::lock_guard l(s.mu);
   Id* id = id_of(cm);
   if (id->st != St::kAddrResolved)
-    return refuse(EINVAL, "rdma_resolve_route: resolve the address first (rdma_resolve_addr)");
+    return minus_one(
+        fail(EINVAL, "rdma_resolve_route: resolve the address first (rdma_resolve_addr)"));
   id->st = St::kRouteResolved;
   post(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
   return 0;
@@ -764,10 +744,11 @@ int listen(rdma_cm_id* cm, int backlog) {
     any.sin6_addr = in6addr_any;
     if (bind_locked(s, id, reinterpret_cast<sockaddr*>(&any))) return -1;
   }
-  if (id->st != St::kBound) return refuse(EINVAL, "rdma_listen: the id is not bound to an address");
+  if (id->st != St::kBound)
+    return minus_one(fail(EINVAL, "rdma_listen: the id is not bound to an address"));
   if (::listen(id->fd, backlog > 0 ? backlog : 128) != 0)
-    return refuse(errno, "rdma_listen: %s: %s", addr_str(&cm->route.addr.src_addr).c_str(),
-                  std::strerror(errno));
+    return minus_one(fail(errno, "rdma_listen: %s: %s", addr_str(&cm->route.addr.src_addr).c_str(),
+                          std::strerror(errno)));
   id->st = St::kListening;
   s.poke();
   return 0;
@@ -778,12 +759,12 @@ int connect(rdma_cm_id* cm, rdma_conn_param* p) {
   std::lock_guard l(s.mu);
   Id* id = id_of(cm);
   if (id->st != St::kRouteResolved)
-    return refuse(EINVAL, "rdma_connect: resolve the address and the route first");
+    return minus_one(fail(EINVAL, "rdma_connect: resolve the address and the route first"));
   if (p && p->private_data_len > kReqPrivate)
-    return refuse(EINVAL, "rdma_connect: %u bytes of private data, at most %u in a request",
-                  p->private_data_len, kReqPrivate);
+    return minus_one(fail(EINVAL, "rdma_connect: %u bytes of private data, at most %u in a request",
+                          p->private_data_len, kReqPrivate));
   if (!cm->qp && (!p || p->qp_num == 0))
-    return refuse(EINVAL, "rdma_connect: no QP on the id and no qp_num in the parameters");
+    return minus_one(fail(EINVAL, "rdma_connect: no QP on the id and no qp_num in the parameters"));
   if (p) {
     id->responder_resources = p->responder_resources;
     id->initiator_depth = p->initiator_depth;
@@ -806,14 +787,14 @@ int accept(rdma_cm_id* cm, rdma_conn_param* p) {
   std::lock_guard l(s.mu);
   Id* id = id_of(cm);
   if (id->st == St::kFailed)
-    return refuse(ECONNRESET, "rdma_accept: the peer went away before the accept");
+    return minus_one(fail(ECONNRESET, "rdma_accept: the peer went away before the accept"));
   if (id->st != St::kReqRcvd)
-    return refuse(EINVAL, "rdma_accept: no connection request on this id");
+    return minus_one(fail(EINVAL, "rdma_accept: no connection request on this id"));
   if (p && p->private_data_len > kRepPrivate)
-    return refuse(EINVAL, "rdma_accept: %u bytes of private data, at most %u in a reply",
-                  p->private_data_len, kRepPrivate);
+    return minus_one(fail(EINVAL, "rdma_accept: %u bytes of private data, at most %u in a reply",
+                          p->private_data_len, kRepPrivate));
   if (!cm->qp && (!p || p->qp_num == 0))
-    return refuse(EINVAL, "rdma_accept: no QP on the id and no qp_num in the parameters");
+    return minus_one(fail(EINVAL, "rdma_accept: no QP on the id and no qp_num in the parameters"));
   if (p) {
     id->responder_resources = p->responder_resources;
     id->initiator_depth = p->initiator_depth;
@@ -824,7 +805,7 @@ int accept(rdma_cm_id* cm, rdma_conn_param* p) {
   if (!send_msg(id, our_msg(s, id, MsgType::kRep, qpn, p ? p->private_data : nullptr,
                             p ? p->private_data_len : 0))) {
     peer_gone(s, id, ECONNRESET);
-    return refuse(ECONNRESET, "rdma_accept: the peer went away");
+    return minus_one(fail(ECONNRESET, "rdma_accept: the peer went away"));
   }
   id->st = St::kRepSent;
   return 0;
@@ -835,9 +816,10 @@ int reject(rdma_cm_id* cm, const void* pd, uint8_t len) {
   std::lock_guard l(s.mu);
   Id* id = id_of(cm);
   if (id->st != St::kReqRcvd && id->st != St::kRepRcvd)
-    return refuse(EINVAL, "rdma_reject: no connection request or reply to refuse");
+    return minus_one(fail(EINVAL, "rdma_reject: no connection request or reply to refuse"));
   if (len > kRejPrivate)
-    return refuse(EINVAL, "rdma_reject: %u bytes of private data, at most %u", len, kRejPrivate);
+    return minus_one(
+        fail(EINVAL, "rdma_reject: %u bytes of private data, at most %u", len, kRejPrivate));
   send_msg(id, our_msg(s, id, MsgType::kRej, cm->qp ? cm->qp->qp_num : 0, pd, len));
   close_fd(id);
   id->st = St::kRejected;
@@ -849,10 +831,10 @@ int establish(rdma_cm_id* cm) {
   std::lock_guard l(s.mu);
   Id* id = id_of(cm);
   if (id->st != St::kRepRcvd)
-    return refuse(EINVAL, "rdma_establish: no connection response to complete");
+    return minus_one(fail(EINVAL, "rdma_establish: no connection response to complete"));
   if (!send_msg(id, our_msg(s, id, MsgType::kRtu, id->peer.qpn, nullptr, 0))) {
     peer_gone(s, id, ECONNRESET);
-    return refuse(ECONNRESET, "rdma_establish: the peer went away");
+    return minus_one(fail(ECONNRESET, "rdma_establish: the peer went away"));
   }
   id->st = St::kEstablished;  // as librdmacm: only the passive side hears ESTABLISHED
   return 0;
@@ -881,13 +863,13 @@ int disconnect(rdma_cm_id* cm) {
     case St::kDisconnected:
       return 0;
     default:
-      return refuse(EINVAL, "rdma_disconnect: the id is not connected");
+      return minus_one(fail(EINVAL, "rdma_disconnect: the id is not connected"));
   }
 }
 
 int get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   if (!channel || !event)
-    return refuse(EINVAL, "rdma_get_cm_event: no channel or no event pointer");
+    return minus_one(fail(EINVAL, "rdma_get_cm_event: no channel or no event pointer"));
   Channel* c = chan_of(channel);
   for (;;) {
     uint64_t v;
@@ -904,7 +886,7 @@ int get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
 }
 
 int ack_cm_event(rdma_cm_event* event) {
-  if (!event) return refuse(EINVAL, "rdma_ack_cm_event: no event");
+  if (!event) return minus_one(fail(EINVAL, "rdma_ack_cm_event: no event"));
   delete reinterpret_cast<Event*>(event);
   return 0;
 }
@@ -931,18 +913,27 @@ ibv_pd* default_pd(Service& s) {
 }
 }  // namespace
 
+namespace {
+// What rdma_create_qp and rdma_create_qp_ex check before making the QP on `pd` (null: the
+// context's default PD, written back); 0 or -1 with errno.
+int check_qp(Service& s, rdma_cm_id* cm, const char* fn, bool has_attr, ibv_pd** pd, int qp_type) {
+  if (!cm->verbs)
+    return minus_one(fail(EINVAL, "%s: the id has no device yet (bind or resolve it first)", fn));
+  if (!has_attr) return minus_one(fail(EINVAL, "%s: no attributes", fn));
+  if (cm->qp) return minus_one(fail(EINVAL, "%s: the id has a QP already", fn));
+  if (!*pd) *pd = default_pd(s);
+  if (!*pd || (*pd)->context != cm->verbs)
+    return minus_one(fail(EINVAL, "%s: the PD is not of the id's device (mrc0)", fn));
+  if (qp_type != IBV_QPT_RC)
+    return minus_one(fail(EOPNOTSUPP, "%s: QP type %d: MRC has RC QPs only", fn, qp_type));
+  return 0;
+}
+}  // namespace
+
 int create_qp(rdma_cm_id* cm, ibv_pd* pd, ibv_qp_init_attr* attr) {
   Service& s = svc();
   std::lock_guard l(s.mu);
-  if (!cm->verbs)
-    return refuse(EINVAL, "rdma_create_qp: the id has no device yet (bind or resolve it first)");
-  if (!attr) return refuse(EINVAL, "rdma_create_qp: no attributes");
-  if (cm->qp) return refuse(EINVAL, "rdma_create_qp: the id has a QP already");
-  if (!pd) pd = default_pd(s);
-  if (!pd || pd->context != cm->verbs)
-    return refuse(EINVAL, "rdma_create_qp: the PD is not of the id's device (mrc0)");
-  if (attr->qp_type != IBV_QPT_RC)
-    return refuse(EOPNOTSUPP, "rdma_create_qp: QP type %d: MRC has RC QPs only", attr->qp_type);
+  if (check_qp(s, cm, "rdma_create_qp", attr, &pd, attr ? attr->qp_type : IBV_QPT_RC)) return -1;
   cm->send_cq = attr->send_cq;
   cm->recv_cq = attr->recv_cq;
   return finish_qp(s, id_of(cm), verbs::create_qp(pd, attr), pd);
@@ -951,21 +942,13 @@ int create_qp(rdma_cm_id* cm, ibv_pd* pd, ibv_qp_init_attr* attr) {
 int create_qp_ex(rdma_cm_id* cm, ibv_qp_init_attr_ex* attr) {
   Service& s = svc();
   std::lock_guard l(s.mu);
-  if (!cm->verbs)
-    return refuse(EINVAL, "rdma_create_qp_ex: the id has no device yet (bind or resolve it first)");
-  if (!attr) return refuse(EINVAL, "rdma_create_qp_ex: no attributes");
-  if (cm->qp) return refuse(EINVAL, "rdma_create_qp_ex: the id has a QP already");
-  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
-    attr->pd = default_pd(s);
-    attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
-  }
-  if (!attr->pd || attr->pd->context != cm->verbs)
-    return refuse(EINVAL, "rdma_create_qp_ex: the PD is not of the id's device (mrc0)");
-  if (attr->qp_type != IBV_QPT_RC)
-    return refuse(EOPNOTSUPP, "rdma_create_qp_ex: QP type %d: MRC has RC QPs only", attr->qp_type);
+  ibv_pd* pd = attr && (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
+  if (check_qp(s, cm, "rdma_create_qp_ex", attr, &pd, attr ? attr->qp_type : IBV_QPT_RC)) return -1;
+  attr->pd = pd;
+  attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
   cm->send_cq = attr->send_cq;
   cm->recv_cq = attr->recv_cq;
-  return finish_qp(s, id_of(cm), verbs::create_qp_ex(cm->verbs, attr), attr->pd);
+  return finish_qp(s, id_of(cm), verbs::create_qp_ex(cm->verbs, attr), pd);
 }
 
 void destroy_qp(rdma_cm_id* cm) {
@@ -975,10 +958,10 @@ void destroy_qp(rdma_cm_id* cm) {
 }
 
 int init_qp_attr(rdma_cm_id* cm, ibv_qp_attr* attr, int* mask) {
-  if (!cm || !attr || !mask) return refuse(EINVAL, "rdma_init_qp_attr: null argument");
+  if (!cm || !attr || !mask) return minus_one(fail(EINVAL, "rdma_init_qp_attr: null argument"));
   Service& s = svc();
   std::lock_guard l(s.mu);
-  if (!s.ctx) return refuse(EINVAL, "rdma_init_qp_attr: the id has no device yet");
+  if (!s.ctx) return minus_one(fail(EINVAL, "rdma_init_qp_attr: the id has no device yet"));
   return qp_attr(s, id_of(cm), attr->qp_state, attr, mask);
 }
 
@@ -1011,11 +994,13 @@ int set_option(rdma_cm_id* cm, int level, int name, void* val, size_t len) {
     return 0;
   }
   if (level == RDMA_OPTION_ID && name == RDMA_OPTION_ID_TOS)
-    return refuse(EOPNOTSUPP,
-                  "rdma_set_option: RDMA_OPTION_ID_TOS: mrc0 sets no per-connection traffic "
-                  "class");
-  return refuse(EINVAL, "rdma_set_option: level %d option %d (length %zu) is not one mrc0 takes",
-                level, name, len);
+    return minus_one(
+        fail(EOPNOTSUPP,
+             "rdma_set_option: RDMA_OPTION_ID_TOS: mrc0 sets no per-connection traffic "
+             "class"));
+  return minus_one(fail(EINVAL,
+                        "rdma_set_option: level %d option %d (length %zu) is not one mrc0 takes",
+                        level, name, len));
 }
 
 uint16_t get_src_port(rdma_cm_id* cm) {
@@ -1047,10 +1032,12 @@ const char* event_str(rdma_cm_event_type e) {
 int getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                 rdma_addrinfo** res) {
   if (!res || (!node && !service))
-    return refuse(EINVAL, "rdma_getaddrinfo: give a node or a service, and a result pointer");
+    return minus_one(
+        fail(EINVAL, "rdma_getaddrinfo: give a node or a service, and a result pointer"));
   if (hints && hints->ai_port_space && hints->ai_port_space != RDMA_PS_TCP)
-    return refuse(EPROTONOSUPPORT, "rdma_getaddrinfo: port space 0x%x: MRC has RDMA_PS_TCP only",
-                  static_cast<unsigned>(hints->ai_port_space));
+    return minus_one(fail(EPROTONOSUPPORT,
+                          "rdma_getaddrinfo: port space 0x%x: MRC has RDMA_PS_TCP only",
+                          static_cast<unsigned>(hints->ai_port_space)));
   const bool passive = hints && (hints->ai_flags & RAI_PASSIVE);
   addrinfo h{};
   h.ai_socktype = SOCK_STREAM;
