@@ -26,14 +26,6 @@
 #include "ns_tools.h"
 #include "observe/segment.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define MRC_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MRC_TEST_TSAN 1
-#endif
-#endif
-
 namespace mrc::verbs {
 namespace {
 
