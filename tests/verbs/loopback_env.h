@@ -1,6 +1,6 @@
 // The host configuration of a test process's mrc0: two loopback planes ([::1]:P, [::1]:P+1),
-// statistics off; free ports for it and for rdma_cm listeners. Threading: call once, before the first verbs call of the process (the
-// device reads its configuration then).
+// statistics off; free ports for it and for rdma_cm listeners. Threading: call once, before the
+// first verbs call of the process (the device reads its configuration then).
 #pragma once
 
 #include <arpa/inet.h>
