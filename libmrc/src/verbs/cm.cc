@@ -952,7 +952,10 @@ int create_qp_ex(rdma_cm_id* cm, ibv_qp_init_attr_ex* attr) {
 }
 
 void destroy_qp(rdma_cm_id* cm) {
-  if (!cm || !cm->qp) return;
+  if (!cm) return;
+  Service& s = svc();
+  std::lock_guard l(s.mu);  // the service thread may be moving it (a REP arriving)
+  if (!cm->qp) return;
   verbs::destroy_qp(cm->qp);
   cm->qp = nullptr;
 }
@@ -1004,12 +1007,14 @@ int set_option(rdma_cm_id* cm, int level, int name, void* val, size_t len) {
 }
 
 uint16_t get_src_port(rdma_cm_id* cm) {
+  std::lock_guard l(svc().mu);  // the service thread fills the source in when connected
   const sockaddr* a = &cm->route.addr.src_addr;
   return a->sa_family == AF_INET ? cm->route.addr.src_sin.sin_port
                                  : cm->route.addr.src_sin6.sin6_port;
 }
 
 uint16_t get_dst_port(rdma_cm_id* cm) {
+  std::lock_guard l(svc().mu);
   const sockaddr* a = &cm->route.addr.dst_addr;
   return a->sa_family == AF_INET ? cm->route.addr.dst_sin.sin_port
                                  : cm->route.addr.dst_sin6.sin6_port;
