@@ -321,6 +321,28 @@ TEST_F(CmTest, InitQpAttr_AndEstablish_ForAppMadeQps) {
   EXPECT_EQ(::poll(&p2, 1, 200), 0) << "an event more";
 }
 
+TEST_F(CmTest, MigrateId_EventsFollowTheId) {
+  ASSERT_EQ(create_id(ch_, &client_, nullptr, RDMA_PS_TCP), 0);
+  rdma_event_channel* other = create_event_channel();
+  ASSERT_NE(other, nullptr);
+  ASSERT_EQ(migrate_id(client_, other), 0);
+  EXPECT_EQ(client_->channel, other);
+  sockaddr_in dst = loopback(testing::free_tcp_port());
+  ASSERT_EQ(resolve_addr(client_, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  pollfd p[2] = {{ch_->fd, POLLIN, 0}, {other->fd, POLLIN, 0}};
+  ASSERT_EQ(::poll(p, 2, 5000), 1);
+  EXPECT_TRUE(p[1].revents & POLLIN);  // on the new channel, not the old one
+  rdma_cm_event* e = nullptr;
+  ASSERT_EQ(get_cm_event(other, &e), 0);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+  ack_cm_event(e);
+  // NULL: a channel of the id's own, which goes with the id.
+  ASSERT_EQ(migrate_id(client_, nullptr), 0);
+  EXPECT_NE(client_->channel, other);
+  EXPECT_NE(client_->channel, ch_);
+  destroy_event_channel(other);
+}
+
 TEST_F(CmTest, SetOption_TakesWhatAppliesRefusesTheRest) {
   ASSERT_EQ(create_id(ch_, &client_, nullptr, RDMA_PS_TCP), 0);
   uint8_t timeout = 16;
