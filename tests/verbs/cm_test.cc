@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "loopback_env.h"
 #include "verbs/verbs.h"
@@ -126,8 +127,10 @@ TEST_F(CmTest, CreateId_RefusesPortSpacesOtherThanTcp) {
     EXPECT_EQ(errno, EPROTONOSUPPORT);
     EXPECT_EQ(id, nullptr);
   }
-  EXPECT_EQ(create_id(nullptr, &id, nullptr, RDMA_PS_TCP), -1);  // no synchronous ids
-  EXPECT_EQ(errno, EINVAL);
+  // No channel: a synchronous id, with a channel of its own (gone with the id).
+  ASSERT_EQ(create_id(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  EXPECT_NE(id->channel, nullptr);
+  EXPECT_EQ(destroy_id(id), 0);
 }
 
 TEST_F(CmTest, CallsOutOfOrder_Einval) {
@@ -319,6 +322,49 @@ TEST_F(CmTest, InitQpAttr_AndEstablish_ForAppMadeQps) {
   EXPECT_EQ(est.id, child_);
   pollfd p2{ch_->fd, POLLIN, 0};
   EXPECT_EQ(::poll(&p2, 1, 200), 0) << "an event more";
+}
+
+// rdma_create_ep ids are synchronous: connect and accept return once established;
+// rdma_get_request hands out the next request with its QP made; the QPs got CQs of their own.
+TEST(CmSync, CreateEp_GetRequest_ConnectAccept) {
+  ASSERT_TRUE(env_set);
+  const std::string port = std::to_string(testing::free_tcp_port());
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_PASSIVE;
+  rdma_addrinfo *passive = nullptr, *active = nullptr;
+  ASSERT_EQ(getaddrinfo("127.0.0.1", port.c_str(), &hints, &passive), 0);
+  ASSERT_EQ(getaddrinfo("127.0.0.1", port.c_str(), nullptr, &active), 0);
+  ibv_qp_init_attr attr{};
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  rdma_cm_id *listener = nullptr, *server = nullptr, *client = nullptr;
+  ASSERT_EQ(create_ep(&listener, passive, nullptr, &attr), 0) << std::strerror(errno);
+  ASSERT_EQ(listen(listener, 4), 0);
+  int accepted = -1;
+  std::thread srv([&] {
+    if (get_request(listener, &server) == 0) accepted = accept(server, nullptr);
+  });
+  ibv_qp_init_attr cattr = attr;
+  ASSERT_EQ(create_ep(&client, active, nullptr, &cattr), 0) << std::strerror(errno);
+  ASSERT_NE(client->qp, nullptr);
+  EXPECT_NE(client->send_cq_channel, nullptr);
+  EXPECT_NE(client->recv_cq, nullptr);
+  EXPECT_EQ(connect(client, nullptr), 0) << std::strerror(errno);  // returns established
+  srv.join();
+  EXPECT_EQ(accepted, 0);
+  ASSERT_NE(server, nullptr);
+  ASSERT_NE(server->qp, nullptr);
+  EXPECT_NE(server->recv_cq_channel, nullptr);
+  ibv_qp_attr at{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(query_qp(client->qp, &at, IBV_QP_DEST_QPN, &init), 0);
+  EXPECT_EQ(at.dest_qp_num, server->qp->qp_num);
+  EXPECT_EQ(disconnect(client), 0);
+  destroy_ep(client);
+  destroy_ep(server);
+  destroy_ep(listener);
+  freeaddrinfo(passive);
+  freeaddrinfo(active);
 }
 
 TEST_F(CmTest, MigrateId_EventsFollowTheId) {

@@ -110,6 +110,17 @@ TEST_F(RdmacmLoopback, Ucmatose) {
   EXPECT_NE(r.server.find("data transfers complete"), std::string::npos) << r.both();
 }
 
+// Synchronous ids: rdma_create_ep, rdma_get_request and the rdma_verbs.h helpers.
+TEST_F(RdmacmLoopback, RdmaServerClient) {
+  const std::string p = std::to_string(cm_port_);
+  const PairResult r =
+      run({"rdma_server", "-p", p}, {"rdma_client", "-s", "127.0.0.1", "-p", p});
+  EXPECT_EQ(r.client_rc, 0) << r.both();
+  EXPECT_EQ(r.server_rc, 0) << r.both();
+  EXPECT_NE(r.client.find("rdma_client: end 0"), std::string::npos) << r.both();
+  EXPECT_NE(r.server.find("rdma_server: end 0"), std::string::npos) << r.both();
+}
+
 TEST_F(RdmacmLoopback, Perftest_R) {
   for (const std::string tool : {"ib_write_bw", "ib_read_bw", "ib_send_lat"}) {
     const std::string p = std::to_string(cm_port_);

@@ -72,8 +72,9 @@ TEST(ShimExports, EveryRdmaCmSymbolTheStockProgramsImport) {
   const auto ours = dynamic_symbols(MRC_VERBS_SHIM);
   ASSERT_TRUE(ours.count("rdma_connect")) << "could not list " << MRC_VERBS_SHIM;
   int programs = 0;
-  for (const char* prog :
-       {"/usr/bin/rping", "/usr/bin/ib_write_bw", "/usr/bin/ib_read_bw", "/usr/bin/ib_send_lat"}) {
+  for (const char* prog : {"/usr/bin/rping", "/usr/bin/ucmatose", "/usr/bin/rdma_server",
+                           "/usr/bin/rdma_client", "/usr/bin/ib_write_bw", "/usr/bin/ib_read_bw",
+                           "/usr/bin/ib_send_lat"}) {
     const auto theirs = dynamic_symbols(prog, "--undefined-only");
     if (theirs.empty()) continue;  // not installed
     ++programs;

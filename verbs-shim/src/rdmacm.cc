@@ -60,5 +60,11 @@ int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo*
   return cm::getaddrinfo(node, service, hints, res);
 }
 void rdma_freeaddrinfo(rdma_addrinfo* res) { cm::freeaddrinfo(res); }
+int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_attr* attr) {
+  observe();
+  return cm::create_ep(id, res, pd, attr);
+}
+int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) { return cm::get_request(listen, id); }
+void rdma_destroy_ep(rdma_cm_id* id) { cm::destroy_ep(id); }
 
 }  // extern "C"

@@ -114,6 +114,11 @@ struct Id {
   uint8_t responder_resources = 1, initiator_depth = 1, retry_count = 7, rnr_retry_count = 7;
   uint8_t ack_timeout = 14;  // verbs units (4.096 us x 2^t), RDMA_OPTION_ID_ACK_TIMEOUT
   int afonly = 0;            // RDMA_OPTION_ID_AFONLY: IPV6_V6ONLY of its socket
+  bool sync = false;         // made without a channel (rdma_create_ep): calls wait for events
+  bool made_cqs = false;     // rdma_create_qp made the QP's CQs and channels (none were given)
+  bool has_ep_attr = false;  // a passive rdma_create_ep: the QP rdma_get_request makes
+  ibv_qp_init_attr ep_attr{};
+  ibv_pd* ep_pd = nullptr;
 };
 Id* id_of(rdma_cm_id* i) { return reinterpret_cast<Id*>(i); }
 
@@ -348,6 +353,7 @@ void peer_gone(Service& s, Id* id, int err) {
 }
 
 void refused(Id* id, int err);
+void destroy_made_cqs(Id* id);
 
 void unreachable(Id* id, int err) {
   log_error("rdma_connect: no MRC connection manager answers at %s (%s)",
@@ -623,14 +629,14 @@ int create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma
                           "rdma_create_id: port space 0x%x: MRC carries reliable connections only "
                           "(RDMA_PS_TCP)",
                           static_cast<unsigned>(ps)));
-  if (!channel)
-    return minus_one(fail(EINVAL,
-                          "rdma_create_id: synchronous ids (no event channel) are not supported: "
-                          "create one with rdma_create_event_channel"));
+  // No channel: a synchronous id with a channel of its own, whose calls wait for their event.
+  const bool sync = !channel;
+  if (sync && !(channel = create_event_channel())) return -1;
   Service& s = svc();
   std::lock_guard l(s.mu);
   start_service(s);
   auto* id = new Id;
+  id->sync = id->own_channel = sync;
   id->serial = s.next_serial++;
   id->id.channel = channel;
   id->id.context = context;
@@ -667,6 +673,7 @@ int destroy_id(rdma_cm_id* cm) {
     });
   }
   remove_id(s, id);
+  destroy_made_cqs(id);
   if (id->own_channel) destroy_event_channel(cm->channel);
   delete id;
   if (polled) {
@@ -754,7 +761,8 @@ int listen(rdma_cm_id* cm, int backlog) {
   return 0;
 }
 
-int connect(rdma_cm_id* cm, rdma_conn_param* p) {
+namespace {
+int connect_async(rdma_cm_id* cm, rdma_conn_param* p) {
   Service& s = svc();
   std::lock_guard l(s.mu);
   Id* id = id_of(cm);
@@ -782,7 +790,7 @@ int connect(rdma_cm_id* cm, rdma_conn_param* p) {
   return 0;
 }
 
-int accept(rdma_cm_id* cm, rdma_conn_param* p) {
+int accept_async(rdma_cm_id* cm, rdma_conn_param* p) {
   Service& s = svc();
   std::lock_guard l(s.mu);
   Id* id = id_of(cm);
@@ -809,6 +817,30 @@ int accept(rdma_cm_id* cm, rdma_conn_param* p) {
   }
   id->st = St::kRepSent;
   return 0;
+}
+
+// A synchronous id's call waits for the event it starts (not under the CM lock): 0 when it is
+// `want`, else -1 with errno from the event (REJECTED: ECONNREFUSED).
+int wait_for(rdma_cm_id* cm, rdma_cm_event_type want) {
+  rdma_cm_event* e = nullptr;
+  if (get_cm_event(cm->channel, &e)) return -1;
+  const rdma_cm_event_type got = e->event;
+  const int status = e->status;
+  ack_cm_event(e);
+  if (got == want) return 0;
+  errno = got == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED : status < 0 ? -status : EIO;
+  return -1;
+}
+}  // namespace
+
+int connect(rdma_cm_id* cm, rdma_conn_param* p) {
+  if (connect_async(cm, p)) return -1;
+  return id_of(cm)->sync ? wait_for(cm, RDMA_CM_EVENT_ESTABLISHED) : 0;
+}
+
+int accept(rdma_cm_id* cm, rdma_conn_param* p) {
+  if (accept_async(cm, p)) return -1;
+  return id_of(cm)->sync ? wait_for(cm, RDMA_CM_EVENT_ESTABLISHED) : 0;
 }
 
 int reject(rdma_cm_id* cm, const void* pd, uint8_t len) {
@@ -930,10 +962,48 @@ int check_qp(Service& s, rdma_cm_id* cm, const char* fn, bool has_attr, ibv_pd**
 }
 }  // namespace
 
+namespace {
+// As librdmacm: a QP asked for without CQs gets a send and a receive CQ of its own, each
+// with a completion channel (rdma_get_send_comp / rdma_get_recv_comp wait on them).
+int make_cqs(Id* id, ibv_cq** send_cq, ibv_cq** recv_cq, const ibv_qp_cap& cap) {
+  rdma_cm_id& c = id->id;
+  for (bool send : {true, false}) {
+    ibv_cq** cq = send ? send_cq : recv_cq;
+    if (*cq) continue;
+    ibv_comp_channel* ch = create_comp_channel(c.verbs);
+    const int depth =
+        static_cast<int>(std::max<uint32_t>(send ? cap.max_send_wr : cap.max_recv_wr, 1));
+    *cq = ch ? create_cq(c.verbs, depth, &c, ch, 0) : nullptr;
+    if (!*cq) {
+      if (ch) destroy_comp_channel(ch);
+      return -1;
+    }
+    (send ? c.send_cq_channel : c.recv_cq_channel) = ch;
+    id->made_cqs = true;
+  }
+  return 0;
+}
+
+void destroy_made_cqs(Id* id) {
+  if (!id->made_cqs) return;
+  rdma_cm_id& c = id->id;
+  const std::pair<ibv_cq*, ibv_comp_channel*> made[] = {{c.send_cq, c.send_cq_channel},
+                                                        {c.recv_cq, c.recv_cq_channel}};
+  for (auto [cq, ch] : made) {
+    if (cq && ch) destroy_cq(cq);
+    if (ch) destroy_comp_channel(ch);
+  }
+  c.send_cq = c.recv_cq = nullptr;
+  c.send_cq_channel = c.recv_cq_channel = nullptr;
+  id->made_cqs = false;
+}
+}  // namespace
+
 int create_qp(rdma_cm_id* cm, ibv_pd* pd, ibv_qp_init_attr* attr) {
   Service& s = svc();
   std::lock_guard l(s.mu);
   if (check_qp(s, cm, "rdma_create_qp", attr, &pd, attr ? attr->qp_type : IBV_QPT_RC)) return -1;
+  if (make_cqs(id_of(cm), &attr->send_cq, &attr->recv_cq, attr->cap)) return -1;
   cm->send_cq = attr->send_cq;
   cm->recv_cq = attr->recv_cq;
   return finish_qp(s, id_of(cm), verbs::create_qp(pd, attr), pd);
@@ -946,6 +1016,7 @@ int create_qp_ex(rdma_cm_id* cm, ibv_qp_init_attr_ex* attr) {
   if (check_qp(s, cm, "rdma_create_qp_ex", attr, &pd, attr ? attr->qp_type : IBV_QPT_RC)) return -1;
   attr->pd = pd;
   attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
+  if (make_cqs(id_of(cm), &attr->send_cq, &attr->recv_cq, attr->cap)) return -1;
   cm->send_cq = attr->send_cq;
   cm->recv_cq = attr->recv_cq;
   return finish_qp(s, id_of(cm), verbs::create_qp_ex(cm->verbs, attr), pd);
@@ -1085,6 +1156,79 @@ void freeaddrinfo(rdma_addrinfo* res) {
     std::free(res);
     res = next;
   }
+}
+
+int create_ep(rdma_cm_id** out, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_attr* attr) {
+  if (!out || !res) return minus_one(fail(EINVAL, "rdma_create_ep: no id pointer or no address"));
+  rdma_cm_id* cm = nullptr;
+  if (create_id(nullptr, &cm, nullptr, RDMA_PS_TCP)) return -1;
+  // As librdmacm: the QP's type is the address's (rdma_getaddrinfo gives RC).
+  if (attr) attr->qp_type = res->ai_qp_type ? static_cast<ibv_qp_type>(res->ai_qp_type) : IBV_QPT_RC;
+  int r = 0;
+  if (res->ai_flags & RAI_PASSIVE) {
+    r = bind_addr(cm, res->ai_src_addr);
+    if (!r && attr) {  // the QP of each connection rdma_get_request hands out
+      std::lock_guard l(svc().mu);
+      id_of(cm)->has_ep_attr = true;
+      id_of(cm)->ep_attr = *attr;
+      id_of(cm)->ep_pd = pd;
+    }
+  } else {
+    r = resolve_addr(cm, res->ai_src_addr, res->ai_dst_addr, 2000);
+    if (!r) r = wait_for(cm, RDMA_CM_EVENT_ADDR_RESOLVED);
+    if (!r) r = resolve_route(cm, 2000);
+    if (!r) r = wait_for(cm, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    if (!r && attr) r = create_qp(cm, pd, attr);
+  }
+  if (r) {
+    const int e = errno;
+    destroy_ep(cm);
+    errno = e;
+    return -1;
+  }
+  *out = cm;
+  return 0;
+}
+
+int get_request(rdma_cm_id* listen, rdma_cm_id** out) {
+  if (!listen || !out || !id_of(listen)->sync)
+    return minus_one(fail(EINVAL, "rdma_get_request: needs a listening id made by rdma_create_ep"));
+  rdma_cm_event* e = nullptr;
+  if (get_cm_event(listen->channel, &e)) return -1;
+  const rdma_cm_event_type got = e->event;
+  rdma_cm_id* child = e->id;
+  ack_cm_event(e);
+  if (got != RDMA_CM_EVENT_CONNECT_REQUEST) {
+    errno = EIO;
+    return minus_one(
+        fail(EIO, "rdma_get_request: %s instead of a connection request", event_str(got)));
+  }
+  if (migrate_id(child, nullptr)) return -1;  // a synchronous id of its own
+  ibv_qp_init_attr attr{};
+  ibv_pd* pd = nullptr;
+  {
+    std::lock_guard l(svc().mu);
+    id_of(child)->sync = true;
+    if (id_of(listen)->has_ep_attr) {
+      attr = id_of(listen)->ep_attr;
+      pd = id_of(listen)->ep_pd;
+    }
+  }
+  if (id_of(listen)->has_ep_attr && create_qp(child, pd, &attr)) {
+    const int err = errno;
+    reject(child, nullptr, 0);
+    destroy_id(child);
+    errno = err;
+    return -1;
+  }
+  *out = child;
+  return 0;
+}
+
+void destroy_ep(rdma_cm_id* cm) {
+  if (!cm) return;
+  destroy_qp(cm);
+  destroy_id(cm);  // with the CQs and channels rdma_create_qp made
 }
 
 }  // namespace mrc::verbs::cm

@@ -28,9 +28,10 @@
 // (loopback planes, different ports) find each other. Only the ACTIVE side's
 // rdma_establish (a QP the app moved itself) reports nothing locally, as librdmacm.
 //
-// What there is: RDMA_PS_TCP ids (RC QPs) only; other port spaces fail with EINVAL and a
-// line. No multicast, no UD, no rdma_create_ep synchronous ids, no TIMEWAIT_EXIT events
-// (mrc0 has no time-wait state: the DISCONNECTED event is the last one).
+// What there is: RDMA_PS_TCP ids (RC QPs) only; other port spaces fail with EPROTONOSUPPORT
+// and a line. A QP asked for without CQs gets its own send and receive CQs with completion
+// channels, as librdmacm makes them. No multicast, no UD, no TIMEWAIT_EXIT events (mrc0 has
+// no time-wait state: the DISCONNECTED event is the last one).
 // Threading: every function is thread-safe (one mutex for all ids); events are posted by
 // the service thread.
 #pragma once
@@ -68,5 +69,11 @@ const char* event_str(rdma_cm_event_type event);
 int getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                 rdma_addrinfo** res);
 void freeaddrinfo(rdma_addrinfo* res);
+// Synchronous ids (rdma_create_id without a channel, rdma_create_ep): connect, accept and
+// rdma_create_ep's resolution wait for their event; rdma_get_request waits for a request
+// and makes its QP from rdma_create_ep's attributes.
+int create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_attr* attr);
+int get_request(rdma_cm_id* listen, rdma_cm_id** id);
+void destroy_ep(rdma_cm_id* id);
 
 }  // namespace mrc::verbs::cm
