@@ -22,8 +22,10 @@ PACKAGES=(
   libclang-rt-14-dev
   # fault runs (tools/mrc-perf): baselines and plots
   iperf3 mptcpize gnuplot-nox
+  # the rdma_cm programs the verbs shim runs (rping, ucmatose, rdma_server/rdma_client)
+  rdmacm-utils
   # the software verbs device (headers) and the stock programs the verbs shim runs
-  libibverbs-dev perftest ibverbs-utils rdmacm-utils
+  libibverbs-dev perftest ibverbs-utils
 )
 
 check_only=0
