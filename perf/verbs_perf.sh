@@ -5,6 +5,9 @@
 #   bandwidth  ib_write_bw -D SECS (64 KiB, 128 in flight)  vs  mrc-perf --op write, the same
 #              message size, on the same fabric, both over perftest's window (its margins);
 #              ratio shim / mrc-perf (target >= 0.9)
+#   rdma_cm    ib_write_bw -R -D SECS: the same run connected through the shim's rdma_cm
+#              (perftest's -R) instead of perftest's own TCP exchange; ratio -R / plain
+#              (the data path is the same: expect about 1)
 #   latency    ib_write_lat (2 B, 1000 iterations)  vs  a raw UDP ping-pong (udp_pingpong)
 #              over the path MRC's first EV takes, blocking and busy-polling
 #
@@ -48,6 +51,7 @@ pair() {
 # over the same span, weighted by each sample's length (its CSV: end time, Gbit/s).
 MARGIN=$(( SECS >= 5 ? 2 : 1 ))
 SHIM_BW=$(pair ib_write_bw -D "$SECS" -f "$MARGIN" --report_gbits | awk '$1 == 65536 {print $4}')
+RCM_BW=$(pair ib_write_bw -R -D "$SECS" -f "$MARGIN" --report_gbits | awk '$1 == 65536 {print $4}')
 "$B/tools/mrc-perf" --prefix "$PREFIX" --client 1 --server 0 --op write --size 64K \
   --outstanding 30 --duration "$SECS" -q --csv /tmp/verbs_perf_mrc.$$.csv >/dev/null
 PERF_BW=$(awk -F, -v a="$MARGIN" -v b="$((SECS - MARGIN))" '
@@ -70,6 +74,7 @@ CEIL=$((4 * RATE))
 printf 'fabric: 4 planes x 4 spines, host ports %s Gbit/s (ceiling %s Gbit/s), %s s runs\n' "$RATE" "$CEIL" "$SECS"
 printf '  ib_write_bw via shim   %7.2f Gbit/s  (%.2f of the ceiling)\n' "$SHIM_BW" "$(echo "$SHIM_BW / $CEIL" | bc -l)"
 printf '  mrc-perf write 64K     %7.2f Gbit/s  -> shim / mrc-perf = %.2f\n' "$PERF_BW" "$(echo "$SHIM_BW / $PERF_BW" | bc -l)"
+printf '  ib_write_bw -R         %7.2f Gbit/s  -> rdma_cm / own TCP exchange = %.2f\n' "$RCM_BW" "$(echo "$RCM_BW / $SHIM_BW" | bc -l)"
 printf '  ib_write_lat via shim  t_min %s t_max %s t_typical %s t_avg %s t_99 %s t_99.9 %s (us, one way)\n' $LAT
 printf '  %s\n  %s\n' "$UDP_BLOCK" "$UDP_BUSY"
 TYP=$(echo "$LAT" | awk '{print $3}')

@@ -4,7 +4,8 @@
 #   2. release preset (build/): configure, build everything incl. perf/ benchmarks, ctest
 #   3. asan preset (build/asan): configure, build, ctest under ASan+UBSan
 #   4. tsan preset (build/tsan): the threaded parts (UDP driver, mrc-perf runs, the NCCL
-#      plugin across processes, the verbs device's CQs and completion channels) under TSan
+#      plugin across processes, the verbs device's CQs and completion channels, its rdma_cm
+#      service thread) under TSan
 #   5. fuzz preset (build/fuzz): every libFuzzer target for 20 s from its seed corpus
 # Exits non-zero on the first failure; the last line says PASS or FAIL and where.
 #
@@ -86,7 +87,7 @@ if ((run_tsan_fuzz)); then
   step "tsan: configure" cmake --preset tsan
   step "tsan: build" cmake --build --preset tsan --parallel "$jobs" \
     --target udp_driver_test probes_test config_test mrc_run_test nccl_transfer_test \
-    verbs_device_test
+    verbs_device_test cm_test
   step "tsan: test" ctest --preset tsan -j "$jobs"
   passed+=(tsan)
 fi

@@ -26,6 +26,15 @@
 #define MRC_TEST_ASAN 1
 #endif
 #endif
+// MRC_TEST_TSAN: the same for ThreadSanitizer (tests that preload the shim into stock binaries
+// skip under either).
+#if defined(__SANITIZE_THREAD__)
+#define MRC_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MRC_TEST_TSAN 1
+#endif
+#endif
 
 namespace mrc::perf {
 

@@ -1,6 +1,6 @@
 // The host configuration of a test process's mrc0: two loopback planes ([::1]:P, [::1]:P+1),
-// statistics off. Threading: call once, before the first verbs call of the process (the
-// device reads its configuration then).
+// statistics off; free ports for it and for rdma_cm listeners. Threading: call once, before the
+// first verbs call of the process (the device reads its configuration then).
 #pragma once
 
 #include <arpa/inet.h>
@@ -23,6 +23,20 @@ inline bool udp_free(uint16_t port) {
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   ::close(fd);
   return ok;
+}
+
+// A TCP port of 127.0.0.1 nobody listens on now (the kernel's pick, then released): for a
+// test's rdma_cm listener.
+inline uint16_t free_tcp_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 // Verbs peers need fixed ports: two free ones (the planes take port and port + 1) below the

@@ -28,14 +28,6 @@
 #include "observe/segment.h"
 #include "wire/wire.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define MRC_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MRC_TEST_TSAN 1
-#endif
-#endif
-
 namespace mrc::verbs {
 namespace {
 

@@ -26,14 +26,6 @@
 #include "ns_tools.h"
 #include "observe/segment.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define MRC_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MRC_TEST_TSAN 1
-#endif
-#endif
-
 namespace mrc::verbs {
 namespace {
 
@@ -42,12 +34,6 @@ using Clock = std::chrono::steady_clock;
 
 // perftest's and ibv_rc_pingpong's default TCP port for their connection details.
 constexpr uint16_t kToolPort = 18515;
-
-struct PairResult {
-  int server_rc = -1, client_rc = -1;
-  std::string server, client;
-  std::string both() const { return "--- server:\n" + server + "\n--- client:\n" + client; }
-};
 
 class NsPerftest : public ::testing::Test {
  protected:
@@ -109,22 +95,10 @@ class NsPerftest : public ::testing::Test {
   }
   static PairResult run_pair_once(std::vector<std::string> argv, std::chrono::seconds limit,
                                   const std::function<void(Child&)>& during) {
-    PairResult r;
-    Child s = spawn(fab_->host_netns(0), env(0), argv);
-    // The client may start once the server listens (its stdout is a pipe, so fully buffered:
-    // its "Waiting for client" shows only at exit).
-    const auto ready = Clock::now() + 5s;
-    while (Clock::now() < ready &&
-           !io::tcp_listening("/proc/" + std::to_string(s.pid) + "/net", kToolPort) && !s.pump())
-      std::this_thread::sleep_for(5ms);
+    Side server{fab_->host_netns(0), env(0), argv};
     argv.push_back(nsfabric::mgmt_address(0));
-    Child c = spawn(fab_->host_netns(1), env(1, static_cast<bool>(during)), argv);
-    if (during) during(c);
-    r.client_rc = c.wait(limit);
-    r.server_rc = s.wait(10s);
-    r.client = c.out;
-    r.server = s.out;
-    return r;
+    Side client{fab_->host_netns(1), env(1, static_cast<bool>(during)), argv};
+    return run_server_client(server, client, kToolPort, limit, during);
   }
 
   static std::vector<double> result_line(const std::string& out) {

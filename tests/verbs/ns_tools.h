@@ -1,6 +1,7 @@
-// Running stock tools (perftest, ibverbs-utils) inside network namespaces for the verbs
-// namespace tests: a child process `ip netns exec <ns> env ... <argv>` with its output
-// captured, and perftest's result line read back. Threading: test thread only.
+// Running stock tools (perftest, ibverbs-utils, rdmacm-utils) inside network namespaces (or
+// this one) for the verbs tests: a child process `ip netns exec <ns> env ... <argv>` with its
+// output captured, a server and its client run as a pair, and perftest's result line read
+// back. Threading: test thread only.
 #pragma once
 
 #include <fcntl.h>
@@ -10,10 +11,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "io/netns.h"
 
 namespace mrc::verbs {
 
@@ -58,6 +63,7 @@ struct Child {
   }
 };
 
+// `ns` empty: `env ... <argv>` in the test's own namespace.
 inline Child spawn(const std::string& ns, const std::vector<std::string>& env,
                    const std::vector<std::string>& argv) {
   int p[2];
@@ -68,18 +74,54 @@ inline Child spawn(const std::string& ns, const std::vector<std::string>& env,
     ::dup2(p[1], 1);
     ::dup2(p[1], 2);
     std::vector<std::string> all = {"ip", "netns", "exec", ns, "env"};
+    if (ns.empty()) all = {"env"};
     all.insert(all.end(), env.begin(), env.end());
     all.insert(all.end(), argv.begin(), argv.end());
     std::vector<char*> args;
     for (auto& a : all) args.push_back(a.data());
     args.push_back(nullptr);
-    ::execvp("ip", args.data());
+    ::execvp(args[0], args.data());
     ::_exit(127);
   }
   ::close(p[1]);
   c.fd = p[0];
   ::fcntl(c.fd, F_SETFL, O_NONBLOCK);
   return c;
+}
+
+struct PairResult {
+  int server_rc = -1, client_rc = -1;
+  std::string server, client;
+  std::string both() const { return "--- server:\n" + server + "\n--- client:\n" + client; }
+};
+
+// One side of a pair: its namespace ("" for ours), environment and command line.
+struct Side {
+  std::string ns;
+  std::vector<std::string> env;
+  std::vector<std::string> argv;
+};
+
+// The server, then, once it listens on TCP `port` (or has exited), the client; `during` runs
+// while the client does; the client is killed after `limit`, the server 10 s after that.
+inline PairResult run_server_client(const Side& server, const Side& client, uint16_t port,
+                                    std::chrono::milliseconds limit,
+                                    const std::function<void(Child&)>& during = {}) {
+  using Clock = std::chrono::steady_clock;
+  PairResult r;
+  Child s = spawn(server.ns, server.env, server.argv);
+  // Its stdout is a pipe, so fully buffered: a "waiting" line would show only at exit.
+  const auto ready = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < ready &&
+         !io::tcp_listening("/proc/" + std::to_string(s.pid) + "/net", port) && !s.pump())
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  Child c = spawn(client.ns, client.env, client.argv);
+  if (during) during(c);
+  r.client_rc = c.wait(limit);
+  r.server_rc = s.wait(std::chrono::seconds(10));
+  r.client = c.out;
+  r.server = s.out;
+  return r;
 }
 
 // The numbers of perftest's last result line ("#bytes #iterations ..."); empty if none.

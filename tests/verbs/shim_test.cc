@@ -1,8 +1,9 @@
-// Tests of verbs-shim/src/shim.cc, the library itself (linked here as programs see it when it
-// is preloaded; no libibverbs in this process):
+// Tests of verbs-shim/src/shim.cc and rdmacm.cc, the library itself (linked here as programs
+// see it when it is preloaded; no libibverbs in this process):
 //   - it exports every application-facing symbol of the installed libibverbs, so that no
 //     verb handed an MRC object falls through to the real library (which would take mrc0's
-//     context for one of its own and crash);
+//     context for one of its own and crash), and every rdma_* symbol the rdma_cm programs
+//     it runs (rping, perftest) import, for the same reason with librdmacm;
 //   - the verbs mrc0 does not do fail with the errno or return value verbs programs expect,
 //     and the answers it can give (GUID, GID table, P_Key index) agree with the queries.
 #include <dlfcn.h>
@@ -10,6 +11,7 @@
 #include <infiniband/verbs.h>
 #include <link.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,18 +26,19 @@ namespace {
 
 const bool env_set = testing::set_loopback_env();
 
-// Defined dynamic symbols of a shared library, by `nm -D`.
-std::set<std::string> dynamic_symbols(const std::string& path) {
+// Dynamic symbols of a binary by `nm -D <which>` (--defined-only, --undefined-only), without
+// their versions.
+std::set<std::string> dynamic_symbols(const std::string& path,
+                                      const char* which = "--defined-only") {
   std::set<std::string> out;
-  FILE* p = ::popen(("nm -D --defined-only '" + path + "' 2>/dev/null").c_str(), "r");
+  FILE* p = ::popen(("nm -D " + std::string(which) + " '" + path + "' 2>/dev/null").c_str(), "r");
   if (!p) return out;
   char line[512];
   while (std::fgets(line, sizeof line, p)) {
-    char addr[64], type[8], name[400];
-    if (std::sscanf(line, "%63s %7s %399s", addr, type, name) != 3) continue;
-    std::string n = name;
-    n = n.substr(0, n.find('@'));
-    out.insert(n);
+    std::string l = line;
+    while (!l.empty() && std::isspace(static_cast<unsigned char>(l.back()))) l.pop_back();
+    std::string n = l.substr(l.find_last_of(' ') + 1);  // the name is the last field
+    out.insert(n.substr(0, n.find('@')));
   }
   ::pclose(p);
   return out;
@@ -63,6 +66,22 @@ bool context_free(const std::string& n) {
       "ibv_query_srq",  // takes an SRQ, which mrc0 never makes
   };
   return n.rfind("ibv_cmd_", 0) == 0 || n.rfind("ibv_copy_", 0) == 0 || free_fns.count(n) > 0;
+}
+
+TEST(ShimExports, EveryRdmaCmSymbolTheStockProgramsImport) {
+  const auto ours = dynamic_symbols(MRC_VERBS_SHIM);
+  ASSERT_TRUE(ours.count("rdma_connect")) << "could not list " << MRC_VERBS_SHIM;
+  int programs = 0;
+  for (const char* prog : {"/usr/bin/rping", "/usr/bin/ucmatose", "/usr/bin/rdma_server",
+                           "/usr/bin/rdma_client", "/usr/bin/ib_write_bw", "/usr/bin/ib_read_bw",
+                           "/usr/bin/ib_send_lat"}) {
+    const auto theirs = dynamic_symbols(prog, "--undefined-only");
+    if (theirs.empty()) continue;  // not installed
+    ++programs;
+    for (const std::string& n : theirs)
+      if (n.rfind("rdma_", 0) == 0) EXPECT_TRUE(ours.count(n)) << prog << " imports " << n;
+  }
+  if (programs == 0) GTEST_SKIP() << "neither rdmacm-utils nor perftest is installed";
 }
 
 TEST(ShimExports, EveryApplicationSymbolOfLibibverbs) {

@@ -1,0 +1,428 @@
+// The connection manager (libmrc/src/verbs/cm.h) in one process over loopback planes: a
+// listener and a connecting id on 127.0.0.1, their QPs on this process's mrc0. The CM state
+// machine: port spaces, calls out of order, a destination with nothing listening
+// (UNREACHABLE), a reject with private data, connect/accept/establish with private data both
+// ways, data over the QPs the CM connected, disconnect at both ends, the port freed.
+#include "verbs/cm.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "loopback_env.h"
+#include "verbs/verbs.h"
+
+namespace mrc::verbs::cm {
+namespace {
+
+const bool env_set = testing::set_loopback_env();
+
+sockaddr_in loopback(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  return a;
+}
+
+class CmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(env_set);
+    ch_ = create_event_channel();
+    ASSERT_NE(ch_, nullptr);
+  }
+  void TearDown() override {
+    for (rdma_cm_id* id : {child_, client_, server_})
+      if (id) {
+        destroy_qp(id);
+        destroy_id(id);
+      }
+    for (ibv_cq* cq : cqs_) destroy_cq(cq);
+    if (pd_) dealloc_pd(pd_);
+    destroy_event_channel(ch_);
+  }
+
+  // The next event within 5 s (the channel's fd must become readable), acked after copying;
+  // its private data is copied into `pdata`.
+  rdma_cm_event next(std::string* pdata = nullptr) {
+    pollfd p{ch_->fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 5000), 1) << "no event within 5 s";
+    rdma_cm_event* e = nullptr;
+    rdma_cm_event copy{};
+    if (get_cm_event(ch_, &e) != 0) {
+      ADD_FAILURE() << "get_cm_event: " << std::strerror(errno);
+      copy.event = RDMA_CM_EVENT_DEVICE_REMOVAL;
+      return copy;
+    }
+    copy = *e;
+    if (pdata)
+      pdata->assign(static_cast<const char*>(e->param.conn.private_data),
+                    e->param.conn.private_data_len);
+    copy.param.conn.private_data = nullptr;
+    ack_cm_event(e);
+    return copy;
+  }
+
+  void listen_on(uint16_t port) {
+    ASSERT_EQ(create_id(ch_, &server_, this, RDMA_PS_TCP), 0);
+    sockaddr_in a = loopback(port);
+    ASSERT_EQ(bind_addr(server_, reinterpret_cast<sockaddr*>(&a)), 0) << std::strerror(errno);
+    ASSERT_EQ(listen(server_, 8), 0);
+    EXPECT_EQ(ntohs(get_src_port(server_)), port);
+  }
+
+  // A client id resolved toward 127.0.0.1:port, with a QP when `qp`.
+  void resolve_to(uint16_t port, bool qp = true) {
+    ASSERT_EQ(create_id(ch_, &client_, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in dst = loopback(port);
+    ASSERT_EQ(resolve_addr(client_, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+    EXPECT_EQ(next().event, RDMA_CM_EVENT_ADDR_RESOLVED);
+    ASSERT_NE(client_->verbs, nullptr);
+    ASSERT_EQ(resolve_route(client_, 2000), 0);
+    EXPECT_EQ(next().event, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    EXPECT_EQ(ntohs(get_dst_port(client_)), port);
+    if (qp) make_qp(client_);
+  }
+
+  void make_qp(rdma_cm_id* id) {
+    if (!pd_) pd_ = alloc_pd(id->verbs);
+    ibv_cq* cq = create_cq(id->verbs, 16, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    cqs_.push_back(cq);
+    ibv_qp_init_attr qa{};
+    qa.send_cq = cq;
+    qa.recv_cq = cq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
+    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+    ASSERT_EQ(create_qp(id, pd_, &qa), 0) << std::strerror(errno);
+    ASSERT_NE(id->qp, nullptr);
+    ibv_qp_attr at{};
+    ibv_qp_init_attr init{};
+    ASSERT_EQ(query_qp(id->qp, &at, IBV_QP_STATE, &init), 0);
+    EXPECT_EQ(at.qp_state, IBV_QPS_INIT);
+  }
+
+  rdma_event_channel* ch_ = nullptr;
+  rdma_cm_id* server_ = nullptr;
+  rdma_cm_id* client_ = nullptr;
+  rdma_cm_id* child_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  std::vector<ibv_cq*> cqs_;
+};
+
+TEST_F(CmTest, CreateId_RefusesPortSpacesOtherThanTcp) {
+  rdma_cm_id* id = nullptr;
+  for (rdma_port_space ps : {RDMA_PS_UDP, RDMA_PS_IB, RDMA_PS_IPOIB}) {
+    errno = 0;
+    EXPECT_EQ(create_id(ch_, &id, nullptr, ps), -1);
+    EXPECT_EQ(errno, EPROTONOSUPPORT);
+    EXPECT_EQ(id, nullptr);
+  }
+  // No channel: a synchronous id, with a channel of its own (gone with the id).
+  ASSERT_EQ(create_id(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  EXPECT_NE(id->channel, nullptr);
+  EXPECT_EQ(destroy_id(id), 0);
+}
+
+TEST_F(CmTest, CallsOutOfOrder_Einval) {
+  ASSERT_EQ(create_id(ch_, &client_, nullptr, RDMA_PS_TCP), 0);
+  rdma_conn_param p{};
+  p.qp_num = 1;
+  EXPECT_EQ(connect(client_, &p), -1);  // no address resolved
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(resolve_route(client_, 100), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(accept(client_, nullptr), -1);  // no request on it
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(disconnect(client_), -1);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_qp_init_attr qa{};
+  qa.qp_type = IBV_QPT_RC;
+  EXPECT_EQ(create_qp(client_, nullptr, &qa), -1);  // no device before bind/resolve
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST_F(CmTest, Connect_NobodyListening_Unreachable) {
+  const uint16_t port = testing::free_tcp_port();
+  resolve_to(port);
+  char big[57] = {};
+  rdma_conn_param p{};
+  p.private_data = big;
+  p.private_data_len = sizeof big;  // over the 56 a request carries
+  EXPECT_EQ(connect(client_, &p), -1);
+  EXPECT_EQ(errno, EINVAL);
+  p.private_data_len = 8;
+  ASSERT_EQ(connect(client_, &p), 0);
+  const rdma_cm_event e = next();
+  EXPECT_EQ(e.event, RDMA_CM_EVENT_UNREACHABLE);
+  EXPECT_EQ(e.status, -ECONNREFUSED);
+  EXPECT_EQ(e.id, client_);
+}
+
+TEST_F(CmTest, Reject_PeerGetsRejectedWithPrivateData) {
+  const uint16_t port = testing::free_tcp_port();
+  listen_on(port);
+  resolve_to(port);
+  const std::string hello = "hello, server";
+  rdma_conn_param p{};
+  p.private_data = hello.data();
+  p.private_data_len = static_cast<uint8_t>(hello.size());
+  p.responder_resources = 2;
+  p.initiator_depth = 3;
+  ASSERT_EQ(connect(client_, &p), 0);
+  std::string got;
+  const rdma_cm_event req = next(&got);
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  EXPECT_EQ(req.listen_id, server_);
+  EXPECT_EQ(req.id->context, this);  // a child takes its listener's context
+  EXPECT_EQ(req.param.conn.qp_num, client_->qp->qp_num);
+  EXPECT_EQ(req.param.conn.responder_resources, 2);
+  EXPECT_EQ(req.param.conn.initiator_depth, 3);
+  EXPECT_EQ(got, hello);
+  child_ = req.id;
+  char too_long[149] = {};
+  EXPECT_EQ(reject(child_, too_long, sizeof too_long), -1);
+  EXPECT_EQ(errno, EINVAL);
+  const std::string no = "no thanks";
+  ASSERT_EQ(reject(child_, no.data(), static_cast<uint8_t>(no.size())), 0);
+  const rdma_cm_event rej = next(&got);
+  EXPECT_EQ(rej.event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(rej.id, client_);
+  EXPECT_EQ(rej.status, MRC_CM_REJ_CONSUMER_DEFINED);
+  EXPECT_EQ(got, no);
+  EXPECT_EQ(accept(child_, nullptr), -1);  // rejected already
+}
+
+TEST_F(CmTest, ConnectAccept_DataFlows_DisconnectReachesBoth_PortFreed) {
+  const uint16_t port = testing::free_tcp_port();
+  listen_on(port);
+  resolve_to(port);
+  ASSERT_EQ(connect(client_, nullptr), 0);
+  const rdma_cm_event req = next();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  child_ = req.id;
+  ASSERT_EQ(child_->verbs, client_->verbs);  // mrc0, this process's one context
+  make_qp(child_);
+  const std::string welcome = "welcome";
+  rdma_conn_param p{};
+  p.private_data = welcome.data();
+  p.private_data_len = static_cast<uint8_t>(welcome.size());
+  ASSERT_EQ(accept(child_, &p), 0) << std::strerror(errno);
+  std::string got;
+  rdma_cm_event a = next(&got), b = next();
+  if (a.id != client_) std::swap(a, b);  // the two ESTABLISHED may come in either order
+  EXPECT_EQ(a.event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(a.id, client_);
+  EXPECT_EQ(b.event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(b.id, child_);
+  for (rdma_cm_id* id : {client_, child_}) {
+    ibv_qp_attr at{};
+    ibv_qp_init_attr init{};
+    ASSERT_EQ(query_qp(id->qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN, &init), 0);
+    EXPECT_EQ(at.qp_state, IBV_QPS_RTS);
+    EXPECT_EQ(at.dest_qp_num, (id == client_ ? child_ : client_)->qp->qp_num);
+  }
+
+  // A SEND from the client lands in the server's posted receive.
+  char src[64] = "over the QPs rdma_cm connected", dst[64] = {};
+  ibv_mr* smr = reg_mr(pd_, src, sizeof src, reinterpret_cast<uintptr_t>(src), 0);
+  ibv_mr* dmr =
+      reg_mr(pd_, dst, sizeof dst, reinterpret_cast<uintptr_t>(dst), IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge rs{reinterpret_cast<uintptr_t>(dst), sizeof dst, dmr->lkey};
+  ibv_recv_wr rwr{};
+  rwr.sg_list = &rs;
+  rwr.num_sge = 1;
+  ibv_recv_wr* bad_r = nullptr;
+  ASSERT_EQ(post_recv(child_->qp, &rwr, &bad_r), 0);
+  ibv_sge ss{reinterpret_cast<uintptr_t>(src), sizeof src, smr->lkey};
+  ibv_send_wr swr{};
+  swr.sg_list = &ss;
+  swr.num_sge = 1;
+  swr.opcode = IBV_WR_SEND;
+  swr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad_s = nullptr;
+  ASSERT_EQ(post_send(client_->qp, &swr, &bad_s), 0);
+  int done = 0;
+  for (int i = 0; i < 5000 && done < 2; ++i) {
+    for (ibv_cq* cq : cqs_) {
+      ibv_wc wc;
+      if (poll_cq(cq, 1, &wc) != 1) continue;
+      EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+      ++done;
+    }
+    if (done < 2) ::usleep(1000);
+  }
+  EXPECT_EQ(done, 2);
+  EXPECT_STREQ(dst, src);
+  dereg_mr(smr);
+  dereg_mr(dmr);
+
+  // Disconnect: DISCONNECTED at both ends, the QP in ERR; again is harmless.
+  ASSERT_EQ(disconnect(client_), 0);
+  a = next();
+  b = next();
+  EXPECT_EQ(a.event, RDMA_CM_EVENT_DISCONNECTED);
+  EXPECT_EQ(b.event, RDMA_CM_EVENT_DISCONNECTED);
+  EXPECT_NE(a.id, b.id);
+  ibv_qp_attr at{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(query_qp(client_->qp, &at, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(at.qp_state, IBV_QPS_ERR);
+  EXPECT_EQ(disconnect(child_), 0);
+  EXPECT_EQ(disconnect(client_), 0);
+
+  // Destroying the listener frees its port: a new listener binds it again.
+  destroy_id(server_);
+  server_ = nullptr;
+  ASSERT_EQ(create_id(ch_, &server_, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in again = loopback(port);
+  EXPECT_EQ(bind_addr(server_, reinterpret_cast<sockaddr*>(&again)), 0) << std::strerror(errno);
+}
+
+TEST_F(CmTest, InitQpAttr_AndEstablish_ForAppMadeQps) {
+  const uint16_t port = testing::free_tcp_port();
+  listen_on(port);
+  resolve_to(port, /*qp=*/false);
+  ibv_qp_attr at{};
+  int mask = 0;
+  at.qp_state = IBV_QPS_RTR;
+  EXPECT_EQ(init_qp_attr(client_, &at, &mask), -1);  // the peer is not known yet
+  rdma_conn_param p{};
+  p.qp_num = 4242;  // a QP the app made itself (rping -q)
+  ASSERT_EQ(connect(client_, &p), 0);
+  const rdma_cm_event req = next();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  child_ = req.id;
+  p.qp_num = 4343;
+  ASSERT_EQ(accept(child_, &p), 0);
+  const rdma_cm_event rep = next();
+  ASSERT_EQ(rep.event, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  EXPECT_EQ(rep.param.conn.qp_num, 4343u);
+  at.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(init_qp_attr(client_, &at, &mask), 0);
+  EXPECT_EQ(at.dest_qp_num, 4343u);
+  EXPECT_TRUE(mask & IBV_QP_AV);
+  EXPECT_EQ(at.ah_attr.is_global, 1);
+  ibv_gid gid{};
+  ASSERT_EQ(query_gid(client_->verbs, 1, 0, &gid), 0);
+  EXPECT_EQ(std::memcmp(at.ah_attr.grh.dgid.raw, gid.raw, 16), 0);  // one process: our GID
+  ASSERT_EQ(establish(client_), 0);
+  // Only the passive side hears ESTABLISHED (the active one knows: rping -q counts on it).
+  const rdma_cm_event est = next();
+  EXPECT_EQ(est.event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(est.id, child_);
+  pollfd p2{ch_->fd, POLLIN, 0};
+  EXPECT_EQ(::poll(&p2, 1, 200), 0) << "an event more";
+}
+
+// rdma_create_ep ids are synchronous: connect and accept return once established;
+// rdma_get_request hands out the next request with its QP made; the QPs got CQs of their own.
+TEST(CmSync, CreateEp_GetRequest_ConnectAccept) {
+  ASSERT_TRUE(env_set);
+  const std::string port = std::to_string(testing::free_tcp_port());
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_PASSIVE;
+  rdma_addrinfo *passive = nullptr, *active = nullptr;
+  ASSERT_EQ(getaddrinfo("127.0.0.1", port.c_str(), &hints, &passive), 0);
+  ASSERT_EQ(getaddrinfo("127.0.0.1", port.c_str(), nullptr, &active), 0);
+  ibv_qp_init_attr attr{};
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  rdma_cm_id *listener = nullptr, *server = nullptr, *client = nullptr;
+  ASSERT_EQ(create_ep(&listener, passive, nullptr, &attr), 0) << std::strerror(errno);
+  ASSERT_EQ(listen(listener, 4), 0);
+  int accepted = -1;
+  std::thread srv([&] {
+    if (get_request(listener, &server) == 0) accepted = accept(server, nullptr);
+  });
+  ibv_qp_init_attr cattr = attr;
+  ASSERT_EQ(create_ep(&client, active, nullptr, &cattr), 0) << std::strerror(errno);
+  ASSERT_NE(client->qp, nullptr);
+  EXPECT_NE(client->send_cq_channel, nullptr);
+  EXPECT_NE(client->recv_cq, nullptr);
+  EXPECT_EQ(connect(client, nullptr), 0) << std::strerror(errno);  // returns established
+  srv.join();
+  EXPECT_EQ(accepted, 0);
+  ASSERT_NE(server, nullptr);
+  ASSERT_NE(server->qp, nullptr);
+  EXPECT_NE(server->recv_cq_channel, nullptr);
+  ibv_qp_attr at{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(query_qp(client->qp, &at, IBV_QP_DEST_QPN, &init), 0);
+  EXPECT_EQ(at.dest_qp_num, server->qp->qp_num);
+  EXPECT_EQ(disconnect(client), 0);
+  destroy_ep(client);
+  destroy_ep(server);
+  destroy_ep(listener);
+  freeaddrinfo(passive);
+  freeaddrinfo(active);
+}
+
+TEST_F(CmTest, MigrateId_EventsFollowTheId) {
+  ASSERT_EQ(create_id(ch_, &client_, nullptr, RDMA_PS_TCP), 0);
+  rdma_event_channel* other = create_event_channel();
+  ASSERT_NE(other, nullptr);
+  ASSERT_EQ(migrate_id(client_, other), 0);
+  EXPECT_EQ(client_->channel, other);
+  sockaddr_in dst = loopback(testing::free_tcp_port());
+  ASSERT_EQ(resolve_addr(client_, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  pollfd p[2] = {{ch_->fd, POLLIN, 0}, {other->fd, POLLIN, 0}};
+  ASSERT_EQ(::poll(p, 2, 5000), 1);
+  EXPECT_TRUE(p[1].revents & POLLIN);  // on the new channel, not the old one
+  rdma_cm_event* e = nullptr;
+  ASSERT_EQ(get_cm_event(other, &e), 0);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+  ack_cm_event(e);
+  // NULL: a channel of the id's own, which goes with the id.
+  ASSERT_EQ(migrate_id(client_, nullptr), 0);
+  EXPECT_NE(client_->channel, other);
+  EXPECT_NE(client_->channel, ch_);
+  destroy_event_channel(other);
+}
+
+TEST_F(CmTest, SetOption_TakesWhatAppliesRefusesTheRest) {
+  ASSERT_EQ(create_id(ch_, &client_, nullptr, RDMA_PS_TCP), 0);
+  uint8_t timeout = 16;
+  EXPECT_EQ(set_option(client_, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, 1), 0);
+  int on = 1;
+  EXPECT_EQ(set_option(client_, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on, sizeof on), 0);
+  EXPECT_EQ(set_option(client_, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, sizeof on), 0);
+  uint8_t tos = 32;
+  EXPECT_EQ(set_option(client_, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1), -1);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(set_option(client_, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &tos, 1), -1);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST(CmAddrinfo, GetAddrinfo_PassiveAndActive) {
+  rdma_addrinfo* res = nullptr;
+  ASSERT_EQ(getaddrinfo("127.0.0.1", "7174", nullptr, &res), 0);
+  ASSERT_NE(res->ai_dst_addr, nullptr);
+  EXPECT_EQ(res->ai_src_addr, nullptr);
+  EXPECT_EQ(res->ai_port_space, RDMA_PS_TCP);
+  EXPECT_EQ(ntohs(reinterpret_cast<sockaddr_in*>(res->ai_dst_addr)->sin_port), 7174);
+  freeaddrinfo(res);
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_PASSIVE;
+  hints.ai_port_space = RDMA_PS_TCP;
+  ASSERT_EQ(getaddrinfo(nullptr, "7174", &hints, &res), 0);
+  EXPECT_NE(res->ai_src_addr, nullptr);
+  EXPECT_EQ(res->ai_dst_addr, nullptr);
+  freeaddrinfo(res);
+  hints.ai_port_space = RDMA_PS_UDP;
+  EXPECT_NE(getaddrinfo(nullptr, "7174", &hints, &res), 0);
+  EXPECT_STREQ(event_str(RDMA_CM_EVENT_TIMEWAIT_EXIT), "RDMA_CM_EVENT_TIMEWAIT_EXIT");
+  EXPECT_STREQ(event_str(static_cast<rdma_cm_event_type>(99)), "UNKNOWN EVENT");
+}
+
+}  // namespace
+}  // namespace mrc::verbs::cm

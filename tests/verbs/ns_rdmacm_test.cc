@@ -1,0 +1,171 @@
+// Stock rdma_cm programs (rdmacm-utils' rping, perftest with -R) over MRC through the
+// LD_PRELOAD shim, unmodified: on loopback planes in the test's own namespace (two processes
+// with their own UDP ports, the connection manager on 127.0.0.1), and between two hosts of
+// the namespace fabric (the connection manager over the management network, the data over
+// the planes). Skips, saying why, where the programs are not installed, where namespaces
+// cannot be made (the fabric tests), and under sanitizers (a sanitized shim cannot be
+// preloaded into stock binaries; cm_test covers the connection manager).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "loopback_env.h"
+#include "ns_test_fabric.h"
+#include "ns_tools.h"
+
+namespace mrc::verbs {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Why these tests cannot run here, or "".
+std::string tools_missing() {
+#if defined(MRC_TEST_ASAN) || defined(MRC_TEST_TSAN)
+  return "built with a sanitizer: the shim cannot be preloaded into stock binaries";
+#endif
+  for (const char* tool : {"rping", "ucmatose", "ib_write_bw"}) {
+    const std::string path = std::string("/usr/bin/") + tool;
+    if (::access(path.c_str(), X_OK) != 0)
+      return std::string(tool) + " is not installed (apt-get install rdmacm-utils perftest)";
+  }
+  return "";
+}
+
+// Two UDP ports (port, port + 1) of ::1 free now, from `from` on.
+uint16_t free_udp_pair(uint16_t from) {
+  uint16_t p = from;
+  while (!(testing::udp_free(p) && testing::udp_free(p + 1))) p = static_cast<uint16_t>(p + 2);
+  return p;
+}
+
+// rping's client output: both ends ran `count` verified pings.
+void expect_rping_ok(const PairResult& r, int count) {
+  EXPECT_EQ(r.client_rc, 0) << r.both();
+  EXPECT_EQ(r.server_rc, 0) << r.both();
+  size_t pings = 0;
+  for (size_t at = r.client.find("ping data: rdma-ping-"); at != std::string::npos;
+       at = r.client.find("ping data: rdma-ping-", at + 1))
+    ++pings;
+  EXPECT_EQ(pings, static_cast<size_t>(count)) << r.client;
+  EXPECT_NE(r.client.find("rdma-ping-" + std::to_string(count - 1) + ":"), std::string::npos);
+  EXPECT_EQ(r.client.find("mismatch"), std::string::npos) << r.client;
+}
+
+void expect_perftest_ok(const std::string& tool, const PairResult& r) {
+  EXPECT_EQ(r.client_rc, 0) << tool << "\n" << r.both();
+  EXPECT_EQ(r.server_rc, 0) << tool << "\n" << r.both();
+  EXPECT_NE(r.client.find("Data ex. method : rdma_cm"), std::string::npos) << r.client;
+  const auto v = perftest_result_line(r.client);
+  ASSERT_GE(v.size(), 5u) << tool << ": no result line\n" << r.client;
+  EXPECT_GT(tool.find("_lat") != std::string::npos ? v[2] : v[3], 0) << r.client;
+}
+
+// ---- Loopback: two processes of this namespace --------------------------------------------
+class RdmacmLoopback : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = tools_missing(); !why.empty()) GTEST_SKIP() << why;
+    const uint16_t s = free_udp_pair(static_cast<uint16_t>(10000 + (::getpid() % 9000) * 2));
+    server_port_ = s;
+    client_port_ = free_udp_pair(static_cast<uint16_t>(s + 2));
+    cm_port_ = testing::free_tcp_port();
+  }
+  std::vector<std::string> env(uint16_t udp_port) const {
+    return {"MRC_PLANES=::1,::1", "MRC_PORT=" + std::to_string(udp_port), "MRC_STATS=0",
+            std::string("LD_PRELOAD=") + MRC_VERBS_SHIM};
+  }
+  PairResult run(std::vector<std::string> server, std::vector<std::string> client) const {
+    return run_server_client({"", env(server_port_), server}, {"", env(client_port_), client},
+                             cm_port_, 60s);
+  }
+  uint16_t server_port_ = 0, client_port_ = 0, cm_port_ = 0;
+};
+
+TEST_F(RdmacmLoopback, Rping_100Verified) {
+  const std::string p = std::to_string(cm_port_);
+  expect_rping_ok(run({"rping", "-s", "-a", "127.0.0.1", "-p", p},
+                      {"rping", "-c", "-a", "127.0.0.1", "-p", p, "-C", "100", "-v", "-V"}),
+                  100);
+}
+
+// -q: the programs make and move their QPs themselves (rdma_init_qp_attr, rdma_establish).
+TEST_F(RdmacmLoopback, Rping_AppMadeQps_10Verified) {
+  const std::string p = std::to_string(cm_port_);
+  expect_rping_ok(run({"rping", "-s", "-q", "-a", "127.0.0.1", "-p", p},
+                      {"rping", "-c", "-q", "-a", "127.0.0.1", "-p", p, "-C", "10", "-v", "-V"}),
+                  10);
+}
+
+TEST_F(RdmacmLoopback, Ucmatose) {
+  const std::string p = std::to_string(cm_port_);
+  const PairResult r =
+      run({"ucmatose", "-b", "127.0.0.1", "-p", p}, {"ucmatose", "-s", "127.0.0.1", "-p", p});
+  EXPECT_EQ(r.client_rc, 0) << r.both();
+  EXPECT_EQ(r.server_rc, 0) << r.both();
+  EXPECT_NE(r.client.find("test complete"), std::string::npos) << r.both();
+  EXPECT_NE(r.server.find("data transfers complete"), std::string::npos) << r.both();
+}
+
+// Synchronous ids: rdma_create_ep, rdma_get_request and the rdma_verbs.h helpers.
+TEST_F(RdmacmLoopback, RdmaServerClient) {
+  const std::string p = std::to_string(cm_port_);
+  const PairResult r =
+      run({"rdma_server", "-p", p}, {"rdma_client", "-s", "127.0.0.1", "-p", p});
+  EXPECT_EQ(r.client_rc, 0) << r.both();
+  EXPECT_EQ(r.server_rc, 0) << r.both();
+  EXPECT_NE(r.client.find("rdma_client: end 0"), std::string::npos) << r.both();
+  EXPECT_NE(r.server.find("rdma_server: end 0"), std::string::npos) << r.both();
+}
+
+TEST_F(RdmacmLoopback, Perftest_R) {
+  for (const std::string tool : {"ib_write_bw", "ib_read_bw", "ib_send_lat"}) {
+    const std::string p = std::to_string(cm_port_);
+    expect_perftest_ok(tool, run({tool, "-R", "-p", p}, {tool, "-R", "-p", p, "127.0.0.1"}));
+    cm_port_ = testing::free_tcp_port();
+  }
+}
+
+// ---- Two hosts of the namespace fabric -------------------------------------------------------
+class NsRdmacm : public perf::NsFabricSuite<NsRdmacm> {
+ public:
+  static constexpr perf::TestFabricSpec kFabric{.tag = "mrcrc"};
+  // No fabric for tests that would skip anyway.
+  static void SetUpTestSuite() {
+    if (tools_missing().empty()) NsFabricSuite::SetUpTestSuite();
+  }
+
+ protected:
+  void SetUp() override {
+    if (const std::string why = tools_missing(); !why.empty()) GTEST_SKIP() << why;
+    NsFabricSuite::SetUp();
+  }
+  static std::vector<std::string> env(uint32_t host) {
+    return {"MRC_CONFIG=" + fab_->host_config(host), "MRC_STATS=0",
+            std::string("LD_PRELOAD=") + MRC_VERBS_SHIM};
+  }
+  static PairResult run(const std::vector<std::string>& server,
+                        const std::vector<std::string>& client) {
+    return run_server_client({fab_->host_netns(0), env(0), server},
+                             {fab_->host_netns(1), env(1), client}, kCmPort, 60s);
+  }
+  static constexpr uint16_t kCmPort = 18515;
+};
+
+TEST_F(NsRdmacm, Rping_BetweenHosts_100Verified) {
+  const std::string a = nsfabric::mgmt_address(0), p = std::to_string(kCmPort);
+  expect_rping_ok(run({"rping", "-s", "-a", a, "-p", p},
+                      {"rping", "-c", "-a", a, "-p", p, "-C", "100", "-v", "-V"}),
+                  100);
+}
+
+TEST_F(NsRdmacm, WriteBwR_BetweenHosts) {
+  expect_perftest_ok("ib_write_bw",
+                     run({"ib_write_bw", "-R"}, {"ib_write_bw", "-R", nsfabric::mgmt_address(0)}));
+}
+
+}  // namespace
+}  // namespace mrc::verbs
