@@ -862,15 +862,12 @@ size_t write_for(Loop& l, Duration span, int per_round = 16) {
 }
 
 // The learned base RTT is a windowed minimum (engine/policy.h BaseRttFilter): when the path
-// gets longer (400 us instead of 10 us round trip) the old minimum ages out after the window
-// (8-10 s) and the window cap (1.5 x nic rate x base RTT) grows with the new base RTT. With a
-// lifetime minimum the window stayed at the 10 us path's 3.75 KB: one packet per 400 us.
-// NSCC measures delay against that learned base as given (NsccBase::kGiven), not against its
-// own lifetime minimum sample: on the longer path the delay is ~0, so the window grows by
-// proportional increase and CE marks (a queue elsewhere) only hold it. Against the 10 us
-// sample every ACK saw ~390 us of delay, above the 300 us target: fair increases only, and a
-// decrease for every CE-marked round trip.
-TEST(Engine, Cc_LearnedBaseRttFollowsALongerPath) {
+// gets longer (400 us instead of ~10 us round trip) the old minimum ages out after the window
+// (8-10 s) and the window cap (1.5 x nic rate x base RTT) grows with the new base RTT.
+// A longer path is followed only up to BaseRttFilter::kMaxRise x the smallest sample ever
+// taken: beyond that a rise is indistinguishable from a queue that never drains (which, learnt
+// as base, would size a window that keeps it); such a path needs its base RTT configured.
+TEST(Engine, Cc_LearnedBaseRttRisesAtMostTwiceTheSmallestSample) {
   EngineConfig cfg;
   cfg.nic_bps = 2'000'000'000;
   Loop l(1000, cfg);
@@ -880,24 +877,13 @@ TEST(Engine, Cc_LearnedBaseRttFollowsALongerPath) {
   const uint64_t short_path = l.a.eng.cc_stats(l.a.qpn)->cwnd;
   EXPECT_LE(short_path, 8192u);
   EXPECT_LT(l.a.eng.cc_config(l.a.qpn)->base_rtt, 20'000u);
+  const uint64_t smallest = l.a.eng.qp_stats(l.a.qpn)->min_rtt_ns;
+  ASSERT_GT(smallest, 0u);
   l.latency = 200us;
-  write_for(l, 12s);  // past the window, at ~4 KB per 400 us until it ages out
-  // 1.5 x 2 Gbit/s x 400 us = 150 KB once learned; the window grows towards it.
+  write_for(l, 12s);  // past the window: every sample now about 400 us
   const NsccConfig learned = *l.a.eng.cc_config(l.a.qpn);
-  EXPECT_GE(learned.base_rtt, 400'000u);
-  EXPECT_LT(learned.base_rtt, 440'000u);
-  EXPECT_GT(l.a.eng.cc_stats(l.a.qpn)->cwnd, 32'000u);
-
-  const NsccStats before = *l.a.eng.cc_stats(l.a.qpn);
-  write_for(l, 1s);
-  const NsccStats clear = *l.a.eng.cc_stats(l.a.qpn);
-  EXPECT_GT(clear.proportional_increases, before.proportional_increases);
-  EXPECT_EQ(clear.fair_increases, before.fair_increases);
-  l.ecn_ce = true;
-  write_for(l, 1s);
-  const NsccStats marked = *l.a.eng.cc_stats(l.a.qpn);
-  EXPECT_GT(marked.holds, clear.holds);
-  EXPECT_EQ(marked.decreases, clear.decreases);
+  EXPECT_EQ(learned.base_rtt, 2 * smallest);
+  EXPECT_GT(l.a.eng.cc_stats(l.a.qpn)->cwnd, short_path);
 }
 
 // Rate hints (QpAttr::cc_rates) ride on the automatic profile: the QP still learns its base
