@@ -25,18 +25,25 @@ inline bool udp_free(uint16_t port) {
   return ok;
 }
 
-// A TCP port of 127.0.0.1 nobody listens on now (the kernel's pick, then released): for a
-// test's rdma_cm listener.
+// A TCP port of 127.0.0.1 nobody listens on now, for a test's rdma_cm listener: below the
+// kernel's ephemeral range (32768..), so that no client socket is given it as its own source
+// port (which TCP would connect to itself), starting from the pid (ctest runs tests in
+// parallel processes) in 30000..32000, apart from the verbs ports below.
 inline uint16_t free_tcp_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  static uint16_t next = static_cast<uint16_t>(30000 + (::getpid() % 500) * 4);
+  for (int i = 0; i < 2000; ++i) {
+    const uint16_t port = next;
+    next = static_cast<uint16_t>(next + 1 >= 32000 ? 30000 : next + 1);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (ok) return port;
+  }
+  return 0;
 }
 
 // Verbs peers need fixed ports: two free ones (the planes take port and port + 1) below the

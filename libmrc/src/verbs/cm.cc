@@ -33,7 +33,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kConnectTimeout = std::chrono::seconds(5);
-constexpr auto kRefusedRetry = std::chrono::seconds(1);
+constexpr auto kRefusedRetry = std::chrono::seconds(3);
+// A handshake step that gets no answer (a REQ with no REP or REJ, a REP with no RTU, a TCP
+// client that never sends its REQ) fails after this: UNREACHABLE / CONNECT_ERROR with
+// -ETIMEDOUT, or the idle connection is closed; nothing waits forever on a stalled peer.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
 
 // librdmacm's return convention after fail() (internal.h) logged the problem and set errno.
 int minus_one(int /*errno value*/) { return -1; }
@@ -59,10 +63,28 @@ socklen_t addr_len(const sockaddr* a) {
   return a->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
 }
 
+// Same family, address and port (a client that the kernel connected to itself: its source
+// port was the free port it dialled).
+bool same_endpoint(const sockaddr* a, const sockaddr* b) {
+  if (a->sa_family != b->sa_family) return false;
+  if (a->sa_family == AF_INET) {
+    const auto* x = reinterpret_cast<const sockaddr_in*>(a);
+    const auto* y = reinterpret_cast<const sockaddr_in*>(b);
+    return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+  }
+  if (a->sa_family != AF_INET6) return false;
+  const auto* x = reinterpret_cast<const sockaddr_in6*>(a);
+  const auto* y = reinterpret_cast<const sockaddr_in6*>(b);
+  return x->sin6_port == y->sin6_port &&
+         std::memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+}
+
 struct Channel {
   rdma_event_channel ch{};  // first: the app's pointer is the object's address
   std::mutex mu;
   std::deque<rdma_cm_event*> queue;  // (mu) posted, not yet fetched
+  int readers = 0;                   // (mu) threads inside rdma_get_cm_event
+  bool destroyed = false;            // (mu) rdma_destroy_event_channel came while readers > 0
 };
 Channel* chan_of(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
 
@@ -104,7 +126,7 @@ struct Id {
   Id* listener = nullptr;             // a passive child: its listening id (null once that is gone)
   bool handed = false;                // a child the app has seen (CONNECT_REQUEST posted)
   bool own_channel = false;           // rdma_migrate_id(id, NULL) made its channel
-  Clock::time_point deadline{};       // kConnecting: UNREACHABLE after it
+  Clock::time_point deadline{};       // kConnecting, kReqSent, kRepSent, kReqWait: fails after it
   Clock::time_point refused_until{};  // kConnecting: a refused connect is tried again till then
   Clock::time_point retry_at{};       // kConnecting without a socket: when to try again
   CmMsg out{};                        // kConnecting: the REQ to send once connected
@@ -413,12 +435,26 @@ void Service::run() {
       handle(it->second);
     }
     const auto now = Clock::now();
+    std::vector<Id*> stalled;  // handshakes past their deadline (peer_gone may delete them)
     for (auto& [_, id] : ids) {
+      const bool handshake =
+          id->st == St::kReqSent || id->st == St::kRepSent || id->st == St::kReqWait;
+      if (handshake && now > id->deadline) stalled.push_back(id);
       if (id->st != St::kConnecting) continue;
       if (now > id->deadline)
         unreachable(id, ETIMEDOUT);
       else if (id->fd < 0 && now >= id->retry_at)
         try_connect(id);
+    }
+    for (Id* id : stalled) {
+      if (id->st == St::kReqSent) {
+        unreachable(id, ETIMEDOUT);
+      } else {
+        if (id->st == St::kRepSent)
+          log_error("rdma_accept: %s never confirmed the connection (%s)",
+                    addr_str(&id->id.route.addr.dst_addr).c_str(), std::strerror(ETIMEDOUT));
+        peer_gone(*this, id, ETIMEDOUT);
+      }
     }
   }
 }
@@ -431,6 +467,7 @@ void Service::handle(Id* id) {
       auto* child = new Id;
       child->serial = next_serial++;
       child->st = St::kReqWait;
+      child->deadline = Clock::now() + kHandshakeTimeout;
       child->fd = c;
       child->listener = id;
       child->psn = static_cast<uint32_t>(std::rand()) & 0xffffff;
@@ -457,7 +494,10 @@ void Service::handle(Id* id) {
     n = sizeof local;
     ::getsockname(id->fd, reinterpret_cast<sockaddr*>(&local), &n);
     std::memcpy(&id->id.route.addr.src_storage, &local, sizeof local);
+    if (same_endpoint(reinterpret_cast<const sockaddr*>(&local), &id->id.route.addr.dst_addr))
+      return refused(id, ECONNREFUSED);  // TCP's simultaneous open with itself: nobody there
     id->st = St::kReqSent;
+    id->deadline = Clock::now() + kHandshakeTimeout;
     if (!send_msg(id, id->out)) return peer_gone(*this, id, ECONNRESET);
     return;
   }
@@ -614,11 +654,24 @@ rdma_event_channel* create_event_channel() {
   return &c->ch;
 }
 
+// A thread still inside rdma_get_cm_event (rping's CM thread, which the program abandons at
+// exit) keeps the channel: with librdmacm it stays blocked in the kernel's read, so here the
+// eventfd stays open and the object alive for it, and it blocks until the process ends,
+// rather than reading a closed descriptor or freed memory (which made rping exit with
+// "rdma_get_cm_event: Bad file descriptor", or crash, about once in 40 runs).
 void destroy_event_channel(rdma_event_channel* channel) {
   if (!channel) return;
   Channel* c = chan_of(channel);
+  {
+    std::lock_guard l(c->mu);
+    for (rdma_cm_event* e : c->queue) delete reinterpret_cast<Event*>(e);
+    c->queue.clear();
+    if (c->readers > 0) {
+      c->destroyed = true;
+      return;
+    }
+  }
   ::close(c->ch.fd);
-  for (rdma_cm_event* e : c->queue) delete reinterpret_cast<Event*>(e);
   delete c;
 }
 
@@ -816,6 +869,7 @@ int accept_async(rdma_cm_id* cm, rdma_conn_param* p) {
     return minus_one(fail(ECONNRESET, "rdma_accept: the peer went away"));
   }
   id->st = St::kRepSent;
+  id->deadline = Clock::now() + kHandshakeTimeout;
   return 0;
 }
 
@@ -903,16 +957,27 @@ int get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   if (!channel || !event)
     return minus_one(fail(EINVAL, "rdma_get_cm_event: no channel or no event pointer"));
   Channel* c = chan_of(channel);
+  {
+    std::lock_guard l(c->mu);
+    ++c->readers;
+  }
   for (;;) {
     uint64_t v;
     if (::read(c->ch.fd, &v, sizeof v) != sizeof v) {
       if (errno == EINTR) continue;
-      return -1;  // EAGAIN on a non-blocking channel
+      const int err = errno;  // EAGAIN on a non-blocking channel
+      std::lock_guard l(c->mu);
+      --c->readers;
+      errno = err;
+      return -1;
     }
     std::lock_guard l(c->mu);
-    if (c->queue.empty()) continue;  // its id was destroyed before the event was fetched
+    // Empty: its id was destroyed before the event was fetched (or the channel was: then
+    // wait on, as a reader blocked in librdmacm's read does).
+    if (c->queue.empty()) continue;
     *event = c->queue.front();
     c->queue.pop_front();
+    --c->readers;
     return 0;
   }
 }
@@ -1163,7 +1228,8 @@ int create_ep(rdma_cm_id** out, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_attr
   rdma_cm_id* cm = nullptr;
   if (create_id(nullptr, &cm, nullptr, RDMA_PS_TCP)) return -1;
   // As librdmacm: the QP's type is the address's (rdma_getaddrinfo gives RC).
-  if (attr) attr->qp_type = res->ai_qp_type ? static_cast<ibv_qp_type>(res->ai_qp_type) : IBV_QPT_RC;
+  if (attr)
+    attr->qp_type = res->ai_qp_type ? static_cast<ibv_qp_type>(res->ai_qp_type) : IBV_QPT_RC;
   int r = 0;
   if (res->ai_flags & RAI_PASSIVE) {
     r = bind_addr(cm, res->ai_src_addr);

@@ -16,9 +16,11 @@
 // REJ (REJECTED at the peer, status 28, with the private data); rdma_disconnect moves the QP
 // to ERR and sends DREQ (DISCONNECTED at both ends; a peer that goes away without one, its
 // TCP connection closing, is DISCONNECTED too). A destination with nothing listening (still
-// refused after 1 s of tries every 20 ms, so a server listening again between two phases, as
+// refused after 3 s of tries every 20 ms, so a server listening again between two phases, as
 // perftest -R does, is not missed), or no TCP answer within 5 s, is UNREACHABLE (status
-// -ECONNREFUSED / -ETIMEDOUT) with a line naming the address. The TCP sockets close with the
+// -ECONNREFUSED / -ETIMEDOUT) with a line naming the address. A handshake step with no
+// answer in 30 s (a REQ with no REP or REJ: UNREACHABLE; a REP with no RTU: CONNECT_ERROR;
+// both -ETIMEDOUT) fails, and a TCP client that never sends its REQ is closed. The TCP sockets close with the
 // id (rdma_destroy_id returns once the port is free) or the process: no port stays bound.
 //
 // The peer's verbs details: the GID in the REQ/REP names the peer host to mrc0 exactly as
