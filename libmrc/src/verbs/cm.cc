@@ -1055,7 +1055,12 @@ void destroy_made_cqs(Id* id) {
   const std::pair<ibv_cq*, ibv_comp_channel*> made[] = {{c.send_cq, c.send_cq_channel},
                                                         {c.recv_cq, c.recv_cq_channel}};
   for (auto [cq, ch] : made) {
-    if (cq && ch) destroy_cq(cq);
+    // A CQ still in use (the app destroyed the id before its QP) keeps its channel: freeing
+    // the channel under a live CQ would leave the CQ pointing at freed memory.
+    if (cq && ch && destroy_cq(cq) != 0) {
+      log_error("rdma_destroy_id: the id's CQ is still in use (destroy its QP first): kept");
+      continue;
+    }
     if (ch) destroy_comp_channel(ch);
   }
   c.send_cq = c.recv_cq = nullptr;
