@@ -330,6 +330,7 @@ TEST_F(CmTest, InitQpAttr_AndEstablish_ForAppMadeQps) {
 
 // rdma_create_ep ids are synchronous: connect and accept return once established;
 // rdma_get_request hands out the next request with its QP made; the QPs got CQs of their own.
+// Each id keeps its last event in id->event, where programs read the peer's private data.
 TEST(CmSync, CreateEp_GetRequest_ConnectAccept) {
   ASSERT_TRUE(env_set);
   const std::string port = std::to_string(testing::free_tcp_port());
@@ -345,17 +346,36 @@ TEST(CmSync, CreateEp_GetRequest_ConnectAccept) {
   ASSERT_EQ(create_ep(&listener, passive, nullptr, &attr), 0) << std::strerror(errno);
   ASSERT_EQ(listen(listener, 4), 0);
   int accepted = -1;
+  std::string request_data;
   std::thread srv([&] {
-    if (get_request(listener, &server) == 0) accepted = accept(server, nullptr);
+    if (get_request(listener, &server) != 0) return;
+    if (server->event && server->event->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+      request_data.assign(static_cast<const char*>(server->event->param.conn.private_data),
+                          server->event->param.conn.private_data_len);
+    rdma_conn_param rep{};
+    rep.private_data = "rep";
+    rep.private_data_len = 3;
+    accepted = accept(server, &rep);
   });
   ibv_qp_init_attr cattr = attr;
   ASSERT_EQ(create_ep(&client, active, nullptr, &cattr), 0) << std::strerror(errno);
   ASSERT_NE(client->qp, nullptr);
   EXPECT_NE(client->send_cq_channel, nullptr);
   EXPECT_NE(client->recv_cq, nullptr);
-  EXPECT_EQ(connect(client, nullptr), 0) << std::strerror(errno);  // returns established
+  rdma_conn_param req{};
+  req.private_data = "request";
+  req.private_data_len = 7;
+  EXPECT_EQ(connect(client, &req), 0) << std::strerror(errno);  // returns established
   srv.join();
   EXPECT_EQ(accepted, 0);
+  EXPECT_EQ(request_data, "request");
+  ASSERT_NE(client->event, nullptr);
+  EXPECT_EQ(client->event->event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(std::string(static_cast<const char*>(client->event->param.conn.private_data),
+                        client->event->param.conn.private_data_len),
+            "rep");
+  ASSERT_NE(server->event, nullptr);
+  EXPECT_EQ(server->event->event, RDMA_CM_EVENT_ESTABLISHED);
   ASSERT_NE(server, nullptr);
   ASSERT_NE(server->qp, nullptr);
   EXPECT_NE(server->recv_cq_channel, nullptr);

@@ -703,6 +703,10 @@ int create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma
 
 int destroy_id(rdma_cm_id* cm) {
   if (!cm) return minus_one(fail(EINVAL, "rdma_destroy_id: no id"));
+  if (cm->event) {  // a synchronous id's last event (wait_for, get_request)
+    ack_cm_event(cm->event);
+    cm->event = nullptr;
+  }
   Service& s = svc();
   std::unique_lock l(s.mu);
   Id* id = id_of(cm);
@@ -875,12 +879,19 @@ int accept_async(rdma_cm_id* cm, rdma_conn_param* p) {
 
 // A synchronous id's call waits for the event it starts (not under the CM lock): 0 when it is
 // `want`, else -1 with errno from the event (REJECTED: ECONNREFUSED).
+// The event stays in id->event until the next one or rdma_destroy_id, as librdmacm keeps it:
+// programs read the peer's private data there (id->event->param.conn).
+void hold_event(rdma_cm_id* cm, rdma_cm_event* e) {
+  if (cm->event) ack_cm_event(cm->event);
+  cm->event = e;
+}
+
 int wait_for(rdma_cm_id* cm, rdma_cm_event_type want) {
   rdma_cm_event* e = nullptr;
   if (get_cm_event(cm->channel, &e)) return -1;
   const rdma_cm_event_type got = e->event;
   const int status = e->status;
-  ack_cm_event(e);
+  hold_event(cm, e);
   if (got == want) return 0;
   errno = got == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED : status < 0 ? -status : EIO;
   return -1;
@@ -1268,7 +1279,11 @@ int get_request(rdma_cm_id* listen, rdma_cm_id** out) {
   if (get_cm_event(listen->channel, &e)) return -1;
   const rdma_cm_event_type got = e->event;
   rdma_cm_id* child = e->id;
-  ack_cm_event(e);
+  if (got == RDMA_CM_EVENT_CONNECT_REQUEST) {
+    hold_event(child, e);  // the request's private data, as librdmacm leaves it
+  } else {
+    ack_cm_event(e);
+  }
   if (got != RDMA_CM_EVENT_CONNECT_REQUEST) {
     errno = EIO;
     return minus_one(
