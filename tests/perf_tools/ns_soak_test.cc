@@ -63,16 +63,15 @@ TEST(NsSoak, RandomFaultsEveryKind_NoErrorNoCorruptionFlatMemory) {
   if (m.errors)
     std::printf("soak: %lu error completions: %s\n", static_cast<unsigned long>(m.errors),
                 m.first_error.c_str());
-  std::printf("soak: %lu retransmits\n", static_cast<unsigned long>(m.retransmits));
-  if (m.errors == 0) EXPECT_TRUE(r->data_ok) << r->first_error;
+  if (m.errors == 0) {
+    EXPECT_TRUE(r->data_ok) << r->first_error;
+  }
 #ifdef MRC_TEST_ASAN
   // A QP that failed early also leaves fewer messages: some must still have come through.
   EXPECT_GT(m.messages, 0u);
-#endif
-#ifndef MRC_TEST_ASAN
+  std::printf("soak: VmRSS not checked under ASan (its quarantine grows it)\n");
+#else
   EXPECT_GT(m.messages, 1000u);
-#endif
-#ifndef MRC_TEST_ASAN
   // Flat: RSS over the second half of the run (the tool's records preallocated) has a slope
   // near zero; how much it took to get there (allocator arenas, socket buffers) is not growth.
   const double slope = rss_slope_kib_per_min(m.rss_kib_samples, o.duration_s / 2);
@@ -81,8 +80,6 @@ TEST(NsSoak, RandomFaultsEveryKind_NoErrorNoCorruptionFlatMemory) {
     series += " " + std::to_string(static_cast<int>(t)) + ":" + std::to_string(kib);
   EXPECT_LT(slope, kFlatRssKibPerMin) << "memory grew: RSS (s:KiB)" << series;
   std::printf("soak: RSS slope over the second half %.0f KiB/min\n", slope);
-#else
-  std::printf("soak: VmRSS not checked under ASan (its quarantine grows it)\n");
 #endif
   std::printf("soak: %lu messages, %.2f GB, %lu retransmits, RSS %lu -> %lu KiB, %zu faults\n",
               static_cast<unsigned long>(m.messages), static_cast<double>(m.bytes) / 1e9,

@@ -50,10 +50,16 @@ inline uint16_t free_tcp_port() {
 // kernel's ephemeral range (32768..), where other tests' port-0 sockets never land. ctest
 // runs tests in parallel processes: start from the pid and look for a free pair in
 // 10000..30000 (the OCP conformance test's fixed ports are above).
-inline bool set_loopback_env() {
-  uint16_t port = static_cast<uint16_t>(10000 + (::getpid() % 10000) * 2);
+// Two UDP ports (port, port + 1) of ::1 free now, from `from` on, in 10000..30000.
+inline uint16_t free_udp_pair(uint16_t from) {
+  uint16_t port = from;
   for (int i = 0; i < 5000 && !(udp_free(port) && udp_free(port + 1)); ++i)
     port = static_cast<uint16_t>(port + 2 >= 30000 ? 10000 : port + 2);
+  return port;
+}
+
+inline bool set_loopback_env() {
+  const uint16_t port = free_udp_pair(static_cast<uint16_t>(10000 + (::getpid() % 10000) * 2));
   ::setenv("MRC_PLANES", "::1,::1", 1);
   ::setenv("MRC_PORT", std::to_string(port).c_str(), 1);
   ::setenv("MRC_STATS", "0", 1);

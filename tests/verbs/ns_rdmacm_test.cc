@@ -35,13 +35,6 @@ std::string tools_missing() {
   return "";
 }
 
-// Two UDP ports (port, port + 1) of ::1 free now, from `from` on.
-uint16_t free_udp_pair(uint16_t from) {
-  uint16_t p = from;
-  while (!(testing::udp_free(p) && testing::udp_free(p + 1))) p = static_cast<uint16_t>(p + 2);
-  return p;
-}
-
 // rping's client output: both ends ran `count` verified pings.
 void expect_rping_ok(const PairResult& r, int count) {
   EXPECT_EQ(r.client_rc, 0) << r.both();
@@ -69,9 +62,10 @@ class RdmacmLoopback : public ::testing::Test {
  protected:
   void SetUp() override {
     if (const std::string why = tools_missing(); !why.empty()) GTEST_SKIP() << why;
-    const uint16_t s = free_udp_pair(static_cast<uint16_t>(10000 + (::getpid() % 9000) * 2));
+    const uint16_t s =
+        testing::free_udp_pair(static_cast<uint16_t>(10000 + (::getpid() % 9000) * 2));
     server_port_ = s;
-    client_port_ = free_udp_pair(static_cast<uint16_t>(s + 2));
+    client_port_ = testing::free_udp_pair(static_cast<uint16_t>(s + 2));
     cm_port_ = testing::free_tcp_port();
   }
   std::vector<std::string> env(uint16_t udp_port) const {
@@ -113,8 +107,7 @@ TEST_F(RdmacmLoopback, Ucmatose) {
 // Synchronous ids: rdma_create_ep, rdma_get_request and the rdma_verbs.h helpers.
 TEST_F(RdmacmLoopback, RdmaServerClient) {
   const std::string p = std::to_string(cm_port_);
-  const PairResult r =
-      run({"rdma_server", "-p", p}, {"rdma_client", "-s", "127.0.0.1", "-p", p});
+  const PairResult r = run({"rdma_server", "-p", p}, {"rdma_client", "-s", "127.0.0.1", "-p", p});
   EXPECT_EQ(r.client_rc, 0) << r.both();
   EXPECT_EQ(r.server_rc, 0) << r.both();
   EXPECT_NE(r.client.find("rdma_client: end 0"), std::string::npos) << r.both();
