@@ -861,6 +861,32 @@ size_t write_for(Loop& l, Duration span, int per_round = 16) {
   return done;
 }
 
+// A round trip longer than the verbs timeout (the Loop's QPs: timeout 10, ~1 ms; here 2 ms
+// one way, as behind a standing queue or on a busy host) must not fire a timeout per window:
+// the RTO is never below SRTT + 4 RTTVAR. Before, every window timed out and was resent whole
+// (a retransmission storm feeding the queue it fired on).
+TEST(Engine, Rto_NeverBelowTheMeasuredRoundTrip) {
+  Loop l;
+  l.latency = 2ms;
+  fill(l.a.mem, 0, 512 << 10, 5);
+  // Before any round trip is measured the verbs timeout is all there is: the first window
+  // may time out. Then a second message, and a third after a pause.
+  l.post_write(l.a, 1, 0, 512 << 10, 0);
+  l.run(1s);
+  const QpStats first = *l.a.eng.qp_stats(l.a.qpn);
+  ASSERT_GE(first.srtt_ns, 4'000'000u);
+  l.post_write(l.a, 2, 0, 512 << 10, 0);
+  l.run(1s);
+  l.post_write(l.a, 3, 0, 512 << 10, 0);
+  l.run(1s);
+  ASSERT_EQ(l.poll(l.a).size(), 3u);
+  EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 0, 512 << 10));
+  const QpStats s = *l.a.eng.qp_stats(l.a.qpn);
+  EXPECT_EQ(s.rto_fired, first.rto_fired);
+  EXPECT_EQ(s.tx_retransmits, first.tx_retransmits);
+  EXPECT_EQ(s.tx_data_packets, 3 * first.tx_data_packets);
+}
+
 // The learned base RTT is a windowed minimum (engine/policy.h BaseRttFilter): when the path
 // gets longer (400 us instead of ~10 us round trip) the old minimum ages out after the window
 // (8-10 s) and the window cap (1.5 x nic rate x base RTT) grows with the new base RTT.

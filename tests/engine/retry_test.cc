@@ -22,6 +22,18 @@ TEST(RetryPolicy, Rto_LinearThenDoubling) {
   EXPECT_EQ(p.rto(6), 16 * b);
 }
 
+// The base is never below the measured round trip given as the floor; backoff applies to it.
+TEST(RetryPolicy, Rto_NeverBelowTheFloor) {
+  RetryPolicy p{10, 2, 3};
+  const Duration b = p.base();
+  EXPECT_EQ(p.rto(0, b / 2), b);  // a short round trip leaves the verbs timeout
+  EXPECT_EQ(p.rto(0, 3 * b), 3 * b);
+  EXPECT_EQ(p.rto(1, 3 * b), 3 * b);
+  EXPECT_EQ(p.rto(2, 3 * b), 6 * b);
+  EXPECT_EQ(p.rto(3, 3 * b), 12 * b);
+  EXPECT_EQ((RetryPolicy{0, 7, 0}.rto(0, b)), kNever);  // timeout 0 still waits forever
+}
+
 TEST(RetryPolicy, Rto_CappedNoOverflow) {
   RetryPolicy p{24, 0, 25};
   for (uint32_t r = 0; r < 200; ++r) {

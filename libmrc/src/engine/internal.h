@@ -330,7 +330,12 @@ struct Qp {
 
   TxPkt& pkt(uint32_t psn) { return tx[psn & tx_mask]; }
   size_t inflight() const { return snd_nxt - snd_una; }
-  Duration rto() const { return retry.rto(rto_retries); }
+  /// Retransmission timeout now: the verbs timeout, never below the measured round trip
+  /// (SRTT + 4 RTTVAR + the receiver's ACK delay), backed off by the retries so far.
+  Duration rto(Duration ack_delay) const {
+    return retry.rto(rto_retries,
+                     srtt > Duration{0} ? srtt + 4 * rttvar + ack_delay : Duration{0});
+  }
 };
 
 struct Cq {

@@ -8,8 +8,16 @@
 // linear + exp retries the QP fails with RETRY_EXC_ERR, except exp == 25,
 // which means retry forever (OCP MRC). Any progress (a newly acknowledged
 // packet) resets the count.
+//
+// The base is never below the path's measured round trip (RFC 6298: SRTT + 4 RTTVAR, plus
+// the receiver's ACK delay), the `floor` argument: a NIC's RTT is microseconds, a software
+// transport's can be tens of milliseconds on a busy host or behind a standing queue, and a
+// timeout shorter than the round trip resends the whole window every round trip (a
+// retransmission storm that feeds the queue it fires on) and spends the retry budget on a
+// healthy peer. The retry count, and so the verbs meaning of retry_cnt, is unchanged.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "engine/types.h"
@@ -29,10 +37,13 @@ struct RetryPolicy {
     return Duration{int64_t{1024} << (timeout < 31 ? timeout : 31)};
   }
   /// Timeout to wait before retry number `retries + 1`, after `retries`
-  /// consecutive timeouts so far. Inline: the engine asks for it with every packet sent.
-  Duration rto(uint32_t retries) const {
-    const Duration b = base();
-    if (b == kNever || retries < linear) return b;
+  /// consecutive timeouts so far, from a base of max(base(), floor) (floor: the measured
+  /// round trip, 0 before any). Inline: the engine asks for it with every packet sent.
+  Duration rto(uint32_t retries, Duration floor = Duration{0}) const {
+    Duration b = base();
+    if (b == kNever) return b;
+    b = std::max(b, floor);
+    if (retries < linear) return b;
     return backed_off(b, retries - linear + 1);
   }
   /// True when `retries` consecutive timeouts exceed the budget.

@@ -372,7 +372,7 @@ void Core::reconfig_cc(Qp& q) {
 
 void Core::arm_rto(Qp& q, Time now) {
   q.timers.cancel(Timer::kTlp);
-  const Duration rto = q.rto();
+  const Duration rto = q.rto(cfg.ack_delay);
   if (!q.list_empty()) {
     q.wait_since = kNever;
     q.timers.set(Timer::kRto, rto == kNever ? kNever : q.pkt(q.oldest()).sent + rto);
@@ -691,7 +691,7 @@ void Core::sender_timeout(Qp& q, Time now) {
     q.tlp_go = true;
   }
   if (q.timers.expired(Timer::kRto, now)) {
-    const Duration rto = q.rto();
+    const Duration rto = q.rto(cfg.ack_delay);
     const bool in_flight_expired = !q.list_empty() && q.pkt(q.oldest()).sent + rto <= now;
     const bool wait_expired = q.list_empty() && q.wait_since != kNever && q.wait_since + rto <= now;
     if (in_flight_expired || wait_expired) {
