@@ -37,7 +37,7 @@ CFG=/run/mrc-fabric/$PREFIX/hosts
 SERVER=$(ip -n "$PREFIX-h0" -4 -o addr show dev mgmt0 | awk '{print $4}' | cut -d/ -f1)
 as_host() {
   local h=$1; shift
-  ip netns exec "$PREFIX-h$h" env MRC_CONFIG="$CFG/h$h.json" MRC_BASE_RTT_US=300 MRC_STATS=0 \
+  ip netns exec "$PREFIX-h$h" env MRC_CONFIG="$CFG/h$h.json" MRC_STATS=0 \
     LD_PRELOAD="$SHIM" "$@"
 }
 as_host 0 ib_write_bw -D "$SECS" --report_gbits > /tmp/ecmp_bw_server.$$ 2>&1 &

@@ -52,8 +52,7 @@ class NcclFabric : public ::testing::Test {
                      {"MRC_FABRIC", fabric_file_},
                      {"MRC_HOST", std::to_string(h)},
                      {"MRC_NETNS", fab_->host_netns(h)},
-                     {"MRC_PORT", "0"},
-                     {"MRC_BASE_RTT_US", "300"}}};
+                     {"MRC_PORT", "0"}}};
   }
   static inline std::optional<nsfabric::NsFabric> fab_;
   static inline std::string skip_, fabric_file_;
@@ -308,8 +307,7 @@ class NcclHandFabric : public ::testing::TestWithParam<bool> {  // true: IPv4 pl
                      {"MRC_PLANES", planes},
                      {"MRC_NETNS", fab_->host(h)},
                      {"MRC_PORT", "0"},
-                     {"MRC_NIC_GBPS", "1"},
-                     {"MRC_BASE_RTT_US", "300"}}};
+                     {"MRC_NIC_GBPS", "1"}}};
   }
   static inline std::optional<verbs::HandFabric> fab_;
   static inline std::string skip_;

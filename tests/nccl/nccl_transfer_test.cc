@@ -28,7 +28,6 @@ std::map<std::string, std::string> loopback_env() {
           {"MRC_PLANES", "::1,::1"},
           {"MRC_PORT", "0"},
           {"MRC_NIC_GBPS", "8"},
-          {"MRC_BASE_RTT_US", "300"},
           {"NCCL_MRC_TIMEOUT", "14"},
           {"NCCL_MRC_RETRY_CNT_EXP", "0"}};
 }
