@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "wire/wire.h"
+
 namespace mrc::nccl {
 namespace {
 
@@ -174,9 +176,9 @@ Result<Frame, std::string> decode(std::span<const uint8_t> bytes) {
       if (planes == 0 || planes > kMaxPlanes)
         return Err(std::string(type_name(f.type)) + ": " + std::to_string(planes) + " planes (1.." +
                    std::to_string(kMaxPlanes) + ")");
-      if (e.mtu < 256 || e.mtu > 4096 || (e.mtu & (e.mtu - 1)))
-        return Err(std::string(type_name(f.type)) + ": MTU " + std::to_string(e.mtu) +
-                   " (256..4096, a power of 2)");
+      if (e.mtu < 256 || e.mtu > wire::kMaxPayload || (e.mtu & (e.mtu - 1)))
+        return Err(std::string(type_name(f.type)) + ": MTU " + std::to_string(e.mtu) + " (256.." +
+                   std::to_string(wire::kMaxPayload) + ", a power of 2)");
       for (uint8_t p = 0; p < planes; ++p) {
         sockaddr_in6 a{};
         a.sin6_family = AF_INET6;

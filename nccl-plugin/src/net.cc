@@ -249,6 +249,9 @@ Result<std::unique_ptr<Device>, std::string> open_device(uint32_t index, const s
   observe::attach_publisher(d->cfg.udp);  // mrcctl sees the device
   auto drv = io::UdpDriver::create(d->cfg.udp);
   if (!drv.ok()) return Err(drv.error());
+  auto mtu = (*drv)->payload_mtu(d->cfg.mtu);
+  if (!mtu.ok()) return Err(mtu.error());
+  d->cfg.mtu = *mtu;  // the links' largest payload unless the config chose one
   d->drv = std::move(*drv);
   d->drv->start();
   const sockaddr_in6 p0 = d->drv->local_address(0);

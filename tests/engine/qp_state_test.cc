@@ -71,8 +71,12 @@ TEST_F(QpState_, Attributes_RangeChecked) {
   a.max_psn_range = 0;
   EXPECT_EQ(e.modify_qp(q, a, attr::kMpr).error(), Error::kInvalidArgument);
   a = {};
-  a.mtu = 8192;
+  a.mtu = 16384;
   EXPECT_EQ(e.modify_qp(q, a, attr::kMtu).error(), Error::kInvalidArgument);
+  a.mtu = 3000;
+  EXPECT_EQ(e.modify_qp(q, a, attr::kMtu).error(), Error::kInvalidArgument);
+  a.mtu = 8192;  // past IB's largest: a jumbo link's payload (wire::kMaxPayload)
+  EXPECT_TRUE(e.modify_qp(q, a, attr::kMtu).ok());
   a = {};
   a.retry_cnt_exp = 25;
   EXPECT_TRUE(e.modify_qp(q, a, attr::kRetry).ok());
@@ -193,7 +197,7 @@ TEST_F(QpState_, CheckModifyQp_NamesTheField) {
     const char* field;
   };
   const Case cases[] = {
-      {attr::kMtu, [](QpAttr& a) { a.mtu = 8192; }, "mtu"},
+      {attr::kMtu, [](QpAttr& a) { a.mtu = 16384; }, "mtu"},
       {attr::kTimeout, [](QpAttr& a) { a.timeout = 32; }, "timeout"},
       {attr::kRetry, [](QpAttr& a) { a.retry_cnt_linear = 8; }, "retry_cnt_linear"},
       {attr::kRetry, [](QpAttr& a) { a.retry_cnt_exp = 26; }, "retry_cnt_exp"},

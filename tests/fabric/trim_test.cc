@@ -33,7 +33,8 @@ constexpr uint16_t kMrcPort = wire::kDefaultUdpPort;
 constexpr uint16_t kOtherPort = 9999;
 constexpr int kEct0 = 0x02;  // traffic class with ECN = ECT(0)
 constexpr int kEcnCe = 0x03;
-constexpr int kPollMs = 3000;  // a receive gives up after this long without a datagram
+constexpr uint32_t kPayload = 4096;  // per packet (the links' MTU is sized for it)
+constexpr int kPollMs = 3000;        // a receive gives up after this long without a datagram
 
 // Runs a shell command; returns its output, or an error with the command and its output.
 Result<std::string, std::string> sh(const std::string& cmd) {
@@ -87,10 +88,10 @@ Bytes mrc_write(uint32_t psn) {
   p.common.ev = psn % 16;
   p.common.psn = psn;
   p.data.rkey = 0x1234;
-  p.data.offset = psn * wire::kMaxPayload;
+  p.data.offset = psn * kPayload;
   p.data.msg_len = 1 << 30;
-  p.data.payload_len = wire::kMaxPayload;
-  const Bytes payload = pattern(wire::kMaxPayload, psn);
+  p.data.payload_len = kPayload;
+  const Bytes payload = pattern(kPayload, psn);
   Bytes b(wire::kDataHeaderSize + payload.size());
   wire::encode_header(p, payload, b);
   std::copy(payload.begin(), payload.end(), b.begin() + wire::kDataHeaderSize);
@@ -322,7 +323,7 @@ TEST_F(TrimFabric, Burst_TrimsAndMarksAndCountersAgree) {
       EXPECT_NE(p->common.net_flags & wire::net_flag::kTrimmed, 0);
       EXPECT_FALSE(is_ce) << "trimmed packets are not also marked";
     } else {
-      const Bytes want = pattern(wire::kMaxPayload, psn);
+      const Bytes want = pattern(kPayload, psn);
       EXPECT_TRUE(std::equal(p->payload.begin(), p->payload.end(), want.begin(), want.end()))
           << "psn " << psn;
       EXPECT_EQ(p->common.net_flags, 0);
@@ -398,7 +399,7 @@ TEST_F(TrimFabric, Gso_PassesUntrimmedAndIsCounted) {
     if (tx.get() < 0) return Err{std::string("socket: ") + std::strerror(errno)};
     if (auto s = setopt(tx.get(), IPPROTO_IPV6, IPV6_TCLASS, kEct0, "IPV6_TCLASS"); !s) return s;
     return setopt(tx.get(), SOL_UDP, UDP_SEGMENT,
-                  static_cast<int>(wire::kDataHeaderSize) + static_cast<int>(wire::kMaxPayload),
+                  static_cast<int>(wire::kDataHeaderSize) + static_cast<int>(kPayload),
                   "UDP_SEGMENT");
   });
   ASSERT_TRUE(st.ok()) << st.error();

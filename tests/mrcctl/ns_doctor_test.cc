@@ -94,11 +94,11 @@ class NsDoctor : public ::testing::Test {
   }
 
   // mrcctl as h0 with `args`; stderr kept apart (the JSON is stdout alone).
-  static Shell doctor(const std::string& args, bool json = true) {
+  static Shell doctor(const std::string& args, bool json = true, const std::string& env = "") {
     const std::string err = "/tmp/" + fab_->options().prefix + "-doctor.err";
     Shell r = run("ip netns exec " + fab_->host_netns(0) +
-                  " env MRC_CONFIG=" + fab_->host_config(0) + " MRC_STATS=0 " + MRCCTL_PATH +
-                  (json ? " --json" : "") + " doctor " + args + " 2>" + err);
+                  " env MRC_CONFIG=" + fab_->host_config(0) + " MRC_STATS=0 " + env + " " +
+                  MRCCTL_PATH + (json ? " --json" : "") + " doctor " + args + " 2>" + err);
     std::ifstream in(err);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -179,10 +179,28 @@ TEST_F(NsDoctor, PlanePortDown_AddressRouteAndProbeFail) {
   EXPECT_EQ(again.rc, 0) << again.out;
 }
 
-TEST_F(NsDoctor, MtuTooSmall_MtuFails) {
+// mtu unset (the default): the driver takes the largest payload each link carries; a 1500-byte
+// link works with 1024-byte payloads, which doctor warns about (9000 gives 8192).
+TEST_F(NsDoctor, MtuUnsetSmallLink_WarnsWithThePayloadItGets) {
   const std::string h0 = fab_->host_netns(0);
   ASSERT_EQ(run("ip -n " + h0 + " link set p0h0 mtu 1500").rc, 0);
   const Shell r = doctor("");
+  ASSERT_EQ(run("ip -n " + h0 + " link set p0h0 mtu 9000").rc, 0);
+  auto j = Json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out << stderr_;
+  EXPECT_EQ(verdict(j, "mtu", 0), "warn") << j.dump(1);
+  EXPECT_NE(detail(j, "mtu", 0).find("p0h0 MTU 1500: payloads of 1024 bytes"), std::string::npos)
+      << j.dump(1);
+  EXPECT_EQ(verdict(j, "mtu", 1), "ok");
+  EXPECT_NE(detail(j, "mtu", 1).find("MTU 9000: payloads of 8192 bytes"), std::string::npos)
+      << j.dump(1);
+}
+
+// An mtu the config asks for that a link cannot carry fails, with the MTU to set.
+TEST_F(NsDoctor, MtuTooSmall_MtuFails) {
+  const std::string h0 = fab_->host_netns(0);
+  ASSERT_EQ(run("ip -n " + h0 + " link set p0h0 mtu 1500").rc, 0);
+  const Shell r = doctor("", true, "MRC_MTU=4096");
   ASSERT_EQ(run("ip -n " + h0 + " link set p0h0 mtu 9000").rc, 0);
   auto j = Json::parse(r.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << r.out << stderr_;

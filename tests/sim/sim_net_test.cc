@@ -333,15 +333,27 @@ TEST(Route, CustomRouterChainsLinks) {
 
 TEST(Route, NoRouteAndOversizeAreCounted) {
   Pair p;
-  p.na.send(p.b, datagram(0, 100), 0, 1);  // no path on plane 1
-  p.na.send(9, datagram(1, 100));          // no such host
-  p.na.send(p.b, datagram(2, kMaxDatagram + 1));
-  p.na.send(p.b, datagram(3, kMaxDatagram));
+  p.na.send(p.b, datagram(0, 100), 0, 1);        // no path on plane 1
+  p.na.send(9, datagram(1, 100));                // no such host
+  p.na.send(p.b, datagram(2, kDatagram4K + 1));  // SimConfig::max_datagram's default
+  p.na.send(p.b, datagram(3, kDatagram4K));
   p.net.run_until(Time{1000});
   EXPECT_EQ(p.net.stats().no_route, 2u);
   EXPECT_EQ(p.net.stats().oversize, 1u);
   EXPECT_EQ(p.net.stats().transmits, 4u);
   EXPECT_EQ(p.nb.seqs(), std::vector<uint32_t>{3});
+}
+
+// A run with 8192-byte payloads raises max_datagram; the engines' largest then passes.
+TEST(Route, MaxDatagramRaisedCarriesJumboPayloads) {
+  SimConfig c;
+  c.max_datagram = kMaxDatagram;
+  Pair p({}, c);
+  p.na.send(p.b, datagram(0, kMaxDatagram));
+  p.na.send(p.b, datagram(1, kMaxDatagram + 1));
+  p.net.run_until(Time{1000});
+  EXPECT_EQ(p.net.stats().oversize, 1u);
+  EXPECT_EQ(p.nb.seqs(), std::vector<uint32_t>{0});
 }
 
 // ---- Impairments ------------------------------------------------------------------------

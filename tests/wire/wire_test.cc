@@ -97,7 +97,7 @@ std::optional<WireError> reference_verdict(std::span<const uint8_t> b) {
   if (hs != 72) return std::nullopt;
   const size_t payload_len = load_be16(b, kOffPayloadLen);
   const size_t got = b.size() - 72;
-  if (payload_len > 4096) return WireError::kPayloadTooLarge;
+  if (payload_len > 8192) return WireError::kPayloadTooLarge;
   if (got > payload_len) return WireError::kBadLength;
   if (got < payload_len || (b[kOffNetFlags] & 0x03) != 0) return std::nullopt;  // trimmed
   if ((b[2] & 0x08) != 0 && crc32c(0, b.data() + 72, got) != load_be32(b, kOffPayloadCrc)) {

@@ -271,7 +271,9 @@ Status<std::string> Runner::connect(Stream& s, int init, Op op) {
     // The RTR attributes every front end shares (UdpDriver::rtr_attr), then the run's own.
     QpAttr at = d.rtr_attr(end(s, i).peers.at(s.host[1 - i]), end(s, 1 - i).cfg->local_host,
                            s.qp[1 - i], token[1 - i]);
-    at.mtu = spec_.mtu;
+    auto mtu = d.payload_mtu(spec_.mtu);  // both ends' links must carry it
+    if (!mtu.ok()) return Err(mtu.error());
+    at.mtu = std::min(*mtu, end(s, 1 - i).drv->max_payload());
     at.retry_cnt_exp = 7;
     at.max_psn_range = spec_.max_psn_range;
     at.path_policy.min_active_per_plane = spec_.min_active_per_plane;

@@ -60,7 +60,7 @@ struct MrcRunSpec {
   uint32_t qps = 1;
   bool bidirectional = false;
   bool verify = true;
-  uint32_t mtu = 4096;
+  uint32_t mtu = 0;  // payload per packet; 0: the largest both hosts' links carry (8192 on jumbo)
   uint32_t max_psn_range = 1024;  // QpAttr::max_psn_range: most packets in flight per QP
   // PathPolicy::min_active_per_plane: below this many good EVs a plane's share shrinks.
   uint32_t min_active_per_plane = 4;

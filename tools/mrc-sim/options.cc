@@ -57,8 +57,9 @@ std::string check(const Options& o) {
   if (o.evs_per_plane == 0 || (o.evs_per_plane + o.spines - 1) / o.spines > 128)
     return "--evs-per-plane must be 1..128 x spines";
   if ((o.backups_per_plane + o.spines - 1) / o.spines > 128) return "--backups-per-plane too large";
-  if (o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096)
-    return "--mtu must be 256, 512, 1024, 2048 or 4096";
+  if (o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096 &&
+      o.mtu != 8192)
+    return "--mtu must be 256, 512, 1024, 2048, 4096 or 8192";
   if (o.msg_bytes > (1u << 30)) return "--msg-bytes must be at most 1 GiB";
   if (o.pattern == Pattern::kRingAllreduce && o.bytes / o.hosts / o.slices > (1u << 30))
     return "ring-allreduce: a slice (bytes / hosts / slices) must be at most 1 GiB";

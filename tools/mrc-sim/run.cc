@@ -90,7 +90,9 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   ec.trimming = t != Transport::kMrcNoTrim;
   ec.base_rtt = o.base_rtt_us >= 0 ? us(o.base_rtt_us) : base_rtt(o);
   ec.recv_window = o.mpr;
-  sim::Testbed tb(sim::SimConfig{o.seed}, ec);
+  sim::SimConfig net_cfg{o.seed};
+  net_cfg.max_datagram = std::max(sim::kDatagram4K, wire::kMaxHeaderSize + size_t{o.mtu});
+  sim::Testbed tb(net_cfg, ec);
   for (uint32_t h = 0; h < w.spec.hosts; ++h) tb.add_host();
   sim::FabricConfig fc;
   fc.hosts = w.spec.hosts;

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "io/config.h"
+#include "io/udp/link_mtu.h"
 #include "io/udp/udp_driver.h"
 #include "srv6/fabric.h"
 #include "wire/wire.h"
@@ -262,7 +263,7 @@ Result<std::vector<Check>, std::string> run_doctor(
   add("config", -1, Verdict::kOk,
       cfg->sources + ": path_mode " + mode_name(u.path_mode) + ", " + std::to_string(P) +
           " plane(s), port " + std::to_string(u.planes.empty() ? 0 : u.planes[0].port) + ", mtu " +
-          std::to_string(cfg->mtu) +
+          (cfg->mtu == 0 ? std::string("from the links") : std::to_string(cfg->mtu)) +
           (srv6 ? ", fabric host " + std::to_string(u.local_host) + " of " +
                       std::to_string(u.fabric->config().hosts)
                 : ""));
@@ -370,7 +371,27 @@ Result<std::vector<Check>, std::string> run_doctor(
       }
     }
 
-    if (ifc) {
+    if (ifc && cfg->mtu == 0 && ifc->mtu > 0) {
+      // mtu unset: the driver takes the largest payload the link carries (io/udp/link_mtu.h).
+      const bool v4 = IN6_IS_ADDR_V4MAPPED(&a);
+      const uint32_t fits = io::payload_for_link(static_cast<uint32_t>(ifc->mtu), v4);
+      if (fits == 0) {
+        add("mtu", pl, Verdict::kFail,
+            ifc->name + " MTU " + std::to_string(ifc->mtu) + " carries no MRC packet",
+            "ip link set " + ifc->name + " mtu 9000 (and the switch ports)");
+      } else if (fits < 4096) {
+        add("mtu", pl, Verdict::kWarn,
+            ifc->name + " MTU " + std::to_string(ifc->mtu) + ": payloads of " +
+                std::to_string(fits) + " bytes, headers are " +
+                std::to_string(100 * io::payload_overhead(v4) / (fits + io::payload_overhead(v4))) +
+                "% of each packet",
+            "ip link set " + ifc->name + " mtu 9000 (and the switch ports) for 8192-byte payloads");
+      } else {
+        add("mtu", pl, Verdict::kOk,
+            ifc->name + " MTU " + std::to_string(ifc->mtu) + ": payloads of " +
+                std::to_string(fits) + " bytes");
+      }
+    } else if (ifc) {
       if (ifc->mtu > 0 && static_cast<size_t>(ifc->mtu) < need) {
         add("mtu", pl, Verdict::kFail,
             ifc->name + " MTU " + std::to_string(ifc->mtu) + " < " + std::to_string(need) +

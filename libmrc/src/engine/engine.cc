@@ -15,7 +15,7 @@ namespace {
 void default_copy(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
 
 bool valid_mtu(uint32_t mtu) {
-  return mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
+  return mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096 || mtu == 8192;
 }
 
 /// A QP in RESET with its queues sized.

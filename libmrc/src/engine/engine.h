@@ -69,7 +69,7 @@ struct EngineConfig {
 /// Attributes set by modify_qp, named as verbs/OCP name them.
 struct QpAttr {
   QpState state = QpState::kReset;
-  uint32_t mtu = 4096;             // payload bytes per packet: 256, 512, 1024, 2048 or 4096
+  uint32_t mtu = 4096;             // payload bytes: 256 .. 4096 (verbs) or 8192 (jumbo links)
   uint32_t sq_psn = 0;             // first PSN this QP sends (RTS)
   uint32_t rq_psn = 0;             // first PSN this QP expects (RTR)
   PeerId peer = 0;                 // remote host (RTR)
@@ -165,7 +165,7 @@ struct Transmit {
 };
 
 /// Minimum buffer poll_transmit needs: largest header + largest payload.
-inline constexpr size_t kTransmitBufferSize = 128 + 4096;
+inline constexpr size_t kTransmitBufferSize = 128 + 8192;  // wire::kMaxPayload
 
 class Engine {
  public:

@@ -28,7 +28,7 @@ struct Fields {
   std::optional<uint32_t> host;
   std::vector<std::string> planes;
   uint32_t port = kDefaultUdpPort;
-  uint32_t mtu = 4096;
+  uint32_t mtu = 0;
   std::string netns;
   bool gso = true, gro = true, zero_udp_checksum = false, busy_poll = false;
   uint32_t ecmp_source_ports = 16;
@@ -118,7 +118,7 @@ void from_json(const json& j, const std::string& src, Fields& f) {
         f.planes.push_back(v[i].get<std::string>());
       }
     } else if (key == "port") f.port = uint(0, 65535);
-    else if (key == "mtu") f.mtu = uint(256, 4096);
+    else if (key == "mtu") f.mtu = uint(0, 8192);
     else if (key == "netns") f.netns = str();
     else if (key == "gso") f.gso = boolean();
     else if (key == "gro") f.gro = boolean();
@@ -175,7 +175,7 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
   get("MRC_HOST", [&](auto n, auto v) { f.host = to_uint(n, v, 0, UINT32_MAX); });
   get("MRC_PLANES", [&](auto, auto v) { f.planes = split_commas(v); });
   get("MRC_PORT", [&](auto n, auto v) { f.port = to_uint(n, v, 0, 65535); });
-  get("MRC_MTU", [&](auto n, auto v) { f.mtu = to_uint(n, v, 256, 4096); });
+  get("MRC_MTU", [&](auto n, auto v) { f.mtu = to_uint(n, v, 0, 8192); });
   get("MRC_NETNS", [&](auto, auto v) { f.netns = v; });
   get("MRC_GSO", [&](auto n, auto v) { f.gso = to_bool(n, v); });
   get("MRC_GRO", [&](auto n, auto v) { f.gro = to_bool(n, v); });
@@ -237,8 +237,9 @@ HostConfig build(const Fields& f, std::string sources) {
   else if (f.path_mode == "srv6") u.path_mode = PathMode::kSrv6;
   else if (f.path_mode == "ecmp") u.path_mode = PathMode::kEcmp;
   else throw Bad{"path_mode: must be direct, srv6 or ecmp, got " + f.path_mode};
-  if ((f.mtu & (f.mtu - 1)) != 0) {
-    throw Bad{"mtu: must be 256, 512, 1024, 2048 or 4096, got " + std::to_string(f.mtu)};
+  if ((f.mtu & (f.mtu - 1)) != 0 || (f.mtu != 0 && f.mtu < 256)) {
+    throw Bad{"mtu: must be 0 (the links decide), 256, 512, 1024, 2048, 4096 or 8192, got " +
+              std::to_string(f.mtu)};
   }
   hc.mtu = f.mtu;
   if (!f.fabric.empty()) {

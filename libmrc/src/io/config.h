@@ -20,7 +20,9 @@
 //                                    // that share an address take port + 1, + 2, ...); 0: an
 //                                    // ephemeral port per plane, for several processes on one
 //                                    // host (peers learn them in the NCCL plugin's handshake)
-//     "mtu": 4096,                   // payload bytes per packet: 256..4096, a power of 2
+//     "mtu": 0,                      // payload bytes per packet: 256..8192, a power of 2; 0
+//                                    // (default): the largest every plane's link carries
+//                                    // (8192 on 9000-byte links, 1024 on 1500: link_mtu.h)
 //     "netns": "",                   // make the sockets in this network namespace
 //     "gso": true, "gro": true,      // UDP_SEGMENT / UDP_GRO
 //     "zero_udp_checksum": false,    // needed where switches trim (turns GSO off); MRC's
@@ -58,7 +60,7 @@ namespace mrc::io {
 
 struct HostConfig {
   UdpConfig udp;        // ready for UdpDriver::create
-  uint32_t mtu = 4096;  // QpAttr::mtu front ends use
+  uint32_t mtu = 0;     // QpAttr::mtu front ends use; 0: UdpDriver::payload_mtu picks
   std::string sources;  // what was read, for logs: "defaults, /etc/mrc/mrc.json, MRC_GSO"
 };
 

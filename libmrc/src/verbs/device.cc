@@ -135,6 +135,12 @@ ibv_context* open_device(ibv_device* d) {
         fail(EIO, "ibv_open_device(mrc0): %s", drv.error().c_str());
         return nullptr;
       }
+      auto mtu = (*drv)->payload_mtu(dev->cfg.mtu);
+      if (!mtu) {
+        fail(EINVAL, "ibv_open_device(mrc0): %s", mtu.error().c_str());
+        return nullptr;
+      }
+      dev->cfg.mtu = *mtu;  // the links' largest payload unless the config chose one
       dev->driver = std::move(*drv);
       dev->driver->set_on_progress([dev, d = dev->driver.get()] { dev->on_progress(*d); });
       dev->driver->start();

@@ -373,7 +373,11 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
   if (mask & IBV_QP_PATH_MTU) {
     if (raw(a->path_mtu) < IBV_MTU_256 || raw(a->path_mtu) > IBV_MTU_4096)
       return fail(EINVAL, "%s: QP %u: path_mtu %d", verb, qpn, raw(a->path_mtu));
-    e.mtu = std::min<uint32_t>(256u << (a->path_mtu - IBV_MTU_256), dev->cfg.mtu);
+    // IBV_MTU_4096, the largest verbs names, asks for the largest the device does: 8192 on
+    // jumbo links (HostConfig::mtu, resolved at ibv_open_device). Smaller ones as asked.
+    e.mtu = a->path_mtu == IBV_MTU_4096
+                ? dev->cfg.mtu
+                : std::min<uint32_t>(256u << (a->path_mtu - IBV_MTU_256), dev->cfg.mtu);
     m |= engine::attr::kMtu;
   }
   // The app's PSNs are kept for query_qp only: see "PSNs" in verbs.h.
@@ -482,7 +486,8 @@ int query_qp(ibv_qp* qp, ibv_qp_attr* a, int, ibv_qp_init_attr* init) {
   if (!st) return fail(EINVAL, "ibv_query_qp: QP %u: %s", qp->qp_num, engine::to_string(st.error()));
   *a = q->attr;
   a->qp_state = a->cur_qp_state = st->state == engine::QpState::kError ? IBV_QPS_ERR : qp->state;
-  a->path_mtu = static_cast<ibv_mtu>(IBV_MTU_256 + __builtin_ctz(st->mtu / 256));
+  a->path_mtu = static_cast<ibv_mtu>(
+      std::min(IBV_MTU_256 + __builtin_ctz(st->mtu / 256), static_cast<int>(IBV_MTU_4096)));
   a->cap = q->cap;
   if (init) {
     *init = ibv_qp_init_attr{};

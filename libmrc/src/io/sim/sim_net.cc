@@ -91,7 +91,7 @@ class Fifo {
 };
 
 struct Packet {
-  std::unique_ptr<uint8_t[]> data;  // kMaxDatagram bytes, kept when the slot is reused
+  std::unique_ptr<uint8_t[]> data;  // SimConfig::max_datagram bytes, kept when reused
   uint32_t size = 0;
   PeerId src = 0;
   PeerId dst = 0;
@@ -257,7 +257,7 @@ struct SimNet::Impl {
       return i;
     }
     packets.emplace_back();
-    packets.back().data.reset(new uint8_t[kMaxDatagram]);
+    packets.back().data.reset(new uint8_t[std::min(cfg.max_datagram, kMaxDatagram)]);
     return static_cast<uint32_t>(packets.size() - 1);
   }
   void release(uint32_t pi) { free_packets.push_back(pi); }
@@ -482,7 +482,8 @@ struct SimNet::Impl {
     Host& h = hosts[src];
     ++stats.transmits;
     const size_t size = t.size();
-    const bool oversize = size > kMaxDatagram || t.header_len > h.buf.size();
+    const bool oversize =
+        size > std::min(cfg.max_datagram, kMaxDatagram) || t.header_len > h.buf.size();
     Route r;
     if (!oversize && t.peer < hosts.size()) {
       r = router ? router(src, t.peer, t.path.ev, t.path.plane)

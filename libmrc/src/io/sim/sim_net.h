@@ -97,8 +97,11 @@ using LinkId = uint32_t;
 
 /// "No limit" for the byte thresholds and capacities of LinkConfig.
 inline constexpr uint64_t kUnlimited = UINT64_MAX;
-/// Largest datagram the network carries; larger transmits are counted and dropped.
+/// Largest datagram an engine sends (8192 B payloads); SimConfig::max_datagram is what a run's
+/// network carries (larger transmits are counted and dropped) and what each packet slot holds.
 inline constexpr size_t kMaxDatagram = engine::kTransmitBufferSize;
+/// A datagram with a 4096-byte payload and the largest header: the default max_datagram.
+inline constexpr size_t kDatagram4K = 128 + 4096;
 
 struct LinkConfig {
   Duration latency{0};                   // propagation delay
@@ -155,13 +158,16 @@ struct SimStats {
   uint64_t delivered = 0;  // datagrams given to nodes
   uint64_t delivered_bytes = 0;
   uint64_t no_route = 0;  // transmits with no route (unknown peer, no path)
-  uint64_t oversize = 0;  // transmits above kMaxDatagram
+  uint64_t oversize = 0;  // transmits above SimConfig::max_datagram
 };
 
 struct SimConfig {
   uint64_t seed = 1;
   uint64_t port_pause_bytes =
-      2 * kMaxDatagram;  // poll a node only while each egress port holds less
+      2 * kDatagram4K;  // poll a node only while each egress port holds less
+  // Largest datagram carried, <= kMaxDatagram: raise it for QPs with 8192-byte payloads (a
+  // packet slot holds this many bytes; at 1,024 hosts the slots are most of the memory).
+  size_t max_datagram = kDatagram4K;
 };
 
 /// The driver-facing side of an engine (engine.h explains the call order).

@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "io/netns.h"
+#include "io/udp/link_mtu.h"
 #include "wire/wire.h"
 
 namespace mrc::io {
@@ -63,7 +64,8 @@ struct UdpDriver::Plane {
   int fd = -1;                  // bound to the plane port; receives, and sends unless kEcmp
   std::vector<int> source_fds;  // kEcmp: sending sockets, one source port each
   sockaddr_in6 local{};
-  bool gso = false;  // under mu_
+  uint32_t link_mtu = 0;  // MTU of the interface `local` is on (link_mtu.h)
+  bool gso = false;       // under mu_
   // Receive side (progress thread only).
   size_t rx_slot = engine::kTransmitBufferSize;  // bytes per receive buffer
   std::vector<uint8_t> rx_data;
@@ -266,6 +268,16 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
       if (::getsockname(plane->fd, reinterpret_cast<sockaddr*>(&plane->local), &len) != 0) {
         return Err("udp driver: " + where + ": getsockname: " + errno_text(errno));
       }
+      auto mtu = link_mtu(plane->local);
+      if (!mtu.ok()) return Err("udp driver: " + where + ": link MTU: " + mtu.error());
+      plane->link_mtu = *mtu;
+      const uint32_t fits = payload_for_link(*mtu, is_v4(plane->local));
+      if (fits == 0) {
+        return Err("udp driver: " + where + ": link MTU " + std::to_string(*mtu) +
+                   " carries no MRC packet (at least " +
+                   std::to_string(payload_overhead(is_v4(plane->local)) + 256) + ")");
+      }
+      d->max_payload_ = d->max_payload_ == 0 ? fits : std::min(d->max_payload_, fits);
       if (cfg.path_mode == PathMode::kEcmp) {
         sockaddr_in6 any_port = plane->local;
         any_port.sin6_port = 0;
@@ -312,6 +324,21 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
 }
 
 sockaddr_in6 UdpDriver::local_address(uint16_t plane) const { return sockets_.at(plane)->local; }
+
+Result<uint32_t, std::string> UdpDriver::payload_mtu(uint32_t configured) const {
+  if (configured == 0) return max_payload_;
+  for (size_t i = 0; i < sockets_.size(); ++i) {
+    const Plane& p = *sockets_[i];
+    const uint32_t fits = payload_for_link(p.link_mtu, is_v4(p.local));
+    if (configured > fits) {
+      return Err("mtu " + std::to_string(configured) + ": plane " + std::to_string(i) + " " +
+                 describe(cfg_.planes[i].address, cfg_.planes[i].port) + " is on a link of MTU " +
+                 std::to_string(p.link_mtu) + ", which carries payloads up to " +
+                 std::to_string(fits) + " (leave mtu unset to use it)");
+    }
+  }
+  return configured;
+}
 
 engine::PeerId UdpDriver::add_peer(std::vector<sockaddr_in6> per_plane_addresses) {
   std::lock_guard lock(mu_);

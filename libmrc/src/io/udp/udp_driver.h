@@ -205,6 +205,13 @@ class UdpDriver {
   const UdpConfig& config() const { return cfg_; }
   /// The address a plane socket is bound to (with the real port if 0 was asked).
   sockaddr_in6 local_address(uint16_t plane) const;
+  /// Largest payload (QpAttr::mtu) every plane's link carries (io/udp/link_mtu.h): 8192 on
+  /// jumbo (9000-byte) links, 1024 on 1500-byte ones.
+  uint32_t max_payload() const { return max_payload_; }
+  /// The payload front ends give their QPs: `configured` (HostConfig::mtu) when every plane's
+  /// link carries it, the largest they carry when it is 0; else an error naming the plane,
+  /// its link MTU and the largest payload that fits.
+  Result<uint32_t, std::string> payload_mtu(uint32_t configured) const;
 
   /// A remote host: its address for each plane (index = plane); kDirect and
   /// kEcmp. The returned id is what QpAttr::peer takes. A plane without an
@@ -368,6 +375,7 @@ class UdpDriver {
 
   UdpConfig cfg_;
   std::vector<std::unique_ptr<Plane>> sockets_;
+  uint32_t max_payload_ = 0;  // smallest payload_for_link over the planes (create)
   int event_fd_ = -1;
 
   mutable std::mutex mu_;  // guards engine_, peers_, counters_, pending queues
