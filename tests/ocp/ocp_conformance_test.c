@@ -36,171 +36,15 @@
 #include <mrc/mrc.h>
 #include <mrc/mrc_ctl.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                  \
-	do {                                                              \
-		if (!(cond)) {                                            \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                     \
-			fprintf(stderr, "  [%s]\n", #cond);               \
-			failures++;                                       \
-		}                                                         \
-	} while (0)
-
-/* A check the rest of the test depends on. */
-#define REQUIRE(cond, ...)                                                \
-	do {                                                              \
-		if (!(cond)) {                                            \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                     \
-			fprintf(stderr, "  [%s] (cannot go on)\n", #cond); \
-			exit(1);                                          \
-		}                                                         \
-	} while (0)
-
-/* `call` must fail with -1 and errno `err`. */
-#define EXPECT_ERR(call, err)                                                      \
-	do {                                                                       \
-		errno = 0;                                                         \
-		int r_ = (call);                                                   \
-		int e_ = errno;                                                    \
-		CHECK(r_ == -1 && e_ == (err), "%s: got %d, errno %d (%s); want -1, %s", \
-		      #call, r_, e_, strerror(e_), #err);                          \
-	} while (0)
-
-/* `call` (a pointer) must be NULL with errno `err`. */
-#define EXPECT_NULL(call, err)                                                    \
-	do {                                                                      \
-		errno = 0;                                                        \
-		void *p_ = (void *)(call);                                        \
-		int e_ = errno;                                                   \
-		CHECK(p_ == NULL && e_ == (err), "%s: got %p, errno %d (%s); want NULL, %s", \
-		      #call, p_, e_, strerror(e_), #err);                         \
-	} while (0)
-
-#define EXPECT_OK(call)                                                         \
-	do {                                                                    \
-		errno = 0;                                                      \
-		int r_ = (call);                                                \
-		CHECK(r_ == 0, "%s: got %d, errno %d (%s)", #call, r_, errno, strerror(errno)); \
-	} while (0)
-
-static const char *volatile step = "start"; /* what the test is doing, for the watchdog */
-
-static void watchdog(int sig)
-{
-	(void)sig;
-	static const char msg[] = "FAIL: the test hung for 60 s (watchdog) in: ";
-	(void)!write(2, msg, sizeof msg - 1);
-	(void)!write(2, step, strlen(step));
-	(void)!write(2, "\n", 1);
-	_exit(1);
-}
-
-static double now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static void sleep_us(long us)
-{
-	struct timespec t = { us / 1000000, (us % 1000000) * 1000 };
-	nanosleep(&t, NULL);
-}
+#include "ocp_test.h"
 
 /* ---- The EVs of the explicit profile: UDP format, 16 bits, two per port ---------------- */
 enum { NEV = 4, EV_PROFILE = 1, FMT_PROFILE = 13, CC_PROFILE = 7 };
 static const uint16_t ev_value[NEV] = { 0x1234, 0x1235, 0x1236, 0x1237 };
 static const uint8_t ev_port[NEV] = { 1, 2, 1, 2 };
 
-static struct mrc_ctl_ev make_ev(uint16_t value, uint8_t port)
-{
-	struct mrc_ctl_ev ev;
-	memset(&ev, 0, sizeof ev);
-	ev.val[0] = value >> 8; /* MSB first */
-	ev.val[1] = value & 0xff;
-	ev.port = port;
-	return ev;
-}
-
 /* The EV the datapath carries for it: plane << 16 | value. */
 static uint32_t wire_ev(int i) { return (uint32_t)(ev_port[i] - 1) << 16 | ev_value[i]; }
-
-/* ---- Watching lo ------------------------------------------------------------------------- */
-static int port0; /* MRC_PORT: plane 0; plane 1 is port0 + 1 */
-
-struct seen {
-	int data;        /* MRC data packets (WRITE, WRITE_IMM) between our planes */
-	int data_plane1; /* ... of them from plane 1's socket */
-	int wrong_plane; /* data whose EV names another plane than the socket it left from */
-	int probes;      /* MRC probes */
-	uint32_t evs[64];
-	int nevs;        /* distinct data EVs */
-};
-
-static int cap_open(void)
-{
-	int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK, htons(ETH_P_IPV6));
-	if (fd < 0)
-		return -1;
-	struct sockaddr_ll sa = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IPV6),
-				  .sll_ifindex = (int)if_nametoindex("lo") };
-	int sz = 32 << 20;
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* Exit status for "could not run every check" (ctest's SKIP_RETURN_CODE, as automake's). */
-#define SKIP_EXIT 77
-
-/* Reads everything captured so far into *s (NULL: discard). */
-static void cap_read(int fd, struct seen *s)
-{
-	unsigned char b[70000];
-	for (;;) {
-		struct sockaddr_ll from;
-		socklen_t fl = sizeof from;
-		ssize_t n = recvfrom(fd, b, sizeof b, 0, (struct sockaddr *)&from, &fl);
-		if (n < 0)
-			return;
-		if (!s || from.sll_pkttype == PACKET_OUTGOING || n < 40 + 8 + 16 || b[6] != 17)
-			continue; /* each datagram once (lo shows it twice), UDP only */
-		const unsigned char *udp = b + 40, *mrc = udp + 8;
-		int sport = udp[0] << 8 | udp[1], dport = udp[2] << 8 | udp[3];
-		if ((sport != port0 && sport != port0 + 1) || (dport != port0 && dport != port0 + 1))
-			continue;
-		uint32_t ev = (uint32_t)mrc[12] << 24 | (uint32_t)mrc[13] << 16 | mrc[14] << 8 | mrc[15];
-		if (mrc[1] == 32)
-			s->probes++;
-		if (mrc[1] != 1 && mrc[1] != 2)
-			continue;
-		s->data++;
-		if (sport == port0 + 1)
-			s->data_plane1++;
-		if ((ev >> 16) != (uint32_t)(sport - port0))
-			s->wrong_plane++;
-		int k = 0;
-		while (k < s->nevs && s->evs[k] != ev)
-			k++;
-		if (k == s->nevs && s->nevs < 64)
-			s->evs[s->nevs++] = ev;
-	}
-}
-
-static int seen_ev(const struct seen *s, uint32_t ev)
-{
-	for (int k = 0; k < s->nevs; k++)
-		if (s->evs[k] == ev)
-			return 1;
-	return 0;
-}
 
 /* ---- Completions through the channel ------------------------------------------------------ */
 static struct mrc_cq *send_cq, *recv_cq;
@@ -484,8 +328,8 @@ int main(void)
 	struct mrc_ctl_ev_profile_attr ea;
 	memset(&ea, 0, sizeof ea);
 	ea.profile_state = MRC_CTL_PROFILE_OFFLINE;
-	ea.ev_mode = MRC_CTL_EV_MODE_GEN;
-	EXPECT_ERR(mrc_ctl_modify_ev_profile(ctl, EV_PROFILE, &ea, MRC_CTL_EV_PROFILE_MODE), EOPNOTSUPP);
+	ea.ev_mode = (enum mrc_ctl_ev_mode)(MRC_CTL_EV_MODE_GEN | MRC_CTL_EV_MODE_EXP); /* not one */
+	EXPECT_ERR(mrc_ctl_modify_ev_profile(ctl, EV_PROFILE, &ea, MRC_CTL_EV_PROFILE_MODE), EINVAL);
 	ea.ev_mode = MRC_CTL_EV_MODE_EXP;
 	ea.ev_fmt_profile_id = FMT_PROFILE;
 	ea.ev_count = NEV;

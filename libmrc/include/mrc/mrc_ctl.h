@@ -402,9 +402,13 @@ struct mrc_ctl_ev_profile_attr {
  * an EV out of use on every QP of the profile at once (DENY); GOOD returns
  * it, after a probe. Entries are applied in order; the first failing one
  * stops the call. REPLACE_EV on an ONLINE profile gives its connected QPs
- * the new EV set (their EV states start over). libmrc has AUTO (its own
- * EVs per QP) and EXP profiles; GEN and field operations fail with
- * EOPNOTSUPP, EV operations on AUTO profiles with EINVAL. Returns 0, or -1
+ * the new EV set (their EV states start over). Fields (MODIFY_FIELDS) follow
+ * the expansion rules above; an EXP profile without fields takes its EVs as
+ * its format's bits. A GEN profile's ev_count EVs are generated once its
+ * mode, format (ONLINE), count and fields are set, spread over the ports
+ * (EV i on port i % ports + 1), field 0's value varying fastest from
+ * min_val; REPLACE_EV on it is EINVAL, MODIFY_EV_STATE works as on EXP.
+ * EV operations on AUTO profiles are EINVAL. Returns 0, or -1
  * with errno: EINVAL, E2BIG (array larger than the device allows), ENOENT
  * (EV not in the profile), EBUSY (QPs use the profile and the change needs
  * it OFFLINE), EOPNOTSUPP.

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "api/ev_fields.h"
 #include "common/c_enum.h"
 #include "engine/nscc.h"
 #include "engine/types.h"
@@ -57,6 +58,7 @@ inline constexpr uint32_t kMaxEvProfiles = 1024;
 inline constexpr uint32_t kMaxCcProfiles = 1024;
 inline constexpr uint32_t kMaxEvsPerProfile = 4096;
 inline constexpr uint32_t kMaxEvs = 1u << 20;  // over all profiles
+inline constexpr int kMaxEvFields = 32;        // fields of an EV format or EV profile
 inline constexpr const char* kNscc = "uet-1.0-nscc";
 
 // MRC QP attribute defaults (what a QP gets for an attribute the app never set).
@@ -116,7 +118,8 @@ struct EvProfile {
   std::optional<uint32_t> count;
   uint32_t min_active = 0;
   int event_mask = 0;
-  std::vector<EvSlot> slots;  // EXP: count of them
+  std::vector<EvSlot> slots;  // EXP: count of them; GEN: the generated ones once generated
+  EvFields fields;            // MODIFY_FIELDS; empty: an EXP EV is its format's bits as given
   uint8_t vendor_cfg[MRC_CTL_MAX_VENDOR_CFG_SIZE] = {};
   std::set<uint32_t> qpns;  // MRC QPs bound at INIT
 };
@@ -147,7 +150,13 @@ void push_async(mrc_context* ctx, const mrc_async_event& e);
 std::optional<engine::Path> to_path(const verbs::Device& dev, int fmt_mode, uint32_t width,
                                     const mrc_ctl_ev& ev, std::string* why);
 
-/// The engine paths of an EXP profile's populated slots, each EV once, in slot order.
+/// The engine Path of an EV of a profile with `fields` (api/ev_fields.h) in format `fmt`: the
+/// EV expanded through the fields (none: the EV as given), then to_path. nullopt and *why when
+/// the fields do not fit the format, the EV has bits past them, or to_path refuses it.
+std::optional<engine::Path> resolve(const verbs::Device& dev, const FmtProfile& fmt,
+                                    const EvFields& fields, const mrc_ctl_ev& ev, std::string* why);
+
+/// The engine paths of an EXP or GEN profile's populated slots, each EV once, in slot order.
 std::vector<engine::Path> profile_paths(const EvProfile& p);
 
 /// Brings a connected QP (RTR on) bound to `p` in line with it: its paths (when `paths`: after

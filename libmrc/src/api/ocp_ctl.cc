@@ -99,6 +99,19 @@ std::optional<engine::Path> to_path(const verbs::Device& dev, int fmt_mode, uint
   return std::nullopt;
 }
 
+std::optional<engine::Path> resolve(const verbs::Device& dev, const FmtProfile& fmt,
+                                    const EvFields& fields, const mrc_ctl_ev& ev,
+                                    std::string* why) {
+  if (fields.empty()) return to_path(dev, fmt.mode, fmt.width(), ev, why);
+  if (std::string bad = check_fields(fmt.widths, fields); !bad.empty()) {
+    *why = "the profile's fields do not fit its EV format profile: " + bad;
+    return std::nullopt;
+  }
+  mrc_ctl_ev wire = ev;
+  if (!expand(fmt.widths, fields, ev.val, wire.val, why)) return std::nullopt;
+  return to_path(dev, fmt.mode, fmt.width(), wire, why);
+}
+
 mrc_ctl_ev_state ev_state(verbs::Device& dev, const EvProfile& p, const EvSlot& s) {
   if (!s.populated) return MRC_CTL_EV_UNKNOWN;
   if (s.denied) return MRC_CTL_EV_DENIED;
@@ -130,7 +143,7 @@ std::vector<engine::Path> profile_paths(const EvProfile& p) {
 }
 
 void sync_qp(verbs::Device& dev, uint32_t qpn, const EvProfile& p, bool paths) {
-  if (p.mode != MRC_CTL_EV_MODE_EXP || !dev.driver) return;
+  if (p.mode == MRC_CTL_EV_MODE_AUTO || p.slots.empty() || !dev.driver) return;
   const engine::Time now = dev.cfg.udp.clock();
   dev.driver->with_engine([&](engine::Engine& e) {
     auto q = e.query_qp(qpn);
@@ -239,7 +252,7 @@ int fill_ctl_attr(verbs::Device& dev, mrc_ctl_device_attr* a) {
   a->ev.ev_count_align = 1;
   a->ev.ev_max_width = max_width(dev);
   a->ev.ev_fmt_mode_mask = static_cast<uint32_t>(supported_fmt_modes(dev));
-  a->ev.ev_mode_mask = MRC_CTL_EV_MODE_AUTO | MRC_CTL_EV_MODE_EXP;
+  a->ev.ev_mode_mask = MRC_CTL_EV_MODE_AUTO | MRC_CTL_EV_MODE_EXP | MRC_CTL_EV_MODE_GEN;
   a->ev.ev_op_max_entries = 0;
   a->cc.cc_max_profiles = kMaxCcProfiles;
   a->cc.algorithms = algorithms;
@@ -283,6 +296,40 @@ bool is_local_gid(const verbs::Device& dev, const ibv_gid& gid) {
       return true;
   }
   return false;
+}
+
+// The EVs of GEN profile *p (api/ev_fields.h "Generation"): count of them over the device's
+// ports, each expanded through the fields into its engine path. false and *why if the fields
+// do not fit `fmt`, generate too few distinct EVs, or an EV cannot be carried.
+bool generate(const verbs::Device& dev, const FmtProfile& fmt, EvProfile* p, std::string* why) {
+  if (std::string bad = check_fields(fmt.widths, p->fields); !bad.empty()) {
+    *why = "fields do not fit EV format profile " + std::to_string(*p->fmt_id) + ": " + bad;
+    return false;
+  }
+  const size_t ports = std::max<size_t>(dev.cfg.udp.planes.size(), 1);
+  const uint32_t count = *p->count;
+  const uint64_t per_port = (count + ports - 1) / ports;
+  if (per_port > gen_combinations(p->fields)) {
+    *why = "ev_count " + std::to_string(count) + " needs " + std::to_string(per_port) +
+           " distinct EVs per port; the fields generate " +
+           std::to_string(gen_combinations(p->fields));
+    return false;
+  }
+  std::vector<EvSlot> slots(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    EvSlot& s = slots[i];
+    gen_ev(p->fields, i / ports, s.ev.val);
+    s.ev.port = static_cast<uint8_t>(i % ports + 1);
+    auto path = resolve(dev, fmt, p->fields, s.ev, why);
+    if (!path) {
+      *why = "generated EV " + std::to_string(i) + ": " + *why;
+      return false;
+    }
+    s.path = *path;
+    s.populated = true;
+  }
+  p->slots = std::move(slots);
+  return true;
 }
 
 // The mrc_ctl_ev_event of API 1.0.0: no `state` (48 bytes instead of 56).
@@ -412,8 +459,8 @@ int mrc_ctl_modify_ev_fmt_profile(struct mrc_context* mrc_ctx, uint64_t id,
                   "mrc_ctl_query_ev_fmt_profile)", fn, raw(attr->ev_fmt_op.op));
     if (online) return fail(EBUSY, "%s: profile %llu is ONLINE: take it OFFLINE first", fn, idn);
     const int n = attr->ev_fmt_op.fmt_field_count;
-    if (n < 1 || n > 32 || !attr->ev_fmt_op.fmt_fields)
-      return fail(EINVAL, "%s: %d fields (1..32 and an array are needed)", fn, n);
+    if (n < 1 || n > kMaxEvFields || !attr->ev_fmt_op.fmt_fields)
+      return fail(EINVAL, "%s: %d fields (1..%d and an array are needed)", fn, n, kMaxEvFields);
     p.widths.clear();
     for (int i = 0; i < n; ++i) {
       const uint8_t w = attr->ev_fmt_op.fmt_fields[i].width;
@@ -503,10 +550,9 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
   if (mask & MRC_CTL_EV_PROFILE_MODE) {
     const int m = raw(attr->ev_mode);
     if (online) return busy("MODE");
-    if (m == MRC_CTL_EV_MODE_GEN)
-      return fail(EOPNOTSUPP, "%s: generated EV profiles are not supported (EXP and AUTO are)", fn);
-    if (m != MRC_CTL_EV_MODE_AUTO && m != MRC_CTL_EV_MODE_EXP)
+    if (m != MRC_CTL_EV_MODE_AUTO && m != MRC_CTL_EV_MODE_EXP && m != MRC_CTL_EV_MODE_GEN)
       return fail(EINVAL, "%s: ev_mode 0x%x is not one mode", fn, m);
+    if (m != p.mode) p.slots.clear();  // EVs of another mode
     p.mode = m;
   }
   if (mask & MRC_CTL_EV_PROFILE_FMT_ID) {
@@ -531,11 +577,50 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
     p.event_mask = attr->ev_event_mask;
   }
   if (mask & MRC_CTL_EV_PROFILE_VENDOR_CFG) std::memcpy(p.vendor_cfg, attr->vendor_cfg, sizeof p.vendor_cfg);
+  bool new_fields = false;
   if (mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP) {
-    if (raw(attr->ev_fields_op.op) == MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS)
-      return fail(EOPNOTSUPP, "%s: EV field rules are not supported (no generated EVs, no bit "
-                  "expansion: explicit EVs are given as their format's bits)", fn);
-    return fail(EINVAL, "%s: QUERY_FIELDS is for mrc_ctl_query_ev_profile", fn);
+    if (raw(attr->ev_fields_op.op) != MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS)
+      return fail(EINVAL, "%s: QUERY_FIELDS is for mrc_ctl_query_ev_profile", fn);
+    const int n = attr->ev_fields_op.field_count;
+    if (n < 1 || !attr->ev_fields_op.fields)
+      return fail(EINVAL, "%s: %d fields (at least 1 and an array are needed)", fn, n);
+    if (n > kMaxEvFields)
+      return fail(E2BIG, "%s: %d fields; at most %d (an EV format profile's)", fn, n, kMaxEvFields);
+    EvFields f(attr->ev_fields_op.fields, attr->ev_fields_op.fields + n);
+    if (std::string bad = check_fields(f); !bad.empty())
+      return fail(EINVAL, "%s: profile %llu: %s", fn, idn, bad.c_str());
+    if (p.mode == MRC_CTL_EV_MODE_EXP && online)
+      return fail(EBUSY,
+                  "%s: profile %llu is ONLINE: an explicit profile's fields need it "
+                  "OFFLINE (its EVs were expanded with them)",
+                  fn, idn);
+    if (p.mode == MRC_CTL_EV_MODE_EXP &&
+        std::any_of(p.slots.begin(), p.slots.end(), [](const EvSlot& s) { return s.populated; }))
+      return fail(EBUSY,
+                  "%s: profile %llu: populated EVs were expanded with the old fields; "
+                  "unpopulate them first",
+                  fn, idn);
+    p.fields = std::move(f);
+    new_fields = true;
+  }
+
+  // A GEN profile's EVs follow its mode, format, count and fields: generated once all are
+  // there (the format ONLINE), again when one of them changes.
+  bool new_paths = false;
+  if (p.mode == MRC_CTL_EV_MODE_GEN &&
+      (new_fields ||
+       (mask & (MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT)) ||
+       ((mask & MRC_CTL_EV_PROFILE_STATE) && p.slots.empty()))) {
+    std::string why;
+    auto f = p.fmt_id ? c.fmt.find(*p.fmt_id) : c.fmt.end();
+    if (f != c.fmt.end() && f->second.state == MRC_CTL_PROFILE_ONLINE && p.count &&
+        !p.fields.empty()) {
+      if (!generate(dev, f->second, &p, &why))
+        return fail(EINVAL, "%s: profile %llu: %s", fn, idn, why.c_str());
+      new_paths = online;
+    } else {
+      p.slots.clear();
+    }
   }
 
   // EV operations, entry by entry: the first failing one stops, earlier ones stay applied.
@@ -544,7 +629,6 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
     bool deny;
   };
   std::vector<Live> live;
-  bool new_paths = false;
   int err = 0;
   std::string why;
   if (mask & MRC_CTL_EV_PROFILE_EV_OP) {
@@ -555,9 +639,16 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
     if (op != MRC_CTL_EV_OP_REPLACE_EV && op != MRC_CTL_EV_OP_MODIFY_EV_STATE)
       return fail(EINVAL, "%s: ev_op %d: a modify takes REPLACE_EV or MODIFY_EV_STATE", fn, op);
     if (n < 0 || (n > 0 && !ent)) return fail(EINVAL, "%s: %d entries and no array", fn, n);
-    if (p.mode != MRC_CTL_EV_MODE_EXP)
-      return fail(EINVAL, "%s: profile %llu: EV operations need an explicit (EXP) profile with "
-                  "ev_count (AUTO profiles pick their EVs per QP)", fn, idn);
+    if (p.mode != MRC_CTL_EV_MODE_EXP && p.mode != MRC_CTL_EV_MODE_GEN)
+      return fail(EINVAL,
+                  "%s: profile %llu: EV operations need an explicit (EXP) or generated "
+                  "(GEN) profile with ev_count (AUTO profiles pick their EVs per QP)",
+                  fn, idn);
+    if (op == MRC_CTL_EV_OP_REPLACE_EV && p.mode == MRC_CTL_EV_MODE_GEN)
+      return fail(EINVAL,
+                  "%s: profile %llu: a generated profile's EVs come from its fields "
+                  "(MODIFY_FIELDS), not REPLACE_EV",
+                  fn, idn);
     if (op == MRC_CTL_EV_OP_REPLACE_EV) {
       auto f = p.fmt_id ? c.fmt.find(*p.fmt_id) : c.fmt.end();
       if (f == c.fmt.end() || f->second.state != MRC_CTL_PROFILE_ONLINE)
@@ -606,7 +697,7 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
         why = "entry " + std::to_string(i) + ": state must be GOOD or DENIED";
         break;
       }
-      auto path = to_path(dev, fmt->mode, fmt->width(), e.ev_new, &why);
+      auto path = resolve(dev, *fmt, p.fields, e.ev_new, &why);
       if (!path) {
         err = EINVAL;
         why = "entry " + std::to_string(i) + ": " + why;
@@ -627,8 +718,13 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
     if (!valid_state(to) || !step_ok(p.state, to)) {
       bad = std::string("no step ") + profile_state_name(p.state) + " -> " + profile_state_name(to);
     } else if (to == MRC_CTL_PROFILE_OFFLINE && p.state == MRC_CTL_PROFILE_INIT &&
-               (!p.mode || (p.mode == MRC_CTL_EV_MODE_EXP && (!p.fmt_id || !p.count)))) {
-      bad = "OFFLINE needs MODE, and for EXP also FMT_ID and COUNT";
+               (!p.mode || (p.mode != MRC_CTL_EV_MODE_AUTO && (!p.fmt_id || !p.count)) ||
+                (p.mode == MRC_CTL_EV_MODE_GEN && p.fields.empty()))) {
+      bad =
+          "OFFLINE needs MODE, for EXP and GEN also FMT_ID and COUNT, for GEN the fields "
+          "(EV_FIELDS_OP MODIFY_FIELDS)";
+    } else if (to == MRC_CTL_PROFILE_ONLINE && p.mode == MRC_CTL_EV_MODE_GEN && p.slots.empty()) {
+      bad = "its EV format profile " + std::to_string(*p.fmt_id) + " is not ONLINE";
     } else if (to == MRC_CTL_PROFILE_ONLINE && p.mode == MRC_CTL_EV_MODE_EXP) {
       auto f = c.fmt.find(*p.fmt_id);
       if (f == c.fmt.end() || f->second.state != MRC_CTL_PROFILE_ONLINE)
@@ -640,7 +736,7 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
       return fail(EBUSY, "%s: profile %llu: %zu QPs use it", fn, idn, p.qpns.size());
     }
     if (!bad.empty()) return fail(EINVAL, "%s: profile %llu: %s", fn, idn, bad.c_str());
-    if (p.mode == MRC_CTL_EV_MODE_EXP && to != p.state) {
+    if (p.mode != MRC_CTL_EV_MODE_AUTO && to != p.state) {
       if (to == MRC_CTL_PROFILE_ONLINE) ++c.fmt[*p.fmt_id].users;
       if (online) --c.fmt[*p.fmt_id].users;
     }
@@ -695,7 +791,12 @@ int mrc_ctl_query_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
   if (mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP) {
     if (raw(attr->ev_fields_op.op) != MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS)
       return fail(EINVAL, "%s: a query takes QUERY_FIELDS", fn);
-    attr->ev_fields_op.field_count = 0;  // libmrc keeps no field rules
+    const int n = static_cast<int>(p.fields.size());
+    const int room = attr->ev_fields_op.field_count;
+    attr->ev_fields_op.field_count = n;
+    if (room < n || (n > 0 && !attr->ev_fields_op.fields))
+      return fail(E2BIG, "%s: %d fields, the array holds %d", fn, n, room);
+    std::copy(p.fields.begin(), p.fields.end(), attr->ev_fields_op.fields);
   }
   if (mask & MRC_CTL_EV_PROFILE_EV_OP) {
     const int op = raw(attr->ev_op.op);
