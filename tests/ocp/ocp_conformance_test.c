@@ -773,28 +773,34 @@ int main(void)
 	CHECK(k >= 0, "no DENIED event for EV 0");
 	CHECK(query_ev_state(ctl, 0) == MRC_CTL_EV_DENIED, "EV 0 state after DENY: %d", query_ev_state(ctl, 0));
 
-	/* The 1.0.0 context gets the 48-byte layout (no state). Its CQ is the last to get each
-	 * event: once it holds both DENYs (one per QP), so do the controller's. */
+	/* One event per profile-wide change (mrc_ctl.h: per EV state change of the profile), not
+	 * one per QP copy: both QPs' copies went DENIED, the profile's EV did once. */
+	sleep_us(100000);
+	ev_drain(ev_cq, &evs);
+	int denies = 0;
+	for (int j = 0; j < evs.n; j++)
+		denies += evs.e[j].state == MRC_CTL_EV_DENIED;
+	CHECK(denies == 1, "%d DENIED events for one DENY of an EV two QPs hold", denies);
+
+	/* The 1.0.0 context gets the 48-byte layout (no state): the DENY at byte 0 now, the
+	 * allow's two events (ASSUMED_BAD, GOOD) at 48 and 96 below. */
 	unsigned char raw[8 * sizeof(struct mrc_ctl_ev_event)];
 	memset(raw, 0xAB, sizeof raw);
 	int nold = 0;
-	for (double end = now_ms() + 3000; nold < 2 && now_ms() < end; sleep_us(1000)) {
+	for (double end = now_ms() + 3000; nold < 1 && now_ms() < end; sleep_us(1000)) {
 		int n = mrc_ctl_poll_ev_event(old_cq, 8 - nold, (struct mrc_ctl_ev_event *)(raw + nold * 48));
 		CHECK(n >= 0, "mrc_ctl_poll_ev_event (1.0.0): %d", n);
 		nold += n > 0 ? n : 0;
 	}
-	CHECK(nold >= 2, "the 1.0.0 context's EV CQ holds %d events (want the DENY of both QPs)", nold);
-	if (nold >= 2) {
+	CHECK(nold == 1, "the 1.0.0 context's EV CQ holds %d events (want the one DENY)", nold);
+	{
 		uint64_t pid;
-		memcpy(&pid, raw + 48, 8);
+		memcpy(&pid, raw, 8);
 		struct mrc_ctl_ev want = make_ev(ev_value[0], ev_port[0]);
-		CHECK(pid == EV_PROFILE && memcmp(raw + 48 + 8, &want, sizeof want) == 0,
-		      "second 1.0.0 event is at byte 48 (profile %llu)", (unsigned long long)pid);
-		CHECK(raw[nold * 48] == 0xAB, "1.0.0 events wrote past %d x 48 bytes", nold);
+		CHECK(pid == EV_PROFILE && memcmp(raw + 8, &want, sizeof want) == 0,
+		      "1.0.0 event at byte 0 (profile %llu)", (unsigned long long)pid);
+		CHECK(raw[48] == 0xAB, "1.0.0 events wrote past 48 bytes");
 	}
-	/* tiny_cq holds 1 event: the second DENY (one per QP) was dropped and is counted. */
-	struct mrc_ctl_ev_event one;
-	CHECK(mrc_ctl_poll_ev_event(tiny_cq, 1, &one) == 1 && one.drop_count == 0, "tiny EV CQ: first event");
 
 	if (cap >= 0) {
 		cap_read(cap, NULL);
@@ -810,8 +816,32 @@ int main(void)
 	CHECK(ev_wait(ev_cq, &evs, k + 1, 0, MRC_CTL_EV_ASSUMED_BAD) >= 0,
 	      "no ASSUMED_BAD event (allowed, being probed) for EV 0");
 	CHECK(query_ev_state(ctl, 0) == MRC_CTL_EV_GOOD, "EV 0 state after the allow: %d", query_ev_state(ctl, 0));
-	CHECK(mrc_ctl_poll_ev_event(tiny_cq, 1, &one) == 1 && one.drop_count >= 1,
-	      "tiny EV CQ: the event after an overflow carries drop_count %u", one.drop_count);
+	for (double end = now_ms() + 3000; nold < 3 && now_ms() < end; sleep_us(1000)) {
+		int n = mrc_ctl_poll_ev_event(old_cq, 8 - nold, (struct mrc_ctl_ev_event *)(raw + nold * 48));
+		nold += n > 0 ? n : 0;
+	}
+	CHECK(nold == 3, "the 1.0.0 context's EV CQ holds %d events (DENY, ASSUMED_BAD, GOOD)", nold);
+	{
+		uint64_t pid;
+		memcpy(&pid, raw + 96, 8);
+		struct mrc_ctl_ev want = make_ev(ev_value[0], ev_port[0]);
+		CHECK(pid == EV_PROFILE && memcmp(raw + 96 + 8, &want, sizeof want) == 0,
+		      "third 1.0.0 event at byte 96 (profile %llu)", (unsigned long long)pid);
+		CHECK(raw[3 * 48] == 0xAB, "1.0.0 events wrote past 3 x 48 bytes");
+	}
+	/* tiny_cq (1 entry) kept the DENY and dropped the allow's two events, counted on the
+	 * next one it takes: a second DENY. */
+	struct mrc_ctl_ev_event one;
+	CHECK(mrc_ctl_poll_ev_event(tiny_cq, 1, &one) == 1 && one.drop_count == 0 &&
+	      one.state == MRC_CTL_EV_DENIED, "tiny EV CQ: first event (state %d, drop_count %u)",
+	      one.state, one.drop_count);
+	EXPECT_OK(set_ev_state(ctl, 0, MRC_CTL_EV_DENIED));
+	CHECK(ev_wait(ev_cq, &evs, k2 + 1, 0, MRC_CTL_EV_DENIED) >= 0, "no DENIED event for the second DENY");
+	CHECK(mrc_ctl_poll_ev_event(tiny_cq, 1, &one) == 1 && one.drop_count == 2,
+	      "tiny EV CQ: the event after an overflow carries drop_count %u (want 2)", one.drop_count);
+	EXPECT_OK(set_ev_state(ctl, 0, MRC_CTL_EV_GOOD));
+	k2 = ev_wait(ev_cq, &evs, k2 + 1, 0, MRC_CTL_EV_GOOD);
+	CHECK(k2 >= 0, "no GOOD event after the second allow");
 	EXPECT_ERR(set_ev_state(ctl, 0, MRC_CTL_EV_ASSUMED_BAD), EINVAL);
 	struct mrc_ctl_ev_profile_attr mask_attr = { .ev_event_mask = 1 << 5 };
 	EXPECT_ERR(mrc_ctl_modify_ev_profile(ctl, EV_PROFILE, &mask_attr, MRC_CTL_EV_PROFILE_EVENT_MASK), EINVAL);

@@ -10,6 +10,10 @@
  * each field 8 bits wide instead of 16 (init_val (i + 1) << 4), since a UDP EV carries 16 bits.
  * The datapath's EV (the MRC header's, seen on lo) is plane << 16 | the expanded 16 bits.
  *
+ * AUTO profiles: the EV array is the device's own EVs (16 bits, the UDP format's, per port);
+ * MODIFY_EV_STATE takes one out of use on every QP of the profile, and the EV events are one
+ * per profile-wide change, not one per QP copy.
+ *
  * Exit 1 if a check failed, 77 (skipped) if all passed but the wire checks could not run.
  */
 #define _GNU_SOURCE
@@ -23,7 +27,7 @@
 
 #include "ocp_test.h"
 
-enum { FMT = 21, GEN = 31, EXPL = 32, NGEN = 8, BUF = 1 << 20 };
+enum { FMT = 21, GEN = 31, EXPL = 32, AUTO = 33, NGEN = 8, NAUTO = 64, BUF = 1 << 20 };
 
 /* The fields of both profiles: 8 bits each, fixed high nibble i + 1, 4 generated bits. */
 static void fields_of_example(struct mrc_ctl_ev_field f[2])
@@ -135,6 +139,24 @@ static void write_burst(struct mrc_qp *qa, int count)
 	}
 	CHECK(got == count, "%d of %d WRITE completions", got, count);
 	CHECK(memcmp(buf_a, buf_b, (size_t)(count < 16 ? count : 16) * len) == 0, "data written");
+}
+
+/* The datapath's EV of an AUTO profile's EV: plane << 16 | its 16 bits. */
+static uint32_t auto_wire(const struct mrc_ctl_ev *ev)
+{
+	return (uint32_t)(ev->port - 1) << 16 | (uint32_t)ev->val[0] << 8 | ev->val[1];
+}
+
+static int ev_op(struct mrc_context *ctl, uint64_t id, int op, struct mrc_ctl_ev_op_entry *e, int n,
+		 int query)
+{
+	struct mrc_ctl_ev_profile_attr a;
+	memset(&a, 0, sizeof a);
+	a.ev_op.op = (enum mrc_ctl_ev_op)op;
+	a.ev_op.entries = e;
+	a.ev_op.entry_count = n;
+	return query ? mrc_ctl_query_ev_profile(ctl, id, &a, MRC_CTL_EV_PROFILE_EV_OP)
+		     : mrc_ctl_modify_ev_profile(ctl, id, &a, MRC_CTL_EV_PROFILE_EV_OP);
 }
 
 static int modify_ev(struct mrc_context *ctl, uint64_t id, struct mrc_ctl_ev_profile_attr *a,
@@ -389,8 +411,101 @@ int main(void)
 		      s.nevs ? s.evs[0] : 0);
 	}
 
+	/* ---- AUTO profile: the device's EVs, readable, deniable ---------------------------- */
+	step = "AUTO profile";
+	memset(&ea, 0, sizeof ea);
+	ea.profile_state = MRC_CTL_PROFILE_OFFLINE;
+	ea.ev_mode = MRC_CTL_EV_MODE_AUTO;
+	ea.ev_event_mask = MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD | MRC_CTL_EV_DENIED;
+	EXPECT_OK(modify_ev(ctl, AUTO, &ea, MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE |
+			    MRC_CTL_EV_PROFILE_EVENT_MASK));
+	ea.profile_state = MRC_CTL_PROFILE_ONLINE;
+	EXPECT_OK(modify_ev(ctl, AUTO, &ea, MRC_CTL_EV_PROFILE_STATE));
+	memset(&ea, 0, sizeof ea);
+	EXPECT_OK(mrc_ctl_query_ev_profile(ctl, AUTO, &ea, MRC_CTL_EV_PROFILE_COUNT));
+	const int nauto = (int)ea.ev_count;
+	CHECK(nauto >= 2 && nauto <= NAUTO, "AUTO profile: %d EVs", nauto);
+	struct mrc_ctl_ev_op_entry aut[NAUTO];
+	memset(aut, 0, sizeof aut);
+	CHECK(ev_op(ctl, AUTO, MRC_CTL_EV_OP_QUERY_EV_ARRAY, aut, NAUTO, 1) == 0, "AUTO EV array");
+	int ports[3] = { 0 };
+	for (int i = 0; i < nauto; i++) {
+		int zero = 1;
+		for (int b = 2; b < MRC_CTL_EV_MAX_BYTES; b++)
+			zero &= aut[i].ev.val[b] == 0;
+		CHECK(zero && aut[i].ev.port >= 1 && aut[i].ev.port <= 2, "AUTO EV %d: 16 bits on port 1 or 2", i);
+		if (aut[i].ev.port <= 2)
+			ports[aut[i].ev.port]++;
+	}
+	CHECK(ports[1] > 0 && ports[2] > 0, "AUTO EVs on both ports: %d, %d", ports[1], ports[2]);
+	struct mrc_ctl_ev_op_entry arep;
+	memset(&arep, 0, sizeof arep);
+	arep.ev = aut[0].ev;
+	arep.ev_new = aut[1].ev;
+	arep.state = MRC_CTL_EV_GOOD;
+	EXPECT_ERR(ev_op(ctl, AUTO, MRC_CTL_EV_OP_REPLACE_EV, &arep, 1, 0), EINVAL);
+	struct mrc_ctl_ev_op_entry alien;
+	memset(&alien, 0, sizeof alien);
+	alien.ev = ev8(0xee, 1);
+	alien.ev.val[1] = 0xee;
+	alien.state = MRC_CTL_EV_DENIED;
+	EXPECT_ERR(ev_op(ctl, AUTO, MRC_CTL_EV_OP_MODIFY_EV_STATE, &alien, 1, 0), ENOENT);
+
+	struct mrc_cq *evq = mrc_ctl_create_ev_event_cq(ctl, 64, NULL, NULL, 0);
+	REQUIRE(evq, "mrc_ctl_create_ev_event_cq: errno %d", errno);
+	struct mrc_qp *aa, *ab;
+	connect_pair(app, AUTO, &aa, &ab);
+	if (cap >= 0)
+		cap_read(cap, NULL);
+	write_burst(aa, 32);
+	if (cap >= 0) {
+		struct seen s = { 0 };
+		cap_read(cap, &s);
+		for (int k = 0; k < s.nevs; k++) {
+			int ok = 0;
+			for (int i = 0; i < nauto; i++)
+				ok |= s.evs[k] == auto_wire(&aut[i].ev);
+			CHECK(ok, "AUTO: data on EV 0x%x, not in the profile's array", s.evs[k]);
+		}
+		CHECK(s.data > 0 && seen_ev(&s, auto_wire(&aut[0].ev)), "AUTO: no data on EV 0x%x",
+		      auto_wire(&aut[0].ev));
+	}
+	struct mrc_ctl_ev_op_entry q0;
+	memset(&q0, 0, sizeof q0);
+	q0.ev = aut[0].ev;
+	CHECK(ev_op(ctl, AUTO, MRC_CTL_EV_OP_QUERY_EV_STATE, &q0, 1, 1) == 0 && q0.state == MRC_CTL_EV_GOOD,
+	      "AUTO EV 0 in use: state %d", q0.state);
+	struct mrc_ctl_ev_op_entry d0 = q0;
+	d0.state = MRC_CTL_EV_DENIED;
+	EXPECT_OK(ev_op(ctl, AUTO, MRC_CTL_EV_OP_MODIFY_EV_STATE, &d0, 1, 0));
+	CHECK(ev_op(ctl, AUTO, MRC_CTL_EV_OP_QUERY_EV_STATE, &q0, 1, 1) == 0 && q0.state == MRC_CTL_EV_DENIED,
+	      "AUTO EV 0 denied: state %d", q0.state);
+	if (cap >= 0)
+		cap_read(cap, NULL);
+	write_burst(aa, 32);
+	if (cap >= 0) {
+		struct seen s = { 0 };
+		cap_read(cap, &s);
+		CHECK(s.data > 0 && !seen_ev(&s, auto_wire(&aut[0].ev)), "AUTO: data on the DENIED EV 0x%x",
+		      auto_wire(&aut[0].ev));
+	}
+	/* Both QPs' copies of the EV went DENIED: one event for the profile's EV. */
+	int denied = 0;
+	struct mrc_ctl_ev_event evb[16];
+	for (double end = now_ms() + 300; now_ms() < end; sleep_us(1000)) {
+		int n = mrc_ctl_poll_ev_event(evq, 16, evb);
+		for (int i = 0; i < n; i++)
+			if (evb[i].profile_id == AUTO && evb[i].state == MRC_CTL_EV_DENIED &&
+			    memcmp(&evb[i].ev, &aut[0].ev, sizeof aut[0].ev) == 0)
+				denied++;
+	}
+	CHECK(denied == 1, "AUTO: %d DENIED events for one DENY of an EV two QPs hold", denied);
+
 	/* ---- Teardown ------------------------------------------------------------------- */
 	step = "teardown";
+	EXPECT_OK(mrc_destroy_qp(aa));
+	EXPECT_OK(mrc_destroy_qp(ab));
+	EXPECT_OK(mrc_destroy_cq(evq));
 	EXPECT_OK(mrc_destroy_qp(ga));
 	EXPECT_OK(mrc_destroy_qp(gb));
 	EXPECT_OK(mrc_destroy_qp(xa));
@@ -398,6 +513,7 @@ int main(void)
 	struct mrc_ctl_ev_profile_attr off = { .profile_state = MRC_CTL_PROFILE_OFFLINE };
 	EXPECT_OK(modify_ev(ctl, GEN, &off, MRC_CTL_EV_PROFILE_STATE));
 	EXPECT_OK(modify_ev(ctl, EXPL, &off, MRC_CTL_EV_PROFILE_STATE));
+	EXPECT_OK(modify_ev(ctl, AUTO, &off, MRC_CTL_EV_PROFILE_STATE));
 	off.profile_state = MRC_CTL_PROFILE_INIT;
 	EXPECT_OK(modify_ev(ctl, GEN, &off, MRC_CTL_EV_PROFILE_STATE));
 	EXPECT_OK(modify_ev(ctl, EXPL, &off, MRC_CTL_EV_PROFILE_STATE));

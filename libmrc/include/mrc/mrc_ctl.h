@@ -408,7 +408,9 @@ struct mrc_ctl_ev_profile_attr {
  * mode, format (ONLINE), count and fields are set, spread over the ports
  * (EV i on port i % ports + 1), field 0's value varying fastest from
  * min_val; REPLACE_EV on it is EINVAL, MODIFY_EV_STATE works as on EXP.
- * EV operations on AUTO profiles are EINVAL. Returns 0, or -1
+ * An AUTO profile's EV array is the device's own EVs (16 bits each, on
+ * their port); MODIFY_EV_STATE works on them as on EXP, REPLACE_EV is
+ * EINVAL. Returns 0, or -1
  * with errno: EINVAL, E2BIG (array larger than the device allows), ENOENT
  * (EV not in the profile), EBUSY (QPs use the profile and the change needs
  * it OFFLINE), EOPNOTSUPP.
@@ -517,8 +519,9 @@ struct mrc_ctl_ev_event {
 /*
  * Creates an EV event CQ of at least `cqe` events. State changes of the
  * EVs of every EV profile, for the states in that profile's event mask,
- * land there (in libmrc one event per connected QP of the profile whose
- * copy of the EV changes state); when full, new events are
+ * land there, one per change of the EV's profile-wide state (the worst of
+ * the copies the profile's QPs hold: GOOD < ASSUMED_BAD < DENIED), not one
+ * per QP copy; when full, new events are
  * counted in the next event's drop_count instead of overrunning. With a
  * `channel`, mrc_req_notify_cq / mrc_get_cq_event work on it as on any CQ.
  * Destroy it with mrc_destroy_cq(). Returns NULL with errno on failure.

@@ -35,6 +35,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "api/ev_fields.h"
@@ -118,7 +119,8 @@ struct EvProfile {
   std::optional<uint32_t> count;
   uint32_t min_active = 0;
   int event_mask = 0;
-  std::vector<EvSlot> slots;  // EXP: count of them; GEN: the generated ones once generated
+  std::vector<EvSlot> slots;  // EXP: count of them; GEN: the generated ones once generated;
+                              // AUTO: the EVs the controller set a state on (denied or not)
   EvFields fields;            // MODIFY_FIELDS; empty: an EXP EV is its format's bits as given
   uint8_t vendor_cfg[MRC_CTL_MAX_VENDOR_CFG_SIZE] = {};
   std::set<uint32_t> qpns;  // MRC QPs bound at INIT
@@ -156,6 +158,16 @@ std::optional<engine::Path> to_path(const verbs::Device& dev, int fmt_mode, uint
 std::optional<engine::Path> resolve(const verbs::Device& dev, const FmtProfile& fmt,
                                     const EvFields& fields, const mrc_ctl_ev& ev, std::string* why);
 
+/// An AUTO profile's EV for an engine path the device chose: the low 16 bits of its EV number,
+/// MSB first from val[0] (the UDP format's bits: in direct and ECMP path modes the source-port
+/// selector, in srv6 mode the fabric's spine << 8 | k), on port plane + 1.
+mrc_ctl_ev auto_ev(const engine::Path& path);
+
+/// The EV array of AUTO profile `p`: the paths the device gives its QPs (in direct and ECMP
+/// modes the same for every peer, UdpDriver::spray_paths) and those its connected QPs hold,
+/// each once. Under Controller::mu.
+std::vector<engine::Path> auto_paths(verbs::Device& dev, const EvProfile& p);
+
 /// The engine paths of an EXP or GEN profile's populated slots, each EV once, in slot order.
 std::vector<engine::Path> profile_paths(const EvProfile& p);
 
@@ -189,6 +201,11 @@ struct mrc_context {
   std::set<mrc_qp_hint*> hints;
   std::set<mrc_comp_channel*> channels;
   std::deque<mrc_async_event> async;  // (mu)
+  // EV events are per profile-wide change: the copies (one per QP of the profile) of each EV
+  // that are not GOOD, by (profile, plane, EV number), QPN -> engine::EvState, as this
+  // context's sink saw them change. The profile-wide state is the worst of them (GOOD if
+  // none); an event goes out when it changes.
+  std::map<std::tuple<uint64_t, uint16_t, uint32_t>, std::map<uint32_t, uint8_t>> ev_copies;
 };
 
 struct mrc_comp_channel {

@@ -134,6 +134,33 @@ mrc_ctl_ev_state ev_state(verbs::Device& dev, const EvProfile& p, const EvSlot& 
   });
 }
 
+mrc_ctl_ev auto_ev(const engine::Path& path) {
+  mrc_ctl_ev ev{};
+  ev.val[0] = static_cast<uint8_t>(path.ev >> 8);
+  ev.val[1] = static_cast<uint8_t>(path.ev);
+  ev.port = static_cast<uint8_t>(path.plane + 1);
+  return ev;
+}
+
+std::vector<engine::Path> auto_paths(verbs::Device& dev, const EvProfile& p) {
+  std::vector<engine::Path> out;
+  if (!dev.driver) return out;
+  auto add = [&](const engine::Path& x) {
+    for (const engine::Path& y : out)
+      if (y.ev == x.ev && y.plane == x.plane) return;
+    out.push_back(x);
+  };
+  if (dev.cfg.udp.path_mode != io::PathMode::kSrv6)
+    for (const engine::Path& x : dev.driver->spray_paths(0)) add(x);
+  dev.driver->peek_engine([&](engine::Engine& e) {
+    for (uint32_t qpn : p.qpns)
+      if (const engine::PathSet* ps = e.paths(qpn))
+        for (size_t i = 0; i < ps->size(); ++i) add(ps->ev(i).path);
+    return 0;
+  });
+  return out;
+}
+
 std::vector<engine::Path> profile_paths(const EvProfile& p) {
   std::vector<engine::Path> out;
   std::set<uint32_t> seen;
@@ -143,7 +170,16 @@ std::vector<engine::Path> profile_paths(const EvProfile& p) {
 }
 
 void sync_qp(verbs::Device& dev, uint32_t qpn, const EvProfile& p, bool paths) {
-  if (p.mode == MRC_CTL_EV_MODE_AUTO || p.slots.empty() || !dev.driver) return;
+  if (p.slots.empty() || !dev.driver) return;
+  if (p.mode == MRC_CTL_EV_MODE_AUTO) {  // the device's EVs: only the controller's denies
+    const engine::Time now = dev.cfg.udp.clock();
+    dev.driver->with_engine([&](engine::Engine& e) {
+      for (const EvSlot& s : p.slots)
+        if (s.denied) (void)e.deny_ev(now, qpn, s.path.ev, true);
+      return 0;
+    });
+    return;
+  }
   const engine::Time now = dev.cfg.udp.clock();
   dev.driver->with_engine([&](engine::Engine& e) {
     auto q = e.query_qp(qpn);
@@ -639,11 +675,38 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
     if (op != MRC_CTL_EV_OP_REPLACE_EV && op != MRC_CTL_EV_OP_MODIFY_EV_STATE)
       return fail(EINVAL, "%s: ev_op %d: a modify takes REPLACE_EV or MODIFY_EV_STATE", fn, op);
     if (n < 0 || (n > 0 && !ent)) return fail(EINVAL, "%s: %d entries and no array", fn, n);
-    if (p.mode != MRC_CTL_EV_MODE_EXP && p.mode != MRC_CTL_EV_MODE_GEN)
+    if (!p.mode) return fail(EINVAL, "%s: profile %llu: EV operations need its MODE", fn, idn);
+    if (op == MRC_CTL_EV_OP_REPLACE_EV && p.mode == MRC_CTL_EV_MODE_AUTO)
       return fail(EINVAL,
-                  "%s: profile %llu: EV operations need an explicit (EXP) or generated "
-                  "(GEN) profile with ev_count (AUTO profiles pick their EVs per QP)",
+                  "%s: profile %llu: an AUTO profile's EVs are the device's, not "
+                  "REPLACE_EV's (MODIFY_EV_STATE applies)",
                   fn, idn);
+    if (p.mode == MRC_CTL_EV_MODE_AUTO) {
+      // The EVs named must be in the profile's array; each becomes a slot holding its state.
+      const std::vector<engine::Path> paths = auto_paths(dev, p);
+      for (int i = 0; i < n && !err; ++i) {
+        const mrc_ctl_ev_op_entry& e = ent[i];
+        if (raw(e.state) != MRC_CTL_EV_DENIED && raw(e.state) != MRC_CTL_EV_GOOD) {
+          err = EINVAL;
+          why = "entry " + std::to_string(i) + ": state must be DENIED or GOOD";
+          break;
+        }
+        const engine::Path* at = nullptr;
+        for (const engine::Path& x : paths)
+          if (same_ev(auto_ev(x), e.ev)) at = &x;
+        if (!at) {
+          err = ENOENT;
+          why = "entry " + std::to_string(i) + ": EV not in the profile's array";
+          break;
+        }
+        EvSlot* slot = nullptr;
+        for (EvSlot& s : p.slots)
+          if (same_ev(s.ev, e.ev)) slot = &s;
+        if (!slot) slot = &p.slots.emplace_back(EvSlot{e.ev, true, *at, false});
+        slot->denied = raw(e.state) == MRC_CTL_EV_DENIED;
+        live.push_back(Live{slot->path, slot->denied});
+      }
+    }
     if (op == MRC_CTL_EV_OP_REPLACE_EV && p.mode == MRC_CTL_EV_MODE_GEN)
       return fail(EINVAL,
                   "%s: profile %llu: a generated profile's EVs come from its fields "
@@ -656,7 +719,7 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
                     "(FMT_ID)", fn, idn);
       fmt = &f->second;
     }
-    for (int i = 0; i < n && !err; ++i) {
+    for (int i = 0; i < n && !err && p.mode != MRC_CTL_EV_MODE_AUTO; ++i) {
       const mrc_ctl_ev_op_entry& e = ent[i];
       const bool all = e.flags & MRC_CTL_EV_OP_F_ALL_COPIES;
       std::vector<size_t> at;
@@ -784,7 +847,20 @@ int mrc_ctl_query_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
   if (mask & MRC_CTL_EV_PROFILE_CUR_STATE) attr->cur_profile_state = p.state;
   if (mask & MRC_CTL_EV_PROFILE_MODE) attr->ev_mode = static_cast<mrc_ctl_ev_mode>(p.mode);
   if (mask & MRC_CTL_EV_PROFILE_FMT_ID) attr->ev_fmt_profile_id = p.fmt_id.value_or(0);
-  if (mask & MRC_CTL_EV_PROFILE_COUNT) attr->ev_count = p.count.value_or(0);
+  verbs::Device& dev = *mrc_ctx->dev;
+  // An AUTO profile's array: the device's EVs, with the states the controller set.
+  std::vector<EvSlot> auto_slots;
+  if (p.mode == MRC_CTL_EV_MODE_AUTO)
+    for (const engine::Path& x : auto_paths(dev, p)) {
+      EvSlot s{auto_ev(x), true, x, false};
+      for (const EvSlot& d : p.slots)
+        if (same_ev(d.ev, s.ev)) s.denied = d.denied;
+      auto_slots.push_back(s);
+    }
+  const std::vector<EvSlot>& slots = p.mode == MRC_CTL_EV_MODE_AUTO ? auto_slots : p.slots;
+  if (mask & MRC_CTL_EV_PROFILE_COUNT)
+    attr->ev_count =
+        p.mode == MRC_CTL_EV_MODE_AUTO ? static_cast<uint32_t>(slots.size()) : p.count.value_or(0);
   if (mask & MRC_CTL_EV_PROFILE_MIN_ACTIVE) attr->ev_min_active = p.min_active;
   if (mask & MRC_CTL_EV_PROFILE_EVENT_MASK) attr->ev_event_mask = p.event_mask;
   if (mask & MRC_CTL_EV_PROFILE_VENDOR_CFG) std::memcpy(attr->vendor_cfg, p.vendor_cfg, sizeof p.vendor_cfg);
@@ -802,21 +878,20 @@ int mrc_ctl_query_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
     const int op = raw(attr->ev_op.op);
     const int room = attr->ev_op.entry_count;
     mrc_ctl_ev_op_entry* ent = attr->ev_op.entries;
-    verbs::Device& dev = *mrc_ctx->dev;
     if (room < 0 || (room > 0 && !ent)) return fail(EINVAL, "%s: %d entries and no array", fn, room);
     if (op == MRC_CTL_EV_OP_QUERY_EV_ARRAY) {
-      const int n = static_cast<int>(p.slots.size());
+      const int n = static_cast<int>(slots.size());
       attr->ev_op.entry_count = n;
       if (room < n) return fail(E2BIG, "%s: %d EVs, the array holds %d", fn, n, room);
       for (int i = 0; i < n; ++i) {
-        const EvSlot& s = p.slots[static_cast<size_t>(i)];
+        const EvSlot& s = slots[static_cast<size_t>(i)];
         ent[i].ev = s.ev;
         ent[i].state = ev_state(dev, p, s);
       }
     } else if (op == MRC_CTL_EV_OP_QUERY_EV_STATE) {
       for (int i = 0; i < room; ++i) {
         const EvSlot* s = nullptr;
-        for (const EvSlot& x : p.slots)
+        for (const EvSlot& x : slots)
           if (x.populated && same_ev(x.ev, ent[i].ev)) s = &x;
         if (!s) return fail(ENOENT, "%s: entry %d: EV not in profile %llu", fn, i,
                             static_cast<unsigned long long>(id));
