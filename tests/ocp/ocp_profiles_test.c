@@ -14,6 +14,10 @@
  * MODIFY_EV_STATE takes one out of use on every QP of the profile, and the EV events are one
  * per profile-wide change, not one per QP copy.
  *
+ * A CC profile whose algorithm is NULL: its QPs run without congestion control. Seen on the
+ * wire: one 256 KiB WRITE sends far more than one packet before the first ACK comes back,
+ * where a QP of an NSCC profile with a one-packet window (max_cwnd 4096) sends one or two.
+ *
  * Exit 1 if a check failed, 77 (skipped) if all passed but the wire checks could not run.
  */
 #define _GNU_SOURCE
@@ -27,7 +31,8 @@
 
 #include "ocp_test.h"
 
-enum { FMT = 21, GEN = 31, EXPL = 32, AUTO = 33, NGEN = 8, NAUTO = 64, BUF = 1 << 20 };
+enum { FMT = 21, GEN = 31, EXPL = 32, AUTO = 33, CC_NONE = 41, CC_TINY = 42, NGEN = 8, NAUTO = 64,
+       BUF = 1 << 20 };
 
 /* The fields of both profiles: 8 bits each, fixed high nibble i + 1, 4 generated bits. */
 static void fields_of_example(struct mrc_ctl_ev_field f[2])
@@ -58,9 +63,9 @@ static unsigned char *buf_a, *buf_b;
 static struct ibv_mr *mr_a, *mr_b;
 static struct mrc_cq *cq;
 
-/* Two MRC QPs of `app` on EV profile `profile`, connected to each other through ::1. */
-static void connect_pair(struct mrc_context *app, uint64_t profile, struct mrc_qp **qa,
-			 struct mrc_qp **qb)
+/* Two MRC QPs of `app` on EV profile `profile` (and CC profile `cc_profile` unless 0), connected to each other through ::1. */
+static void connect_pair(struct mrc_context *app, uint64_t profile, uint64_t cc_profile,
+			 struct mrc_qp **qa, struct mrc_qp **qb)
 {
 	struct mrc_qp_init_attr qi;
 	memset(&qi, 0, sizeof qi);
@@ -86,8 +91,10 @@ static void connect_pair(struct mrc_context *app, uint64_t profile, struct mrc_q
 		struct mrc_qp_attr m;
 		memset(&m, 0, sizeof m);
 		m.profile.ev_profile_id = profile;
+		m.profile.cc_profile_id = cc_profile;
 		EXPECT_OK(mrc_modify_qp(q[i], &v, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					IBV_QP_ACCESS_FLAGS, &m, MRC_QP_EV_PROFILE_ID));
+					IBV_QP_ACCESS_FLAGS, &m,
+					MRC_QP_EV_PROFILE_ID | (cc_profile ? MRC_QP_CC_PROFILE_ID : 0)));
 	}
 	for (int i = 0; i < 2; i++) {
 		struct ibv_qp_attr v;
@@ -351,7 +358,7 @@ int main(void)
 			strerror(errno));
 
 	struct mrc_qp *ga, *gb, *xa, *xb;
-	connect_pair(app, GEN, &ga, &gb);
+	connect_pair(app, GEN, 0, &ga, &gb);
 	if (cap >= 0)
 		cap_read(cap, NULL);
 	write_burst(ga, 32);
@@ -399,7 +406,7 @@ int main(void)
 		      gen_wire[0]);
 	}
 
-	connect_pair(app, EXPL, &xa, &xb);
+	connect_pair(app, EXPL, 0, &xa, &xb);
 	if (cap >= 0)
 		cap_read(cap, NULL);
 	write_burst(xa, 32);
@@ -454,7 +461,7 @@ int main(void)
 	struct mrc_cq *evq = mrc_ctl_create_ev_event_cq(ctl, 64, NULL, NULL, 0);
 	REQUIRE(evq, "mrc_ctl_create_ev_event_cq: errno %d", errno);
 	struct mrc_qp *aa, *ab;
-	connect_pair(app, AUTO, &aa, &ab);
+	connect_pair(app, AUTO, 0, &aa, &ab);
 	if (cap >= 0)
 		cap_read(cap, NULL);
 	write_burst(aa, 32);
@@ -501,8 +508,75 @@ int main(void)
 	}
 	CHECK(denied == 1, "AUTO: %d DENIED events for one DENY of an EV two QPs hold", denied);
 
+	/* ---- CC profile without an algorithm: no congestion control ------------------------ */
+	step = "CC profile without an algorithm";
+	struct mrc_ctl_cc_nscc_cfg tiny = {
+		.disable_qa = 0, .adjust_bytes_threshold = 32768, .adjust_period_threshold = 12000,
+		.base_rtt = 12000, .eta = 614.4f, .fi = 20480, .fi_scale = 0.25f, .gamma = 0.8f,
+		.max_md_jump = 0.5f, .max_cwnd = 4096, .qa_gate = 3, .qa_threshold = 36000,
+		.target_delay = 9000,
+	};
+	struct mrc_ctl_cc_profile_attr cc;
+	memset(&cc, 0, sizeof cc);
+	cc.profile_state = MRC_CTL_PROFILE_OFFLINE;
+	cc.algorithm = NULL; /* mrc_ctl.h: "NULL disables CC" */
+	EXPECT_OK(mrc_ctl_modify_cc_profile(ctl, CC_NONE, &cc, MRC_CTL_CC_PROFILE_STATE |
+					    MRC_CTL_CC_PROFILE_ALGORITHM));
+	cc.cc_config = &tiny;
+	EXPECT_ERR(mrc_ctl_modify_cc_profile(ctl, CC_NONE, &cc, MRC_CTL_CC_PROFILE_CONFIG), EINVAL);
+	cc.profile_state = MRC_CTL_PROFILE_ONLINE; /* no CONFIG needed */
+	EXPECT_OK(mrc_ctl_modify_cc_profile(ctl, CC_NONE, &cc, MRC_CTL_CC_PROFILE_STATE));
+	memset(&cc, 0x5a, sizeof cc);
+	EXPECT_OK(mrc_ctl_query_cc_profile(ctl, CC_NONE, &cc, MRC_CTL_CC_PROFILE_CUR_STATE |
+					   MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG));
+	CHECK(cc.cur_profile_state == MRC_CTL_PROFILE_ONLINE && !cc.algorithm && !cc.cc_config,
+	      "CC profile without an algorithm: state %d", cc.cur_profile_state);
+	memset(&cc, 0, sizeof cc);
+	cc.profile_state = MRC_CTL_PROFILE_OFFLINE;
+	cc.algorithm = "uet-1.0-nscc";
+	EXPECT_OK(mrc_ctl_modify_cc_profile(ctl, CC_TINY, &cc, MRC_CTL_CC_PROFILE_STATE |
+					    MRC_CTL_CC_PROFILE_ALGORITHM));
+	cc.profile_state = MRC_CTL_PROFILE_ONLINE;
+	cc.cc_config = &tiny;
+	EXPECT_OK(mrc_ctl_modify_cc_profile(ctl, CC_TINY, &cc, MRC_CTL_CC_PROFILE_STATE |
+					    MRC_CTL_CC_PROFILE_CONFIG));
+	struct mrc_qp *na, *nb, *ta, *tb;
+	connect_pair(app, AUTO, CC_NONE, &na, &nb);
+	connect_pair(app, AUTO, CC_TINY, &ta, &tb);
+	int before_ack[2] = { -1, -1 };
+	struct mrc_qp *senders[2] = { na, ta };
+	for (int i = 0; i < 2; i++) {
+		if (cap >= 0)
+			cap_read(cap, NULL);
+		write_burst(senders[i], 4); /* 4 x 64 KiB back to back: 64 packets */
+		if (cap >= 0) {
+			struct seen s = { 0 };
+			cap_read(cap, &s);
+			before_ack[i] = s.data_before_ack;
+			/* Both pairs connected after the DENY of AUTO EV 0: it stays out of use. */
+			CHECK(s.data > 0 && !seen_ev(&s, auto_wire(&aut[0].ev)),
+			      "AUTO: a QP that connected after the DENY sends on EV 0x%x",
+			      auto_wire(&aut[0].ev));
+		}
+	}
+	if (cap >= 0) {
+		printf("data packets before the first ACK: %d without CC, %d with a one-packet NSCC "
+		       "window\n", before_ack[0], before_ack[1]);
+		CHECK(before_ack[0] >= 8, "no congestion control: %d data packets before the first ACK",
+		      before_ack[0]);
+		CHECK(before_ack[1] >= 1 && before_ack[1] <= 2,
+		      "NSCC with a one-packet window: %d data packets before the first ACK", before_ack[1]);
+	}
+
 	/* ---- Teardown ------------------------------------------------------------------- */
 	step = "teardown";
+	EXPECT_OK(mrc_destroy_qp(na));
+	EXPECT_OK(mrc_destroy_qp(nb));
+	EXPECT_OK(mrc_destroy_qp(ta));
+	EXPECT_OK(mrc_destroy_qp(tb));
+	struct mrc_ctl_cc_profile_attr ccoff = { .profile_state = MRC_CTL_PROFILE_OFFLINE };
+	EXPECT_OK(mrc_ctl_modify_cc_profile(ctl, CC_NONE, &ccoff, MRC_CTL_CC_PROFILE_STATE));
+	EXPECT_OK(mrc_ctl_modify_cc_profile(ctl, CC_TINY, &ccoff, MRC_CTL_CC_PROFILE_STATE));
 	EXPECT_OK(mrc_destroy_qp(aa));
 	EXPECT_OK(mrc_destroy_qp(ab));
 	EXPECT_OK(mrc_destroy_cq(evq));

@@ -116,6 +116,8 @@ struct seen {
 	int data_plane1; /* ... of them from plane 1's socket */
 	int wrong_plane; /* data whose EV names another plane than the socket it left from */
 	int probes;      /* MRC probes */
+	int acks;        /* MRC ACKs */
+	int data_before_ack; /* data packets captured before the first ACK */
 	uint32_t evs[64];
 	int nevs;        /* distinct data EVs */
 };
@@ -158,9 +160,13 @@ static inline void cap_read(int fd, struct seen *s)
 		uint32_t ev = (uint32_t)mrc[12] << 24 | (uint32_t)mrc[13] << 16 | mrc[14] << 8 | mrc[15];
 		if (mrc[1] == 32)
 			s->probes++;
+		if (mrc[1] == 16)
+			s->acks++;
 		if (mrc[1] != 1 && mrc[1] != 2)
 			continue;
 		s->data++;
+		if (s->acks == 0)
+			s->data_before_ack++;
 		if (sport == port0 + 1)
 			s->data_plane1++;
 		if ((ev >> 16) != (uint32_t)(sport - port0))

@@ -451,8 +451,9 @@ struct mrc_ctl_cc_profile_attr {
 	enum mrc_ctl_profile_state cur_profile_state; /* state now (query) */
 
 	/* One of mrc_ctl_device_attr.cc.algorithms ("uet-1.0-nscc"), or
-	 * NULL for no congestion control (libmrc: EOPNOTSUPP, NSCC runs on
-	 * every QP). */
+	 * NULL for no congestion control: the profile's QPs run without a
+	 * window (only the PSN range, MPR, bounds what is in flight); such a
+	 * profile takes no CONFIG and goes ONLINE without one. */
 	const char *algorithm;
 
 	/* The algorithm's settings: struct mrc_ctl_cc_nscc_cfg for NSCC. */
@@ -483,9 +484,10 @@ struct mrc_ctl_cc_nscc_cfg {
 
 /*
  * Configures a CC profile and moves it through its life cycle (to OFFLINE
- * needs ALGORITHM, to ONLINE needs CONFIG). CONFIG on an ONLINE profile
- * retunes every QP using it. Returns 0, or -1 with errno (EINVAL for an
- * unknown algorithm or out-of-range setting, EBUSY).
+ * needs ALGORITHM, to ONLINE needs CONFIG unless the algorithm is NULL).
+ * CONFIG on an ONLINE profile retunes every QP using it. Returns 0, or -1
+ * with errno (EINVAL for an unknown algorithm or out-of-range setting,
+ * EBUSY).
  */
 int mrc_ctl_modify_cc_profile(struct mrc_context *mrc_ctx,
 			      uint64_t cc_profile_id,

@@ -797,6 +797,7 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
   // NSCC constants from its CC profile. One look under the controller's lock.
   std::vector<engine::Path> profile_evs;
   std::optional<engine::NsccConfig> profile_cc;
+  bool profile_cc_off = false;  // its CC profile's algorithm is NULL: no congestion control
   {
     Controller& c = controller();
     std::lock_guard lock(c.mu);
@@ -819,7 +820,11 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
                     static_cast<unsigned long long>(*ev_profile));
       profile_evs = profile_paths(it->second);
     }
-    if (to_rtr && cc_profile) profile_cc = cc_config(c, *cc_profile);
+    if (to_rtr && cc_profile) {
+      auto it = c.cc.find(*cc_profile);
+      profile_cc_off = it != c.cc.end() && it->second.no_cc;
+      profile_cc = cc_config(c, *cc_profile);
+    }
   }
 
   // The plan: the verbs attributes, and the MRC ones as engine attributes that the verbs
@@ -837,7 +842,10 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
       ea.paths = std::move(profile_evs);
       ov.mask |= engine::attr::kPaths;
     }
-    if (profile_cc) {
+    if (profile_cc_off) {
+      ea.cc_off = true;
+      ov.mask |= engine::attr::kCc;
+    } else if (profile_cc) {
       ea.cc = profile_cc;
       ov.mask |= engine::attr::kCc;
     }

@@ -128,7 +128,8 @@ struct EvProfile {
 
 struct CcProfile {
   mrc_ctl_profile_state state = MRC_CTL_PROFILE_INIT;
-  bool has_algorithm = false;
+  bool has_algorithm = false;              // ALGORITHM set: NSCC, or (no_cc) NULL
+  bool no_cc = false;                      // ALGORITHM NULL: no congestion control for its QPs
   std::optional<mrc_ctl_cc_nscc_cfg> cfg;  // the copy query hands out
   uint8_t vendor_cfg[MRC_CTL_MAX_VENDOR_CFG_SIZE] = {};
   std::set<uint32_t> qpns;
@@ -168,7 +169,8 @@ mrc_ctl_ev auto_ev(const engine::Path& path);
 /// each once. Under Controller::mu.
 std::vector<engine::Path> auto_paths(verbs::Device& dev, const EvProfile& p);
 
-/// The engine paths of an EXP or GEN profile's populated slots, each EV once, in slot order.
+/// The engine paths of an EXP or GEN profile's populated slots (none for AUTO), each EV once, in
+/// slot order.
 std::vector<engine::Path> profile_paths(const EvProfile& p);
 
 /// Brings a connected QP (RTR on) bound to `p` in line with it: its paths (when `paths`: after

@@ -163,6 +163,7 @@ std::vector<engine::Path> auto_paths(verbs::Device& dev, const EvProfile& p) {
 
 std::vector<engine::Path> profile_paths(const EvProfile& p) {
   std::vector<engine::Path> out;
+  if (p.mode == MRC_CTL_EV_MODE_AUTO) return out;  // its slots only hold denies
   std::set<uint32_t> seen;
   for (const EvSlot& s : p.slots)
     if (s.populated && seen.insert(s.path.ev).second) out.push_back(s.path);
@@ -923,17 +924,21 @@ int mrc_ctl_modify_cc_profile(struct mrc_context* mrc_ctx, uint64_t id,
   const bool online = p.state == MRC_CTL_PROFILE_ONLINE;
   if (mask & MRC_CTL_CC_PROFILE_ALGORITHM) {
     if (online) return fail(EBUSY, "%s: profile %llu is ONLINE: ALGORITHM needs it OFFLINE", fn, idn);
-    if (!attr->algorithm)
-      return fail(EOPNOTSUPP, "%s: a profile without congestion control (algorithm NULL) is not "
-                  "supported: NSCC runs on every QP", fn);
-    if (std::strcmp(attr->algorithm, kNscc) != 0)
-      return fail(EINVAL, "%s: unknown algorithm \"%s\" (libmrc has \"%s\")", fn, attr->algorithm,
-                  kNscc);
+    if (attr->algorithm && std::strcmp(attr->algorithm, kNscc) != 0)
+      return fail(EINVAL, "%s: unknown algorithm \"%s\" (libmrc has \"%s\", or NULL for none)", fn,
+                  attr->algorithm, kNscc);
     p.has_algorithm = true;
+    p.no_cc = !attr->algorithm;
+    if (p.no_cc) p.cfg.reset();
   }
   bool retune = false;
   if (mask & MRC_CTL_CC_PROFILE_CONFIG) {
     if (!p.has_algorithm) return fail(EINVAL, "%s: profile %llu: CONFIG needs ALGORITHM first", fn, idn);
+    if (p.no_cc)
+      return fail(EINVAL,
+                  "%s: profile %llu: its algorithm is NULL (no congestion control): no "
+                  "CONFIG",
+                  fn, idn);
     if (!attr->cc_config) return fail(EINVAL, "%s: cc_config is NULL", fn);
     mrc_ctl_cc_nscc_cfg cfg;
     std::memcpy(&cfg, attr->cc_config, sizeof cfg);
@@ -950,7 +955,7 @@ int mrc_ctl_modify_cc_profile(struct mrc_context* mrc_ctx, uint64_t id,
                   profile_state_name(p.state), profile_state_name(to));
     if (to == MRC_CTL_PROFILE_OFFLINE && !p.has_algorithm)
       return fail(EINVAL, "%s: profile %llu: OFFLINE needs ALGORITHM", fn, idn);
-    if (to == MRC_CTL_PROFILE_ONLINE && !p.cfg)
+    if (to == MRC_CTL_PROFILE_ONLINE && !p.cfg && !p.no_cc)
       return fail(EINVAL, "%s: profile %llu: ONLINE needs CONFIG", fn, idn);
     if (online && to == MRC_CTL_PROFILE_OFFLINE && !p.qpns.empty())
       return fail(EBUSY, "%s: profile %llu: %zu QPs use it", fn, idn, p.qpns.size());
@@ -991,7 +996,8 @@ int mrc_ctl_query_cc_profile(struct mrc_context* mrc_ctx, uint64_t id,
   const CcProfile& p = it == c.cc.end() ? empty : it->second;  // unnamed: INIT
   if (mask & MRC_CTL_CC_PROFILE_STATE) attr->profile_state = p.state;
   if (mask & MRC_CTL_CC_PROFILE_CUR_STATE) attr->cur_profile_state = p.state;
-  if (mask & MRC_CTL_CC_PROFILE_ALGORITHM) attr->algorithm = p.has_algorithm ? kNscc : nullptr;
+  if (mask & MRC_CTL_CC_PROFILE_ALGORITHM)
+    attr->algorithm = p.has_algorithm && !p.no_cc ? kNscc : nullptr;
   // The stored copy: it stays where it is until the profile goes back to INIT.
   if (mask & MRC_CTL_CC_PROFILE_CONFIG) attr->cc_config = p.cfg ? &*p.cfg : nullptr;
   if (mask & MRC_CTL_CC_PROFILE_VENDOR_CFG) std::memcpy(attr->vendor_cfg, p.vendor_cfg, sizeof p.vendor_cfg);

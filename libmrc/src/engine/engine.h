@@ -97,6 +97,10 @@ struct QpAttr {
   std::vector<Path> backup_paths;  // EVs that replace bad ones of the same plane
   PathPolicy path_policy;          // loss threshold, probing, plane weights
   std::optional<NsccConfig> cc;    // CC profile (mrc_ctl_cc_nscc_cfg); unset: from EngineConfig
+  // kCc with cc: no congestion control at all for this QP, whatever EngineConfig says (an OCP
+  // CC profile without an algorithm): no window, only the PSN range (max_psn_range) bounds
+  // what is in flight. `cc` is then ignored.
+  bool cc_off = false;
   // Rate hints (OCP MRC QP hint, NCCL plugin), applied with with_rates on top of whichever
   // profile the QP runs, the automatic one included: each time its learned base RTT moves,
   // the windows are re-sized (rate x the new base RTT). They do not turn CC on.
