@@ -18,6 +18,9 @@
  * wire: one 256 KiB WRITE sends far more than one packet before the first ACK comes back,
  * where a QP of an NSCC profile with a one-packet window (max_cwnd 4096) sends one or two.
  *
+ * EV probes (mrc_ctl_ep_batch_send_wait): req_tc is the probes' DSCP on the wire, and the
+ * answers carry the peer's service time (adj_svc_time).
+ *
  * Exit 1 if a check failed, 77 (skipped) if all passed but the wire checks could not run.
  */
 #define _GNU_SOURCE
@@ -566,6 +569,43 @@ int main(void)
 		      before_ack[0]);
 		CHECK(before_ack[1] >= 1 && before_ack[1] <= 2,
 		      "NSCC with a one-packet window: %d data packets before the first ACK", before_ack[1]);
+	}
+
+	/* ---- EV probes: req_tc on the wire, service time taken out ----------------------- */
+	step = "EV probes";
+	union ibv_gid gid;
+	REQUIRE(ibv_query_gid(vctx, 1, 0, &gid) == 0, "ibv_query_gid");
+	struct mrc_ctl_ep_req preq[2];
+	struct mrc_ctl_ep_rsp prsp[2];
+	memset(preq, 0, sizeof preq);
+	for (int i = 0; i < 2; i++) {
+		preq[i].req_id = (uint16_t)(50 + i);
+		preq[i].sgid = gid;
+		preq[i].dgid = gid;
+		preq[i].ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
+		preq[i].req_ev = aut[i].ev;
+	}
+	for (int tc = 0; tc <= 46; tc += 46) { /* the socket's, then EF */
+		if (cap >= 0)
+			cap_read(cap, NULL);
+		int nrsp = -1;
+		const double t0 = now_ms();
+		EXPECT_OK(mrc_ctl_ep_batch_send_wait(ctl, (uint8_t)tc, MRC_CTL_EP_OP_EV_PROBE, preq, 2,
+						     500000000u, prsp, &nrsp));
+		const double call_ns = (now_ms() - t0) * 1e6;
+		CHECK(nrsp == 2, "%d of 2 probes answered", nrsp);
+		for (int r = 0; r < nrsp && r < 2; r++)
+			CHECK(prsp[r].adj_svc_time == 1 && prsp[r].rtt > 0 && prsp[r].rtt <= call_ns,
+			      "probe answer %u: adj_svc_time %u, rtt %u ns in a %.0f ns call",
+			      prsp[r].req_id, prsp[r].adj_svc_time, prsp[r].rtt, call_ns);
+		if (cap >= 0) {
+			struct seen s = { 0 };
+			cap_read(cap, &s);
+			/* DSCP req_tc, ECN ECT(0) as every MRC datagram */
+		CHECK(s.probes >= 2 && s.probe_tclass == (tc << 2 | 2),
+		      "req_tc %d: %d probes seen, traffic class 0x%x (want 0x%x)", tc, s.probes,
+		      s.probe_tclass, tc << 2 | 2);
+		}
 	}
 
 	/* ---- Teardown ------------------------------------------------------------------- */

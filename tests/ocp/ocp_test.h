@@ -116,6 +116,7 @@ struct seen {
 	int data_plane1; /* ... of them from plane 1's socket */
 	int wrong_plane; /* data whose EV names another plane than the socket it left from */
 	int probes;      /* MRC probes */
+	int probe_tclass; /* the IPv6 traffic class of the last probe */
 	int acks;        /* MRC ACKs */
 	int data_before_ack; /* data packets captured before the first ACK */
 	uint32_t evs[64];
@@ -158,8 +159,10 @@ static inline void cap_read(int fd, struct seen *s)
 		if ((sport != port0 && sport != port0 + 1) || (dport != port0 && dport != port0 + 1))
 			continue;
 		uint32_t ev = (uint32_t)mrc[12] << 24 | (uint32_t)mrc[13] << 16 | mrc[14] << 8 | mrc[15];
-		if (mrc[1] == 32)
+		if (mrc[1] == 32) {
 			s->probes++;
+			s->probe_tclass = (b[0] & 0x0f) << 4 | b[1] >> 4;
+		}
 		if (mrc[1] == 16)
 			s->acks++;
 		if (mrc[1] != 1 && mrc[1] != 2)

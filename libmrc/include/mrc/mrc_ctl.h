@@ -587,9 +587,11 @@ struct mrc_ctl_ep_rsp {
  * libmrc: an EV probe is a PROBE to QP 0 on req_ev's path to dgid's host
  * (any host of the fabric, or any address in direct mode: no QP on either
  * side), answered by that host's libmrc on the same path; rtt is the round
- * trip by this host's clock (adj_svc_time 0: no service time is reported).
- * A dgid that names no reachable host is EINVAL. req_tc is checked (0..63)
- * but not applied. PORT_STATUS_UPDATE fails with EOPNOTSUPP.
+ * trip by this host's clock less the peer's service time (from its driver
+ * reading the probe to sending the answer, which the answer carries;
+ * adj_svc_time 1 when the peer reported one). A dgid that names no
+ * reachable host is EINVAL. req_tc (0..63) is the DSCP of the probes
+ * (IPV6_TCLASS on each). PORT_STATUS_UPDATE fails with EOPNOTSUPP.
  *
  * Returns 0 when every request was answered; -1 with errno
  * ETIMEDOUT when some were not (rsp and *num_rsp still hold those that

@@ -1112,7 +1112,8 @@ int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
   const uint32_t token = drv.with_probes([&](io::Probes& pr) {
     const uint32_t t = pr.open();
     for (size_t i = 0; i < path.size(); ++i)
-      if (!pr.send(drv.now(), t, peer[i], path[i], static_cast<uint32_t>(i))) {
+      if (!pr.send(drv.now(), t, peer[i], path[i], static_cast<uint32_t>(i),
+                   static_cast<uint8_t>(req_tc << 2))) {
         answered[i] = true;  // nothing to wait for
         ++unsent;
       }
@@ -1131,9 +1132,10 @@ int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
       out = mrc_ctl_ep_rsp{};
       out.req_id = req[r.seq].req_id;
       out.port = static_cast<uint8_t>(r.path.plane + 1);
+      // The peer's service time (reading the probe to answering it) taken out, when it said.
       out.rtt = static_cast<unsigned>(
-          std::clamp<int64_t>(r.rtt.count(), 1, static_cast<int64_t>(UINT_MAX)));
-      out.adj_svc_time = 0;  // the peer reports no service time: raw RTT
+          std::clamp<int64_t>((r.rtt - r.svc).count(), 1, static_cast<int64_t>(UINT_MAX)));
+      out.adj_svc_time = r.svc > engine::Duration{0} ? 1 : 0;
     }
     if (n + unsent == num_req || drv.now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(20));
