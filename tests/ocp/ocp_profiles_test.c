@@ -66,9 +66,10 @@ static unsigned char *buf_a, *buf_b;
 static struct ibv_mr *mr_a, *mr_b;
 static struct mrc_cq *cq;
 
-/* Two MRC QPs of `app` on EV profile `profile` (and CC profile `cc_profile` unless 0), connected to each other through ::1. */
+/* Two MRC QPs of `app` on EV profile `profile` (and CC profile `cc_profile` unless 0, the
+ * second with receive window `mpr_dest` x 128 PSNs unless 0), connected to each other through ::1. */
 static void connect_pair(struct mrc_context *app, uint64_t profile, uint64_t cc_profile,
-			 struct mrc_qp **qa, struct mrc_qp **qb)
+			 uint8_t mpr_dest, struct mrc_qp **qa, struct mrc_qp **qb)
 {
 	struct mrc_qp_init_attr qi;
 	memset(&qi, 0, sizeof qi);
@@ -109,8 +110,12 @@ static void connect_pair(struct mrc_context *app, uint64_t profile, uint64_t cc_
 		v.ah_attr.grh.hop_limit = 255;
 		v.ah_attr.port_num = 1;
 		v.dest_qp_num = qpn[1 - i];
+		struct mrc_qp_attr m;
+		memset(&m, 0, sizeof m);
+		m.mpr.mpr_dest = mpr_dest;
 		EXPECT_OK(mrc_modify_qp(q[i], &v, IBV_QP_STATE | IBV_QP_AV | IBV_QP_DEST_QPN |
-					IBV_QP_RQ_PSN | IBV_QP_PATH_MTU, NULL, 0));
+					IBV_QP_RQ_PSN | IBV_QP_PATH_MTU, &m,
+					i == 1 && mpr_dest ? MRC_QP_MPR_DEST : 0));
 	}
 	for (int i = 0; i < 2; i++) {
 		struct ibv_qp_attr v = { .qp_state = IBV_QPS_RTS };
@@ -361,7 +366,7 @@ int main(void)
 			strerror(errno));
 
 	struct mrc_qp *ga, *gb, *xa, *xb;
-	connect_pair(app, GEN, 0, &ga, &gb);
+	connect_pair(app, GEN, 0, 0, &ga, &gb);
 	if (cap >= 0)
 		cap_read(cap, NULL);
 	write_burst(ga, 32);
@@ -409,7 +414,7 @@ int main(void)
 		      gen_wire[0]);
 	}
 
-	connect_pair(app, EXPL, 0, &xa, &xb);
+	connect_pair(app, EXPL, 0, 0, &xa, &xb);
 	if (cap >= 0)
 		cap_read(cap, NULL);
 	write_burst(xa, 32);
@@ -464,7 +469,7 @@ int main(void)
 	struct mrc_cq *evq = mrc_ctl_create_ev_event_cq(ctl, 64, NULL, NULL, 0);
 	REQUIRE(evq, "mrc_ctl_create_ev_event_cq: errno %d", errno);
 	struct mrc_qp *aa, *ab;
-	connect_pair(app, AUTO, 0, &aa, &ab);
+	connect_pair(app, AUTO, 0, 0, &aa, &ab);
 	if (cap >= 0)
 		cap_read(cap, NULL);
 	write_burst(aa, 32);
@@ -544,8 +549,8 @@ int main(void)
 	EXPECT_OK(mrc_ctl_modify_cc_profile(ctl, CC_TINY, &cc, MRC_CTL_CC_PROFILE_STATE |
 					    MRC_CTL_CC_PROFILE_CONFIG));
 	struct mrc_qp *na, *nb, *ta, *tb;
-	connect_pair(app, AUTO, CC_NONE, &na, &nb);
-	connect_pair(app, AUTO, CC_TINY, &ta, &tb);
+	connect_pair(app, AUTO, CC_NONE, 0, &na, &nb);
+	connect_pair(app, AUTO, CC_TINY, 0, &ta, &tb);
 	int before_ack[2] = { -1, -1 };
 	struct mrc_qp *senders[2] = { na, ta };
 	for (int i = 0; i < 2; i++) {
@@ -570,6 +575,19 @@ int main(void)
 		CHECK(before_ack[1] >= 1 && before_ack[1] <= 2,
 		      "NSCC with a one-packet window: %d data packets before the first ACK", before_ack[1]);
 	}
+
+	/* ---- mpr_dest: the receiver's window ------------------------------------------- */
+	/* The window counts from the receiver's cumulative PSN, so on a loss-free loopback
+	 * nothing reaches past it (the engine's Limits.ReceiveWindow_* tests make the hole):
+	 * here, a sender with MPR 1024 completes into a receiver that takes 128 PSNs. */
+	step = "mpr_dest";
+	struct mrc_qp *wa, *wb;
+	connect_pair(app, AUTO, CC_NONE, 1, &wa, &wb);
+	struct mrc_qp_attr wq;
+	memset(&wq, 0, sizeof wq);
+	EXPECT_OK(mrc_query_qp(wb, NULL, 0, &wq, MRC_QP_MPR_DEST, NULL));
+	CHECK(wq.mpr.mpr_dest == 1, "mpr_dest %u", wq.mpr.mpr_dest);
+	write_burst(wa, 16); /* 1 MiB back to back: 256 packets */
 
 	/* ---- EV probes: req_tc on the wire, service time taken out ----------------------- */
 	step = "EV probes";
@@ -610,6 +628,8 @@ int main(void)
 
 	/* ---- Teardown ------------------------------------------------------------------- */
 	step = "teardown";
+	EXPECT_OK(mrc_destroy_qp(wa));
+	EXPECT_OK(mrc_destroy_qp(wb));
 	EXPECT_OK(mrc_destroy_qp(na));
 	EXPECT_OK(mrc_destroy_qp(nb));
 	EXPECT_OK(mrc_destroy_qp(ta));

@@ -871,6 +871,11 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
     ea.max_psn_range = uint32_t{next.mpr.mpr} * 128;
     ov.mask |= engine::attr::kMpr;
   }
+  // MPR_DEST: this QP's receive window, from RTR on (the engine NACKs PSNs past it).
+  if (live && (to_rtr || (mm & MRC_QP_MPR_DEST))) {
+    ea.max_psn_range_dest = uint32_t{next.mpr.mpr_dest} * 128;
+    ov.mask |= engine::attr::kMprDest;
+  }
   // The WRITE_WITH_IMM limits, enforced by the engine from RTR on (see engine::QpAttr).
   if (live && (to_rtr || (mm & (MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST)))) {
     ea.max_wimm = next.wimm.max_wimm;

@@ -511,6 +511,7 @@ void assign_attr(QpAttr& to, const QpAttr& from, uint32_t mask) {
   }
   if (mask & attr::kRnrRetry) to.rnr_retry = from.rnr_retry;
   if (mask & attr::kMpr) to.max_psn_range = from.max_psn_range;
+  if (mask & attr::kMprDest) to.max_psn_range_dest = from.max_psn_range_dest;
   if (mask & attr::kAccess) to.access = from.access;
   if (mask & attr::kWimm) {
     to.max_wimm = from.max_wimm;

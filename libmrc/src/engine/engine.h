@@ -82,6 +82,10 @@ struct QpAttr {
   uint8_t retry_cnt_exp = 0;       // then retries with doubling timeout, 0..25; 25 = forever
   uint8_t rnr_retry = 7;           // NO_RESOURCE retries; 7 = forever (verbs)
   uint32_t max_psn_range = 1024;   // MPR: most PSNs in flight (OCP: units of 128 PSNs)
+  // This QP's receive window (OCP mpr_dest x 128 PSNs): a data packet this many PSNs or more
+  // past the cumulative PSN is NACKed PSN_OUT_OF_WINDOW (the sender resends it later). 0, or
+  // above EngineConfig::recv_window: recv_window.
+  uint32_t max_psn_range_dest = 0;
   // WRITE_WITH_IMM limits of OCP MRC QPs (0 = none, as verbs has). As requester: most
   // WRITE_WITH_IMMs posted and not yet complete (post_send refuses one more). As responder:
   // most it holds at once (arrived, receive not yet completed); a peer that sends past it
@@ -125,6 +129,7 @@ inline constexpr uint32_t kLocalToken = 1u << 12;  // replaces QpInit::local_tok
 inline constexpr uint32_t kWimm = 1u << 13;        // max_wimm, max_wimm_dest
 inline constexpr uint32_t kAccess = 1u << 14;      // access
 inline constexpr uint32_t kCcRates = 1u << 15;     // cc_rates
+inline constexpr uint32_t kMprDest = 1u << 16;     // max_psn_range_dest
 }  // namespace attr
 
 /// Copies the fields `mask` names (attr::k*) from `from` into `to`; the others stay. kState
