@@ -174,6 +174,20 @@ static int ev_op(struct mrc_context *ctl, uint64_t id, int op, struct mrc_ctl_ev
 		     : mrc_ctl_modify_ev_profile(ctl, id, &a, MRC_CTL_EV_PROFILE_EV_OP);
 }
 
+/* write_burst(qp, count) with what lo carried meanwhile in *s; 0 (and *s empty) without a
+ * capture. */
+static int burst_seen(struct mrc_qp *qp, int count, int cap, struct seen *s)
+{
+	memset(s, 0, sizeof *s);
+	if (cap >= 0)
+		cap_read(cap, NULL);
+	write_burst(qp, count);
+	if (cap < 0)
+		return 0;
+	cap_read(cap, s);
+	return 1;
+}
+
 static int modify_ev(struct mrc_context *ctl, uint64_t id, struct mrc_ctl_ev_profile_attr *a,
 		     int mask)
 {
@@ -182,22 +196,11 @@ static int modify_ev(struct mrc_context *ctl, uint64_t id, struct mrc_ctl_ev_pro
 
 int main(void)
 {
-	signal(SIGALRM, watchdog);
-	alarm(60);
-	const char *port_env = getenv("MRC_PORT");
-	const char *planes_env = getenv("MRC_PLANES");
-	REQUIRE(port_env && planes_env && strcmp(planes_env, "::1,::1") == 0,
-		"run with MRC_PLANES=::1,::1 and MRC_PORT set (ctest does)");
-	port0 = atoi(port_env);
+	start_loopback_test();
 
 	step = "device";
-	int ndev = 0;
-	struct ibv_device **list = ibv_get_device_list(&ndev);
-	REQUIRE(list && ndev >= 1, "no verbs device (is the verbs shim linked?)");
-	for (int i = 0; i < ndev && !vctx; i++)
-		if (strcmp(ibv_get_device_name(list[i]), "mrc0") == 0)
-			vctx = ibv_open_device(list[i]);
-	REQUIRE(vctx, "mrc0 did not open");
+	struct ibv_device **list;
+	vctx = open_mrc0(&list);
 	struct mrc_ctl_device_attr ca;
 	EXPECT_OK(mrc_ctl_query_device(vctx, &ca));
 	/* mrc_ctl_gen_ev.md: "the MRC_CTL_EV_MODE_GEN mode must be supported by the device" */
@@ -361,18 +364,14 @@ int main(void)
 	cq = mrc_create_cq(app, 256, NULL, NULL, 0);
 	REQUIRE(mr_a && mr_b && cq, "MRs and CQ");
 	int cap = cap_open();
+	struct seen s; /* what lo carried during the last burst_seen */
 	if (cap < 0)
 		fprintf(stderr, "note: no AF_PACKET socket (%s): wire checks skipped (run as root)\n",
 			strerror(errno));
 
 	struct mrc_qp *ga, *gb, *xa, *xb;
 	connect_pair(app, GEN, 0, 0, &ga, &gb);
-	if (cap >= 0)
-		cap_read(cap, NULL);
-	write_burst(ga, 32);
-	if (cap >= 0) {
-		struct seen s = { 0 };
-		cap_read(cap, &s);
+	if (burst_seen(ga, 32, cap, &s)) {
 		CHECK(s.data > 0 && s.data_plane1 > 0, "GEN: %d data packets, %d on plane 1", s.data,
 		      s.data_plane1);
 		for (int k = 0; k < s.nevs; k++) {
@@ -404,23 +403,13 @@ int main(void)
 	ea.ev_op.entries = &deny;
 	ea.ev_op.entry_count = 1;
 	EXPECT_OK(modify_ev(ctl, GEN, &ea, MRC_CTL_EV_PROFILE_EV_OP));
-	if (cap >= 0)
-		cap_read(cap, NULL);
-	write_burst(ga, 32);
-	if (cap >= 0) {
-		struct seen s = { 0 };
-		cap_read(cap, &s);
+	if (burst_seen(ga, 32, cap, &s)) {
 		CHECK(s.data > 0 && !seen_ev(&s, gen_wire[0]), "GEN: data on the DENIED EV 0x%x",
 		      gen_wire[0]);
 	}
 
 	connect_pair(app, EXPL, 0, 0, &xa, &xb);
-	if (cap >= 0)
-		cap_read(cap, NULL);
-	write_burst(xa, 32);
-	if (cap >= 0) {
-		struct seen s = { 0 };
-		cap_read(cap, &s);
+	if (burst_seen(xa, 32, cap, &s)) {
 		CHECK(s.nevs == 2 && seen_ev(&s, 0x1a24) && seen_ev(&s, 1u << 16 | 0x172f),
 		      "EXP with fields: data on %d EVs (0x%x ...), want 0x1a24 and 0x1172f", s.nevs,
 		      s.nevs ? s.evs[0] : 0);
@@ -470,12 +459,7 @@ int main(void)
 	REQUIRE(evq, "mrc_ctl_create_ev_event_cq: errno %d", errno);
 	struct mrc_qp *aa, *ab;
 	connect_pair(app, AUTO, 0, 0, &aa, &ab);
-	if (cap >= 0)
-		cap_read(cap, NULL);
-	write_burst(aa, 32);
-	if (cap >= 0) {
-		struct seen s = { 0 };
-		cap_read(cap, &s);
+	if (burst_seen(aa, 32, cap, &s)) {
 		for (int k = 0; k < s.nevs; k++) {
 			int ok = 0;
 			for (int i = 0; i < nauto; i++)
@@ -495,12 +479,7 @@ int main(void)
 	EXPECT_OK(ev_op(ctl, AUTO, MRC_CTL_EV_OP_MODIFY_EV_STATE, &d0, 1, 0));
 	CHECK(ev_op(ctl, AUTO, MRC_CTL_EV_OP_QUERY_EV_STATE, &q0, 1, 1) == 0 && q0.state == MRC_CTL_EV_DENIED,
 	      "AUTO EV 0 denied: state %d", q0.state);
-	if (cap >= 0)
-		cap_read(cap, NULL);
-	write_burst(aa, 32);
-	if (cap >= 0) {
-		struct seen s = { 0 };
-		cap_read(cap, &s);
+	if (burst_seen(aa, 32, cap, &s)) {
 		CHECK(s.data > 0 && !seen_ev(&s, auto_wire(&aut[0].ev)), "AUTO: data on the DENIED EV 0x%x",
 		      auto_wire(&aut[0].ev));
 	}
@@ -518,12 +497,8 @@ int main(void)
 
 	/* ---- CC profile without an algorithm: no congestion control ------------------------ */
 	step = "CC profile without an algorithm";
-	struct mrc_ctl_cc_nscc_cfg tiny = {
-		.disable_qa = 0, .adjust_bytes_threshold = 32768, .adjust_period_threshold = 12000,
-		.base_rtt = 12000, .eta = 614.4f, .fi = 20480, .fi_scale = 0.25f, .gamma = 0.8f,
-		.max_md_jump = 0.5f, .max_cwnd = 4096, .qa_gate = 3, .qa_threshold = 36000,
-		.target_delay = 9000,
-	};
+	struct mrc_ctl_cc_nscc_cfg tiny = nscc_defaults();
+	tiny.max_cwnd = 4096; /* one packet */
 	struct mrc_ctl_cc_profile_attr cc;
 	memset(&cc, 0, sizeof cc);
 	cc.profile_state = MRC_CTL_PROFILE_OFFLINE;
@@ -554,12 +529,8 @@ int main(void)
 	int before_ack[2] = { -1, -1 };
 	struct mrc_qp *senders[2] = { na, ta };
 	for (int i = 0; i < 2; i++) {
-		if (cap >= 0)
-			cap_read(cap, NULL);
-		write_burst(senders[i], 4); /* 4 x 64 KiB back to back: 64 packets */
-		if (cap >= 0) {
-			struct seen s = { 0 };
-			cap_read(cap, &s);
+		/* 4 x 64 KiB back to back: 64 packets */
+		if (burst_seen(senders[i], 4, cap, &s)) {
 			before_ack[i] = s.data_before_ack;
 			/* Both pairs connected after the DENY of AUTO EV 0: it stays out of use. */
 			CHECK(s.data > 0 && !seen_ev(&s, auto_wire(&aut[0].ev)),
@@ -617,33 +588,24 @@ int main(void)
 			      "probe answer %u: adj_svc_time %u, rtt %u ns in a %.0f ns call",
 			      prsp[r].req_id, prsp[r].adj_svc_time, prsp[r].rtt, call_ns);
 		if (cap >= 0) {
-			struct seen s = { 0 };
+			memset(&s, 0, sizeof s);
 			cap_read(cap, &s);
 			/* DSCP req_tc, ECN ECT(0) as every MRC datagram */
-		CHECK(s.probes >= 2 && s.probe_tclass == (tc << 2 | 2),
-		      "req_tc %d: %d probes seen, traffic class 0x%x (want 0x%x)", tc, s.probes,
-		      s.probe_tclass, tc << 2 | 2);
+			CHECK(s.probes >= 2 && s.probe_tclass == (tc << 2 | 2),
+			      "req_tc %d: %d probes seen, traffic class 0x%x (want 0x%x)", tc,
+			      s.probes, s.probe_tclass, tc << 2 | 2);
 		}
 	}
 
 	/* ---- Teardown ------------------------------------------------------------------- */
 	step = "teardown";
-	EXPECT_OK(mrc_destroy_qp(wa));
-	EXPECT_OK(mrc_destroy_qp(wb));
-	EXPECT_OK(mrc_destroy_qp(na));
-	EXPECT_OK(mrc_destroy_qp(nb));
-	EXPECT_OK(mrc_destroy_qp(ta));
-	EXPECT_OK(mrc_destroy_qp(tb));
+	struct mrc_qp *pairs[] = { wa, wb, na, nb, ta, tb, aa, ab, ga, gb, xa, xb };
+	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+		EXPECT_OK(mrc_destroy_qp(pairs[i]));
 	struct mrc_ctl_cc_profile_attr ccoff = { .profile_state = MRC_CTL_PROFILE_OFFLINE };
 	EXPECT_OK(mrc_ctl_modify_cc_profile(ctl, CC_NONE, &ccoff, MRC_CTL_CC_PROFILE_STATE));
 	EXPECT_OK(mrc_ctl_modify_cc_profile(ctl, CC_TINY, &ccoff, MRC_CTL_CC_PROFILE_STATE));
-	EXPECT_OK(mrc_destroy_qp(aa));
-	EXPECT_OK(mrc_destroy_qp(ab));
 	EXPECT_OK(mrc_destroy_cq(evq));
-	EXPECT_OK(mrc_destroy_qp(ga));
-	EXPECT_OK(mrc_destroy_qp(gb));
-	EXPECT_OK(mrc_destroy_qp(xa));
-	EXPECT_OK(mrc_destroy_qp(xb));
 	struct mrc_ctl_ev_profile_attr off = { .profile_state = MRC_CTL_PROFILE_OFFLINE };
 	EXPECT_OK(modify_ev(ctl, GEN, &off, MRC_CTL_EV_PROFILE_STATE));
 	EXPECT_OK(modify_ev(ctl, EXPL, &off, MRC_CTL_EV_PROFILE_STATE));
@@ -665,15 +627,5 @@ int main(void)
 	ibv_free_device_list(list);
 	free(buf_a);
 	free(buf_b);
-	if (failures) {
-		fprintf(stderr, "ocp_profiles_test: %d check(s) failed\n", failures);
-		return 1;
-	}
-	if (cap < 0) {
-		printf("ocp_profiles_test: SKIPPED: the wire checks need an AF_PACKET socket (root); "
-		       "every other check passed\n");
-		return SKIP_EXIT;
-	}
-	printf("ocp_profiles_test: all checks passed\n");
-	return 0;
+	return finish("ocp_profiles_test", cap);
 }

@@ -13,6 +13,7 @@
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <infiniband/verbs.h>
 
 #include <mrc/mrc_ctl.h>
 
@@ -187,6 +190,62 @@ static inline int seen_ev(const struct seen *s, uint32_t ev)
 	for (int k = 0; k < s->nevs; k++)
 		if (s->evs[k] == ev)
 			return 1;
+	return 0;
+}
+
+/* NSCC settings for a CC profile: the UEC defaults for 100 Gb/s and a 12 us base RTT. */
+static inline struct mrc_ctl_cc_nscc_cfg nscc_defaults(void)
+{
+	struct mrc_ctl_cc_nscc_cfg c = {
+		.disable_qa = 0, .adjust_bytes_threshold = 32768, .adjust_period_threshold = 12000,
+		.base_rtt = 12000, .eta = 614.4f, .fi = 20480, .fi_scale = 0.25f, .gamma = 0.8f,
+		.max_md_jump = 0.5f, .max_cwnd = 225000, .qa_gate = 3, .qa_threshold = 36000,
+		.target_delay = 9000,
+	};
+	return c;
+}
+
+/* Arms the watchdog (60 s) and reads the loopback planes' environment (port0). */
+static inline void start_loopback_test(void)
+{
+	signal(SIGALRM, watchdog);
+	alarm(60);
+	const char *port_env = getenv("MRC_PORT");
+	const char *planes_env = getenv("MRC_PLANES");
+	REQUIRE(port_env && planes_env && strcmp(planes_env, "::1,::1") == 0,
+		"run with MRC_PLANES=::1,::1 and MRC_PORT set (ctest does)");
+	port0 = atoi(port_env);
+}
+
+/* Opens mrc0 (the verbs shim's device); *list is the device list, for ibv_free_device_list. */
+static inline struct ibv_context *open_mrc0(struct ibv_device ***list)
+{
+	int ndev = 0;
+	*list = ibv_get_device_list(&ndev);
+	REQUIRE(*list && ndev >= 1, "no verbs device (is the verbs shim linked?)");
+	struct ibv_context *vctx = NULL;
+	for (int i = 0; i < ndev && !vctx; i++)
+		if (strcmp(ibv_get_device_name((*list)[i]), "mrc0") == 0)
+			vctx = ibv_open_device((*list)[i]);
+	REQUIRE(vctx, "mrc0 did not open");
+	return vctx;
+}
+
+/* The exit status of test `name`: 1 if a check failed; SKIP_EXIT if every check passed but
+ * the wire checks did not run (`cap` < 0: no capture; not a pass, ctest reports it as
+ * skipped); else 0. */
+static inline int finish(const char *name, int cap)
+{
+	if (failures) {
+		fprintf(stderr, "%s: %d check(s) failed\n", name, failures);
+		return 1;
+	}
+	if (cap < 0) {
+		printf("%s: SKIPPED: the wire checks need an AF_PACKET socket (root); every other "
+		       "check passed\n", name);
+		return SKIP_EXIT;
+	}
+	printf("%s: all checks passed\n", name);
 	return 0;
 }
 
