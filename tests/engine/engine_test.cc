@@ -968,6 +968,30 @@ TEST(Engine, Cc_ProfileOnALiveQp) {
   EXPECT_FALSE(l.a.eng.cc_config(l.a.qpn));
 }
 
+// QpAttr::cc_off (an OCP CC profile without an algorithm): no window for that QP, with CC on
+// in EngineConfig; the writes still complete; turned back off, the QP gets its window again.
+TEST(Engine, Cc_OffForOneQp) {
+  EngineConfig cfg;
+  Loop l(1000, cfg);
+  ASSERT_TRUE(l.a.eng.cc_config(l.a.qpn));
+  QpAttr at;
+  at.cc_off = true;
+  at.cc = derived_cc(cfg, 4096, 50us);  // ignored while cc_off
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kCc).ok());
+  EXPECT_TRUE(l.a.eng.query_qp(l.a.qpn)->cc_off);
+  EXPECT_FALSE(l.a.eng.cc_config(l.a.qpn));
+  EXPECT_FALSE(l.a.eng.cc_stats(l.a.qpn));
+  EXPECT_TRUE(l.b.eng.cc_config(l.b.qpn));  // the peer keeps its own
+  for (int i = 0; i < 4; ++i) l.post_write(l.a, i, 0, 512 << 10, 0);
+  l.run();
+  EXPECT_EQ(l.poll(l.a).size(), 4u);
+  EXPECT_FALSE(l.a.eng.cc_stats(l.a.qpn));
+  at.cc_off = false;
+  at.cc.reset();
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kCc).ok());
+  EXPECT_TRUE(l.a.eng.cc_config(l.a.qpn));
+}
+
 // A packet that fills the last hole is ACKed at once, not after ack_delay: it may complete a
 // message whose last packet (the one that asks for an ACK) came first, and the receiving app
 // may see that completion and close its QP before a delayed ACK would leave. The sender then

@@ -520,6 +520,46 @@ std::vector<uint8_t> forged(const Loop& l, wire::Kind kind, uint32_t psn, uint32
   return d;
 }
 
+// QpAttr::max_psn_range_dest (OCP mpr_dest): one QP's receive window below the device's. A
+// PSN at its edge is NACKed PSN_OUT_OF_WINDOW; a sender whose MPR is larger still completes
+// (it resends what was refused), and the receiver never took a PSN past its window.
+TEST(Limits, ReceiveWindow_PerQpWindowBelowTheDevices) {
+  EngineConfig cfg;
+  Loop l(1000, cfg);
+  QpAttr at;
+  at.max_psn_range_dest = 128;
+  ASSERT_TRUE(l.b.eng.modify_qp(l.b.qpn, at, attr::kMprDest).ok());
+  EXPECT_EQ(l.b.eng.query_qp(l.b.qpn)->max_psn_range_dest, 128u);
+  l.b.eng.on_datagram(l.now, {}, forged(l, wire::Kind::kWrite, 1000 + 127, 100));
+  EXPECT_EQ(l.b.eng.stats().dropped(Drop::kPsnOutOfWindow), 0u);
+  l.b.eng.on_datagram(l.now, {}, forged(l, wire::Kind::kWrite, 1000 + 128, 100));
+  EXPECT_EQ(l.b.eng.stats().dropped(Drop::kPsnOutOfWindow), 1u);
+}
+
+// The window counts from the cumulative PSN: in order, nothing is ever past it; behind a hole
+// (the first packet lost once), what comes 32 PSNs or more after it is refused and resent.
+TEST(Limits, ReceiveWindow_SenderWithALargerMprStillCompletes) {
+  EngineConfig cfg;
+  cfg.congestion_control = false;  // the whole message at once
+  Loop l(1000, cfg);
+  QpAttr at;
+  at.max_psn_range_dest = 32;
+  ASSERT_TRUE(l.b.eng.modify_qp(l.b.qpn, at, attr::kMprDest).ok());
+  bool lost = false;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    auto p = wire::decode(std::span<const uint8_t>(d));
+    if (from == 0 && p.ok() && p->common.kind == wire::Kind::kWrite && !lost) {
+      lost = true;
+      return Loop::Verdict::kDrop;
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  l.post_write(l.a, 1, 0, 1 << 20, 0);  // 256 packets, sender MPR 1024
+  l.run();
+  EXPECT_EQ(l.poll(l.a).size(), 1u);
+  EXPECT_GT(l.b.eng.stats().dropped(Drop::kPsnOutOfWindow), 0u);
+}
+
 TEST(Limits, ReceiveWindow_PsnsPastTheWindowRefusedNotHeld) {
   EngineConfig cfg;
   cfg.recv_window = 1024;

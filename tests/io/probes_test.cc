@@ -34,7 +34,9 @@ wire::Packet decoded(std::span<const uint8_t> b) {
 // A Probes whose sends are kept, to be answered by hand.
 struct Captured {
   std::vector<std::vector<uint8_t>> sent;
-  Probes probes{[this](engine::PeerId, Path, std::span<const uint8_t> b) {
+  std::vector<uint8_t> tclass;
+  Probes probes{[this](engine::PeerId, Path, std::span<const uint8_t> b, uint8_t tc) {
+    tclass.push_back(tc);
     sent.emplace_back(b.begin(), b.end());
     return true;
   }};
@@ -45,9 +47,10 @@ TEST(Probes, Session_ReplyWithItsTokenKeptOthersDropped) {
   const uint32_t t1 = c.probes.open(), t2 = c.probes.open();
   EXPECT_NE(t1, 0u);
   EXPECT_NE(t1, t2);
-  ASSERT_TRUE(c.probes.send(Time{1'000'000}, t1, 0, Path{0x10200, 1}, 7));
+  ASSERT_TRUE(c.probes.send(Time{1'000'000}, t1, 0, Path{0x10200, 1}, 7, 0xb8));
   EXPECT_FALSE(c.probes.send(Time{1'000'000}, 12345, 0, Path{0x10200, 1}, 7));  // no session
   ASSERT_EQ(c.sent.size(), 1u);
+  EXPECT_EQ(c.tclass[0], 0xb8);  // its own traffic class (an OCP probe's req_tc, EF)
   const wire::Packet probe = decoded(c.sent[0]);
   EXPECT_EQ(probe.common.kind, wire::Kind::kProbe);
   EXPECT_EQ(probe.common.dst_qpn, 0u);
@@ -57,8 +60,9 @@ TEST(Probes, Session_ReplyWithItsTokenKeptOthersDropped) {
   ASSERT_TRUE(Probes::is_connectionless(probe));
 
   uint8_t buf[wire::kMaxHeaderSize];
-  const size_t n = Probes::build_answer(Time{5'000'000}, probe, true, buf);
+  const size_t n = Probes::build_answer(Time{5'000'000}, probe, true, buf, Duration{1500});
   const wire::Packet answer = decoded({buf, n});
+  EXPECT_EQ(answer.probe_reply.svc_ns, 1500u);  // the answerer's service time
   EXPECT_EQ(answer.common.kind, wire::Kind::kProbeReply);
   EXPECT_TRUE(Probes::is_connectionless(answer));
   EXPECT_EQ(answer.common.token, t1);
@@ -78,6 +82,7 @@ TEST(Probes, Session_ReplyWithItsTokenKeptOthersDropped) {
   EXPECT_EQ(got[0].path.ev, 0x10200u);
   EXPECT_EQ(got[0].path.plane, 1);
   EXPECT_EQ(got[0].rtt, Duration{250'000});
+  EXPECT_EQ(got[0].svc, Duration{1500});
   EXPECT_TRUE(got[0].ecn);
   EXPECT_TRUE(c.probes.take(t1).empty());  // taken once
   EXPECT_TRUE(c.probes.take(t2).empty());

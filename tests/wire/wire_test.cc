@@ -151,6 +151,7 @@ Packet distinctive_packet(Kind kind) {
   p.probe_reply.echo_ev = 0xE0E1E2E3;
   p.probe_reply.probe_flags = ack_flag::kEcnEcho;
   p.probe_reply.echo_ts = 0xCAFEBABEDEADBEEFull;
+  p.probe_reply.svc_ns = 0xABCDEF;
   return p;
 }
 
@@ -212,6 +213,7 @@ void expect_same_fields(const Packet& want, const Packet& got) {
     EXPECT_EQ(got.probe_reply.echo_ev, want.probe_reply.echo_ev);
     EXPECT_EQ(got.probe_reply.probe_flags, want.probe_reply.probe_flags);
     EXPECT_EQ(got.probe_reply.echo_ts, want.probe_reply.echo_ts);
+    EXPECT_EQ(got.probe_reply.svc_ns, want.probe_reply.svc_ns);
   }
 }
 

@@ -93,7 +93,7 @@ wire::Packet packet_of(wire::Kind kind, uint32_t salt) {
   p.ack.ack_flags = wire::ack_flag::kEcnEcho;
   p.ack.sack = {0x5ull, 0, 0x8000000000000000ull, 0x1ull};
   p.nack = {77, 78, 0x00020100, wire::NackReason::kNoResource, 0x0A0B0C0D0E0F1011ull};
-  p.probe_reply = {0x00010305, wire::ack_flag::kEcnEcho, 0x7777666655554444ull};
+  p.probe_reply = {0x00010305, wire::ack_flag::kEcnEcho, 0x7777666655554444ull, 0x123456};
   p.addr.target_qpn = 900;
   p.addr.src_qpn = 901;
   if (kind == wire::Kind::kAddrReply) {
@@ -212,6 +212,7 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
                                            "mrc.nack.psn",
                                            "mrc.nack.reason",
                                            "mrc.probe_reply.flags",
+                                           "mrc.probe_reply.svc_ns",
                                            "mrc.addr.target_qpn",
                                            "mrc.addr.planes",
                                            "mrc.addr.address",
@@ -281,6 +282,7 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
       EXPECT_EQ(one(r, "mrc.echo_ev"), hex(p.probe_reply.echo_ev, 8));
       EXPECT_EQ(one(r, "mrc.probe_reply.flags"), hex(p.probe_reply.probe_flags, 2));
       EXPECT_EQ(one(r, "mrc.echo_ts"), dec(p.probe_reply.echo_ts));
+      EXPECT_EQ(one(r, "mrc.probe_reply.svc_ns"), dec(p.probe_reply.svc_ns));
     } else if (k == wire::Kind::kAddrQuery || k == wire::Kind::kAddrReply) {
       EXPECT_EQ(one(r, "mrc.addr.target_qpn"), dec(p.addr.target_qpn));
       EXPECT_EQ(one(r, "mrc.src_qpn"), dec(p.addr.src_qpn));

@@ -103,6 +103,7 @@ local F = {
   reason = ProtoField.uint8("mrc.nack.reason", "Reason", base.HEX, NACK_REASON),
   -- PROBE_REPLY
   probe_flags = ProtoField.uint8("mrc.probe_reply.flags", "Probe flags", base.HEX),
+  svc_ns = ProtoField.uint24("mrc.probe_reply.svc_ns", "Answerer service time (ns)", base.DEC),
   -- ADDR_QUERY / ADDR_REPLY
   target_qpn = ProtoField.uint32("mrc.addr.target_qpn", "Target QPN", base.DEC),
   planes = ProtoField.uint8("mrc.addr.planes", "Planes", base.DEC),
@@ -597,7 +598,7 @@ local function dissect_one(tvb, pinfo, root, o)
       add_ev(tree, F.echo_ev, tvb(x, 4))
       local pf = tree:add(F.probe_flags, tvb(x + 4, 1))
       pf:add(F.ecn_echo, tvb(x + 4, 1))
-      tree:add(F.reserved, tvb(x + 5, 3))
+      tree:add(F.svc_ns, tvb(x + 5, 3))
       tree:add(F.echo_ts, tvb(x + 8, 8))
     elseif kind == 34 or kind == 35 then
       tree:add(F.target_qpn, tvb(x, 4))

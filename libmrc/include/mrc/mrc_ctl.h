@@ -402,9 +402,15 @@ struct mrc_ctl_ev_profile_attr {
  * an EV out of use on every QP of the profile at once (DENY); GOOD returns
  * it, after a probe. Entries are applied in order; the first failing one
  * stops the call. REPLACE_EV on an ONLINE profile gives its connected QPs
- * the new EV set (their EV states start over). libmrc has AUTO (its own
- * EVs per QP) and EXP profiles; GEN and field operations fail with
- * EOPNOTSUPP, EV operations on AUTO profiles with EINVAL. Returns 0, or -1
+ * the new EV set (their EV states start over). Fields (MODIFY_FIELDS) follow
+ * the expansion rules above; an EXP profile without fields takes its EVs as
+ * its format's bits. A GEN profile's ev_count EVs are generated once its
+ * mode, format (ONLINE), count and fields are set, spread over the ports
+ * (EV i on port i % ports + 1), field 0's value varying fastest from
+ * min_val; REPLACE_EV on it is EINVAL, MODIFY_EV_STATE works as on EXP.
+ * An AUTO profile's EV array is the device's own EVs (16 bits each, on
+ * their port); MODIFY_EV_STATE works on them as on EXP, REPLACE_EV is
+ * EINVAL. Returns 0, or -1
  * with errno: EINVAL, E2BIG (array larger than the device allows), ENOENT
  * (EV not in the profile), EBUSY (QPs use the profile and the change needs
  * it OFFLINE), EOPNOTSUPP.
@@ -445,8 +451,9 @@ struct mrc_ctl_cc_profile_attr {
 	enum mrc_ctl_profile_state cur_profile_state; /* state now (query) */
 
 	/* One of mrc_ctl_device_attr.cc.algorithms ("uet-1.0-nscc"), or
-	 * NULL for no congestion control (libmrc: EOPNOTSUPP, NSCC runs on
-	 * every QP). */
+	 * NULL for no congestion control: the profile's QPs run without a
+	 * window (only the PSN range, MPR, bounds what is in flight); such a
+	 * profile takes no CONFIG and goes ONLINE without one. */
 	const char *algorithm;
 
 	/* The algorithm's settings: struct mrc_ctl_cc_nscc_cfg for NSCC. */
@@ -477,9 +484,10 @@ struct mrc_ctl_cc_nscc_cfg {
 
 /*
  * Configures a CC profile and moves it through its life cycle (to OFFLINE
- * needs ALGORITHM, to ONLINE needs CONFIG). CONFIG on an ONLINE profile
- * retunes every QP using it. Returns 0, or -1 with errno (EINVAL for an
- * unknown algorithm or out-of-range setting, EBUSY).
+ * needs ALGORITHM, to ONLINE needs CONFIG unless the algorithm is NULL).
+ * CONFIG on an ONLINE profile retunes every QP using it. Returns 0, or -1
+ * with errno (EINVAL for an unknown algorithm or out-of-range setting,
+ * EBUSY).
  */
 int mrc_ctl_modify_cc_profile(struct mrc_context *mrc_ctx,
 			      uint64_t cc_profile_id,
@@ -513,8 +521,9 @@ struct mrc_ctl_ev_event {
 /*
  * Creates an EV event CQ of at least `cqe` events. State changes of the
  * EVs of every EV profile, for the states in that profile's event mask,
- * land there (in libmrc one event per connected QP of the profile whose
- * copy of the EV changes state); when full, new events are
+ * land there, one per change of the EV's profile-wide state (the worst of
+ * the copies the profile's QPs hold: GOOD < ASSUMED_BAD < DENIED), not one
+ * per QP copy; when full, new events are
  * counted in the next event's drop_count instead of overrunning. With a
  * `channel`, mrc_req_notify_cq / mrc_get_cq_event work on it as on any CQ.
  * Destroy it with mrc_destroy_cq(). Returns NULL with errno on failure.
@@ -578,9 +587,11 @@ struct mrc_ctl_ep_rsp {
  * libmrc: an EV probe is a PROBE to QP 0 on req_ev's path to dgid's host
  * (any host of the fabric, or any address in direct mode: no QP on either
  * side), answered by that host's libmrc on the same path; rtt is the round
- * trip by this host's clock (adj_svc_time 0: no service time is reported).
- * A dgid that names no reachable host is EINVAL. req_tc is checked (0..63)
- * but not applied. PORT_STATUS_UPDATE fails with EOPNOTSUPP.
+ * trip by this host's clock less the peer's service time (from its driver
+ * reading the probe to sending the answer, which the answer carries;
+ * adj_svc_time 1 when the peer reported one). A dgid that names no
+ * reachable host is EINVAL. req_tc (0..63) is the DSCP of the probes
+ * (IPV6_TCLASS on each). PORT_STATUS_UPDATE fails with EOPNOTSUPP.
  *
  * Returns 0 when every request was answered; -1 with errno
  * ETIMEDOUT when some were not (rsp and *num_rsp still hold those that

@@ -146,20 +146,48 @@ void on_engine_event(mrc_context* ctx, const engine::Event& e) {
   if (e.type != engine::EventType::kEvState || e.from == e.to || !qp->ev_profile) return;
   auto p = c.ev.find(*qp->ev_profile);
   if (p == c.ev.end()) return;
-  const auto to = static_cast<engine::EvState>(e.to);
+  mrc_ctl_ev_event out{};
+  out.profile_id = p->first;
+  if (p->second.mode == MRC_CTL_EV_MODE_AUTO) {
+    out.ev = auto_ev(engine::Path{e.ev, e.plane});
+  } else {
+    const EvSlot* slot = nullptr;
+    for (const EvSlot& s : p->second.slots)
+      if (s.populated && s.path.ev == e.ev && s.path.plane == e.plane) slot = &s;
+    if (!slot) return;
+    out.ev = slot->ev;
+  }
+  // One event per profile-wide change: this QP's copy changes, and the worst state over the
+  // profile's copies (GOOD < ASSUMED_BAD < DENIED) is reported when it moves.
+  std::lock_guard l2(ctx->mu);
+  auto& copies = ctx->ev_copies[{p->first, e.plane, e.ev}];
+  auto worst = [&] {
+    uint8_t w = static_cast<uint8_t>(engine::EvState::kGood);
+    for (auto it = copies.begin(); it != copies.end();) {
+      if (!p->second.qpns.count(it->first)) {  // a QP that left the profile
+        it = copies.erase(it);
+        continue;
+      }
+      w = std::max(w, it->second);
+      ++it;
+    }
+    return static_cast<engine::EvState>(w);
+  };
+  static_assert(engine::EvState::kGood < engine::EvState::kAssumedBad &&
+                engine::EvState::kAssumedBad < engine::EvState::kDenied);
+  const engine::EvState before = worst();
+  if (static_cast<engine::EvState>(e.to) == engine::EvState::kGood)
+    copies.erase(e.qpn);
+  else
+    copies[e.qpn] = e.to;
+  const engine::EvState to = worst();
+  if (copies.empty()) ctx->ev_copies.erase({p->first, e.plane, e.ev});
+  if (to == before) return;
   const int state = to == engine::EvState::kGood         ? MRC_CTL_EV_GOOD
                     : to == engine::EvState::kAssumedBad ? MRC_CTL_EV_ASSUMED_BAD
                                                          : MRC_CTL_EV_DENIED;
   if (!(p->second.event_mask & state)) return;
-  const EvSlot* slot = nullptr;
-  for (const EvSlot& s : p->second.slots)
-    if (s.populated && s.path.ev == e.ev && s.path.plane == e.plane) slot = &s;
-  if (!slot) return;
-  mrc_ctl_ev_event out{};
-  out.profile_id = p->first;
-  out.ev = slot->ev;
   out.state = static_cast<mrc_ctl_ev_state>(state);
-  std::lock_guard l2(ctx->mu);
   for (mrc_cq* cq : ctx->cqs) {
     if (!cq->ev_events) continue;
     std::lock_guard l3(cq->mu);
@@ -769,6 +797,7 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
   // NSCC constants from its CC profile. One look under the controller's lock.
   std::vector<engine::Path> profile_evs;
   std::optional<engine::NsccConfig> profile_cc;
+  bool profile_cc_off = false;  // its CC profile's algorithm is NULL: no congestion control
   {
     Controller& c = controller();
     std::lock_guard lock(c.mu);
@@ -791,7 +820,11 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
                     static_cast<unsigned long long>(*ev_profile));
       profile_evs = profile_paths(it->second);
     }
-    if (to_rtr && cc_profile) profile_cc = cc_config(c, *cc_profile);
+    if (to_rtr && cc_profile) {
+      auto it = c.cc.find(*cc_profile);
+      profile_cc_off = it != c.cc.end() && it->second.no_cc;
+      profile_cc = cc_config(c, *cc_profile);
+    }
   }
 
   // The plan: the verbs attributes, and the MRC ones as engine attributes that the verbs
@@ -809,7 +842,10 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
       ea.paths = std::move(profile_evs);
       ov.mask |= engine::attr::kPaths;
     }
-    if (profile_cc) {
+    if (profile_cc_off) {
+      ea.cc_off = true;
+      ov.mask |= engine::attr::kCc;
+    } else if (profile_cc) {
       ea.cc = profile_cc;
       ov.mask |= engine::attr::kCc;
     }
@@ -834,6 +870,11 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
   if (to_rtr || (live && (mm & MRC_QP_MPR) && next.mpr.mpr != qp->attr.mpr.mpr)) {
     ea.max_psn_range = uint32_t{next.mpr.mpr} * 128;
     ov.mask |= engine::attr::kMpr;
+  }
+  // MPR_DEST: this QP's receive window, from RTR on (the engine NACKs PSNs past it).
+  if (live && (to_rtr || (mm & MRC_QP_MPR_DEST))) {
+    ea.max_psn_range_dest = uint32_t{next.mpr.mpr_dest} * 128;
+    ov.mask |= engine::attr::kMprDest;
   }
   // The WRITE_WITH_IMM limits, enforced by the engine from RTR on (see engine::QpAttr).
   if (live && (to_rtr || (mm & (MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST)))) {

@@ -35,8 +35,10 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "api/ev_fields.h"
 #include "common/c_enum.h"
 #include "engine/nscc.h"
 #include "engine/types.h"
@@ -57,6 +59,7 @@ inline constexpr uint32_t kMaxEvProfiles = 1024;
 inline constexpr uint32_t kMaxCcProfiles = 1024;
 inline constexpr uint32_t kMaxEvsPerProfile = 4096;
 inline constexpr uint32_t kMaxEvs = 1u << 20;  // over all profiles
+inline constexpr int kMaxEvFields = 32;        // fields of an EV format or EV profile
 inline constexpr const char* kNscc = "uet-1.0-nscc";
 
 // MRC QP attribute defaults (what a QP gets for an attribute the app never set).
@@ -116,14 +119,17 @@ struct EvProfile {
   std::optional<uint32_t> count;
   uint32_t min_active = 0;
   int event_mask = 0;
-  std::vector<EvSlot> slots;  // EXP: count of them
+  std::vector<EvSlot> slots;  // EXP: count of them; GEN: the generated ones once generated;
+                              // AUTO: the EVs the controller set a state on (denied or not)
+  EvFields fields;            // MODIFY_FIELDS; empty: an EXP EV is its format's bits as given
   uint8_t vendor_cfg[MRC_CTL_MAX_VENDOR_CFG_SIZE] = {};
   std::set<uint32_t> qpns;  // MRC QPs bound at INIT
 };
 
 struct CcProfile {
   mrc_ctl_profile_state state = MRC_CTL_PROFILE_INIT;
-  bool has_algorithm = false;
+  bool has_algorithm = false;              // ALGORITHM set: NSCC, or (no_cc) NULL
+  bool no_cc = false;                      // ALGORITHM NULL: no congestion control for its QPs
   std::optional<mrc_ctl_cc_nscc_cfg> cfg;  // the copy query hands out
   uint8_t vendor_cfg[MRC_CTL_MAX_VENDOR_CFG_SIZE] = {};
   std::set<uint32_t> qpns;
@@ -147,7 +153,24 @@ void push_async(mrc_context* ctx, const mrc_async_event& e);
 std::optional<engine::Path> to_path(const verbs::Device& dev, int fmt_mode, uint32_t width,
                                     const mrc_ctl_ev& ev, std::string* why);
 
-/// The engine paths of an EXP profile's populated slots, each EV once, in slot order.
+/// The engine Path of an EV of a profile with `fields` (api/ev_fields.h) in format `fmt`: the
+/// EV expanded through the fields (none: the EV as given), then to_path. nullopt and *why when
+/// the fields do not fit the format, the EV has bits past them, or to_path refuses it.
+std::optional<engine::Path> resolve(const verbs::Device& dev, const FmtProfile& fmt,
+                                    const EvFields& fields, const mrc_ctl_ev& ev, std::string* why);
+
+/// An AUTO profile's EV for an engine path the device chose: the low 16 bits of its EV number,
+/// MSB first from val[0] (the UDP format's bits: in direct and ECMP path modes the source-port
+/// selector, in srv6 mode the fabric's spine << 8 | k), on port plane + 1.
+mrc_ctl_ev auto_ev(const engine::Path& path);
+
+/// The EV array of AUTO profile `p`: the paths the device gives its QPs (in direct and ECMP
+/// modes the same for every peer, UdpDriver::spray_paths) and those its connected QPs hold,
+/// each once. Under Controller::mu.
+std::vector<engine::Path> auto_paths(verbs::Device& dev, const EvProfile& p);
+
+/// The engine paths of an EXP or GEN profile's populated slots (none for AUTO), each EV once, in
+/// slot order.
 std::vector<engine::Path> profile_paths(const EvProfile& p);
 
 /// Brings a connected QP (RTR on) bound to `p` in line with it: its paths (when `paths`: after
@@ -180,6 +203,11 @@ struct mrc_context {
   std::set<mrc_qp_hint*> hints;
   std::set<mrc_comp_channel*> channels;
   std::deque<mrc_async_event> async;  // (mu)
+  // EV events are per profile-wide change: the copies (one per QP of the profile) of each EV
+  // that are not GOOD, by (profile, plane, EV number), QPN -> engine::EvState, as this
+  // context's sink saw them change. The profile-wide state is the worst of them (GOOD if
+  // none); an event goes out when it changes.
+  std::map<std::tuple<uint64_t, uint16_t, uint32_t>, std::map<uint32_t, uint8_t>> ev_copies;
 };
 
 struct mrc_comp_channel {

@@ -99,6 +99,19 @@ std::optional<engine::Path> to_path(const verbs::Device& dev, int fmt_mode, uint
   return std::nullopt;
 }
 
+std::optional<engine::Path> resolve(const verbs::Device& dev, const FmtProfile& fmt,
+                                    const EvFields& fields, const mrc_ctl_ev& ev,
+                                    std::string* why) {
+  if (fields.empty()) return to_path(dev, fmt.mode, fmt.width(), ev, why);
+  if (std::string bad = check_fields(fmt.widths, fields); !bad.empty()) {
+    *why = "the profile's fields do not fit its EV format profile: " + bad;
+    return std::nullopt;
+  }
+  mrc_ctl_ev wire = ev;
+  if (!expand(fmt.widths, fields, ev.val, wire.val, why)) return std::nullopt;
+  return to_path(dev, fmt.mode, fmt.width(), wire, why);
+}
+
 mrc_ctl_ev_state ev_state(verbs::Device& dev, const EvProfile& p, const EvSlot& s) {
   if (!s.populated) return MRC_CTL_EV_UNKNOWN;
   if (s.denied) return MRC_CTL_EV_DENIED;
@@ -121,8 +134,36 @@ mrc_ctl_ev_state ev_state(verbs::Device& dev, const EvProfile& p, const EvSlot& 
   });
 }
 
+mrc_ctl_ev auto_ev(const engine::Path& path) {
+  mrc_ctl_ev ev{};
+  ev.val[0] = static_cast<uint8_t>(path.ev >> 8);
+  ev.val[1] = static_cast<uint8_t>(path.ev);
+  ev.port = static_cast<uint8_t>(path.plane + 1);
+  return ev;
+}
+
+std::vector<engine::Path> auto_paths(verbs::Device& dev, const EvProfile& p) {
+  std::vector<engine::Path> out;
+  if (!dev.driver) return out;
+  auto add = [&](const engine::Path& x) {
+    for (const engine::Path& y : out)
+      if (y.ev == x.ev && y.plane == x.plane) return;
+    out.push_back(x);
+  };
+  if (dev.cfg.udp.path_mode != io::PathMode::kSrv6)
+    for (const engine::Path& x : dev.driver->spray_paths(0)) add(x);
+  dev.driver->peek_engine([&](engine::Engine& e) {
+    for (uint32_t qpn : p.qpns)
+      if (const engine::PathSet* ps = e.paths(qpn))
+        for (size_t i = 0; i < ps->size(); ++i) add(ps->ev(i).path);
+    return 0;
+  });
+  return out;
+}
+
 std::vector<engine::Path> profile_paths(const EvProfile& p) {
   std::vector<engine::Path> out;
+  if (p.mode == MRC_CTL_EV_MODE_AUTO) return out;  // its slots only hold denies
   std::set<uint32_t> seen;
   for (const EvSlot& s : p.slots)
     if (s.populated && seen.insert(s.path.ev).second) out.push_back(s.path);
@@ -130,7 +171,16 @@ std::vector<engine::Path> profile_paths(const EvProfile& p) {
 }
 
 void sync_qp(verbs::Device& dev, uint32_t qpn, const EvProfile& p, bool paths) {
-  if (p.mode != MRC_CTL_EV_MODE_EXP || !dev.driver) return;
+  if (p.slots.empty() || !dev.driver) return;
+  if (p.mode == MRC_CTL_EV_MODE_AUTO) {  // the device's EVs: only the controller's denies
+    const engine::Time now = dev.cfg.udp.clock();
+    dev.driver->with_engine([&](engine::Engine& e) {
+      for (const EvSlot& s : p.slots)
+        if (s.denied) (void)e.deny_ev(now, qpn, s.path.ev, true);
+      return 0;
+    });
+    return;
+  }
   const engine::Time now = dev.cfg.udp.clock();
   dev.driver->with_engine([&](engine::Engine& e) {
     auto q = e.query_qp(qpn);
@@ -239,7 +289,7 @@ int fill_ctl_attr(verbs::Device& dev, mrc_ctl_device_attr* a) {
   a->ev.ev_count_align = 1;
   a->ev.ev_max_width = max_width(dev);
   a->ev.ev_fmt_mode_mask = static_cast<uint32_t>(supported_fmt_modes(dev));
-  a->ev.ev_mode_mask = MRC_CTL_EV_MODE_AUTO | MRC_CTL_EV_MODE_EXP;
+  a->ev.ev_mode_mask = MRC_CTL_EV_MODE_AUTO | MRC_CTL_EV_MODE_EXP | MRC_CTL_EV_MODE_GEN;
   a->ev.ev_op_max_entries = 0;
   a->cc.cc_max_profiles = kMaxCcProfiles;
   a->cc.algorithms = algorithms;
@@ -283,6 +333,40 @@ bool is_local_gid(const verbs::Device& dev, const ibv_gid& gid) {
       return true;
   }
   return false;
+}
+
+// The EVs of GEN profile *p (api/ev_fields.h "Generation"): count of them over the device's
+// ports, each expanded through the fields into its engine path. false and *why if the fields
+// do not fit `fmt`, generate too few distinct EVs, or an EV cannot be carried.
+bool generate(const verbs::Device& dev, const FmtProfile& fmt, EvProfile* p, std::string* why) {
+  if (std::string bad = check_fields(fmt.widths, p->fields); !bad.empty()) {
+    *why = "fields do not fit EV format profile " + std::to_string(*p->fmt_id) + ": " + bad;
+    return false;
+  }
+  const size_t ports = std::max<size_t>(dev.cfg.udp.planes.size(), 1);
+  const uint32_t count = *p->count;
+  const uint64_t per_port = (count + ports - 1) / ports;
+  if (per_port > gen_combinations(p->fields)) {
+    *why = "ev_count " + std::to_string(count) + " needs " + std::to_string(per_port) +
+           " distinct EVs per port; the fields generate " +
+           std::to_string(gen_combinations(p->fields));
+    return false;
+  }
+  std::vector<EvSlot> slots(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    EvSlot& s = slots[i];
+    gen_ev(p->fields, i / ports, s.ev.val);
+    s.ev.port = static_cast<uint8_t>(i % ports + 1);
+    auto path = resolve(dev, fmt, p->fields, s.ev, why);
+    if (!path) {
+      *why = "generated EV " + std::to_string(i) + ": " + *why;
+      return false;
+    }
+    s.path = *path;
+    s.populated = true;
+  }
+  p->slots = std::move(slots);
+  return true;
 }
 
 // The mrc_ctl_ev_event of API 1.0.0: no `state` (48 bytes instead of 56).
@@ -412,8 +496,8 @@ int mrc_ctl_modify_ev_fmt_profile(struct mrc_context* mrc_ctx, uint64_t id,
                   "mrc_ctl_query_ev_fmt_profile)", fn, raw(attr->ev_fmt_op.op));
     if (online) return fail(EBUSY, "%s: profile %llu is ONLINE: take it OFFLINE first", fn, idn);
     const int n = attr->ev_fmt_op.fmt_field_count;
-    if (n < 1 || n > 32 || !attr->ev_fmt_op.fmt_fields)
-      return fail(EINVAL, "%s: %d fields (1..32 and an array are needed)", fn, n);
+    if (n < 1 || n > kMaxEvFields || !attr->ev_fmt_op.fmt_fields)
+      return fail(EINVAL, "%s: %d fields (1..%d and an array are needed)", fn, n, kMaxEvFields);
     p.widths.clear();
     for (int i = 0; i < n; ++i) {
       const uint8_t w = attr->ev_fmt_op.fmt_fields[i].width;
@@ -503,10 +587,9 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
   if (mask & MRC_CTL_EV_PROFILE_MODE) {
     const int m = raw(attr->ev_mode);
     if (online) return busy("MODE");
-    if (m == MRC_CTL_EV_MODE_GEN)
-      return fail(EOPNOTSUPP, "%s: generated EV profiles are not supported (EXP and AUTO are)", fn);
-    if (m != MRC_CTL_EV_MODE_AUTO && m != MRC_CTL_EV_MODE_EXP)
+    if (m != MRC_CTL_EV_MODE_AUTO && m != MRC_CTL_EV_MODE_EXP && m != MRC_CTL_EV_MODE_GEN)
       return fail(EINVAL, "%s: ev_mode 0x%x is not one mode", fn, m);
+    if (m != p.mode) p.slots.clear();  // EVs of another mode
     p.mode = m;
   }
   if (mask & MRC_CTL_EV_PROFILE_FMT_ID) {
@@ -531,11 +614,50 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
     p.event_mask = attr->ev_event_mask;
   }
   if (mask & MRC_CTL_EV_PROFILE_VENDOR_CFG) std::memcpy(p.vendor_cfg, attr->vendor_cfg, sizeof p.vendor_cfg);
+  bool new_fields = false;
   if (mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP) {
-    if (raw(attr->ev_fields_op.op) == MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS)
-      return fail(EOPNOTSUPP, "%s: EV field rules are not supported (no generated EVs, no bit "
-                  "expansion: explicit EVs are given as their format's bits)", fn);
-    return fail(EINVAL, "%s: QUERY_FIELDS is for mrc_ctl_query_ev_profile", fn);
+    if (raw(attr->ev_fields_op.op) != MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS)
+      return fail(EINVAL, "%s: QUERY_FIELDS is for mrc_ctl_query_ev_profile", fn);
+    const int n = attr->ev_fields_op.field_count;
+    if (n < 1 || !attr->ev_fields_op.fields)
+      return fail(EINVAL, "%s: %d fields (at least 1 and an array are needed)", fn, n);
+    if (n > kMaxEvFields)
+      return fail(E2BIG, "%s: %d fields; at most %d (an EV format profile's)", fn, n, kMaxEvFields);
+    EvFields f(attr->ev_fields_op.fields, attr->ev_fields_op.fields + n);
+    if (std::string bad = check_fields(f); !bad.empty())
+      return fail(EINVAL, "%s: profile %llu: %s", fn, idn, bad.c_str());
+    if (p.mode == MRC_CTL_EV_MODE_EXP && online)
+      return fail(EBUSY,
+                  "%s: profile %llu is ONLINE: an explicit profile's fields need it "
+                  "OFFLINE (its EVs were expanded with them)",
+                  fn, idn);
+    if (p.mode == MRC_CTL_EV_MODE_EXP &&
+        std::any_of(p.slots.begin(), p.slots.end(), [](const EvSlot& s) { return s.populated; }))
+      return fail(EBUSY,
+                  "%s: profile %llu: populated EVs were expanded with the old fields; "
+                  "unpopulate them first",
+                  fn, idn);
+    p.fields = std::move(f);
+    new_fields = true;
+  }
+
+  // A GEN profile's EVs follow its mode, format, count and fields: generated once all are
+  // there (the format ONLINE), again when one of them changes.
+  bool new_paths = false;
+  if (p.mode == MRC_CTL_EV_MODE_GEN &&
+      (new_fields ||
+       (mask & (MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT)) ||
+       ((mask & MRC_CTL_EV_PROFILE_STATE) && p.slots.empty()))) {
+    std::string why;
+    auto f = p.fmt_id ? c.fmt.find(*p.fmt_id) : c.fmt.end();
+    if (f != c.fmt.end() && f->second.state == MRC_CTL_PROFILE_ONLINE && p.count &&
+        !p.fields.empty()) {
+      if (!generate(dev, f->second, &p, &why))
+        return fail(EINVAL, "%s: profile %llu: %s", fn, idn, why.c_str());
+      new_paths = online;
+    } else {
+      p.slots.clear();
+    }
   }
 
   // EV operations, entry by entry: the first failing one stops, earlier ones stay applied.
@@ -544,7 +666,6 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
     bool deny;
   };
   std::vector<Live> live;
-  bool new_paths = false;
   int err = 0;
   std::string why;
   if (mask & MRC_CTL_EV_PROFILE_EV_OP) {
@@ -555,9 +676,43 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
     if (op != MRC_CTL_EV_OP_REPLACE_EV && op != MRC_CTL_EV_OP_MODIFY_EV_STATE)
       return fail(EINVAL, "%s: ev_op %d: a modify takes REPLACE_EV or MODIFY_EV_STATE", fn, op);
     if (n < 0 || (n > 0 && !ent)) return fail(EINVAL, "%s: %d entries and no array", fn, n);
-    if (p.mode != MRC_CTL_EV_MODE_EXP)
-      return fail(EINVAL, "%s: profile %llu: EV operations need an explicit (EXP) profile with "
-                  "ev_count (AUTO profiles pick their EVs per QP)", fn, idn);
+    if (!p.mode) return fail(EINVAL, "%s: profile %llu: EV operations need its MODE", fn, idn);
+    if (op == MRC_CTL_EV_OP_REPLACE_EV && p.mode == MRC_CTL_EV_MODE_AUTO)
+      return fail(EINVAL,
+                  "%s: profile %llu: an AUTO profile's EVs are the device's, not "
+                  "REPLACE_EV's (MODIFY_EV_STATE applies)",
+                  fn, idn);
+    if (p.mode == MRC_CTL_EV_MODE_AUTO) {
+      // The EVs named must be in the profile's array; each becomes a slot holding its state.
+      const std::vector<engine::Path> paths = auto_paths(dev, p);
+      for (int i = 0; i < n && !err; ++i) {
+        const mrc_ctl_ev_op_entry& e = ent[i];
+        if (raw(e.state) != MRC_CTL_EV_DENIED && raw(e.state) != MRC_CTL_EV_GOOD) {
+          err = EINVAL;
+          why = "entry " + std::to_string(i) + ": state must be DENIED or GOOD";
+          break;
+        }
+        const engine::Path* at = nullptr;
+        for (const engine::Path& x : paths)
+          if (same_ev(auto_ev(x), e.ev)) at = &x;
+        if (!at) {
+          err = ENOENT;
+          why = "entry " + std::to_string(i) + ": EV not in the profile's array";
+          break;
+        }
+        EvSlot* slot = nullptr;
+        for (EvSlot& s : p.slots)
+          if (same_ev(s.ev, e.ev)) slot = &s;
+        if (!slot) slot = &p.slots.emplace_back(EvSlot{e.ev, true, *at, false});
+        slot->denied = raw(e.state) == MRC_CTL_EV_DENIED;
+        live.push_back(Live{slot->path, slot->denied});
+      }
+    }
+    if (op == MRC_CTL_EV_OP_REPLACE_EV && p.mode == MRC_CTL_EV_MODE_GEN)
+      return fail(EINVAL,
+                  "%s: profile %llu: a generated profile's EVs come from its fields "
+                  "(MODIFY_FIELDS), not REPLACE_EV",
+                  fn, idn);
     if (op == MRC_CTL_EV_OP_REPLACE_EV) {
       auto f = p.fmt_id ? c.fmt.find(*p.fmt_id) : c.fmt.end();
       if (f == c.fmt.end() || f->second.state != MRC_CTL_PROFILE_ONLINE)
@@ -565,7 +720,7 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
                     "(FMT_ID)", fn, idn);
       fmt = &f->second;
     }
-    for (int i = 0; i < n && !err; ++i) {
+    for (int i = 0; i < n && !err && p.mode != MRC_CTL_EV_MODE_AUTO; ++i) {
       const mrc_ctl_ev_op_entry& e = ent[i];
       const bool all = e.flags & MRC_CTL_EV_OP_F_ALL_COPIES;
       std::vector<size_t> at;
@@ -606,7 +761,7 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
         why = "entry " + std::to_string(i) + ": state must be GOOD or DENIED";
         break;
       }
-      auto path = to_path(dev, fmt->mode, fmt->width(), e.ev_new, &why);
+      auto path = resolve(dev, *fmt, p.fields, e.ev_new, &why);
       if (!path) {
         err = EINVAL;
         why = "entry " + std::to_string(i) + ": " + why;
@@ -627,8 +782,13 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
     if (!valid_state(to) || !step_ok(p.state, to)) {
       bad = std::string("no step ") + profile_state_name(p.state) + " -> " + profile_state_name(to);
     } else if (to == MRC_CTL_PROFILE_OFFLINE && p.state == MRC_CTL_PROFILE_INIT &&
-               (!p.mode || (p.mode == MRC_CTL_EV_MODE_EXP && (!p.fmt_id || !p.count)))) {
-      bad = "OFFLINE needs MODE, and for EXP also FMT_ID and COUNT";
+               (!p.mode || (p.mode != MRC_CTL_EV_MODE_AUTO && (!p.fmt_id || !p.count)) ||
+                (p.mode == MRC_CTL_EV_MODE_GEN && p.fields.empty()))) {
+      bad =
+          "OFFLINE needs MODE, for EXP and GEN also FMT_ID and COUNT, for GEN the fields "
+          "(EV_FIELDS_OP MODIFY_FIELDS)";
+    } else if (to == MRC_CTL_PROFILE_ONLINE && p.mode == MRC_CTL_EV_MODE_GEN && p.slots.empty()) {
+      bad = "its EV format profile " + std::to_string(*p.fmt_id) + " is not ONLINE";
     } else if (to == MRC_CTL_PROFILE_ONLINE && p.mode == MRC_CTL_EV_MODE_EXP) {
       auto f = c.fmt.find(*p.fmt_id);
       if (f == c.fmt.end() || f->second.state != MRC_CTL_PROFILE_ONLINE)
@@ -640,7 +800,7 @@ int mrc_ctl_modify_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
       return fail(EBUSY, "%s: profile %llu: %zu QPs use it", fn, idn, p.qpns.size());
     }
     if (!bad.empty()) return fail(EINVAL, "%s: profile %llu: %s", fn, idn, bad.c_str());
-    if (p.mode == MRC_CTL_EV_MODE_EXP && to != p.state) {
+    if (p.mode != MRC_CTL_EV_MODE_AUTO && to != p.state) {
       if (to == MRC_CTL_PROFILE_ONLINE) ++c.fmt[*p.fmt_id].users;
       if (online) --c.fmt[*p.fmt_id].users;
     }
@@ -688,34 +848,51 @@ int mrc_ctl_query_ev_profile(struct mrc_context* mrc_ctx, uint64_t id,
   if (mask & MRC_CTL_EV_PROFILE_CUR_STATE) attr->cur_profile_state = p.state;
   if (mask & MRC_CTL_EV_PROFILE_MODE) attr->ev_mode = static_cast<mrc_ctl_ev_mode>(p.mode);
   if (mask & MRC_CTL_EV_PROFILE_FMT_ID) attr->ev_fmt_profile_id = p.fmt_id.value_or(0);
-  if (mask & MRC_CTL_EV_PROFILE_COUNT) attr->ev_count = p.count.value_or(0);
+  verbs::Device& dev = *mrc_ctx->dev;
+  // An AUTO profile's array: the device's EVs, with the states the controller set.
+  std::vector<EvSlot> auto_slots;
+  if (p.mode == MRC_CTL_EV_MODE_AUTO)
+    for (const engine::Path& x : auto_paths(dev, p)) {
+      EvSlot s{auto_ev(x), true, x, false};
+      for (const EvSlot& d : p.slots)
+        if (same_ev(d.ev, s.ev)) s.denied = d.denied;
+      auto_slots.push_back(s);
+    }
+  const std::vector<EvSlot>& slots = p.mode == MRC_CTL_EV_MODE_AUTO ? auto_slots : p.slots;
+  if (mask & MRC_CTL_EV_PROFILE_COUNT)
+    attr->ev_count =
+        p.mode == MRC_CTL_EV_MODE_AUTO ? static_cast<uint32_t>(slots.size()) : p.count.value_or(0);
   if (mask & MRC_CTL_EV_PROFILE_MIN_ACTIVE) attr->ev_min_active = p.min_active;
   if (mask & MRC_CTL_EV_PROFILE_EVENT_MASK) attr->ev_event_mask = p.event_mask;
   if (mask & MRC_CTL_EV_PROFILE_VENDOR_CFG) std::memcpy(attr->vendor_cfg, p.vendor_cfg, sizeof p.vendor_cfg);
   if (mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP) {
     if (raw(attr->ev_fields_op.op) != MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS)
       return fail(EINVAL, "%s: a query takes QUERY_FIELDS", fn);
-    attr->ev_fields_op.field_count = 0;  // libmrc keeps no field rules
+    const int n = static_cast<int>(p.fields.size());
+    const int room = attr->ev_fields_op.field_count;
+    attr->ev_fields_op.field_count = n;
+    if (room < n || (n > 0 && !attr->ev_fields_op.fields))
+      return fail(E2BIG, "%s: %d fields, the array holds %d", fn, n, room);
+    std::copy(p.fields.begin(), p.fields.end(), attr->ev_fields_op.fields);
   }
   if (mask & MRC_CTL_EV_PROFILE_EV_OP) {
     const int op = raw(attr->ev_op.op);
     const int room = attr->ev_op.entry_count;
     mrc_ctl_ev_op_entry* ent = attr->ev_op.entries;
-    verbs::Device& dev = *mrc_ctx->dev;
     if (room < 0 || (room > 0 && !ent)) return fail(EINVAL, "%s: %d entries and no array", fn, room);
     if (op == MRC_CTL_EV_OP_QUERY_EV_ARRAY) {
-      const int n = static_cast<int>(p.slots.size());
+      const int n = static_cast<int>(slots.size());
       attr->ev_op.entry_count = n;
       if (room < n) return fail(E2BIG, "%s: %d EVs, the array holds %d", fn, n, room);
       for (int i = 0; i < n; ++i) {
-        const EvSlot& s = p.slots[static_cast<size_t>(i)];
+        const EvSlot& s = slots[static_cast<size_t>(i)];
         ent[i].ev = s.ev;
         ent[i].state = ev_state(dev, p, s);
       }
     } else if (op == MRC_CTL_EV_OP_QUERY_EV_STATE) {
       for (int i = 0; i < room; ++i) {
         const EvSlot* s = nullptr;
-        for (const EvSlot& x : p.slots)
+        for (const EvSlot& x : slots)
           if (x.populated && same_ev(x.ev, ent[i].ev)) s = &x;
         if (!s) return fail(ENOENT, "%s: entry %d: EV not in profile %llu", fn, i,
                             static_cast<unsigned long long>(id));
@@ -747,17 +924,21 @@ int mrc_ctl_modify_cc_profile(struct mrc_context* mrc_ctx, uint64_t id,
   const bool online = p.state == MRC_CTL_PROFILE_ONLINE;
   if (mask & MRC_CTL_CC_PROFILE_ALGORITHM) {
     if (online) return fail(EBUSY, "%s: profile %llu is ONLINE: ALGORITHM needs it OFFLINE", fn, idn);
-    if (!attr->algorithm)
-      return fail(EOPNOTSUPP, "%s: a profile without congestion control (algorithm NULL) is not "
-                  "supported: NSCC runs on every QP", fn);
-    if (std::strcmp(attr->algorithm, kNscc) != 0)
-      return fail(EINVAL, "%s: unknown algorithm \"%s\" (libmrc has \"%s\")", fn, attr->algorithm,
-                  kNscc);
+    if (attr->algorithm && std::strcmp(attr->algorithm, kNscc) != 0)
+      return fail(EINVAL, "%s: unknown algorithm \"%s\" (libmrc has \"%s\", or NULL for none)", fn,
+                  attr->algorithm, kNscc);
     p.has_algorithm = true;
+    p.no_cc = !attr->algorithm;
+    if (p.no_cc) p.cfg.reset();
   }
   bool retune = false;
   if (mask & MRC_CTL_CC_PROFILE_CONFIG) {
     if (!p.has_algorithm) return fail(EINVAL, "%s: profile %llu: CONFIG needs ALGORITHM first", fn, idn);
+    if (p.no_cc)
+      return fail(EINVAL,
+                  "%s: profile %llu: its algorithm is NULL (no congestion control): no "
+                  "CONFIG",
+                  fn, idn);
     if (!attr->cc_config) return fail(EINVAL, "%s: cc_config is NULL", fn);
     mrc_ctl_cc_nscc_cfg cfg;
     std::memcpy(&cfg, attr->cc_config, sizeof cfg);
@@ -774,7 +955,7 @@ int mrc_ctl_modify_cc_profile(struct mrc_context* mrc_ctx, uint64_t id,
                   profile_state_name(p.state), profile_state_name(to));
     if (to == MRC_CTL_PROFILE_OFFLINE && !p.has_algorithm)
       return fail(EINVAL, "%s: profile %llu: OFFLINE needs ALGORITHM", fn, idn);
-    if (to == MRC_CTL_PROFILE_ONLINE && !p.cfg)
+    if (to == MRC_CTL_PROFILE_ONLINE && !p.cfg && !p.no_cc)
       return fail(EINVAL, "%s: profile %llu: ONLINE needs CONFIG", fn, idn);
     if (online && to == MRC_CTL_PROFILE_OFFLINE && !p.qpns.empty())
       return fail(EBUSY, "%s: profile %llu: %zu QPs use it", fn, idn, p.qpns.size());
@@ -815,7 +996,8 @@ int mrc_ctl_query_cc_profile(struct mrc_context* mrc_ctx, uint64_t id,
   const CcProfile& p = it == c.cc.end() ? empty : it->second;  // unnamed: INIT
   if (mask & MRC_CTL_CC_PROFILE_STATE) attr->profile_state = p.state;
   if (mask & MRC_CTL_CC_PROFILE_CUR_STATE) attr->cur_profile_state = p.state;
-  if (mask & MRC_CTL_CC_PROFILE_ALGORITHM) attr->algorithm = p.has_algorithm ? kNscc : nullptr;
+  if (mask & MRC_CTL_CC_PROFILE_ALGORITHM)
+    attr->algorithm = p.has_algorithm && !p.no_cc ? kNscc : nullptr;
   // The stored copy: it stays where it is until the profile goes back to INIT.
   if (mask & MRC_CTL_CC_PROFILE_CONFIG) attr->cc_config = p.cfg ? &*p.cfg : nullptr;
   if (mask & MRC_CTL_CC_PROFILE_VENDOR_CFG) std::memcpy(attr->vendor_cfg, p.vendor_cfg, sizeof p.vendor_cfg);
@@ -930,7 +1112,8 @@ int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
   const uint32_t token = drv.with_probes([&](io::Probes& pr) {
     const uint32_t t = pr.open();
     for (size_t i = 0; i < path.size(); ++i)
-      if (!pr.send(drv.now(), t, peer[i], path[i], static_cast<uint32_t>(i))) {
+      if (!pr.send(drv.now(), t, peer[i], path[i], static_cast<uint32_t>(i),
+                   static_cast<uint8_t>(req_tc << 2))) {
         answered[i] = true;  // nothing to wait for
         ++unsent;
       }
@@ -949,9 +1132,10 @@ int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
       out = mrc_ctl_ep_rsp{};
       out.req_id = req[r.seq].req_id;
       out.port = static_cast<uint8_t>(r.path.plane + 1);
+      // The peer's service time (reading the probe to answering it) taken out, when it said.
       out.rtt = static_cast<unsigned>(
-          std::clamp<int64_t>(r.rtt.count(), 1, static_cast<int64_t>(UINT_MAX)));
-      out.adj_svc_time = 0;  // the peer reports no service time: raw RTT
+          std::clamp<int64_t>((r.rtt - r.svc).count(), 1, static_cast<int64_t>(UINT_MAX)));
+      out.adj_svc_time = r.svc > engine::Duration{0} ? 1 : 0;
     }
     if (n + unsent == num_req || drv.now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::microseconds(20));

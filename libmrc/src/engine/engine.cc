@@ -430,14 +430,18 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
   const bool live = from == QpState::kRts || from == QpState::kSqd;
   QpAttr& s = q.attr;
   // A profile taken off a QP that ran one: a fresh window from EngineConfig.
-  const bool cc_cleared = (mask & attr::kCc) && !a.cc && s.cc;
+  const bool cc_cleared = (mask & attr::kCc) && ((!a.cc && s.cc) || a.cc_off != s.cc_off);
   assign_attr(s, a, mask & ~(attr::kState | attr::kLocalToken));
   if (mask & attr::kLocalToken) q.init.local_token = a.local_token;
   if (mask & (attr::kCc | attr::kCcRates)) {
-    if (q.cc && !cc_cleared) {  // a live QP keeps its window (and what it learned, if no profile)
+    if (s.cc_off) {
+      q.cc.reset();
+      q.cc_auto = false;
+    } else if (q.cc &&
+               !cc_cleared) {  // a live QP keeps its window (and what it learned, if no profile)
       q.cc_auto = q.cc_auto && !s.cc;
       c.reconfig_cc(q);
-    } else if (q.cc || (s.cc && live)) {
+    } else if (q.cc || ((s.cc || cc_cleared) && live)) {
       c.start_cc(q);  // a profile turns CC on for a live QP without a window
     }
   }
@@ -507,12 +511,16 @@ void assign_attr(QpAttr& to, const QpAttr& from, uint32_t mask) {
   }
   if (mask & attr::kRnrRetry) to.rnr_retry = from.rnr_retry;
   if (mask & attr::kMpr) to.max_psn_range = from.max_psn_range;
+  if (mask & attr::kMprDest) to.max_psn_range_dest = from.max_psn_range_dest;
   if (mask & attr::kAccess) to.access = from.access;
   if (mask & attr::kWimm) {
     to.max_wimm = from.max_wimm;
     to.max_wimm_dest = from.max_wimm_dest;
   }
-  if (mask & attr::kCc) to.cc = from.cc;
+  if (mask & attr::kCc) {
+    to.cc = from.cc;
+    to.cc_off = from.cc_off;
+  }
   if (mask & attr::kCcRates) to.cc_rates = from.cc_rates;
   if (mask & attr::kPathPolicy) to.path_policy = from.path_policy;
   if (mask & attr::kPaths) {

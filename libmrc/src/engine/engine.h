@@ -82,6 +82,10 @@ struct QpAttr {
   uint8_t retry_cnt_exp = 0;       // then retries with doubling timeout, 0..25; 25 = forever
   uint8_t rnr_retry = 7;           // NO_RESOURCE retries; 7 = forever (verbs)
   uint32_t max_psn_range = 1024;   // MPR: most PSNs in flight (OCP: units of 128 PSNs)
+  // This QP's receive window (OCP mpr_dest x 128 PSNs): a data packet this many PSNs or more
+  // past the cumulative PSN is NACKed PSN_OUT_OF_WINDOW (the sender resends it later). 0, or
+  // above EngineConfig::recv_window: recv_window.
+  uint32_t max_psn_range_dest = 0;
   // WRITE_WITH_IMM limits of OCP MRC QPs (0 = none, as verbs has). As requester: most
   // WRITE_WITH_IMMs posted and not yet complete (post_send refuses one more). As responder:
   // most it holds at once (arrived, receive not yet completed); a peer that sends past it
@@ -97,6 +101,10 @@ struct QpAttr {
   std::vector<Path> backup_paths;  // EVs that replace bad ones of the same plane
   PathPolicy path_policy;          // loss threshold, probing, plane weights
   std::optional<NsccConfig> cc;    // CC profile (mrc_ctl_cc_nscc_cfg); unset: from EngineConfig
+  // kCc with cc: no congestion control at all for this QP, whatever EngineConfig says (an OCP
+  // CC profile without an algorithm): no window, only the PSN range (max_psn_range) bounds
+  // what is in flight. `cc` is then ignored.
+  bool cc_off = false;
   // Rate hints (OCP MRC QP hint, NCCL plugin), applied with with_rates on top of whichever
   // profile the QP runs, the automatic one included: each time its learned base RTT moves,
   // the windows are re-sized (rate x the new base RTT). They do not turn CC on.
@@ -121,6 +129,7 @@ inline constexpr uint32_t kLocalToken = 1u << 12;  // replaces QpInit::local_tok
 inline constexpr uint32_t kWimm = 1u << 13;        // max_wimm, max_wimm_dest
 inline constexpr uint32_t kAccess = 1u << 14;      // access
 inline constexpr uint32_t kCcRates = 1u << 15;     // cc_rates
+inline constexpr uint32_t kMprDest = 1u << 16;     // max_psn_range_dest
 }  // namespace attr
 
 /// Copies the fields `mask` names (attr::k*) from `from` into `to`; the others stay. kState

@@ -49,7 +49,10 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     want_ack(q);
     return;
   }
-  if (static_cast<uint32_t>(ahead) >= q.sb.window()) {
+  const uint32_t window = q.attr.max_psn_range_dest
+                              ? std::min(q.attr.max_psn_range_dest, q.sb.window())
+                              : q.sb.window();
+  if (static_cast<uint32_t>(ahead) >= window) {
     drop(Drop::kPsnOutOfWindow);
     nack(q, p, rx, wire::NackReason::kPsnOutOfWindow);
     return;

@@ -351,7 +351,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
 
 void Core::start_cc(Qp& q) {
   q.cc.reset();
-  q.cc_auto = !q.attr.cc && cfg.congestion_control && cfg.base_rtt == Duration{0};
+  q.cc_auto = !q.attr.cc && !q.attr.cc_off && cfg.congestion_control && cfg.base_rtt == Duration{0};
   q.cc_base = cc_start_base_rtt(cfg);  // until measured
   q.cc_rtt = BaseRttFilter{cfg.min_base_rtt, cfg.send_burst};
   if (auto c = cc_config(q))
@@ -359,6 +359,7 @@ void Core::start_cc(Qp& q) {
 }
 
 std::optional<NsccConfig> Core::cc_config(const Qp& q) const {
+  if (q.attr.cc_off) return std::nullopt;
   auto c =
       q.cc_auto ? derived_cc(cfg, q.attr.mtu, q.cc_base) : effective_cc(cfg, q.attr.mtu, q.attr.cc);
   if (!c) return c;

@@ -101,7 +101,7 @@ static_assert(offsetof(WireNackExt, reason) == 12 && offsetof(WireNackExt, echo_
 struct WireProbeReplyExt {
   Be32 echo_ev;
   uint8_t probe_flags;
-  uint8_t reserved[3];
+  uint8_t svc_ns[3];  // big-endian, 24 bits
   Be64 echo_ts;
 };
 static_assert(sizeof(WireProbeReplyExt) == kProbeReplyExtSize);
@@ -259,6 +259,7 @@ void get_ext(const WireProbeReply& h, Packet& p) {
   ProbeReplyHeader& r = p.probe_reply;
   r.echo_ev = h.ext.echo_ev.get();
   r.probe_flags = h.ext.probe_flags;
+  r.svc_ns = uint32_t{h.ext.svc_ns[0]} << 16 | uint32_t{h.ext.svc_ns[1]} << 8 | h.ext.svc_ns[2];
   r.echo_ts = h.ext.echo_ts.get();
 }
 
@@ -450,7 +451,10 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
       put_common(c, h.common);
       h.ext.echo_ev.set(r.echo_ev);
       h.ext.probe_flags = r.probe_flags;
-      std::memset(h.ext.reserved, 0, sizeof h.ext.reserved);
+      const uint32_t svc = std::min<uint32_t>(r.svc_ns, kMaxProbeSvcNs);
+      h.ext.svc_ns[0] = static_cast<uint8_t>(svc >> 16);
+      h.ext.svc_ns[1] = static_cast<uint8_t>(svc >> 8);
+      h.ext.svc_ns[2] = static_cast<uint8_t>(svc);
       h.ext.echo_ts.set(r.echo_ts);
       return seal(h, c.net_flags, out);
     }

@@ -144,10 +144,17 @@ struct NackHeader {
   uint64_t echo_ts = 0;
 };
 
+/// A PROBE_REPLY's svc_ns field is 24 bits: longer service times are sent as this.
+inline constexpr uint32_t kMaxProbeSvcNs = (1u << 24) - 1;
+
 struct ProbeReplyHeader {
   uint32_t echo_ev = 0;
   uint8_t probe_flags = 0;  // ack_flag::kEcnEcho when the probe arrived CE-marked
   uint64_t echo_ts = 0;
+  // The answerer's service time, ns: from reading the probe to sending the answer, by its
+  // clock (at most kMaxProbeSvcNs); 0 = not reported (peers before this field sent 0). On the
+  // wire before echo_ts (docs/wire-format.md).
+  uint32_t svc_ns = 0;
 };
 
 /// Planes an ADDR_REPLY can list (srv6::kMaxPlanes, observe's kMaxPlanes).

@@ -20,7 +20,7 @@ uint32_t Probes::open() {
 void Probes::close(uint32_t token) { sessions_.erase(token); }
 
 bool Probes::send(engine::Time now, uint32_t token, engine::PeerId peer, engine::Path path,
-                  uint32_t seq) {
+                  uint32_t seq, uint8_t tclass) {
   if (!sessions_.count(token)) return false;
   wire::Packet p;
   p.common.kind = wire::Kind::kProbe;
@@ -31,7 +31,7 @@ bool Probes::send(engine::Time now, uint32_t token, engine::PeerId peer, engine:
   p.common.ts = static_cast<uint64_t>(now.count());
   uint8_t buf[wire::kMaxHeaderSize];
   const size_t n = wire::encode_header(p, {}, buf);
-  return send_(peer, path, {buf, n});
+  return send_(peer, path, {buf, n}, tclass);
 }
 
 std::vector<ProbeReply> Probes::take(uint32_t token) {
@@ -50,6 +50,7 @@ bool Probes::on_reply(engine::Time now, const wire::Packet& r, uint16_t plane) {
   out.rtt = std::max(engine::Duration{0},
                      now - engine::Time{static_cast<int64_t>(r.probe_reply.echo_ts)});
   out.ecn = (r.probe_reply.probe_flags & wire::ack_flag::kEcnEcho) != 0;
+  out.svc = std::min(engine::Duration{r.probe_reply.svc_ns}, out.rtt);
   it->second.push_back(out);
   return true;
 }
@@ -64,7 +65,7 @@ bool Probes::may_answer(engine::Time now) {
 }
 
 size_t Probes::build_answer(engine::Time now, const wire::Packet& probe, bool ecn,
-                            std::span<uint8_t> out) {
+                            std::span<uint8_t> out, engine::Duration svc) {
   wire::Packet a;
   a.common.kind = wire::Kind::kProbeReply;
   a.common.dst_qpn = 0;
@@ -75,6 +76,9 @@ size_t Probes::build_answer(engine::Time now, const wire::Packet& probe, bool ec
   a.probe_reply.echo_ev = probe.common.ev;
   a.probe_reply.echo_ts = probe.common.ts;
   a.probe_reply.probe_flags = ecn ? wire::ack_flag::kEcnEcho : 0;
+  // At least 1 ns: 0 would read as "not reported".
+  a.probe_reply.svc_ns =
+      static_cast<uint32_t>(std::clamp<int64_t>(svc.count(), 1, int64_t{wire::kMaxProbeSvcNs}));
   return wire::encode_header(a, {}, out);
 }
 

@@ -33,6 +33,7 @@ struct ProbeReply {
   engine::Path path;        // its EV, and the plane the reply came in on
   engine::Duration rtt{0};  // send to reply received, by the prober's clock
   bool ecn = false;         // the probe arrived CE-marked at the peer
+  engine::Duration svc{0};  // the peer's service time, in rtt (0: not reported)
 };
 
 class Probes {
@@ -41,8 +42,10 @@ class Probes {
   static constexpr uint32_t kAnswersPerSecond = 20'000;  // ...this many a second
   static constexpr size_t kMaxRepliesHeld = 65536;       // per session, until taken
 
-  /// Sends one datagram on `path` to `peer` (the driver's route); false if it could not.
-  using SendFn = std::function<bool(engine::PeerId, engine::Path, std::span<const uint8_t>)>;
+  /// Sends one datagram on `path` to `peer` (the driver's route) with the DSCP bits of IPv6
+  /// traffic class `tclass` (0: the socket's; ECN stays ECT(0)); false if it could not.
+  using SendFn =
+      std::function<bool(engine::PeerId, engine::Path, std::span<const uint8_t>, uint8_t tclass)>;
   explicit Probes(SendFn send) : send_(std::move(send)) {}
 
   // ---- Prober ----
@@ -50,9 +53,11 @@ class Probes {
   /// until taken or the session is closed.
   uint32_t open();
   void close(uint32_t token);
-  /// Sends probe `seq` of session `token` to `peer` on `path`. False: no such session, or
-  /// the driver had no route or the socket refused it.
-  bool send(engine::Time now, uint32_t token, engine::PeerId peer, engine::Path path, uint32_t seq);
+  /// Sends probe `seq` of session `token` to `peer` on `path`, with IPv6 traffic class
+  /// `tclass` (DSCP << 2; 0: the socket's). False: no such session, or the driver had no
+  /// route or the socket refused it.
+  bool send(engine::Time now, uint32_t token, engine::PeerId peer, engine::Path path, uint32_t seq,
+            uint8_t tclass = 0);
   /// The replies of session `token` received since the last call (none for an unknown one).
   std::vector<ProbeReply> take(uint32_t token);
 
@@ -67,10 +72,10 @@ class Probes {
   bool on_reply(engine::Time now, const wire::Packet& reply, uint16_t plane);
   /// A probe arrived: whether the rate limit lets it be answered now (one answer taken).
   bool may_answer(engine::Time now);
-  /// The answer to `probe` (arrived CE-marked when `ecn`) into `out` (>= wire::kMaxHeaderSize
-  /// bytes); its length.
+  /// The answer to `probe` (arrived CE-marked when `ecn`, read `svc` ago) into `out`
+  /// (>= wire::kMaxHeaderSize bytes); its length.
   static size_t build_answer(engine::Time now, const wire::Packet& probe, bool ecn,
-                             std::span<uint8_t> out);
+                             std::span<uint8_t> out, engine::Duration svc = engine::Duration{0});
 
  private:
   SendFn send_;

@@ -301,14 +301,33 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
   std::vector<sockaddr_in6> locals;
   for (const auto& pl : d->sockets_) locals.push_back(pl->local);
   UdpDriver* raw = d.get();
-  auto send_raw = [raw](engine::PeerId peer, engine::Path path, std::span<const uint8_t> bytes) {
+  auto send_raw = [raw](engine::PeerId peer, engine::Path path, std::span<const uint8_t> bytes,
+                        uint8_t tclass) {
     engine::Transmit tx;
     tx.peer = peer;
     tx.path = path;
     const auto r = raw->route(tx);  // under mu_: the observer runs there
-    return r && ::sendto(r->fd, bytes.data(), bytes.size(), MSG_DONTWAIT,
-                         reinterpret_cast<const sockaddr*>(r->to),
-                         sizeof(sockaddr_in6)) == static_cast<ssize_t>(bytes.size());
+    if (!r) return false;
+    // A DSCP of its own (an OCP probe's req_tc): IPV6_TCLASS on this datagram only (an IPv4
+    // plane's socket ignores it: its TOS stays).
+    iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_name = const_cast<sockaddr_in6*>(r->to);
+    m.msg_namelen = sizeof(sockaddr_in6);
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    if (tclass != 0) {
+      m.msg_control = ctl;
+      m.msg_controllen = sizeof ctl;
+      cmsghdr* c = CMSG_FIRSTHDR(&m);
+      c->cmsg_level = IPPROTO_IPV6;
+      c->cmsg_type = IPV6_TCLASS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      const int tc = (tclass & ~kEcnMask) | kEct0;  // the DSCP given; ECN as every datagram
+      std::memcpy(CMSG_DATA(c), &tc, sizeof tc);
+    }
+    return ::sendmsg(r->fd, &m, MSG_DONTWAIT) == static_cast<ssize_t>(bytes.size());
   };
   d->probes_ = std::make_unique<Probes>(send_raw);
   d->addresses_ = std::make_unique<PeerAddresses>();
@@ -822,7 +841,8 @@ bool UdpDriver::connectionless(size_t plane, const sockaddr_in6& from, bool ecn,
     }
   }
   uint8_t buf[wire::kMaxHeaderSize];
-  const size_t n = Probes::build_answer(t, p, ecn, buf);
+  const Time answered = now();  // the service time: from the read (t) to this answer
+  const size_t n = Probes::build_answer(answered, p, ecn, buf, answered - t);
   if (::sendto(sockets_[plane]->fd, buf, n, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to),
                sizeof to) == static_cast<ssize_t>(n)) {
     ++counters_.probes_answered;
