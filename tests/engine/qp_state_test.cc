@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 
@@ -99,6 +100,33 @@ TEST_F(QpState_, Error_FlushesPostedReceives) {
   // ERROR -> RESET -> INIT works again.
   ASSERT_TRUE(to(QpState::kReset).ok());
   ASSERT_TRUE(to(QpState::kInit).ok());
+}
+
+// RESET takes the QP's completions not yet polled out of its CQ (as rdma-core providers clean
+// a CQ), and only its own: a QP restarted after an error does not poll its old flushes.
+TEST_F(QpState_, Reset_DropsItsUnpolledCompletionsOnly) {
+  QpInit init;
+  init.send_cq = init.recv_cq = cq;
+  const Qpn other = e.create_qp(init).value();
+  QpAttr a;
+  a.state = QpState::kInit;
+  ASSERT_TRUE(e.modify_qp(other, a, attr::kState).ok());
+  ASSERT_TRUE(to(QpState::kInit).ok());
+  std::vector<uint8_t> buf(64);
+  const uint32_t key =
+      e.register_mr(buf.data(), buf.size(), reinterpret_cast<uint64_t>(buf.data()), 1).value();
+  Sge s{reinterpret_cast<uint64_t>(buf.data()), 64, key};
+  ASSERT_TRUE(e.post_recv(q, RecvWr{1, {&s, 1}}).ok());
+  ASSERT_TRUE(e.post_recv(other, RecvWr{2, {&s, 1}}).ok());
+  ASSERT_TRUE(to(QpState::kError).ok());
+  a.state = QpState::kError;
+  ASSERT_TRUE(e.modify_qp(other, a, attr::kState).ok());
+  ASSERT_EQ(e.cq_depth(cq), 2u);  // both flushes
+  ASSERT_TRUE(to(QpState::kReset).ok());
+  Completion c[4];
+  ASSERT_EQ(e.poll_cq(cq, c), 1u);
+  EXPECT_EQ(c[0].wr_id, 2u);
+  EXPECT_EQ(c[0].qpn, other);
 }
 
 TEST_F(QpState_, PostSend_BeforeRtsRefused) {

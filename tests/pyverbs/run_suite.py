@@ -129,11 +129,12 @@ def child(args):
         "failed_tests": [t.id() for t, _ in res.failures] + [t.id() for t in res.unexpectedSuccesses],
         "error_tests": [t.id() for t, _ in res.errors],
     }
-    print(json.dumps(summary, indent=1))
+    text = json.dumps(summary, indent=1)
     if args.json:
         summary["skipped_tests_by_reason"] = skipped_tests
         with open(args.json, "w") as f:
             f.write(json.dumps(summary, indent=1) + "\n")
+    print(text)
     return 0 if summary["failed"] == 0 and summary["errors"] == 0 and res.testsRun > 0 else 1
 
 

@@ -9,7 +9,7 @@
 // Binding: exports.map is an anonymous version script (no version definitions), so the
 // dynamic linker binds the programs' versioned references (ibv_open_device@IBVERBS_1.1) to
 // these definitions (docs/verbs-shim.md, "The shim").
-// Unsupported verbs (SRQ, AH, multicast, rereg, dma-buf, ECE, imports) fail with EOPNOTSUPP
+// Unsupported verbs (SRQ, AH, multicast, dma-buf, ECE, imports) fail with EOPNOTSUPP
 // and one line on stderr.
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
@@ -266,8 +266,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
 int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t len, int access) {
   if (!ours(mr->context))
     return REAL(ibv_rereg_mr, "IBVERBS_1.1")(mr, flags, pd, addr, len, access);
-  unsupported("ibv_rereg_mr (deregister and register again)");
-  return IBV_REREG_MR_ERR_INPUT;
+  return v::rereg_mr(mr, flags, pd, addr, len, access);
 }
 
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd,

@@ -254,10 +254,19 @@ struct Engine::Impl : Core {
 Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
 Engine::~Engine() = default;
 
+namespace {
+// register_mr's ranges: a mapping of its own, or the whole address space (nullptr, iova 0,
+// UINT64_MAX bytes: verbs' implicit ODP MR).
+bool mr_range_ok(const void* addr, uint64_t len, uint64_t iova) {
+  if (addr == nullptr && iova == 0 && len == UINT64_MAX) return true;
+  return !(addr == nullptr && len > 0) && iova + len >= iova;
+}
+}  // namespace
+
 Result<uint32_t, Error> Engine::register_mr(void* addr, uint64_t len, uint64_t iova,
                                             uint32_t access, uint32_t pd) {
   Core& c = *impl_;
-  if ((addr == nullptr && len > 0) || iova + len < iova) return Err{Error::kInvalidArgument};
+  if (!mr_range_ok(addr, len, iova)) return Err{Error::kInvalidArgument};
   if (c.live_mrs >= c.cfg.max_mrs) return Err{Error::kResourceLimit};
   size_t slot;
   if (c.free_mrs.size() > 16) {  // reuse slots late; the generation byte kills old keys
@@ -289,6 +298,27 @@ Status<Error> Engine::deregister_mr(uint32_t key) {
   m.key = key & 0xff;  // free: matches no key (slot bits 0), generation kept for the next one
   // A slot whose generation would wrap is retired, so no key ever comes back.
   if ((key & 0xff) != 0xff) c.free_mrs.push_back(key >> 8);
+  return {};
+}
+
+Status<Error> Engine::reregister_mr(uint32_t key, void* addr, uint64_t len, uint64_t iova,
+                                    uint32_t access, uint32_t pd) {
+  Core& c = *impl_;
+  if (!c.mr(key)) return Err{Error::kNoSuchMr};
+  if (!mr_range_ok(addr, len, iova)) return Err{Error::kInvalidArgument};
+  Mr& m = c.mrs[key >> 8];
+  m.host = static_cast<uint8_t*>(addr);
+  m.iova = iova;
+  m.len = len;
+  m.access = access;
+  m.pd = pd;
+  return {};
+}
+
+Status<Error> Engine::check_mr(uint32_t key, uint64_t addr, uint64_t len, uint32_t pd) const {
+  const Mr* m = impl_->mr(key);
+  if (!m || m->pd != pd) return Err{Error::kNoSuchMr};
+  if (!m->covers(addr, len)) return Err{Error::kLocalAccess};
   return {};
 }
 
@@ -419,6 +449,10 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
   const QpState to = (mask & attr::kState) ? a.state : q.state;
   const QpState from = q.state;
   if (to == QpState::kReset) {  // drop everything, keep the number and CQs
+    // Its completions not yet polled go too, as rdma-core's providers clean a CQ of a QP
+    // reset (mlx5_cq_clean): a QP restarted after an error does not find its flushes.
+    for (const CqId id : {q.init.send_cq, q.init.recv_cq})  // live: the QP holds them
+      std::erase_if(c.cqs[id - 1].q, [&](const Completion& k) { return k.qpn == q.qpn; });
     c.qps[q.qpn - 1] = new_qp(q.qpn, q.init);
     return;
   }
@@ -583,6 +617,16 @@ Status<Error> Engine::post_send(Qpn qpn, const SendWr& wr) {
   return impl_->post_send(*q, wr);
 }
 
+bool Core::resolve_recv(const Qp& q, RecvWqe& r) const {
+  r.sg.clear();
+  for (const Sge& s : r.posted) {
+    const Mr* m = mr(s.lkey, q);
+    if (!m || !m->covers(s.addr, s.length) || !(m->access & access::kLocalWrite)) return false;
+    r.sg.push_back(Seg{m->at(s.addr), s.length, s.lkey});
+  }
+  return true;
+}
+
 Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
   Core& c = *impl_;
   Qp* q = c.qp(qpn);
@@ -591,14 +635,12 @@ Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
   if (q->rq.full()) return Err{Error::kQueueFull};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
   RecvWqe& r = q->rq.next();
+  r.posted.clear();
   r.sg.clear();
   r.capacity = 0;
-  for (const Sge& s : wr.sg) {
+  for (const Sge& s : wr.sg) {  // checked when data lands (Core::resolve_recv)
     if (s.length == 0) continue;
-    const Mr* m = c.mr(s.lkey, *q);
-    if (!m || !m->covers(s.addr, s.length) || !(m->access & access::kLocalWrite))
-      return Err{Error::kLocalAccess};
-    r.sg.push_back(Seg{m->at(s.addr), s.length, s.lkey});
+    r.posted.push_back(s);
     r.capacity += s.length;
   }
   r.wr_id = wr.wr_id;

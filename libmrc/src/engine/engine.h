@@ -180,9 +180,19 @@ class Engine {
   /// requests or from their peer; for a QP of another pd it is no key at all (a local
   /// access error, a remote access NACK). Returns the key (lkey == rkey). A deregistered
   /// key is never valid again.
+  /// addr nullptr, iova 0 and len UINT64_MAX register the whole address space (verbs'
+  /// implicit on-demand-paging MR): every address is the process's own.
   Result<uint32_t, Error> register_mr(void* addr, uint64_t len, uint64_t iova, uint32_t access,
                                       uint32_t pd = 0);
   Status<Error> deregister_mr(uint32_t key);
+  /// Verbs' rereg_mr: the MR of `key` covers [addr, addr+len) at `iova` with `access` in `pd`
+  /// from now on, under the same key (arguments as register_mr). Receives already posted are
+  /// checked against it when their data lands (post_recv); kNoSuchMr, kInvalidArgument.
+  Status<Error> reregister_mr(uint32_t key, void* addr, uint64_t len, uint64_t iova,
+                              uint32_t access, uint32_t pd);
+  /// Ok if [addr, addr+len) lies in the MR of `key` and that MR is in protection domain `pd`:
+  /// kNoSuchMr (no such key, or another pd's), kLocalAccess (outside it). No effect.
+  Status<Error> check_mr(uint32_t key, uint64_t addr, uint64_t len, uint32_t pd) const;
 
   Result<CqId, Error> create_cq(uint32_t depth);
   Status<Error> destroy_cq(CqId cq);  // kBadState while a QP uses it
@@ -210,6 +220,9 @@ class Engine {
 
   // ---- Work requests --------------------------------------------------------------------
   Status<Error> post_send(Qpn qpn, const SendWr& wr);
+  /// The receive's SGEs are checked when a SEND lands in it, as a NIC does (key of the QP's
+  /// pd, range, local write; after a reregister_mr the MR as it is then): a bad one fails the
+  /// QP with kLocProtErr and the requester's SEND with kRemOpErr.
   Status<Error> post_recv(Qpn qpn, const RecvWr& wr);
 
   // ---- Driver interface (see the loop above) -------------------------------------------

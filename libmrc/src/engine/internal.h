@@ -52,7 +52,10 @@ struct Mr {
   bool covers(uint64_t addr, uint64_t n) const {
     return addr >= iova && n <= len && addr - iova <= len - n;
   }
-  uint8_t* at(uint64_t addr) const { return host + (addr - iova); }
+  // As integers: the whole-space MR (register_mr) has host nullptr.
+  uint8_t* at(uint64_t addr) const {
+    return reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(host) + (addr - iova));
+  }
 };
 
 /// A contiguous piece of local memory a message reads from or writes to.
@@ -212,7 +215,8 @@ struct alignas(32) EvTx {
 
 struct RecvWqe {
   uint64_t wr_id = 0;
-  std::vector<Seg> sg;
+  std::vector<Sge> posted;  // as the app posted them (length > 0), checked when data lands
+  std::vector<Seg> sg;      // `posted` resolved by Core::resolve_recv for the packet at hand
   uint64_t capacity = 0;
 };
 
@@ -396,6 +400,9 @@ struct Core {
     return m && m->pd == q.init.pd ? m : nullptr;
   }
   /// Every segment still lies in a registered MR (none was deregistered since).
+  /// Resolves r.posted into r.sg against the MRs as they are now (key of q's pd, range, local
+  /// write); false if one fails (the receive's local protection error).
+  bool resolve_recv(const Qp& q, RecvWqe& r) const;
   bool live(const std::vector<Seg>& sg) const {
     for (const Seg& g : sg)
       if (!mr(g.key)) return false;

@@ -62,29 +62,39 @@ int dealloc_pd(ibv_pd* pd) {
   return 0;
 }
 
-ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+int mr_access(const char* verb, const void* addr, size_t length, unsigned access,
+              unsigned* engine_access) {
   // Optional bits (IBV_ACCESS_OPTIONAL_RANGE, e.g. RELAXED_ORDERING) are hints: accepted.
   const unsigned required = access & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
   if ((required & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-      !(required & IBV_ACCESS_LOCAL_WRITE)) {
-    fail(EINVAL, "ibv_reg_mr: remote write or atomic access needs IBV_ACCESS_LOCAL_WRITE");
-    return nullptr;
-  }
+      !(required & IBV_ACCESS_LOCAL_WRITE))
+    return fail(EINVAL, "%s: remote write or atomic access needs IBV_ACCESS_LOCAL_WRITE", verb);
   const unsigned known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                          IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                         IBV_ACCESS_MW_BIND;
-  if (required & ~known) {
-    fail(EOPNOTSUPP, "ibv_reg_mr: access flags 0x%x are not supported by mrc0",
-         required & ~known);
-    return nullptr;
+                         IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND;
+  if (required & ~known)
+    return fail(EOPNOTSUPP, "%s: access flags 0x%x are not supported by mrc0", verb,
+                required & ~known);
+  if (is_implicit_odp(addr, length, access)) {
+    // The whole address space: a peer could name any address, mapped or not.
+    if (required & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC))
+      return fail(EINVAL, "%s: an implicit ODP MR (NULL, SIZE_MAX) takes local access only on "
+                  "mrc0", verb);
+  } else if (length == 0 || length > engine::kMaxMessage * 64ull) {
+    return fail(EINVAL, "%s: length %zu out of range", verb, length);
   }
-  if (length == 0 || length > engine::kMaxMessage * 64ull) {
-    fail(EINVAL, "ibv_reg_mr: length %zu out of range", length);
-    return nullptr;
-  }
+  *engine_access = required & 0xf;
+  return 0;
+}
+
+ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  unsigned engine_access = 0;
+  if (mr_access("ibv_reg_mr", addr, length, access, &engine_access) != 0) return nullptr;
+  // The implicit ODP MR is the engine's whole-space MR (iova 0, every address its own).
+  if (is_implicit_odp(addr, length, access)) iova = 0;
   Device* dev = device_of(pd->context);
   auto key = dev->driver->with_engine([&](engine::Engine& e) {
-    return e.register_mr(addr, length, iova, required & 0xf, pd->handle);
+    return e.register_mr(addr, length, iova, engine_access, pd->handle);
   });
   if (!key) {
     fail(to_errno(key.error()), "ibv_reg_mr: %s", engine::to_string(key.error()));
@@ -98,6 +108,8 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
   mr->mr.length = length;
   mr->mr.handle = *key;
   mr->mr.lkey = mr->mr.rkey = *key;
+  mr->iova = iova;
+  mr->access = access;
   return &mr->mr;
 }
 

@@ -144,6 +144,7 @@ ibv_context* open_device(ibv_device* d) {
   auto* ctx = new Context;
   ctx->dev = dev;
   ctx->async_fd = ::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  ctx->cmd_fd = open_cmd_fd();
   verbs_context& v = ctx->vctx;
   v.sz = sizeof(verbs_context);
   v.query_port = [](ibv_context* c, uint8_t port, ibv_port_attr* a, size_t) {
@@ -151,9 +152,11 @@ ibv_context* open_device(ibv_device* d) {
   };
   v.create_cq_ex = &create_cq_ex;
   v.create_qp_ex = &create_qp_ex;
+  v.query_device_ex = &query_device_ex;
+  v.advise_mr = &advise_mr;
   ibv_context& c = v.context;
   c.device = d;
-  c.cmd_fd = -1;
+  c.cmd_fd = ctx->cmd_fd;
   c.async_fd = ctx->async_fd;
   c.num_comp_vectors = 1;
   c.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -187,6 +190,7 @@ int close_device(ibv_context* c) {
   }
   last.reset();  // stops the thread, outside the lock its hook takes
   ::close(ctx->async_fd);
+  if (ctx->cmd_fd >= 0) ::close(ctx->cmd_fd);
   pthread_mutex_destroy(&c->mutex);
   delete ctx;
   return 0;

@@ -40,6 +40,20 @@ ibv_gid token_gid(const srv6::Fabric* f, const ibv_ah_attr& ah, uint32_t host);
 /// Queues `cq` on its channel and wakes the channel's fd. Under dev->mu.
 void notify(Cq* cq);
 
+/// reg_mr(NULL, SIZE_MAX, ON_DEMAND): verbs' implicit on-demand-paging MR, the whole address
+/// space (the engine's whole-space MR).
+inline bool is_implicit_odp(const void* addr, size_t length, unsigned access) {
+  return !addr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND);
+}
+/// Checks the access flags and range of an MR about to be registered (reg_mr, rereg_mr): 0 and
+/// *engine_access (engine::access bits), or an errno with a stderr line naming `verb`.
+int mr_access(const char* verb, const void* addr, size_t length, unsigned access,
+              unsigned* engine_access);
+/// A new ibv_context::cmd_fd (objects.h Context::cmd_fd), or -1 with errno.
+int open_cmd_fd();
+/// The on-demand paging mrc0 offers (query_device_ex): explicit and implicit, RC.
+ibv_odp_caps odp_caps();
+
 /// The errno a verb returns for an engine error.
 int to_errno(engine::Error e);
 /// The engine's state for a verbs QP state; kError for ERR and for SQE, which MRC QPs lack.

@@ -61,6 +61,9 @@ struct Context {
   verbs_context vctx{};  // the app's ibv_context is &vctx.context
   Device* dev = nullptr;
   int async_fd = -1;  // eventfd, semaphore mode
+  // ibv_context::cmd_fd: a memfd ("mrc0-cmd", empty) the context owns, so programs that dup
+  // or poll it get a real descriptor; mrc0 has no kernel part to send commands to.
+  int cmd_fd = -1;
   std::mutex mu;
   std::deque<ibv_async_event> async;  // (mu)
 };
@@ -73,6 +76,8 @@ inline Pd* pd_of(ibv_pd* pd) { return reinterpret_cast<Pd*>(pd); }
 
 struct Mr {
   ibv_mr mr{};
+  uint64_t iova = 0;    // where mr.addr appears to peers (reg_mr_iova2); kept by rereg_mr
+  unsigned access = 0;  // IBV_ACCESS_* as registered; kept by rereg_mr
 };
 
 struct Channel {

@@ -320,10 +320,17 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
 }
 
 ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* a) {
-  const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  const uint32_t known =
+      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
   if (a->comp_mask & ~known) {
     fail(EOPNOTSUPP, "ibv_create_qp_ex: comp_mask 0x%x is not supported by mrc0",
          a->comp_mask & ~known);
+    return nullptr;
+  }
+  // Create flags (scatter FCS, VLAN stripping, ...) are raw packet and NIC features: none.
+  if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) {
+    fail(EOPNOTSUPP, "ibv_create_qp_ex: create_flags 0x%x are not supported by mrc0",
+         a->create_flags);
     return nullptr;
   }
   if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd) {

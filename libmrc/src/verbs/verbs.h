@@ -92,6 +92,15 @@ ibv_pd* alloc_pd(ibv_context* c);
 int dealloc_pd(ibv_pd* pd);
 ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
 int dereg_mr(ibv_mr* mr);
+/// ibv_rereg_mr: the MR's new translation, PD or access, same keys; on bad input
+/// IBV_REREG_MR_ERR_INPUT (errno says why) and the MR unchanged.
+int rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access);
+/// ibv_advise_mr: checks each SGE against its MR, then faults its pages in
+/// (MADV_POPULATE_READ/WRITE; PREFETCH_NO_FAULT maps nothing new). Synchronous: FLUSH or not.
+int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg, uint32_t n);
+/// ibv_query_device_ex: query_device's attributes, phys_port_cnt_ex (1) and the ODP caps.
+int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
+                    ibv_device_attr_ex* attr, size_t attr_size);
 
 // ---- CQs and completion channels ---------------------------------------------------------
 ibv_comp_channel* create_comp_channel(ibv_context* c);
