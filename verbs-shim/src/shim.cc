@@ -9,7 +9,7 @@
 // Binding: exports.map is an anonymous version script (no version definitions), so the
 // dynamic linker binds the programs' versioned references (ibv_open_device@IBVERBS_1.1) to
 // these definitions (docs/verbs-shim.md, "The shim").
-// Unsupported verbs (SRQ, AH, multicast, dma-buf, ECE, imports) fail with EOPNOTSUPP
+// Unsupported verbs (SRQ, AH, multicast, dma-buf, ECE, device memory) fail with EOPNOTSUPP
 // and one line on stderr.
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
@@ -394,27 +394,35 @@ int ibv_resolve_eth_l2_from_gid(ibv_context* c, ibv_ah_attr* attr, uint8_t mac[E
   return -1;
 }
 
-// ---- Unsupported on MRC: importing objects of another process ------------------------------
+// ---- Importing a context's objects through its command fd (mrc0: within the process) ------
+ibv_context* ibv_import_device(int fd) {
+  return v::is_cmd_fd(fd) ? v::import_device(fd) : REAL(ibv_import_device, "IBVERBS_1.10")(fd);
+}
+
 ibv_pd* ibv_import_pd(ibv_context* c, uint32_t handle) {
-  if (!ours(c)) return REAL(ibv_import_pd, "IBVERBS_1.10")(c, handle);
-  unsupported("ibv_import_pd");
-  return nullptr;
+  return ours(c) ? v::import_pd(c, handle) : REAL(ibv_import_pd, "IBVERBS_1.10")(c, handle);
 }
 
 void ibv_unimport_pd(ibv_pd* pd) {
-  if (!ours(pd->context)) REAL(ibv_unimport_pd, "IBVERBS_1.10")(pd);
+  if (ours(pd->context))
+    v::unimport_pd(pd);
+  else
+    REAL(ibv_unimport_pd, "IBVERBS_1.10")(pd);
 }
 
 ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t handle) {
-  if (!ours(pd->context)) return REAL(ibv_import_mr, "IBVERBS_1.10")(pd, handle);
-  unsupported("ibv_import_mr");
-  return nullptr;
+  return ours(pd->context) ? v::import_mr(pd, handle)
+                           : REAL(ibv_import_mr, "IBVERBS_1.10")(pd, handle);
 }
 
 void ibv_unimport_mr(ibv_mr* mr) {
-  if (!ours(mr->context)) REAL(ibv_unimport_mr, "IBVERBS_1.10")(mr);
+  if (ours(mr->context))
+    v::unimport_mr(mr);
+  else
+    REAL(ibv_unimport_mr, "IBVERBS_1.10")(mr);
 }
 
+// ---- Unsupported on MRC: device memory -------------------------------------------------------
 ibv_dm* ibv_import_dm(ibv_context* c, uint32_t handle) {
   if (!ours(c)) return REAL(ibv_import_dm, "IBVERBS_1.13")(c, handle);
   unsupported("ibv_import_dm");

@@ -52,13 +52,24 @@ ibv_pd* alloc_pd(ibv_context* c) {
   pd->pd.context = c;
   static std::atomic<uint32_t> handles{1};
   pd->pd.handle = handles++;
+  Device* dev = device_of(c);
+  std::lock_guard lock(dev->mu);
+  dev->pds[pd->pd.handle] = pd;
   return &pd->pd;
 }
 
 int dealloc_pd(ibv_pd* pd) {
-  if (const uint32_t n = pd_of(pd)->users.load())
-    return fail(EBUSY, "ibv_dealloc_pd: %u MRs and QPs still use the PD", n);
-  delete pd_of(pd);
+  Pd* p = pd_of(pd);
+  if (const uint32_t n = p->users.load())
+    return fail(EBUSY, "ibv_dealloc_pd: %u MRs, QPs and parent domains still use the PD", n);
+  if (p->protection) {
+    --p->protection->users;
+  } else if (!p->imported) {
+    Device* dev = device_of(pd->context);
+    std::lock_guard lock(dev->mu);
+    dev->pds.erase(pd->handle);
+  }
+  delete p;
   return 0;
 }
 
@@ -110,6 +121,8 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
   mr->mr.lkey = mr->mr.rkey = *key;
   mr->iova = iova;
   mr->access = access;
+  std::lock_guard lock(dev->mu);
+  dev->mrs[*key] = mr;
   return &mr->mr;
 }
 
@@ -117,6 +130,10 @@ int dereg_mr(ibv_mr* mr) {
   Device* dev = device_of(mr->context);
   auto r = dev->driver->with_engine([&](engine::Engine& e) { return e.deregister_mr(mr->lkey); });
   if (!r) return fail(to_errno(r.error()), "ibv_dereg_mr: %s", engine::to_string(r.error()));
+  {
+    std::lock_guard lock(dev->mu);
+    dev->mrs.erase(mr->lkey);
+  }
   --pd_of(mr->pd)->users;
   delete reinterpret_cast<Mr*>(mr);
   return 0;

@@ -40,11 +40,9 @@ int fail(int err, const char* fmt, ...) {
 }
 
 namespace {
-
 std::atomic<void (*)(io::UdpConfig&)> g_attach_observer{nullptr};
+}  // namespace
 
-// The one device of the process, from the host configuration; null (logged once) if the
-// configuration does not load.
 Device* the_device() {
   static Device* dev = [] () -> Device* {
     auto cfg = io::load_host_config();
@@ -73,6 +71,8 @@ Device* the_device() {
   }();
   return dev;
 }
+
+namespace {
 
 uint64_t guid_of(const ibv_gid& g) {
   uint64_t v;
@@ -154,6 +154,7 @@ ibv_context* open_device(ibv_device* d) {
   v.create_qp_ex = &create_qp_ex;
   v.query_device_ex = &query_device_ex;
   v.advise_mr = &advise_mr;
+  v.alloc_parent_domain = &alloc_parent_domain;
   ibv_context& c = v.context;
   c.device = d;
   c.cmd_fd = ctx->cmd_fd;

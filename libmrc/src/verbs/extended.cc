@@ -1,7 +1,9 @@
 // The software verbs device's extended context verbs: ibv_query_device_ex, the context's
-// command fd, ibv_advise_mr (on-demand paging prefetch) and ibv_rereg_mr. Threading: as
-// verbs.h (the engine through the driver, under its lock).
+// command fd and importing a context's objects through it, parent domains, ibv_advise_mr
+// (on-demand paging prefetch) and ibv_rereg_mr. Threading: as verbs.h (the engine through
+// the driver, under its lock; object tables under Device::mu).
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -125,6 +127,111 @@ int rereg_mr(ibv_mr* m, int flags, ibv_pd* pd, void* addr, size_t length, int ac
   mr->iova = iova;
   mr->access = new_access;
   return 0;
+}
+
+ibv_pd* alloc_parent_domain(ibv_context* c, ibv_parent_domain_init_attr* a) {
+  if (!a || !a->pd || a->pd->context != c) {
+    fail(EINVAL, "ibv_alloc_parent_domain: attr->pd must be a PD of this context");
+    return nullptr;
+  }
+  Pd* protection = pd_of(a->pd);
+  if (protection->protection) {
+    fail(EINVAL, "ibv_alloc_parent_domain: attr->pd is itself a parent domain");
+    return nullptr;
+  }
+  const uint32_t known = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+                         IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+  if (a->comp_mask & ~known) {
+    fail(EINVAL, "ibv_alloc_parent_domain: comp_mask 0x%x (ALLOCATORS, PD_CONTEXT)",
+         a->comp_mask & ~known);
+    return nullptr;
+  }
+  if (a->td) {
+    fail(EOPNOTSUPP, "ibv_alloc_parent_domain: thread domains are not supported by mrc0");
+    return nullptr;
+  }
+  // The allocators are for buffers a provider shares with its NIC; mrc0 has none to make.
+  auto* pd = new Pd;
+  pd->pd.context = c;
+  pd->pd.handle = a->pd->handle;  // MRs and QPs on it are in the protection domain
+  pd->protection = protection;
+  ++protection->users;
+  return &pd->pd;
+}
+
+namespace {
+// The open context whose command fd is `fd` or a duplicate of it (same open file), or null.
+// Under dev->mu.
+Context* cmd_fd_owner(Device* dev, int fd) {
+  struct stat want {};
+  if (fd < 0 || ::fstat(fd, &want) != 0) return nullptr;
+  for (Context* c : dev->open) {
+    struct stat have {};
+    if (c->cmd_fd >= 0 && ::fstat(c->cmd_fd, &have) == 0 && have.st_dev == want.st_dev &&
+        have.st_ino == want.st_ino)
+      return c;
+  }
+  return nullptr;
+}
+}  // namespace
+
+bool is_cmd_fd(int fd) {
+  Device* dev = the_device();
+  if (!dev) return false;
+  std::lock_guard lock(dev->mu);
+  return cmd_fd_owner(dev, fd) != nullptr;
+}
+
+ibv_context* import_device(int fd) {
+  if (!is_cmd_fd(fd)) {
+    fail(EINVAL, "ibv_import_device: fd %d is no mrc0 context's command fd", fd);
+    return nullptr;
+  }
+  Device* dev = the_device();
+  ibv_context* c = open_device(&dev->dev);
+  if (!c) return nullptr;
+  Context* ctx = ctx_of(c);
+  ::close(ctx->cmd_fd);  // the imported context owns `fd` (closed with it, as libibverbs)
+  ctx->cmd_fd = c->cmd_fd = fd;
+  return c;
+}
+
+ibv_pd* import_pd(ibv_context* c, uint32_t handle) {
+  Device* dev = device_of(c);
+  std::lock_guard lock(dev->mu);
+  auto it = dev->pds.find(handle);
+  if (it == dev->pds.end()) {
+    fail(EINVAL, "ibv_import_pd: no PD %u on mrc0", handle);
+    return nullptr;
+  }
+  auto* pd = new Pd;
+  pd->pd.context = c;
+  pd->pd.handle = handle;
+  pd->imported = true;
+  return &pd->pd;
+}
+
+void unimport_pd(ibv_pd* pd) { delete pd_of(pd); }
+
+ibv_mr* import_mr(ibv_pd* pd, uint32_t handle) {
+  Device* dev = device_of(pd->context);
+  std::lock_guard lock(dev->mu);
+  auto it = dev->mrs.find(handle);
+  if (it == dev->mrs.end() || it->second->mr.pd->handle != pd->handle) {
+    fail(EINVAL, "ibv_import_mr: no MR %u in PD %u on mrc0", handle, pd->handle);
+    return nullptr;
+  }
+  auto* mr = new Mr(*it->second);
+  mr->mr.context = pd->context;
+  mr->mr.pd = pd;
+  mr->imported = true;
+  ++pd_of(pd)->users;
+  return &mr->mr;
+}
+
+void unimport_mr(ibv_mr* mr) {
+  --pd_of(mr->pd)->users;
+  delete reinterpret_cast<Mr*>(mr);
 }
 
 }  // namespace mrc::verbs

@@ -22,6 +22,9 @@ void log_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 int fail(int err, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 Device* device_of(const ibv_context* c);
+/// The one device of the process, from the host configuration; null (logged once) if the
+/// configuration does not load.
+Device* the_device();
 /// The engine peer an address vector names (see verbs.h "peers"); *host = its fabric host.
 /// Under dev->mu, with the driver open.
 Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah, uint32_t* host);

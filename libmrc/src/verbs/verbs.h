@@ -98,6 +98,19 @@ int rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int a
 /// ibv_advise_mr: checks each SGE against its MR, then faults its pages in
 /// (MADV_POPULATE_READ/WRITE; PREFETCH_NO_FAULT maps nothing new). Synchronous: FLUSH or not.
 int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg, uint32_t n);
+/// ibv_alloc_parent_domain: a PD that stands for attr->pd (its MRs and QPs are in it); the
+/// allocators are accepted and unused (mrc0 has no provider buffers); thread domains EOPNOTSUPP.
+ibv_pd* alloc_parent_domain(ibv_context* c, ibv_parent_domain_init_attr* attr);
+/// Whether `fd` is (a dup of) an open mrc0 context's cmd_fd: what ibv_import_device takes.
+bool is_cmd_fd(int fd);
+/// ibv_import_device / import_pd / import_mr, within the process (mrc0's objects live in it):
+/// a new context on mrc0 owning `fd`; new handles on the PD and MR of `handle`. unimport_*
+/// free the handle only.
+ibv_context* import_device(int fd);
+ibv_pd* import_pd(ibv_context* c, uint32_t handle);
+void unimport_pd(ibv_pd* pd);
+ibv_mr* import_mr(ibv_pd* pd, uint32_t handle);
+void unimport_mr(ibv_mr* mr);
 /// ibv_query_device_ex: query_device's attributes, phys_port_cnt_ex (1) and the ODP caps.
 int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size);
