@@ -603,6 +603,51 @@ TEST_F(Verbs, ImplicitOdpMr_AnyBufferAndPrefetch) {
   EXPECT_EQ(dereg_mr(all), 0);
 }
 
+// A parent domain stands for its protection domain: an MR registered on it serves a QP made
+// on it and the fixture's QPs (same protection domain); the protection domain cannot go
+// while the parent domain lives; thread domains and a parent of a parent are refused.
+TEST_F(Verbs, ParentDomain_ItsMrsAndQpsAreInTheProtectionDomain) {
+  auto* v = reinterpret_cast<verbs_context*>(reinterpret_cast<uintptr_t>(ctx_) -
+                                             offsetof(verbs_context, context));
+  ASSERT_NE(v->alloc_parent_domain, nullptr);
+  ibv_parent_domain_init_attr a{};
+  a.pd = pd_;
+  ibv_pd* parent = v->alloc_parent_domain(ctx_, &a);
+  ASSERT_NE(parent, nullptr);
+  EXPECT_EQ(parent->handle, pd_->handle);
+  ibv_parent_domain_init_attr nested{};
+  nested.pd = parent;
+  EXPECT_EQ(v->alloc_parent_domain(ctx_, &nested), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_parent_domain_init_attr with_td = a;
+  with_td.td = reinterpret_cast<ibv_td*>(&with_td);
+  EXPECT_EQ(v->alloc_parent_domain(ctx_, &with_td), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+
+  std::vector<uint8_t> mem(4096, 0x71);
+  ibv_mr* mr = reg_mr(parent, mem.data(), mem.size(), reinterpret_cast<uintptr_t>(mem.data()),
+                      IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  ibv_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = cq_[0];
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  ibv_qp* q = create_qp(parent, &qa);
+  ASSERT_NE(q, nullptr);
+  pair_with(q);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, reinterpret_cast<uintptr_t>(mem.data()), 256,
+                 mr->lkey, at(1), mr_[1]->rkey),
+            0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::count(buf_[1].begin(), buf_[1].begin() + 256, 0x71), 256);
+  EXPECT_EQ(dealloc_pd(parent), EBUSY);  // its MR and QP
+  EXPECT_EQ(destroy_qp(qp_[0]), 0);
+  qp_[0] = nullptr;
+  EXPECT_EQ(dereg_mr(mr), 0);
+  EXPECT_EQ(dealloc_pd(parent), 0);
+}
+
 TEST_F(Verbs, PollCq_MoreThan64AtOnce_ShortCountMeansEmpty) {
   ASSERT_NO_FATAL_FAILURE(pair_with(make_qp(0, 128)));
   ASSERT_EQ(post_r(qp_[1], at(1, 1 << 19), 64, mr_[1]->lkey), 0);
