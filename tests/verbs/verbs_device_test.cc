@@ -648,6 +648,50 @@ TEST_F(Verbs, ParentDomain_ItsMrsAndQpsAreInTheProtectionDomain) {
   EXPECT_EQ(dealloc_pd(parent), 0);
 }
 
+// UC QPs: SEND and RDMA WRITE (with immediate) as on RC (carried reliably by MRC); RDMA READ
+// refused at post (ibv_post_send and ibv_wr_rdma_read) with EINVAL; query says UC.
+TEST_F(Verbs, UcQp_SendAndWriteNoRead) {
+  ibv_qp* uc[2];
+  for (int i = 0; i < 2; ++i) {
+    ibv_qp_init_attr_ex a{};
+    a.send_cq = a.recv_cq = cq_[i];
+    a.qp_type = IBV_QPT_UC;
+    a.cap.max_send_wr = a.cap.max_recv_wr = 8;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    a.pd = pd_;
+    a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+    uc[i] = create_qp_ex(ctx_, &a);
+    ASSERT_NE(uc[i], nullptr);
+    a.send_ops_flags |= IBV_QP_EX_WITH_RDMA_READ;
+    EXPECT_EQ(create_qp_ex(ctx_, &a), nullptr) << "READ is no UC operation";
+  }
+  qp_ = {uc[0], uc[1]};
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(to_init(qp_[1]), 0);
+  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
+  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(query_qp(qp_[0], &qa, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(init.qp_type, IBV_QPT_UC);
+  std::memset(buf_[0].data(), 0x3e, 4096);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 512, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::count(buf_[1].begin(), buf_[1].begin() + 512, 0x3e), 512);
+  ASSERT_EQ(post_r(qp_[1], at(1, 8192), 64, mr_[1]->lkey), 0);
+  ASSERT_EQ(post(qp_[0], IBV_WR_SEND, at(0), 64, mr_[0]->lkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wait_wc(cq_[1]).opcode, IBV_WC_RECV);
+  EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_READ, at(0), 64, mr_[0]->lkey, at(1), mr_[1]->rkey),
+            EINVAL);
+  ibv_qp_ex* x = qp_to_qp_ex(qp_[0]);
+  x->wr_start(x);
+  x->wr_rdma_read(x, mr_[1]->rkey, at(1));
+  x->wr_set_sge(x, mr_[0]->lkey, at(0), 64);
+  EXPECT_EQ(x->wr_complete(x), EINVAL);
+}
+
 TEST_F(Verbs, PollCq_MoreThan64AtOnce_ShortCountMeansEmpty) {
   ASSERT_NO_FATAL_FAILURE(pair_with(make_qp(0, 128)));
   ASSERT_EQ(post_r(qp_[1], at(1, 1 << 19), 64, mr_[1]->lkey), 0);

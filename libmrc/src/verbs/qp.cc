@@ -101,6 +101,10 @@ void wr_write_imm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
   w.wr.imm = ntohl(imm);
 }
 void wr_read(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
+  if (q->qp_base.qp_type == IBV_QPT_UC) {
+    if (!qx(q)->wr_error) log_error("ibv_wr_rdma_read: a UC QP has no RDMA READ");
+    qx(q)->wr_error = EINVAL;
+  }
   auto& w = begin_wr(q, engine::Opcode::kRead);
   w.wr.rkey = rkey;
   w.wr.remote_addr = addr;
@@ -189,8 +193,9 @@ void wr_unsupported(ibv_qp_ex* q, const char* what) {
 
 Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
             const ibv_qp_cap& cap, int sq_sig_all, void* qp_context, uint64_t send_ops) {
-  if (type != IBV_QPT_RC) {
-    fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC is)", type);
+  // UC QPs are MRC connections too: what UC may lose arrives all the same (docs/verbs-shim.md).
+  if (type != IBV_QPT_RC && type != IBV_QPT_UC) {
+    fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC and UC are)", type);
     return nullptr;
   }
   if (srq) {
@@ -215,7 +220,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   }
   const uint64_t supported = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                              IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                             IBV_QP_EX_WITH_RDMA_READ;
+                             (type == IBV_QPT_RC ? IBV_QP_EX_WITH_RDMA_READ : 0);
   if (send_ops & ~supported) {
     fail(EOPNOTSUPP, "ibv_create_qp_ex: send_ops_flags 0x%llx are not supported by mrc0",
          static_cast<unsigned long long>(send_ops & ~supported));
@@ -250,7 +255,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   b.handle = *qpn;
   b.qp_num = *qpn;
   b.state = IBV_QPS_RESET;
-  b.qp_type = IBV_QPT_RC;
+  b.qp_type = static_cast<ibv_qp_type>(type);
   pthread_mutex_init(&b.mutex, nullptr);
   pthread_cond_init(&b.cond, nullptr);
   ibv_qp_ex& x = q->qpx;
@@ -400,9 +405,12 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
   }
   if (mask & IBV_QP_ACCESS_FLAGS) {
     // The remote operations this QP serves as responder, checked next to each MR's access.
+    // A UC QP serves WRITEs only (verbs: UC has no READ or atomics).
     e.access = static_cast<uint32_t>(a->qp_access_flags) &
-               (engine::access::kRemoteWrite | engine::access::kRemoteRead |
-                engine::access::kRemoteAtomic);
+               (qp->qp_type == IBV_QPT_UC
+                    ? engine::access::kRemoteWrite
+                    : engine::access::kRemoteWrite | engine::access::kRemoteRead |
+                          engine::access::kRemoteAtomic);
     m |= engine::attr::kAccess;
   }
   const bool to_rtr =
@@ -497,7 +505,7 @@ int query_qp(ibv_qp* qp, ibv_qp_attr* a, int, ibv_qp_init_attr* init) {
     init->send_cq = qp->send_cq;
     init->recv_cq = qp->recv_cq;
     init->cap = q->cap;
-    init->qp_type = IBV_QPT_RC;
+    init->qp_type = qp->qp_type;
     init->sq_sig_all = q->sq_sig_all;
   }
   return 0;
@@ -532,6 +540,10 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     for (ibv_send_wr* w = wr; w; w = w->next) {
       engine::SendWr ew;
       err = convert(*w, ew, sges, q->cap.max_send_sge);
+      if (!err && qp->qp_type == IBV_QPT_UC && ew.opcode == engine::Opcode::kRead) {
+        log_error("ibv_post_send: QP %u is UC, which has no RDMA READ", qp->qp_num);
+        err = EINVAL;
+      }
       if (!err) {
         if (auto r = e.post_send(qp->qp_num, ew); !r) {
           log_post_error(q, "ibv_post_send", r.error());
