@@ -17,10 +17,12 @@
 //             address, whose interface id is replaced by 02:4d:52:43:<host, 4 bytes>
 //             because RoCE tools take a zero interface id for "no GID"), RoCE v2 type;
 //             LID = fabric host id + 1 (so LID-only apps work too).
-//   objects   PD, MR (reg_mr, reg_mr_iova2; the optional access bits are accepted), CQ and
-//             CQ_ex, completion channels (a real eventfd), RC QPs and QP_ex with ibv_wr_*.
-//             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ, inline data, unsignalled sends.
-//             No SRQ, UD, AH, MW, atomics or multicast: those verbs fail with EOPNOTSUPP.
+//   objects   PD and parent domains, MR (reg_mr, reg_mr_iova2, rereg_mr; the optional
+//             access bits are accepted; on-demand paging, implicit too), CQ and CQ_ex,
+//             completion channels (a real eventfd), RC and UC QPs and QP_ex with ibv_wr_*.
+//             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ (RC), inline data, unsignalled
+//             sends. No SRQ, UD, XRC, AH, MW, atomics or multicast: those verbs fail with
+//             EOPNOTSUPP.
 //   peers     found at RTR from the address vector: the GID names the peer host (in a
 //             fabric, all 16 bytes: the host's GID or one of its port addresses; otherwise it
 //             is one of the peer's plane addresses, an IPv4 one as ::ffff:a.b.c.d, at the
