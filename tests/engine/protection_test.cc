@@ -26,10 +26,11 @@ uint32_t reg(Engine& e, std::vector<uint8_t>& v, uint32_t acc, uint64_t off = 0,
   return e.register_mr(v.data() + off, len, va(v, off), acc).value();
 }
 
-// A posts one WRITE (or READ) of `len` bytes between its memory at `local` and `remote`.
+// A posts one WRITE (or READ) of `len` bytes between its memory at `local` and `remote`, with
+// its MR's key or `lkey`.
 void post(Loop& l, uint64_t wr_id, Opcode op, uint64_t local, uint32_t len, uint64_t remote,
-          uint32_t rkey) {
-  Sge sge{va(l.a.mem, local), len, l.a.key};
+          uint32_t rkey, uint32_t lkey = 0) {
+  Sge sge{va(l.a.mem, local), len, lkey ? lkey : l.a.key};
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = op;
@@ -156,7 +157,8 @@ TEST(Protection, Receive_AnotherPdsKeyIsRemoteOpErrorNotATimeout) {
   Sge sge{va(other), 100, key};
   ASSERT_TRUE(l.b.eng.post_recv(l.b.qpn, RecvWr{9, {&sge, 1}}).ok());
   l.post_write(l.a, 1, 0, 100, 0, Opcode::kSend);
-  l.run(std::chrono::milliseconds(100));  // well below the retransmission budget: the NACK, not a timeout, ends it
+  l.run(std::chrono::milliseconds(
+      100));  // well below the retransmission budget: the NACK, not a timeout, ends it
   EXPECT_EQ(one_completion(l), WcStatus::kRemOpErr);
   auto rb = l.poll(l.b);
   ASSERT_EQ(rb.size(), 1u);
@@ -171,10 +173,9 @@ TEST(Protection, Receive_CheckedAgainstTheMrAsReregistered) {
   Loop l;
   l.post_recv(l.b, 9, 0, 100);
   std::vector<uint8_t> moved(4096, 0x44);
-  ASSERT_TRUE(l.b.eng
-                  .reregister_mr(l.b.key, moved.data(), moved.size(), va(moved),
-                                 access::kLocalWrite, 0)
-                  .ok());
+  ASSERT_TRUE(
+      l.b.eng.reregister_mr(l.b.key, moved.data(), moved.size(), va(moved), access::kLocalWrite, 0)
+          .ok());
   l.post_write(l.a, 1, 0, 100, 0, Opcode::kSend);
   l.run(std::chrono::milliseconds(100));
   EXPECT_EQ(one_completion(l), WcStatus::kRemOpErr);
@@ -182,10 +183,9 @@ TEST(Protection, Receive_CheckedAgainstTheMrAsReregistered) {
 
   Loop r;
   std::vector<uint8_t> there(4096, 0x44);
-  ASSERT_TRUE(r.b.eng
-                  .reregister_mr(r.b.key, there.data(), there.size(), va(there),
-                                 access::kLocalWrite, 0)
-                  .ok());
+  ASSERT_TRUE(
+      r.b.eng.reregister_mr(r.b.key, there.data(), there.size(), va(there), access::kLocalWrite, 0)
+          .ok());
   Sge sge{va(there), 100, r.b.key};
   ASSERT_TRUE(r.b.eng.post_recv(r.b.qpn, RecvWr{9, {&sge, 1}}).ok());
   r.post_write(r.a, 1, 0, 100, 0, Opcode::kSend);
@@ -205,13 +205,8 @@ TEST(Protection, WholeSpaceMr_ReachesAnyAddress) {
   EXPECT_EQ(l.a.eng.check_mr(all, va(src), src.size(), 3).error(), Error::kNoSuchMr);
   EXPECT_EQ(l.a.eng.check_mr(l.a.key, va(src), src.size(), 0).error(), Error::kLocalAccess);
   EXPECT_FALSE(l.a.eng.register_mr(nullptr, UINT64_MAX, 1, access::kLocalWrite).ok());
-  Sge sge{va(src), 256, all};
-  SendWr wr;
-  wr.opcode = Opcode::kWrite;
-  wr.sg = {&sge, 1};
-  wr.remote_addr = va(l.b.mem);
-  wr.rkey = l.b.key;
-  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  std::fill(l.a.mem.begin(), l.a.mem.begin() + 256, 0x5a);
+  post(l, 1, Opcode::kWrite, 0, 256, va(l.b.mem), l.b.key, all);
   l.run();
   EXPECT_EQ(one_completion(l), WcStatus::kSuccess);
   EXPECT_EQ(std::count(l.b.mem.begin(), l.b.mem.begin() + 256, 0x5a), 256);

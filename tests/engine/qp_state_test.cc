@@ -10,6 +10,17 @@
 namespace mrc::engine {
 namespace {
 
+// A new QP of `e` on `cq` (send and receive), moved to INIT.
+Qpn qp_in_init(Engine& e, CqId cq) {
+  QpInit init;
+  init.send_cq = init.recv_cq = cq;
+  const Qpn n = e.create_qp(init).value();
+  QpAttr a;
+  a.state = QpState::kInit;
+  EXPECT_TRUE(e.modify_qp(n, a, attr::kState).ok());
+  return n;
+}
+
 struct Fixture : ::testing::Test {
   Engine e;
   CqId cq = e.create_cq(64).value();
@@ -105,12 +116,7 @@ TEST_F(QpState_, Error_FlushesPostedReceives) {
 // RESET takes the QP's completions not yet polled out of its CQ (as rdma-core providers clean
 // a CQ), and only its own: a QP restarted after an error does not poll its old flushes.
 TEST_F(QpState_, Reset_DropsItsUnpolledCompletionsOnly) {
-  QpInit init;
-  init.send_cq = init.recv_cq = cq;
-  const Qpn other = e.create_qp(init).value();
-  QpAttr a;
-  a.state = QpState::kInit;
-  ASSERT_TRUE(e.modify_qp(other, a, attr::kState).ok());
+  const Qpn other = qp_in_init(e, cq);
   ASSERT_TRUE(to(QpState::kInit).ok());
   std::vector<uint8_t> buf(64);
   const uint32_t key =
@@ -119,8 +125,9 @@ TEST_F(QpState_, Reset_DropsItsUnpolledCompletionsOnly) {
   ASSERT_TRUE(e.post_recv(q, RecvWr{1, {&s, 1}}).ok());
   ASSERT_TRUE(e.post_recv(other, RecvWr{2, {&s, 1}}).ok());
   ASSERT_TRUE(to(QpState::kError).ok());
-  a.state = QpState::kError;
-  ASSERT_TRUE(e.modify_qp(other, a, attr::kState).ok());
+  QpAttr err;
+  err.state = QpState::kError;
+  ASSERT_TRUE(e.modify_qp(other, err, attr::kState).ok());
   ASSERT_EQ(e.cq_depth(cq), 2u);  // both flushes
   ASSERT_TRUE(to(QpState::kReset).ok());
   Completion c[4];
@@ -263,15 +270,9 @@ TEST_F(QpState_, ConnectQp_RefusedChangesNothing) {
   EngineConfig cfg;
   cfg.recv_window = 512;  // below QpAttr's default max_psn_range (1024)
   Engine small(cfg);
-  const CqId c = small.create_cq(8).value();
-  QpInit init;
-  init.send_cq = init.recv_cq = c;
-  const Qpn n = small.create_qp(init).value();
-  QpAttr a;
-  a.state = QpState::kInit;
-  ASSERT_TRUE(small.modify_qp(n, a, attr::kState).ok());
+  const Qpn n = qp_in_init(small, small.create_cq(8).value());
   const std::string before = snapshot(small, n);
-  a = rtr_attr();
+  QpAttr a = rtr_attr();
   a.sq_psn = 77;
   const uint32_t mask = attr::kDest | attr::kPaths | attr::kSqPsn | attr::kTimeout;
   a.timeout = 9;

@@ -180,6 +180,11 @@ class Verbs : public ::testing::Test {
     return post_recv(q, &wr, &bad);
   }
   uint64_t at(int i, size_t off = 0) { return reinterpret_cast<uintptr_t>(buf_[i].data()) + off; }
+  // The context's ops table, where the inline verbs (ibv_query_device_ex, ...) look.
+  verbs_context* vctx() {
+    return reinterpret_cast<verbs_context*>(reinterpret_cast<uintptr_t>(ctx_) -
+                                            offsetof(verbs_context, context));
+  }
 
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
@@ -487,8 +492,7 @@ TEST_F(Verbs, ReceiveInAnotherPd_RemOpErrAtTheRequester) {
 // query_device's attributes, phys_port_cnt_ex equal to phys_port_cnt, the ODP caps; a short
 // (older) struct gets its prefix, a bad input mask EINVAL.
 TEST_F(Verbs, QueryDeviceEx_AgreesWithQueryDevice) {
-  auto* v = reinterpret_cast<verbs_context*>(reinterpret_cast<uintptr_t>(ctx_) -
-                                             offsetof(verbs_context, context));
+  verbs_context* v = vctx();
   ASSERT_NE(v->query_device_ex, nullptr);
   ibv_device_attr_ex x{};
   ASSERT_EQ(v->query_device_ex(ctx_, nullptr, &x, sizeof x), 0);
@@ -533,9 +537,8 @@ TEST_F(Verbs, CmdFd_ARealDescriptorTheContextOwns) {
 TEST_F(Verbs, ReregMr_AccessAndTranslationSameKeys) {
   make_pair();
   const uint32_t lkey = mr_[1]->lkey, rkey = mr_[1]->rkey;
-  ASSERT_EQ(rereg_mr(mr_[1], IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
-                     IBV_ACCESS_LOCAL_WRITE),
-            0);
+  ASSERT_EQ(
+      rereg_mr(mr_[1], IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE), 0);
   EXPECT_EQ(mr_[1]->lkey, lkey);
   EXPECT_EQ(mr_[1]->rkey, rkey);
   std::memset(buf_[0].data(), 0x5a, 4096);
@@ -554,9 +557,8 @@ TEST_F(Verbs, ReregMr_AccessAndTranslationSameKeys) {
   EXPECT_EQ(mr_[1]->addr, buf_[1].data());
 
   std::vector<uint8_t> moved(4096, 0);
-  ASSERT_EQ(rereg_mr(mr_[1], IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS,
-                     nullptr, moved.data(), moved.size(),
-                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+  ASSERT_EQ(rereg_mr(mr_[1], IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr,
+                     moved.data(), moved.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
             0);
   EXPECT_EQ(mr_[1]->addr, moved.data());
   EXPECT_EQ(mr_[1]->length, moved.size());
@@ -572,9 +574,9 @@ TEST_F(Verbs, ReregMr_AccessAndTranslationSameKeys) {
   EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
   EXPECT_EQ(std::count(moved.begin(), moved.begin() + 64, 0x5a), 64);
   // Back over the fixture's buffer, for TearDown and the PD count.
-  ASSERT_EQ(rereg_mr(mr_[1], IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, buf_[1].data(),
-                     buf_[1].size(), 0),
-            0);
+  ASSERT_EQ(
+      rereg_mr(mr_[1], IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, buf_[1].data(), buf_[1].size(), 0),
+      0);
 }
 
 // The implicit ODP MR (NULL, SIZE_MAX, ON_DEMAND): its lkey sends from any buffer of the
@@ -607,8 +609,7 @@ TEST_F(Verbs, ImplicitOdpMr_AnyBufferAndPrefetch) {
 // on it and the fixture's QPs (same protection domain); the protection domain cannot go
 // while the parent domain lives; thread domains and a parent of a parent are refused.
 TEST_F(Verbs, ParentDomain_ItsMrsAndQpsAreInTheProtectionDomain) {
-  auto* v = reinterpret_cast<verbs_context*>(reinterpret_cast<uintptr_t>(ctx_) -
-                                             offsetof(verbs_context, context));
+  verbs_context* v = vctx();
   ASSERT_NE(v->alloc_parent_domain, nullptr);
   ibv_parent_domain_init_attr a{};
   a.pd = pd_;
@@ -636,8 +637,8 @@ TEST_F(Verbs, ParentDomain_ItsMrsAndQpsAreInTheProtectionDomain) {
   ibv_qp* q = create_qp(parent, &qa);
   ASSERT_NE(q, nullptr);
   pair_with(q);
-  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, reinterpret_cast<uintptr_t>(mem.data()), 256,
-                 mr->lkey, at(1), mr_[1]->rkey),
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, reinterpret_cast<uintptr_t>(mem.data()), 256, mr->lkey,
+                 at(1), mr_[1]->rkey),
             0);
   EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
   EXPECT_EQ(std::count(buf_[1].begin(), buf_[1].begin() + 256, 0x71), 256);
@@ -683,8 +684,7 @@ TEST_F(Verbs, UcQp_SendAndWriteNoRead) {
   ASSERT_EQ(post(qp_[0], IBV_WR_SEND, at(0), 64, mr_[0]->lkey), 0);
   EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
   EXPECT_EQ(wait_wc(cq_[1]).opcode, IBV_WC_RECV);
-  EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_READ, at(0), 64, mr_[0]->lkey, at(1), mr_[1]->rkey),
-            EINVAL);
+  EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_READ, at(0), 64, mr_[0]->lkey, at(1), mr_[1]->rkey), EINVAL);
   ibv_qp_ex* x = qp_to_qp_ex(qp_[0]);
   x->wr_start(x);
   x->wr_rdma_read(x, mr_[1]->rkey, at(1));

@@ -80,17 +80,15 @@ int mr_access(const char* verb, const void* addr, size_t length, unsigned access
   if ((required & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(required & IBV_ACCESS_LOCAL_WRITE))
     return fail(EINVAL, "%s: remote write or atomic access needs IBV_ACCESS_LOCAL_WRITE", verb);
-  const unsigned known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                         IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND;
+  const unsigned known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND;
   if (required & ~known)
     return fail(EOPNOTSUPP, "%s: access flags 0x%x are not supported by mrc0", verb,
                 required & ~known);
   if (is_implicit_odp(addr, length, access)) {
     // The whole address space: a peer could name any address, mapped or not.
     if (required & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC))
-      return fail(EINVAL, "%s: an implicit ODP MR (NULL, SIZE_MAX) takes local access only on "
-                  "mrc0", verb);
+      return fail(EINVAL, "%s: an implicit ODP MR (NULL, SIZE_MAX) is local-only on mrc0", verb);
   } else if (length == 0 || length > engine::kMaxMessage * 64ull) {
     return fail(EINVAL, "%s: length %zu out of range", verb, length);
   }

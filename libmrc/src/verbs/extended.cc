@@ -34,8 +34,8 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
     return fail(EINVAL, "ibv_query_device_ex: input comp_mask 0x%x (mrc0 knows none)",
                 input->comp_mask);
   if (attr_size < sizeof(ibv_device_attr))
-    return fail(EINVAL, "ibv_query_device_ex: attr_size %zu below ibv_device_attr's %zu",
-                attr_size, sizeof(ibv_device_attr));
+    return fail(EINVAL, "ibv_query_device_ex: attr_size %zu below ibv_device_attr's %zu", attr_size,
+                sizeof(ibv_device_attr));
   ibv_device_attr_ex a{};
   if (const int r = query_device(c, &a.orig_attr)) return r;
   a.odp_caps = odp_caps();
@@ -46,8 +46,7 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
   return 0;
 }
 
-int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg,
-              uint32_t n) {
+int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg, uint32_t n) {
   const int adv = raw(advice);
   if (adv != IBV_ADVISE_MR_ADVICE_PREFETCH && adv != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
       adv != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
@@ -68,8 +67,8 @@ int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* 
                   engine::to_string(ok.error()));
   }
   if (adv == IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) return 0;  // present pages are mapped
-  const int how = adv == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE ? MADV_POPULATE_WRITE
-                                                             : MADV_POPULATE_READ;
+  const int how =
+      adv == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   for (uint32_t i = 0; i < n; ++i) {
     if (sg[i].length == 0) continue;
@@ -90,8 +89,7 @@ int rereg_mr(ibv_mr* m, int flags, ibv_pd* pd, void* addr, size_t length, int ac
     return static_cast<int>(IBV_REREG_MR_ERR_INPUT);
   };
   if (flags == 0 || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED))
-    return input(EINVAL, "flags must be a non-empty set of CHANGE_TRANSLATION, CHANGE_PD, "
-                         "CHANGE_ACCESS");
+    return input(EINVAL, "flags: one or more of CHANGE_TRANSLATION, CHANGE_PD, CHANGE_ACCESS");
   Mr* mr = reinterpret_cast<Mr*>(m);
   ibv_pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : m->pd;
   if (!new_pd || new_pd->context != m->context)
@@ -139,8 +137,8 @@ ibv_pd* alloc_parent_domain(ibv_context* c, ibv_parent_domain_init_attr* a) {
     fail(EINVAL, "ibv_alloc_parent_domain: attr->pd is itself a parent domain");
     return nullptr;
   }
-  const uint32_t known = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
-                         IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+  const uint32_t known =
+      IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
   if (a->comp_mask & ~known) {
     fail(EINVAL, "ibv_alloc_parent_domain: comp_mask 0x%x (ALLOCATORS, PD_CONTEXT)",
          a->comp_mask & ~known);

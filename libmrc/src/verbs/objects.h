@@ -49,8 +49,8 @@ struct Device {
   std::atomic<int> n_armed{0};
   std::set<Context*> open;  // (dev) for async events
   std::map<engine::Qpn, Qp*> qps;  // (dev) for async events
-  std::map<uint32_t, Pd*> pds;      // (dev) by handle, for ibv_import_pd
-  std::map<uint32_t, Mr*> mrs;      // (dev) by handle (the key), for ibv_import_mr
+  std::map<uint32_t, Pd*> pds;     // (dev) by handle, for ibv_import_pd
+  std::map<uint32_t, Mr*> mrs;     // (dev) by handle (the key), for ibv_import_mr
   // (dev) Every engine event (QP fatal, EV state changes, CQ overflow) is passed to each
   // sink, from the driver's thread, under mu: the OCP API's EV event CQs register here.
   std::map<uint64_t, std::function<void(const engine::Event&)>> event_sinks;
@@ -85,8 +85,8 @@ inline Pd* pd_of(ibv_pd* pd) { return reinterpret_cast<Pd*>(pd); }
 struct Mr {
   ibv_mr mr{};
   bool imported = false;  // ibv_import_mr: another handle on a registration; unimport frees it
-  uint64_t iova = 0;    // where mr.addr appears to peers (reg_mr_iova2); kept by rereg_mr
-  unsigned access = 0;  // IBV_ACCESS_* as registered; kept by rereg_mr
+  uint64_t iova = 0;      // where mr.addr appears to peers (reg_mr_iova2); kept by rereg_mr
+  unsigned access = 0;    // IBV_ACCESS_* as registered; kept by rereg_mr
 };
 
 struct Channel {

@@ -406,11 +406,11 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
   if (mask & IBV_QP_ACCESS_FLAGS) {
     // The remote operations this QP serves as responder, checked next to each MR's access.
     // A UC QP serves WRITEs only (verbs: UC has no READ or atomics).
-    e.access = static_cast<uint32_t>(a->qp_access_flags) &
-               (qp->qp_type == IBV_QPT_UC
-                    ? engine::access::kRemoteWrite
-                    : engine::access::kRemoteWrite | engine::access::kRemoteRead |
-                          engine::access::kRemoteAtomic);
+    e.access =
+        static_cast<uint32_t>(a->qp_access_flags) &
+        (qp->qp_type == IBV_QPT_UC ? engine::access::kRemoteWrite
+                                   : engine::access::kRemoteWrite | engine::access::kRemoteRead |
+                                         engine::access::kRemoteAtomic);
     m |= engine::attr::kAccess;
   }
   const bool to_rtr =
