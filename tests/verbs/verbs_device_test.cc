@@ -692,6 +692,82 @@ TEST_F(Verbs, UcQp_SendAndWriteNoRead) {
   EXPECT_EQ(x->wr_complete(x), EINVAL);
 }
 
+// An SRQ serves two RC QPs: each SEND lands in the next receive posted to it, whichever QP it
+// arrives on; modify_srq arms the limit and IBV_EVENT_SRQ_LIMIT_REACHED comes once (query_srq
+// then says 0); resizing is refused; destroy_srq is EBUSY while a QP uses it; post_recv on
+// the QPs themselves is refused.
+TEST_F(Verbs, Srq_SharedByTwoQpsLimitEvent) {
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = create_srq(pd_, &sa);
+  ASSERT_NE(srq, nullptr);
+  for (uint64_t i = 0; i < 4; ++i) {
+    ibv_sge sge{at(1, 4096 * (i + 1)), 64, mr_[1]->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = 100 + i;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);  // the inline verb: ctx->ops
+  }
+  ibv_srq_attr lim{};
+  lim.srq_limit = 3;
+  ASSERT_EQ(modify_srq(srq, &lim, IBV_SRQ_LIMIT), 0);
+  lim.max_wr = 32;
+  EXPECT_EQ(modify_srq(srq, &lim, IBV_SRQ_MAX_WR), EINVAL);
+  // Two side-1 QPs on the SRQ, each connected to a side-0 QP.
+  ibv_qp* on_srq[2];
+  ibv_qp* senders[2];
+  for (int k = 0; k < 2; ++k) {
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = cq_[1];
+    a.qp_type = IBV_QPT_RC;
+    a.srq = srq;
+    a.cap.max_send_wr = 4;
+    a.cap.max_send_sge = 1;
+    on_srq[k] = create_qp(pd_, &a);
+    ASSERT_NE(on_srq[k], nullptr);
+    senders[k] = make_qp(0);
+    ASSERT_EQ(to_init(on_srq[k]), 0);
+    ASSERT_EQ(to_init(senders[k]), 0);
+    ASSERT_EQ(connect(senders[k], on_srq[k]->qp_num), 0);
+    ASSERT_EQ(connect(on_srq[k], senders[k]->qp_num), 0);
+  }
+  EXPECT_EQ(post_r(on_srq[0], at(1), 64, mr_[1]->lkey), EINVAL);
+  EXPECT_EQ(destroy_srq(srq), EBUSY);
+  std::memset(buf_[0].data(), 0x41, 64);
+  std::memset(buf_[0].data() + 64, 0x42, 64);
+  ASSERT_EQ(post(senders[1], IBV_WR_SEND, at(0), 64, mr_[0]->lkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  ibv_wc w = wait_wc(cq_[1]);
+  EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(w.wr_id, 100u);
+  EXPECT_EQ(w.qp_num, on_srq[1]->qp_num);
+  ASSERT_EQ(post(senders[0], IBV_WR_SEND, at(0, 64), 64, mr_[0]->lkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  w = wait_wc(cq_[1]);
+  EXPECT_EQ(w.wr_id, 101u);
+  EXPECT_EQ(w.qp_num, on_srq[0]->qp_num);
+  EXPECT_EQ(buf_[1][4096], 0x41);
+  EXPECT_EQ(buf_[1][8192], 0x42);
+  // 2 receives left < 3: the limit event, once.
+  ibv_async_event ev{};
+  ASSERT_EQ(get_async_event(ctx_, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+  EXPECT_EQ(ev.element.srq, srq);
+  ack_async_event(&ev);
+  ibv_srq_attr q{};
+  ASSERT_EQ(query_srq(srq, &q), 0);
+  EXPECT_EQ(q.srq_limit, 0u);
+  EXPECT_EQ(q.max_wr, 16u);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(destroy_qp(on_srq[k]), 0);
+    EXPECT_EQ(destroy_qp(senders[k]), 0);
+  }
+  EXPECT_EQ(destroy_srq(srq), 0);
+}
+
 TEST_F(Verbs, PollCq_MoreThan64AtOnce_ShortCountMeansEmpty) {
   ASSERT_NO_FATAL_FAILURE(pair_with(make_qp(0, 128)));
   ASSERT_EQ(post_r(qp_[1], at(1, 1 << 19), 64, mr_[1]->lkey), 0);

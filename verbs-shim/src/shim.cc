@@ -9,7 +9,7 @@
 // Binding: exports.map is an anonymous version script (no version definitions), so the
 // dynamic linker binds the programs' versioned references (ibv_open_device@IBVERBS_1.1) to
 // these definitions (docs/verbs-shim.md, "The shim").
-// Unsupported verbs (SRQ, AH, multicast, dma-buf, ECE, device memory) fail with EOPNOTSUPP
+// Unsupported verbs (AH, multicast, dma-buf, ECE, device memory) fail with EOPNOTSUPP
 // and one line on stderr.
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
@@ -349,21 +349,22 @@ int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) {
                            : REAL(ibv_query_ece, "IBVERBS_1.10")(qp, ece);
 }
 
-// ---- Unsupported on MRC: SRQ, AH, multicast ----------------------------------------------
+// ---- SRQs; unsupported on MRC: AH, multicast ------------------------------------------------
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
-  if (!ours(pd->context)) return REAL(ibv_create_srq, "IBVERBS_1.1")(pd, a);
-  unsupported("ibv_create_srq (shared receive queues)");
-  return nullptr;
+  return ours(pd->context) ? v::create_srq(pd, a) : REAL(ibv_create_srq, "IBVERBS_1.1")(pd, a);
 }
 
 int ibv_destroy_srq(ibv_srq* srq) {
-  return ours(srq->context) ? unsupported("ibv_destroy_srq")
-                            : REAL(ibv_destroy_srq, "IBVERBS_1.1")(srq);
+  return ours(srq->context) ? v::destroy_srq(srq) : REAL(ibv_destroy_srq, "IBVERBS_1.1")(srq);
 }
 
 int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* a, int mask) {
-  return ours(srq->context) ? unsupported("ibv_modify_srq")
+  return ours(srq->context) ? v::modify_srq(srq, a, mask)
                             : REAL(ibv_modify_srq, "IBVERBS_1.1")(srq, a, mask);
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* a) {
+  return ours(srq->context) ? v::query_srq(srq, a) : REAL(ibv_query_srq, "IBVERBS_1.1")(srq, a);
 }
 
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* a) {

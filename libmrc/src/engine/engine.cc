@@ -361,10 +361,86 @@ size_t Engine::cq_depth(CqId id) const {
   return c.cqs[id - 1].q.size();
 }
 
+Result<uint32_t, Error> Engine::create_srq(uint32_t max_wr) {
+  Core& c = *impl_;
+  if (max_wr == 0 || max_wr > (1u << 20)) return Err{Error::kInvalidArgument};
+  size_t i = 0;
+  while (i < c.srqs.size() && c.srqs[i].live) ++i;
+  if (i == c.srqs.size()) c.srqs.emplace_back();
+  c.srqs[i] = Srq{};
+  c.srqs[i].max_wr = max_wr;
+  c.srqs[i].live = true;
+  return static_cast<uint32_t>(i + 1);
+}
+
+Status<Error> Engine::destroy_srq(uint32_t id) {
+  Srq* s = impl_->srq(id);
+  if (!s) return Err{Error::kInvalidArgument};
+  if (s->users) return Err{Error::kBadState};
+  *s = Srq{};
+  return {};
+}
+
+Status<Error> Engine::post_srq_recv(uint32_t id, const RecvWr& wr) {
+  Srq* s = impl_->srq(id);
+  if (!s) return Err{Error::kInvalidArgument};
+  if (s->q.size() >= s->max_wr) return Err{Error::kQueueFull};
+  if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
+  RecvWqe r;
+  r.wr_id = wr.wr_id;
+  for (const Sge& g : wr.sg) {  // checked when data lands (Core::resolve_recv)
+    if (g.length == 0) continue;
+    r.posted.push_back(g);
+    r.capacity += g.length;
+  }
+  s->q.push_back(std::move(r));
+  return {};
+}
+
+Status<Error> Engine::arm_srq_limit(uint32_t id, uint32_t limit) {
+  Srq* s = impl_->srq(id);
+  if (!s) return Err{Error::kInvalidArgument};
+  if (limit > s->max_wr) return Err{Error::kInvalidArgument};
+  s->limit = limit;
+  return {};
+}
+
+size_t Engine::srq_depth(uint32_t id) const {
+  const Core& c = *impl_;
+  return id == 0 || id > c.srqs.size() || !c.srqs[id - 1].live ? 0 : c.srqs[id - 1].q.size();
+}
+
+uint32_t Engine::srq_limit(uint32_t id) const {
+  const Core& c = *impl_;
+  return id == 0 || id > c.srqs.size() || !c.srqs[id - 1].live ? 0 : c.srqs[id - 1].limit;
+}
+
+void Core::srq_take(Qp& q, uint32_t msn) {
+  Srq* s = srq(q.init.srq);
+  const int32_t idx = psn_diff(msn, q.rq_base_msn);
+  if (!s || idx < 0) return;
+  bool took = false;
+  while (q.rq.size() <= static_cast<uint64_t>(idx) && !s->q.empty() && !q.rq.full()) {
+    q.rq.next() = std::move(s->q.front());
+    q.rq.push();
+    s->q.pop_front();
+    took = true;
+  }
+  if (took && s->limit && s->q.size() < s->limit) {
+    s->limit = 0;
+    Event e;
+    e.type = EventType::kSrqLimit;
+    e.qpn = q.qpn;
+    e.srq = q.init.srq;
+    push_event(e);
+  }
+}
+
 Result<Qpn, Error> Engine::create_qp(const QpInit& init) {
   Core& c = *impl_;
   for (CqId id : {init.send_cq, init.recv_cq})
     if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return Err{Error::kNoSuchCq};
+  if (init.srq && !c.srq(init.srq)) return Err{Error::kInvalidArgument};
   if (init.max_send_wr == 0 || init.max_recv_wr == 0 || init.max_send_wr > (1u << 20) ||
       init.max_recv_wr > (1u << 20))
     return Err{Error::kInvalidArgument};
@@ -380,6 +456,7 @@ Result<Qpn, Error> Engine::create_qp(const QpInit& init) {
   c.qps[qpn - 1] = new_qp(qpn, init);
   ++c.cqs[init.send_cq - 1].users;
   ++c.cqs[init.recv_cq - 1].users;
+  if (init.srq) ++c.srqs[init.srq - 1].users;
   ++c.live_qps;
   return qpn;
 }
@@ -605,6 +682,7 @@ Status<Error> Engine::destroy_qp(Qpn qpn) {
   if (!q) return Err{Error::kNoSuchQp};
   --c.cqs[q->init.send_cq - 1].users;
   --c.cqs[q->init.recv_cq - 1].users;
+  if (q->init.srq) --c.srqs[q->init.srq - 1].users;
   c.qps[qpn - 1].reset();
   c.free_qpns.push_back(qpn);
   --c.live_qps;
@@ -632,6 +710,7 @@ Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
   Qp* q = c.qp(qpn);
   if (!q) return Err{Error::kNoSuchQp};
   if (q->state == QpState::kReset) return Err{Error::kBadState};
+  if (q->init.srq) return Err{Error::kInvalidArgument};  // its receives come from the SRQ
   if (q->rq.full()) return Err{Error::kQueueFull};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
   RecvWqe& r = q->rq.next();

@@ -145,6 +145,9 @@ struct QpInit {
   uint32_t local_token =
       0;  // token peers must put in packets to this QP (caller draws it at random)
   uint32_t pd = 0;  // protection domain: the MRs this QP may use (register_mr's pd)
+  // A shared receive queue (create_srq) the QP's receives come from; 0: its own (post_recv).
+  // With one, max_recv_wr bounds the receives taken from it and not yet completed.
+  uint32_t srq = 0;
 };
 
 /// Metadata a driver passes with each received datagram.
@@ -200,6 +203,20 @@ class Engine {
   size_t poll_cq(CqId cq, std::span<Completion> out);
   /// Completions waiting in `cq`.
   size_t cq_depth(CqId cq) const;
+
+  /// A shared receive queue of up to max_wr receives: a QP made with QpInit::srq takes the
+  /// next one, in posting order, when the first packet of a message that needs one arrives
+  /// (none left: the sender is NACKed for RNR, as with an empty receive queue).
+  Result<uint32_t, Error> create_srq(uint32_t max_wr);
+  Status<Error> destroy_srq(uint32_t srq);  // kBadState while a QP uses it
+  /// kQueueFull at max_wr; SGEs checked when data lands (post_recv).
+  Status<Error> post_srq_recv(uint32_t srq, const RecvWr& wr);
+  /// Arms the limit: once fewer than `limit` receives are left, one kSrqLimit event, and the
+  /// limit is disarmed (0). 0 disarms now.
+  Status<Error> arm_srq_limit(uint32_t srq, uint32_t limit);
+  /// Receives waiting in `srq` (0 for no such SRQ), and its armed limit.
+  size_t srq_depth(uint32_t srq) const;
+  uint32_t srq_limit(uint32_t srq) const;
 
   Result<Qpn, Error> create_qp(const QpInit& init);
   /// State transitions as verbs: RESET->INIT->RTR->RTS, any->ERROR, any->RESET,

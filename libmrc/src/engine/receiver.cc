@@ -82,6 +82,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         nack(q, p, rx, wire::NackReason::kRemoteAccess);
         return;
       }
+      if (h.kind == wire::Kind::kWriteImm) srq_take(q, d.msn);
       if (d.msg_len > 0) {
         const Mr* m = mr(d.rkey, q);
         if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) {
@@ -112,6 +113,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         drop(Drop::kDuplicate);
         return;
       }
+      srq_take(q, d.msn);
       if (static_cast<uint64_t>(idx) >= q.rq.size()) {
         drop(Drop::kNoReceive);
         nack(q, p, rx, wire::NackReason::kNoResource);
@@ -139,6 +141,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         nack(q, p, rx, wire::NackReason::kRemoteAccess);
         return;
       }
+      if (h.kind == wire::Kind::kWriteImm) srq_take(q, d.msn);
       if (d.msg_len > 0) {
         const Mr* m = mr(d.rkey, q);
         if (!m || !(m->access & access::kRemoteRead) || !m->covers(d.addr, d.msg_len)) {

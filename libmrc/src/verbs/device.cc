@@ -166,9 +166,7 @@ ibv_context* open_device(ibv_device* d) {
   c.ops.req_notify_cq = &req_notify_cq;
   c.ops.post_send = &post_send;
   c.ops.post_recv = &post_recv;
-  c.ops.post_srq_recv = [](ibv_srq*, ibv_recv_wr*, ibv_recv_wr**) {
-    return fail(EOPNOTSUPP, "ibv_post_srq_recv: SRQs are not supported");
-  };
+  c.ops.post_srq_recv = &post_srq_recv;
   std::lock_guard lock(dev->mu);
   dev->open.insert(ctx);
   return &c;
@@ -219,6 +217,9 @@ int query_device(ibv_context* c, ibv_device_attr* a) {
   a->max_res_rd_atom = 16 * 65535;
   a->atomic_cap = IBV_ATOMIC_NONE;
   a->max_pkeys = 1;
+  a->max_srq = 65535;
+  a->max_srq_wr = kMaxQpWr;
+  a->max_srq_sge = engine::kMaxSge;
   a->local_ca_ack_delay = 16;
   a->phys_port_cnt = 1;
   return 0;
@@ -342,6 +343,15 @@ void Device::on_progress(io::UdpDriver& drv) {
   std::lock_guard lock(mu);
   for (const auto& ev : evs) {
     for (auto& [id, sink] : event_sinks) sink(ev);
+    if (ev.type == engine::EventType::kSrqLimit) {
+      if (auto s = srqs.find(ev.srq); s != srqs.end()) {
+        ibv_async_event a{};
+        a.element.srq = &s->second->srq;
+        a.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+        post_async(s->second->ctx, a);
+      }
+      continue;
+    }
     if (ev.type != engine::EventType::kQpFatal) continue;
     auto it = qps.find(ev.qpn);
     if (it == qps.end() || it->second->mrc) continue;  // MRC QPs: the OCP API's own events
@@ -349,13 +359,17 @@ void Device::on_progress(io::UdpDriver& drv) {
     ibv_async_event a{};
     a.element.qp = &it->second->qpx.qp_base;
     a.event_type = IBV_EVENT_QP_FATAL;
-    {
-      std::lock_guard l2(ctx->mu);
-      ctx->async.push_back(a);
-    }
-    const uint64_t one = 1;
-    (void)!::write(ctx->async_fd, &one, sizeof one);
+    post_async(ctx, a);
   }
+}
+
+void post_async(Context* ctx, const ibv_async_event& a) {
+  {
+    std::lock_guard lock(ctx->mu);
+    ctx->async.push_back(a);
+  }
+  const uint64_t one = 1;
+  (void)!::write(ctx->async_fd, &one, sizeof one);
 }
 
 // ---- Peers and tokens --------------------------------------------------------------------

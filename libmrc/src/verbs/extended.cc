@@ -23,8 +23,9 @@ int open_cmd_fd() { return ::memfd_create("mrc0-cmd", MFD_CLOEXEC); }
 ibv_odp_caps odp_caps() {
   ibv_odp_caps c{};
   c.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
-  c.per_transport_caps.rc_odp_caps =
-      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ;
+  c.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+                                     IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                                     IBV_ODP_SUPPORT_SRQ_RECV;
   return c;
 }
 

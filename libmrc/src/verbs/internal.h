@@ -40,6 +40,8 @@ std::optional<uint32_t> fabric_host_of(const srv6::Fabric& f, const ibv_gid& gid
 /// port address of any plane, a LID), since the peer builds its side from its own
 /// gid_of_host; outside a fabric the address vector's GID as given.
 ibv_gid token_gid(const srv6::Fabric* f, const ibv_ah_attr& ah, uint32_t host);
+/// Queues an async event on `ctx` and wakes its async fd.
+void post_async(Context* ctx, const ibv_async_event& a);
 /// Queues `cq` on its channel and wakes the channel's fd. Under dev->mu.
 void notify(Cq* cq);
 

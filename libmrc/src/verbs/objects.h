@@ -31,6 +31,7 @@ struct Qp;
 struct Context;
 struct Pd;
 struct Mr;
+struct Srq;
 
 /// One MRC NIC of the process: a host configuration and, while any context is open, its
 /// UdpDriver. Lives as long as the process.
@@ -51,6 +52,7 @@ struct Device {
   std::map<engine::Qpn, Qp*> qps;  // (dev) for async events
   std::map<uint32_t, Pd*> pds;     // (dev) by handle, for ibv_import_pd
   std::map<uint32_t, Mr*> mrs;     // (dev) by handle (the key), for ibv_import_mr
+  std::map<uint32_t, Srq*> srqs;   // (dev) by engine id, for the SRQ limit async event
   // (dev) Every engine event (QP fatal, EV state changes, CQ overflow) is passed to each
   // sink, from the driver's thread, under mu: the OCP API's EV event CQs register here.
   std::map<uint64_t, std::function<void(const engine::Event&)>> event_sinks;
@@ -88,6 +90,15 @@ struct Mr {
   uint64_t iova = 0;      // where mr.addr appears to peers (reg_mr_iova2); kept by rereg_mr
   unsigned access = 0;    // IBV_ACCESS_* as registered; kept by rereg_mr
 };
+
+struct Srq {
+  ibv_srq srq{};
+  Context* ctx = nullptr;
+  uint32_t id = 0;  // the engine's (Engine::create_srq)
+  uint32_t max_wr = 0;
+  uint32_t max_sge = 0;
+};
+inline Srq* srq_of(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 
 struct Channel {
   ibv_comp_channel ch{};  // ch.fd: eventfd, semaphore mode: one count per queued CQ

@@ -198,8 +198,8 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
     fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC and UC are)", type);
     return nullptr;
   }
-  if (srq) {
-    fail(EOPNOTSUPP, "ibv_create_qp: SRQs are not supported by mrc0");
+  if (srq && srq->context != c) {
+    fail(EINVAL, "ibv_create_qp: the SRQ belongs to another context");
     return nullptr;
   }
   if (pd->context != c) {
@@ -234,6 +234,11 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   init.max_recv_wr = std::max(cap.max_recv_wr, 1u);
   init.sq_sig_all = sq_sig_all != 0;
   init.pd = pd->handle;  // the QP uses (and its peer reaches) only this PD's MRs
+  // Receives from the SRQ: as many in hand as it can hold.
+  if (srq) {
+    init.srq = srq_of(srq)->id;
+    init.max_recv_wr = srq_of(srq)->max_wr;
+  }
   auto qpn = dev->driver->with_engine([&](engine::Engine& e) { return e.create_qp(init); });
   if (!qpn) {
     fail(to_errno(qpn.error()), "ibv_create_qp: %s", engine::to_string(qpn.error()));
@@ -252,6 +257,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   ++pd_of(pd)->users;
   b.send_cq = send_cq;
   b.recv_cq = recv_cq;
+  b.srq = srq;
   b.handle = *qpn;
   b.qp_num = *qpn;
   b.state = IBV_QPS_RESET;
@@ -505,6 +511,7 @@ int query_qp(ibv_qp* qp, ibv_qp_attr* a, int, ibv_qp_init_attr* init) {
     init->send_cq = qp->send_cq;
     init->recv_cq = qp->recv_cq;
     init->cap = q->cap;
+    init->srq = qp->srq;
     init->qp_type = qp->qp_type;
     init->sq_sig_all = q->sq_sig_all;
   }

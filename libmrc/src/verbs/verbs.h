@@ -21,8 +21,8 @@
 //             access bits are accepted; on-demand paging, implicit too), CQ and CQ_ex,
 //             completion channels (a real eventfd), RC and UC QPs and QP_ex with ibv_wr_*.
 //             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ (RC), inline data, unsignalled
-//             sends. No SRQ, UD, XRC, AH, MW, atomics or multicast: those verbs fail with
-//             EOPNOTSUPP.
+//             sends; SRQs with the limit event. No UD, XRC, AH, MW, atomics or multicast:
+//             those verbs fail with EOPNOTSUPP.
 //   peers     found at RTR from the address vector: the GID names the peer host (in a
 //             fabric, all 16 bytes: the host's GID or one of its port addresses; otherwise it
 //             is one of the peer's plane addresses, an IPv4 one as ::ffff:a.b.c.d, at the
@@ -100,6 +100,15 @@ int rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int a
 /// ibv_advise_mr: checks each SGE against its MR, then faults its pages in
 /// (MADV_POPULATE_READ/WRITE; PREFETCH_NO_FAULT maps nothing new). Synchronous: FLUSH or not.
 int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg, uint32_t n);
+// ---- Shared receive queues (srq.cc) -----------------------------------------------------
+/// ibv_create_srq: max_wr up to kMaxQpWr, max_sge up to engine::kMaxSge; srq_limit is armed
+/// by modify_srq (IBV_SRQ_LIMIT; no resizing: EINVAL), then one IBV_EVENT_SRQ_LIMIT_REACHED.
+ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr);
+int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask);
+int query_srq(ibv_srq* srq, ibv_srq_attr* attr);
+int destroy_srq(ibv_srq* srq);  // EBUSY while a QP uses it
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+
 /// ibv_alloc_parent_domain: a PD that stands for attr->pd (its MRs and QPs are in it); the
 /// allocators are accepted and unused (mrc0 has no provider buffers); thread domains EOPNOTSUPP.
 ibv_pd* alloc_parent_domain(ibv_context* c, ibv_parent_domain_init_attr* attr);
