@@ -24,6 +24,8 @@ PACKAGES=(
   iperf3 mptcpize gnuplot-nox
   # the rdma_cm programs the verbs shim runs (rping, ucmatose, rdma_server/rdma_client)
   rdmacm-utils
+  # rdma-core's own test suite (pyverbs) run on mrc0 through the shim (tests/pyverbs)
+  python3-pyverbs
   # the software verbs device (headers) and the stock programs the verbs shim runs
   libibverbs-dev perftest ibverbs-utils
   # install and packages (packaging/): man pages from --help, the .debs' Depends (dpkg-shlibdeps)

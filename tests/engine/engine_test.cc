@@ -377,6 +377,54 @@ TEST(Engine, Protection_ReadNeedsRemoteReadAccess) {
   EXPECT_EQ(c[0].status, WcStatus::kRemAccessErr);
 }
 
+// B's QP takes its receives from a shared receive queue: in posting order, one per SEND as it
+// arrives; post_recv on it is refused; with none left the SEND waits (RNR) until one is
+// posted; the armed limit raises one kSrqLimit event and disarms; destroy_srq refuses while
+// the QP uses it.
+TEST(Engine, Srq_ReceivesInOrderRnrWhenEmptyLimitEventOnce) {
+  uint32_t srq = 0;
+  Loop l(1000, {}, 4, [&](int side, Engine& e, QpInit& init) {
+    if (side != 1) return;
+    srq = e.create_srq(8).value();
+    init.srq = srq;
+  });
+  for (uint64_t i = 0; i < 3; ++i) {
+    Sge sge{reinterpret_cast<uint64_t>(l.b.mem.data()) + i * 1000, 1000, l.b.key};
+    ASSERT_TRUE(l.b.eng.post_srq_recv(srq, RecvWr{70 + i, {&sge, 1}}).ok());
+  }
+  Sge own{reinterpret_cast<uint64_t>(l.b.mem.data()), 8, l.b.key};
+  EXPECT_EQ(l.b.eng.post_recv(l.b.qpn, RecvWr{1, {&own, 1}}).error(), Error::kInvalidArgument);
+  EXPECT_EQ(l.b.eng.arm_srq_limit(srq, 9).error(), Error::kInvalidArgument);  // above max_wr
+  ASSERT_TRUE(l.b.eng.arm_srq_limit(srq, 2).ok());
+  EXPECT_EQ(l.b.eng.srq_depth(srq), 3u);
+  for (int i = 0; i < 4; ++i) l.post_write(l.a, i, i * 100, 100, 0, Opcode::kSend);
+  l.run(std::chrono::milliseconds(20));
+  auto rb = l.poll(l.b);
+  ASSERT_EQ(rb.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rb[i].wr_id, 70 + i);
+    EXPECT_EQ(rb[i].status, WcStatus::kSuccess);
+  }
+  EXPECT_EQ(l.b.mem[1000], 1);  // the second SEND (A's fill) in the second receive
+  EXPECT_EQ(l.b.eng.srq_depth(srq), 0u);
+  int limit_events = 0;
+  while (auto ev = l.b.eng.poll_event())
+    if (ev->type == EventType::kSrqLimit && ev->srq == srq) ++limit_events;
+  EXPECT_EQ(limit_events, 1);
+  EXPECT_EQ(l.b.eng.srq_limit(srq), 0u);  // disarmed
+  EXPECT_EQ(l.poll(l.a).size(), 3u);      // the 4th waits for a receive
+  Sge sge{reinterpret_cast<uint64_t>(l.b.mem.data()) + 8000, 1000, l.b.key};
+  ASSERT_TRUE(l.b.eng.post_srq_recv(srq, RecvWr{99, {&sge, 1}}).ok());
+  l.run();
+  rb = l.poll(l.b);
+  ASSERT_EQ(rb.size(), 1u);
+  EXPECT_EQ(rb[0].wr_id, 99u);
+  EXPECT_EQ(l.poll(l.a).size(), 1u);
+  EXPECT_EQ(l.b.eng.destroy_srq(srq).error(), Error::kBadState);
+  ASSERT_TRUE(l.b.eng.destroy_qp(l.b.qpn).ok());
+  EXPECT_TRUE(l.b.eng.destroy_srq(srq).ok());
+}
+
 TEST(Engine, PostSend_RejectsBadLocalKeyAndBadState) {
   Loop l;
   Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 100, l.a.key + 1};

@@ -36,11 +36,18 @@ class Loop {
   enum class Verdict { kDeliver, kDrop };
   using Hook = std::function<Verdict(int from, std::vector<uint8_t>& dgram)>;
 
+  /// Adjusts side `side`'s (0: a, 1: b) QpInit before its QP is made (an SRQ, say).
+  using InitHook = std::function<void(int side, Engine& e, QpInit& init)>;
   /// Both QPs start their PSNs at `first_psn`.
-  explicit Loop(uint32_t first_psn = 1000, const EngineConfig& cfg = {}, uint32_t npaths = 4)
+  explicit Loop(uint32_t first_psn = 1000, const EngineConfig& cfg = {}, uint32_t npaths = 4,
+                const InitHook& on_init = {})
       : a(cfg), b(cfg) {
-    setup(a, 1, 0xA11CE);
-    setup(b, 2, 0xB0B);
+    setup(a, 1, 0xA11CE,
+          on_init ? [&](Engine& e, QpInit& i) { on_init(0, e, i); }
+                  : std::function<void(Engine&, QpInit&)>{});
+    setup(b, 2, 0xB0B,
+          on_init ? [&](Engine& e, QpInit& i) { on_init(1, e, i); }
+                  : std::function<void(Engine&, QpInit&)>{});
     connect(a, b, npaths, first_psn);
     connect(b, a, npaths, first_psn);
   }
@@ -102,13 +109,15 @@ class Loop {
   };
   std::deque<InFlight> wire_;
 
-  static void setup(Side& s, uint8_t fill, uint32_t token) {
+  static void setup(Side& s, uint8_t fill, uint32_t token,
+                    const std::function<void(Engine&, QpInit&)>& on_init) {
     s.mem.assign(1 << 20, fill);
     s.cq = s.eng.create_cq(1 << 16).value();
     QpInit init;
     init.send_cq = init.recv_cq = s.cq;
     init.local_token = token;
     s.token = token;
+    if (on_init) on_init(s.eng, init);
     s.qpn = s.eng.create_qp(init).value();
     s.key = s.eng
                 .register_mr(s.mem.data(), s.mem.size(), reinterpret_cast<uint64_t>(s.mem.data()),

@@ -26,10 +26,11 @@ uint32_t reg(Engine& e, std::vector<uint8_t>& v, uint32_t acc, uint64_t off = 0,
   return e.register_mr(v.data() + off, len, va(v, off), acc).value();
 }
 
-// A posts one WRITE (or READ) of `len` bytes between its memory at `local` and `remote`.
+// A posts one WRITE (or READ) of `len` bytes between its memory at `local` and `remote`, with
+// its MR's key or `lkey`.
 void post(Loop& l, uint64_t wr_id, Opcode op, uint64_t local, uint32_t len, uint64_t remote,
-          uint32_t rkey) {
-  Sge sge{va(l.a.mem, local), len, l.a.key};
+          uint32_t rkey, uint32_t lkey = 0) {
+  Sge sge{va(l.a.mem, local), len, lkey ? lkey : l.a.key};
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = op;
@@ -135,9 +136,7 @@ TEST(Protection, AnotherPdsMr_NeitherThePeerNorTheQpReachesIt) {
   auto s = r2.a.eng.post_send(r2.a.qpn, wr);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error(), Error::kLocalAccess);
-  auto rs = r2.a.eng.post_recv(r2.a.qpn, RecvWr{9, {&sge, 1}});
-  ASSERT_FALSE(rs.ok());
-  EXPECT_EQ(rs.error(), Error::kLocalAccess);
+  // (A receive buffer is checked when a SEND lands: Receive_* below.)
   // The same memory registered in the QP's PD works.
   const uint32_t ok_key = r2.a.eng.register_mr(mine.data(), mine.size(), va(mine), all).value();
   sge.lkey = ok_key;
@@ -145,6 +144,72 @@ TEST(Protection, AnotherPdsMr_NeitherThePeerNorTheQpReachesIt) {
   r2.run();
   EXPECT_EQ(one_completion(r2), WcStatus::kSuccess);
   EXPECT_EQ(std::count(r2.b.mem.begin(), r2.b.mem.begin() + 100, 0x33), 100);
+}
+
+// B's receive names a key of another PD: accepted at post (as a NIC takes it), and the SEND
+// that lands in it fails B's QP (a local protection error) and A's SEND with REM_OP_ERR (a
+// NACK, not a timeout); B's memory stays as it was.
+TEST(Protection, Receive_AnotherPdsKeyIsRemoteOpErrorNotATimeout) {
+  Loop l;
+  std::vector<uint8_t> other(4096, 0x22);
+  const uint32_t key =
+      l.b.eng.register_mr(other.data(), other.size(), va(other), access::kLocalWrite, 7).value();
+  Sge sge{va(other), 100, key};
+  ASSERT_TRUE(l.b.eng.post_recv(l.b.qpn, RecvWr{9, {&sge, 1}}).ok());
+  l.post_write(l.a, 1, 0, 100, 0, Opcode::kSend);
+  l.run(std::chrono::milliseconds(
+      100));  // well below the retransmission budget: the NACK, not a timeout, ends it
+  EXPECT_EQ(one_completion(l), WcStatus::kRemOpErr);
+  auto rb = l.poll(l.b);
+  ASSERT_EQ(rb.size(), 1u);
+  EXPECT_NE(rb[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(std::all_of(other.begin(), other.end(), [](uint8_t b) { return b == 0x22; }));
+}
+
+// reregister_mr keeps the key: a receive posted before the MR moved away from its buffer fails
+// when the SEND lands (REM_OP_ERR at A); on a fresh connection, one posted in the MR's new
+// range is filled there.
+TEST(Protection, Receive_CheckedAgainstTheMrAsReregistered) {
+  Loop l;
+  l.post_recv(l.b, 9, 0, 100);
+  std::vector<uint8_t> moved(4096, 0x44);
+  ASSERT_TRUE(
+      l.b.eng.reregister_mr(l.b.key, moved.data(), moved.size(), va(moved), access::kLocalWrite, 0)
+          .ok());
+  l.post_write(l.a, 1, 0, 100, 0, Opcode::kSend);
+  l.run(std::chrono::milliseconds(100));
+  EXPECT_EQ(one_completion(l), WcStatus::kRemOpErr);
+  EXPECT_EQ(std::count(l.b.mem.begin(), l.b.mem.begin() + 100, 2), 100);  // B's fill, untouched
+
+  Loop r;
+  std::vector<uint8_t> there(4096, 0x44);
+  ASSERT_TRUE(
+      r.b.eng.reregister_mr(r.b.key, there.data(), there.size(), va(there), access::kLocalWrite, 0)
+          .ok());
+  Sge sge{va(there), 100, r.b.key};
+  ASSERT_TRUE(r.b.eng.post_recv(r.b.qpn, RecvWr{9, {&sge, 1}}).ok());
+  r.post_write(r.a, 1, 0, 100, 0, Opcode::kSend);
+  r.run();
+  EXPECT_EQ(one_completion(r), WcStatus::kSuccess);
+  EXPECT_EQ(std::count(there.begin(), there.begin() + 100, 1), 100);  // A's fill
+  EXPECT_FALSE(r.b.eng.reregister_mr(0x12345, there.data(), 1, va(there), 0, 0).ok());
+}
+
+// The whole-space MR (verbs' implicit ODP MR: nullptr, iova 0, UINT64_MAX bytes) reaches any
+// buffer of the process by its address; check_mr answers for it as for any MR.
+TEST(Protection, WholeSpaceMr_ReachesAnyAddress) {
+  Loop l;
+  const uint32_t all = l.a.eng.register_mr(nullptr, UINT64_MAX, 0, access::kLocalWrite).value();
+  std::vector<uint8_t> src(256, 0x5a);
+  EXPECT_TRUE(l.a.eng.check_mr(all, va(src), src.size(), 0).ok());
+  EXPECT_EQ(l.a.eng.check_mr(all, va(src), src.size(), 3).error(), Error::kNoSuchMr);
+  EXPECT_EQ(l.a.eng.check_mr(l.a.key, va(src), src.size(), 0).error(), Error::kLocalAccess);
+  EXPECT_FALSE(l.a.eng.register_mr(nullptr, UINT64_MAX, 1, access::kLocalWrite).ok());
+  std::fill(l.a.mem.begin(), l.a.mem.begin() + 256, 0x5a);
+  post(l, 1, Opcode::kWrite, 0, 256, va(l.b.mem), l.b.key, all);
+  l.run();
+  EXPECT_EQ(one_completion(l), WcStatus::kSuccess);
+  EXPECT_EQ(std::count(l.b.mem.begin(), l.b.mem.begin() + 256, 0x5a), 256);
 }
 
 TEST(Protection, Read_OutsideRegisteredRangeRefusedNothingLeaks) {

@@ -3,11 +3,23 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 
 namespace mrc::engine {
 namespace {
+
+// A new QP of `e` on `cq` (send and receive), moved to INIT.
+Qpn qp_in_init(Engine& e, CqId cq) {
+  QpInit init;
+  init.send_cq = init.recv_cq = cq;
+  const Qpn n = e.create_qp(init).value();
+  QpAttr a;
+  a.state = QpState::kInit;
+  EXPECT_TRUE(e.modify_qp(n, a, attr::kState).ok());
+  return n;
+}
 
 struct Fixture : ::testing::Test {
   Engine e;
@@ -103,6 +115,29 @@ TEST_F(QpState_, Error_FlushesPostedReceives) {
   // ERROR -> RESET -> INIT works again.
   ASSERT_TRUE(to(QpState::kReset).ok());
   ASSERT_TRUE(to(QpState::kInit).ok());
+}
+
+// RESET takes the QP's completions not yet polled out of its CQ (as rdma-core providers clean
+// a CQ), and only its own: a QP restarted after an error does not poll its old flushes.
+TEST_F(QpState_, Reset_DropsItsUnpolledCompletionsOnly) {
+  const Qpn other = qp_in_init(e, cq);
+  ASSERT_TRUE(to(QpState::kInit).ok());
+  std::vector<uint8_t> buf(64);
+  const uint32_t key =
+      e.register_mr(buf.data(), buf.size(), reinterpret_cast<uint64_t>(buf.data()), 1).value();
+  Sge s{reinterpret_cast<uint64_t>(buf.data()), 64, key};
+  ASSERT_TRUE(e.post_recv(q, RecvWr{1, {&s, 1}}).ok());
+  ASSERT_TRUE(e.post_recv(other, RecvWr{2, {&s, 1}}).ok());
+  ASSERT_TRUE(to(QpState::kError).ok());
+  QpAttr err;
+  err.state = QpState::kError;
+  ASSERT_TRUE(e.modify_qp(other, err, attr::kState).ok());
+  ASSERT_EQ(e.cq_depth(cq), 2u);  // both flushes
+  ASSERT_TRUE(to(QpState::kReset).ok());
+  Completion c[4];
+  ASSERT_EQ(e.poll_cq(cq, c), 1u);
+  EXPECT_EQ(c[0].wr_id, 2u);
+  EXPECT_EQ(c[0].qpn, other);
 }
 
 TEST_F(QpState_, PostSend_BeforeRtsRefused) {
@@ -239,15 +274,9 @@ TEST_F(QpState_, ConnectQp_RefusedChangesNothing) {
   EngineConfig cfg;
   cfg.recv_window = 512;  // below QpAttr's default max_psn_range (1024)
   Engine small(cfg);
-  const CqId c = small.create_cq(8).value();
-  QpInit init;
-  init.send_cq = init.recv_cq = c;
-  const Qpn n = small.create_qp(init).value();
-  QpAttr a;
-  a.state = QpState::kInit;
-  ASSERT_TRUE(small.modify_qp(n, a, attr::kState).ok());
+  const Qpn n = qp_in_init(small, small.create_cq(8).value());
   const std::string before = snapshot(small, n);
-  a = rtr_attr();
+  QpAttr a = rtr_attr();
   a.sq_psn = 77;
   const uint32_t mask = attr::kDest | attr::kPaths | attr::kSqPsn | attr::kTimeout;
   a.timeout = 9;

@@ -2,11 +2,13 @@
 // process: mrc0 on two loopback planes ([::1]:P and [::1]:P+1), QPs connected to each other
 // through the GID ::1. What stock binaries do through the shim is ns_perftest_test.cc.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -178,6 +180,11 @@ class Verbs : public ::testing::Test {
     return post_recv(q, &wr, &bad);
   }
   uint64_t at(int i, size_t off = 0) { return reinterpret_cast<uintptr_t>(buf_[i].data()) + off; }
+  // The context's ops table, where the inline verbs (ibv_query_device_ex, ...) look.
+  verbs_context* vctx() {
+    return reinterpret_cast<verbs_context*>(reinterpret_cast<uintptr_t>(ctx_) -
+                                            offsetof(verbs_context, context));
+  }
 
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
@@ -444,10 +451,10 @@ TEST_F(Verbs, AnotherPdsMr_RemAccessErrAndLocalProtection) {
   ASSERT_TRUE(theirs && mine);
   std::memset(buf_[0].data(), 0xee, 4096);
   std::memset(buf_[1].data(), 0, buf_[1].size());
-  // Locally: an SGE of the other PD's MR is refused at post time.
+  // Locally: a send SGE of the other PD's MR is refused at post time; a receive is checked
+  // when a SEND lands in it, as on a NIC (ReceiveInAnotherPd_RemOpErrAtTheRequester).
   EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0, 8192), 64, mine->lkey, at(1), mr_[1]->rkey),
             EINVAL);
-  EXPECT_EQ(post_r(qp_[0], at(0, 8192), 64, mine->lkey), EINVAL);
   // Remotely: the peer's QP is in pd_, so the other PD's rkey is no key at all.
   ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 4096, mr_[0]->lkey, at(1, 4096), theirs->rkey),
             0);
@@ -460,6 +467,305 @@ TEST_F(Verbs, AnotherPdsMr_RemAccessErrAndLocalProtection) {
   EXPECT_EQ(dealloc_pd(pd_), EBUSY);    // the QPs and MRs of the fixture
   EXPECT_EQ(dereg_mr(mine), 0);
   EXPECT_EQ(dealloc_pd(other), 0);
+}
+
+// A receive whose buffer is another PD's: accepted at post; the SEND that lands in it
+// completes at the requester with REM_OP_ERR (a NACK, not a retry timeout) and at the
+// responder with an error, its memory untouched.
+TEST_F(Verbs, ReceiveInAnotherPd_RemOpErrAtTheRequester) {
+  make_pair();
+  ibv_pd* other = alloc_pd(ctx_);
+  ASSERT_NE(other, nullptr);
+  ibv_mr* theirs = reg_mr(other, buf_[1].data() + 4096, 4096, at(1, 4096), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(theirs, nullptr);
+  std::memset(buf_[1].data(), 0, buf_[1].size());
+  ASSERT_EQ(post_r(qp_[1], at(1, 4096), 64, theirs->lkey), 0);
+  ASSERT_EQ(post(qp_[0], IBV_WR_SEND, at(0), 64, mr_[0]->lkey, 0, 0), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_REM_OP_ERR);
+  EXPECT_NE(wait_wc(cq_[1]).status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(std::all_of(buf_[1].begin(), buf_[1].end(), [](uint8_t b) { return b == 0; }));
+  EXPECT_EQ(dereg_mr(theirs), 0);
+  EXPECT_EQ(dealloc_pd(other), 0);
+}
+
+// ibv_query_device_ex through the context's ops, as the inline ibv_query_device_ex calls it:
+// query_device's attributes, phys_port_cnt_ex equal to phys_port_cnt, the ODP caps; a short
+// (older) struct gets its prefix, a bad input mask EINVAL.
+TEST_F(Verbs, QueryDeviceEx_AgreesWithQueryDevice) {
+  verbs_context* v = vctx();
+  ASSERT_NE(v->query_device_ex, nullptr);
+  ibv_device_attr_ex x{};
+  ASSERT_EQ(v->query_device_ex(ctx_, nullptr, &x, sizeof x), 0);
+  ibv_device_attr d{};
+  ASSERT_EQ(query_device(ctx_, &d), 0);
+  EXPECT_EQ(std::memcmp(&x.orig_attr, &d, sizeof d), 0);
+  EXPECT_EQ(x.phys_port_cnt_ex, d.phys_port_cnt);
+  EXPECT_EQ(x.odp_caps.general_caps, uint64_t{IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT});
+  EXPECT_EQ(x.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_SEND,
+            uint32_t{IBV_ODP_SUPPORT_SEND});
+  EXPECT_EQ(x.odp_caps.per_transport_caps.ud_odp_caps, 0u);  // no UD QPs
+  ibv_device_attr_ex small{};
+  small.comp_mask = 0xdead;
+  ASSERT_EQ(v->query_device_ex(ctx_, nullptr, &small, sizeof(ibv_device_attr) + 4), 0);
+  EXPECT_EQ(small.comp_mask, 0u);
+  EXPECT_EQ(small.phys_port_cnt_ex, 0u);  // beyond what the caller passed
+  ibv_query_device_ex_input in{1};
+  EXPECT_EQ(v->query_device_ex(ctx_, &in, &x, sizeof x), EINVAL);
+  EXPECT_EQ(v->query_device_ex(ctx_, nullptr, &x, 8), EINVAL);
+}
+
+// ctx->cmd_fd is a real descriptor of the context's own (dup works), closed with it.
+TEST_F(Verbs, CmdFd_ARealDescriptorTheContextOwns) {
+  ASSERT_GE(ctx_->cmd_fd, 0);
+  const int d = ::dup(ctx_->cmd_fd);
+  ASSERT_GE(d, 0);
+  ::close(d);
+  int n = 0;
+  ibv_device** list = get_device_list(&n);
+  ibv_context* second = open_device(list[0]);
+  free_device_list(list);
+  ASSERT_NE(second, nullptr);
+  EXPECT_NE(second->cmd_fd, ctx_->cmd_fd);
+  const int fd = second->cmd_fd;
+  EXPECT_EQ(close_device(second), 0);
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1);  // closed with its context
+}
+
+// ibv_rereg_mr: same keys; the new access is what a peer's WRITE meets (REM_ACCESS_ERR once
+// REMOTE_WRITE is gone, memory untouched); a new translation is where data lands; bad input
+// is IBV_REREG_MR_ERR_INPUT with EINVAL and the MR unchanged.
+TEST_F(Verbs, ReregMr_AccessAndTranslationSameKeys) {
+  make_pair();
+  const uint32_t lkey = mr_[1]->lkey, rkey = mr_[1]->rkey;
+  ASSERT_EQ(
+      rereg_mr(mr_[1], IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE), 0);
+  EXPECT_EQ(mr_[1]->lkey, lkey);
+  EXPECT_EQ(mr_[1]->rkey, rkey);
+  std::memset(buf_[0].data(), 0x5a, 4096);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 64, mr_[0]->lkey, at(1), rkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(buf_[1][0], 0);
+
+  errno = 0;
+  EXPECT_EQ(rereg_mr(mr_[1], 0, nullptr, nullptr, 0, 0), IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(rereg_mr(mr_[1], IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr, 0, 0),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(rereg_mr(mr_[1], IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                     IBV_ACCESS_REMOTE_WRITE),  // remote write without local write
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(mr_[1]->addr, buf_[1].data());
+
+  std::vector<uint8_t> moved(4096, 0);
+  ASSERT_EQ(rereg_mr(mr_[1], IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr,
+                     moved.data(), moved.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+            0);
+  EXPECT_EQ(mr_[1]->addr, moved.data());
+  EXPECT_EQ(mr_[1]->length, moved.size());
+  // qp_[0] failed above: a fresh pair for the WRITE into the new place.
+  for (ibv_qp*& q : qp_) {
+    EXPECT_EQ(destroy_qp(q), 0);
+    q = nullptr;
+  }
+  make_pair();
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 64, mr_[0]->lkey,
+                 reinterpret_cast<uintptr_t>(moved.data()), rkey),
+            0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::count(moved.begin(), moved.begin() + 64, 0x5a), 64);
+  // Back over the fixture's buffer, for TearDown and the PD count.
+  ASSERT_EQ(
+      rereg_mr(mr_[1], IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, buf_[1].data(), buf_[1].size(), 0),
+      0);
+}
+
+// The implicit ODP MR (NULL, SIZE_MAX, ON_DEMAND): its lkey sends from any buffer of the
+// process; it takes local access only (a peer must not name any address); ibv_advise_mr
+// checks each SGE against its MR and faults the pages in.
+TEST_F(Verbs, ImplicitOdpMr_AnyBufferAndPrefetch) {
+  make_pair();
+  ibv_mr* all = reg_mr(pd_, nullptr, SIZE_MAX, 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+  ASSERT_NE(all, nullptr);
+  EXPECT_EQ(reg_mr(pd_, nullptr, SIZE_MAX, 0,
+                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ON_DEMAND),
+            nullptr);
+  std::vector<uint8_t> anywhere(8192, 0x6b);
+  const uint64_t src = reinterpret_cast<uintptr_t>(anywhere.data());
+  ibv_sge sge{src, 8192, all->lkey};
+  EXPECT_EQ(advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1),
+            0);
+  EXPECT_EQ(advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, 0, &sge, 1), 0);
+  EXPECT_EQ(advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0x80, &sge, 1), EINVAL);  // bad flag
+  EXPECT_EQ(advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &sge, 0), EINVAL);
+  ibv_sge outside{at(0, (1 << 20) - 8), 64, mr_[0]->lkey};  // past the end of mr_[0]
+  EXPECT_EQ(advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &outside, 1), EINVAL);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, src, 8192, all->lkey, at(1), mr_[1]->rkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::count(buf_[1].begin(), buf_[1].begin() + 8192, 0x6b), 8192);
+  EXPECT_EQ(dereg_mr(all), 0);
+}
+
+// A parent domain stands for its protection domain: an MR registered on it serves a QP made
+// on it and the fixture's QPs (same protection domain); the protection domain cannot go
+// while the parent domain lives; thread domains and a parent of a parent are refused.
+TEST_F(Verbs, ParentDomain_ItsMrsAndQpsAreInTheProtectionDomain) {
+  verbs_context* v = vctx();
+  ASSERT_NE(v->alloc_parent_domain, nullptr);
+  ibv_parent_domain_init_attr a{};
+  a.pd = pd_;
+  ibv_pd* parent = v->alloc_parent_domain(ctx_, &a);
+  ASSERT_NE(parent, nullptr);
+  EXPECT_EQ(parent->handle, pd_->handle);
+  ibv_parent_domain_init_attr nested{};
+  nested.pd = parent;
+  EXPECT_EQ(v->alloc_parent_domain(ctx_, &nested), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_parent_domain_init_attr with_td = a;
+  with_td.td = reinterpret_cast<ibv_td*>(&with_td);
+  EXPECT_EQ(v->alloc_parent_domain(ctx_, &with_td), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+
+  std::vector<uint8_t> mem(4096, 0x71);
+  ibv_mr* mr = reg_mr(parent, mem.data(), mem.size(), reinterpret_cast<uintptr_t>(mem.data()),
+                      IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  ibv_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = cq_[0];
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  ibv_qp* q = create_qp(parent, &qa);
+  ASSERT_NE(q, nullptr);
+  pair_with(q);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, reinterpret_cast<uintptr_t>(mem.data()), 256, mr->lkey,
+                 at(1), mr_[1]->rkey),
+            0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::count(buf_[1].begin(), buf_[1].begin() + 256, 0x71), 256);
+  EXPECT_EQ(dealloc_pd(parent), EBUSY);  // its MR and QP
+  EXPECT_EQ(destroy_qp(qp_[0]), 0);
+  qp_[0] = nullptr;
+  EXPECT_EQ(dereg_mr(mr), 0);
+  EXPECT_EQ(dealloc_pd(parent), 0);
+}
+
+// UC QPs: SEND and RDMA WRITE (with immediate) as on RC (carried reliably by MRC); RDMA READ
+// refused at post (ibv_post_send and ibv_wr_rdma_read) with EINVAL; query says UC.
+TEST_F(Verbs, UcQp_SendAndWriteNoRead) {
+  ibv_qp* uc[2];
+  for (int i = 0; i < 2; ++i) {
+    ibv_qp_init_attr_ex a{};
+    a.send_cq = a.recv_cq = cq_[i];
+    a.qp_type = IBV_QPT_UC;
+    a.cap.max_send_wr = a.cap.max_recv_wr = 8;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    a.pd = pd_;
+    a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+    uc[i] = create_qp_ex(ctx_, &a);
+    ASSERT_NE(uc[i], nullptr);
+    a.send_ops_flags |= IBV_QP_EX_WITH_RDMA_READ;
+    EXPECT_EQ(create_qp_ex(ctx_, &a), nullptr) << "READ is no UC operation";
+  }
+  qp_ = {uc[0], uc[1]};
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(to_init(qp_[1]), 0);
+  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);
+  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(query_qp(qp_[0], &qa, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(init.qp_type, IBV_QPT_UC);
+  std::memset(buf_[0].data(), 0x3e, 4096);
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 512, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::count(buf_[1].begin(), buf_[1].begin() + 512, 0x3e), 512);
+  ASSERT_EQ(post_r(qp_[1], at(1, 8192), 64, mr_[1]->lkey), 0);
+  ASSERT_EQ(post(qp_[0], IBV_WR_SEND, at(0), 64, mr_[0]->lkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wait_wc(cq_[1]).opcode, IBV_WC_RECV);
+  EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_READ, at(0), 64, mr_[0]->lkey, at(1), mr_[1]->rkey), EINVAL);
+  ibv_qp_ex* x = qp_to_qp_ex(qp_[0]);
+  x->wr_start(x);
+  x->wr_rdma_read(x, mr_[1]->rkey, at(1));
+  x->wr_set_sge(x, mr_[0]->lkey, at(0), 64);
+  EXPECT_EQ(x->wr_complete(x), EINVAL);
+}
+
+// An SRQ serves two RC QPs: each SEND lands in the next receive posted to it, whichever QP it
+// arrives on; modify_srq arms the limit and IBV_EVENT_SRQ_LIMIT_REACHED comes once (query_srq
+// then says 0); resizing is refused; destroy_srq is EBUSY while a QP uses it; post_recv on
+// the QPs themselves is refused.
+TEST_F(Verbs, Srq_SharedByTwoQpsLimitEvent) {
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = create_srq(pd_, &sa);
+  ASSERT_NE(srq, nullptr);
+  for (uint64_t i = 0; i < 4; ++i) {
+    ibv_sge sge{at(1, 4096 * (i + 1)), 64, mr_[1]->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = 100 + i;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);  // the inline verb: ctx->ops
+  }
+  ibv_srq_attr lim{};
+  lim.srq_limit = 3;
+  ASSERT_EQ(modify_srq(srq, &lim, IBV_SRQ_LIMIT), 0);
+  lim.max_wr = 32;
+  EXPECT_EQ(modify_srq(srq, &lim, IBV_SRQ_MAX_WR), EINVAL);
+  // Two side-1 QPs on the SRQ, each connected to a side-0 QP.
+  ibv_qp* on_srq[2];
+  ibv_qp* senders[2];
+  for (int k = 0; k < 2; ++k) {
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = cq_[1];
+    a.qp_type = IBV_QPT_RC;
+    a.srq = srq;
+    a.cap.max_send_wr = 4;
+    a.cap.max_send_sge = 1;
+    on_srq[k] = create_qp(pd_, &a);
+    ASSERT_NE(on_srq[k], nullptr);
+    senders[k] = make_qp(0);
+    ASSERT_EQ(to_init(on_srq[k]), 0);
+    ASSERT_EQ(to_init(senders[k]), 0);
+    ASSERT_EQ(connect(senders[k], on_srq[k]->qp_num), 0);
+    ASSERT_EQ(connect(on_srq[k], senders[k]->qp_num), 0);
+  }
+  EXPECT_EQ(post_r(on_srq[0], at(1), 64, mr_[1]->lkey), EINVAL);
+  EXPECT_EQ(destroy_srq(srq), EBUSY);
+  std::memset(buf_[0].data(), 0x41, 64);
+  std::memset(buf_[0].data() + 64, 0x42, 64);
+  ASSERT_EQ(post(senders[1], IBV_WR_SEND, at(0), 64, mr_[0]->lkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  ibv_wc w = wait_wc(cq_[1]);
+  EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(w.wr_id, 100u);
+  EXPECT_EQ(w.qp_num, on_srq[1]->qp_num);
+  ASSERT_EQ(post(senders[0], IBV_WR_SEND, at(0, 64), 64, mr_[0]->lkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  w = wait_wc(cq_[1]);
+  EXPECT_EQ(w.wr_id, 101u);
+  EXPECT_EQ(w.qp_num, on_srq[0]->qp_num);
+  EXPECT_EQ(buf_[1][4096], 0x41);
+  EXPECT_EQ(buf_[1][8192], 0x42);
+  // 2 receives left < 3: the limit event, once.
+  ibv_async_event ev{};
+  ASSERT_EQ(get_async_event(ctx_, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+  EXPECT_EQ(ev.element.srq, srq);
+  ack_async_event(&ev);
+  ibv_srq_attr q{};
+  ASSERT_EQ(query_srq(srq, &q), 0);
+  EXPECT_EQ(q.srq_limit, 0u);
+  EXPECT_EQ(q.max_wr, 16u);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(destroy_qp(on_srq[k]), 0);
+    EXPECT_EQ(destroy_qp(senders[k]), 0);
+  }
+  EXPECT_EQ(destroy_srq(srq), 0);
 }
 
 TEST_F(Verbs, PollCq_MoreThan64AtOnce_ShortCountMeansEmpty) {

@@ -9,7 +9,7 @@
 // Binding: exports.map is an anonymous version script (no version definitions), so the
 // dynamic linker binds the programs' versioned references (ibv_open_device@IBVERBS_1.1) to
 // these definitions (docs/verbs-shim.md, "The shim").
-// Unsupported verbs (SRQ, AH, multicast, rereg, dma-buf, ECE, imports) fail with EOPNOTSUPP
+// Unsupported verbs (AH, multicast, dma-buf, ECE, device memory) fail with EOPNOTSUPP
 // and one line on stderr.
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
@@ -266,8 +266,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
 int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t len, int access) {
   if (!ours(mr->context))
     return REAL(ibv_rereg_mr, "IBVERBS_1.1")(mr, flags, pd, addr, len, access);
-  unsupported("ibv_rereg_mr (deregister and register again)");
-  return IBV_REREG_MR_ERR_INPUT;
+  return v::rereg_mr(mr, flags, pd, addr, len, access);
 }
 
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd,
@@ -350,21 +349,22 @@ int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) {
                            : REAL(ibv_query_ece, "IBVERBS_1.10")(qp, ece);
 }
 
-// ---- Unsupported on MRC: SRQ, AH, multicast ----------------------------------------------
+// ---- SRQs; unsupported on MRC: AH, multicast ------------------------------------------------
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
-  if (!ours(pd->context)) return REAL(ibv_create_srq, "IBVERBS_1.1")(pd, a);
-  unsupported("ibv_create_srq (shared receive queues)");
-  return nullptr;
+  return ours(pd->context) ? v::create_srq(pd, a) : REAL(ibv_create_srq, "IBVERBS_1.1")(pd, a);
 }
 
 int ibv_destroy_srq(ibv_srq* srq) {
-  return ours(srq->context) ? unsupported("ibv_destroy_srq")
-                            : REAL(ibv_destroy_srq, "IBVERBS_1.1")(srq);
+  return ours(srq->context) ? v::destroy_srq(srq) : REAL(ibv_destroy_srq, "IBVERBS_1.1")(srq);
 }
 
 int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* a, int mask) {
-  return ours(srq->context) ? unsupported("ibv_modify_srq")
+  return ours(srq->context) ? v::modify_srq(srq, a, mask)
                             : REAL(ibv_modify_srq, "IBVERBS_1.1")(srq, a, mask);
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* a) {
+  return ours(srq->context) ? v::query_srq(srq, a) : REAL(ibv_query_srq, "IBVERBS_1.1")(srq, a);
 }
 
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* a) {
@@ -395,27 +395,35 @@ int ibv_resolve_eth_l2_from_gid(ibv_context* c, ibv_ah_attr* attr, uint8_t mac[E
   return -1;
 }
 
-// ---- Unsupported on MRC: importing objects of another process ------------------------------
+// ---- Importing a context's objects through its command fd (mrc0: within the process) ------
+ibv_context* ibv_import_device(int fd) {
+  return v::is_cmd_fd(fd) ? v::import_device(fd) : REAL(ibv_import_device, "IBVERBS_1.10")(fd);
+}
+
 ibv_pd* ibv_import_pd(ibv_context* c, uint32_t handle) {
-  if (!ours(c)) return REAL(ibv_import_pd, "IBVERBS_1.10")(c, handle);
-  unsupported("ibv_import_pd");
-  return nullptr;
+  return ours(c) ? v::import_pd(c, handle) : REAL(ibv_import_pd, "IBVERBS_1.10")(c, handle);
 }
 
 void ibv_unimport_pd(ibv_pd* pd) {
-  if (!ours(pd->context)) REAL(ibv_unimport_pd, "IBVERBS_1.10")(pd);
+  if (ours(pd->context))
+    v::unimport_pd(pd);
+  else
+    REAL(ibv_unimport_pd, "IBVERBS_1.10")(pd);
 }
 
 ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t handle) {
-  if (!ours(pd->context)) return REAL(ibv_import_mr, "IBVERBS_1.10")(pd, handle);
-  unsupported("ibv_import_mr");
-  return nullptr;
+  return ours(pd->context) ? v::import_mr(pd, handle)
+                           : REAL(ibv_import_mr, "IBVERBS_1.10")(pd, handle);
 }
 
 void ibv_unimport_mr(ibv_mr* mr) {
-  if (!ours(mr->context)) REAL(ibv_unimport_mr, "IBVERBS_1.10")(mr);
+  if (ours(mr->context))
+    v::unimport_mr(mr);
+  else
+    REAL(ibv_unimport_mr, "IBVERBS_1.10")(mr);
 }
 
+// ---- Unsupported on MRC: device memory -------------------------------------------------------
 ibv_dm* ibv_import_dm(ibv_context* c, uint32_t handle) {
   if (!ours(c)) return REAL(ibv_import_dm, "IBVERBS_1.13")(c, handle);
   unsupported("ibv_import_dm");

@@ -254,10 +254,19 @@ struct Engine::Impl : Core {
 Engine::Engine(const EngineConfig& cfg) : impl_(std::make_unique<Impl>(cfg)) {}
 Engine::~Engine() = default;
 
+namespace {
+// register_mr's ranges: a mapping of its own, or the whole address space (nullptr, iova 0,
+// UINT64_MAX bytes: verbs' implicit ODP MR).
+bool mr_range_ok(const void* addr, uint64_t len, uint64_t iova) {
+  if (addr == nullptr && iova == 0 && len == UINT64_MAX) return true;
+  return !(addr == nullptr && len > 0) && iova + len >= iova;
+}
+}  // namespace
+
 Result<uint32_t, Error> Engine::register_mr(void* addr, uint64_t len, uint64_t iova,
                                             uint32_t access, uint32_t pd) {
   Core& c = *impl_;
-  if ((addr == nullptr && len > 0) || iova + len < iova) return Err{Error::kInvalidArgument};
+  if (!mr_range_ok(addr, len, iova)) return Err{Error::kInvalidArgument};
   if (c.live_mrs >= c.cfg.max_mrs) return Err{Error::kResourceLimit};
   size_t slot;
   if (c.free_mrs.size() > 16) {  // reuse slots late; the generation byte kills old keys
@@ -289,6 +298,27 @@ Status<Error> Engine::deregister_mr(uint32_t key) {
   m.key = key & 0xff;  // free: matches no key (slot bits 0), generation kept for the next one
   // A slot whose generation would wrap is retired, so no key ever comes back.
   if ((key & 0xff) != 0xff) c.free_mrs.push_back(key >> 8);
+  return {};
+}
+
+Status<Error> Engine::reregister_mr(uint32_t key, void* addr, uint64_t len, uint64_t iova,
+                                    uint32_t access, uint32_t pd) {
+  Core& c = *impl_;
+  if (!c.mr(key)) return Err{Error::kNoSuchMr};
+  if (!mr_range_ok(addr, len, iova)) return Err{Error::kInvalidArgument};
+  Mr& m = c.mrs[key >> 8];
+  m.host = static_cast<uint8_t*>(addr);
+  m.iova = iova;
+  m.len = len;
+  m.access = access;
+  m.pd = pd;
+  return {};
+}
+
+Status<Error> Engine::check_mr(uint32_t key, uint64_t addr, uint64_t len, uint32_t pd) const {
+  const Mr* m = impl_->mr(key);
+  if (!m || m->pd != pd) return Err{Error::kNoSuchMr};
+  if (!m->covers(addr, len)) return Err{Error::kLocalAccess};
   return {};
 }
 
@@ -331,10 +361,86 @@ size_t Engine::cq_depth(CqId id) const {
   return c.cqs[id - 1].q.size();
 }
 
+Result<uint32_t, Error> Engine::create_srq(uint32_t max_wr) {
+  Core& c = *impl_;
+  if (max_wr == 0 || max_wr > (1u << 20)) return Err{Error::kInvalidArgument};
+  size_t i = 0;
+  while (i < c.srqs.size() && c.srqs[i].live) ++i;
+  if (i == c.srqs.size()) c.srqs.emplace_back();
+  c.srqs[i] = Srq{};
+  c.srqs[i].max_wr = max_wr;
+  c.srqs[i].live = true;
+  return static_cast<uint32_t>(i + 1);
+}
+
+Status<Error> Engine::destroy_srq(uint32_t id) {
+  Srq* s = impl_->srq(id);
+  if (!s) return Err{Error::kInvalidArgument};
+  if (s->users) return Err{Error::kBadState};
+  *s = Srq{};
+  return {};
+}
+
+Status<Error> Engine::post_srq_recv(uint32_t id, const RecvWr& wr) {
+  Srq* s = impl_->srq(id);
+  if (!s) return Err{Error::kInvalidArgument};
+  if (s->q.size() >= s->max_wr) return Err{Error::kQueueFull};
+  if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
+  RecvWqe r;
+  r.wr_id = wr.wr_id;
+  for (const Sge& g : wr.sg) {  // checked when data lands (Core::resolve_recv)
+    if (g.length == 0) continue;
+    r.posted.push_back(g);
+    r.capacity += g.length;
+  }
+  s->q.push_back(std::move(r));
+  return {};
+}
+
+Status<Error> Engine::arm_srq_limit(uint32_t id, uint32_t limit) {
+  Srq* s = impl_->srq(id);
+  if (!s) return Err{Error::kInvalidArgument};
+  if (limit > s->max_wr) return Err{Error::kInvalidArgument};
+  s->limit = limit;
+  return {};
+}
+
+size_t Engine::srq_depth(uint32_t id) const {
+  const Core& c = *impl_;
+  return id == 0 || id > c.srqs.size() || !c.srqs[id - 1].live ? 0 : c.srqs[id - 1].q.size();
+}
+
+uint32_t Engine::srq_limit(uint32_t id) const {
+  const Core& c = *impl_;
+  return id == 0 || id > c.srqs.size() || !c.srqs[id - 1].live ? 0 : c.srqs[id - 1].limit;
+}
+
+void Core::srq_take(Qp& q, uint32_t msn) {
+  Srq* s = srq(q.init.srq);
+  const int32_t idx = psn_diff(msn, q.rq_base_msn);
+  if (!s || idx < 0) return;
+  bool took = false;
+  while (q.rq.size() <= static_cast<uint64_t>(idx) && !s->q.empty() && !q.rq.full()) {
+    q.rq.next() = std::move(s->q.front());
+    q.rq.push();
+    s->q.pop_front();
+    took = true;
+  }
+  if (took && s->limit && s->q.size() < s->limit) {
+    s->limit = 0;
+    Event e;
+    e.type = EventType::kSrqLimit;
+    e.qpn = q.qpn;
+    e.srq = q.init.srq;
+    push_event(e);
+  }
+}
+
 Result<Qpn, Error> Engine::create_qp(const QpInit& init) {
   Core& c = *impl_;
   for (CqId id : {init.send_cq, init.recv_cq})
     if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return Err{Error::kNoSuchCq};
+  if (init.srq && !c.srq(init.srq)) return Err{Error::kInvalidArgument};
   if (init.max_send_wr == 0 || init.max_recv_wr == 0 || init.max_send_wr > (1u << 20) ||
       init.max_recv_wr > (1u << 20))
     return Err{Error::kInvalidArgument};
@@ -350,6 +456,7 @@ Result<Qpn, Error> Engine::create_qp(const QpInit& init) {
   c.qps[qpn - 1] = new_qp(qpn, init);
   ++c.cqs[init.send_cq - 1].users;
   ++c.cqs[init.recv_cq - 1].users;
+  if (init.srq) ++c.srqs[init.srq - 1].users;
   ++c.live_qps;
   return qpn;
 }
@@ -419,6 +526,10 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
   const QpState to = (mask & attr::kState) ? a.state : q.state;
   const QpState from = q.state;
   if (to == QpState::kReset) {  // drop everything, keep the number and CQs
+    // Its completions not yet polled go too, as rdma-core's providers clean a CQ of a QP
+    // reset (mlx5_cq_clean): a QP restarted after an error does not find its flushes.
+    for (const CqId id : {q.init.send_cq, q.init.recv_cq})  // live: the QP holds them
+      std::erase_if(c.cqs[id - 1].q, [&](const Completion& k) { return k.qpn == q.qpn; });
     c.qps[q.qpn - 1] = new_qp(q.qpn, q.init);
     return;
   }
@@ -579,6 +690,7 @@ Status<Error> Engine::destroy_qp(Qpn qpn) {
   if (!q) return Err{Error::kNoSuchQp};
   --c.cqs[q->init.send_cq - 1].users;
   --c.cqs[q->init.recv_cq - 1].users;
+  if (q->init.srq) --c.srqs[q->init.srq - 1].users;
   c.qps[qpn - 1].reset();
   c.free_qpns.push_back(qpn);
   --c.live_qps;
@@ -591,22 +703,31 @@ Status<Error> Engine::post_send(Qpn qpn, const SendWr& wr) {
   return impl_->post_send(*q, wr);
 }
 
+bool Core::resolve_recv(const Qp& q, RecvWqe& r) const {
+  r.sg.clear();
+  for (const Sge& s : r.posted) {
+    const Mr* m = mr(s.lkey, q);
+    if (!m || !m->covers(s.addr, s.length) || !(m->access & access::kLocalWrite)) return false;
+    r.sg.push_back(Seg{m->at(s.addr), s.length, s.lkey});
+  }
+  return true;
+}
+
 Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
   Core& c = *impl_;
   Qp* q = c.qp(qpn);
   if (!q) return Err{Error::kNoSuchQp};
   if (q->state == QpState::kReset) return Err{Error::kBadState};
+  if (q->init.srq) return Err{Error::kInvalidArgument};  // its receives come from the SRQ
   if (q->rq.full()) return Err{Error::kQueueFull};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
   RecvWqe& r = q->rq.next();
+  r.posted.clear();
   r.sg.clear();
   r.capacity = 0;
-  for (const Sge& s : wr.sg) {
+  for (const Sge& s : wr.sg) {  // checked when data lands (Core::resolve_recv)
     if (s.length == 0) continue;
-    const Mr* m = c.mr(s.lkey, *q);
-    if (!m || !m->covers(s.addr, s.length) || !(m->access & access::kLocalWrite))
-      return Err{Error::kLocalAccess};
-    r.sg.push_back(Seg{m->at(s.addr), s.length, s.lkey});
+    r.posted.push_back(s);
     r.capacity += s.length;
   }
   r.wr_id = wr.wr_id;

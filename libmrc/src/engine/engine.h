@@ -154,6 +154,9 @@ struct QpInit {
   uint32_t local_token =
       0;  // token peers must put in packets to this QP (caller draws it at random)
   uint32_t pd = 0;  // protection domain: the MRs this QP may use (register_mr's pd)
+  // A shared receive queue (create_srq) the QP's receives come from; 0: its own (post_recv).
+  // With one, max_recv_wr bounds the receives taken from it and not yet completed.
+  uint32_t srq = 0;
 };
 
 /// Metadata a driver passes with each received datagram.
@@ -189,9 +192,19 @@ class Engine {
   /// requests or from their peer; for a QP of another pd it is no key at all (a local
   /// access error, a remote access NACK). Returns the key (lkey == rkey). A deregistered
   /// key is never valid again.
+  /// addr nullptr, iova 0 and len UINT64_MAX register the whole address space (verbs'
+  /// implicit on-demand-paging MR): every address is the process's own.
   Result<uint32_t, Error> register_mr(void* addr, uint64_t len, uint64_t iova, uint32_t access,
                                       uint32_t pd = 0);
   Status<Error> deregister_mr(uint32_t key);
+  /// Verbs' rereg_mr: the MR of `key` covers [addr, addr+len) at `iova` with `access` in `pd`
+  /// from now on, under the same key (arguments as register_mr). Receives already posted are
+  /// checked against it when their data lands (post_recv); kNoSuchMr, kInvalidArgument.
+  Status<Error> reregister_mr(uint32_t key, void* addr, uint64_t len, uint64_t iova,
+                              uint32_t access, uint32_t pd);
+  /// Ok if [addr, addr+len) lies in the MR of `key` and that MR is in protection domain `pd`:
+  /// kNoSuchMr (no such key, or another pd's), kLocalAccess (outside it). No effect.
+  Status<Error> check_mr(uint32_t key, uint64_t addr, uint64_t len, uint32_t pd) const;
 
   Result<CqId, Error> create_cq(uint32_t depth);
   Status<Error> destroy_cq(CqId cq);  // kBadState while a QP uses it
@@ -199,6 +212,20 @@ class Engine {
   size_t poll_cq(CqId cq, std::span<Completion> out);
   /// Completions waiting in `cq`.
   size_t cq_depth(CqId cq) const;
+
+  /// A shared receive queue of up to max_wr receives: a QP made with QpInit::srq takes the
+  /// next one, in posting order, when the first packet of a message that needs one arrives
+  /// (none left: the sender is NACKed for RNR, as with an empty receive queue).
+  Result<uint32_t, Error> create_srq(uint32_t max_wr);
+  Status<Error> destroy_srq(uint32_t srq);  // kBadState while a QP uses it
+  /// kQueueFull at max_wr; SGEs checked when data lands (post_recv).
+  Status<Error> post_srq_recv(uint32_t srq, const RecvWr& wr);
+  /// Arms the limit: once fewer than `limit` receives are left, one kSrqLimit event, and the
+  /// limit is disarmed (0). 0 disarms now.
+  Status<Error> arm_srq_limit(uint32_t srq, uint32_t limit);
+  /// Receives waiting in `srq` (0 for no such SRQ), and its armed limit.
+  size_t srq_depth(uint32_t srq) const;
+  uint32_t srq_limit(uint32_t srq) const;
 
   Result<Qpn, Error> create_qp(const QpInit& init);
   /// State transitions as verbs: RESET->INIT->RTR->RTS, any->ERROR, any->RESET,
@@ -219,6 +246,9 @@ class Engine {
 
   // ---- Work requests --------------------------------------------------------------------
   Status<Error> post_send(Qpn qpn, const SendWr& wr);
+  /// The receive's SGEs are checked when a SEND lands in it, as a NIC does (key of the QP's
+  /// pd, range, local write; after a reregister_mr the MR as it is then): a bad one fails the
+  /// QP with kLocProtErr and the requester's SEND with kRemOpErr.
   Status<Error> post_recv(Qpn qpn, const RecvWr& wr);
 
   // ---- Driver interface (see the loop above) -------------------------------------------

@@ -52,7 +52,10 @@ struct Mr {
   bool covers(uint64_t addr, uint64_t n) const {
     return addr >= iova && n <= len && addr - iova <= len - n;
   }
-  uint8_t* at(uint64_t addr) const { return host + (addr - iova); }
+  // As integers: the whole-space MR (register_mr) has host nullptr.
+  uint8_t* at(uint64_t addr) const {
+    return reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(host) + (addr - iova));
+  }
 };
 
 /// A contiguous piece of local memory a message reads from or writes to.
@@ -212,7 +215,8 @@ struct alignas(32) EvTx {
 
 struct RecvWqe {
   uint64_t wr_id = 0;
-  std::vector<Seg> sg;
+  std::vector<Sge> posted;  // as the app posted them (length > 0), checked when data lands
+  std::vector<Seg> sg;      // `posted` resolved by Core::resolve_recv for the packet at hand
   uint64_t capacity = 0;
 };
 
@@ -345,6 +349,14 @@ struct Cq {
   bool live = false;
 };
 
+struct Srq {
+  std::deque<RecvWqe> q;  // posted, not yet taken by a QP
+  uint32_t max_wr = 0;
+  uint32_t limit = 0;  // armed limit (0: disarmed)
+  uint32_t users = 0;  // QPs using it
+  bool live = false;
+};
+
 /// Engine::Impl: owns everything; sender.cc and receiver.cc add its methods.
 struct Core {
   explicit Core(const EngineConfig& c);
@@ -352,6 +364,7 @@ struct Core {
   EngineConfig cfg;
   EngineStats stats;
   std::vector<Mr> mrs;  // slot index = key >> 8
+  std::vector<Srq> srqs;  // id = index + 1
   std::deque<uint32_t> free_mrs;
   // Registered MRs: what EngineConfig::max_mrs caps (mrs may hold more slots: freed, retired).
   size_t live_mrs = 0;
@@ -401,6 +414,15 @@ struct Core {
     return m && m->pd == q.init.pd ? m : nullptr;
   }
   /// Every segment still lies in a registered MR (none was deregistered since).
+  /// Resolves r.posted into r.sg against the MRs as they are now (key of q's pd, range, local
+  /// write); false if one fails (the receive's local protection error).
+  bool resolve_recv(const Qp& q, RecvWqe& r) const;
+  /// For a QP on an SRQ: moves receives from the SRQ into q.rq, in order, until receive
+  /// number `msn` is there (or the SRQ or q.rq's room runs out); raises the SRQ's limit event.
+  void srq_take(Qp& q, uint32_t msn);
+  Srq* srq(uint32_t id) {
+    return id == 0 || id > srqs.size() || !srqs[id - 1].live ? nullptr : &srqs[id - 1];
+  }
   bool live(const std::vector<Seg>& sg) const {
     for (const Seg& g : sg)
       if (!mr(g.key)) return false;

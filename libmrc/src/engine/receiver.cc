@@ -85,6 +85,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         nack(q, p, rx, wire::NackReason::kRemoteAccess);
         return;
       }
+      if (h.kind == wire::Kind::kWriteImm) srq_take(q, d.msn);
       if (d.msg_len > 0) {
         const Mr* m = mr(d.rkey, q);
         if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) {
@@ -115,18 +116,21 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         drop(Drop::kDuplicate);
         return;
       }
+      srq_take(q, d.msn);
       if (static_cast<uint64_t>(idx) >= q.rq.size()) {
         drop(Drop::kNoReceive);
         nack(q, p, rx, wire::NackReason::kNoResource);
         return;
       }
-      const RecvWqe& r = q.rq.at(q.rq.head() + static_cast<uint64_t>(idx));
+      RecvWqe& r = q.rq.at(q.rq.head() + static_cast<uint64_t>(idx));
       if (d.msg_len > r.capacity) {
         drop(Drop::kRemoteAccess);
         nack(q, p, rx, wire::NackReason::kRemoteInvalid);
         return;
       }
-      if (!live(r.sg)) {  // the app deregistered the receive buffer: a local error
+      if (!resolve_recv(q, r)) {  // a bad or deregistered receive buffer: a local error, and the
+        // requester's SEND fails with a remote operation error, as from a verbs responder
+        nack(q, p, rx, wire::NackReason::kRemoteOperation);
         fail_qp(q, WcStatus::kLocProtErr);
         return;
       }
@@ -140,6 +144,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         nack(q, p, rx, wire::NackReason::kRemoteAccess);
         return;
       }
+      if (h.kind == wire::Kind::kWriteImm) srq_take(q, d.msn);
       if (d.msg_len > 0) {
         const Mr* m = mr(d.rkey, q);
         if (!m || !(m->access & access::kRemoteRead) || !m->covers(d.addr, d.msg_len)) {

@@ -116,6 +116,7 @@ enum class EventType : uint8_t {
   kQpFatal,     // QP went to ERROR (retry exhausted, remote error); all WRs flushed
   kCqOverflow,  // a completion was lost because the CQ was full
   kEvState,     // an EV of the QP changed state (ev, plane, from, to, reason)
+  kSrqLimit,    // shared receive queue `srq` fell below its armed limit (then disarmed)
 };
 
 /// EvState and EvReason values (paths.h), carried as bytes here.
@@ -130,6 +131,7 @@ struct Event {
   uint8_t reason = 0;        // EvReason
   Time at{0};
   uint32_t dropped_before = 0;  // events lost (queue full) just before this one
+  uint32_t srq = 0;             // kSrqLimit
 };
 
 }  // namespace mrc::engine

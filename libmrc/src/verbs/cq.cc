@@ -52,39 +52,58 @@ ibv_pd* alloc_pd(ibv_context* c) {
   pd->pd.context = c;
   static std::atomic<uint32_t> handles{1};
   pd->pd.handle = handles++;
+  Device* dev = device_of(c);
+  std::lock_guard lock(dev->mu);
+  dev->pds[pd->pd.handle] = pd;
   return &pd->pd;
 }
 
 int dealloc_pd(ibv_pd* pd) {
-  if (const uint32_t n = pd_of(pd)->users.load())
-    return fail(EBUSY, "ibv_dealloc_pd: %u MRs and QPs still use the PD", n);
-  delete pd_of(pd);
+  Pd* p = pd_of(pd);
+  if (const uint32_t n = p->users.load())
+    return fail(EBUSY, "ibv_dealloc_pd: %u MRs, QPs and parent domains still use the PD", n);
+  if (p->protection) {
+    --p->protection->users;
+  } else if (!p->imported) {
+    Device* dev = device_of(pd->context);
+    std::lock_guard lock(dev->mu);
+    dev->pds.erase(pd->handle);
+  }
+  delete p;
+  return 0;
+}
+
+int mr_access(const char* verb, const void* addr, size_t length, unsigned access,
+              unsigned* engine_access) {
+  // Optional bits (IBV_ACCESS_OPTIONAL_RANGE, e.g. RELAXED_ORDERING) are hints: accepted.
+  const unsigned required = access & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
+  if ((required & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(required & IBV_ACCESS_LOCAL_WRITE))
+    return fail(EINVAL, "%s: remote write or atomic access needs IBV_ACCESS_LOCAL_WRITE", verb);
+  const unsigned known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND;
+  if (required & ~known)
+    return fail(EOPNOTSUPP, "%s: access flags 0x%x are not supported by mrc0", verb,
+                required & ~known);
+  if (is_implicit_odp(addr, length, access)) {
+    // The whole address space: a peer could name any address, mapped or not.
+    if (required & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC))
+      return fail(EINVAL, "%s: an implicit ODP MR (NULL, SIZE_MAX) is local-only on mrc0", verb);
+  } else if (length == 0 || length > engine::kMaxMessage * 64ull) {
+    return fail(EINVAL, "%s: length %zu out of range", verb, length);
+  }
+  *engine_access = required & 0xf;
   return 0;
 }
 
 ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
-  // Optional bits (IBV_ACCESS_OPTIONAL_RANGE, e.g. RELAXED_ORDERING) are hints: accepted.
-  const unsigned required = access & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
-  if ((required & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-      !(required & IBV_ACCESS_LOCAL_WRITE)) {
-    fail(EINVAL, "ibv_reg_mr: remote write or atomic access needs IBV_ACCESS_LOCAL_WRITE");
-    return nullptr;
-  }
-  const unsigned known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                         IBV_ACCESS_MW_BIND;
-  if (required & ~known) {
-    fail(EOPNOTSUPP, "ibv_reg_mr: access flags 0x%x are not supported by mrc0",
-         required & ~known);
-    return nullptr;
-  }
-  if (length == 0 || length > engine::kMaxMessage * 64ull) {
-    fail(EINVAL, "ibv_reg_mr: length %zu out of range", length);
-    return nullptr;
-  }
+  unsigned engine_access = 0;
+  if (mr_access("ibv_reg_mr", addr, length, access, &engine_access) != 0) return nullptr;
+  // The implicit ODP MR is the engine's whole-space MR (iova 0, every address its own).
+  if (is_implicit_odp(addr, length, access)) iova = 0;
   Device* dev = device_of(pd->context);
   auto key = dev->driver->with_engine([&](engine::Engine& e) {
-    return e.register_mr(addr, length, iova, required & 0xf, pd->handle);
+    return e.register_mr(addr, length, iova, engine_access, pd->handle);
   });
   if (!key) {
     fail(to_errno(key.error()), "ibv_reg_mr: %s", engine::to_string(key.error()));
@@ -98,6 +117,10 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
   mr->mr.length = length;
   mr->mr.handle = *key;
   mr->mr.lkey = mr->mr.rkey = *key;
+  mr->iova = iova;
+  mr->access = access;
+  std::lock_guard lock(dev->mu);
+  dev->mrs[*key] = mr;
   return &mr->mr;
 }
 
@@ -105,6 +128,10 @@ int dereg_mr(ibv_mr* mr) {
   Device* dev = device_of(mr->context);
   auto r = dev->driver->with_engine([&](engine::Engine& e) { return e.deregister_mr(mr->lkey); });
   if (!r) return fail(to_errno(r.error()), "ibv_dereg_mr: %s", engine::to_string(r.error()));
+  {
+    std::lock_guard lock(dev->mu);
+    dev->mrs.erase(mr->lkey);
+  }
   --pd_of(mr->pd)->users;
   delete reinterpret_cast<Mr*>(mr);
   return 0;

@@ -40,11 +40,9 @@ int fail(int err, const char* fmt, ...) {
 }
 
 namespace {
-
 std::atomic<void (*)(io::UdpConfig&)> g_attach_observer{nullptr};
+}  // namespace
 
-// The one device of the process, from the host configuration; null (logged once) if the
-// configuration does not load.
 Device* the_device() {
   static Device* dev = [] () -> Device* {
     auto cfg = io::load_host_config();
@@ -73,6 +71,8 @@ Device* the_device() {
   }();
   return dev;
 }
+
+namespace {
 
 uint64_t guid_of(const ibv_gid& g) {
   uint64_t v;
@@ -150,6 +150,7 @@ ibv_context* open_device(ibv_device* d) {
   auto* ctx = new Context;
   ctx->dev = dev;
   ctx->async_fd = ::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  ctx->cmd_fd = open_cmd_fd();
   verbs_context& v = ctx->vctx;
   v.sz = sizeof(verbs_context);
   v.query_port = [](ibv_context* c, uint8_t port, ibv_port_attr* a, size_t) {
@@ -157,9 +158,12 @@ ibv_context* open_device(ibv_device* d) {
   };
   v.create_cq_ex = &create_cq_ex;
   v.create_qp_ex = &create_qp_ex;
+  v.query_device_ex = &query_device_ex;
+  v.advise_mr = &advise_mr;
+  v.alloc_parent_domain = &alloc_parent_domain;
   ibv_context& c = v.context;
   c.device = d;
-  c.cmd_fd = -1;
+  c.cmd_fd = ctx->cmd_fd;
   c.async_fd = ctx->async_fd;
   c.num_comp_vectors = 1;
   c.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -168,9 +172,7 @@ ibv_context* open_device(ibv_device* d) {
   c.ops.req_notify_cq = &req_notify_cq;
   c.ops.post_send = &post_send;
   c.ops.post_recv = &post_recv;
-  c.ops.post_srq_recv = [](ibv_srq*, ibv_recv_wr*, ibv_recv_wr**) {
-    return fail(EOPNOTSUPP, "ibv_post_srq_recv: SRQs are not supported");
-  };
+  c.ops.post_srq_recv = &post_srq_recv;
   std::lock_guard lock(dev->mu);
   dev->open.insert(ctx);
   return &c;
@@ -193,6 +195,7 @@ int close_device(ibv_context* c) {
   }
   last.reset();  // stops the thread, outside the lock its hook takes
   ::close(ctx->async_fd);
+  if (ctx->cmd_fd >= 0) ::close(ctx->cmd_fd);
   pthread_mutex_destroy(&c->mutex);
   delete ctx;
   return 0;
@@ -220,6 +223,9 @@ int query_device(ibv_context* c, ibv_device_attr* a) {
   a->max_res_rd_atom = 16 * 65535;
   a->atomic_cap = IBV_ATOMIC_NONE;
   a->max_pkeys = 1;
+  a->max_srq = 65535;
+  a->max_srq_wr = kMaxQpWr;
+  a->max_srq_sge = engine::kMaxSge;
   a->local_ca_ack_delay = 16;
   a->phys_port_cnt = 1;
   return 0;
@@ -343,6 +349,15 @@ void Device::on_progress(io::UdpDriver& drv) {
   std::lock_guard lock(mu);
   for (const auto& ev : evs) {
     for (auto& [id, sink] : event_sinks) sink(ev);
+    if (ev.type == engine::EventType::kSrqLimit) {
+      if (auto s = srqs.find(ev.srq); s != srqs.end()) {
+        ibv_async_event a{};
+        a.element.srq = &s->second->srq;
+        a.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+        post_async(s->second->ctx, a);
+      }
+      continue;
+    }
     if (ev.type != engine::EventType::kQpFatal) continue;
     auto it = qps.find(ev.qpn);
     if (it == qps.end() || it->second->mrc) continue;  // MRC QPs: the OCP API's own events
@@ -350,13 +365,17 @@ void Device::on_progress(io::UdpDriver& drv) {
     ibv_async_event a{};
     a.element.qp = &it->second->qpx.qp_base;
     a.event_type = IBV_EVENT_QP_FATAL;
-    {
-      std::lock_guard l2(ctx->mu);
-      ctx->async.push_back(a);
-    }
-    const uint64_t one = 1;
-    (void)!::write(ctx->async_fd, &one, sizeof one);
+    post_async(ctx, a);
   }
+}
+
+void post_async(Context* ctx, const ibv_async_event& a) {
+  {
+    std::lock_guard lock(ctx->mu);
+    ctx->async.push_back(a);
+  }
+  const uint64_t one = 1;
+  (void)!::write(ctx->async_fd, &one, sizeof one);
 }
 
 // ---- Peers and tokens --------------------------------------------------------------------

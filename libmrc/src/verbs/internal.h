@@ -22,6 +22,9 @@ void log_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 int fail(int err, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 Device* device_of(const ibv_context* c);
+/// The one device of the process, from the host configuration; null (logged once) if the
+/// configuration does not load.
+Device* the_device();
 /// The engine peer an address vector names (see verbs.h "peers"); *host = its fabric host.
 /// Under dev->mu, with the driver open.
 Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah, uint32_t* host);
@@ -37,8 +40,24 @@ std::optional<uint32_t> fabric_host_of(const srv6::Fabric& f, const ibv_gid& gid
 /// port address of any plane, a LID), since the peer builds its side from its own
 /// gid_of_host; outside a fabric the address vector's GID as given.
 ibv_gid token_gid(const srv6::Fabric* f, const ibv_ah_attr& ah, uint32_t host);
+/// Queues an async event on `ctx` and wakes its async fd.
+void post_async(Context* ctx, const ibv_async_event& a);
 /// Queues `cq` on its channel and wakes the channel's fd. Under dev->mu.
 void notify(Cq* cq);
+
+/// reg_mr(NULL, SIZE_MAX, ON_DEMAND): verbs' implicit on-demand-paging MR, the whole address
+/// space (the engine's whole-space MR).
+inline bool is_implicit_odp(const void* addr, size_t length, unsigned access) {
+  return !addr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND);
+}
+/// Checks the access flags and range of an MR about to be registered (reg_mr, rereg_mr): 0 and
+/// *engine_access (engine::access bits), or an errno with a stderr line naming `verb`.
+int mr_access(const char* verb, const void* addr, size_t length, unsigned access,
+              unsigned* engine_access);
+/// A new ibv_context::cmd_fd (objects.h Context::cmd_fd), or -1 with errno.
+int open_cmd_fd();
+/// The on-demand paging mrc0 offers (query_device_ex): explicit and implicit, RC.
+ibv_odp_caps odp_caps();
 
 /// The errno a verb returns for an engine error.
 int to_errno(engine::Error e);

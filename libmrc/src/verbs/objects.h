@@ -29,6 +29,9 @@ namespace mrc::verbs {
 struct Cq;
 struct Qp;
 struct Context;
+struct Pd;
+struct Mr;
+struct Srq;
 
 /// One MRC NIC of the process: a host configuration and, while any context is open, its
 /// UdpDriver. Lives as long as the process.
@@ -47,6 +50,9 @@ struct Device {
   std::atomic<int> n_armed{0};
   std::set<Context*> open;  // (dev) for async events
   std::map<engine::Qpn, Qp*> qps;  // (dev) for async events
+  std::map<uint32_t, Pd*> pds;     // (dev) by handle, for ibv_import_pd
+  std::map<uint32_t, Mr*> mrs;     // (dev) by handle (the key), for ibv_import_mr
+  std::map<uint32_t, Srq*> srqs;   // (dev) by engine id, for the SRQ limit async event
   // (dev) Every engine event (QP fatal, EV state changes, CQ overflow) is passed to each
   // sink, from the driver's thread, under mu: the OCP API's EV event CQs register here.
   std::map<uint64_t, std::function<void(const engine::Event&)>> event_sinks;
@@ -61,19 +67,38 @@ struct Context {
   verbs_context vctx{};  // the app's ibv_context is &vctx.context
   Device* dev = nullptr;
   int async_fd = -1;  // eventfd, semaphore mode
+  // ibv_context::cmd_fd: a memfd ("mrc0-cmd", empty) the context owns, so programs that dup
+  // or poll it get a real descriptor; mrc0 has no kernel part to send commands to.
+  int cmd_fd = -1;
   std::mutex mu;
   std::deque<ibv_async_event> async;  // (mu)
 };
 
 struct Pd {
   ibv_pd pd{};
-  std::atomic<uint32_t> users{0};  // MRs and QPs in it: dealloc_pd refuses (EBUSY) while > 0
+  std::atomic<uint32_t> users{0};  // MRs, QPs, parent domains in it: dealloc_pd refuses (EBUSY)
+  // A parent domain (ibv_alloc_parent_domain): the protection domain it stands for (pd.handle
+  // is that one's, so its MRs and QPs are in it), else null.
+  Pd* protection = nullptr;
+  bool imported = false;  // ibv_import_pd: another context's handle on a PD; unimport frees it
 };
 inline Pd* pd_of(ibv_pd* pd) { return reinterpret_cast<Pd*>(pd); }
 
 struct Mr {
   ibv_mr mr{};
+  bool imported = false;  // ibv_import_mr: another handle on a registration; unimport frees it
+  uint64_t iova = 0;      // where mr.addr appears to peers (reg_mr_iova2); kept by rereg_mr
+  unsigned access = 0;    // IBV_ACCESS_* as registered; kept by rereg_mr
 };
+
+struct Srq {
+  ibv_srq srq{};
+  Context* ctx = nullptr;
+  uint32_t id = 0;  // the engine's (Engine::create_srq)
+  uint32_t max_wr = 0;
+  uint32_t max_sge = 0;
+};
+inline Srq* srq_of(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 
 struct Channel {
   ibv_comp_channel ch{};  // ch.fd: eventfd, semaphore mode: one count per queued CQ

@@ -101,6 +101,10 @@ void wr_write_imm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
   w.wr.imm = ntohl(imm);
 }
 void wr_read(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
+  if (q->qp_base.qp_type == IBV_QPT_UC) {
+    if (!qx(q)->wr_error) log_error("ibv_wr_rdma_read: a UC QP has no RDMA READ");
+    qx(q)->wr_error = EINVAL;
+  }
   auto& w = begin_wr(q, engine::Opcode::kRead);
   w.wr.rkey = rkey;
   w.wr.remote_addr = addr;
@@ -189,12 +193,13 @@ void wr_unsupported(ibv_qp_ex* q, const char* what) {
 
 Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
             const ibv_qp_cap& cap, int sq_sig_all, void* qp_context, uint64_t send_ops) {
-  if (type != IBV_QPT_RC) {
-    fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC is)", type);
+  // UC QPs are MRC connections too: what UC may lose arrives all the same (docs/verbs-shim.md).
+  if (type != IBV_QPT_RC && type != IBV_QPT_UC) {
+    fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC and UC are)", type);
     return nullptr;
   }
-  if (srq) {
-    fail(EOPNOTSUPP, "ibv_create_qp: SRQs are not supported by mrc0");
+  if (srq && srq->context != c) {
+    fail(EINVAL, "ibv_create_qp: the SRQ belongs to another context");
     return nullptr;
   }
   if (pd->context != c) {
@@ -215,7 +220,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   }
   const uint64_t supported = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                              IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                             IBV_QP_EX_WITH_RDMA_READ;
+                             (type == IBV_QPT_RC ? IBV_QP_EX_WITH_RDMA_READ : 0);
   if (send_ops & ~supported) {
     fail(EOPNOTSUPP, "ibv_create_qp_ex: send_ops_flags 0x%llx are not supported by mrc0",
          static_cast<unsigned long long>(send_ops & ~supported));
@@ -229,6 +234,11 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   init.max_recv_wr = std::max(cap.max_recv_wr, 1u);
   init.sq_sig_all = sq_sig_all != 0;
   init.pd = pd->handle;  // the QP uses (and its peer reaches) only this PD's MRs
+  // Receives from the SRQ: as many in hand as it can hold.
+  if (srq) {
+    init.srq = srq_of(srq)->id;
+    init.max_recv_wr = srq_of(srq)->max_wr;
+  }
   auto qpn = dev->driver->with_engine([&](engine::Engine& e) { return e.create_qp(init); });
   if (!qpn) {
     fail(to_errno(qpn.error()), "ibv_create_qp: %s", engine::to_string(qpn.error()));
@@ -247,10 +257,11 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   ++pd_of(pd)->users;
   b.send_cq = send_cq;
   b.recv_cq = recv_cq;
+  b.srq = srq;
   b.handle = *qpn;
   b.qp_num = *qpn;
   b.state = IBV_QPS_RESET;
-  b.qp_type = IBV_QPT_RC;
+  b.qp_type = static_cast<ibv_qp_type>(type);
   pthread_mutex_init(&b.mutex, nullptr);
   pthread_cond_init(&b.cond, nullptr);
   ibv_qp_ex& x = q->qpx;
@@ -320,10 +331,17 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
 }
 
 ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* a) {
-  const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  const uint32_t known =
+      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
   if (a->comp_mask & ~known) {
     fail(EOPNOTSUPP, "ibv_create_qp_ex: comp_mask 0x%x is not supported by mrc0",
          a->comp_mask & ~known);
+    return nullptr;
+  }
+  // Create flags (scatter FCS, VLAN stripping, ...) are raw packet and NIC features: none.
+  if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) {
+    fail(EOPNOTSUPP, "ibv_create_qp_ex: create_flags 0x%x are not supported by mrc0",
+         a->create_flags);
     return nullptr;
   }
   if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd) {
@@ -397,9 +415,12 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
   }
   if (mask & IBV_QP_ACCESS_FLAGS) {
     // The remote operations this QP serves as responder, checked next to each MR's access.
-    e.access = static_cast<uint32_t>(a->qp_access_flags) &
-               (engine::access::kRemoteWrite | engine::access::kRemoteRead |
-                engine::access::kRemoteAtomic);
+    // A UC QP serves WRITEs only (verbs: UC has no READ or atomics).
+    e.access =
+        static_cast<uint32_t>(a->qp_access_flags) &
+        (qp->qp_type == IBV_QPT_UC ? engine::access::kRemoteWrite
+                                   : engine::access::kRemoteWrite | engine::access::kRemoteRead |
+                                         engine::access::kRemoteAtomic);
     m |= engine::attr::kAccess;
   }
   const bool to_rtr =
@@ -495,7 +516,8 @@ int query_qp(ibv_qp* qp, ibv_qp_attr* a, int, ibv_qp_init_attr* init) {
     init->send_cq = qp->send_cq;
     init->recv_cq = qp->recv_cq;
     init->cap = q->cap;
-    init->qp_type = IBV_QPT_RC;
+    init->srq = qp->srq;
+    init->qp_type = qp->qp_type;
     init->sq_sig_all = q->sq_sig_all;
   }
   return 0;
@@ -530,6 +552,10 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     for (ibv_send_wr* w = wr; w; w = w->next) {
       engine::SendWr ew;
       err = convert(*w, ew, sges, q->cap.max_send_sge);
+      if (!err && qp->qp_type == IBV_QPT_UC && ew.opcode == engine::Opcode::kRead) {
+        log_error("ibv_post_send: QP %u is UC, which has no RDMA READ", qp->qp_num);
+        err = EINVAL;
+      }
       if (!err) {
         if (auto r = e.post_send(qp->qp_num, ew); !r) {
           log_post_error(q, "ibv_post_send", r.error());

@@ -17,10 +17,12 @@
 //             address, whose interface id is replaced by 02:4d:52:43:<host, 4 bytes>
 //             because RoCE tools take a zero interface id for "no GID"), RoCE v2 type;
 //             LID = fabric host id + 1 (so LID-only apps work too).
-//   objects   PD, MR (reg_mr, reg_mr_iova2; the optional access bits are accepted), CQ and
-//             CQ_ex, completion channels (a real eventfd), RC QPs and QP_ex with ibv_wr_*.
-//             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ, inline data, unsignalled sends.
-//             No SRQ, UD, AH, MW, atomics or multicast: those verbs fail with EOPNOTSUPP.
+//   objects   PD and parent domains, MR (reg_mr, reg_mr_iova2, rereg_mr; the optional
+//             access bits are accepted; on-demand paging, implicit too), CQ and CQ_ex,
+//             completion channels (a real eventfd), RC and UC QPs and QP_ex with ibv_wr_*.
+//             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ (RC), inline data, unsignalled
+//             sends; SRQs with the limit event. No UD, XRC, AH, MW, atomics or multicast:
+//             those verbs fail with EOPNOTSUPP.
 //   peers     found at RTR from the address vector: the GID names the peer host (in a
 //             fabric, all 16 bytes: the host's GID or one of its port addresses; otherwise it
 //             is one of the peer's plane addresses, an IPv4 one as ::ffff:a.b.c.d, at the
@@ -92,6 +94,37 @@ ibv_pd* alloc_pd(ibv_context* c);
 int dealloc_pd(ibv_pd* pd);
 ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
 int dereg_mr(ibv_mr* mr);
+/// ibv_rereg_mr: the MR's new translation, PD or access, same keys; on bad input
+/// IBV_REREG_MR_ERR_INPUT (errno says why) and the MR unchanged.
+int rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access);
+/// ibv_advise_mr: checks each SGE against its MR, then faults its pages in
+/// (MADV_POPULATE_READ/WRITE; PREFETCH_NO_FAULT maps nothing new). Synchronous: FLUSH or not.
+int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg, uint32_t n);
+// ---- Shared receive queues (srq.cc) -----------------------------------------------------
+/// ibv_create_srq: max_wr up to kMaxQpWr, max_sge up to engine::kMaxSge; srq_limit is armed
+/// by modify_srq (IBV_SRQ_LIMIT; no resizing: EINVAL), then one IBV_EVENT_SRQ_LIMIT_REACHED.
+ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr);
+int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask);
+int query_srq(ibv_srq* srq, ibv_srq_attr* attr);
+int destroy_srq(ibv_srq* srq);  // EBUSY while a QP uses it
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+
+/// ibv_alloc_parent_domain: a PD that stands for attr->pd (its MRs and QPs are in it); the
+/// allocators are accepted and unused (mrc0 has no provider buffers); thread domains EOPNOTSUPP.
+ibv_pd* alloc_parent_domain(ibv_context* c, ibv_parent_domain_init_attr* attr);
+/// Whether `fd` is (a dup of) an open mrc0 context's cmd_fd: what ibv_import_device takes.
+bool is_cmd_fd(int fd);
+/// ibv_import_device / import_pd / import_mr, within the process (mrc0's objects live in it):
+/// a new context on mrc0 owning `fd`; new handles on the PD and MR of `handle`. unimport_*
+/// free the handle only.
+ibv_context* import_device(int fd);
+ibv_pd* import_pd(ibv_context* c, uint32_t handle);
+void unimport_pd(ibv_pd* pd);
+ibv_mr* import_mr(ibv_pd* pd, uint32_t handle);
+void unimport_mr(ibv_mr* mr);
+/// ibv_query_device_ex: query_device's attributes, phys_port_cnt_ex (1) and the ODP caps.
+int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
+                    ibv_device_attr_ex* attr, size_t attr_size);
 
 // ---- CQs and completion channels ---------------------------------------------------------
 ibv_comp_channel* create_comp_channel(ibv_context* c);

@@ -1,0 +1,113 @@
+// Shared receive queues of the software verbs device: create, modify (the limit), query,
+// destroy, post_srq_recv; RC and UC QPs attached to one take their receives from it
+// (engine: Engine::create_srq, QpInit::srq). Threading: as verbs.h.
+#include <cerrno>
+
+#include "verbs/internal.h"
+#include "verbs/objects.h"
+#include "verbs/verbs.h"
+
+namespace mrc::verbs {
+
+ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
+  if (!a || a->attr.max_wr == 0 || a->attr.max_wr > kMaxQpWr || a->attr.max_sge == 0 ||
+      a->attr.max_sge > engine::kMaxSge) {
+    fail(EINVAL, "ibv_create_srq: max_wr 1..%u and max_sge 1..%u", kMaxQpWr, engine::kMaxSge);
+    return nullptr;
+  }
+  Device* dev = device_of(pd->context);
+  auto id =
+      dev->driver->with_engine([&](engine::Engine& e) { return e.create_srq(a->attr.max_wr); });
+  if (!id) {
+    fail(to_errno(id.error()), "ibv_create_srq: %s", engine::to_string(id.error()));
+    return nullptr;
+  }
+  auto* s = new Srq;
+  s->ctx = ctx_of(pd->context);
+  s->id = *id;
+  s->max_wr = a->attr.max_wr;
+  s->max_sge = a->attr.max_sge;
+  ibv_srq& b = s->srq;
+  b.context = pd->context;
+  b.srq_context = a->srq_context;
+  b.pd = pd;
+  b.handle = *id;
+  pthread_mutex_init(&b.mutex, nullptr);
+  pthread_cond_init(&b.cond, nullptr);
+  ++pd_of(pd)->users;
+  a->attr.srq_limit = 0;  // verbs: ignored at creation, armed by modify_srq
+  std::lock_guard lock(dev->mu);
+  dev->srqs[*id] = s;
+  return &b;
+}
+
+int modify_srq(ibv_srq* srq, ibv_srq_attr* a, int mask) {
+  Srq* s = srq_of(srq);
+  if (mask & ~IBV_SRQ_LIMIT)
+    return fail(EINVAL, "ibv_modify_srq: mask 0x%x: mrc0 sets IBV_SRQ_LIMIT only (no resizing)",
+                mask);
+  if (!(mask & IBV_SRQ_LIMIT)) return 0;
+  if (a->srq_limit > s->max_wr)
+    return fail(EINVAL, "ibv_modify_srq: srq_limit %u above max_wr %u", a->srq_limit, s->max_wr);
+  auto r = s->ctx->dev->driver->with_engine(
+      [&](engine::Engine& e) { return e.arm_srq_limit(s->id, a->srq_limit); });
+  if (!r) return fail(to_errno(r.error()), "ibv_modify_srq: %s", engine::to_string(r.error()));
+  return 0;
+}
+
+int query_srq(ibv_srq* srq, ibv_srq_attr* a) {
+  Srq* s = srq_of(srq);
+  a->max_wr = s->max_wr;
+  a->max_sge = s->max_sge;
+  a->srq_limit =
+      s->ctx->dev->driver->with_engine([&](engine::Engine& e) { return e.srq_limit(s->id); });
+  return 0;
+}
+
+int destroy_srq(ibv_srq* srq) {
+  Srq* s = srq_of(srq);
+  Device* dev = s->ctx->dev;
+  auto r = dev->driver->with_engine([&](engine::Engine& e) { return e.destroy_srq(s->id); });
+  if (!r && r.error() == engine::Error::kBadState)
+    return fail(EBUSY, "ibv_destroy_srq: QPs still use it");
+  if (!r) return fail(to_errno(r.error()), "ibv_destroy_srq: %s", engine::to_string(r.error()));
+  {
+    std::lock_guard lock(dev->mu);
+    dev->srqs.erase(s->id);
+  }
+  --pd_of(srq->pd)->users;
+  pthread_mutex_destroy(&srq->mutex);
+  pthread_cond_destroy(&srq->cond);
+  delete s;
+  return 0;
+}
+
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  Srq* s = srq_of(srq);
+  int err = 0;
+  s->ctx->dev->driver->with_engine([&](engine::Engine& e) {
+    engine::Sge sges[engine::kMaxSge];
+    for (ibv_recv_wr* w = wr; w; w = w->next) {
+      if (w->num_sge < 0 || static_cast<uint32_t>(w->num_sge) > s->max_sge) {
+        log_error("ibv_post_srq_recv: %d SGEs, the SRQ takes at most %u", w->num_sge, s->max_sge);
+        err = EINVAL;
+      } else {
+        for (int i = 0; i < w->num_sge; ++i)
+          sges[i] = engine::Sge{w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey};
+        engine::RecvWr ew{w->wr_id, std::span<const engine::Sge>(sges, w->num_sge)};
+        if (auto r = e.post_srq_recv(s->id, ew); !r) {
+          log_error("ibv_post_srq_recv: %s", engine::to_string(r.error()));
+          err = to_errno(r.error());
+        }
+      }
+      if (err) {
+        if (bad) *bad = w;
+        break;
+      }
+    }
+    return 0;
+  });
+  return err;
+}
+
+}  // namespace mrc::verbs

@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""rdma-core's own verbs test suite (pyverbs) on mrc0, through the verbs shim.
+
+The suite is the one Debian's python3-pyverbs ships (/usr/share/doc/rdma-core/tests: the
+`tests/` directory of rdma-core's release, some files gzipped); nothing is fetched. It is
+copied to a temporary directory as the package `tests`, and its generic modules (every
+`test_*.py` but the vendor-only mlx5 and EFA ones) run on device mrc0 in a child process
+that preloads the shim, with two loopback planes on free UDP ports of ::1.
+
+Prints one JSON object (also written to --json FILE): run, passed, failed, errors, skipped,
+skipped_by_reason ({reason: count}), and the ids of the failed and erroring tests (the
+--json file also lists the skipped ones by reason: skipped_tests_by_reason). Exits 0
+when nothing failed or erred, 1 otherwise, 2 on bad use (no shim, no suite, no pyverbs).
+
+Usage: run_suite.py --shim build/lib/libmrc-verbs-shim.so [--json FILE] [--verbose]
+                    [--suite DIR] [-k PATTERN ...]
+"""
+
+import argparse
+import collections
+import gzip
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+DEFAULT_SUITE = "/usr/share/doc/rdma-core/tests"
+# Modules of one vendor's hardware (mlx5 DevX/DV, EFA SRD): not run. Their base modules stay
+# (tests/utils.py imports them).
+VENDOR_PREFIXES = ("test_mlx5", "test_efa")
+
+
+def fail_usage(msg):
+    print(f"run_suite.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def udp_pair_free(port):
+    """True if UDP ports `port` and `port + 1` of ::1 can be bound now."""
+    socks = []
+    try:
+        for p in (port, port + 1):
+            s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+            socks.append(s)
+            s.bind(("::1", p))
+        return True
+    except OSError:
+        return False
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_udp_pair():
+    """Two free UDP ports for mrc0's planes, below the kernel's ephemeral range, from the pid on
+    (ctest runs tests in parallel; the C++ tests' loopback_env.h uses 10000..30000 the same way)."""
+    port = 10000 + (os.getpid() % 10000) * 2
+    for _ in range(5000):
+        if udp_pair_free(port):
+            return port
+        port = 10000 if port + 2 >= 30000 else port + 2
+    fail_usage("no two free UDP ports of ::1 in 10000..30000")
+
+
+def copy_suite(src, dst):
+    """Copies the suite to dst/tests, gunzipping what Debian compressed."""
+    out = os.path.join(dst, "tests")
+    os.mkdir(out)
+    for name in sorted(os.listdir(src)):
+        path = os.path.join(src, name)
+        if name.endswith(".py.gz"):
+            with gzip.open(path, "rb") as f, open(os.path.join(out, name[:-3]), "wb") as g:
+                shutil.copyfileobj(f, g)
+        elif name.endswith(".py"):
+            shutil.copy(path, out)
+    for name in os.listdir(out):
+        if name.startswith(VENDOR_PREFIXES):
+            os.unlink(os.path.join(out, name))
+    if not os.path.exists(os.path.join(out, "__init__.py")):
+        fail_usage(f"{src} is not rdma-core's tests/ (no __init__.py)")
+    return out
+
+
+class Recorder(unittest.TextTestResult):
+    """Keeps every skip's reason; failures and errors are kept by TestResult itself."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.passed = 0
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.passed += 1
+
+
+def child(args):
+    """Runs in the process that preloads the shim: loads the suite and runs it."""
+    # As run_tests.py: the suite's directory first (its modules import args_parser), the
+    # package `tests` from its parent; its own argument parser reads sys.argv (the device).
+    sys.path[:0] = [os.path.join(args.workdir, "tests"), args.workdir]
+    from args_parser import parser  # noqa: E402
+
+    sys.argv = [sys.argv[0], "--dev", "mrc0"]
+    parser.parse_args()
+    import tests  # noqa: E402
+    loader = unittest.TestLoader()
+    if args.k:
+        loader.testNamePatterns = [p if "*" in p else f"*{p}*" for p in args.k]
+    suite = loader.loadTestsFromModule(tests)
+    runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2 if args.verbose else 1,
+                                     resultclass=Recorder)
+    res = runner.run(suite)
+    reasons = collections.Counter(reason for _, reason in res.skipped)
+    skipped_tests = collections.defaultdict(list)
+    for t, reason in res.skipped:
+        skipped_tests[reason].append(t.id())
+    summary = {
+        "suite": args.suite,
+        "run": res.testsRun,
+        "passed": res.passed,
+        "failed": len(res.failures) + len(res.unexpectedSuccesses),
+        "errors": len(res.errors),
+        "skipped": len(res.skipped),
+        "skipped_by_reason": dict(reasons.most_common()),
+        "failed_tests": [t.id() for t, _ in res.failures] + [t.id() for t in res.unexpectedSuccesses],
+        "error_tests": [t.id() for t, _ in res.errors],
+    }
+    text = json.dumps(summary, indent=1)
+    if args.json:
+        summary["skipped_tests_by_reason"] = skipped_tests
+        with open(args.json, "w") as f:
+            f.write(json.dumps(summary, indent=1) + "\n")
+    print(text)
+    return 0 if summary["failed"] == 0 and summary["errors"] == 0 and res.testsRun > 0 else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shim", help="libmrc-verbs-shim.so to preload")
+    ap.add_argument("--suite", default=DEFAULT_SUITE, help="rdma-core's tests/ directory")
+    ap.add_argument("--json", help="also write the summary here")
+    ap.add_argument("--verbose", action="store_true", help="one line per test on stderr")
+    ap.add_argument("-k", action="append", help="run only tests matching (unittest -k)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+
+    if not args.shim or not os.path.isfile(args.shim):
+        fail_usage(f"--shim: no such file: {args.shim!r}")
+    if not os.path.isdir(args.suite):
+        fail_usage(f"no suite at {args.suite} (install python3-pyverbs: bash scripts/deps.sh)")
+    try:
+        import pyverbs  # noqa: F401
+    except ImportError:
+        fail_usage(f"{sys.executable} has no pyverbs module (install python3-pyverbs)")
+
+    with tempfile.TemporaryDirectory(prefix="mrc-pyverbs-") as work:
+        copy_suite(args.suite, work)
+        env = dict(os.environ)
+        env.update({
+            "LD_PRELOAD": os.path.abspath(args.shim),
+            "MRC_PLANES": "::1,::1",
+            "MRC_PORT": str(free_udp_pair()),
+            "MRC_STATS": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        })
+        env.pop("MRC_CONFIG", None)
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--workdir", work,
+               "--suite", args.suite]
+        if args.json:
+            cmd += ["--json", os.path.abspath(args.json)]
+        if args.verbose:
+            cmd.append("--verbose")
+        for p in args.k or []:
+            cmd += ["-k", p]
+        sys.stdout.flush()
+        return subprocess.run(cmd, env=env, cwd=work).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
