@@ -127,6 +127,8 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
     c.wr_id = w.wr_id;
     c.status = s == culprit ? cause : WcStatus::kWrFlushErr;
     c.opcode = w.op == Opcode::kRead                                 ? WcOpcode::kRead
+               : w.op == Opcode::kCmpSwap                            ? WcOpcode::kCmpSwap
+               : w.op == Opcode::kFetchAdd                           ? WcOpcode::kFetchAdd
                : (w.op == Opcode::kSend || w.op == Opcode::kSendImm) ? WcOpcode::kSend
                                                                      : WcOpcode::kWrite;
     c.qpn = q.qpn;
