@@ -118,6 +118,21 @@ void ibv_free_device_list(ibv_device** list) {
 
 const char* ibv_get_device_name(ibv_device* d) { return d ? d->name : nullptr; }
 
+// mrc0 pins no memory for a NIC to DMA into: its driver thread reaches the app's pages
+// through the process's own mappings, so after fork() the parent's writes land in the
+// parent's copy-on-write pages as they should. Fork needs no preparation for it: what the
+// real library answers for its devices (0, as programs expect), or 0 / UNNEEDED without it.
+int ibv_fork_init() {
+  auto* f = reinterpret_cast<int (*)()>(::dlvsym(RTLD_NEXT, "ibv_fork_init", "IBVERBS_1.1"));
+  return f ? f() : 0;
+}
+
+ibv_fork_status ibv_is_fork_initialized() {
+  auto* f = reinterpret_cast<ibv_fork_status (*)()>(
+      ::dlvsym(RTLD_NEXT, "ibv_is_fork_initialized", "IBVERBS_1.13"));
+  return f ? f() : IBV_FORK_UNNEEDED;
+}
+
 __be64 ibv_get_device_guid(ibv_device* d) {
   return v::is_mrc_device(d) ? v::device_guid(d) : REAL(ibv_get_device_guid, "IBVERBS_1.1")(d);
 }
