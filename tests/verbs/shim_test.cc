@@ -48,10 +48,18 @@ std::set<std::string> dynamic_symbols(const std::string& path,
 // provider-side and kernel-command helpers, and functions that take no verbs object.
 bool context_free(const std::string& n) {
   static const std::set<std::string> free_fns = {
-      "ibv_dofork_range",   "ibv_dontfork_range",        "ibv_rate_to_mbps",
-      "ibv_rate_to_mult",   "mbps_to_ibv_rate",          "mult_to_ibv_rate",
-      "ibv_node_type_str",  "ibv_port_state_str",        "ibv_event_type_str",
-      "ibv_get_sysfs_path", "ibv_read_ibdev_sysfs_file", "ibv_register_driver",
+      "ibv_dofork_range",
+      "ibv_dontfork_range",
+      "ibv_rate_to_mbps",
+      "ibv_rate_to_mult",
+      "mbps_to_ibv_rate",
+      "mult_to_ibv_rate",
+      "ibv_node_type_str",
+      "ibv_port_state_str",
+      "ibv_event_type_str",
+      "ibv_get_sysfs_path",
+      "ibv_read_ibdev_sysfs_file",
+      "ibv_register_driver",
       "ibv_import_device",
       "ibv_query_srq",  // takes an SRQ, which mrc0 never makes
   };
