@@ -848,6 +848,23 @@ TEST(Engine, Atomic_LostResponseIsResentNotRerun) {
   EXPECT_EQ(t.word[0], 8u);
 }
 
+TEST(Engine, Atomic_ManyPostedAtOnce_RequesterHoldsWhatTheResponderCannotRun) {
+  Loop l;
+  AtomicTarget t(l);
+  // 1,000 posted at once (qperf posts 1,024): the requester keeps at most the responder's
+  // 128 outstanding, so none is refused (RNR) and resent.
+  for (uint64_t i = 0; i < 1000; ++i) t.post(i, Opcode::kFetchAdd, 1, 0, 0, (i % 4096) * 8);
+  l.run();
+  std::vector<Completion> c;
+  for (auto more = l.poll(l.a); !more.empty(); more = l.poll(l.a))
+    c.insert(c.end(), more.begin(), more.end());
+  ASSERT_EQ(c.size(), 1000u);
+  for (const auto& x : c) ASSERT_EQ(x.status, WcStatus::kSuccess) << x.wr_id;
+  EXPECT_EQ(t.word[0], 1000u);
+  EXPECT_EQ(l.b.eng.qp_stats(l.b.qpn)->tx_nacks, 0u);
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->tx_retransmits, 0u);
+}
+
 TEST(Engine, Atomic_AccessAndAlignmentChecked) {
   {  // the MR grants no atomics: REM_ACCESS_ERR, target untouched
     Loop l;

@@ -434,7 +434,10 @@ struct Core {
   // sender (sender.cc)
   Status<Error> post_send(Qp& q, const SendWr& wr);
   bool has_data(const Qp& q, Time now) const;
-  /// The next new WQE is fenced and an earlier READ is still outstanding.
+  /// The next new WQE must wait: it is fenced and an earlier READ is still outstanding, or
+  /// it is a READ or atomic and kMaxReadResponses of them are outstanding (what a responder
+  /// runs at once: more would be refused with RNR NACKs and resent, as an IB requester
+  /// holds READs and atomics past its initiator depth).
   bool fenced(const Qp& q) const;
   std::optional<Transmit> send_data(Qp& q, Time now, std::span<uint8_t> buf);
   void on_ack(Qp& q, Time now, const wire::Packet& p);

@@ -182,8 +182,14 @@ bool Core::has_data(const Qp& q, Time now) const {
 bool Core::fenced(const Qp& q) const {
   if (q.pkt_wqe == q.sq.tail()) return false;
   const SendWqe& w = q.sq.at(q.pkt_wqe);
+  if (w.sent != 0) return false;
+  // READs and atomics start in posting order, so those started and not complete are the
+  // ones numbered from reads_base_msn up to this one's.
+  if (is_read_like(w.op) &&
+      psn_diff(w.msn, q.reads_base_msn) >= static_cast<int32_t>(kMaxReadResponses))
+    return true;
   // q.reads holds every READ not yet complete, in posting order.
-  return w.fence && w.sent == 0 && !q.reads.empty() && q.reads.front() < q.pkt_wqe;
+  return w.fence && !q.reads.empty() && q.reads.front() < q.pkt_wqe;
 }
 
 bool Core::waiting_on_peer(const Qp& q) const {
