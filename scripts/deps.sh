@@ -22,8 +22,8 @@ PACKAGES=(
   libclang-rt-14-dev
   # fault runs (tools/mrc-perf): baselines and plots
   iperf3 mptcpize gnuplot-nox
-  # the rdma_cm programs the verbs shim runs (rping, ucmatose, rdma_server/rdma_client)
-  rdmacm-utils
+  # the rdma_cm programs the verbs shim runs (rping, ucmatose, rdma_server/rdma_client, qperf)
+  rdmacm-utils qperf
   # the software verbs device (headers) and the stock programs the verbs shim runs
   libibverbs-dev perftest ibverbs-utils
   # install and packages (packaging/): man pages from --help, the .debs' Depends (dpkg-shlibdeps)
