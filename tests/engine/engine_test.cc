@@ -909,6 +909,34 @@ TEST(Engine, Atomic_AccessAndAlignmentChecked) {
   }
 }
 
+TEST(Engine, TrafficClass_OnTheQpsDataAndAcks) {
+  Loop l;
+  QpAttr at;
+  at.traffic_class = 0x60;
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kTrafficClass).ok());
+  l.post_write(l.a, 1, 0, 4096, 0);
+  std::vector<uint8_t> buf(kTransmitBufferSize);
+  auto t = l.a.eng.poll_transmit(l.now, buf);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->traffic_class, 0x60);
+  std::vector<uint8_t> d(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(t->header_len));
+  d.insert(d.end(), t->payload.begin(), t->payload.end());
+  l.b.eng.on_datagram(l.now, {}, d);
+  auto ack = l.b.eng.poll_transmit(l.now + 1s, buf);  // B's ACK: B's class, the default
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->traffic_class, 0);
+  ASSERT_TRUE(l.b.eng.modify_qp(l.b.qpn, at, attr::kTrafficClass).ok());
+  l.post_write(l.a, 2, 0, 4096, 0);
+  t = l.a.eng.poll_transmit(l.now, buf);
+  ASSERT_TRUE(t.has_value());
+  d.assign(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(t->header_len));
+  d.insert(d.end(), t->payload.begin(), t->payload.end());
+  l.b.eng.on_datagram(l.now, {}, d);
+  ack = l.b.eng.poll_transmit(l.now + 1s, buf);
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->traffic_class, 0x60) << "a QP's ACKs carry its class too";
+}
+
 TEST(Engine, Reset_QueuedAckIsDroppedNotBuiltFromEmptyState) {
   Loop l;
   l.post_write(l.a, 1, 0, 4096, 0);

@@ -378,7 +378,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   }
   const size_t hl = wire::encode_header(pk, payload, buf);
   arm_rto(q, now);
-  return Transmit{q.attr.peer, path, hl, payload};
+  return Transmit{q.attr.peer, path, hl, payload, q.attr.traffic_class};
 }
 
 void Core::start_cc(Qp& q) {

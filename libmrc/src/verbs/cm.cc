@@ -140,6 +140,7 @@ struct Id {
   // kDisconnected: RDMA_CM_EVENT_TIMEWAIT_EXIT is posted at this time (timewait_exit())
   Clock::time_point timewait_until{};
   bool timewait = false;
+  uint8_t tos = 0;  // RDMA_OPTION_ID_TOS: the QP's IPv6 traffic class / IPv4 TOS (its DSCP)
   uint8_t responder_resources = 1, initiator_depth = 1, retry_count = 7, rnr_retry_count = 7;
   uint8_t ack_timeout = 14;  // verbs units (4.096 us x 2^t), RDMA_OPTION_ID_ACK_TIMEOUT
   int afonly = 0;            // RDMA_OPTION_ID_AFONLY: IPV6_V6ONLY of its socket
@@ -337,6 +338,7 @@ int qp_attr(Service& s, Id* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
       std::memcpy(a->ah_attr.grh.dgid.raw, id->peer.gid, 16);
       a->ah_attr.grh.sgid_index = 0;
       a->ah_attr.grh.hop_limit = 64;
+      a->ah_attr.grh.traffic_class = id->tos;
       a->ah_attr.port_num = 1;
       *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -525,6 +527,7 @@ void Service::handle(Id* id) {
       child->fd = c;
       child->listener = id;
       child->psn = random_psn();
+      child->tos = id->tos;  // a connection takes its listener's TOS, as the kernel's CM
       child->id.verbs = id->id.verbs;
       child->id.channel = id->id.channel;
       child->id.context = id->id.context;
@@ -1214,11 +1217,10 @@ int set_option(rdma_cm_id* cm, int level, int name, void* val, size_t len) {
     id->ack_timeout = *static_cast<uint8_t*>(val);
     return 0;
   }
-  if (level == RDMA_OPTION_ID && name == RDMA_OPTION_ID_TOS)
-    return minus_one(
-        fail(EOPNOTSUPP,
-             "rdma_set_option: RDMA_OPTION_ID_TOS: mrc0 sets no per-connection traffic "
-             "class"));
+  if (level == RDMA_OPTION_ID && name == RDMA_OPTION_ID_TOS && val && len == sizeof(uint8_t)) {
+    id->tos = *static_cast<uint8_t*>(val);  // the QP's traffic class at RTR (qp_attr)
+    return 0;
+  }
   return minus_one(fail(EINVAL,
                         "rdma_set_option: level %d option %d (length %zu) is not one mrc0 takes",
                         level, name, len));

@@ -458,13 +458,14 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
   if (to_rtr) {
     if (!(mask & IBV_QP_AV) || !(mask & IBV_QP_DEST_QPN))
       return fail(EINVAL, "%s: QP %u: RTR needs IBV_QP_AV and IBV_QP_DEST_QPN", verb, qpn);
-    auto peer = peer_for(dev, a->ah_attr, &host);
-    if (!peer) return fail(EINVAL, "%s: QP %u: %s", verb, qpn, peer.error().c_str());
-    const bool fabric = dev->cfg.udp.path_mode == io::PathMode::kSrv6 && dev->cfg.udp.fabric;
-    const ibv_gid remote = token_gid(fabric ? dev->cfg.udp.fabric.get() : nullptr, a->ah_attr, host);
     if (a->ah_attr.is_global && a->ah_attr.grh.sgid_index >= dev->gids.size())
       return fail(EINVAL, "%s: QP %u: ah_attr.grh.sgid_index %u: mrc0 has GIDs 0..%zu", verb, qpn,
                   a->ah_attr.grh.sgid_index, dev->gids.size() - 1);
+    auto peer = peer_for(dev, a->ah_attr, &host);
+    if (!peer) return fail(EINVAL, "%s: QP %u: %s", verb, qpn, peer.error().c_str());
+    const bool fabric = dev->cfg.udp.path_mode == io::PathMode::kSrv6 && dev->cfg.udp.fabric;
+    const ibv_gid remote =
+        token_gid(fabric ? dev->cfg.udp.fabric.get() : nullptr, a->ah_attr, host);
     // The peer builds its side from the GID it was given for us: outside a fabric the entry
     // this QP's sgid_index picks (the one a program exchanges), in a fabric the canonical one.
     const ibv_gid local =
@@ -474,6 +475,10 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
     engine::assign_attr(e, dev->driver->rtr_attr(*peer, host, a->dest_qp_num, remote_token),
                         io::UdpDriver::kRtrMask);
     e.local_token = token(remote, a->dest_qp_num, local, qpn);
+    if (a->ah_attr.is_global) {  // its DSCP on every datagram of the QP (the ECN bits are MRC's)
+      e.traffic_class = a->ah_attr.grh.traffic_class;
+      m |= engine::attr::kTrafficClass;
+    }
     e.rq_psn = e.local_token >> 8;
     e.sq_psn = e.remote_token >> 8;
     m |= io::UdpDriver::kRtrMask | engine::attr::kLocalToken | engine::attr::kRqPsn |
