@@ -416,6 +416,28 @@ TEST_F(UdpPair, Idle_ThreadSleeps) {
 
 // ECN on an IPv4 plane: a probe sent CE-marked (IPv4 TOS) is seen as CE (the answer echoes
 // it), and the driver's own datagrams leave ECT(0) in the TOS byte.
+// One datagram from `fd` into `rx`: its length (-1, errno set, on error or timeout), and in
+// *tclass the IPv6 traffic class or IPv4 TOS it arrived with (IPV6_RECVTCLASS / IP_RECVTOS
+// on), -1 if none was reported.
+template <size_t N>
+ssize_t recv_with_class(int fd, uint8_t (&rx)[N], int* tclass) {
+  alignas(cmsghdr) uint8_t control[64];
+  iovec iov{rx, N};
+  msghdr h{};
+  h.msg_iov = &iov;
+  h.msg_iovlen = 1;
+  h.msg_control = control;
+  h.msg_controllen = sizeof control;
+  const ssize_t got = ::recvmsg(fd, &h, 0);
+  *tclass = -1;
+  for (cmsghdr* c = got > 0 ? CMSG_FIRSTHDR(&h) : nullptr; c; c = CMSG_NXTHDR(&h, c)) {
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) *tclass = *CMSG_DATA(c);
+    if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS)
+      std::memcpy(tclass, CMSG_DATA(c), sizeof *tclass);
+  }
+  return got;
+}
+
 TEST(UdpDriver, Ipv4Plane_EcnBothWays) {
   UdpConfig cfg;
   cfg.planes.push_back(PlaneConfig{"::ffff:127.0.0.1", 0});
@@ -443,18 +465,9 @@ TEST(UdpDriver, Ipv4Plane_EcnBothWays) {
   ASSERT_EQ(::sendto(fd, b, n, 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
             static_cast<ssize_t>(n));
   uint8_t rx[256];
-  uint8_t control[64];
-  iovec iov{rx, sizeof rx};
-  msghdr h{};
-  h.msg_iov = &iov;
-  h.msg_iovlen = 1;
-  h.msg_control = control;
-  h.msg_controllen = sizeof control;
-  const ssize_t got = ::recvmsg(fd, &h, 0);
-  ASSERT_GT(got, 0) << "no answer: " << std::strerror(errno);
   int tos = -1;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c))
-    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
+  const ssize_t got = recv_with_class(fd, rx, &tos);
+  ASSERT_GT(got, 0) << "no answer: " << std::strerror(errno);
   EXPECT_EQ(tos & 0x03, 0x02) << "the answer leaves ECT(0)";
   auto r = wire::decode(std::span<const uint8_t>(rx, static_cast<size_t>(got)));
   ASSERT_TRUE(r.ok());
@@ -535,20 +548,9 @@ TEST(UdpDriver, TrafficClass_OnEveryDatagramOfTheQp) {
     d->start();
     for (int i = 0; i < 5; ++i) {
       uint8_t rx[8192];
-      alignas(cmsghdr) uint8_t control[64];
-      iovec iov{rx, sizeof rx};
-      msghdr h{};
-      h.msg_iov = &iov;
-      h.msg_iovlen = 1;
-      h.msg_control = control;
-      h.msg_controllen = sizeof control;
-      ASSERT_GT(::recvmsg(fd, &h, 0), 0) << "datagram " << i << ": " << std::strerror(errno);
       int tclass = -1;
-      for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
-        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tclass = *CMSG_DATA(c);
-        if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS)
-          std::memcpy(&tclass, CMSG_DATA(c), sizeof tclass);
-      }
+      ASSERT_GT(recv_with_class(fd, rx, &tclass), 0)
+          << "datagram " << i << ": " << std::strerror(errno);
       EXPECT_EQ(tclass, 0xba) << "datagram " << i << ": DSCP 46 and ECT(0)";
     }
     d->stop();

@@ -68,6 +68,17 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     return;
   }
   const bool last = h.flags & wire::flag::kLast;
+  // A READ or atomic holds one of the responder's kMaxReadResponses until its response is
+  // acknowledged; past them it is refused (RNR) and resent.
+  auto take_response_slot = [&] {
+    if (q.pending_reads >= kMaxReadResponses) {
+      drop(Drop::kNoReceive);
+      nack(q, p, rx, wire::NackReason::kNoResource);
+      return false;
+    }
+    ++q.pending_reads;
+    return true;
+  };
   Action act;
   act.psn = h.psn;
   act.msn = d.msn;
@@ -153,12 +164,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
           return;
         }
       }
-      if (q.pending_reads >= kMaxReadResponses) {
-        drop(Drop::kNoReceive);
-        nack(q, p, rx, wire::NackReason::kNoResource);
-        return;
-      }
-      ++q.pending_reads;
+      if (!take_response_slot()) return;
       act.kind = Action::kReadReq;
       act.addr = d.addr;
       act.rkey = d.rkey;
@@ -188,12 +194,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         nack(q, p, rx, wire::NackReason::kRemoteInvalid);
         return;
       }
-      if (q.pending_reads >= kMaxReadResponses) {
-        drop(Drop::kNoReceive);
-        nack(q, p, rx, wire::NackReason::kNoResource);
-        return;
-      }
-      ++q.pending_reads;
+      if (!take_response_slot()) return;
       act.kind = Action::kAtomic;
       act.addr = d.addr;
       act.rkey = d.rkey;
