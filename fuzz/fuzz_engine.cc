@@ -34,7 +34,8 @@ struct Harness {
     init.send_cq = init.recv_cq = cq;
     init.local_token = kToken;
     qpn = *e.create_qp(init);
-    const uint32_t acc = access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead;
+    const uint32_t acc =
+        access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
     rkey = *e.register_mr(mem.data(), mem.size(), reinterpret_cast<uint64_t>(mem.data()), acc);
     lkey = *e.register_mr(local.data(), local.size(), reinterpret_cast<uint64_t>(local.data()), acc);
     QpAttr at;
@@ -68,9 +69,9 @@ struct Harness {
   std::vector<uint8_t> packet(fuzz::Input& in) {
     wire::Packet p;
     static constexpr wire::Kind kKinds[] = {
-        wire::Kind::kWrite,   wire::Kind::kWriteImm, wire::Kind::kSend,  wire::Kind::kSendImm,
-        wire::Kind::kReadReq, wire::Kind::kReadResp, wire::Kind::kAck,   wire::Kind::kNack,
-        wire::Kind::kProbe,   wire::Kind::kProbeReply};
+        wire::Kind::kWrite,   wire::Kind::kWriteImm,   wire::Kind::kSend,    wire::Kind::kSendImm,
+        wire::Kind::kReadReq, wire::Kind::kReadResp,   wire::Kind::kAck,     wire::Kind::kNack,
+        wire::Kind::kProbe,   wire::Kind::kProbeReply, wire::Kind::kCmpSwap, wire::Kind::kFetchAdd};
     const uint8_t sel = in.take<uint8_t>();
     p.common.kind = kKinds[sel % std::size(kKinds)];
     p.common.flags = in.take<uint8_t>() & ~wire::flag::kPayloadCrc;
@@ -142,10 +143,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         h.now += Duration{int64_t{in.take<uint16_t>()} * 1000};
         if (h.e.next_deadline() <= h.now) h.e.on_timeout(h.now);
         break;
-      case 3: {  // post a WRITE or READ so forged ACKs/NACKs/READ responses have a target
+      case 3: {  // post a WRITE, READ or atomic so forged ACKs/NACKs/responses have a target
         Sge sge{reinterpret_cast<uint64_t>(h.local.data()), 1 + in.take<uint16_t>() % 16384u, h.lkey};
         SendWr wr;
         wr.opcode = op & 0x40 ? Opcode::kRead : Opcode::kWrite;
+        if (op & 0x80) {  // an atomic: 8 bytes back, an aligned target
+          wr.opcode = op & 0x40 ? Opcode::kCmpSwap : Opcode::kFetchAdd;
+          sge.length = 8;
+          wr.compare_add = in.take<uint16_t>();
+        }
         wr.sg = {&sge, 1};
         wr.remote_addr = 0x1000;
         wr.rkey = 0x4242;

@@ -10,6 +10,12 @@
 #              (the data path is the same: expect about 1)
 #   latency    ib_write_lat (2 B, 1000 iterations)  vs  a raw UDP ping-pong (udp_pingpong)
 #              over the path MRC's first EV takes, blocking and busy-polling
+#   atomics    ib_atomic_lat (fetch-and-add, 1000 iterations) against ib_write_lat of the same
+#              run (an atomic is a round trip, as a 2-byte WRITE's ping-pong is: expect about
+#              1), and ib_atomic_bw -D SECS (fetch-and-add, perftest's 16 in flight): ops/s
+#   qperf -cm1 rc_bw, rc_rdma_write_bw, rc_rdma_read_bw, rc_lat, rc_fetch_add_mr through the
+#              shim's rdma_cm (-t SECS each) against ib_write_bw and ib_write_lat above (qperf
+#              counts 64 KiB SENDs, one in flight per CQ poll: its own window)
 #
 # Usage: bash perf/verbs_perf.sh [seconds=10] [rate=2]
 set -euo pipefail
@@ -60,6 +66,27 @@ PERF_BW=$(awk -F, -v a="$MARGIN" -v b="$((SECS - MARGIN))" '
   END { if (secs > 0) printf "%.3f", bits / secs }' /tmp/verbs_perf_mrc.$$.csv)
 rm -f /tmp/verbs_perf_mrc.$$.csv
 LAT=$(pair ib_write_lat | awk '$1 == 2 {print $3, $4, $5, $6, $8, $9}')
+ALAT=$(pair ib_atomic_lat | awk '$1 == 8 {print $3, $4, $5, $6, $8, $9}')
+ABW=$(pair ib_atomic_bw -D "$SECS" -f "$MARGIN" | awk '$1 == 8 {print $5}')  # Mpps
+# qperf: its server answers the client's tests, then the client's `quit` stops it.
+as_host 0 qperf -lp 19766 > /tmp/verbs_perf_qperf.$$ 2>&1 &
+QS=$!
+sleep 0.5
+QPERF=$(as_host 1 qperf -lp 19766 -cm1 -t "$SECS" "$SERVER" rc_bw rc_rdma_write_bw \
+  rc_rdma_read_bw rc_lat rc_fetch_add_mr quit 2>/dev/null) || { cat /tmp/verbs_perf_qperf.$$; exit 1; }
+wait "$QS" || true
+rm -f /tmp/verbs_perf_qperf.$$
+# qperf_value <test> <unit out>: the test's figure converted (GB/sec or MB/sec -> Gbit/s;
+# us / ms -> us; K/sec or /sec -> ops/s).
+qperf_value() {
+  echo "$QPERF" | awk -v t="$1:" -v want="$2" '
+    $1 == t { on = 1; next }
+    on && NF >= 4 { v = $3; u = $4
+      if (want == "gbit") { f = (u ~ /^GB/) ? 8 : (u ~ /^MB/) ? 0.008 : (u ~ /^KB/) ? 0.000008 : 0 }
+      else if (want == "us") { f = (u == "us") ? 1 : (u == "ms") ? 1000 : (u == "ns") ? 0.001 : 0 }
+      else { f = (u ~ /^K/) ? 1000 : (u ~ /^M/) ? 1000000 : 1 }
+      printf "%.3f", v * f; exit }'
+}
 udp() {
   ip netns exec "$PREFIX-h0" env MRC_CONFIG="$CFG/h0.json" "$B/perf/udp_pingpong" --role server --peer-host 1 "$@" &
   local s=$!
@@ -82,3 +109,16 @@ UB=$(echo "$UDP_BLOCK" | awk '{print $5}')
 UP=$(echo "$UDP_BUSY" | awk '{print $5}')
 printf '  typical latency: shim / raw UDP = %.2f (blocking), %.2f (busy polling)\n' \
   "$(echo "$TYP / $UB" | bc -l)" "$(echo "$TYP / $UP" | bc -l)"
+ATYP=$(echo "$ALAT" | awk '{print $3}')
+printf '  ib_atomic_lat via shim t_min %s t_max %s t_typical %s t_avg %s t_99 %s t_99.9 %s (us, round trip)\n' $ALAT
+printf '  atomic / write latency (typical) = %.2f (an atomic is a round trip; ib_write_lat reports half its ping-pong)\n' \
+  "$(echo "$ATYP / (2 * $TYP)" | bc -l)"
+printf '  ib_atomic_bw -D %s      %.4f Mops/s fetch-and-add (%.1f Mbit/s of 8-byte results)\n' \
+  "$SECS" "$ABW" "$(echo "$ABW * 64" | bc -l)"
+Q_BW=$(qperf_value rc_bw gbit); Q_WBW=$(qperf_value rc_rdma_write_bw gbit)
+Q_RBW=$(qperf_value rc_rdma_read_bw gbit); Q_LAT=$(qperf_value rc_lat us)
+Q_FA=$(qperf_value rc_fetch_add_mr ops)
+printf '  qperf -cm1 rc_bw %.2f, rc_rdma_write_bw %.2f, rc_rdma_read_bw %.2f Gbit/s -> rc_rdma_write_bw / ib_write_bw = %.2f\n' \
+  "$Q_BW" "$Q_WBW" "$Q_RBW" "$(echo "$Q_WBW / $SHIM_BW" | bc -l)"
+printf '  qperf -cm1 rc_lat %.1f us (one way) -> / ib_write_lat typical = %.2f; rc_fetch_add_mr %.0f ops/s -> / ib_atomic_bw = %.2f\n' \
+  "$Q_LAT" "$(echo "$Q_LAT / $TYP" | bc -l)" "$Q_FA" "$(echo "$Q_FA / ($ABW * 1000000)" | bc -l)"

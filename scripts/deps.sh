@@ -22,8 +22,8 @@ PACKAGES=(
   libclang-rt-14-dev
   # fault runs (tools/mrc-perf): baselines and plots
   iperf3 mptcpize gnuplot-nox
-  # the rdma_cm programs the verbs shim runs (rping, ucmatose, rdma_server/rdma_client)
-  rdmacm-utils
+  # the rdma_cm programs the verbs shim runs (rping, ucmatose, rdma_server/rdma_client, qperf)
+  rdmacm-utils qperf
   # rdma-core's own test suite (pyverbs) run on mrc0 through the shim (tests/pyverbs)
   python3-pyverbs
   # the software verbs device (headers) and the stock programs the verbs shim runs

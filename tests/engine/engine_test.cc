@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <set>
@@ -792,6 +793,196 @@ TEST(Engine, Read_RefusedAfterAcceptanceFailsThatRead) {
   EXPECT_EQ(c[0].status, WcStatus::kWrFlushErr);  // not blamed for the other READ
   EXPECT_EQ(c[1].wr_id, 2u);
   EXPECT_EQ(c[1].status, WcStatus::kRemAccessErr);
+}
+
+// ---- Atomics --------------------------------------------------------------------------
+
+// A's 8-byte result buffer and B's target word, registered for atomics (the loop's own MRs
+// grant no atomic access).
+struct AtomicTarget {
+  explicit AtomicTarget(Loop& l, uint32_t b_access = access::kLocalWrite | access::kRemoteAtomic)
+      : loop(l) {
+    word.fill(0);
+    key = l.b.eng
+              .register_mr(word.data(), sizeof word, reinterpret_cast<uint64_t>(word.data()),
+                           b_access)
+              .value();
+  }
+  /// Posts an atomic from A on B's word `i`; the value before lands in A's mem at `local`.
+  void post(uint64_t id, Opcode op, uint64_t compare_add, uint64_t swap, size_t i = 0,
+            uint64_t local = 0) {
+    Sge sge{reinterpret_cast<uint64_t>(loop.a.mem.data()) + local, 8, loop.a.key};
+    SendWr wr;
+    wr.wr_id = id;
+    wr.opcode = op;
+    wr.sg = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(&word[i]);
+    wr.rkey = key;
+    wr.compare_add = compare_add;
+    wr.swap = swap;
+    ASSERT_TRUE(loop.a.eng.post_send(loop.a.qpn, wr).ok());
+  }
+  uint64_t result(uint64_t local = 0) const {
+    uint64_t v;
+    std::memcpy(&v, loop.a.mem.data() + local, 8);
+    return v;
+  }
+  Loop& loop;
+  alignas(8) std::array<uint64_t, 4> word;
+  uint32_t key = 0;
+};
+
+TEST(Engine, Atomic_FetchAddAndCmpSwap_ReturnTheValueBefore) {
+  Loop l;
+  AtomicTarget t(l);
+  t.word[0] = 10;
+  t.post(1, Opcode::kFetchAdd, 5, 0, 0, 0);
+  t.post(2, Opcode::kCmpSwap, 15, 99, 0, 8);      // matches: swapped
+  t.post(3, Opcode::kCmpSwap, 1, 7, 0, 16);       // does not match: unchanged
+  t.post(4, Opcode::kFetchAdd, ~0ull, 0, 1, 24);  // wraps: 0 + 2^64 - 1
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 4u);
+  for (const auto& x : c) EXPECT_EQ(x.status, WcStatus::kSuccess) << x.wr_id;
+  EXPECT_EQ(c[0].opcode, WcOpcode::kFetchAdd);
+  EXPECT_EQ(c[1].opcode, WcOpcode::kCmpSwap);
+  EXPECT_EQ(c[0].byte_len, 8u);
+  EXPECT_EQ(t.result(0), 10u);
+  EXPECT_EQ(t.result(8), 15u);
+  EXPECT_EQ(t.result(16), 99u);
+  EXPECT_EQ(t.result(24), 0u);
+  EXPECT_EQ(t.word[0], 99u);
+  EXPECT_EQ(t.word[1], ~0ull);
+}
+
+TEST(Engine, Atomic_RetransmittedRequestExecutesOnce) {
+  Loop l;
+  AtomicTarget t(l);
+  t.word[0] = 1000;
+  // B's ACKs vanish until A has sent the request three times: B sees two duplicates.
+  int requests = 0;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    const auto p = peek(d);
+    if (from == 0 && p.common.kind == wire::Kind::kFetchAdd) ++requests;
+    return from == 1 && p.common.kind == wire::Kind::kAck && requests < 3 ? Loop::Verdict::kDrop
+                                                                          : Loop::Verdict::kDeliver;
+  };
+  t.post(1, Opcode::kFetchAdd, 1, 0);
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_GE(requests, 3);
+  EXPECT_EQ(t.word[0], 1001u) << "executed once";
+  EXPECT_EQ(t.result(), 1000u);
+}
+
+TEST(Engine, Atomic_LostResponseIsResentNotRerun) {
+  Loop l;
+  AtomicTarget t(l);
+  t.word[0] = 7;
+  int responses = 0;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    if (from != 1 || peek(d).common.kind != wire::Kind::kReadResp) return Loop::Verdict::kDeliver;
+    return ++responses <= 2 ? Loop::Verdict::kDrop : Loop::Verdict::kDeliver;
+  };
+  t.post(1, Opcode::kCmpSwap, 7, 8);  // a second run would find 8 and answer 8
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(responses, 3);
+  EXPECT_EQ(t.result(), 7u) << "the value kept from the one execution";
+  EXPECT_EQ(t.word[0], 8u);
+}
+
+TEST(Engine, Atomic_ManyPostedAtOnce_RequesterHoldsWhatTheResponderCannotRun) {
+  Loop l;
+  AtomicTarget t(l);
+  // 1,000 posted at once (qperf posts 1,024): the requester keeps at most the responder's
+  // 128 outstanding, so none is refused (RNR) and resent.
+  for (uint64_t i = 0; i < 1000; ++i) t.post(i, Opcode::kFetchAdd, 1, 0, 0, (i % 4096) * 8);
+  l.run();
+  std::vector<Completion> c;
+  for (auto more = l.poll(l.a); !more.empty(); more = l.poll(l.a))
+    c.insert(c.end(), more.begin(), more.end());
+  ASSERT_EQ(c.size(), 1000u);
+  for (const auto& x : c) ASSERT_EQ(x.status, WcStatus::kSuccess) << x.wr_id;
+  EXPECT_EQ(t.word[0], 1000u);
+  EXPECT_EQ(l.b.eng.qp_stats(l.b.qpn)->tx_nacks, 0u);
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->tx_retransmits, 0u);
+}
+
+TEST(Engine, Atomic_AccessAndAlignmentChecked) {
+  {  // the MR grants no atomics: REM_ACCESS_ERR, target untouched
+    Loop l;
+    AtomicTarget t(l, access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead);
+    t.word[0] = 5;
+    t.post(1, Opcode::kFetchAdd, 1, 0);
+    l.run();
+    auto c = l.poll(l.a);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kRemAccessErr);
+    EXPECT_EQ(t.word[0], 5u);
+  }
+  {  // the QP grants no atomics
+    Loop l;
+    AtomicTarget t(l);
+    QpAttr at;
+    at.access = access::kRemoteWrite | access::kRemoteRead;
+    ASSERT_TRUE(l.b.eng.modify_qp(l.b.qpn, at, attr::kAccess).ok());
+    t.post(1, Opcode::kCmpSwap, 0, 3);
+    l.run();
+    auto c = l.poll(l.a);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kRemAccessErr);
+    EXPECT_EQ(t.word[0], 0u);
+  }
+  {  // misaligned remote address, wrong local length, inline: refused at post
+    Loop l;
+    AtomicTarget t(l);
+    Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 8, l.a.key};
+    SendWr wr;
+    wr.opcode = Opcode::kFetchAdd;
+    wr.sg = {&sge, 1};
+    wr.rkey = t.key;
+    wr.remote_addr = reinterpret_cast<uint64_t>(t.word.data()) + 4;
+    EXPECT_EQ(l.a.eng.post_send(l.a.qpn, wr).error(), Error::kInvalidArgument);
+    wr.remote_addr -= 4;
+    sge.length = 4;
+    EXPECT_EQ(l.a.eng.post_send(l.a.qpn, wr).error(), Error::kInvalidArgument);
+    sge.length = 8;
+    wr.inline_data = true;
+    EXPECT_EQ(l.a.eng.post_send(l.a.qpn, wr).error(), Error::kInvalidArgument);
+  }
+}
+
+TEST(Engine, TrafficClass_OnTheQpsDataAndAcks) {
+  Loop l;
+  QpAttr at;
+  at.traffic_class = 0x60;
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kTrafficClass).ok());
+  l.post_write(l.a, 1, 0, 4096, 0);
+  std::vector<uint8_t> buf(kTransmitBufferSize);
+  auto t = l.a.eng.poll_transmit(l.now, buf);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->traffic_class, 0x60);
+  std::vector<uint8_t> d(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(t->header_len));
+  d.insert(d.end(), t->payload.begin(), t->payload.end());
+  l.b.eng.on_datagram(l.now, {}, d);
+  auto ack = l.b.eng.poll_transmit(l.now + 1s, buf);  // B's ACK: B's class, the default
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->traffic_class, 0);
+  ASSERT_TRUE(l.b.eng.modify_qp(l.b.qpn, at, attr::kTrafficClass).ok());
+  l.post_write(l.a, 2, 0, 4096, 0);
+  t = l.a.eng.poll_transmit(l.now, buf);
+  ASSERT_TRUE(t.has_value());
+  d.assign(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(t->header_len));
+  d.insert(d.end(), t->payload.begin(), t->payload.end());
+  l.b.eng.on_datagram(l.now, {}, d);
+  ack = l.b.eng.poll_transmit(l.now + 1s, buf);
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->traffic_class, 0x60) << "a QP's ACKs carry its class too";
 }
 
 TEST(Engine, Reset_QueuedAckIsDroppedNotBuiltFromEmptyState) {

@@ -416,6 +416,28 @@ TEST_F(UdpPair, Idle_ThreadSleeps) {
 
 // ECN on an IPv4 plane: a probe sent CE-marked (IPv4 TOS) is seen as CE (the answer echoes
 // it), and the driver's own datagrams leave ECT(0) in the TOS byte.
+// One datagram from `fd` into `rx`: its length (-1, errno set, on error or timeout), and in
+// *tclass the IPv6 traffic class or IPv4 TOS it arrived with (IPV6_RECVTCLASS / IP_RECVTOS
+// on), -1 if none was reported.
+template <size_t N>
+ssize_t recv_with_class(int fd, uint8_t (&rx)[N], int* tclass) {
+  alignas(cmsghdr) uint8_t control[64];
+  iovec iov{rx, N};
+  msghdr h{};
+  h.msg_iov = &iov;
+  h.msg_iovlen = 1;
+  h.msg_control = control;
+  h.msg_controllen = sizeof control;
+  const ssize_t got = ::recvmsg(fd, &h, 0);
+  *tclass = -1;
+  for (cmsghdr* c = got > 0 ? CMSG_FIRSTHDR(&h) : nullptr; c; c = CMSG_NXTHDR(&h, c)) {
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) *tclass = *CMSG_DATA(c);
+    if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS)
+      std::memcpy(tclass, CMSG_DATA(c), sizeof *tclass);
+  }
+  return got;
+}
+
 TEST(UdpDriver, Ipv4Plane_EcnBothWays) {
   UdpConfig cfg;
   cfg.planes.push_back(PlaneConfig{"::ffff:127.0.0.1", 0});
@@ -443,18 +465,9 @@ TEST(UdpDriver, Ipv4Plane_EcnBothWays) {
   ASSERT_EQ(::sendto(fd, b, n, 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
             static_cast<ssize_t>(n));
   uint8_t rx[256];
-  uint8_t control[64];
-  iovec iov{rx, sizeof rx};
-  msghdr h{};
-  h.msg_iov = &iov;
-  h.msg_iovlen = 1;
-  h.msg_control = control;
-  h.msg_controllen = sizeof control;
-  const ssize_t got = ::recvmsg(fd, &h, 0);
-  ASSERT_GT(got, 0) << "no answer: " << std::strerror(errno);
   int tos = -1;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c))
-    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
+  const ssize_t got = recv_with_class(fd, rx, &tos);
+  ASSERT_GT(got, 0) << "no answer: " << std::strerror(errno);
   EXPECT_EQ(tos & 0x03, 0x02) << "the answer leaves ECT(0)";
   auto r = wire::decode(std::span<const uint8_t>(rx, static_cast<size_t>(got)));
   ASSERT_TRUE(r.ok());
@@ -463,6 +476,86 @@ TEST(UdpDriver, Ipv4Plane_EcnBothWays) {
       << "the probe's CE was seen";
   ::close(fd);
   d->stop();
+}
+
+// A QP's traffic class (verbs grh.traffic_class, rdma_cm's TOS) is on each of its datagrams,
+// GSO runs included, with the ECN bits ECT(0): IPV6_TCLASS on an IPv6 plane, the IPv4 TOS on an
+// IPv4 one. A plain socket plays the peer and reads the class each datagram arrived with.
+TEST(UdpDriver, TrafficClass_OnEveryDatagramOfTheQp) {
+  for (const bool v4 : {false, true}) {
+    SCOPED_TRACE(v4 ? "IPv4 plane" : "IPv6 plane");
+    UdpConfig cfg;
+    cfg.planes.push_back(PlaneConfig{v4 ? "::ffff:127.0.0.1" : "::1", 0});
+    auto d = make_driver(cfg);
+    ASSERT_NE(d, nullptr);
+    const int fd = ::socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    const int one = 1;
+    ASSERT_EQ(v4 ? ::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one)
+                 : ::setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one),
+              0);
+    const timeval tv{5, 0};  // a limit, not a measurement
+    ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    sockaddr_in6 peer{};  // where the plain socket listens, as the driver names peers
+    peer.sin6_family = AF_INET6;
+    if (v4) {
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+      socklen_t len = sizeof a;
+      ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+      ASSERT_EQ(::inet_pton(AF_INET6, "::ffff:127.0.0.1", &peer.sin6_addr), 1);
+      peer.sin6_port = a.sin_port;
+    } else {
+      peer.sin6_addr = in6addr_loopback;
+      ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer), 0);
+      socklen_t len = sizeof peer;
+      ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&peer), &len), 0);
+    }
+    const PeerId p = d->add_peer({peer});
+    auto src = pattern(20000, 3);  // 5 packets: one GSO message
+    Qpn q = 0;
+    d->with_engine([&](Engine& e) {
+      const CqId cq = *e.create_cq(64);
+      QpInit init;
+      init.send_cq = init.recv_cq = cq;
+      init.local_token = 5;
+      q = *e.create_qp(init);
+      QpAttr at;
+      at.state = QpState::kInit;
+      ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
+      at.state = QpState::kRtr;
+      at.peer = p;
+      at.dest_qpn = 9;
+      at.remote_token = 6;
+      at.paths = {Path{1, 0}};
+      at.traffic_class = 0xb8;  // DSCP 46 (EF)
+      ASSERT_TRUE(
+          e.modify_qp(q, at, attr::kState | attr::kDest | attr::kPaths | attr::kTrafficClass).ok());
+      at.state = QpState::kRts;
+      ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
+      const uint32_t lkey =
+          *e.register_mr(src.data(), src.size(), reinterpret_cast<uint64_t>(src.data()), 0);
+      Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
+      SendWr wr;
+      wr.opcode = Opcode::kWrite;
+      wr.sg = {&sge, 1};
+      wr.remote_addr = 0x1000;
+      wr.rkey = 1;
+      ASSERT_TRUE(e.post_send(q, wr).ok());
+    });
+    d->start();
+    for (int i = 0; i < 5; ++i) {
+      uint8_t rx[8192];
+      int tclass = -1;
+      ASSERT_GT(recv_with_class(fd, rx, &tclass), 0)
+          << "datagram " << i << ": " << std::strerror(errno);
+      EXPECT_EQ(tclass, 0xba) << "datagram " << i << ": DSCP 46 and ECT(0)";
+    }
+    d->stop();
+    ::close(fd);
+  }
 }
 
 TEST(UdpDriver, Create_BadAddressNamesIt) {

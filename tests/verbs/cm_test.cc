@@ -9,10 +9,12 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -234,6 +236,11 @@ TEST_F(CmTest, ConnectAccept_DataFlows_DisconnectReachesBoth_PortFreed) {
     ASSERT_EQ(query_qp(id->qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN, &init), 0);
     EXPECT_EQ(at.qp_state, IBV_QPS_RTS);
     EXPECT_EQ(at.dest_qp_num, (id == client_ ? child_ : client_)->qp->qp_num);
+    // The route names both GIDs (the peer's from its REQ / REP): mrc0's, ::1, at both ends.
+    const ibv_gid& peer = id->route.addr.addr.ibaddr.dgid;
+    const ibv_gid& self = (id == client_ ? child_ : client_)->route.addr.addr.ibaddr.sgid;
+    EXPECT_EQ(std::memcmp(peer.raw, self.raw, 16), 0);
+    EXPECT_EQ(std::memcmp(peer.raw, &in6addr_loopback, 16), 0);
   }
 
   // A SEND from the client lands in the server's posted receive.
@@ -283,6 +290,13 @@ TEST_F(CmTest, ConnectAccept_DataFlows_DisconnectReachesBoth_PortFreed) {
   EXPECT_EQ(at.qp_state, IBV_QPS_ERR);
   EXPECT_EQ(disconnect(child_), 0);
   EXPECT_EQ(disconnect(client_), 0);
+  // Then TIMEWAIT_EXIT at both ends, once the old connection's packets are gone (the QP's
+  // ACK timeout: 67 ms at the default 14).
+  a = next();
+  b = next();
+  EXPECT_EQ(a.event, RDMA_CM_EVENT_TIMEWAIT_EXIT);
+  EXPECT_EQ(b.event, RDMA_CM_EVENT_TIMEWAIT_EXIT);
+  EXPECT_NE(a.id, b.id);
 
   // Destroying the listener frees its port: a new listener binds it again.
   destroy_id(server_);
@@ -290,6 +304,63 @@ TEST_F(CmTest, ConnectAccept_DataFlows_DisconnectReachesBoth_PortFreed) {
   ASSERT_EQ(create_id(ch_, &server_, nullptr, RDMA_PS_TCP), 0);
   sockaddr_in again = loopback(port);
   EXPECT_EQ(bind_addr(server_, reinterpret_cast<sockaddr*>(&again)), 0) << std::strerror(errno);
+}
+
+// A listener destroyed while its CONNECT_REQUEST waits unfetched on the channel takes the
+// request with it (no event left whose listen_id points at the freed listener; the client
+// hears CONNECT_ERROR), and its count leaves the channel's fd (not readable for nothing).
+TEST_F(CmTest, DestroyListener_UnfetchedRequestGoes_FdNotLeftReadable) {
+  const uint16_t port = testing::free_tcp_port();
+  listen_on(port);
+  resolve_to(port);
+  ASSERT_EQ(connect(client_, nullptr), 0);
+  pollfd p{ch_->fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1) << "no CONNECT_REQUEST";
+  ASSERT_EQ(destroy_id(server_), 0);
+  server_ = nullptr;
+  const rdma_cm_event e = next();
+  EXPECT_EQ(e.id, client_);
+  EXPECT_EQ(e.event, RDMA_CM_EVENT_CONNECT_ERROR);
+  EXPECT_EQ(e.listen_id, nullptr);
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 200), 0) << "the fd stays readable with no event to fetch";
+}
+
+// Every connection starts at a PSN of its own (the kernel's random source), 24 bits.
+TEST_F(CmTest, Psn_RandomPerId24Bits) {
+  const uint16_t port = testing::free_tcp_port();
+  listen_on(port);
+  std::set<uint32_t> psns;
+  for (int i = 0; i < 4; ++i) {
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in dst = loopback(port);
+    ASSERT_EQ(resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+    EXPECT_EQ(next().event, RDMA_CM_EVENT_ADDR_RESOLVED);
+    ASSERT_EQ(resolve_route(id, 2000), 0);
+    EXPECT_EQ(next().event, RDMA_CM_EVENT_ROUTE_RESOLVED);
+    make_qp(id);
+    ASSERT_EQ(connect(id, nullptr), 0);
+    const rdma_cm_event req = next();
+    ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+    // The child's RTR attributes carry the requester's PSN; its RTS ones its own.
+    ibv_qp_attr a{};
+    int mask = 0;
+    a.qp_state = IBV_QPS_RTR;
+    ASSERT_EQ(init_qp_attr(req.id, &a, &mask), 0);
+    EXPECT_LT(a.rq_psn, 1u << 24);
+    psns.insert(a.rq_psn);
+    a.qp_state = IBV_QPS_RTS;
+    ASSERT_EQ(init_qp_attr(req.id, &a, &mask), 0);
+    EXPECT_LT(a.sq_psn, 1u << 24);
+    psns.insert(a.sq_psn);
+    EXPECT_EQ(reject(req.id, nullptr, 0), 0);
+    EXPECT_EQ(next().event, RDMA_CM_EVENT_REJECTED);
+    destroy_id(req.id);
+    destroy_qp(id);
+    destroy_id(id);
+  }
+  EXPECT_GE(psns.size(), 7u) << "8 PSNs of 24 random bits: a repeat is a 1 in 10^6 event";
 }
 
 TEST_F(CmTest, InitQpAttr_AndEstablish_ForAppMadeQps) {
@@ -420,11 +491,39 @@ TEST_F(CmTest, SetOption_TakesWhatAppliesRefusesTheRest) {
   int on = 1;
   EXPECT_EQ(set_option(client_, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on, sizeof on), 0);
   EXPECT_EQ(set_option(client_, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, sizeof on), 0);
-  uint8_t tos = 32;
-  EXPECT_EQ(set_option(client_, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1), -1);
-  EXPECT_EQ(errno, EOPNOTSUPP);
+  uint8_t tos = 32;  // DSCP 8: the QP's address vector carries it (its datagrams' class)
+  EXPECT_EQ(set_option(client_, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1), 0);
   EXPECT_EQ(set_option(client_, RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, &tos, 1), -1);
   EXPECT_EQ(errno, EINVAL);
+}
+
+// A child of fork() has no service thread: it gets one of its own at its next call, so its
+// rdma_cm calls work (rdma_destroy_id of a listener waits for a service round: it hung).
+TEST_F(CmTest, Fork_ChildGetsAServiceOfItsOwn_ParentsListenerLives) {
+  const uint16_t port = testing::free_tcp_port();
+  listen_on(port);  // a polled socket in the parent: the service is running
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::alarm(10);  // a hang ends the child with SIGALRM
+    rdma_event_channel* ch = create_event_channel();
+    rdma_cm_id* id = nullptr;
+    if (!ch || create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) ::_exit(2);
+    sockaddr_in a = loopback(testing::free_tcp_port());
+    if (bind_addr(id, reinterpret_cast<sockaddr*>(&a)) != 0 || listen(id, 1) != 0) ::_exit(3);
+    if (destroy_id(id) != 0) ::_exit(4);
+    ::_exit(0);
+  }
+  int status = -1;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status)) << "the child hung (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The parent's listener still takes connections.
+  resolve_to(port);
+  ASSERT_EQ(connect(client_, nullptr), 0);
+  const rdma_cm_event req = next();
+  EXPECT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  child_ = req.id;
 }
 
 TEST(CmAddrinfo, GetAddrinfo_PassiveAndActive) {

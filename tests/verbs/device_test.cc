@@ -1,11 +1,14 @@
-// The verbs device's fabric GIDs (device.cc gid_of_host, fabric_host_of) without a device: a
+// The verbs device's GID table (device.cc build_gid_table) and fabric GIDs (gid_of_host,
+// fabric_host_of) without a device: a
 // hand-written fabric whose two hosts' port addresses share their first 64 bits (the locator
 // form under one T0) must still give two GIDs, each naming its own host.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <net/if.h>
 
 #include <cstring>
 
+#include "io/udp/udp_driver.h"
 #include "verbs/internal.h"
 
 namespace mrc::verbs {
@@ -91,6 +94,37 @@ TEST(GidOfHost, InterfaceIdCarriesTheWholeHostId) {
   EXPECT_EQ(fabric_host_of(*f, b), 4u + 65536);
   const uint8_t iid[8] = {0x02, 0x4d, 0x52, 0x43, 0x00, 0x01, 0x00, 0x04};
   EXPECT_EQ(std::memcmp(b.raw + 8, iid, 8), 0);
+}
+
+io::UdpConfig planes(std::vector<std::string> addresses) {
+  io::UdpConfig u;
+  for (const std::string& a : addresses) u.planes.push_back({a, 4791});
+  return u;
+}
+
+TEST(BuildGidTable, DeviceGidFirstThenEachPlaneAddressOnce) {
+  // A fabric's device GID is none of the plane addresses: index 0, then planes 0, 1, 2.
+  const ibv_gid g0 = gid_of(addr("fcbb:bbbb:100:0:24d:5243:0:7"));
+  const auto t = build_gid_table(planes({"::1", "::ffff:127.0.0.1", "::1", "2001:db8::99"}), g0);
+  ASSERT_EQ(t.size(), 4u) << "a repeated plane address is listed once";
+  EXPECT_EQ(std::memcmp(t[0].gid.raw, g0.raw, 16), 0);
+  EXPECT_EQ(std::memcmp(t[1].gid.raw, gid_of(addr("::1")).raw, 16), 0);
+  EXPECT_EQ(std::memcmp(t[2].gid.raw, gid_of(addr("::ffff:127.0.0.1")).raw, 16), 0);
+  EXPECT_EQ(std::memcmp(t[3].gid.raw, gid_of(addr("2001:db8::99")).raw, 16), 0);
+  const uint32_t lo = if_nametoindex("lo");
+  ASSERT_NE(lo, 0u);
+  EXPECT_EQ(t[0].ifindex, lo) << "the device GID sits on plane 0's interface";
+  EXPECT_EQ(t[1].ifindex, lo);
+  EXPECT_EQ(t[2].ifindex, lo) << "an IPv4 plane: found by its IPv4 address";
+  EXPECT_EQ(t[3].ifindex, 0u) << "no interface here holds it";
+}
+
+TEST(BuildGidTable, PlaneZerosAddressIsIndexZeroOnce_ScopeNamesTheInterface) {
+  const auto t = build_gid_table(planes({"fe80::1%lo", "fe80::2%lo"}), gid_of(addr("fe80::1")));
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(std::memcmp(t[1].gid.raw, gid_of(addr("fe80::2")).raw, 16), 0);
+  EXPECT_EQ(t[0].ifindex, if_nametoindex("lo"));
+  EXPECT_EQ(t[1].ifindex, if_nametoindex("lo"));
 }
 
 }  // namespace

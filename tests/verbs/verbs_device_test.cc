@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <net/if.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -94,12 +95,12 @@ class Verbs : public ::testing::Test {
     return create_qp(pd_, &a);
   }
 
-  static int to_init(ibv_qp* q) {
+  int to_init(ibv_qp* q) const {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    a.qp_access_flags = qp_access_;
     return modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   }
 
@@ -186,6 +187,7 @@ class Verbs : public ::testing::Test {
                                             offsetof(verbs_context, context));
   }
 
+  int qp_access_ = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;  // to_init's
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
   std::vector<uint8_t> buf_[2];
@@ -207,7 +209,7 @@ TEST_F(Verbs, DeviceAndPort_SaneAttributes) {
   ASSERT_EQ(query_port(ctx_, 1, &p), 0);
   EXPECT_EQ(p.state, IBV_PORT_ACTIVE);
   EXPECT_EQ(p.link_layer, IBV_LINK_LAYER_ETHERNET);
-  EXPECT_EQ(p.gid_tbl_len, 1);
+  EXPECT_EQ(p.gid_tbl_len, 1) << "two planes on ::1: one address, one GID";
   EXPECT_NE(p.lid, 0);
   EXPECT_EQ(query_port(ctx_, 2, &p), EINVAL);
   ibv_gid g{};
@@ -217,7 +219,16 @@ TEST_F(Verbs, DeviceAndPort_SaneAttributes) {
   ibv_gid_entry e{};
   ASSERT_EQ(query_gid_ex(ctx_, 1, 0, &e), 0);
   EXPECT_EQ(e.gid_type, IBV_GID_TYPE_ROCE_V2);
+  EXPECT_EQ(std::memcmp(e.gid.raw, g.raw, 16), 0);
+  EXPECT_EQ(e.ndev_ifindex, if_nametoindex("lo")) << "tied to the interface holding ::1";
   EXPECT_EQ(query_gid_ex(ctx_, 1, 1, &e), ENODATA);
+  EXPECT_EQ(query_gid(ctx_, 1, 1, &g), EINVAL);
+  // The table holds every entry the port reports, the same ones query_gid_ex gives.
+  std::vector<ibv_gid_entry> t(4);
+  ASSERT_EQ(query_gid_table(ctx_, t.data(), t.size()), p.gid_tbl_len);
+  ASSERT_EQ(query_gid_ex(ctx_, 1, 0, &e), 0);
+  EXPECT_EQ(std::memcmp(&t[0], &e, sizeof e), 0);
+  EXPECT_EQ(query_gid_table(ctx_, t.data(), 0), -EINVAL) << "too small a table";
   // The extended ops perftest reaches through verbs_get_ctx_op.
   verbs_context* v = verbs_get_ctx(ctx_);
   ASSERT_NE(v, nullptr);
@@ -332,8 +343,7 @@ TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
   EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey,
                  IBV_SEND_SIGNALED, 0, 17),
             ENOMEM);
-  EXPECT_EQ(post(qp_[0], IBV_WR_ATOMIC_CMP_AND_SWP, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey),
-            EINVAL);
+  EXPECT_EQ(post(qp_[0], IBV_WR_TSO, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey), EINVAL);
   // A flag mrc0 cannot honour (raw packet checksum offload) is refused, not ignored.
   EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey,
                  IBV_SEND_SIGNALED | IBV_SEND_IP_CSUM),
@@ -901,7 +911,7 @@ TEST_F(Verbs, QpEx_WrApi_And_CqEx) {
   EXPECT_STREQ(reinterpret_cast<const char*>(buf_[1].data() + 4096), "inline!");
   // An unsupported wr_* op fails the batch at wr_complete, no crash.
   ibv_wr_start(x);
-  ibv_wr_atomic_fetch_add(x, mr_[1]->rkey, at(1), 1);
+  ibv_wr_send_tso(x, nullptr, 0, 0);  // raw packet QPs only
   EXPECT_EQ(ibv_wr_complete(x), EOPNOTSUPP);
   EXPECT_EQ(destroy_qp(qp_[0]), 0);
   qp_[0] = nullptr;
@@ -983,6 +993,101 @@ TEST_F(Verbs, ModifyQp_RefusedForLastFieldChangesNothing) {
   ASSERT_EQ(query_qp(qp_[0], &got, ~0, &init), 0);
   EXPECT_EQ(got.timeout, 20);
   EXPECT_EQ(got.path_mtu, IBV_MTU_1024);
+}
+
+// Posts one atomic on `q`: the value before lands at local (8 bytes of lkey's MR).
+int post_atomic(ibv_qp* q, ibv_wr_opcode op, uint64_t local, uint32_t lkey, uint64_t remote,
+                uint32_t rkey, uint64_t compare_add, uint64_t swap = 0, uint32_t len = 8) {
+  ibv_sge sge{local, len, lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = 11;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.atomic.remote_addr = remote;
+  wr.wr.atomic.rkey = rkey;
+  wr.wr.atomic.compare_add = compare_add;
+  wr.wr.atomic.swap = swap;
+  ibv_send_wr* bad = nullptr;
+  return post_send(q, &wr, &bad);
+}
+
+TEST_F(Verbs, Atomics_FetchAddCmpSwap_ValueBeforeComesBack) {
+  ibv_device_attr d{};
+  ASSERT_EQ(query_device(ctx_, &d), 0);
+  EXPECT_EQ(d.atomic_cap, IBV_ATOMIC_GLOB);
+  qp_access_ |= IBV_ACCESS_REMOTE_ATOMIC;
+  make_pair();
+  ibv_mr* target = reg_mr(pd_, buf_[1].data() + 8192, 64, at(1, 8192),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+  ASSERT_NE(target, nullptr);
+  uint64_t word = 41;
+  std::memcpy(buf_[1].data() + 8192, &word, 8);
+  auto value = [&](int side, size_t off) {
+    uint64_t v;
+    std::memcpy(&v, buf_[side].data() + off, 8);
+    return v;
+  };
+  ASSERT_EQ(post_atomic(qp_[0], IBV_WR_ATOMIC_FETCH_AND_ADD, at(0), mr_[0]->lkey, at(1, 8192),
+                        target->rkey, 1),
+            0);
+  ibv_wc wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_FETCH_ADD);
+  EXPECT_EQ(value(0, 0), 41u);
+  EXPECT_EQ(value(1, 8192), 42u);
+  ASSERT_EQ(post_atomic(qp_[0], IBV_WR_ATOMIC_CMP_AND_SWP, at(0, 8), mr_[0]->lkey, at(1, 8192),
+                        target->rkey, 42, 0x1234567890abcdefull),
+            0);
+  wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_COMP_SWAP);
+  EXPECT_EQ(value(0, 8), 42u);
+  EXPECT_EQ(value(1, 8192), 0x1234567890abcdefull);
+  // The extended API, a compare that fails: the word stays, its value comes back.
+  ibv_qp_ex* x = qp_to_qp_ex(qp_[0]);
+  ibv_wr_start(x);
+  x->wr_id = 12;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_atomic_cmp_swp(x, target->rkey, at(1, 8192), 1, 2);
+  ibv_wr_set_sge(x, mr_[0]->lkey, at(0, 16), 8);
+  ASSERT_EQ(ibv_wr_complete(x), 0);
+  wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(value(0, 16), 0x1234567890abcdefull);
+  EXPECT_EQ(value(1, 8192), 0x1234567890abcdefull);
+
+  // Refused at post, with a line: misaligned, not 8 bytes, inline.
+  EXPECT_EQ(post_atomic(qp_[0], IBV_WR_ATOMIC_FETCH_AND_ADD, at(0), mr_[0]->lkey, at(1, 8196),
+                        target->rkey, 1),
+            EINVAL);
+  EXPECT_EQ(post_atomic(qp_[0], IBV_WR_ATOMIC_FETCH_AND_ADD, at(0), mr_[0]->lkey, at(1, 8192),
+                        target->rkey, 1, 0, 4),
+            EINVAL);
+  // An MR without remote atomic access: REM_ACCESS_ERR, the word untouched.
+  ASSERT_EQ(post_atomic(qp_[0], IBV_WR_ATOMIC_FETCH_AND_ADD, at(0, 24), mr_[0]->lkey, at(1, 0),
+                        mr_[1]->rkey, 1),
+            0);
+  wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(value(1, 0), 0u);
+  EXPECT_EQ(dereg_mr(target), 0);
+}
+
+TEST_F(Verbs, Atomics_QpWithoutRemoteAtomic_RemAccessErr) {
+  make_pair();  // qp_access_flags: REMOTE_WRITE | REMOTE_READ
+  ibv_mr* target = reg_mr(pd_, buf_[1].data() + 8192, 64, at(1, 8192),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+  ASSERT_NE(target, nullptr);
+  std::memset(buf_[1].data() + 8192, 0, 8);
+  ASSERT_EQ(post_atomic(qp_[0], IBV_WR_ATOMIC_FETCH_AND_ADD, at(0), mr_[0]->lkey, at(1, 8192),
+                        target->rkey, 1),
+            0);
+  const ibv_wc wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(buf_[1][8192], 0);
+  EXPECT_EQ(dereg_mr(target), 0);
 }
 
 TEST(VerbsToken, DirectionsDiffer_NeverZero) {

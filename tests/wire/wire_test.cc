@@ -19,12 +19,12 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-constexpr Kind kDataKinds[] = {Kind::kWrite,   Kind::kWriteImm, Kind::kSend,
-                               Kind::kSendImm, Kind::kReadReq,  Kind::kReadResp};
+constexpr Kind kDataKinds[] = {Kind::kWrite,   Kind::kWriteImm, Kind::kSend,    Kind::kSendImm,
+                               Kind::kReadReq, Kind::kReadResp, Kind::kCmpSwap, Kind::kFetchAdd};
 constexpr Kind kControlKinds[] = {Kind::kAck, Kind::kNack, Kind::kProbe, Kind::kProbeReply};
-constexpr Kind kAllKinds[] = {Kind::kWrite,   Kind::kWriteImm,  Kind::kSend, Kind::kSendImm,
-                              Kind::kReadReq, Kind::kReadResp,  Kind::kAck,  Kind::kNack,
-                              Kind::kProbe,   Kind::kProbeReply};
+constexpr Kind kAllKinds[] = {Kind::kWrite,   Kind::kWriteImm, Kind::kSend,    Kind::kSendImm,
+                              Kind::kReadReq, Kind::kReadResp, Kind::kCmpSwap, Kind::kFetchAdd,
+                              Kind::kAck,     Kind::kNack,     Kind::kProbe,   Kind::kProbeReply};
 
 // ---- Byte helpers, written from the documented offsets (not from wire.cc) -------------
 
@@ -50,7 +50,7 @@ void store_be16(Bytes& b, size_t off, uint16_t v) {
 
 // Header length by kind byte, from the spec: 0 for an unknown kind.
 size_t spec_header_size(uint8_t kind) {
-  if (kind >= 1 && kind <= 6) return 72;
+  if (kind >= 1 && kind <= 8) return 72;  // the data kinds, atomics (7, 8) included
   switch (kind) {
     case 16:
       return 96;
@@ -999,12 +999,14 @@ namespace {
 TEST(Wire, ToString_KindNamesAsTheDocsWriteThem) {
   EXPECT_STREQ(to_string(Kind::kWriteImm), "WRITE_IMM");
   EXPECT_STREQ(to_string(Kind::kReadResp), "READ_RESP");
+  EXPECT_STREQ(to_string(Kind::kCmpSwap), "CMP_SWAP");
+  EXPECT_STREQ(to_string(Kind::kFetchAdd), "FETCH_ADD");
   EXPECT_STREQ(to_string(Kind::kProbeReply), "PROBE_REPLY");
   EXPECT_STREQ(to_string(Kind::kAddrReply), "ADDR_REPLY");
-  EXPECT_STREQ(to_string(static_cast<Kind>(7)), "?");
+  EXPECT_STREQ(to_string(static_cast<Kind>(9)), "?");
   size_t named = 0;
   for (int k = 0; k < 256; ++k) named += std::string(to_string(static_cast<Kind>(k))) != "?";
-  EXPECT_EQ(named, 12u);  // every kind of the table, no other byte
+  EXPECT_EQ(named, 14u);  // every kind of the table, no other byte
 }
 
 }  // namespace

@@ -26,10 +26,12 @@ local band, bor, bxor, rshift, lshift = bit.band, bit.bor, bit.bxor, bit.rshift,
 
 local KIND = {
   [1] = "WRITE", [2] = "WRITE_IMM", [3] = "SEND", [4] = "SEND_IMM", [5] = "READ_REQ",
-  [6] = "READ_RESP", [16] = "ACK", [17] = "NACK", [32] = "PROBE", [33] = "PROBE_REPLY",
+  [6] = "READ_RESP", [7] = "CMP_SWAP", [8] = "FETCH_ADD", [16] = "ACK", [17] = "NACK", [32] = "PROBE", [33] = "PROBE_REPLY",
   [34] = "ADDR_QUERY", [35] = "ADDR_REPLY",
 }
-local function is_data(k) return k >= 1 and k <= 6 end
+local function is_data(k) return k >= 1 and k <= 8 end
+local function is_atomic(k) return k == 7 or k == 8 end
+local ATOMIC_REQ_LEN = 16  -- wire.h kAtomicReqLen: compare_add (8) | swap (8)
 local HEADER = { [16] = 96, [17] = 56, [32] = 32, [33] = 48, [34] = 48, [35] = 368 }
 local function header_size(k)
   if is_data(k) then return 72 end
@@ -86,6 +88,8 @@ local F = {
   payload_crc_ok = ProtoField.bool("mrc.data.payload_crc.ok", "Payload CRC good"),
   src_qpn = ProtoField.uint32("mrc.src_qpn", "Source QPN", base.DEC),
   payload = ProtoField.bytes("mrc.payload", "Payload"),
+  compare_add = ProtoField.uint64("mrc.atomic.compare_add", "Compare / add", base.HEX),
+  swap = ProtoField.uint64("mrc.atomic.swap", "Swap", base.HEX),
   -- ACK
   cum_psn = ProtoField.uint32("mrc.cum_psn", "Cumulative PSN", base.DEC),
   sack_base = ProtoField.uint32("mrc.ack.sack_base", "SACK base", base.DEC),
@@ -553,6 +557,10 @@ local function dissect_one(tvb, pinfo, root, o)
       summary = summary .. " TRIMMED"
     elseif plen > 0 then
       tree:add(F.payload, tvb(o + hs, plen))
+      if is_atomic(kind) and plen == ATOMIC_REQ_LEN then
+        tree:add(F.compare_add, tvb(o + hs, 8))
+        tree:add(F.swap, tvb(o + hs + 8, 8))
+      end
       if band(flags, 0x08) ~= 0 and mrc.prefs.check_crc then
         local want = crc32c(tvb:raw(o + hs, plen))
         local ok = want == u32(tvb, x + 32)

@@ -118,6 +118,21 @@ void ibv_free_device_list(ibv_device** list) {
 
 const char* ibv_get_device_name(ibv_device* d) { return d ? d->name : nullptr; }
 
+// mrc0 pins no memory for a NIC to DMA into: its driver thread reaches the app's pages
+// through the process's own mappings, so after fork() the parent's writes land in the
+// parent's copy-on-write pages as they should. Fork needs no preparation for it: what the
+// real library answers for its devices (0, as programs expect), or 0 / UNNEEDED without it.
+int ibv_fork_init() {
+  auto* f = reinterpret_cast<int (*)()>(::dlvsym(RTLD_NEXT, "ibv_fork_init", "IBVERBS_1.1"));
+  return f ? f() : 0;
+}
+
+ibv_fork_status ibv_is_fork_initialized() {
+  auto* f = reinterpret_cast<ibv_fork_status (*)()>(
+      ::dlvsym(RTLD_NEXT, "ibv_is_fork_initialized", "IBVERBS_1.13"));
+  return f ? f() : IBV_FORK_UNNEEDED;
+}
+
 __be64 ibv_get_device_guid(ibv_device* d) {
   return v::is_mrc_device(d) ? v::device_guid(d) : REAL(ibv_get_device_guid, "IBVERBS_1.1")(d);
 }
@@ -190,9 +205,8 @@ ssize_t _ibv_query_gid_table(ibv_context* c, ibv_gid_entry* entries, size_t max_
                              uint32_t flags, size_t entry_size) {
   if (!ours(c))
     return REAL(_ibv_query_gid_table, "IBVERBS_1.11")(c, entries, max_entries, flags, entry_size);
-  if (entry_size < sizeof(ibv_gid_entry) || max_entries < 1) return -EINVAL;
-  const int r = v::query_gid_ex(c, 1, 0, entries);  // mrc0: one port, one GID
-  return r ? -r : 1;
+  if (entry_size != sizeof(ibv_gid_entry)) return -EINVAL;  // rdma-core 44's is the only one
+  return v::query_gid_table(c, entries, max_entries);
 }
 
 int ibv_get_pkey_index(ibv_context* c, uint8_t port, __be16 pkey) {

@@ -127,6 +127,8 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
     c.wr_id = w.wr_id;
     c.status = s == culprit ? cause : WcStatus::kWrFlushErr;
     c.opcode = w.op == Opcode::kRead                                 ? WcOpcode::kRead
+               : w.op == Opcode::kCmpSwap                            ? WcOpcode::kCmpSwap
+               : w.op == Opcode::kFetchAdd                           ? WcOpcode::kFetchAdd
                : (w.op == Opcode::kSend || w.op == Opcode::kSendImm) ? WcOpcode::kSend
                                                                      : WcOpcode::kWrite;
     c.qpn = q.qpn;
@@ -633,6 +635,7 @@ void assign_attr(QpAttr& to, const QpAttr& from, uint32_t mask) {
     to.cc_off = from.cc_off;
   }
   if (mask & attr::kCcRates) to.cc_rates = from.cc_rates;
+  if (mask & attr::kTrafficClass) to.traffic_class = from.traffic_class;
   if (mask & attr::kPathPolicy) to.path_policy = from.path_policy;
   if (mask & attr::kPaths) {
     to.paths = from.paths;
@@ -839,7 +842,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
       pk.probe_reply.probe_flags = k.ecn ? wire::ack_flag::kEcnEcho : 0;
     }
     const size_t n = wire::encode_header(pk, {}, buf);
-    return sent(Transmit{q->attr.peer, k.path, n, {}});
+    return sent(Transmit{q->attr.peer, k.path, n, {}, q->attr.traffic_class});
   }
   while (!c.ackq.empty()) {
     Qp* q = c.qp(c.ackq.front());
@@ -851,7 +854,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     Path path;
     const size_t n = c.build_ack(*q, now, buf, &path);
     c.reschedule(*q);
-    return sent(Transmit{q->attr.peer, path, n, {}});
+    return sent(Transmit{q->attr.peer, path, n, {}, q->attr.traffic_class});
   }
   while (!c.ready.empty()) {
     const Qpn qpn = c.ready.front();

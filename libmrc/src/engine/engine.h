@@ -105,6 +105,10 @@ struct QpAttr {
   // CC profile without an algorithm): no window, only the PSN range (max_psn_range) bounds
   // what is in flight. `cc` is then ignored.
   bool cc_off = false;
+  // The IPv6 traffic class (IPv4 TOS byte) of the QP's datagrams, data and control: its upper
+  // 6 bits, the DSCP, are used (Transmit::traffic_class); the 2 ECN bits are the driver's.
+  // Verbs' grh.traffic_class, rdma_cm's RDMA_OPTION_ID_TOS. 0: the socket's default.
+  uint8_t traffic_class = 0;
   // Rate hints (OCP MRC QP hint, NCCL plugin), applied with with_rates on top of whichever
   // profile the QP runs, the automatic one included: each time its learned base RTT moves,
   // the windows are re-sized (rate x the new base RTT). They do not turn CC on.
@@ -130,6 +134,7 @@ inline constexpr uint32_t kWimm = 1u << 13;        // max_wimm, max_wimm_dest
 inline constexpr uint32_t kAccess = 1u << 14;      // access
 inline constexpr uint32_t kCcRates = 1u << 15;     // cc_rates
 inline constexpr uint32_t kMprDest = 1u << 16;     // max_psn_range_dest
+inline constexpr uint32_t kTrafficClass = 1u << 17;  // traffic_class
 }  // namespace attr
 
 /// Copies the fields `mask` names (attr::k*) from `from` into `to`; the others stay. kState
@@ -173,6 +178,7 @@ struct Transmit {
   Path path;                         // EV and local plane port to send from
   size_t header_len = 0;             // bytes at the start of the caller's buffer
   std::span<const uint8_t> payload;  // follows the header on the wire
+  uint8_t traffic_class = 0;         // its QP's QpAttr::traffic_class (DSCP bits; 0: default)
   size_t size() const { return header_len + payload.size(); }
 };
 

@@ -222,15 +222,18 @@ struct RecvWqe {
 
 /// In-order work the receiver runs when cum passes `psn` (the message's last PSN).
 struct Action {
-  enum Kind : uint8_t { kNone, kRecv, kRecvImm, kWriteImm, kReadReq, kReadResp };
+  enum Kind : uint8_t { kNone, kRecv, kRecvImm, kWriteImm, kReadReq, kReadResp, kAtomic };
   Kind kind = kNone;
   bool solicited = false;
   uint32_t psn = 0;  // the message's last PSN
   uint32_t msn = 0;
   uint32_t imm = 0;
   uint32_t len = 0;
-  uint64_t addr = 0;  // READ request: remote (our) VA
+  uint64_t addr = 0;  // READ request, atomic: remote (our) VA
   uint32_t rkey = 0;
+  bool cas = false;          // atomic: compare-and-swap (else fetch-and-add)
+  uint64_t compare_add = 0;  // atomic operands (host order)
+  uint64_t swap = 0;
 };
 
 /// A control packet waiting to be sent: NACKs, probes, probe replies (ACKs are
@@ -458,7 +461,10 @@ struct Core {
   // sender (sender.cc)
   Status<Error> post_send(Qp& q, const SendWr& wr);
   bool has_data(const Qp& q, Time now) const;
-  /// The next new WQE is fenced and an earlier READ is still outstanding.
+  /// The next new WQE must wait: it is fenced and an earlier READ is still outstanding, or
+  /// it is a READ or atomic and kMaxReadResponses of them are outstanding (what a responder
+  /// runs at once: more would be refused with RNR NACKs and resent, as an IB requester
+  /// holds READs and atomics past its initiator depth).
   bool fenced(const Qp& q) const;
   std::optional<Transmit> send_data(Qp& q, Time now, std::span<uint8_t> buf);
   void on_ack(Qp& q, Time now, const wire::Packet& p);
@@ -467,6 +473,10 @@ struct Core {
   void complete_sends(Qp& q);
   void read_response_done(Qp& q, uint32_t msn);
   void queue_read_response(Qp& q, const Action& a);
+  /// Runs an atomic request once, in PSN order (a duplicate request never reaches here: the
+  /// scoreboard drops it), and queues its READ_RESP carrying the value before the operation:
+  /// the response keeps that value until ACKed, so a lost response is resent, not re-run.
+  void execute_atomic(Qp& q, const Action& a);
   /// NACKs the peer's READ request `req_psn` with REMOTE_ACCESS after it was
   /// accepted (its MR was deregistered since): the requester fails that READ.
   void refuse_read(Qp& q, uint32_t req_psn);

@@ -8,6 +8,14 @@
 
 namespace mrc::engine {
 
+namespace {
+uint64_t get_be64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+}  // namespace
+
 void Core::nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r) {
   ++q.stats.tx_nacks;
   if (ctrl.size() >= 4 * 4096) return;  // the sender's timeout covers a NACK we could not queue
@@ -63,6 +71,17 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     return;
   }
   const bool last = h.flags & wire::flag::kLast;
+  // A READ or atomic holds one of the responder's kMaxReadResponses until its response is
+  // acknowledged; past them it is refused (RNR) and resent.
+  auto take_response_slot = [&] {
+    if (q.pending_reads >= kMaxReadResponses) {
+      drop(Drop::kNoReceive);
+      nack(q, p, rx, wire::NackReason::kNoResource);
+      return false;
+    }
+    ++q.pending_reads;
+    return true;
+  };
   Action act;
   act.psn = h.psn;
   act.msn = d.msn;
@@ -153,15 +172,43 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
           return;
         }
       }
-      if (q.pending_reads >= kMaxReadResponses) {
-        drop(Drop::kNoReceive);
-        nack(q, p, rx, wire::NackReason::kNoResource);
-        return;
-      }
-      ++q.pending_reads;
+      if (!take_response_slot()) return;
       act.kind = Action::kReadReq;
       act.addr = d.addr;
       act.rkey = d.rkey;
+      break;
+    }
+    case wire::Kind::kCmpSwap:
+    case wire::Kind::kFetchAdd: {
+      if (!(q.attr.access & access::kRemoteAtomic)) {  // the QP grants no atomics at all
+        drop(Drop::kRemoteAccess);
+        nack(q, p, rx, wire::NackReason::kRemoteAccess);
+        return;
+      }
+      if (d.msg_len != wire::kAtomicReqLen || d.payload_len != wire::kAtomicReqLen ||
+          d.addr % 8 != 0) {  // IB: a misaligned atomic is an invalid request
+        drop(Drop::kRemoteAccess);
+        nack(q, p, rx, wire::NackReason::kRemoteInvalid);
+        return;
+      }
+      const Mr* m = mr(d.rkey, q);
+      if (!m || !(m->access & access::kRemoteAtomic) || !m->covers(d.addr, wire::kAtomicLen)) {
+        drop(Drop::kRemoteAccess);
+        nack(q, p, rx, wire::NackReason::kRemoteAccess);
+        return;
+      }
+      if (reinterpret_cast<uintptr_t>(m->at(d.addr)) % 8 != 0) {  // an iova unlike its memory
+        drop(Drop::kRemoteAccess);
+        nack(q, p, rx, wire::NackReason::kRemoteInvalid);
+        return;
+      }
+      if (!take_response_slot()) return;
+      act.kind = Action::kAtomic;
+      act.addr = d.addr;
+      act.rkey = d.rkey;
+      act.cas = h.kind == wire::Kind::kCmpSwap;
+      act.compare_add = get_be64(p.payload.data());
+      act.swap = get_be64(p.payload.data() + 8);
       break;
     }
     case wire::Kind::kReadResp: {
@@ -179,7 +226,16 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         fail_qp(q, WcStatus::kLocProtErr, q.reads[static_cast<size_t>(idx)]);
         return;
       }
-      if (d.payload_len) sg_copy_in(w.sg, d.offset, p.payload.data(), d.payload_len, cfg.copy);
+      if (is_atomic(w.op)) {  // the value before the operation, big-endian on the wire
+        if (d.payload_len != wire::kAtomicLen) {
+          drop(Drop::kBadAck);
+          return;
+        }
+        const uint64_t v = get_be64(p.payload.data());
+        sg_copy_in(w.sg, 0, reinterpret_cast<const uint8_t*>(&v), sizeof v, cfg.copy);
+      } else if (d.payload_len) {
+        sg_copy_in(w.sg, d.offset, p.payload.data(), d.payload_len, cfg.copy);
+      }
       act.kind = Action::kReadResp;
       q.rto_retries = 0;  // the responder is alive: restart the wait for the rest
       if (q.wait_since != kNever) q.wait_since = now;
@@ -259,6 +315,9 @@ void Core::run_action(Qp& q, Action& a) {
       break;
     case Action::kReadResp:
       read_response_done(q, a.msn);
+      break;
+    case Action::kAtomic:
+      execute_atomic(q, a);
       break;
     case Action::kNone:
       break;

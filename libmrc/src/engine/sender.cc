@@ -2,6 +2,7 @@
 // paths, process ACK/SACK/NACK, detect loss (RACK + RTO), resend on another
 // path, complete WQEs in posting order.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 
@@ -24,6 +25,10 @@ wire::Kind wire_kind(const SendWqe& w) {
       return wire::Kind::kSendImm;
     case Opcode::kRead:
       return wire::Kind::kReadReq;
+    case Opcode::kCmpSwap:
+      return wire::Kind::kCmpSwap;
+    case Opcode::kFetchAdd:
+      return wire::Kind::kFetchAdd;
   }
   return wire::Kind::kWrite;
 }
@@ -38,8 +43,16 @@ WcOpcode wc_opcode(Opcode op) {
       return WcOpcode::kSend;
     case Opcode::kRead:
       return WcOpcode::kRead;
+    case Opcode::kCmpSwap:
+      return WcOpcode::kCmpSwap;
+    case Opcode::kFetchAdd:
+      return WcOpcode::kFetchAdd;
   }
   return WcOpcode::kSend;
+}
+
+void put_be64(uint8_t* p, uint64_t v) {
+  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
 }
 
 bool fatal_reason(wire::NackReason r) {
@@ -56,12 +69,16 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   if (wr.opcode == Opcode::kWriteImm && q.attr.max_wimm && q.sq_wimms >= q.attr.max_wimm)
     return Err{Error::kWimmLimit};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
-  if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(Opcode::kRead))
+  if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(Opcode::kFetchAdd))
     return Err{Error::kInvalidArgument};
   uint64_t len = 0;
   for (const Sge& s : wr.sg) len += s.length;
   if (len > kMaxMessage) return Err{Error::kTooLarge};
-  const bool is_inline = wr.inline_data && wr.opcode != Opcode::kRead;
+  // An atomic returns 8 bytes into its local memory and works on an aligned 64-bit word.
+  if (is_atomic(wr.opcode) &&
+      (len != wire::kAtomicLen || wr.remote_addr % 8 != 0 || wr.inline_data))
+    return Err{Error::kInvalidArgument};
+  const bool is_inline = wr.inline_data && !is_read_like(wr.opcode);
   if (is_inline && len > kMaxInline) return Err{Error::kTooLarge};
 
   SendWqe& w = q.sq.next();
@@ -73,7 +90,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
       w.inline_buf.insert(w.inline_buf.end(), p, p + s.length);
     }
   } else {
-    const uint32_t need = wr.opcode == Opcode::kRead ? access::kLocalWrite : 0;
+    const uint32_t need = is_read_like(wr.opcode) ? access::kLocalWrite : 0;
     for (const Sge& s : wr.sg) {
       if (s.length == 0) continue;
       const Mr* m = mr(s.lkey, q);
@@ -81,6 +98,11 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
         return Err{Error::kLocalAccess};
       w.sg.push_back(Seg{m->at(s.addr), s.length, s.lkey});
     }
+  }
+  if (is_atomic(wr.opcode)) {  // the request's payload: the operands, big-endian
+    w.inline_buf.resize(wire::kAtomicReqLen);
+    put_be64(w.inline_buf.data(), wr.compare_add);
+    put_be64(w.inline_buf.data() + 8, wr.opcode == Opcode::kCmpSwap ? wr.swap : 0);
   }
   w.wr_id = wr.wr_id;
   w.op = wr.opcode;
@@ -91,7 +113,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   w.rkey = wr.rkey;
   w.imm = wr.imm;
   w.len = len;
-  w.npkts = wr.opcode == Opcode::kRead
+  w.npkts = is_read_like(wr.opcode)
                 ? 1
                 : std::max<uint32_t>(1, static_cast<uint32_t>((len + q.attr.mtu - 1) / q.attr.mtu));
   w.sent = w.acked = 0;
@@ -108,6 +130,8 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
       w.msn = q.next_recv_msn++;
       break;
     case Opcode::kRead:
+    case Opcode::kCmpSwap:
+    case Opcode::kFetchAdd:
       w.msn = q.next_read_msn++;
       q.reads.push_back(q.sq.tail());
       break;
@@ -158,8 +182,14 @@ bool Core::has_data(const Qp& q, Time now) const {
 bool Core::fenced(const Qp& q) const {
   if (q.pkt_wqe == q.sq.tail()) return false;
   const SendWqe& w = q.sq.at(q.pkt_wqe);
+  if (w.sent != 0) return false;
+  // READs and atomics start in posting order, so those started and not complete are the
+  // ones numbered from reads_base_msn up to this one's.
+  if (is_read_like(w.op) &&
+      psn_diff(w.msn, q.reads_base_msn) >= static_cast<int32_t>(kMaxReadResponses))
+    return true;
   // q.reads holds every READ not yet complete, in posting order.
-  return w.fence && w.sent == 0 && !q.reads.empty() && q.reads.front() < q.pkt_wqe;
+  return w.fence && !q.reads.empty() && q.reads.front() < q.pkt_wqe;
 }
 
 bool Core::waiting_on_peer(const Qp& q) const {
@@ -287,8 +317,9 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     p.wqe = cursor;
     p.rsp = from_rsp;
     p.offset = w.sent * q.attr.mtu;
-    p.len = w.op == Opcode::kRead && !w.is_read_resp
-                ? 0
+    // A READ request carries no payload, an atomic request its operands (inline_buf).
+    p.len = is_read_like(w.op) && !w.is_read_resp
+                ? static_cast<uint16_t>(w.inline_buf.size())
                 : static_cast<uint16_t>(std::min<uint64_t>(q.attr.mtu, w.len - p.offset));
     p.first = w.sent == 0;
     p.last = w.sent + 1 == w.npkts;
@@ -326,7 +357,8 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   pk.data.rkey = w.rkey;
   pk.data.msn = w.msn;
   pk.data.offset = p.offset;
-  pk.data.msg_len = static_cast<uint32_t>(w.len);
+  pk.data.msg_len =
+      is_atomic(w.op) && !w.is_read_resp ? wire::kAtomicReqLen : static_cast<uint32_t>(w.len);
   pk.data.imm = w.imm;
   pk.data.payload_len = p.len;
   pk.data.src_qpn = q.qpn;
@@ -346,7 +378,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   }
   const size_t hl = wire::encode_header(pk, payload, buf);
   arm_rto(q, now);
-  return Transmit{q.attr.peer, path, hl, payload};
+  return Transmit{q.attr.peer, path, hl, payload, q.attr.traffic_class};
 }
 
 void Core::start_cc(Qp& q) {
@@ -723,7 +755,7 @@ void Core::complete_sends(Qp& q) {
   while (!q.sq.empty() && q.sq.head() != q.pkt_wqe) {
     SendWqe& w = q.sq.at(q.sq.head());
     if (w.acked < w.npkts) break;
-    if (w.op == Opcode::kRead && !w.read_done) break;
+    if (is_read_like(w.op) && !w.read_done) break;
     if (w.signaled) {
       Completion c;
       c.wr_id = w.wr_id;
@@ -781,6 +813,34 @@ void Core::queue_read_response(Qp& q, const Action& a) {
   w.req_psn = a.psn;
   if (a.len) w.sg.push_back(Seg{m->at(a.addr), a.len, a.rkey});
   w.npkts = std::max<uint32_t>(1, (a.len + q.attr.mtu - 1) / q.attr.mtu);
+  make_ready(q);
+}
+
+void Core::execute_atomic(Qp& q, const Action& a) {
+  const Mr* m = mr(a.rkey, q);
+  if (!m || !m->covers(a.addr, wire::kAtomicLen) || !(m->access & access::kRemoteAtomic)) {
+    --q.pending_reads;  // the MR went away between the request and its turn
+    refuse_read(q, a.psn);
+    return;
+  }
+  // Atomic against other MRC atomics and the host's own atomic instructions (IBV_ATOMIC_GLOB);
+  // on_data checked that the word is 8-byte aligned in memory.
+  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(m->at(a.addr)));
+  uint64_t before = a.compare_add;
+  if (a.cas)
+    word.compare_exchange_strong(before, a.swap);  // `before` = the value found, either way
+  else
+    before = word.fetch_add(a.compare_add);
+  SendWqe& w = q.rsp.push();
+  w = SendWqe{};
+  w.is_read_resp = true;
+  w.op = Opcode::kRead;
+  w.msn = a.msn;
+  w.len = wire::kAtomicLen;
+  w.req_psn = a.psn;
+  w.inline_buf.resize(wire::kAtomicLen);
+  put_be64(w.inline_buf.data(), before);
+  w.npkts = 1;
   make_ready(q);
 }
 

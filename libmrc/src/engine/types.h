@@ -58,7 +58,12 @@ struct Path {
   uint16_t plane = 0;
 };
 
-enum class Opcode : uint8_t { kWrite, kWriteImm, kSend, kSendImm, kRead };
+/// kCmpSwap, kFetchAdd: 64-bit atomics on an 8-byte aligned remote address; the one local
+/// SGE (8 bytes) receives the value before the operation. Not in MRC 1.0 (wire.h kCmpSwap).
+enum class Opcode : uint8_t { kWrite, kWriteImm, kSend, kSendImm, kRead, kCmpSwap, kFetchAdd };
+constexpr bool is_atomic(Opcode op) { return op == Opcode::kCmpSwap || op == Opcode::kFetchAdd; }
+/// READ and the atomics: requests the peer answers with READ_RESP in its own PSN space.
+constexpr bool is_read_like(Opcode op) { return op == Opcode::kRead || is_atomic(op); }
 
 struct Sge {
   uint64_t addr = 0;  // local VA (in the MR's iova space)
@@ -70,8 +75,10 @@ struct SendWr {
   uint64_t wr_id = 0;
   Opcode opcode = Opcode::kWrite;
   std::span<const Sge> sg;   // gather list (scatter list for kRead), at most kMaxSge
-  uint64_t remote_addr = 0;  // WRITE/READ: remote VA
-  uint32_t rkey = 0;         // WRITE/READ: remote key
+  uint64_t remote_addr = 0;  // WRITE/READ/atomics: remote VA (atomics: 8-byte aligned)
+  uint32_t rkey = 0;         // WRITE/READ/atomics: remote key
+  uint64_t compare_add = 0;  // kCmpSwap: the value compared; kFetchAdd: the value added
+  uint64_t swap = 0;         // kCmpSwap: written when the compare matches
   uint32_t imm = 0;          // WRITE_IMM/SEND_IMM: immediate data (host order)
   bool signaled = true;      // completion on success (errors always complete)
   bool solicited = false;
@@ -99,7 +106,7 @@ enum class WcStatus : uint8_t {
 };
 const char* to_string(WcStatus s);
 
-enum class WcOpcode : uint8_t { kSend, kWrite, kRead, kRecv, kRecvWriteImm };
+enum class WcOpcode : uint8_t { kSend, kWrite, kRead, kRecv, kRecvWriteImm, kCmpSwap, kFetchAdd };
 
 struct Completion {
   uint64_t wr_id = 0;
@@ -108,7 +115,7 @@ struct Completion {
   bool has_imm = false;
   bool solicited = false;
   Qpn qpn = 0;
-  uint32_t byte_len = 0;  // receives: bytes placed; READ: bytes read
+  uint32_t byte_len = 0;  // receives: bytes placed; READ: bytes read; atomics: 8
   uint32_t imm = 0;       // host order, when has_imm
 };
 

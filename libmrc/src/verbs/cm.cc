@@ -5,7 +5,9 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +21,8 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <new>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,6 +137,10 @@ struct Id {
   bool have_peer = false;
   CmMsg peer{};  // the peer's REQ (passive) or REP (active)
   uint32_t psn = 0;
+  // kDisconnected: RDMA_CM_EVENT_TIMEWAIT_EXIT is posted at this time (timewait_exit())
+  Clock::time_point timewait_until{};
+  bool timewait = false;
+  uint8_t tos = 0;  // RDMA_OPTION_ID_TOS: the QP's IPv6 traffic class / IPv4 TOS (its DSCP)
   uint8_t responder_resources = 1, initiator_depth = 1, retry_count = 7, rnr_retry_count = 7;
   uint8_t ack_timeout = 14;  // verbs units (4.096 us x 2^t), RDMA_OPTION_ID_ACK_TIMEOUT
   int afonly = 0;            // RDMA_OPTION_ID_AFONLY: IPV6_V6ONLY of its socket
@@ -165,11 +173,35 @@ struct Service {
   void on_msg(Id* id, const CmMsg& m);
 };
 
+Service* g_service = nullptr;  // svc()'s, for the fork handlers
+
+// fork(): the table is held across it, so the child's copy is whole. The child has only
+// the thread that forked, not the service thread, and its ids' sockets are shared with the
+// parent: it lets go of them (closes its copies; the parent's stay open, its connections
+// go on) and starts a service of its own at its next call, with its own wake fd. Without
+// this a child's rdma_destroy_id waited forever for a service round.
+void before_fork() { g_service->mu.lock(); }
+void after_fork_parent() { g_service->mu.unlock(); }
+void after_fork_child() {
+  Service& s = *g_service;
+  for (auto& [_, id] : s.ids) {
+    if (id->fd >= 0) ::close(id->fd);
+    id->fd = -1;
+  }
+  ::close(s.wake);
+  s.wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  s.started = false;
+  new (&s.round_done) std::condition_variable;  // a parent thread may have been waiting
+  s.mu.unlock();
+}
+
 Service& svc() {
   // Lives as long as the process (its thread does): never destroyed.
   static Service* s = [] {
     auto* n = new Service;
     n->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    g_service = n;
+    ::pthread_atfork(&before_fork, &after_fork_parent, &after_fork_child);
     return n;
   }();
   return *s;
@@ -288,8 +320,8 @@ int qp_attr(Service& s, Id* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
     case IBV_QPS_INIT:
       a->pkey_index = 0;
       a->port_num = 1;
-      a->qp_access_flags =
-          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+      a->qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
       *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
       return 0;
     case IBV_QPS_RTR: {
@@ -306,6 +338,7 @@ int qp_attr(Service& s, Id* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
       std::memcpy(a->ah_attr.grh.dgid.raw, id->peer.gid, 16);
       a->ah_attr.grh.sgid_index = 0;
       a->ah_attr.grh.hop_limit = 64;
+      a->ah_attr.grh.traffic_class = id->tos;
       a->ah_attr.port_num = 1;
       *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -347,14 +380,33 @@ void remove_id(Service& s, Id* id) {
     if (other->listener == id) other->listener = nullptr;
 }
 
+// A connection's first PSN, 24 bits from the kernel's random source (getrandom), as IB CMs
+// pick them; std::random_device if that fails.
+uint32_t random_psn() {
+  uint32_t v = 0;
+  if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v)) v = std::random_device{}();
+  return v & 0xffffff;
+}
+
+// The connection is over: DISCONNECTED now, TIMEWAIT_EXIT once a packet of it can no longer
+// be in flight (the QP's local ACK timeout, 4.096 us x 2^ack_timeout), as the kernel's CM
+// posts it when the QP leaves time-wait.
+void disconnected(Id* id) {
+  id->st = St::kDisconnected;
+  post(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+  id->timewait = true;
+  id->timewait_until =
+      Clock::now() + std::chrono::microseconds(static_cast<int64_t>(
+                         4.096 * (1ull << std::min<uint8_t>(id->ack_timeout, 31))));
+}
+
 // The TCP connection ended (closed, reset, garbage) at state `st`.
 void peer_gone(Service& s, Id* id, int err) {
   close_fd(id);
   switch (id->st) {
     case St::kEstablished:
     case St::kDisconnecting:
-      id->st = St::kDisconnected;
-      post(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+      disconnected(id);
       break;
     case St::kReqSent:
     case St::kRepSent:
@@ -437,6 +489,10 @@ void Service::run() {
     const auto now = Clock::now();
     std::vector<Id*> stalled;  // handshakes past their deadline (peer_gone may delete them)
     for (auto& [_, id] : ids) {
+      if (id->timewait && now >= id->timewait_until) {
+        id->timewait = false;
+        post(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
+      }
       const bool handshake =
           id->st == St::kReqSent || id->st == St::kRepSent || id->st == St::kReqWait;
       if (handshake && now > id->deadline) stalled.push_back(id);
@@ -470,7 +526,8 @@ void Service::handle(Id* id) {
       child->deadline = Clock::now() + kHandshakeTimeout;
       child->fd = c;
       child->listener = id;
-      child->psn = static_cast<uint32_t>(std::rand()) & 0xffffff;
+      child->psn = random_psn();
+      child->tos = id->tos;  // a connection takes its listener's TOS, as the kernel's CM
       child->id.verbs = id->id.verbs;
       child->id.channel = id->id.channel;
       child->id.context = id->id.context;
@@ -535,6 +592,7 @@ void Service::on_msg(Id* id, const CmMsg& m) {
       if (id->st != St::kReqWait) break;
       id->peer = m;
       id->have_peer = true;
+      std::memcpy(id->id.route.addr.addr.ibaddr.dgid.raw, m.gid, 16);
       learn_peer(*this, m);  // before any QP, ours or the app's (rping -q), goes to RTR
       // The passive side answers with what the active side asked (its depth is our
       // responder resources and the other way round), unless rdma_accept says otherwise.
@@ -555,6 +613,7 @@ void Service::on_msg(Id* id, const CmMsg& m) {
       if (id->st != St::kReqSent) break;
       id->peer = m;
       id->have_peer = true;
+      std::memcpy(id->id.route.addr.addr.ibaddr.dgid.raw, m.gid, 16);
       learn_peer(*this, m);  // before any QP, ours or the app's (rping -q), goes to RTR
       if (!id->id.qp) {
         id->st = St::kRepRcvd;
@@ -588,17 +647,13 @@ void Service::on_msg(Id* id, const CmMsg& m) {
       const bool was = id->st == St::kEstablished || id->st == St::kDisconnecting;
       send_msg(id, our_msg(*this, id, MsgType::kDrep, 0, nullptr, 0));
       close_fd(id);
-      if (was || id->st == St::kRepSent) {
-        id->st = St::kDisconnected;
-        post(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-      }
+      if (was || id->st == St::kRepSent) disconnected(id);
       return;
     }
     case MsgType::kDrep:
       if (id->st != St::kDisconnecting) break;
       close_fd(id);
-      id->st = St::kDisconnected;
-      post(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+      disconnected(id);
       return;
   }
   log_error("rdma_cm: unexpected message %d from %s in state %d: ignored", static_cast<int>(m.type),
@@ -695,7 +750,7 @@ int create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma
   id->id.context = context;
   id->id.ps = ps;
   id->id.qp_type = IBV_QPT_RC;
-  id->psn = static_cast<uint32_t>(std::rand()) & 0xffffff;
+  id->psn = random_psn();
   s.ids[id->serial] = id;
   *out = &id->id;
   return 0;
@@ -711,23 +766,37 @@ int destroy_id(rdma_cm_id* cm) {
   std::unique_lock l(s.mu);
   Id* id = id_of(cm);
   const bool polled = id->fd >= 0;
-  // A listener takes the connections the app has not seen with it.
+  // Events not fetched yet that name it would point at freed memory: its own, and the
+  // CONNECT_REQUESTs it listened for (listen_id), whose connections go with it since the app
+  // has not seen them (the peer sees its TCP connection close: CONNECT_ERROR or UNREACHABLE).
   std::vector<Id*> orphans;
+  Channel* c = chan_of(cm->channel);
+  {
+    std::lock_guard cl(c->mu);
+    size_t erased = 0;
+    std::erase_if(c->queue, [&](rdma_cm_event* e) {
+      const bool mine = e->id == cm || e->listen_id == cm;
+      if (e->listen_id == cm && e->id != cm) orphans.push_back(id_of(e->id));
+      if (mine) {
+        delete reinterpret_cast<Event*>(e);
+        ++erased;
+      }
+      return mine;
+    });
+    // Their counts leave the channel's eventfd too, or a program polling it sees it readable
+    // and then blocks in rdma_get_cm_event. With no thread inside rdma_get_cm_event the count
+    // is the queue's exactly (events are posted under the service lock, held here), so these
+    // reads do not block; a thread inside skips such empty wakeups itself.
+    if (c->readers == 0)
+      for (uint64_t v; erased > 0; --erased)
+        [[maybe_unused]] ssize_t n = ::read(c->ch.fd, &v, sizeof v);
+  }
+  // A listener takes the connections the app has not seen with it.
   for (auto& [_, other] : s.ids)
     if (other->listener == id && !other->handed) orphans.push_back(other);
   for (Id* o : orphans) {
     remove_id(s, o);
     delete o;
-  }
-  // Events not fetched yet that name it would point at freed memory.
-  Channel* c = chan_of(cm->channel);
-  {
-    std::lock_guard cl(c->mu);
-    std::erase_if(c->queue, [&](rdma_cm_event* e) {
-      const bool mine = e->id == cm;
-      if (mine) delete reinterpret_cast<Event*>(e);
-      return mine;
-    });
   }
   remove_id(s, id);
   destroy_made_cqs(id);
@@ -1148,11 +1217,10 @@ int set_option(rdma_cm_id* cm, int level, int name, void* val, size_t len) {
     id->ack_timeout = *static_cast<uint8_t*>(val);
     return 0;
   }
-  if (level == RDMA_OPTION_ID && name == RDMA_OPTION_ID_TOS)
-    return minus_one(
-        fail(EOPNOTSUPP,
-             "rdma_set_option: RDMA_OPTION_ID_TOS: mrc0 sets no per-connection traffic "
-             "class"));
+  if (level == RDMA_OPTION_ID && name == RDMA_OPTION_ID_TOS && val && len == sizeof(uint8_t)) {
+    id->tos = *static_cast<uint8_t*>(val);  // the QP's traffic class at RTR (qp_attr)
+    return 0;
+  }
   return minus_one(fail(EINVAL,
                         "rdma_set_option: level %d option %d (length %zu) is not one mrc0 takes",
                         level, name, len));

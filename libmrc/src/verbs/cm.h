@@ -32,8 +32,10 @@
 //
 // What there is: RDMA_PS_TCP ids (RC QPs) only; other port spaces fail with EPROTONOSUPPORT
 // and a line. A QP asked for without CQs gets its own send and receive CQs with completion
-// channels, as librdmacm makes them. No multicast, no UD, no TIMEWAIT_EXIT events (mrc0 has
-// no time-wait state: the DISCONNECTED event is the last one).
+// channels, as librdmacm makes them. After DISCONNECTED comes TIMEWAIT_EXIT, once the QP's
+// local ACK timeout has passed (no packet of the old connection can still arrive). PSNs are
+// random (getrandom). No multicast, no UD. A forked child gets a service of its own (the
+// parent's ids stay the parent's).
 // Threading: every function is thread-safe (one mutex for all ids); events are posted by
 // the service thread.
 #pragma once

@@ -36,6 +36,8 @@ ibv_wc to_wc(const engine::Completion& c) {
     case engine::WcOpcode::kRead: w.opcode = IBV_WC_RDMA_READ; break;
     case engine::WcOpcode::kRecv: w.opcode = IBV_WC_RECV; break;
     case engine::WcOpcode::kRecvWriteImm: w.opcode = IBV_WC_RECV_RDMA_WITH_IMM; break;
+    case engine::WcOpcode::kCmpSwap: w.opcode = IBV_WC_COMP_SWAP; break;
+    case engine::WcOpcode::kFetchAdd: w.opcode = IBV_WC_FETCH_ADD; break;
   }
   w.byte_len = c.byte_len;
   w.qp_num = c.qpn;

@@ -1,5 +1,7 @@
 // Devices, contexts, queries, async events, peers and tokens of the software verbs device.
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -60,6 +62,7 @@ Device* the_device() {
     } else {
       ::inet_pton(AF_INET6, addr.c_str(), d->gid.raw);
     }
+    d->gids = build_gid_table(u, d->gid);
     ibv_device& v = d->dev;
     v.node_type = IBV_NODE_CA;
     v.transport_type = IBV_TRANSPORT_IB;
@@ -221,7 +224,9 @@ int query_device(ibv_context* c, ibv_device_attr* a) {
   a->max_pd = 1 << 20;
   a->max_qp_rd_atom = a->max_qp_init_rd_atom = 16;
   a->max_res_rd_atom = 16 * 65535;
-  a->atomic_cap = IBV_ATOMIC_NONE;
+  // Responders run atomics with the CPU's 64-bit atomic instructions on the target word
+  // (engine execute_atomic), so they are atomic against the host's own atomics too.
+  a->atomic_cap = IBV_ATOMIC_GLOB;
   a->max_pkeys = 1;
   a->max_srq = 65535;
   a->max_srq_wr = kMaxQpWr;
@@ -238,7 +243,7 @@ int query_port(ibv_context* c, uint8_t port, ibv_port_attr* a) {
   a->state = IBV_PORT_ACTIVE;
   a->max_mtu = IBV_MTU_4096;
   a->active_mtu = static_cast<ibv_mtu>(mtu_enum(dev->cfg.mtu));
-  a->gid_tbl_len = 1;
+  a->gid_tbl_len = static_cast<int>(dev->gids.size());
   a->port_cap_flags = 0;
   a->max_msg_sz = engine::kMaxMessage;
   a->pkey_tbl_len = 1;
@@ -252,24 +257,44 @@ int query_port(ibv_context* c, uint8_t port, ibv_port_attr* a) {
 }
 
 int query_gid(ibv_context* c, uint8_t port, int index, ibv_gid* gid) {
-  if (port != 1 || index != 0)
-    return fail(EINVAL, "ibv_query_gid(mrc0): port %u index %d: mrc0 has port 1, GID 0", port,
-                index);
-  *gid = device_of(c)->gid;
+  const std::vector<GidEntry>& t = device_of(c)->gids;
+  if (port != 1 || index < 0 || static_cast<size_t>(index) >= t.size())
+    return fail(EINVAL, "ibv_query_gid(mrc0): port %u index %d: mrc0 has port 1, GIDs 0..%zu", port,
+                index, t.size() - 1);
+  *gid = t[index].gid;
   return 0;
 }
 
+namespace {
+void fill_gid_entry(const std::vector<GidEntry>& t, uint32_t index, ibv_gid_entry* e) {
+  *e = ibv_gid_entry{};
+  e->gid = t[index].gid;
+  e->gid_index = index;
+  e->port_num = 1;
+  e->gid_type = IBV_GID_TYPE_ROCE_V2;
+  e->ndev_ifindex = t[index].ifindex;
+}
+}  // namespace
+
 int query_gid_ex(ibv_context* c, uint32_t port, uint32_t index, ibv_gid_entry* e) {
-  if (port != 1 || index != 0) {
+  const std::vector<GidEntry>& t = device_of(c)->gids;
+  if (port != 1 || index >= t.size()) {
     errno = ENODATA;  // what libibverbs says for an empty GID entry (perftest's scan stops)
     return ENODATA;
   }
-  *e = ibv_gid_entry{};
-  e->gid = device_of(c)->gid;
-  e->gid_index = 0;
-  e->port_num = 1;
-  e->gid_type = IBV_GID_TYPE_ROCE_V2;
+  fill_gid_entry(t, index, e);
   return 0;
+}
+
+ssize_t query_gid_table(ibv_context* c, ibv_gid_entry* entries, size_t max_entries) {
+  const std::vector<GidEntry>& t = device_of(c)->gids;
+  if (max_entries < t.size()) {
+    fail(EINVAL, "ibv_query_gid_table(mrc0): room for %zu entries, the table has %zu", max_entries,
+         t.size());
+    return -EINVAL;
+  }
+  for (uint32_t i = 0; i < t.size(); ++i) fill_gid_entry(t, i, &entries[i]);
+  return static_cast<ssize_t>(t.size());
 }
 
 int query_pkey(ibv_context*, uint8_t port, int index, uint16_t* pkey) {
@@ -376,6 +401,50 @@ void post_async(Context* ctx, const ibv_async_event& a) {
   }
   const uint64_t one = 1;
   (void)!::write(ctx->async_fd, &one, sizeof one);
+}
+
+// ---- GID table ---------------------------------------------------------------------------
+uint32_t ifindex_of(const in6_addr& a) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return 0;
+  uint32_t index = 0;
+  const bool v4 = IN6_IS_ADDR_V4MAPPED(&a);
+  for (const ifaddrs* i = list; i && !index; i = i->ifa_next) {
+    if (!i->ifa_addr) continue;
+    bool same = false;
+    if (v4 && i->ifa_addr->sa_family == AF_INET) {
+      const auto* s4 = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+      same = std::memcmp(&s4->sin_addr, a.s6_addr + 12, 4) == 0;
+    } else if (!v4 && i->ifa_addr->sa_family == AF_INET6) {
+      const auto* s6 = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
+      same = std::memcmp(&s6->sin6_addr, &a, 16) == 0;
+    }
+    if (same) index = ::if_nametoindex(i->ifa_name);
+  }
+  ::freeifaddrs(list);
+  return index;
+}
+
+std::vector<GidEntry> build_gid_table(const io::UdpConfig& u, const ibv_gid& gid0) {
+  std::vector<GidEntry> t;
+  auto listed = [&](const ibv_gid& g) {
+    for (const GidEntry& e : t)
+      if (std::memcmp(e.gid.raw, g.raw, 16) == 0) return true;
+    return false;
+  };
+  for (const io::PlaneConfig& pc : u.planes) {
+    const size_t pct = pc.address.find('%');
+    GidEntry e;
+    if (::inet_pton(AF_INET6, pc.address.substr(0, pct).c_str(), e.gid.raw) != 1) continue;
+    in6_addr a;
+    std::memcpy(&a, e.gid.raw, 16);
+    e.ifindex = pct != std::string::npos ? ::if_nametoindex(pc.address.c_str() + pct + 1) : 0;
+    if (e.ifindex == 0) e.ifindex = ifindex_of(a);
+    if (t.empty()) t.push_back({gid0, e.ifindex});  // the device's GID, on plane 0's interface
+    if (!listed(e.gid)) t.push_back(e);
+  }
+  if (t.empty()) t.push_back({gid0, 0});
+  return t;
 }
 
 // ---- Peers and tokens --------------------------------------------------------------------

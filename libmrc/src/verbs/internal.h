@@ -2,9 +2,11 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <netinet/in.h>
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "engine/types.h"
@@ -28,6 +30,15 @@ Device* the_device();
 /// The engine peer an address vector names (see verbs.h "peers"); *host = its fabric host.
 /// Under dev->mu, with the driver open.
 Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah, uint32_t* host);
+/// Port 1's GID table for a host configuration whose device GID is gid0: [0] = gid0 (on
+/// plane 0's interface), then each plane's address (an IPv4 one as ::ffff:a.b.c.d) not
+/// listed yet, in plane order, each with the index of the interface that holds it (0 when
+/// none here does). Only addresses the planes' sockets are bound to: any entry a peer is
+/// given as its dgid reaches this device (RoCE v1 entries and the interfaces' other
+/// addresses would not).
+std::vector<GidEntry> build_gid_table(const io::UdpConfig& u, const ibv_gid& gid0);
+/// The index of the interface that holds address `a` (IPv4-mapped: the IPv4 address); 0 if none.
+uint32_t ifindex_of(const in6_addr& a);
 /// The GID of fabric host `host` (kSrv6): see verbs.h "port 1". Its plane-0 address's first
 /// 64 bits and the interface id 02:4d:52:43:<host, 32 bits>, so unique per host even where
 /// two hosts' addresses share their first 64 bits (a hand-written fabric's locator form).

@@ -33,12 +33,21 @@ struct Pd;
 struct Mr;
 struct Srq;
 
+/// One entry of port 1's GID table, RoCE v2 type.
+struct GidEntry {
+  ibv_gid gid{};
+  uint32_t ifindex = 0;  // the net interface that holds the address (ndev_ifindex); 0: none
+};
+
 /// One MRC NIC of the process: a host configuration and, while any context is open, its
 /// UdpDriver. Lives as long as the process.
 struct Device {
   ibv_device dev{};  // what get_device_list hands out
   io::HostConfig cfg;
-  ibv_gid gid{};     // the host's MRC address
+  ibv_gid gid{};  // the host's MRC address: GID index 0
+  /// Port 1's GID table (build_gid_table): [0] = gid, then each plane address not listed
+  /// yet, all RoCE v2; fixed for the device's life, so read without the lock.
+  std::vector<GidEntry> gids;
   uint16_t lid = 1;  // fabric host id + 1
 
   std::mutex mu;

@@ -20,6 +20,27 @@ io::UdpDriver& driver_of(ibv_qp* qp) { return *qp_of(qp)->ctx->dev->driver; }
 constexpr unsigned kSendFlags = IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED |
                                 IBV_SEND_INLINE;
 
+// An atomic WR's shape (one 8-byte SGE for the value before, an 8-byte aligned remote
+// address, not inline): 0, or EINVAL and a line naming what is wrong.
+int check_atomic(const char* verb, uint64_t remote_addr, uint64_t sge_len, int num_sge,
+                 bool inline_data) {
+  if (num_sge != 1 || sge_len != 8) {
+    log_error("%s: an atomic takes one SGE of 8 bytes (%d SGEs, %llu bytes)", verb, num_sge,
+              static_cast<unsigned long long>(sge_len));
+    return EINVAL;
+  }
+  if (remote_addr % 8 != 0) {
+    log_error("%s: atomic remote address 0x%llx is not 8-byte aligned", verb,
+              static_cast<unsigned long long>(remote_addr));
+    return EINVAL;
+  }
+  if (inline_data) {
+    log_error("%s: an atomic cannot be IBV_SEND_INLINE", verb);
+    return EINVAL;
+  }
+  return 0;
+}
+
 // One verbs send WR as an engine WR; sg points into `sges`. 0 or an errno.
 int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32_t max_sge) {
   if (w.send_flags & ~kSendFlags) {
@@ -38,19 +59,34 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
     case IBV_WR_SEND: out.opcode = engine::Opcode::kSend; break;
     case IBV_WR_SEND_WITH_IMM: out.opcode = engine::Opcode::kSendImm; break;
     case IBV_WR_RDMA_READ: out.opcode = engine::Opcode::kRead; break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: out.opcode = engine::Opcode::kCmpSwap; break;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: out.opcode = engine::Opcode::kFetchAdd; break;
     default:
       log_error(
           "ibv_post_send: opcode %d is not supported by mrc0 (SEND, SEND_WITH_IMM, "
-          "RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ are)",
+          "RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ, ATOMIC_CMP_AND_SWP, "
+          "ATOMIC_FETCH_AND_ADD are)",
           raw(w.opcode));
       return EINVAL;
+  }
+  if (engine::is_atomic(out.opcode)) {
+    if (int e = check_atomic("ibv_post_send", w.wr.atomic.remote_addr,
+                             w.num_sge == 1 ? w.sg_list[0].length : 0, w.num_sge,
+                             (w.send_flags & IBV_SEND_INLINE) != 0))
+      return e;
+    out.remote_addr = w.wr.atomic.remote_addr;
+    out.rkey = w.wr.atomic.rkey;
+    out.compare_add = w.wr.atomic.compare_add;
+    out.swap = w.wr.atomic.swap;
   }
   for (int i = 0; i < w.num_sge; ++i)
     sges[i] = engine::Sge{w.sg_list[i].addr, w.sg_list[i].length, w.sg_list[i].lkey};
   out.wr_id = w.wr_id;
   out.sg = std::span<const engine::Sge>(sges, static_cast<size_t>(w.num_sge));
-  out.remote_addr = w.wr.rdma.remote_addr;
-  out.rkey = w.wr.rdma.rkey;
+  if (!engine::is_atomic(out.opcode)) {
+    out.remote_addr = w.wr.rdma.remote_addr;
+    out.rkey = w.wr.rdma.rkey;
+  }
   out.imm = ntohl(w.imm_data);
   out.signaled = (w.send_flags & IBV_SEND_SIGNALED) != 0;
   out.solicited = (w.send_flags & IBV_SEND_SOLICITED) != 0;
@@ -109,6 +145,20 @@ void wr_read(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
   w.wr.rkey = rkey;
   w.wr.remote_addr = addr;
 }
+void wr_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare,
+                       uint64_t swap) {
+  auto& w = begin_wr(q, engine::Opcode::kCmpSwap);
+  w.wr.rkey = rkey;
+  w.wr.remote_addr = addr;
+  w.wr.compare_add = compare;
+  w.wr.swap = swap;
+}
+void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
+  auto& w = begin_wr(q, engine::Opcode::kFetchAdd);
+  w.wr.rkey = rkey;
+  w.wr.remote_addr = addr;
+  w.wr.compare_add = add;
+}
 void wr_send(ibv_qp_ex* q) { begin_wr(q, engine::Opcode::kSend); }
 void wr_send_imm(ibv_qp_ex* q, __be32 imm) { begin_wr(q, engine::Opcode::kSendImm).wr.imm = ntohl(imm); }
 bool has_wr(ibv_qp_ex* q, const char* what) {
@@ -166,6 +216,12 @@ int wr_complete(ibv_qp_ex* q) {
   driver_of(&q->qp_base).with_engine_flush([&](engine::Engine& e) {
     for (auto& w : p->pending) {
       engine::Sge inl;
+      if (engine::is_atomic(w.wr.opcode) &&
+          check_atomic("ibv_wr_complete", w.wr.remote_addr, w.sg.size() == 1 ? w.sg[0].length : 0,
+                       static_cast<int>(w.sg.size()), w.wr.inline_data)) {
+        r = Err{engine::Error::kInvalidArgument};
+        break;
+      }
       if (w.wr.inline_data) {
         inl = engine::Sge{reinterpret_cast<uint64_t>(w.inline_buf.data()),
                           static_cast<uint32_t>(w.inline_buf.size()), 0};
@@ -220,7 +276,10 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   }
   const uint64_t supported = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                              IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                             (type == IBV_QPT_RC ? IBV_QP_EX_WITH_RDMA_READ : 0);
+                             (type == IBV_QPT_RC ? IBV_QP_EX_WITH_RDMA_READ |
+                                                       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                                                       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+                                                 : 0);
   if (send_ops & ~supported) {
     fail(EOPNOTSUPP, "ibv_create_qp_ex: send_ops_flags 0x%llx are not supported by mrc0",
          static_cast<unsigned long long>(send_ops & ~supported));
@@ -277,12 +336,8 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   x.wr_start = &wr_start;
   x.wr_complete = &wr_complete;
   x.wr_abort = &wr_abort;
-  x.wr_atomic_cmp_swp = [](ibv_qp_ex* q, uint32_t, uint64_t, uint64_t, uint64_t) {
-    wr_unsupported(q, "ibv_wr_atomic_cmp_swp");
-  };
-  x.wr_atomic_fetch_add = [](ibv_qp_ex* q, uint32_t, uint64_t, uint64_t) {
-    wr_unsupported(q, "ibv_wr_atomic_fetch_add");
-  };
+  x.wr_atomic_cmp_swp = &wr_atomic_cmp_swp;
+  x.wr_atomic_fetch_add = &wr_atomic_fetch_add;
   x.wr_bind_mw = [](ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
     wr_unsupported(q, "ibv_wr_bind_mw");
   };
@@ -430,15 +485,27 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
   if (to_rtr) {
     if (!(mask & IBV_QP_AV) || !(mask & IBV_QP_DEST_QPN))
       return fail(EINVAL, "%s: QP %u: RTR needs IBV_QP_AV and IBV_QP_DEST_QPN", verb, qpn);
+    if (a->ah_attr.is_global && a->ah_attr.grh.sgid_index >= dev->gids.size())
+      return fail(EINVAL, "%s: QP %u: ah_attr.grh.sgid_index %u: mrc0 has GIDs 0..%zu", verb, qpn,
+                  a->ah_attr.grh.sgid_index, dev->gids.size() - 1);
     auto peer = peer_for(dev, a->ah_attr, &host);
     if (!peer) return fail(EINVAL, "%s: QP %u: %s", verb, qpn, peer.error().c_str());
     const bool fabric = dev->cfg.udp.path_mode == io::PathMode::kSrv6 && dev->cfg.udp.fabric;
-    const ibv_gid remote = token_gid(fabric ? dev->cfg.udp.fabric.get() : nullptr, a->ah_attr, host);
-    const uint32_t remote_token = token(dev->gid, qpn, remote, a->dest_qp_num);
+    const ibv_gid remote =
+        token_gid(fabric ? dev->cfg.udp.fabric.get() : nullptr, a->ah_attr, host);
+    // The peer builds its side from the GID it was given for us: outside a fabric the entry
+    // this QP's sgid_index picks (the one a program exchanges), in a fabric the canonical one.
+    const ibv_gid local =
+        !fabric && a->ah_attr.is_global ? dev->gids[a->ah_attr.grh.sgid_index].gid : dev->gid;
+    const uint32_t remote_token = token(local, qpn, remote, a->dest_qp_num);
     // The connection policy every front end shares (UdpDriver::rtr_attr), then this face's own.
     engine::assign_attr(e, dev->driver->rtr_attr(*peer, host, a->dest_qp_num, remote_token),
                         io::UdpDriver::kRtrMask);
-    e.local_token = token(remote, a->dest_qp_num, dev->gid, qpn);
+    e.local_token = token(remote, a->dest_qp_num, local, qpn);
+    if (a->ah_attr.is_global) {  // its DSCP on every datagram of the QP (the ECN bits are MRC's)
+      e.traffic_class = a->ah_attr.grh.traffic_class;
+      m |= engine::attr::kTrafficClass;
+    }
     e.rq_psn = e.local_token >> 8;
     e.sq_psn = e.remote_token >> 8;
     m |= io::UdpDriver::kRtrMask | engine::attr::kLocalToken | engine::attr::kRqPsn |

@@ -12,17 +12,22 @@
 // What an app sees:
 //   device    name mrc0, node CA, transport IB, vendor_part_id not a Mellanox one (so
 //             perftest uses ibv_post_send), 1 port.
-//   port 1    ACTIVE, link layer Ethernet, active MTU = the config's MTU, one GID: the
+//   port 1    ACTIVE, link layer Ethernet, active MTU = the config's MTU; LID = fabric host
+//             id + 1 (so LID-only apps work too). GID table, all RoCE v2, each entry with
+//             the ifindex of the interface holding its address (ndev_ifindex): index 0 the
 //             host's MRC address (plane 0's address; in a fabric the host's plane-0 port
 //             address, whose interface id is replaced by 02:4d:52:43:<host, 4 bytes>
-//             because RoCE tools take a zero interface id for "no GID"), RoCE v2 type;
-//             LID = fabric host id + 1 (so LID-only apps work too).
+//             because RoCE tools take a zero interface id for "no GID"), then each plane's
+//             address not listed yet (internal.h build_gid_table): a 4-plane fabric host has
+//             indexes 0..4, so a tool's `-x 3` is plane 2's address. Any entry names this
+//             host to a peer; a QP's tokens use the entry its sgid_index picks.
 //   objects   PD and parent domains, MR (reg_mr, reg_mr_iova2, rereg_mr; the optional
 //             access bits are accepted; on-demand paging, implicit too), CQ and CQ_ex,
 //             completion channels (a real eventfd), RC and UC QPs and QP_ex with ibv_wr_*.
-//             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ (RC), inline data, unsignalled
-//             sends; SRQs with the limit event. No UD, XRC, AH, MW, atomics or multicast:
-//             those verbs fail with EOPNOTSUPP.
+//             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ (RC), atomics (RC; CMP_AND_SWP,
+//             FETCH_AND_ADD: 8-byte aligned, run once at the responder; IBV_ATOMIC_GLOB),
+//             inline data, unsignalled sends; SRQs with the limit event. No UD, XRC, AH, MW
+//             or multicast: those verbs fail with EOPNOTSUPP.
 //   peers     found at RTR from the address vector: the GID names the peer host (in a
 //             fabric, all 16 bytes: the host's GID or one of its port addresses; otherwise it
 //             is one of the peer's plane addresses, an IPv4 one as ::ffff:a.b.c.d, at the
@@ -79,7 +84,10 @@ int close_device(ibv_context* c);
 int query_device(ibv_context* c, ibv_device_attr* attr);
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr);
 int query_gid(ibv_context* c, uint8_t port, int index, ibv_gid* gid);
+/// ENODATA past the table (what libibverbs says for an empty entry; perftest's scan stops).
 int query_gid_ex(ibv_context* c, uint32_t port, uint32_t index, ibv_gid_entry* entry);
+/// Every entry of the table (ibv_query_gid_table); -EINVAL when max_entries is too few.
+ssize_t query_gid_table(ibv_context* c, ibv_gid_entry* entries, size_t max_entries);
 int query_pkey(ibv_context* c, uint8_t port, int index, uint16_t* pkey);
 /// Answers sysfs reads about our device (ibv_devinfo reads board_id and the like);
 /// false when `dir` is not one of ours.

@@ -349,6 +349,10 @@ const char* to_string(Kind k) {
       return "READ_REQ";
     case Kind::kReadResp:
       return "READ_RESP";
+    case Kind::kCmpSwap:
+      return "CMP_SWAP";
+    case Kind::kFetchAdd:
+      return "FETCH_ADD";
     case Kind::kAck:
       return "ACK";
     case Kind::kNack:

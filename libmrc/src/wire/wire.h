@@ -48,7 +48,11 @@ enum class Kind : uint8_t {
   kSend = 3,      // SEND: place in receive #msn at offset
   kSendImm = 4,   // SEND with immediate
   kReadReq = 5,   // READ request: responder reads (rkey, addr, msg_len) and sends kReadResp
-  kReadResp = 6,  // READ response data: placed at offset of the requester's READ #msn
+  kReadResp = 6,  // READ response data: placed at offset of the requester's READ #msn;
+                  // also an atomic's response (8 bytes: the original value, big-endian)
+  kCmpSwap = 7,   // atomic compare-and-swap request: payload compare | swap (kAtomicReqLen);
+                  // the responder answers with a kReadResp of kAtomicLen bytes
+  kFetchAdd = 8,  // atomic fetch-and-add request: payload add | 0 (kAtomicReqLen); as kCmpSwap
   kAck = 16,      // cumulative ACK + SACK bitmap, echoes one data packet's EV and timestamp
   kNack = 17,     // negative ACK of one PSN with a reason
   kProbe = 32,    // path probe on one EV
@@ -62,7 +66,13 @@ enum class Kind : uint8_t {
 const char* to_string(Kind k);
 
 /// True for the kinds that carry a DataHeader.
-constexpr bool is_data(Kind k) { return k >= Kind::kWrite && k <= Kind::kReadResp; }
+constexpr bool is_data(Kind k) { return k >= Kind::kWrite && k <= Kind::kFetchAdd; }
+/// True for the atomic requests (not in MRC 1.0: the verbs device's own addition).
+constexpr bool is_atomic(Kind k) { return k == Kind::kCmpSwap || k == Kind::kFetchAdd; }
+/// An atomic request's payload (two big-endian 64-bit operands: compare or add, then swap)
+/// and msg_len; its response's payload and msg_len (the 64-bit value before the operation).
+inline constexpr uint32_t kAtomicReqLen = 16;
+inline constexpr uint32_t kAtomicLen = 8;
 
 /// CommonHeader::flags, set by the sender and covered by hdr_crc.
 namespace flag {
@@ -114,9 +124,10 @@ struct CommonHeader {
 };
 
 struct DataHeader {
-  uint64_t addr = 0;         // WRITE/READ_REQ: remote VA of the message start; else 0
-  uint32_t rkey = 0;         // WRITE/READ_REQ: remote key
-  uint32_t msn = 0;          // SEND/WRITE_IMM: receive sequence number; READ: read number
+  uint64_t addr = 0;         // WRITE/READ_REQ/atomics: remote VA of the message start; else 0
+  uint32_t rkey = 0;         // WRITE/READ_REQ/atomics: remote key
+  uint32_t msn = 0;          // SEND/WRITE_IMM: receive sequence number; READ, atomics: read
+                             // number (one sequence for both, as IB's read/atomic credits)
   uint32_t offset = 0;       // byte offset of this packet's payload in the message
   uint32_t msg_len = 0;      // total message length in bytes
   uint32_t imm = 0;          // immediate data (WRITE_IMM, SEND_IMM)

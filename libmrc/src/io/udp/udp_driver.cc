@@ -57,6 +57,18 @@ std::string errno_text(int e) { return std::strerror(e); }
 
 bool is_v4(const sockaddr_in6& a) { return IN6_IS_ADDR_V4MAPPED(&a.sin6_addr); }
 
+// Appends the cmsg that gives one datagram toward `to` the traffic class `tc` (its DSCP bits,
+// ours ECT(0)): IPV6_TCLASS, or IP_TOS toward an IPv4 (mapped) address, whose datagrams
+// leave by the IPv4 stack. Returns the bytes used at `at` (CMSG_SPACE of an int).
+size_t put_traffic_class(cmsghdr* c, const sockaddr_in6& to, uint8_t tc) {
+  const int v = (tc & ~kEcnMask) | kEct0;
+  c->cmsg_level = is_v4(to) ? IPPROTO_IP : IPPROTO_IPV6;
+  c->cmsg_type = is_v4(to) ? IP_TOS : IPV6_TCLASS;
+  c->cmsg_len = CMSG_LEN(sizeof v);
+  std::memcpy(CMSG_DATA(c), &v, sizeof v);
+  return CMSG_SPACE(sizeof v);
+}
+
 }  // namespace
 
 /// One plane port: its socket, its receive buffers, what EAGAIN left behind.
@@ -78,6 +90,7 @@ struct UdpDriver::Plane {
     int fd;
     sockaddr_in6 to;
     std::vector<uint8_t> bytes;
+    uint8_t traffic_class = 0;  // Transmit::traffic_class
   };
   std::deque<Pending> pending;
 
@@ -102,8 +115,10 @@ struct UdpDriver::Scratch {
   std::vector<Message> msgs;
   std::vector<mmsghdr> hdrs = std::vector<mmsghdr>(kTxBurst);
   std::vector<iovec> iov = std::vector<iovec>(2 * kTxBurst);
-  std::vector<std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t))>> control =
-      std::vector<std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t))>>(kTxBurst);
+  // Per message: UDP_SEGMENT (GSO) and the traffic class (IPV6_TCLASS or IP_TOS).
+  static constexpr size_t kTxControl = CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(int));
+  std::vector<std::array<uint8_t, kTxControl>> control =
+      std::vector<std::array<uint8_t, kTxControl>>(kTxBurst);
 };
 
 /// Where one datagram goes, and from which socket.
@@ -859,8 +874,19 @@ bool UdpDriver::flush_pending(size_t plane) {
   while (!pl.pending.empty()) {
     const Plane::Pending& d = pl.pending.front();
     ++counters_.sendmmsg_calls;  // one datagram at a time: this is the rare path
-    const ssize_t r = ::sendto(d.fd, d.bytes.data(), d.bytes.size(), 0,
-                               reinterpret_cast<const sockaddr*>(&d.to), sizeof d.to);
+    iovec v{const_cast<uint8_t*>(d.bytes.data()), d.bytes.size()};
+    alignas(cmsghdr) uint8_t control[kControlSize];
+    msghdr h{};
+    h.msg_name = const_cast<sockaddr_in6*>(&d.to);
+    h.msg_namelen = sizeof d.to;
+    h.msg_iov = &v;
+    h.msg_iovlen = 1;
+    if (d.traffic_class) {
+      h.msg_control = control;
+      h.msg_controllen = kControlSize;
+      h.msg_controllen = put_traffic_class(CMSG_FIRSTHDR(&h), d.to, d.traffic_class);
+    }
+    const ssize_t r = ::sendmsg(d.fd, &h, 0);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       ++counters_.send_eagain;
       return false;
@@ -918,7 +944,7 @@ void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
   std::stable_sort(slots.begin(), slots.end(), [&](size_t a, size_t b) {
     const Slot& x = tx_slots_[a];
     const Slot& y = tx_slots_[b];
-    return std::tie(x.fd, x.to) < std::tie(y.fd, y.to);
+    return std::tie(x.fd, x.to, x.tx.traffic_class) < std::tie(y.fd, y.to, y.tx.traffic_class);
   });
 
   using Message = Scratch::Message;
@@ -931,9 +957,9 @@ void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
       const Slot& head = tx_slots_[slots[m.first]];
       const Slot& last = tx_slots_[slots[m.first + m.count - 1]];
       // Every segment but the last must be exactly gso_size long.
-      if (head.fd == s.fd && head.to == s.to && last.tx.size() == head.tx.size() &&
-          s.tx.size() <= head.tx.size() && m.count < kMaxGsoSegments &&
-          m.bytes + s.tx.size() <= kMaxGsoBytes) {
+      if (head.fd == s.fd && head.to == s.to && head.tx.traffic_class == s.tx.traffic_class &&
+          last.tx.size() == head.tx.size() && s.tx.size() <= head.tx.size() &&
+          m.count < kMaxGsoSegments && m.bytes + s.tx.size() <= kMaxGsoBytes) {
         ++m.count;
         m.bytes += s.tx.size();
         continue;
@@ -963,15 +989,22 @@ void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
     const Slot& head = tx_slots_[slots[m.first]];
     h.msg_name = const_cast<sockaddr_in6*>(head.to);
     h.msg_namelen = sizeof(sockaddr_in6);
-    if (m.count > 1) {
+    if (m.count > 1 || head.tx.traffic_class) {
       h.msg_control = control[j].data();
       h.msg_controllen = control[j].size();
       cmsghdr* c = CMSG_FIRSTHDR(&h);
-      c->cmsg_level = IPPROTO_UDP;
-      c->cmsg_type = UDP_SEGMENT;
-      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-      const auto gso_size = static_cast<uint16_t>(head.tx.size());
-      std::memcpy(CMSG_DATA(c), &gso_size, sizeof gso_size);
+      size_t used = 0;
+      if (m.count > 1) {
+        c->cmsg_level = IPPROTO_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const auto gso_size = static_cast<uint16_t>(head.tx.size());
+        std::memcpy(CMSG_DATA(c), &gso_size, sizeof gso_size);
+        used = CMSG_SPACE(sizeof(uint16_t));
+        c = CMSG_NXTHDR(&h, c);
+      }
+      if (head.tx.traffic_class) used += put_traffic_class(c, *head.to, head.tx.traffic_class);
+      h.msg_controllen = used;
     }
   }
 
@@ -979,7 +1012,7 @@ void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
     const Message& m = msgs[j];
     for (size_t i = m.first; i < m.first + m.count; ++i) {
       const Slot& s = tx_slots_[slots[i]];
-      Plane::Pending d{s.fd, *s.to, std::vector<uint8_t>(s.tx.size())};
+      Plane::Pending d{s.fd, *s.to, std::vector<uint8_t>(s.tx.size()), s.tx.traffic_class};
       std::memcpy(d.bytes.data(), s.buf.data(), s.tx.header_len);
       if (!s.tx.payload.empty())
         std::memcpy(d.bytes.data() + s.tx.header_len, s.tx.payload.data(), s.tx.payload.size());
