@@ -293,6 +293,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     p.first = w.sent == 0;
     p.last = w.sent + 1 == w.npkts;
     p.tx_count = 0;
+    p.blamed = false;
     p.not_before = Time{0};
     if (p.first) w.first_psn = psn;
     if (++w.sent == w.npkts) ++cursor;
@@ -408,6 +409,7 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
       if (q.health && health.on_lost(*q.health, q.paths.ev(p.path).path.plane, now))
         ++stats.plane_holds;
       if (q.cc) q.cc->on_loss(now);
+      p.blamed = true;
     }
   }
   p.not_before = std::max(p.not_before, not_before);
@@ -422,6 +424,10 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
     ++q.stats.spurious_losses;
     q.reo_mult = std::min<uint32_t>(q.reo_mult + 1, 64);
     q.since_spurious = 0;
+    // The window gives back what the loss took (the packet was only late, not lost): a
+    // burst of late packets must not leave the window at a fraction of what the path holds.
+    if (p.blamed && q.cc) q.cc->on_spurious_loss();
+    p.blamed = false;
   } else if (++q.since_spurious >= 16384 && q.reo_mult > 1) {
     q.reo_mult /= 2;
     q.since_spurious = 0;
