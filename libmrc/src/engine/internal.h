@@ -464,6 +464,15 @@ struct Core {
     if (!q.health || (q.health_epoch == health.epoch() && now < q.health_recheck)) return;
     q.health_epoch = health.epoch();
     q.paths.set_planes_held(health.held(*q.health, now, &q.health_recheck));
+    // EVs held by the shared view: looked up only while some EV hold may be running (or
+    // this QP still marks some held), once per change of the view, not per packet.
+    if (health.ev_holds_end() <= now && q.paths.evs_held() == 0) return;
+    for (uint16_t i = 0; i < q.paths.size(); ++i) {
+      Time until = kNever;
+      const bool held = health.ev_held(q.paths.ev(i).path.ev, now, &until);
+      q.paths.set_ev_held(i, held);
+      if (held) q.health_recheck = std::min(q.health_recheck, until);
+    }
   }
   void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);
   void ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked);

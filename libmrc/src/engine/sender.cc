@@ -408,6 +408,7 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
       q.paths.on_lost(p.path, why == LossKind::kTimeout, now, ev_scratch);
       if (q.health && health.on_lost(*q.health, q.paths.ev(p.path).path.plane, now))
         ++stats.plane_holds;
+      if (q.health && health.on_lost_ev(q.paths.ev(p.path).path.ev, now)) ++stats.ev_holds;
       if (q.cc) q.cc->on_loss(now);
       p.blamed = true;
     }
@@ -447,6 +448,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   q.paths.on_acked(p.path);
   if (q.health && health.counting(*q.health))
     health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
+  health.on_acked_ev(q.paths.ev(p.path).path.ev);
   if (p.xseq > q.rack_xseq) q.rack_xseq = p.xseq;
   // Delivered on its EV: packets sent before it on the same EV are overdue. Only a first
   // transmission says which copy arrived (a resend's ACK may be for the original).
