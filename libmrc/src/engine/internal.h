@@ -460,20 +460,12 @@ struct Core {
   /// Sizes q.evtx to the path set and relinks what is in flight (after the set changed).
   void ev_list_sync(Qp& q);
   /// Applies the shared view's held planes to q's sprayer if they may have changed.
-  void sync_health(Qp& q, Time now) {
+  void sync_health(Qp& q, Time now) {  // per packet sent: the fast check inline
     if (!q.health || (q.health_epoch == health.epoch() && now < q.health_recheck)) return;
-    q.health_epoch = health.epoch();
-    q.paths.set_planes_held(health.held(*q.health, now, &q.health_recheck));
-    // EVs held by the shared view: looked up only while some EV hold may be running (or
-    // this QP still marks some held), once per change of the view, not per packet.
-    if (health.ev_holds_end() <= now && q.paths.evs_held() == 0) return;
-    for (uint16_t i = 0; i < q.paths.size(); ++i) {
-      Time until = kNever;
-      const bool held = health.ev_held(q.paths.ev(i).path.ev, now, &until);
-      q.paths.set_ev_held(i, held);
-      if (held) q.health_recheck = std::min(q.health_recheck, until);
-    }
+    resync_health(q, now);
   }
+  // The shared view changed (or a hold ended): held planes and held EVs for q.
+  void resync_health(Qp& q, Time now);
   void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);
   void ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked);
   void ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked);

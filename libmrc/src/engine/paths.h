@@ -362,9 +362,12 @@ class SharedHealth {
   /// A blamed loss (RACK or RTO) of a packet sent on EV value `ev`, to any peer. True if it
   /// started a hold of that EV.
   bool on_lost_ev(uint32_t ev, Time now);
+  /// False when no EV value has a run of losses or a backoff: on_acked_ev would change
+  /// nothing (the per-packet fast path; check it before looking the EV up).
+  bool ev_counting() const { return ev_counting_ != 0; }
   /// A data packet sent on EV value `ev` (to any peer) was acknowledged.
   void on_acked_ev(uint32_t ev) {
-    if (ev_counting_ == 0) return;  // the per-packet fast path: no EV has a run or backoff
+    if (ev_counting_ == 0) return;
     const auto it = evs_.find(ev);
     if (it == evs_.end() || (it->second.losses == 0 && it->second.backoff == 0)) return;
     it->second.losses = it->second.backoff = 0;

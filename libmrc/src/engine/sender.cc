@@ -395,6 +395,20 @@ void Core::arm_rto(Qp& q, Time now) {
   q.timers.set(Timer::kRto, q.wait_since + rto);
 }
 
+void Core::resync_health(Qp& q, Time now) {
+  q.health_epoch = health.epoch();
+  q.paths.set_planes_held(health.held(*q.health, now, &q.health_recheck));
+  // EVs held by the shared view: looked up only while some EV hold may be running (or this
+  // QP still marks some held), once per change of the view, not per packet.
+  if (health.ev_holds_end() <= now && q.paths.evs_held() == 0) return;
+  for (uint16_t i = 0; i < q.paths.size(); ++i) {
+    Time until = kNever;
+    const bool held = health.ev_held(q.paths.ev(i).path.ev, now, &until);
+    q.paths.set_ev_held(i, held);
+    if (held) q.health_recheck = std::min(q.health_recheck, until);
+  }
+}
+
 void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why) {
   TxPkt& p = q.pkt(psn);
   if (p.state == TxPkt::kInFlight) {
@@ -448,7 +462,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   q.paths.on_acked(p.path);
   if (q.health && health.counting(*q.health))
     health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
-  health.on_acked_ev(q.paths.ev(p.path).path.ev);
+  if (health.ev_counting()) health.on_acked_ev(q.paths.ev(p.path).path.ev);
   if (p.xseq > q.rack_xseq) q.rack_xseq = p.xseq;
   // Delivered on its EV: packets sent before it on the same EV are overdue. Only a first
   // transmission says which copy arrived (a resend's ACK may be for the original).
