@@ -272,6 +272,21 @@ TEST(Engine, Loss_SelectiveRetransmitOnlyLostPackets) {
   EXPECT_GT(s->fast_losses, 0u);  // found from SACKs, not only timeouts
 }
 
+TEST(Engine, Rtt_PacketSentAtTimeZeroIsMeasured) {
+  // A timestamp of 0 means "none" on the wire; a packet sent at time 0 (a simulation's first
+  // instant) must still give an RTT sample, or loss detection runs without an RTT.
+  Loop l;
+  l.now = Time{0};
+  fill(l.a.mem, 0, 1000, 3);
+  l.post_write(l.a, 1, 0, 1000, 0);
+  l.run();
+  ASSERT_EQ(l.poll(l.a).size(), 1u);
+  const QpStats* s = l.a.eng.qp_stats(l.a.qpn);
+  EXPECT_EQ(s->tx_data_packets, 1u);
+  EXPECT_GE(s->rtt_samples, 1u);
+  EXPECT_GE(s->srtt_ns, 2 * static_cast<uint64_t>(l.latency.count()) - 1);  // stamped at 1 ns
+}
+
 TEST(Engine, Loss_RetransmitGoesOnAnotherPath) {
   Loop l;
   l.post_write(l.a, 1, 0, 8 * 4096, 0);

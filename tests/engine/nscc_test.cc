@@ -259,6 +259,36 @@ TEST(Nscc, LossRemovesOneMtu) {
   EXPECT_EQ(n.stats().quick_adapts, 0u);
 }
 
+TEST(Nscc, SpuriousLossGivesBackWhatTheLossTook) {
+  Nscc n(NsccConfig{}, kMtu);
+  const uint64_t w0 = n.cwnd();
+  for (int i = 0; i < 3; ++i) n.on_loss(at_us(i));
+  ASSERT_EQ(n.cwnd(), w0 - 3 * kMtu);
+  n.on_spurious_loss();
+  n.on_spurious_loss();
+  EXPECT_EQ(n.cwnd(), w0 - kMtu);
+  n.on_spurious_loss();
+  EXPECT_EQ(n.cwnd(), w0);
+  // Never more than the losses took: a fourth undo (no loss left to undo) changes nothing.
+  n.on_spurious_loss();
+  EXPECT_EQ(n.cwnd(), w0);
+  EXPECT_EQ(n.stats().losses, 3u);
+  EXPECT_EQ(n.stats().losses_undone, 4u);
+}
+
+TEST(Nscc, SpuriousLossAtTheFloorGivesBackOnlyWhatWasTaken) {
+  NsccConfig c;
+  c.init_cwnd = 2 * kMtu;
+  Nscc n(c, kMtu);
+  ASSERT_EQ(n.cwnd(), 2u * kMtu);
+  n.on_loss(at_us(0));  // 2 MTU -> 1 MTU (the floor)
+  n.on_loss(at_us(1));  // at the floor: takes nothing
+  ASSERT_EQ(n.cwnd(), uint64_t{kMtu});
+  n.on_spurious_loss();
+  n.on_spurious_loss();
+  EXPECT_EQ(n.cwnd(), 2u * kMtu);
+}
+
 // Arms quick adapt at t = 0 (period 12 + 9 = 21 us), acks 3 MTU during it, then at 22 us an
 // ACK with 5x target delay (above qa_threshold = 36 us) closes the period.
 Nscc stalled_then_slow_ack(const NsccConfig& c) {

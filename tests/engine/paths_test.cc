@@ -1,6 +1,6 @@
 // PathSet: spraying over planes and EVs, loss -> ASSUMED_BAD, backups, probes,
 // plane drain and restore, deny/allow, events, resends leaving lossy planes, held planes.
-// SharedHealth: per-peer and local plane holds, their backoff and end.
+// SharedHealth: per-peer and local plane holds, EV holds, their backoff and end.
 #include "engine/paths.h"
 
 #include <gtest/gtest.h>
@@ -72,6 +72,26 @@ TEST(PathSet, Next_EvenInFlightKeepsTheRoundRobinsOrder) {
   }
   a.clear_inflight();
   EXPECT_EQ(a.inflight(0) + a.inflight(1) + a.inflight(2) + a.inflight(3), 0u);
+}
+
+TEST(PathSet, Next_HeldEvPassedOverWhileItsPlaneHasAnother) {
+  PathSet s = make();
+  const int held = s.find(101);
+  s.set_ev_held(static_cast<uint16_t>(held), true);
+  EXPECT_EQ(s.evs_held(), 1u);
+  auto c = spray(s, 1600);
+  EXPECT_EQ(c[101], 0);
+  for (uint32_t ev : {100u, 102u, 103u}) EXPECT_NEAR(c[ev], 400 / 3, 1) << ev;
+  // Every EV of plane 1 held: the plane still carries its share (holding a plane is the
+  // plane view's decision, not the EVs').
+  for (uint32_t ev : {100u, 102u, 103u}) s.set_ev_held(static_cast<uint16_t>(s.find(ev)), true);
+  c = spray(s, 1600);
+  EXPECT_EQ(c[100] + c[101] + c[102] + c[103], 400);
+  for (uint32_t ev : {100u, 101u, 102u, 103u})
+    s.set_ev_held(static_cast<uint16_t>(s.find(ev)), false);
+  EXPECT_EQ(s.evs_held(), 0u);
+  c = spray(s, 1600);
+  EXPECT_EQ(c[101], 100);
 }
 
 TEST(PathSet, Next_AvoidPicksAnotherEv) {
@@ -436,6 +456,35 @@ TEST(SharedHealth, OnLost_HeldAgainAtFirstLossWithBackoffUntilAnAck) {
   EXPECT_TRUE(h.on_lost(a, 0, t));
   h.held(a, t, &until);
   EXPECT_EQ(until - t, h.policy().hold);
+}
+
+TEST(SharedHealth, OnLostEv_LossesInARowOnOneEvAnyPeerHoldIt) {
+  SharedHealth h;
+  const Time t{1'000'000};
+  Time until;
+  ASSERT_EQ(h.policy().ev_losses, 3);
+  EXPECT_FALSE(h.on_lost_ev(0x10203, t));
+  EXPECT_FALSE(h.on_lost_ev(0x10203, t));
+  h.on_acked_ev(0x10203);  // an acknowledgement on the EV from any peer ends the run
+  EXPECT_FALSE(h.on_lost_ev(0x10203, t));
+  EXPECT_FALSE(h.on_lost_ev(0x10203, t));
+  h.on_acked_ev(0x10204);  // another EV: the run goes on
+  EXPECT_FALSE(h.ev_held(0x10203, t, &until));
+  EXPECT_TRUE(h.on_lost_ev(0x10203, t));
+  ASSERT_TRUE(h.ev_held(0x10203, t, &until));
+  EXPECT_EQ(until - t, h.policy().hold);
+  EXPECT_EQ(h.ev_holds_end(), until);
+  EXPECT_FALSE(h.ev_held(0x10204, t, &until));
+  // After the hold, the first loss holds it again, twice as long; an acknowledgement resets.
+  Time end = t + h.policy().hold;
+  EXPECT_FALSE(h.ev_held(0x10203, end, &until));
+  EXPECT_TRUE(h.on_lost_ev(0x10203, end));
+  ASSERT_TRUE(h.ev_held(0x10203, end, &until));
+  EXPECT_EQ(until - end, 2 * h.policy().hold);
+  h.on_acked_ev(0x10203);
+  end = until;
+  EXPECT_FALSE(h.on_lost_ev(0x10203, end));
+  EXPECT_EQ(h.holds(), 2u);
 }
 
 TEST(SharedHealth, OnLost_LocalPlaneHeldForEveryPeer) {

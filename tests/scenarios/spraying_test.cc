@@ -3,7 +3,9 @@
 //  - paths of very different delay reorder sprayed packets; nothing is dropped, so
 //    nothing may be declared lost (short QPs, as an all-to-all makes them);
 //  - a plane whose far T0 is down, found by one QP, is not rediscovered by the next QP
-//    to the same peer.
+//    to the same peer;
+//  - a dead spine (one EV value per plane and spine here), found by the first QPs, is not
+//    sprayed on by the next QPs, while the rest of its plane still is.
 // Deterministic (virtual time, fixed seed).
 #include <gtest/gtest.h>
 
@@ -100,6 +102,45 @@ TEST(SharedHealth, NewQpStartsWithoutThePlaneOthersFoundDead) {
   EXPECT_EQ(s->tx_retransmits, 0u);
   EXPECT_EQ(s->rto_fired, 0u);
   for (uint16_t p : {0, 1, 3}) EXPECT_GT(r.sent_on(second.a, p), 0u) << p;
+}
+
+TEST(SharedHealth, NewQpsPassOverTheEvOthersFoundDead) {
+  SprayRun r;
+  r.fab->t1_down(1, 2);  // spine 2 of plane 1: what is sprayed through it is dropped
+  const auto on_spine = [&r](Qpn qpn, uint16_t plane, uint32_t spine) {
+    const PathSet* ps = r.tb.engine(0).paths(qpn);
+    const auto st = r.tb.engine(0).path_stats(qpn);
+    uint64_t n = 0;
+    for (size_t k = 0; k < ps->size(); ++k)
+      if (ps->ev(k).path.plane == plane && (ps->ev(k).path.ev >> 8 & 0xFF) == spine)
+        n += st[k].tx_packets;
+    return n;
+  };
+  // One verified 64 KiB WRITE, run only until it is verified (a hold lasts 100 us).
+  const auto write = [&r](const Testbed::QpPair& qp) {
+    BulkWrite w(r.tb, 0, 1, qp, BulkWrite::Config{64 << 10, 1, 1});
+    w.pump();
+    w.stop_posting();
+    const Time limit = r.tb.net().now() + 5ms;
+    while (w.verified() == 0 && w.ok() && r.tb.net().now() < limit)
+      w.run_until(r.tb.net().now() + 2us, 2us);
+    ASSERT_EQ(w.verified(), 1u) << w.first_error();
+  };
+  // Short QPs (16 packets over 64 EVs: each sees the dead EVs once or twice) until the
+  // engine holds the dead spine's EVs.
+  uint64_t found_by = 0;
+  for (int i = 0; i < 16 && r.tb.engine(0).stats().ev_holds == 0; ++i, ++found_by)
+    write(r.connect());
+  ASSERT_GT(r.tb.engine(0).stats().ev_holds, 0u) << "the dead spine's EVs were never held";
+  EXPECT_EQ(r.tb.engine(0).stats().plane_holds, 0u) << "a dead spine held its whole plane";
+  // The next QP: nothing through spine 2 of plane 1, nothing lost, plane 1 still used.
+  const auto next = r.connect();
+  write(next);
+  const QpStats* s = r.tb.engine(0).qp_stats(next.a);
+  EXPECT_EQ(on_spine(next.a, 1, 2), 0u);
+  EXPECT_EQ(s->tx_retransmits, 0u);
+  EXPECT_GT(r.sent_on(next.a, 1), 0u);
+  EXPECT_LE(found_by, 8u);
 }
 
 }  // namespace

@@ -131,6 +131,7 @@ std::string to_json(const Options& o, const std::vector<RunResult>& runs) {
     j["spurious_losses"] = r.spurious_losses;
     j["tail_probes"] = r.tail_probes;
     j["plane_holds"] = r.plane_holds;
+    j["ev_holds"] = r.ev_holds;
     j["qps"] = r.traffic.qps;
     j["max_live_qps"] = r.traffic.max_live_qps;
     j["window"] = o.window;

@@ -180,7 +180,10 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   r.fast_losses = q.fast_losses;
   r.spurious_losses = q.spurious_losses;
   r.tail_probes = q.tail_probes;
-  for (uint32_t h = 0; h < w.spec.hosts; ++h) r.plane_holds += tb.engine(h).stats().plane_holds;
+  for (uint32_t h = 0; h < w.spec.hosts; ++h) {
+    r.plane_holds += tb.engine(h).stats().plane_holds;
+    r.ev_holds += tb.engine(h).stats().ev_holds;
+  }
   r.trims = traffic.trims_seen();
   std::vector<uint8_t> egress(net.link_count(), 0);
   for (uint32_t h = 0; h < w.spec.hosts; ++h)

@@ -33,6 +33,7 @@ struct RunResult {
   uint64_t retransmits = 0, rtos = 0, trims = 0, data_packets = 0;
   uint64_t fast_losses = 0, spurious_losses = 0, tail_probes = 0;  // engine loss detection
   uint64_t plane_holds = 0;  // planes held down by the engines' shared path health
+  uint64_t ev_holds = 0;     // EV values held down by the engines' shared path health
   uint64_t max_queue_bytes = 0;                                    // deepest switch egress queue
   uint64_t trims_by_tier[3] = {};  // packets trimmed on T0->T1, T1->T0, T0->host links
   uint64_t drops = 0;              // datagrams dropped in the fabric (queue, down, loss)

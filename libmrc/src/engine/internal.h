@@ -194,8 +194,9 @@ struct TxPkt {
   bool rsp = false;  // wqe indexes rsp_ (else sq_)
   bool first = false, last = false;
   uint8_t tx_count = 0;
-  uint8_t plane = 0;   // plane of the last transmission (PathSet's in-flight count)
-  Time sent{0};        // last transmission
+  uint8_t plane = 0;    // plane of the last transmission (PathSet's in-flight count)
+  bool blamed = false;  // declared lost by RACK or an RTO, and its window took the MTU
+  Time sent{0};         // last transmission
   uint64_t xseq = 0;   // transmission order of the last transmission (QP-wide counter)
   Time not_before{0};  // earliest resend (RNR delay)
   // Links (PSNs) of the sent-order list and of its EV's list; a link to the packet's own
@@ -402,7 +403,9 @@ struct Core {
     h.token = q.attr.remote_token;
     h.ev = ev;
     h.psn = psn;
-    h.ts = static_cast<uint64_t>(now.count());
+    // 0 means "no timestamp" to the peer (no RTT sample from its echo): a packet sent at
+    // time 0 (a simulation's first instant) is stamped 1 ns instead of going unmeasured.
+    h.ts = static_cast<uint64_t>(std::max<int64_t>(now.count(), 1));
     return tx_pkt;
   }
 
@@ -494,11 +497,12 @@ struct Core {
   /// Sizes q.evtx to the path set and relinks what is in flight (after the set changed).
   void ev_list_sync(Qp& q);
   /// Applies the shared view's held planes to q's sprayer if they may have changed.
-  void sync_health(Qp& q, Time now) {
+  void sync_health(Qp& q, Time now) {  // per packet sent: the fast check inline
     if (!q.health || (q.health_epoch == health.epoch() && now < q.health_recheck)) return;
-    q.health_epoch = health.epoch();
-    q.paths.set_planes_held(health.held(*q.health, now, &q.health_recheck));
+    resync_health(q, now);
   }
+  // The shared view changed (or a hold ended): held planes and held EVs for q.
+  void resync_health(Qp& q, Time now);
   void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);
   void ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked);
   void ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked);

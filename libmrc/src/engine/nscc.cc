@@ -166,7 +166,16 @@ void Nscc::on_loss(Time now) {
   ++stats_.losses;
   last_in_flight_ -= std::min<uint64_t>(last_in_flight_, mtu_);
   bytes_ignored_ += mtu_;
+  const double before = cwnd_;
   set_cwnd(cwnd_ - mtu_);
+  loss_taken_ += before - cwnd_;
+}
+
+void Nscc::on_spurious_loss() {
+  const double give = std::min(loss_taken_, static_cast<double>(mtu_));
+  loss_taken_ -= give;
+  ++stats_.losses_undone;
+  set_cwnd(cwnd_ + give);
 }
 
 bool Nscc::quick_adapt(Time now, bool is_loss, bool ecn_ce, Duration delay) {

@@ -40,7 +40,11 @@
 // A trimmed packet (NACK TRIMMED): the average takes a delay sample of one base RTT (a trim
 // means a full queue), quick adapt is tried as for a loss, and if it does not fire the packet's
 // bytes are taken off cwnd. A loss (RTO or inferred, UEC OnInferredLoss) takes one MTU off cwnd
-// and nothing else: no quick adapt, no delay sample.
+// and nothing else: no quick adapt, no delay sample. A loss that proves spurious (the packet is
+// acknowledged after all) gives the MTU back (on_spurious_loss; as TCP undoes a reduction on
+// a DSACK, RFC 3708): queues building at a flow's start on a sprayed fabric can make the loss
+// backstop declare dozens of late packets lost at once, and without the undo the window stayed
+// at a fifth of its ceiling for hundreds of RTTs (mrc-sim permutation, perf/RESULTS.md).
 //
 // The window always stays within [max(MTU, cwnd_floor), max(max_cwnd, MTU)]; it starts at
 // init_cwnd when set, else at the top (UEC: cwnd =
@@ -117,6 +121,7 @@ struct NsccStats {
   uint64_t adjustments = 0;             // fulfill adjustments
   uint64_t trims = 0;                   // on_nack_trim calls
   uint64_t losses = 0;                  // on_loss calls
+  uint64_t losses_undone = 0;           // on_spurious_loss calls
   uint64_t cwnd = 0;
   uint64_t min_cwnd = 0;  // smallest window so far
   uint64_t increases() const { return proportional_increases + fair_increases; }
@@ -153,6 +158,11 @@ class Nscc {
   void on_nack_trim(Time now, uint32_t bytes);
   /// A packet was declared lost (RTO or inferred): cwnd loses one MTU.
   void on_loss(Time now);
+  /// A packet declared lost (on_loss) was acknowledged after all (a spurious loss: it was
+  /// late, not lost): the MTU on_loss took is given back, or less if on_loss took less (the
+  /// window was at its floor); never more in all than the losses took. The ignore span the
+  /// loss extended is not undone.
+  void on_spurious_loss();
 
   /// Replaces the constants (a CC profile modified online, a learned base RTT that moved) and
   /// how base_rtt() is taken; the window and the measurements are kept, cwnd clamped to the
@@ -191,6 +201,7 @@ class Nscc {
   uint64_t received_bytes_ = 0;  // acked since the last fulfill adjustment
   uint64_t achieved_bytes_ = 0;  // acked in the current quick-adapt period
   uint64_t fi_count_ = 0;        // bytes acked in a row with delay < kNsccFastIncreaseDelay
+  double loss_taken_ = 0;        // bytes on_loss took off cwnd and no on_spurious_loss gave back
   uint64_t bytes_to_ignore_ = 0;
   uint64_t bytes_ignored_ = 0;
   uint64_t last_in_flight_ = 0;  // latest bytes_in_flight reported (quick adapt's ignore span)

@@ -8,6 +8,7 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
                     const PathPolicy& p) {
   policy_ = p;
   evs_.clear();
+  evs_held_ = 0;
   index_.clear();
   bad_.clear();
   uint16_t planes = 0;
@@ -88,6 +89,10 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
       if (!e.active || e.state != EvState::kGood) continue;
       if (e.skip && pass == 0) {
         e.skip = false;
+        if (fallback < 0) fallback = list[pos];
+        continue;
+      }
+      if (e.held && pass == 0) {
         if (fallback < 0) fallback = list[pos];
         continue;
       }
@@ -375,6 +380,16 @@ bool SharedHealth::on_lost(Peer& p, uint16_t plane, Time now) {
   const bool peer_hold = hold(p.plane[plane], p.counting, plane, policy_.peer_losses, now);
   const bool local_hold = hold(local_[plane], local_counting_, plane, policy_.local_losses, now);
   return peer_hold || local_hold;
+}
+
+bool SharedHealth::on_lost_ev(uint32_t ev, Time now) {
+  Plane& e = evs_[ev];
+  const bool was_counting = e.losses != 0 || e.backoff != 0;
+  uint16_t unused = 0;  // EVs count their runs in ev_counting_, not in a plane mask
+  const bool held = hold(e, unused, 0, policy_.ev_losses, now);
+  if (!was_counting && (e.losses != 0 || e.backoff != 0)) ++ev_counting_;
+  if (held) ev_holds_end_ = std::max(ev_holds_end_, e.held_until);
+  return held;
 }
 
 void SharedHealth::hold_until(Peer& p, uint16_t plane, Time until, Time now) {

@@ -109,7 +109,8 @@ class PathSet {
     Path path;
     EvState state = EvState::kGood;
     bool active = false;     // in the sprayed set (else a backup)
-    bool skip = false;       // pass over once
+    bool skip : 1 = false;   // pass over once
+    bool held : 1 = false;   // held by the engine's shared view of EVs (SharedHealth): passed over
     uint8_t backoff = 0;     // probe interval doublings (unanswered probes)
     uint16_t losses = 0;     // losses in a row
     uint16_t clean = 0;      // clean probe replies in a row
@@ -197,6 +198,14 @@ class PathSet {
   /// plane): weight 0, like an administrative drain, until the view lets them go.
   void set_planes_held(uint16_t mask);
   uint16_t planes_held() const { return held_; }
+  /// EV i is held by the engine's shared view of EVs (SharedHealth::ev_held): the sprayer
+  /// passes over it while its plane has another usable EV (unlike skip, every time).
+  void set_ev_held(uint16_t i, bool held) {
+    if (evs_[i].held == held) return;
+    evs_[i].held = held;
+    evs_held_ = held ? evs_held_ + 1 : evs_held_ - 1;
+  }
+  uint32_t evs_held() const { return evs_held_; }
 
   /// Administrative drain (controller), unlike the automatic drain above: a plane that
   /// is admin-down gets weight 0, so no data is sprayed on it (retransmissions included),
@@ -244,6 +253,7 @@ class PathSet {
   bool drained_[16] = {};
   bool admin_down_[16] = {};
   uint16_t held_ = 0;           // planes held down by the engine's shared view (bit per plane)
+  uint32_t evs_held_ = 0;       // EVs with Ev::held
   uint16_t lossy_ = 0;          // planes whose latest acknowledged-or-lost data packet was lost
   uint32_t inflight_[16] = {};  // data packets in flight per plane (on_sent / on_left)
   uint32_t inflight_total_ = 0;
@@ -276,6 +286,16 @@ class PathSet {
 /// it when the plane answers. QPs pick changes up lazily, before their next send
 /// (epoch() moves on every change; held() says when a hold ends).
 ///
+/// A third view, per EV value towards any peer: `ev_losses` blamed losses in a row on one
+/// EV value, with no packet sent on that value (to any peer) acknowledged in between, hold
+/// that EV for every QP that sprays on it (PathSet::set_ev_held: passed over while its plane
+/// has another usable EV), with the same backoff. It finds a dead spine in an all-to-all of
+/// short QPs, where every QP sees the dead EVs once or twice and no peer gets three losses
+/// on a plane, provided the same EV value takes the same first hops towards every peer (the
+/// SRv6 fabric and the simulated one: the EV names the spine). Where it does not (an ECMP
+/// hash of the whole 5-tuple), packets on the value to other peers are acknowledged, which
+/// ends the run: no hold, nothing lost but the lookup.
+///
 /// Each peer entry also keeps the RTT state of the latest QP that measured one to that
 /// peer (SRTT, RTT variance, min RTT): a new QP to the peer starts from it rather than
 /// from nothing, so its first loss-detection windows fit the queues of the moment.
@@ -284,6 +304,7 @@ class SharedHealth {
   struct Policy {
     uint16_t peer_losses = 3;      // losses in a row on (peer, plane) that hold it down
     uint16_t local_losses = 16;    // losses in a row on a plane, any peer, that hold it
+    uint16_t ev_losses = 3;        // losses in a row on one EV value, any peer, that hold it
     Duration hold{100'000};        // first hold, ns...
     Duration hold_max{2'000'000};  // ...doubling per hold without an ACK in between
   };
@@ -338,6 +359,31 @@ class SharedHealth {
   uint16_t held(const Peer& p, Time now, Time* until) const;
   const Plane& local(uint16_t plane) const { return local_[plane]; }
 
+  /// A blamed loss (RACK or RTO) of a packet sent on EV value `ev`, to any peer. True if it
+  /// started a hold of that EV.
+  bool on_lost_ev(uint32_t ev, Time now);
+  /// False when no EV value has a run of losses or a backoff: on_acked_ev would change
+  /// nothing (the per-packet fast path; check it before looking the EV up).
+  bool ev_counting() const { return ev_counting_ != 0; }
+  /// A data packet sent on EV value `ev` (to any peer) was acknowledged.
+  void on_acked_ev(uint32_t ev) {
+    if (ev_counting_ == 0) return;
+    const auto it = evs_.find(ev);
+    if (it == evs_.end() || (it->second.losses == 0 && it->second.backoff == 0)) return;
+    it->second.losses = it->second.backoff = 0;
+    --ev_counting_;
+  }
+  /// Whether EV value `ev` is held at `now`; if so, *until: when the hold ends.
+  bool ev_held(uint32_t ev, Time now, Time* until) const {
+    const auto it = evs_.find(ev);
+    if (it == evs_.end() || it->second.held_until <= now) return false;
+    *until = it->second.held_until;
+    return true;
+  }
+  /// The latest end of any EV hold (Time{0} if none was ever started): at or after it, no
+  /// EV is held.
+  Time ev_holds_end() const { return ev_holds_end_; }
+
   /// Moves on every new hold.
   uint64_t epoch() const { return epoch_; }
   uint64_t holds() const { return holds_; }  // holds started, peer and local (counter)
@@ -350,6 +396,9 @@ class SharedHealth {
   std::unordered_map<PeerId, Peer> peers_;
   Plane local_[16];
   uint16_t local_counting_ = 0;  // bit per plane: local_[plane] losses or backoff not 0
+  std::unordered_map<uint32_t, Plane> evs_;  // per EV value, any peer (same rules as a plane)
+  uint32_t ev_counting_ = 0;                 // entries of evs_ whose losses or backoff is not 0
+  Time ev_holds_end_{0};
   uint64_t epoch_ = 1;
   uint64_t holds_ = 0;
 };

@@ -324,6 +324,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     p.first = w.sent == 0;
     p.last = w.sent + 1 == w.npkts;
     p.tx_count = 0;
+    p.blamed = false;
     p.not_before = Time{0};
     if (p.first) w.first_psn = psn;
     if (++w.sent == w.npkts) ++cursor;
@@ -427,6 +428,20 @@ void Core::arm_rto(Qp& q, Time now) {
   q.timers.set(Timer::kRto, q.wait_since + rto);
 }
 
+void Core::resync_health(Qp& q, Time now) {
+  q.health_epoch = health.epoch();
+  q.paths.set_planes_held(health.held(*q.health, now, &q.health_recheck));
+  // EVs held by the shared view: looked up only while some EV hold may be running (or this
+  // QP still marks some held), once per change of the view, not per packet.
+  if (health.ev_holds_end() <= now && q.paths.evs_held() == 0) return;
+  for (uint16_t i = 0; i < q.paths.size(); ++i) {
+    Time until = kNever;
+    const bool held = health.ev_held(q.paths.ev(i).path.ev, now, &until);
+    q.paths.set_ev_held(i, held);
+    if (held) q.health_recheck = std::min(q.health_recheck, until);
+  }
+}
+
 void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why) {
   TxPkt& p = q.pkt(psn);
   if (p.state == TxPkt::kInFlight) {
@@ -440,7 +455,9 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
       q.paths.on_lost(p.path, why == LossKind::kTimeout, now, ev_scratch);
       if (q.health && health.on_lost(*q.health, q.paths.ev(p.path).path.plane, now))
         ++stats.plane_holds;
+      if (q.health && health.on_lost_ev(q.paths.ev(p.path).path.ev, now)) ++stats.ev_holds;
       if (q.cc) q.cc->on_loss(now);
+      p.blamed = true;
     }
   }
   p.not_before = std::max(p.not_before, not_before);
@@ -455,6 +472,10 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
     ++q.stats.spurious_losses;
     q.reo_mult = std::min<uint32_t>(q.reo_mult + 1, 64);
     q.since_spurious = 0;
+    // The window gives back what the loss took (the packet was only late, not lost): a
+    // burst of late packets must not leave the window at a fraction of what the path holds.
+    if (p.blamed && q.cc) q.cc->on_spurious_loss();
+    p.blamed = false;
   } else if (++q.since_spurious >= 16384 && q.reo_mult > 1) {
     q.reo_mult /= 2;
     q.since_spurious = 0;
@@ -474,6 +495,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   q.paths.on_acked(p.path);
   if (q.health && health.counting(*q.health))
     health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
+  if (health.ev_counting()) health.on_acked_ev(q.paths.ev(p.path).path.ev);
   if (p.xseq > q.rack_xseq) q.rack_xseq = p.xseq;
   // Delivered on its EV: packets sent before it on the same EV are overdue. Only a first
   // transmission says which copy arrived (a resend's ACK may be for the original).

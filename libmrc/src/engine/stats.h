@@ -34,6 +34,7 @@ struct EngineStats {
   std::array<uint64_t, 64> tx_by_kind{};
   uint64_t tx_retransmit_flagged = 0;
   uint64_t plane_holds = 0;  // planes held down by the shared path health (paths.h SharedHealth)
+  uint64_t ev_holds = 0;     // EV values held by the shared path health (any peer)
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
   // Indexed by wire::WireError value (1..7); kBadField (8, only in connectionless ADDR
   // messages the UDP driver takes before the engine) lands in slot 0.
