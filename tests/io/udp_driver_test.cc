@@ -1,5 +1,6 @@
 // Two UDP drivers in one process on ::1, two planes each, progress threads running.
-// Threading: the test thread talks to the drivers only through with_engine.
+// Threading: the test thread talks to the drivers through with_engine / peek_engine, and
+// receives in their place with poll_progress where a test says so.
 #include "io/udp/udp_driver.h"
 
 #include <arpa/inet.h>
@@ -143,20 +144,26 @@ class UdpPairBase {
   }
 
   // Waits for `n` completions on a host's CQ; fails (and returns what it has) after kWaitLimit.
-  std::vector<Completion> wait_cq(int host, size_t n, const char* what) {
+  // spin: as a spinning app polls (verbs poll_cq): drain, and when empty let this thread
+  // receive and answer (poll_progress); else look every 200 us.
+  std::vector<Completion> wait_cq(int host, size_t n, const char* what, bool spin = false) {
     std::vector<Completion> got;
     const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+    UdpDriver& d = *hosts_[host].drv;
     while (got.size() < n) {
       Completion c[64];
-      const size_t k = hosts_[host].drv->with_engine(
-          [&](Engine& e) { return e.poll_cq(hosts_[host].cq, std::span<Completion>(c)); });
+      auto drain = [&](Engine& e) { return e.poll_cq(hosts_[host].cq, std::span<Completion>(c)); };
+      const size_t k = spin ? d.peek_engine(drain) : d.with_engine(drain);
       got.insert(got.end(), c, c + k);
-      if (got.size() >= n) break;
+      if (got.size() >= n || (spin && k > 0)) continue;
       if (std::chrono::steady_clock::now() > until) {
         ADD_FAILURE() << what << ": " << got.size() << " of " << n << " completions after 20 s";
         break;
       }
-      std::this_thread::sleep_for(200us);
+      if (!spin)
+        std::this_thread::sleep_for(200us);
+      else if (!d.poll_progress())
+        std::this_thread::yield();
     }
     return got;
   }
@@ -203,37 +210,17 @@ class UdpPairBase {
     return {hosts_[0].drv->counters(), hosts_[1].drv->counters()};
   }
 
-  // A WRITE of `src` into `dst` (both registered), with wr_id `id`.
-  SendWr write_wr(uint64_t id, std::vector<uint8_t>& src, uint32_t lkey, std::vector<uint8_t>& dst,
-                  uint32_t rkey, Sge& sge) {
-    sge = Sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
+  // A WRITE of `local` into `remote` (a READ: of `remote` into `local`), both registered.
+  SendWr rdma_wr(Opcode op, uint64_t id, std::vector<uint8_t>& local, uint32_t lkey,
+                 std::vector<uint8_t>& remote, uint32_t rkey, Sge& sge) {
+    sge = Sge{reinterpret_cast<uint64_t>(local.data()), static_cast<uint32_t>(local.size()), lkey};
     SendWr wr;
     wr.wr_id = id;
-    wr.opcode = Opcode::kWrite;
+    wr.opcode = op;
     wr.sg = {&sge, 1};
-    wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+    wr.remote_addr = reinterpret_cast<uint64_t>(remote.data());
     wr.rkey = rkey;
     return wr;
-  }
-
-  // Polls a host's CQ as a spinning app does (verbs poll_cq): drain, and when empty let this
-  // thread receive and answer (poll_progress). Up to `n` completions or kWaitLimit.
-  std::vector<Completion> poll_until(int host, size_t n, const char* what) {
-    std::vector<Completion> got;
-    const auto until = std::chrono::steady_clock::now() + kWaitLimit;
-    while (got.size() < n) {
-      Completion c[64];
-      const size_t k = hosts_[host].drv->peek_engine(
-          [&](Engine& e) { return e.poll_cq(hosts_[host].cq, std::span<Completion>(c)); });
-      got.insert(got.end(), c, c + k);
-      if (k > 0) continue;
-      if (std::chrono::steady_clock::now() > until) {
-        ADD_FAILURE() << what << ": " << got.size() << " of " << n << " completions after 20 s";
-        break;
-      }
-      if (!hosts_[host].drv->poll_progress()) std::this_thread::yield();
-    }
-    return got;
   }
 
   // An app that polled for a while (its driver's progress thread has stepped back) and stops.
@@ -383,14 +370,8 @@ TEST_F(UdpPair, Read_SizesVerified) {
     auto& local = keep(std::vector<uint8_t>(n, 0));
     const uint32_t rkey = reg(1, remote);
     const uint32_t lkey = reg(0, local);
-    Sge sge{reinterpret_cast<uint64_t>(local.data()), static_cast<uint32_t>(n), lkey};
-    SendWr wr;
-    wr.wr_id = n;
-    wr.opcode = Opcode::kRead;
-    wr.sg = {&sge, 1};
-    wr.remote_addr = reinterpret_cast<uint64_t>(remote.data());
-    wr.rkey = rkey;
-    post(0, wr);
+    Sge sge;
+    post(0, rdma_wr(Opcode::kRead, n, local, lkey, remote, rkey, sge));
     auto c = wait_cq(0, 1, "READ");
     ASSERT_EQ(c.size(), 1u);
     EXPECT_EQ(c[0].status, WcStatus::kSuccess);
@@ -614,7 +595,7 @@ TEST(UdpDriver, Step_WithoutThreadDeliversWrite) {
 }
 
 // The thread that waits does the work: 100 WRITE ping-pongs where each side's app polls its
-// CQ (poll_until: poll_progress when empty) and posts the next WRITE when the peer's lands.
+// CQ (wait_cq spinning: poll_progress when empty) and posts the next WRITE when the peer's lands.
 // Everything completes, every byte is right, and the pollers did receive (poller_rounds).
 TEST_F(UdpPair, PollProgress_PollingAppCompletes) {
   constexpr int kRounds = 100;
@@ -626,12 +607,12 @@ TEST_F(UdpPair, PollProgress_PollingAppCompletes) {
   const uint32_t b_lkey = reg(1, b_src), b_rkey = reg(1, b_dst);
   for (int i = 0; i < kRounds; ++i) {
     Sge sge;
-    post(0, write_wr(2 * i, a_src, a_lkey, b_dst, b_rkey, sge));
-    auto ca = poll_until(0, 1, "host 0's WRITE");
+    post(0, rdma_wr(Opcode::kWrite, 2 * i, a_src, a_lkey, b_dst, b_rkey, sge));
+    auto ca = wait_cq(0, 1, "host 0's WRITE", /*spin=*/true);
     ASSERT_EQ(ca.size(), 1u);
     EXPECT_EQ(ca[0].status, WcStatus::kSuccess);
-    post(1, write_wr(2 * i + 1, b_src, b_lkey, a_dst, a_rkey, sge));
-    auto cb = poll_until(1, 1, "host 1's WRITE");
+    post(1, rdma_wr(Opcode::kWrite, 2 * i + 1, b_src, b_lkey, a_dst, a_rkey, sge));
+    auto cb = wait_cq(1, 1, "host 1's WRITE", /*spin=*/true);
     ASSERT_EQ(cb.size(), 1u);
     EXPECT_EQ(cb[0].status, WcStatus::kSuccess);
   }
@@ -652,7 +633,7 @@ TEST_F(UdpPair, PollProgress_SleepingAppCompletes) {
     post_recv(1, RecvWr{static_cast<uint64_t>(round), {}});
     poll_then_stop(1);
     Sge sge;
-    SendWr wr = write_wr(round, src, lkey, dst, rkey, sge);
+    SendWr wr = rdma_wr(Opcode::kWrite, round, src, lkey, dst, rkey, sge);
     wr.opcode = Opcode::kWriteImm;
     wr.imm = 0x100 + round;
     post(0, wr);
@@ -690,7 +671,7 @@ TEST_F(UdpPair, PollProgress_MemorySpinningAppCompletes) {
     const uint32_t lkey = reg(0, src);
     poll_then_stop(1);
     Sge sge;
-    post(0, write_wr(round, src, lkey, dst, rkey, sge));
+    post(0, rdma_wr(Opcode::kWrite, round, src, lkey, dst, rkey, sge));
     const auto until = std::chrono::steady_clock::now() + kWaitLimit;
     while (!byte_is(dst, dst.size() - 1, static_cast<uint8_t>(round))) {
       ASSERT_LT(std::chrono::steady_clock::now(), until)
@@ -719,7 +700,7 @@ TEST_F(UdpPairNoThread, PollProgress_WithoutThreadCompletesWrite) {
   auto& dst = keep(std::vector<uint8_t>(src.size(), 0));
   const uint32_t lkey = reg(0, src), rkey = reg(1, dst);
   Sge sge;
-  post(0, write_wr(5, src, lkey, dst, rkey, sge));
+  post(0, rdma_wr(Opcode::kWrite, 5, src, lkey, dst, rkey, sge));
   hosts_[0].drv->with_engine_flush([](Engine&) { return 0; });  // what with_engine queued
   const auto until = std::chrono::steady_clock::now() + kWaitLimit;
   size_t done = 0;
