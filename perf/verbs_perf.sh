@@ -15,8 +15,9 @@
 #              ping-pong's one-way t_typical / t_99 (targets <= 1.3 / <= 2)
 #
 # Usage: bash perf/verbs_perf.sh [seconds=10] [rate=2]
-# MRC_POLLER_PROGRESS=0 in the environment runs the shim without the app-thread receive
-# (io/udp/udp_driver.h poll_progress): the behaviour before it, for a comparison.
+# MRC_POLLER_PROGRESS=1 in the environment runs the shim with the app-thread receive
+# (io/udp/udp_driver.h poll_progress; off by default), for a comparison. mrc-perf --latency
+# always receives in its polling thread.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SECS=${1:-10}

@@ -39,15 +39,15 @@ TEST(HostConfig, Parse_FileThenEnvironmentWins) {
   EXPECT_NE(r->sources.find("MRC_PORT"), std::string::npos) << r->sources;
 }
 
-TEST(HostConfig, PollerProgress_OnByDefaultOffByFileOrEnvironment) {
+TEST(HostConfig, PollerProgress_OffByDefaultFileThenEnvironment) {
   auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
   ASSERT_TRUE(d.ok()) << d.error();
-  EXPECT_TRUE(d->udp.poller_progress);
-  auto f = parse_host_config(R"({"planes": ["::1"], "poller_progress": false})", "a.json",
+  EXPECT_FALSE(d->udp.poller_progress);
+  auto f = parse_host_config(R"({"planes": ["::1"], "poller_progress": true})", "a.json",
                              env_of({}));
   ASSERT_TRUE(f.ok()) << f.error();
-  EXPECT_FALSE(f->udp.poller_progress);
-  auto e = parse_host_config(R"({"planes": ["::1"]})", "a.json",
+  EXPECT_TRUE(f->udp.poller_progress);
+  auto e = parse_host_config(R"({"planes": ["::1"], "poller_progress": true})", "a.json",
                              env_of({{"MRC_POLLER_PROGRESS", "0"}}));
   ASSERT_TRUE(e.ok()) << e.error();
   EXPECT_FALSE(e->udp.poller_progress);

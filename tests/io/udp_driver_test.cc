@@ -69,6 +69,7 @@ class UdpPairBase {
   void set_up() {
     for (auto& h : hosts_) {
       UdpConfig cfg = loopback_config(2);
+      cfg.poller_progress = true;  // every pair runs with pollers able to take the sockets
       tweak(cfg);
       h.drv = make_driver(cfg);
       ASSERT_NE(h.drv, nullptr);

@@ -31,7 +31,7 @@ struct Fields {
   uint32_t mtu = 4096;
   std::string netns;
   bool gso = true, gro = true, zero_udp_checksum = false, busy_poll = false;
-  bool poller_progress = true;
+  bool poller_progress = false;
   uint32_t ecmp_source_ports = 16;
   std::vector<std::vector<std::string>> peers;  // per host: its address per plane
   std::string peers_source;                     // where `peers` came from, for errors

@@ -687,35 +687,38 @@ void UdpDriver::run_once(Duration max_wait) {
   }
 
   // Receive full batches outside the lock, feed them to the engine under it,
-  // and transmit after each round so ACKs and data interleave.
-  {
-    std::lock_guard rx(rx_mu_);
-    std::vector<int>& got = scratch_->got;
-    got.assign(n, kNotRead);
-    for (size_t round = 0; round < kMaxRxRounds; ++round) {
-      bool full = false;
-      for (size_t p = 0; p < n; ++p) {
-        const bool readable = round == 0
-                                  ? (ready > 0 && fds[p].fd >= 0 && (fds[p].revents & POLLIN))
-                                  : got[p] == static_cast<int>(kBatch);
-        got[p] = readable ? receive_batch(p) : kNotRead;
-        full = full || got[p] == static_cast<int>(kBatch);
-      }
-      std::lock_guard lock(mu_);
-      const Time t = cfg_.clock();
-      for (size_t p = 0; p < n; ++p) feed_received(p, got[p], t);
-      if (engine_->next_deadline() <= t) {
-        ++counters_.timeouts;
-        engine_->on_timeout(t);
-      }
-      if (addresses_->next_deadline() <= t) send_address_queries(t);
-      // Before transmit: the ACKs it sends let peers act on what was just completed here,
-      // and a poller must be able to see those completions by then.
-      activity_.fetch_add(1, std::memory_order_release);
-      transmit(t);
-      if (!full) break;
+  // and transmit after each round so ACKs and data interleave. The receive side is taken
+  // only when a socket is readable: a round for timers or an app call leaves it to pollers.
+  bool readable = false;
+  for (size_t p = 0; p < n; ++p)
+    readable = readable || (ready > 0 && fds[p].fd >= 0 && (fds[p].revents & POLLIN));
+  std::unique_lock rx(rx_mu_, std::defer_lock);
+  if (readable) rx.lock();
+  std::vector<int>& got = scratch_->got;  // under rx
+  if (readable) got.assign(n, kNotRead);
+  for (size_t round = 0; round < kMaxRxRounds; ++round) {
+    bool full = false;
+    for (size_t p = 0; p < n && readable; ++p) {
+      const bool read = round == 0 ? fds[p].fd >= 0 && (fds[p].revents & POLLIN)
+                                   : got[p] == static_cast<int>(kBatch);
+      got[p] = read ? receive_batch(p) : kNotRead;
+      full = full || got[p] == static_cast<int>(kBatch);
     }
+    std::lock_guard lock(mu_);
+    const Time t = cfg_.clock();
+    for (size_t p = 0; p < n && readable; ++p) feed_received(p, got[p], t);
+    if (engine_->next_deadline() <= t) {
+      ++counters_.timeouts;
+      engine_->on_timeout(t);
+    }
+    if (addresses_->next_deadline() <= t) send_address_queries(t);
+    // Before transmit: the ACKs it sends let peers act on what was just completed here, and
+    // a poller must be able to see those completions by then.
+    activity_.fetch_add(1, std::memory_order_release);
+    transmit(t);
+    if (!full) break;
   }
+  if (rx.owns_lock()) rx.unlock();
   if (on_progress_) on_progress_();
   if (observer_) {
     const bool commands = ready > 0 && (fds[n + 1].revents & POLLIN);

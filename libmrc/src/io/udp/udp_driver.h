@@ -13,18 +13,19 @@
 // driver sleeps in ppoll until a datagram arrives, the engine's deadline
 // passes, or an app call (with_engine) writes the eventfd: no spinning.
 //
-// The thread that waits does the work (poll_progress): an application thread that polls for
-// a completion (verbs poll_cq, the NCCL plugin's test, the OCP API's CQ poll, mrc-perf
-// --latency) receives from the plane sockets itself, feeds the engine and sends what that
-// produced (ACKs, READ responses, the data of a posted WRITE) before it polls again: no
-// thread wakeup between a datagram's arrival and its completion. Meanwhile the progress
-// thread steps back: it leaves the sockets out of its ppoll (timers, app calls and sockets
-// with queued sends still wake it) until 10 us (kPollerGrace, in the .cc) pass without a
-// poll_progress call (a timerfd the pollers keep pushing later, as NAPI's gro_flush_timeout
-// defers a NIC's interrupt), then watches the sockets again. So an application that sleeps on
-// a completion channel or spins on memory (ib_write_lat) still progresses: nothing depends on
-// anyone polling. One receiver at a time: the loop and pollers take turns on the sockets' receive
-// buffers (rx_mu_; a poller that finds it taken returns at once).
+// The thread that waits does the work (poll_progress, with UdpConfig::poller_progress): an
+// application thread that polls for a completion (verbs poll_cq, the NCCL plugin's test, the
+// OCP API's CQ poll, mrc-perf --latency) receives from the plane sockets itself, feeds the
+// engine and sends what that produced (ACKs, READ responses, the data of a posted WRITE)
+// before it polls again: no thread wakeup between a datagram's arrival and its completion.
+// Meanwhile the progress thread steps back: it leaves the sockets out of its ppoll (timers,
+// app calls and sockets with queued sends still wake it) until 10 us (kPollerGrace, in the
+// .cc) pass without a poll_progress call (a timerfd the pollers keep pushing later, as NAPI's
+// gro_flush_timeout defers a NIC's interrupt), then watches the sockets again. So an
+// application that sleeps on a completion channel or spins on memory (ib_write_lat) still
+// progresses: nothing depends on anyone polling. One receiver at a time: the loop and pollers
+// take turns on the sockets' receive buffers (rx_mu_; a poller that finds it taken returns
+// at once).
 //
 // Wire mapping:
 //   - Destination per path (PathMode): kDirect sends every EV of a plane to
@@ -152,8 +153,12 @@ struct UdpConfig {
   bool gro = true;                             // UDP_GRO on receive
   bool busy_poll = false;                      // progress thread never sleeps (latency)
   // poll_progress does the work in the polling app thread (see the file comment); false:
-  // it returns false at once and only the progress thread receives (as before issue 17).
-  bool poller_progress = true;
+  // it returns false at once and only the progress thread receives. Off by default: on the
+  // 2-core shared VM the project measures on, with more busy threads than cores, moving the
+  // receive from the progress thread (nice -10, woken by the kernel) to app pollers (nice 0,
+  // queued behind other work) made ib_*_lat slower (perf/RESULTS.md 2026-11-26, issue 17).
+  // Turn it on where the polling threads have cores of their own.
+  bool poller_progress = false;
   std::string netns;                           // make sockets in this netns; "" = current
   int socket_buffer_bytes = 4 << 20;           // SO_SNDBUF/SO_RCVBUF asked for (kernel may cap)
   // Nice value of the progress thread (-20..19; 0 leaves it). Below 0 it preempts app
