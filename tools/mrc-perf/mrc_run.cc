@@ -170,6 +170,8 @@ Status<std::string> Runner::setup() {
     side_[h].cfg = many ? &spec_.hosts[h] : h == 0 ? &spec_.client : &spec_.server;
     io::UdpConfig cfg = *side_[h].cfg;
     observe::attach_publisher(cfg);  // mrcctl sees each host's device
+    // A latency run's one thread polls every end and receives for them (poll_progress).
+    cfg.poller_progress = cfg.poller_progress || spec_.spin;
     auto d = io::UdpDriver::create(cfg);
     if (!d.ok()) {
       const std::string who = many ? "host " + std::to_string(h) : h == 0 ? "client" : "server";

@@ -230,8 +230,6 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         c.planes.push_back(
             io::PlaneConfig{srv6::format(f.host_address(h, p)), io::kDefaultUdpPort});
       c.path_mode = o.ecmp ? io::PathMode::kEcmp : io::PathMode::kSrv6;
-      // A latency run's one thread polls both ends and receives for them (poll_progress).
-      c.poller_progress = o.latency;
       c.fabric = shared;
       c.local_host = h;
       c.netns = fab.host_netns(h);
