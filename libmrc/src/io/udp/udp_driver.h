@@ -324,9 +324,9 @@ class UdpDriver {
   /// found none. Receives what the plane sockets hold (one batch each, no waiting), feeds it
   /// to the engine and sends what that produced, in the caller's thread, and keeps the
   /// progress thread off the sockets for kPollerGrace. Never blocks: returns false at once
-  /// when the loop or another poller is receiving, and when nothing came; true when it fed
-  /// the engine (activity() has grown: poll the CQ again). Timers stay with the progress
-  /// thread. Works whether or not the thread is started.
+  /// when UdpConfig::poller_progress is off, when the loop or another poller is receiving,
+  /// and when nothing came; true when it fed the engine (activity() has grown: poll the CQ
+  /// again). Timers stay with the progress thread. Works whether or not the thread is started.
   bool poll_progress();
 
   /// Runs f(Probes&) under the driver's mutex: connectionless probes of paths to a peer
