@@ -8,8 +8,11 @@
 #   rdma_cm    ib_write_bw -R -D SECS: the same run connected through the shim's rdma_cm
 #              (perftest's -R) instead of perftest's own TCP exchange; ratio -R / plain
 #              (the data path is the same: expect about 1)
-#   latency    ib_write_lat (2 B, 1000 iterations)  vs  a raw UDP ping-pong (udp_pingpong)
-#              over the path MRC's first EV takes, blocking and busy-polling
+#   latency    ib_write_lat, ib_send_lat, ib_read_lat (2 B, 1000 iterations; t_typical)  vs
+#              a raw UDP ping-pong (udp_pingpong) over the path MRC's first EV takes, blocking
+#              and busy-polling: ratios to the busy one (target <= 1.5); mrc-perf --latency
+#              (8 B WRITE, post to completion: a round trip) p50 / p99 vs twice the busy
+#              ping-pong's one-way t_typical / t_99 (targets <= 1.3 / <= 2)
 #   atomics    ib_atomic_lat (fetch-and-add, 1000 iterations) against ib_write_lat of the same
 #              run (an atomic is a round trip, as a 2-byte WRITE's ping-pong is: expect about
 #              1), and ib_atomic_bw -D SECS (fetch-and-add, perftest's 16 in flight): ops/s
@@ -18,6 +21,9 @@
 #              counts 64 KiB SENDs, one in flight per CQ poll: its own window)
 #
 # Usage: bash perf/verbs_perf.sh [seconds=10] [rate=2]
+# MRC_POLLER_PROGRESS=1 in the environment runs the shim with the app-thread receive
+# (io/udp/udp_driver.h poll_progress; off by default), for a comparison. mrc-perf --latency
+# always receives in its polling thread.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SECS=${1:-10}
@@ -65,7 +71,12 @@ PERF_BW=$(awk -F, -v a="$MARGIN" -v b="$((SECS - MARGIN))" '
            prev = t }
   END { if (secs > 0) printf "%.3f", bits / secs }' /tmp/verbs_perf_mrc.$$.csv)
 rm -f /tmp/verbs_perf_mrc.$$.csv
-LAT=$(pair ib_write_lat | awk '$1 == 2 {print $3, $4, $5, $6, $8, $9}')
+lat() { pair "$@" | awk '$1 == 2 {print $3, $4, $5, $6, $8, $9}'; }
+LAT=$(lat ib_write_lat)
+SEND_LAT=$(lat ib_send_lat)
+READ_LAT=$(lat ib_read_lat)
+MRC_LAT=$("$B/tools/mrc-perf" --prefix "$PREFIX" --client 1 --server 0 --op write --size 8 \
+  --latency --duration "$SECS" -q | sed -n 's/.*latency (post to completion.*p50 \([0-9.]*\) us, p99 \([0-9.]*\) us.*/\1 \2/p')
 ALAT=$(pair ib_atomic_lat | awk '$1 == 8 {print $3, $4, $5, $6, $8, $9}')
 ABW=$(pair ib_atomic_bw -D "$SECS" -f "$MARGIN" | awk '$1 == 8 {print $5}')  # Mpps
 # qperf: its server answers the client's tests, then the client's `quit` stops it.
@@ -102,13 +113,22 @@ printf 'fabric: 4 planes x 4 spines, host ports %s Gbit/s (ceiling %s Gbit/s), %
 printf '  ib_write_bw via shim   %7.2f Gbit/s  (%.2f of the ceiling)\n' "$SHIM_BW" "$(echo "$SHIM_BW / $CEIL" | bc -l)"
 printf '  mrc-perf write 64K     %7.2f Gbit/s  -> shim / mrc-perf = %.2f\n' "$PERF_BW" "$(echo "$SHIM_BW / $PERF_BW" | bc -l)"
 printf '  ib_write_bw -R         %7.2f Gbit/s  -> rdma_cm / own TCP exchange = %.2f\n' "$RCM_BW" "$(echo "$RCM_BW / $SHIM_BW" | bc -l)"
-printf '  ib_write_lat via shim  t_min %s t_max %s t_typical %s t_avg %s t_99 %s t_99.9 %s (us, one way)\n' $LAT
 printf '  %s\n  %s\n' "$UDP_BLOCK" "$UDP_BUSY"
-TYP=$(echo "$LAT" | awk '{print $3}')
 UB=$(echo "$UDP_BLOCK" | awk '{print $5}')
 UP=$(echo "$UDP_BUSY" | awk '{print $5}')
-printf '  typical latency: shim / raw UDP = %.2f (blocking), %.2f (busy polling)\n' \
-  "$(echo "$TYP / $UB" | bc -l)" "$(echo "$TYP / $UP" | bc -l)"
+UP99=$(echo "$UDP_BUSY" | awk '{print $9}')
+for t in "ib_write_lat:$LAT" "ib_send_lat:$SEND_LAT" "ib_read_lat:$READ_LAT"; do
+  name=${t%%:*}; v=${t#*:}
+  printf '  %-13s via shim  t_min %s t_max %s t_typical %s t_avg %s t_99 %s t_99.9 %s (us, one way)\n' "$name" $v
+  typ=$(echo "$v" | awk '{print $3}')
+  printf '    typical / raw UDP = %.2f (blocking), %.2f (busy polling; target <= 1.5)\n' \
+    "$(echo "$typ / $UB" | bc -l)" "$(echo "$typ / $UP" | bc -l)"
+done
+read -r MP50 MP99 <<< "$MRC_LAT"
+printf '  mrc-perf --latency (8 B WRITE, round trip)  p50 %s us  p99 %s us\n' "$MP50" "$MP99"
+printf '    / raw UDP busy round trip (2 x one way): p50 %.2f (target <= 1.3), p99 %.2f (target <= 2)\n' \
+  "$(echo "$MP50 / (2 * $UP)" | bc -l)" "$(echo "$MP99 / (2 * $UP99)" | bc -l)"
+TYP=$(echo "$LAT" | awk '{print $3}')
 ATYP=$(echo "$ALAT" | awk '{print $3}')
 printf '  ib_atomic_lat via shim t_min %s t_max %s t_typical %s t_avg %s t_99 %s t_99.9 %s (us, round trip)\n' $ALAT
 printf '  atomic / write latency (typical) = %.2f (an atomic is a round trip; ib_write_lat reports half its ping-pong)\n' \

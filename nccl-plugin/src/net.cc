@@ -512,8 +512,13 @@ const char* explain(WcStatus s) {
 
 // Drains the comm's CQ into its requests and reposts the receives they used.
 void progress(Comm& c, bool force = false) {
-  const uint64_t seen = c.dev->drv->activity();
-  if (seen == c.activity_seen && !force) return;  // nothing new in the engine since the last drain
+  uint64_t seen = c.dev->drv->activity();
+  if (seen == c.activity_seen && !force) {
+    // Nothing new in the engine since the last drain: receive and answer in this thread
+    // (the proxy's test loop; UdpDriver::poll_progress), then look again.
+    if (!c.dev->drv->poll_progress()) return;
+    seen = c.dev->drv->activity();
+  }
   c.activity_seen = seen;
   std::array<Completion, 64> wc;
   std::vector<uint64_t> cts_repost;

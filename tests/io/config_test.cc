@@ -39,6 +39,20 @@ TEST(HostConfig, Parse_FileThenEnvironmentWins) {
   EXPECT_NE(r->sources.find("MRC_PORT"), std::string::npos) << r->sources;
 }
 
+TEST(HostConfig, PollerProgress_OffByDefaultFileThenEnvironment) {
+  auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_FALSE(d->udp.poller_progress);
+  auto f = parse_host_config(R"({"planes": ["::1"], "poller_progress": true})", "a.json",
+                             env_of({}));
+  ASSERT_TRUE(f.ok()) << f.error();
+  EXPECT_TRUE(f->udp.poller_progress);
+  auto e = parse_host_config(R"({"planes": ["::1"], "poller_progress": true})", "a.json",
+                             env_of({{"MRC_POLLER_PROGRESS", "0"}}));
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_FALSE(e->udp.poller_progress);
+}
+
 // packaging/mrc.json.example, installed as /etc/mrc/mrc.json.example (mrc-common): it parses,
 // and apart from the plane addresses (which have no default) it spells the defaults, so a copy
 // with this host's addresses behaves as MRC_PLANES alone would.
@@ -66,6 +80,7 @@ TEST(HostConfig, InstalledExample_ParsesToTheDefaultsButPlanes) {
   EXPECT_EQ(e.gso, d.gso);
   EXPECT_EQ(e.gro, d.gro);
   EXPECT_EQ(e.busy_poll, d.busy_poll);
+  EXPECT_EQ(e.poller_progress, d.poller_progress);
   EXPECT_EQ(e.netns, d.netns);
   EXPECT_EQ(e.progress_nice, d.progress_nice);
   EXPECT_EQ(e.known_peers.size(), d.known_peers.size());

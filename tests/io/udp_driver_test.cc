@@ -1,5 +1,6 @@
 // Two UDP drivers in one process on ::1, two planes each, progress threads running.
-// Threading: the test thread talks to the drivers only through with_engine.
+// Threading: the test thread talks to the drivers through with_engine / peek_engine, and
+// receives in their place with poll_progress where a test says so.
 #include "io/udp/udp_driver.h"
 
 #include <arpa/inet.h>
@@ -9,9 +10,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -54,6 +57,7 @@ class UdpPairBase {
  protected:
   virtual ~UdpPairBase() = default;
   virtual void tweak(UdpConfig&) {}  // a variant's configuration of both drivers
+  bool start_threads_ = true;        // false: only poll_progress / step drive the drivers
 
   struct Host {
     std::unique_ptr<UdpDriver> drv;
@@ -65,9 +69,16 @@ class UdpPairBase {
   void set_up() {
     for (auto& h : hosts_) {
       UdpConfig cfg = loopback_config(2);
+      cfg.poller_progress = true;  // every pair runs with pollers able to take the sockets
       tweak(cfg);
       h.drv = make_driver(cfg);
       ASSERT_NE(h.drv, nullptr);
+      // As a completion channel: the loop's rounds wake whoever sleeps on progress_cv_.
+      h.drv->set_on_progress([this] {
+        std::lock_guard lock(progress_mu_);
+        ++progress_rounds_;
+        progress_cv_.notify_all();
+      });
       auto cq = h.drv->with_engine([](Engine& e) { return e.create_cq(1u << 16); });
       ASSERT_TRUE(cq.ok());
       h.cq = *cq;
@@ -114,7 +125,8 @@ class UdpPairBase {
         ASSERT_TRUE(e.modify_qp(h.qpn, at, attr::kState | attr::kSqPsn).ok());
       });
     }
-    for (auto& h : hosts_) h.drv->start();
+    if (start_threads_)
+      for (auto& h : hosts_) h.drv->start();
   }
 
   void tear_down() {
@@ -133,20 +145,26 @@ class UdpPairBase {
   }
 
   // Waits for `n` completions on a host's CQ; fails (and returns what it has) after kWaitLimit.
-  std::vector<Completion> wait_cq(int host, size_t n, const char* what) {
+  // spin: as a spinning app polls (verbs poll_cq): drain, and when empty let this thread
+  // receive and answer (poll_progress); else look every 200 us.
+  std::vector<Completion> wait_cq(int host, size_t n, const char* what, bool spin = false) {
     std::vector<Completion> got;
     const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+    UdpDriver& d = *hosts_[host].drv;
     while (got.size() < n) {
       Completion c[64];
-      const size_t k = hosts_[host].drv->with_engine(
-          [&](Engine& e) { return e.poll_cq(hosts_[host].cq, std::span<Completion>(c)); });
+      auto drain = [&](Engine& e) { return e.poll_cq(hosts_[host].cq, std::span<Completion>(c)); };
+      const size_t k = spin ? d.peek_engine(drain) : d.with_engine(drain);
       got.insert(got.end(), c, c + k);
-      if (got.size() >= n) break;
+      if (got.size() >= n || (spin && k > 0)) continue;
       if (std::chrono::steady_clock::now() > until) {
         ADD_FAILURE() << what << ": " << got.size() << " of " << n << " completions after 20 s";
         break;
       }
-      std::this_thread::sleep_for(200us);
+      if (!spin)
+        std::this_thread::sleep_for(200us);
+      else if (!d.poll_progress())
+        std::this_thread::yield();
     }
     return got;
   }
@@ -193,9 +211,38 @@ class UdpPairBase {
     return {hosts_[0].drv->counters(), hosts_[1].drv->counters()};
   }
 
+  // A WRITE of `local` into `remote` (a READ: of `remote` into `local`), both registered.
+  SendWr rdma_wr(Opcode op, uint64_t id, std::vector<uint8_t>& local, uint32_t lkey,
+                 std::vector<uint8_t>& remote, uint32_t rkey, Sge& sge) {
+    sge = Sge{reinterpret_cast<uint64_t>(local.data()), static_cast<uint32_t>(local.size()), lkey};
+    SendWr wr;
+    wr.wr_id = id;
+    wr.opcode = op;
+    wr.sg = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(remote.data());
+    wr.rkey = rkey;
+    return wr;
+  }
+
+  // An app that polled for a while (its driver's progress thread has stepped back) and stops.
+  void poll_then_stop(int host) {
+    const auto until = std::chrono::steady_clock::now() + 5ms;
+    while (std::chrono::steady_clock::now() < until) (void)hosts_[host].drv->poll_progress();
+  }
+
   std::deque<std::vector<uint8_t>> buffers_;
   Host hosts_[2];
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+  uint64_t progress_rounds_ = 0;  // under progress_mu_
 };
+
+// An app spinning on memory, as ib_write_lat waits for the peer's WRITE: a plain read of
+// memory the driver writes, with no call into the driver (not instrumented: a NIC's DMA).
+__attribute__((no_sanitize("thread"))) bool byte_is(const std::vector<uint8_t>& v, size_t i,
+                                                    uint8_t want) {
+  return *static_cast<const volatile uint8_t*>(v.data() + i) == want;
+}
 
 class UdpPair : public UdpPairBase, public ::testing::Test {
  protected:
@@ -324,14 +371,8 @@ TEST_F(UdpPair, Read_SizesVerified) {
     auto& local = keep(std::vector<uint8_t>(n, 0));
     const uint32_t rkey = reg(1, remote);
     const uint32_t lkey = reg(0, local);
-    Sge sge{reinterpret_cast<uint64_t>(local.data()), static_cast<uint32_t>(n), lkey};
-    SendWr wr;
-    wr.wr_id = n;
-    wr.opcode = Opcode::kRead;
-    wr.sg = {&sge, 1};
-    wr.remote_addr = reinterpret_cast<uint64_t>(remote.data());
-    wr.rkey = rkey;
-    post(0, wr);
+    Sge sge;
+    post(0, rdma_wr(Opcode::kRead, n, local, lkey, remote, rkey, sge));
     auto c = wait_cq(0, 1, "READ");
     ASSERT_EQ(c.size(), 1u);
     EXPECT_EQ(c[0].status, WcStatus::kSuccess);
@@ -645,6 +686,150 @@ TEST(UdpDriver, Step_WithoutThreadDeliversWrite) {
     }
   }
   EXPECT_TRUE(src == dst);
+}
+
+// The thread that waits does the work: 100 WRITE ping-pongs where each side's app polls its
+// CQ (wait_cq spinning: poll_progress when empty) and posts the next WRITE when the peer's lands.
+// Everything completes, every byte is right, and the pollers did receive (poller_rounds).
+TEST_F(UdpPair, PollProgress_PollingAppCompletes) {
+  constexpr int kRounds = 100;
+  auto& a_src = keep(pattern(64, 21));
+  auto& b_src = keep(pattern(64, 22));
+  auto& a_dst = keep(std::vector<uint8_t>(64, 0));  // host 0's memory, written by host 1
+  auto& b_dst = keep(std::vector<uint8_t>(64, 0));
+  const uint32_t a_lkey = reg(0, a_src), a_rkey = reg(0, a_dst);
+  const uint32_t b_lkey = reg(1, b_src), b_rkey = reg(1, b_dst);
+  for (int i = 0; i < kRounds; ++i) {
+    Sge sge;
+    post(0, rdma_wr(Opcode::kWrite, 2 * i, a_src, a_lkey, b_dst, b_rkey, sge));
+    auto ca = wait_cq(0, 1, "host 0's WRITE", /*spin=*/true);
+    ASSERT_EQ(ca.size(), 1u);
+    EXPECT_EQ(ca[0].status, WcStatus::kSuccess);
+    post(1, rdma_wr(Opcode::kWrite, 2 * i + 1, b_src, b_lkey, a_dst, a_rkey, sge));
+    auto cb = wait_cq(1, 1, "host 1's WRITE", /*spin=*/true);
+    ASSERT_EQ(cb.size(), 1u);
+    EXPECT_EQ(cb[0].status, WcStatus::kSuccess);
+  }
+  for (auto& h : hosts_) h.drv->with_engine([](Engine&) {});  // orders the writes before reads
+  EXPECT_TRUE(a_src == b_dst);
+  EXPECT_TRUE(b_src == a_dst);
+  EXPECT_GT(hosts_[0].drv->counters().poller_rounds + hosts_[1].drv->counters().poller_rounds, 0u)
+      << "the polling apps never received: the progress threads did all the work";
+}
+
+// An app that polled (its progress thread stepped back) and then sleeps on a completion
+// channel: the WRITE_IMM that arrives while nobody polls still lands and wakes it.
+TEST_F(UdpPair, PollProgress_SleepingAppCompletes) {
+  auto& src = keep(pattern(8192, 23));
+  auto& dst = keep(std::vector<uint8_t>(src.size(), 0));
+  const uint32_t lkey = reg(0, src), rkey = reg(1, dst);
+  for (int round = 0; round < 20; ++round) {
+    post_recv(1, RecvWr{static_cast<uint64_t>(round), {}});
+    poll_then_stop(1);
+    Sge sge;
+    SendWr wr = rdma_wr(Opcode::kWrite, round, src, lkey, dst, rkey, sge);
+    wr.opcode = Opcode::kWriteImm;
+    wr.imm = 0x100 + round;
+    post(0, wr);
+    // Sleep until the receive completes (checked under the driver's lock, then waited for
+    // on the loop's progress callback, as a completion channel's reader does).
+    Completion c{};
+    const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+    for (;;) {
+      const size_t k = hosts_[1].drv->peek_engine([&](Engine& e) {
+        return e.poll_cq(hosts_[1].cq, {&c, 1});
+      });
+      if (k == 1) break;
+      std::unique_lock lock(progress_mu_);
+      const uint64_t seen = progress_rounds_;
+      ASSERT_TRUE(progress_cv_.wait_until(lock, until, [&] { return progress_rounds_ != seen; }) ||
+                  hosts_[1].drv->peek_engine([&](Engine& e) { return e.cq_depth(hosts_[1].cq); }))
+          << "round " << round << ": the sleeping app was never woken";
+    }
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+    EXPECT_EQ(c.opcode, WcOpcode::kRecvWriteImm);
+    EXPECT_EQ(c.imm, 0x100u + round);
+    ASSERT_EQ(wait_cq(0, 1, "WRITE_IMM").size(), 1u);
+  }
+  hosts_[1].drv->with_engine([](Engine&) {});
+  EXPECT_TRUE(src == dst);
+}
+
+// An app that polled and then spins on memory without calling the driver (ib_write_lat's
+// wait for the peer's WRITE): the WRITE lands.
+TEST_F(UdpPair, PollProgress_MemorySpinningAppCompletes) {
+  auto& dst = keep(std::vector<uint8_t>(64, 0));
+  const uint32_t rkey = reg(1, dst);
+  for (int round = 1; round <= 20; ++round) {
+    auto& src = keep(std::vector<uint8_t>(64, static_cast<uint8_t>(round)));
+    const uint32_t lkey = reg(0, src);
+    poll_then_stop(1);
+    Sge sge;
+    post(0, rdma_wr(Opcode::kWrite, round, src, lkey, dst, rkey, sge));
+    const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+    while (!byte_is(dst, dst.size() - 1, static_cast<uint8_t>(round))) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until)
+          << "round " << round << ": the WRITE never landed in the spinning app's memory";
+    }
+    hosts_[1].drv->with_engine([](Engine&) {});  // the rest of the packet's copy, ordered
+    EXPECT_TRUE(src == dst) << "round " << round;
+    ASSERT_EQ(wait_cq(0, 1, "WRITE").size(), 1u);
+  }
+}
+
+class UdpPairNoThread : public UdpPairBase, public ::testing::Test {
+ protected:
+  void SetUp() override {
+    start_threads_ = false;
+    set_up();
+  }
+  void TearDown() override { tear_down(); }
+};
+
+// Without progress threads, pollers alone move a WRITE and its ACK (as mrc-perf --latency
+// polls both ends from one thread). One packet: pacing and retransmission are timers, which
+// stay with the loop.
+TEST_F(UdpPairNoThread, PollProgress_WithoutThreadCompletesWrite) {
+  auto& src = keep(pattern(4000, 24));
+  auto& dst = keep(std::vector<uint8_t>(src.size(), 0));
+  const uint32_t lkey = reg(0, src), rkey = reg(1, dst);
+  Sge sge;
+  post(0, rdma_wr(Opcode::kWrite, 5, src, lkey, dst, rkey, sge));
+  hosts_[0].drv->with_engine_flush([](Engine&) { return 0; });  // what with_engine queued
+  const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+  size_t done = 0;
+  while (done == 0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "the WRITE never completed";
+    (void)hosts_[1].drv->poll_progress();
+    (void)hosts_[0].drv->poll_progress();
+    Completion c;
+    done = hosts_[0].drv->peek_engine([&](Engine& e) { return e.poll_cq(hosts_[0].cq, {&c, 1}); });
+    if (done) {
+      EXPECT_EQ(c.status, WcStatus::kSuccess);
+    }
+  }
+  EXPECT_TRUE(src == dst);
+  EXPECT_GT(hosts_[0].drv->counters().poller_rounds, 0u);
+  EXPECT_GT(hosts_[1].drv->counters().poller_rounds, 0u);
+}
+
+// poller_progress = false: poll_progress leaves a waiting datagram to the loop.
+TEST(UdpDriver, PollProgress_OffLeavesSocketsToLoop) {
+  UdpConfig cfg = loopback_config(1);
+  cfg.poller_progress = false;
+  auto d = make_driver(cfg);
+  ASSERT_NE(d, nullptr);
+  const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  const sockaddr_in6 to = d->local_address(0);
+  const uint8_t junk[16] = {};
+  ASSERT_EQ(::sendto(fd, junk, sizeof junk, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to),
+            static_cast<ssize_t>(sizeof junk));
+  ::close(fd);
+  EXPECT_FALSE(d->poll_progress());
+  EXPECT_EQ(d->counters().datagrams_received, 0u);
+  d->step(kWaitLimit);  // the datagram is there: the loop reads it
+  EXPECT_EQ(d->counters().datagrams_received, 1u);
 }
 
 }  // namespace

@@ -111,6 +111,8 @@ TEST(RunMrc, Latency_OneInFlightMeasured) {
   EXPECT_GT(r->latency.p50_us, 0);
   EXPECT_LE(r->latency.p50_us, r->latency.p99_us);
   EXPECT_LE(r->latency.p99_us, r->latency.max_us);
+  // The polling thread received (poll_progress), not only the progress threads.
+  EXPECT_GT(r->client_counters.poller_rounds + r->server_counters.poller_rounds, 0u);
 }
 
 TEST(RunMrc, Setup_ErrorsNameTheProblem) {

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   app.add_option("--interval", o.interval_s, "seconds per MRC sample")->capture_default_str();
   app.add_flag("--bidir", o.bidirectional, "both directions at once");
   app.add_flag("--latency", o.latency,
-               "latency run: one message in flight per QP, completions polled every 2 us "
+               "latency run: one message in flight per QP, completions polled without sleeping "
                "(use a small --size); prints p50/p99/p99.9/max");
   app.add_flag("!--no-verify", o.verify, "do not check the bytes (default: every byte checked)");
   app.add_option("--fault", faults, "'<time> <fault>', repeatable: '5s down t0 h0 p2' (mrc-fabric's "

@@ -170,6 +170,8 @@ Status<std::string> Runner::setup() {
     side_[h].cfg = many ? &spec_.hosts[h] : h == 0 ? &spec_.client : &spec_.server;
     io::UdpConfig cfg = *side_[h].cfg;
     observe::attach_publisher(cfg);  // mrcctl sees each host's device
+    // A latency run's one thread polls every end and receives for them (poll_progress).
+    cfg.poller_progress = cfg.poller_progress || spec_.spin;
     auto d = io::UdpDriver::create(cfg);
     if (!d.ok()) {
       const std::string who = many ? "host " + std::to_string(h) : h == 0 ? "client" : "server";
@@ -329,8 +331,11 @@ bool Runner::post_one(Stream& s) {
       break;
   }
   wr.sg = {&sge, 1};
-  auto r =
-      end(s, s.init).drv->with_engine([&](Engine& e) { return e.post_send(s.qp[s.init], wr); });
+  // Latency runs send from this thread (as the verbs shim posts), bandwidth runs leave the
+  // sending to the progress thread.
+  auto post_one = [&](Engine& e) { return e.post_send(s.qp[s.init], wr); };
+  auto r = spec_.spin ? end(s, s.init).drv->with_engine_flush(post_one)
+                      : end(s, s.init).drv->with_engine(post_one);
   if (!r.ok()) {
     fail("post_send: " + std::string(to_string(r.error())));
     return false;
@@ -358,7 +363,7 @@ void Runner::check(Stream& s, uint64_t k, const uint8_t* got) {
 void Runner::poll(Side& side) {
   Completion c[64];
   for (;;) {
-    const size_t n = side.drv->with_engine([&](Engine& e) { return e.poll_cq(side.cq, c); });
+    const size_t n = side.drv->peek_engine([&](Engine& e) { return e.poll_cq(side.cq, c); });
     for (size_t j = 0; j < n; ++j) {
       auto it = side.by_qp.find(c[j].qpn);
       if (it == side.by_qp.end()) {
@@ -517,7 +522,14 @@ Result<MrcRunResult, std::string> Runner::run() {
         next_second += 1;
       }
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(spec_.spin ? 2 : 200));
+    if (spec_.spin) {
+      // Latency runs: this thread receives and answers for both ends in turn
+      // (UdpDriver::poll_progress) instead of sleeping: no thread wakeup between a datagram
+      // and its completion, and the progress threads step back.
+      for (Side& sd : side_) (void)sd.drv->poll_progress();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
   }
   // The tail since the last sample, so the samples cover the whole run.
   if (const double t = now_s(); t - last_sample_s > 1e-4) sample(t);

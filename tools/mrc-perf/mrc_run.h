@@ -66,7 +66,8 @@ struct MrcRunSpec {
   uint32_t min_active_per_plane = 4;
   double duration_s = 10;
   double interval_s = 0.01;
-  bool spin = false;  // poll completions every few us, not every 200 us (latency runs)
+  bool spin = false;  // latency runs: poll without sleeping, receiving in this thread
+                      // (UdpDriver::poll_progress, poller_progress on); else every 200 us
   std::vector<TimedFault> schedule;
   std::function<Status<std::string>(const std::string& fault)> apply_fault;  // required if schedule
   std::function<void(double t_s, double gbps)> on_second;  // a line per second (may be empty)

@@ -31,6 +31,7 @@ struct Fields {
   uint32_t mtu = 0;
   std::string netns;
   bool gso = true, gro = true, zero_udp_checksum = false, busy_poll = false;
+  bool poller_progress = false;
   uint32_t ecmp_source_ports = 16;
   std::vector<std::vector<std::string>> peers;  // per host: its address per plane
   std::string peers_source;                     // where `peers` came from, for errors
@@ -124,6 +125,8 @@ void from_json(const json& j, const std::string& src, Fields& f) {
     else if (key == "gro") f.gro = boolean();
     else if (key == "zero_udp_checksum") f.zero_udp_checksum = boolean();
     else if (key == "busy_poll") f.busy_poll = boolean();
+    else if (key == "poller_progress")
+      f.poller_progress = boolean();
     else if (key == "ecmp_source_ports") f.ecmp_source_ports = uint(1, 256);
     else if (key == "peer_query")
       f.peer_query = boolean();
@@ -181,6 +184,7 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
   get("MRC_GRO", [&](auto n, auto v) { f.gro = to_bool(n, v); });
   get("MRC_ZERO_UDP_CHECKSUM", [&](auto n, auto v) { f.zero_udp_checksum = to_bool(n, v); });
   get("MRC_BUSY_POLL", [&](auto n, auto v) { f.busy_poll = to_bool(n, v); });
+  get("MRC_POLLER_PROGRESS", [&](auto n, auto v) { f.poller_progress = to_bool(n, v); });
   get("MRC_ECMP_SOURCE_PORTS", [&](auto n, auto v) { f.ecmp_source_ports = to_uint(n, v, 1, 256); });
   get("MRC_PEER_QUERY", [&](auto n, auto v) { f.peer_query = to_bool(n, v); });
   get("MRC_PEERS", [&](auto n, auto v) {  // hosts separated by ';', planes by ','
@@ -315,6 +319,7 @@ HostConfig build(const Fields& f, std::string sources) {
   // One checksum over the payload: UDP's, or MRC's payload CRC where UDP's is off.
   u.engine.payload_crc = f.zero_udp_checksum;
   u.busy_poll = f.busy_poll;
+  u.poller_progress = f.poller_progress;
   u.ecmp_source_ports = f.ecmp_source_ports;
   double gbps = f.nic_gbps;
   if (gbps == 0 && u.fabric) gbps = u.fabric->config().host_port_gbps * u.planes.size();

@@ -28,6 +28,8 @@
 //     "zero_udp_checksum": false,    // needed where switches trim (turns GSO off); MRC's
 //                                    // payload CRC is on exactly when this is (one checksum)
 //     "busy_poll": false,            // progress thread spins instead of sleeping
+//     "poller_progress": false,      // a thread polling for completions receives and
+//                                    // answers itself (UdpDriver::poll_progress)
 //     "ecmp_source_ports": 16,       // ecmp: source ports (sockets) per plane
 //     "peers": [{"planes": ["fd00::2", "fd00:1::2"]}, ...],
 //                                    // direct/ecmp: other hosts' address per plane (one

@@ -323,12 +323,16 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   if (n <= 0) return 0;
   Cq* q = cq_of(cq);
   io::UdpDriver& drv = *device_of(cq->context)->driver;
-  const uint64_t act = drv.activity();
+  uint64_t act = drv.activity();
   if (act == q->empty_at) {  // nothing happened since the last empty poll
-    // Pollers spin (perftest, NCCL's proxy): give the core to the progress thread, which
-    // has the work, where there are fewer cores than busy threads.
-    ::sched_yield();
-    return 0;
+    // The app waits: receive and answer in its thread (UdpDriver::poll_progress). When
+    // nothing came, give the core away (pollers spin: perftest, NCCL's proxy), where there
+    // are fewer cores than busy threads.
+    if (!drv.poll_progress()) {
+      ::sched_yield();
+      return 0;
+    }
+    act = drv.activity();
   }
   // In chunks of 64 until n are read or the CQ is empty: a short count means empty.
   engine::Completion buf[64];

@@ -7,12 +7,14 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -41,6 +43,14 @@ constexpr int kEcnMask = 0b11;       // ...and CE
 constexpr size_t kMaxRxRounds = 16;  // full receive batches per wakeup before ppoll again
 constexpr size_t kControlSize = 64;  // room for the IPV6_TCLASS and UDP_GRO cmsgs
 constexpr size_t kGroBuffer = 65536;  // one coalesced receive
+constexpr int kNotRead = INT_MIN;     // receive_batch was not called for a plane this round
+// How long the progress thread leaves the sockets to pollers after the last poll_progress
+// call (see the file comment): the longest an application that stops polling (goes to sleep
+// on a completion channel, spins on memory as ib_write_lat does between its polls) waits
+// before the thread watches the sockets again. A polling loop calls poll_progress every few
+// us; 50 us cost ib_write_lat (poll for the ACK, then spin for the peer's WRITE) up to that
+// much per message.
+constexpr engine::Duration kPollerGrace{10'000};
 
 #ifndef UDP_SEGMENT
 constexpr int UDP_SEGMENT = 103;
@@ -104,7 +114,10 @@ struct UdpDriver::Plane {
 struct UdpDriver::Scratch {
   // Progress loop (its thread, or step()'s caller): one entry per plane socket (+ eventfd).
   std::vector<pollfd> fds;
-  std::vector<size_t> got;
+  // The receive side (under rx_mu_): receive_batch's result per plane, or kNotRead, and
+  // poll_progress's readiness test of the plane sockets.
+  std::vector<int> got;
+  std::vector<pollfd> poller_fds;
   // Transmit (under mu_): a burst's slots per plane, and one plane's messages.
   struct Message {
     size_t first = 0;  // index into the plane's slot list
@@ -160,6 +173,7 @@ UdpDriver::UdpDriver(const UdpConfig& cfg)
 UdpDriver::~UdpDriver() {
   stop();
   if (event_fd_ >= 0) ::close(event_fd_);
+  if (poller_timer_fd_ >= 0) ::close(poller_timer_fd_);
 }
 
 namespace {
@@ -251,6 +265,8 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
   std::unique_ptr<UdpDriver> d(new UdpDriver(cfg));
   d->event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (d->event_fd_ < 0) return Err("udp driver: eventfd: " + errno_text(errno));
+  d->poller_timer_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (d->poller_timer_fd_ < 0) return Err("udp driver: timerfd: " + errno_text(errno));
 
   // Sockets are made where the configuration says (a thread inside cfg.netns).
   auto made = in_netns(cfg.netns, [&]() -> Status<std::string> {
@@ -685,7 +701,8 @@ void UdpDriver::run_once(Duration max_wait) {
   const size_t n = sockets_.size();
   Time wait = cfg_.busy_poll ? Duration{0} : max_wait;
   std::vector<pollfd>& fds = scratch_->fds;
-  fds.resize(n + 2);
+  fds.resize(n + 3);
+  bool stepped_back = false;
   {
     std::lock_guard lock(mu_);
     ++counters_.loop_iterations;
@@ -697,13 +714,20 @@ void UdpDriver::run_once(Duration max_wait) {
       wait = std::min(wait, deadline > t ? deadline - t : Duration{0});
     }
     planned_wake_ns_ = wait == engine::kNever ? INT64_MAX : (cfg_.clock() + wait).count();
+    // Pollers hold the sockets (poll_progress): leave them out, but for a plane whose
+    // queued sends wait for room (only the loop retries those), and wake when they stop.
+    const int64_t until = poller_until_ns_.load(std::memory_order_relaxed);
+    stepped_back = io::now().count() < until;
+    if (stepped_back) arm_poller_timer(until);
     for (size_t p = 0; p < n; ++p) {
-      fds[p] = {sockets_[p]->fd,
-                static_cast<short>(POLLIN | (sockets_[p]->pending.empty() ? 0 : POLLOUT)), 0};
+      const bool pending = !sockets_[p]->pending.empty();
+      fds[p] = {stepped_back && !pending ? -1 : sockets_[p]->fd,
+                static_cast<short>(POLLIN | (pending ? POLLOUT : 0)), 0};
     }
   }
   fds[n] = {event_fd_, POLLIN, 0};
   fds[n + 1] = {observer_ ? observer_->control_fd() : -1, POLLIN, 0};  // -1: ignored
+  fds[n + 2] = {stepped_back ? poller_timer_fd_ : -1, POLLIN, 0};
 
   timespec ts{};
   timespec* tsp = nullptr;
@@ -717,22 +741,33 @@ void UdpDriver::run_once(Duration max_wait) {
     uint64_t v;
     (void)!::read(event_fd_, &v, sizeof v);
   }
+  if (ready > 0 && (fds[n + 2].revents & POLLIN)) {
+    // The pollers' time may be over: the next round looks (poller_until_ns_).
+    uint64_t v;
+    (void)!::read(poller_timer_fd_, &v, sizeof v);
+  }
 
   // Receive full batches outside the lock, feed them to the engine under it,
-  // and transmit after each round so ACKs and data interleave.
-  std::vector<size_t>& got = scratch_->got;
-  got.assign(n, 0);
+  // and transmit after each round so ACKs and data interleave. The receive side is taken
+  // only when a socket is readable: a round for timers or an app call leaves it to pollers.
+  bool readable = false;
+  for (size_t p = 0; p < n; ++p)
+    readable = readable || (ready > 0 && fds[p].fd >= 0 && (fds[p].revents & POLLIN));
+  std::unique_lock rx(rx_mu_, std::defer_lock);
+  if (readable) rx.lock();
+  std::vector<int>& got = scratch_->got;  // under rx
+  if (readable) got.assign(n, kNotRead);
   for (size_t round = 0; round < kMaxRxRounds; ++round) {
     bool full = false;
-    for (size_t p = 0; p < n; ++p) {
-      const bool readable =
-          round == 0 ? (ready > 0 && (fds[p].revents & POLLIN)) : got[p] == kBatch;
-      got[p] = readable ? receive_batch(p) : 0;
-      full = full || got[p] == kBatch;
+    for (size_t p = 0; p < n && readable; ++p) {
+      const bool read = round == 0 ? fds[p].fd >= 0 && (fds[p].revents & POLLIN)
+                                   : got[p] == static_cast<int>(kBatch);
+      got[p] = read ? receive_batch(p) : kNotRead;
+      full = full || got[p] == static_cast<int>(kBatch);
     }
     std::lock_guard lock(mu_);
     const Time t = cfg_.clock();
-    for (size_t p = 0; p < n; ++p) feed_received(p, got[p], t);
+    for (size_t p = 0; p < n && readable; ++p) feed_received(p, got[p], t);
     if (engine_->next_deadline() <= t) {
       ++counters_.timeouts;
       engine_->on_timeout(t);
@@ -744,6 +779,7 @@ void UdpDriver::run_once(Duration max_wait) {
     transmit(t);
     if (!full) break;
   }
+  if (rx.owns_lock()) rx.unlock();
   if (on_progress_) on_progress_();
   if (observer_) {
     const bool commands = ready > 0 && (fds[n + 1].revents & POLLIN);
@@ -753,7 +789,61 @@ void UdpDriver::run_once(Duration max_wait) {
   }
 }
 
-size_t UdpDriver::receive_batch(size_t plane) {
+bool UdpDriver::poll_progress() {
+  if (!cfg_.poller_progress) return false;
+  // Keep the loop off the sockets for kPollerGrace more, and push its timer along once less
+  // than half of that is left (a syscall per kPollerGrace / 2 of polling, not per poll).
+  const int64_t t_ns = io::now().count();
+  poller_until_ns_.store(t_ns + kPollerGrace.count(), std::memory_order_relaxed);
+  if (poller_timer_ns_.load(std::memory_order_relaxed) < t_ns + kPollerGrace.count() / 2)
+    arm_poller_timer(t_ns + kPollerGrace.count());
+  std::unique_lock rx(rx_mu_, std::try_to_lock);
+  if (!rx.owns_lock()) return false;  // the loop (or another poller) is receiving
+  const size_t n = sockets_.size();
+  std::vector<int>& got = scratch_->got;
+  got.assign(n, kNotRead);
+  // Several planes: one ppoll says which sockets hold something (one syscall, not one
+  // recvmmsg per plane, while nothing comes).
+  std::vector<pollfd>& ready = scratch_->poller_fds;
+  if (n > 1) {
+    ready.resize(n);
+    for (size_t p = 0; p < n; ++p) ready[p] = {sockets_[p]->fd, POLLIN, 0};
+    const timespec zero{};
+    if (::ppoll(ready.data(), n, &zero, nullptr) <= 0) return false;
+  }
+  bool any = false;
+  for (size_t p = 0; p < n; ++p) {
+    if (n > 1 && !(ready[p].revents & POLLIN)) continue;
+    got[p] = receive_batch(p);
+    any = any || got[p] > 0 || (got[p] < 0 && got[p] != -EAGAIN);
+  }
+  if (!any) return false;  // nothing came (an empty poll is not counted: no lock taken)
+  bool must_wake = false;
+  {
+    std::lock_guard lock(mu_);
+    const Time t = cfg_.clock();
+    ++counters_.poller_rounds;
+    for (size_t p = 0; p < n; ++p) feed_received(p, got[p], t);
+    activity_.fetch_add(1, std::memory_order_release);  // before the ACKs leave, as the loop
+    must_wake = flush_locked();
+  }
+  rx.unlock();
+  if (must_wake) wake();  // a timer earlier than the sleeping loop planned, or a full socket
+  if (on_progress_) on_progress_();
+  return true;
+}
+
+void UdpDriver::arm_poller_timer(int64_t at_ns) {
+  // Any caller's arm leaves it armed: a loop that sleeps after its own arm is woken by
+  // whichever arm comes last (a poller's is later, so at worst it wakes once for nothing).
+  poller_timer_ns_.store(at_ns, std::memory_order_relaxed);
+  itimerspec at{};
+  at.it_value.tv_sec = static_cast<time_t>(at_ns / 1'000'000'000);
+  at.it_value.tv_nsec = static_cast<long>(at_ns % 1'000'000'000);
+  (void)::timerfd_settime(poller_timer_fd_, TFD_TIMER_ABSTIME, &at, nullptr);
+}
+
+int UdpDriver::receive_batch(size_t plane) {
   Plane& pl = *sockets_[plane];
   for (size_t k = 0; k < kBatch; ++k) {
     msghdr& h = pl.rx_msgs[k].msg_hdr;
@@ -767,16 +857,15 @@ size_t UdpDriver::receive_batch(size_t plane) {
     pl.rx_msgs[k].msg_len = 0;
   }
   const int r = ::recvmmsg(pl.fd, pl.rx_msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
-  std::lock_guard lock(mu_);  // counters only
-  ++counters_.recvmmsg_calls;
-  if (r < 0) {
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ++counters_.recv_errors;
-    return 0;
-  }
-  return static_cast<size_t>(r);
+  if (r >= 0) return r;
+  return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
 }
 
-void UdpDriver::feed_received(size_t plane, size_t n, Time t) {
+void UdpDriver::feed_received(size_t plane, int r, Time t) {
+  if (r == kNotRead) return;
+  ++counters_.recvmmsg_calls;
+  if (r < 0 && r != -EAGAIN) ++counters_.recv_errors;
+  const size_t n = r > 0 ? static_cast<size_t>(r) : 0;
   Plane& pl = *sockets_[plane];
   for (size_t k = 0; k < n; ++k) {
     msghdr& h = pl.rx_msgs[k].msg_hdr;

@@ -13,6 +13,20 @@
 // driver sleeps in ppoll until a datagram arrives, the engine's deadline
 // passes, or an app call (with_engine) writes the eventfd: no spinning.
 //
+// The thread that waits does the work (poll_progress, with UdpConfig::poller_progress): an
+// application thread that polls for a completion (verbs poll_cq, the NCCL plugin's test, the
+// OCP API's CQ poll, mrc-perf --latency) receives from the plane sockets itself, feeds the
+// engine and sends what that produced (ACKs, READ responses, the data of a posted WRITE)
+// before it polls again: no thread wakeup between a datagram's arrival and its completion.
+// Meanwhile the progress thread steps back: it leaves the sockets out of its ppoll (timers,
+// app calls and sockets with queued sends still wake it) until 10 us (kPollerGrace, in the
+// .cc) pass without a poll_progress call (a timerfd the pollers keep pushing later, as NAPI's
+// gro_flush_timeout defers a NIC's interrupt), then watches the sockets again. So an
+// application that sleeps on a completion channel or spins on memory (ib_write_lat) still
+// progresses: nothing depends on anyone polling. One receiver at a time: the loop and pollers
+// take turns on the sockets' receive buffers (rx_mu_; a poller that finds it taken returns
+// at once).
+//
 // Wire mapping:
 //   - Destination per path (PathMode): kDirect sends every EV of a plane to
 //     the peer's address for that plane. kSrv6 sends EV e to the uSID address
@@ -138,6 +152,13 @@ struct UdpConfig {
   bool gso = true;                             // UDP_SEGMENT for same-destination runs
   bool gro = true;                             // UDP_GRO on receive
   bool busy_poll = false;                      // progress thread never sleeps (latency)
+  // poll_progress does the work in the polling app thread (see the file comment); false:
+  // it returns false at once and only the progress thread receives. Off by default: on the
+  // 2-core shared VM the project measures on, with more busy threads than cores, moving the
+  // receive from the progress thread (nice -10, woken by the kernel) to app pollers (nice 0,
+  // queued behind other work) made ib_*_lat slower (perf/RESULTS.md 2026-11-26, issue 17).
+  // Turn it on where the polling threads have cores of their own.
+  bool poller_progress = false;
   std::string netns;                           // make sockets in this netns; "" = current
   int socket_buffer_bytes = 4 << 20;           // SO_SNDBUF/SO_RCVBUF asked for (kernel may cap)
   // Nice value of the progress thread (-20..19; 0 leaves it). Below 0 it preempts app
@@ -168,7 +189,9 @@ struct UdpCounters {
   uint64_t gso_messages = 0;       // messages that carried several datagrams
   uint64_t gso_disabled = 0;       // planes that fell back to single datagrams
   uint64_t gro_messages = 0;       // received messages that held several datagrams
-  uint64_t recvmmsg_calls = 0;
+  uint64_t recvmmsg_calls = 0;     // those that read, or came from the loop (poll_progress
+                                   // rounds that read nothing are not counted)
+  uint64_t poller_rounds = 0;      // poll_progress calls that fed the engine (app threads' work)
   uint64_t send_eagain = 0;      // a socket was full; the rest of its batch waited
   uint64_t send_enobufs = 0;     // dropped by the host
   uint64_t send_errors = 0;      // other send errors (dropped)
@@ -304,6 +327,15 @@ class UdpDriver {
     return r;
   }
 
+  /// The poller's turn (see the file comment): for a thread that waits for a completion and
+  /// found none. Receives what the plane sockets hold (one batch each, no waiting), feeds it
+  /// to the engine and sends what that produced, in the caller's thread, and keeps the
+  /// progress thread off the sockets for kPollerGrace. Never blocks: returns false at once
+  /// when UdpConfig::poller_progress is off, when the loop or another poller is receiving,
+  /// and when nothing came; true when it fed the engine (activity() has grown: poll the CQ
+  /// again). Timers stay with the progress thread. Works whether or not the thread is started.
+  bool poll_progress();
+
   /// Runs f(Probes&) under the driver's mutex: connectionless probes of paths to a peer
   /// (io/udp/probes.h), answered by the peer's driver with no QP on either side. Probes
   /// leave at once; replies are collected by the progress loop.
@@ -354,8 +386,11 @@ class UdpDriver {
   void wake();
   bool flush_locked();  // under mu_: transmit now; true if the loop must be woken
   void run_once(engine::Duration max_wait);
-  size_t receive_batch(size_t plane);                          // no lock; returns datagrams read
-  void feed_received(size_t plane, size_t n, engine::Time t);  // under mu_
+  // Under rx_mu_, without mu_: one recvmmsg on a plane socket; the datagrams read, or
+  // -errno (EAGAIN: none). Counted by feed_received.
+  int receive_batch(size_t plane);
+  // Under mu_ and rx_mu_: a batch of receive_batch's (r as it returned) to the engine.
+  void feed_received(size_t plane, int r, engine::Time t);
   void transmit(engine::Time t);                               // under mu_
   bool flush_pending(size_t plane);                            // under mu_; true when all sent
   void send_slots(size_t plane, std::vector<size_t>& slots);   // under mu_
@@ -377,6 +412,19 @@ class UdpDriver {
   std::vector<std::unique_ptr<Plane>> sockets_;
   uint32_t max_payload_ = 0;  // smallest payload_for_link over the planes (create)
   int event_fd_ = -1;
+  // poll_progress (times in ns of CLOCK_MONOTONIC, io::now: thread scheduling, not protocol
+  // time). Pollers hold the sockets until poller_until_ns_ (the last poll + kPollerGrace).
+  // The loop sleeps through that on a timerfd: it arms it to poller_until_ns_ itself before
+  // each such sleep (so it always wakes), and pollers push it later while they keep polling
+  // (re-armed once less than half the grace is left of poller_timer_ns_, when it fires as
+  // last armed), so a loop whose app polls without pause stays asleep.
+  int poller_timer_fd_ = -1;
+  std::atomic<int64_t> poller_until_ns_{0};
+  std::atomic<int64_t> poller_timer_ns_{0};
+  void arm_poller_timer(int64_t at_ns);
+  // The sockets' receive side (Plane's rx buffers, Scratch::got): the loop's receive rounds
+  // or one poll_progress at a time. Taken before mu_, never while holding it.
+  std::mutex rx_mu_;
 
   mutable std::mutex mu_;  // guards engine_, peers_, counters_, pending queues
   std::unique_ptr<engine::Engine> engine_;
