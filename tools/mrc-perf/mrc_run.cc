@@ -445,14 +445,14 @@ Result<MrcRunResult, std::string> Runner::run() {
   if (auto s = setup(); !s.ok()) return Err(s.error());
   // The run's sample records, allocated and touched before the clock starts (resize, then
   // clear: capacity and resident pages stay), so that they do not show as memory growth.
-  // Path events (at most kMaxPathEvents, each with its own strings) are only reserved.
+  // Path events too (at most kMaxPathEvents of 64 bytes, no strings of their own).
   auto prefault = [](auto& v, size_t n) {
     v.resize(n);
     v.clear();
   };
   prefault(res_.intervals, static_cast<size_t>(spec_.duration_s / spec_.interval_s) + 64);
   prefault(res_.rss_kib_samples, static_cast<size_t>(spec_.duration_s) + 8);
-  res_.path_events.reserve(kMaxPathEvents);
+  prefault(res_.path_events, kMaxPathEvents);
   for (auto& sd : side_) sd.drv->start();
   using Clock = std::chrono::steady_clock;
   start_ = io::now();

@@ -19,6 +19,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "baseline.h"
@@ -89,7 +90,9 @@ struct PathEvent {
   double t_s = 0;
   uint32_t ev = 0;
   uint16_t plane = 0;
-  std::string from, to, reason;
+  // The engine's static names (to_string): no allocation per event, so a soak with many EV
+  // changes does not show them as memory growth.
+  std::string_view from, to, reason;
 };
 
 /// Post-to-completion time of messages at the poster, microseconds (the first 4 M messages).
