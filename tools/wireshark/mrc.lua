@@ -17,7 +17,7 @@ local mrc = Proto("mrc", "MRC (Multipath Reliable Connection)")
 
 local DEFAULT_PORT = 4791
 local COMMON = 32
-local MAX_PAYLOAD = 4096
+local MAX_PAYLOAD = 8192  -- wire::kMaxPayload (8192 on jumbo links)
 
 local bit = bit32 or bit  -- Lua 5.2's bit32; Wireshark's BitOp otherwise
 local band, bor, bxor, rshift, lshift = bit.band, bit.bor, bit.bxor, bit.rshift, bit.lshift
@@ -540,7 +540,7 @@ local function dissect_one(tvb, pinfo, root, o)
     local pcrc_item = tree:add(F.payload_crc, tvb(x + 32, 4))
     tree:add(F.src_qpn, tvb(x + 36, 4))
     local plen = tvb(x + 28, 2):uint()
-    if plen > MAX_PAYLOAD then return bad(E.malformed, "payload_len " .. plen .. " above 4096") end
+    if plen > MAX_PAYLOAD then return bad(E.malformed, "payload_len " .. plen .. " above " .. MAX_PAYLOAD) end
     local have = n - hs
     if have > plen then
       -- More bytes than this packet carried: the next packet of an aggregate, or garbage.
