@@ -500,6 +500,11 @@ TEST_F(CmTest, SetOption_TakesWhatAppliesRefusesTheRest) {
 // A child of fork() has no service thread: it gets one of its own at its next call, so its
 // rdma_cm calls work (rdma_destroy_id of a listener waits for a service round: it hung).
 TEST_F(CmTest, Fork_ChildGetsAServiceOfItsOwn_ParentsListenerLives) {
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer kills a child of a multi-threaded fork() that starts a thread ("not
+  // supported"): the release and ASan runs cover this.
+  GTEST_SKIP() << "ThreadSanitizer does not support threads started after a multi-threaded fork";
+#endif
   const uint16_t port = testing::free_tcp_port();
   listen_on(port);  // a polled socket in the parent: the service is running
   const pid_t pid = ::fork();
