@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/engine.h"
 #include "engine/types.h"
+#include "io/udp/udp_driver.h"
 #include "srv6/fabric.h"
 #include "verbs/objects.h"
 
@@ -75,5 +77,34 @@ int to_errno(engine::Error e);
 /// The engine's state for a verbs QP state; kError for ERR and for SQE, which MRC QPs lack.
 engine::QpState to_engine(ibv_qp_state s);
 ibv_wc to_wc(const engine::Completion& c);
+
+/// ibv_post_recv and ibv_post_srq_recv: a chain of receive WRs handed to the engine in one
+/// call, as a post is (with_engine_flush: a receive gives the progress thread nothing to do,
+/// so it is not woken). A WR with more than `max_sge` SGEs gets `too_many(w)` (it logs and
+/// returns an errno); `post(engine, recv_wr)` gives 0 or an errno (logged). The first failure
+/// stops the chain and is *bad.
+template <class TooMany, class Post>
+int post_recv_chain(io::UdpDriver& d, ibv_recv_wr* wr, ibv_recv_wr** bad, uint32_t max_sge,
+                    TooMany too_many, Post post) {
+  int err = 0;
+  d.with_engine_flush([&](engine::Engine& e) {
+    engine::Sge sges[engine::kMaxSge];
+    for (ibv_recv_wr* w = wr; w; w = w->next) {
+      if (w->num_sge < 0 || static_cast<uint32_t>(w->num_sge) > max_sge) {
+        err = too_many(w);
+      } else {
+        for (int i = 0; i < w->num_sge; ++i)
+          sges[i] = engine::Sge{w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey};
+        err = post(e, engine::RecvWr{w->wr_id, std::span<const engine::Sge>(sges, w->num_sge)});
+      }
+      if (err) {
+        if (bad) *bad = w;
+        break;
+      }
+    }
+    return 0;
+  });
+  return err;
+}
 
 }  // namespace mrc::verbs

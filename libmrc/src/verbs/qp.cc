@@ -641,33 +641,19 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
 
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Qp* q = qp_of(qp);
-  int err = 0;
-  // Sent from here as posts are: a receive gives the progress thread nothing to do, so it is
-  // not woken (one wakeup less per message of an app that reposts each receive).
-  driver_of(qp).with_engine_flush([&](engine::Engine& e) {
-    engine::Sge sges[engine::kMaxSge];
-    for (ibv_recv_wr* w = wr; w; w = w->next) {
-      if (w->num_sge < 0 || static_cast<uint32_t>(w->num_sge) > q->cap.max_recv_sge) {
+  return post_recv_chain(
+      driver_of(qp), wr, bad, q->cap.max_recv_sge,
+      [&](ibv_recv_wr* w) {
         log_error("ibv_post_recv: %d SGEs, the QP takes at most %u", w->num_sge,
                   q->cap.max_recv_sge);
-        err = ENOMEM;
-      } else {
-        for (int i = 0; i < w->num_sge; ++i)
-          sges[i] = engine::Sge{w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey};
-        engine::RecvWr ew{w->wr_id, std::span<const engine::Sge>(sges, w->num_sge)};
-        if (auto r = e.post_recv(qp->qp_num, ew); !r) {
-          log_post_error(q, "ibv_post_recv", r.error());
-          err = to_errno(r.error());
-        }
-      }
-      if (err) {
-        if (bad) *bad = w;
-        break;
-      }
-    }
-    return 0;
-  });
-  return err;
+        return ENOMEM;
+      },
+      [&](engine::Engine& e, const engine::RecvWr& ew) {
+        auto r = e.post_recv(qp->qp_num, ew);
+        if (r) return 0;
+        log_post_error(q, "ibv_post_recv", r.error());
+        return to_errno(r.error());
+      });
 }
 
 }  // namespace mrc::verbs

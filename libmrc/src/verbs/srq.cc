@@ -84,30 +84,18 @@ int destroy_srq(ibv_srq* srq) {
 
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Srq* s = srq_of(srq);
-  int err = 0;
-  s->ctx->dev->driver->with_engine([&](engine::Engine& e) {
-    engine::Sge sges[engine::kMaxSge];
-    for (ibv_recv_wr* w = wr; w; w = w->next) {
-      if (w->num_sge < 0 || static_cast<uint32_t>(w->num_sge) > s->max_sge) {
+  return post_recv_chain(
+      *s->ctx->dev->driver, wr, bad, s->max_sge,
+      [&](ibv_recv_wr* w) {
         log_error("ibv_post_srq_recv: %d SGEs, the SRQ takes at most %u", w->num_sge, s->max_sge);
-        err = EINVAL;
-      } else {
-        for (int i = 0; i < w->num_sge; ++i)
-          sges[i] = engine::Sge{w->sg_list[i].addr, w->sg_list[i].length, w->sg_list[i].lkey};
-        engine::RecvWr ew{w->wr_id, std::span<const engine::Sge>(sges, w->num_sge)};
-        if (auto r = e.post_srq_recv(s->id, ew); !r) {
-          log_error("ibv_post_srq_recv: %s", engine::to_string(r.error()));
-          err = to_errno(r.error());
-        }
-      }
-      if (err) {
-        if (bad) *bad = w;
-        break;
-      }
-    }
-    return 0;
-  });
-  return err;
+        return EINVAL;
+      },
+      [&](engine::Engine& e, const engine::RecvWr& ew) {
+        auto r = e.post_srq_recv(s->id, ew);
+        if (r) return 0;
+        log_error("ibv_post_srq_recv: %s", engine::to_string(r.error()));
+        return to_errno(r.error());
+      });
 }
 
 }  // namespace mrc::verbs
