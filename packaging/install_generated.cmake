@@ -4,7 +4,7 @@
 #                    MRC_PC_INCLUDEDIR, MRC_PC_VERSION, MRC_WORK)
 #   MRC_STEP=config  the example mrc.json.example: /etc/mrc for the prefixes / and /usr (where
 #                    libmrc reads mrc.json), else <prefix>/etc/mrc (inputs: MRC_CONFIG_IN)
-#   MRC_STEP=man     a man page per tool from its --help (help2man) into <mandir>/man1
+#   MRC_STEP=man     a man page per tool from its --help (help2man), gzipped, into <mandir>/man1
 #                    (inputs: MRC_HELP2MAN, MRC_MANDIR, MRC_VERSION, MRC_TOOLS: "path|summary;...")
 # DESTDIR is honoured by file(INSTALL).
 if(MRC_STEP STREQUAL "pc")
@@ -37,7 +37,12 @@ elseif(MRC_STEP STREQUAL "man")
     if(NOT rc EQUAL 0)
       message(FATAL_ERROR "man page of ${name}: help2man ${exe} failed (${rc}): ${err}")
     endif()
-    list(APPEND pages "${MRC_WORK}/${name}.1")
+    # Compressed as Debian installs man pages (gzip -9n: no name or time in the header).
+    execute_process(COMMAND gzip -9nf "${MRC_WORK}/${name}.1" RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "man page of ${name}: gzip failed (${rc})")
+    endif()
+    list(APPEND pages "${MRC_WORK}/${name}.1.gz")
   endforeach()
   file(INSTALL ${pages} DESTINATION "${CMAKE_INSTALL_PREFIX}/${MRC_MANDIR}/man1")
 else()

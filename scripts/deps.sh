@@ -28,8 +28,9 @@ PACKAGES=(
   python3-pyverbs
   # the software verbs device (headers) and the stock programs the verbs shim runs
   libibverbs-dev perftest ibverbs-utils
-  # install and packages (packaging/): man pages from --help, the .debs' Depends (dpkg-shlibdeps)
-  help2man dpkg-dev
+  # install and packages (packaging/): man pages from --help, the .debs' Depends (dpkg-shlibdeps),
+  # Debian's package checker run on them (tests/packaging/debs_test.sh)
+  help2man dpkg-dev lintian
   # the Wireshark dissector's tests (tools/wireshark): tshark, a capture on the namespace fabric
   tshark tcpdump
   # mrcctl metrics scraped by a real Prometheus server (tests/mrcctl/prometheus_test.cc)
