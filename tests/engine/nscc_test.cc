@@ -46,6 +46,14 @@ void ack_bytes(Nscc& n, double* t_us, uint64_t bytes, Duration rtt, bool ecn, do
 
 constexpr double kAckGapUs = 4096.0 / 12.5 / 1000;  // one MTU at 100 Gb/s: 0.328 us
 
+// The reference config without eta and quick adapt: only the rule under test moves the window.
+NsccConfig only_the_rule() {
+  NsccConfig c;
+  c.eta = 0;
+  c.disable_qa = 1;
+  return c;
+}
+
 TEST(Nscc, Defaults_MatchUecFormulasAt100G12us) {
   const NsccConfig c = NsccConfig::defaults(k100G, kBase, kMtu, /*trimming=*/true);
   // BDP = 12.5 GB/s x 12 us = 150,000 bytes: a = 1; target = 9 us; b = 0.75.
@@ -169,9 +177,7 @@ TEST(Nscc, FairIncreaseAboveTargetWithoutEcn) {
 }
 
 TEST(Nscc, DelayDecrease_AfterAWindowAboveTargetWithoutEcn) {
-  NsccConfig c;
-  c.eta = 0;
-  c.disable_qa = 1;
+  const NsccConfig c = only_the_rule();
   Nscc n(c, kMtu);
   const double w0 = static_cast<double>(n.cwnd());
   // A queue of 3x target stands (a port that marks nothing): the first window of ACKs is fair
@@ -206,9 +212,7 @@ TEST(Nscc, DelayDecrease_AfterAWindowAboveTargetWithoutEcn) {
 }
 
 TEST(Nscc, DelayDecrease_ScaledByTheSmallestDelayOfTheRun) {
-  NsccConfig c;
-  c.eta = 0;
-  c.disable_qa = 1;
+  const NsccConfig c = only_the_rule();
   Nscc n(c, kMtu);
   const double w0 = static_cast<double>(n.cwnd());
   // Spikes of 10x target among samples of 1.25x: the cut follows the queue that stood
@@ -224,9 +228,7 @@ TEST(Nscc, DelayDecrease_ScaledByTheSmallestDelayOfTheRun) {
 }
 
 TEST(Nscc, DelayDecrease_NotWhenEcnMarksOrDelayDips) {
-  NsccConfig c;
-  c.eta = 0;
-  c.disable_qa = 1;
+  const NsccConfig c = only_the_rule();
   for (const bool ecn : {true, false}) {
     Nscc n(c, kMtu);
     // Above target without a mark, but every 4th ACK is marked (a port that marks: the ECN
@@ -256,9 +258,7 @@ TEST(Nscc, HoldOnEcnBelowTarget) {
 }
 
 TEST(Nscc, MultiplicativeDecreaseOnEcnAboveTarget) {
-  NsccConfig c;
-  c.eta = 0;
-  c.disable_qa = 1;
+  const NsccConfig c = only_the_rule();
   Nscc n(c, kMtu);
   const double w0 = static_cast<double>(n.cwnd());
   // ECN with 3x target: the average climbs (weight 0.0125) and, once above the target and a
@@ -280,9 +280,7 @@ TEST(Nscc, MultiplicativeDecreaseOnEcnAboveTarget) {
 
 TEST(Nscc, MultiplicativeDecreaseBoundedByMaxMdJumpOncePerBaseRtt) {
   for (const double jump : {0.5, 0.7}) {
-    NsccConfig c;
-    c.eta = 0;
-    c.disable_qa = 1;
+    NsccConfig c = only_the_rule();
     c.gamma = 1.0;
     c.max_md_jump = jump;
     Nscc n(c, kMtu);
