@@ -1,5 +1,6 @@
 // Nscc: UEC NSCC window rules case by case, OCP config defaults and validation, and a
-// closed-loop toy bottleneck (one queue, ECN ramp, trimming) for convergence and fairness.
+// closed-loop toy bottleneck (one queue: ECN ramp and trimming, or drop-tail without ECN) for
+// convergence and fairness.
 #include "engine/nscc.h"
 
 #include <gtest/gtest.h>
@@ -44,6 +45,14 @@ void ack_bytes(Nscc& n, double* t_us, uint64_t bytes, Duration rtt, bool ecn, do
 }
 
 constexpr double kAckGapUs = 4096.0 / 12.5 / 1000;  // one MTU at 100 Gb/s: 0.328 us
+
+// The reference config without eta and quick adapt: only the rule under test moves the window.
+NsccConfig only_the_rule() {
+  NsccConfig c;
+  c.eta = 0;
+  c.disable_qa = 1;
+  return c;
+}
 
 TEST(Nscc, Defaults_MatchUecFormulasAt100G12us) {
   const NsccConfig c = NsccConfig::defaults(k100G, kBase, kMtu, /*trimming=*/true);
@@ -167,6 +176,75 @@ TEST(Nscc, FairIncreaseAboveTargetWithoutEcn) {
   EXPECT_EQ(n.stats().decreases, 0u);
 }
 
+TEST(Nscc, DelayDecrease_AfterAWindowAboveTargetWithoutEcn) {
+  const NsccConfig c = only_the_rule();
+  Nscc n(c, kMtu);
+  const double w0 = static_cast<double>(n.cwnd());
+  // A queue of 3x target stands (a port that marks nothing): the first window of ACKs is fair
+  // increase, then one decrease by the excess of the smallest delay of the run, max_md_jump
+  // at most. (ACKs 1 us apart: the window takes longer than the 39 us round trip.)
+  const Duration q = 3 * kTarget;
+  const Duration rtt = kBase + q;
+  double t = 0;
+  uint64_t acked = 0;
+  while (n.stats().delay_decreases == 0 && t < 200) {
+    n.on_ack(at_us(t), kMtu, rtt, false, 100000);
+    acked += kMtu;
+    t += 1;
+  }
+  ASSERT_EQ(n.stats().delay_decreases, 1u);
+  EXPECT_GE(acked, static_cast<uint64_t>(w0));  // a whole window first
+  EXPECT_LT(acked, static_cast<uint64_t>(w0) + 2 * kMtu);
+  EXPECT_EQ(n.stats().decreases, 0u);
+  const double factor = 1 - 0.8 * (3.0 - 1.0) / 3.0;  // 0.467 -> max_md_jump 0.5
+  EXPECT_NEAR(static_cast<double>(n.cwnd()), w0 * std::max(factor, 0.5), 2.0 * c.fi / 55);
+  // The next one waits a round trip (the latest RTT sample) and another window.
+  const uint64_t w1 = n.cwnd();
+  const double cut_at = t;
+  while (n.stats().delay_decreases == 1 && t < 400) {
+    n.on_ack(at_us(t), kMtu, rtt, false, 100000);
+    t += 1;
+  }
+  ASSERT_EQ(n.stats().delay_decreases, 2u);
+  const double rtt_us = std::chrono::duration<double, std::micro>(rtt).count();
+  EXPECT_GE(t - cut_at, rtt_us);
+  EXPECT_LT(n.cwnd(), w1);
+}
+
+TEST(Nscc, DelayDecrease_ScaledByTheSmallestDelayOfTheRun) {
+  const NsccConfig c = only_the_rule();
+  Nscc n(c, kMtu);
+  const double w0 = static_cast<double>(n.cwnd());
+  // Spikes of 10x target among samples of 1.25x: the cut follows the queue that stood
+  // (1.25x: 1 - 0.8 x 0.25 / 1.25 = 0.84), not the spikes.
+  double t = 0;
+  for (int i = 0; n.stats().delay_decreases == 0 && t < 200; ++i) {
+    const Duration q = i % 4 == 0 ? 10 * kTarget : kTarget * 5 / 4;
+    n.on_ack(at_us(t), kMtu, kBase + q, false, 100000);
+    t += kAckGapUs;
+  }
+  ASSERT_EQ(n.stats().delay_decreases, 1u);
+  EXPECT_NEAR(static_cast<double>(n.cwnd()), w0 * 0.84, 2.0 * c.fi / 55);
+}
+
+TEST(Nscc, DelayDecrease_NotWhenEcnMarksOrDelayDips) {
+  const NsccConfig c = only_the_rule();
+  for (const bool ecn : {true, false}) {
+    Nscc n(c, kMtu);
+    // Above target without a mark, but every 4th ACK is marked (a port that marks: the ECN
+    // quadrants act) or sees the queue drained below target: no run of a window (>= 8 MTU).
+    double t = 0;
+    for (int i = 0; t < 300; ++i) {
+      const bool other = i % 4 == 3;
+      const Duration q = other && !ecn ? kTarget / 2 : 2 * kTarget;
+      n.on_ack(at_us(t), kMtu, kBase + q, other && ecn, 100000);
+      t += kAckGapUs;
+    }
+    EXPECT_EQ(n.stats().delay_decreases, 0u) << (ecn ? "ecn" : "dips");
+    EXPECT_GT(n.stats().fair_increases, 0u);
+  }
+}
+
 TEST(Nscc, HoldOnEcnBelowTarget) {
   NsccConfig c;
   c.eta = 0;  // no periodic bonus, so a hold is visible as "no change"
@@ -180,9 +258,7 @@ TEST(Nscc, HoldOnEcnBelowTarget) {
 }
 
 TEST(Nscc, MultiplicativeDecreaseOnEcnAboveTarget) {
-  NsccConfig c;
-  c.eta = 0;
-  c.disable_qa = 1;
+  const NsccConfig c = only_the_rule();
   Nscc n(c, kMtu);
   const double w0 = static_cast<double>(n.cwnd());
   // ECN with 3x target: the average climbs (weight 0.0125) and, once above the target and a
@@ -204,9 +280,7 @@ TEST(Nscc, MultiplicativeDecreaseOnEcnAboveTarget) {
 
 TEST(Nscc, MultiplicativeDecreaseBoundedByMaxMdJumpOncePerBaseRtt) {
   for (const double jump : {0.5, 0.7}) {
-    NsccConfig c;
-    c.eta = 0;
-    c.disable_qa = 1;
+    NsccConfig c = only_the_rule();
     c.gamma = 1.0;
     c.max_md_jump = jump;
     Nscc n(c, kMtu);
@@ -457,7 +531,9 @@ TEST(Nscc, SetConfig_KeepsWindowClampedToNewCeiling) {
 // t + B + q with that RTT. The queue marks CE with probability rising from 0 at 0.2 BDP of
 // backlog to 1 at 0.8 BDP, and trims packets arriving over 1 BDP (their NACK comes back after
 // B, the header skipping the queue). Flows always have data; a trimmed packet is simply sent
-// again as new bytes.
+// again as new bytes. A drop-tail variant (marks = false, trims = false): no CE ever, and a
+// packet arriving over `buffer_bdp` BDP of backlog is dropped, its loss noticed (on_loss) when
+// the packets behind it are acked: after B plus the full queue.
 struct ToyNet {
   struct Flow {
     Nscc cc;
@@ -472,12 +548,16 @@ struct ToyNet {
     double sent;
     bool trimmed;
     bool ecn;
+    bool lost = false;
     bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
   };
 
   double rate = 12.5;  // bytes per ns (100 Gb/s)
   double base_ns = 12000;
   double bdp = 150000;
+  bool marks = true;      // the queue marks CE (the ramp above)
+  bool trims = true;      // over the buffer: trim; else drop
+  double buffer_bdp = 1;  // buffer, BDPs
   double busy_until = 0;  // when the link drains what is queued
   uint64_t seq = 0;
   uint64_t rng = 0x243f6a8885a308d3ull;
@@ -486,6 +566,8 @@ struct ToyNet {
   double measure_from = 0;
   double qdelay_sum = 0;
   uint64_t qdelay_n = 0;
+  uint64_t overflows = 0;  // packets trimmed or dropped inside the measurement window
+  uint64_t sent = 0;       // packets sent inside the measurement window
 
   double uniform() {
     rng ^= rng << 13;
@@ -499,11 +581,17 @@ struct ToyNet {
     while (fl.cc.can_send(fl.in_flight)) {
       fl.in_flight += kMtu;
       const double backlog = std::max(0.0, busy_until - now) * rate;
-      if (backlog > bdp) {
-        events.push({now + base_ns, seq++, f, now, true, false});
+      if (now >= measure_from) ++sent;
+      if (backlog > buffer_bdp * bdp) {
+        if (now >= measure_from) ++overflows;
+        if (trims) {
+          events.push({now + base_ns, seq++, f, now, true, false});
+        } else {
+          events.push({now + base_ns + backlog / rate, seq++, f, now, false, false, true});
+        }
         continue;
       }
-      const bool ecn = uniform() < (backlog - 0.2 * bdp) / (0.6 * bdp);
+      const bool ecn = marks && uniform() < (backlog - 0.2 * bdp) / (0.6 * bdp);
       const double q = backlog / rate;
       busy_until = std::max(busy_until, now) + kMtu / rate;
       events.push({now + base_ns + q, seq++, f, now, false, ecn});
@@ -523,6 +611,8 @@ struct ToyNet {
         fl.in_flight -= kMtu;
         if (e.trimmed) {
           fl.cc.on_nack_trim(now, kMtu);
+        } else if (e.lost) {
+          fl.cc.on_loss(now);
         } else {
           const double rtt = e.t - e.sent;
           fl.cc.on_ack(now, kMtu, Duration{static_cast<int64_t>(std::llround(rtt))}, e.ecn,
@@ -579,6 +669,42 @@ TEST(Nscc, ClosedLoop_TwoFlowsShareFairlyNearTarget) {
     EXPECT_GT(f.cc.stats().increases(), 0u);
     EXPECT_GT(f.cc.stats().decreases + f.cc.stats().quick_adapts + f.cc.stats().trims, 0u);
   }
+}
+
+// Four flows through a drop-tail port that marks nothing, with a deep buffer (3 BDP: a
+// switch or tbf queue of several round trips). Their ceilings (1.5 BDP each) add up to 6 BDP:
+// without a decrease on delay they stay there by fair increase, keep the buffer full and lose
+// packets every round trip. With it the queue stays near the target, nothing overflows once
+// the flows have settled, and the AIMD of delay decreases and fair increase shares the port.
+TEST(Nscc, ClosedLoop_DropTailWithoutEcn_QueueBoundedFairFull) {
+  ToyNet net = make_net({0, 0.5e6, 1e6, 1.5e6});
+  net.marks = false;
+  net.trims = false;
+  net.buffer_bdp = 3;
+  net.measure_from = 4e6;
+  net.run(10e6);
+  const double span_ns = 6e6;
+  std::vector<double> x;
+  double total = 0, sq = 0;
+  for (const auto& f : net.flows) {
+    x.push_back(f.delivered / span_ns);
+    total += x.back();
+    sq += x.back() * x.back();
+  }
+  const double jain = total * total / (x.size() * sq);
+  const double mean_q = net.qdelay_sum / net.qdelay_n;
+  uint64_t cuts = 0;
+  for (const auto& f : net.flows) cuts += f.cc.stats().delay_decreases;
+  std::printf(
+      "drop-tail, no ECN, 4 flows: %.1f%% of R, Jain %.3f, mean queueing delay %.2f us, "
+      "%llu of %llu packets dropped, %llu delay decreases\n",
+      100 * total / net.rate, jain, mean_q / 1000, static_cast<unsigned long long>(net.overflows),
+      static_cast<unsigned long long>(net.sent), static_cast<unsigned long long>(cuts));
+  EXPECT_GT(total, 0.9 * net.rate);
+  EXPECT_GE(jain, 0.95);
+  EXPECT_LT(mean_q, 2 * 9000.0);  // the full buffer would be 36 us
+  EXPECT_LE(net.overflows, net.sent / 1000);
+  for (const auto& f : net.flows) EXPECT_GT(f.cc.stats().delay_decreases, 0u);
 }
 
 }  // namespace

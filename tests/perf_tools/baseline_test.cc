@@ -164,6 +164,21 @@ TEST_F(BaselineTest, RunUdpCeiling_TwoSeconds) {
   std::cout << r->detail << "\n";
 }
 
+// Unset, the segment is an MRC data packet for the client's link: 8192 B of payload + 72 B of
+// MRC header on 9000-byte links (the fixture's), 1024 + 72 on 1500-byte links.
+TEST_F(BaselineTest, RunUdpCeiling_SegmentFollowsTheLinkMtu) {
+  spec_.duration_s = 1;
+  auto r = run_udp_ceiling(spec_);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_NE(r->detail.find(", 8264 B segments"), std::string::npos) << r->detail;
+  for (const auto& [ns, dev] : {std::pair{a_->name(), pfx_ + "-a0"}, {b_->name(), pfx_ + "-b0"}})
+    ASSERT_EQ(sh("ip -n " + ns + " link set " + dev + " mtu 1500"), 0);
+  r = run_udp_ceiling(spec_);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_NE(r->detail.find(", 1096 B segments"), std::string::npos) << r->detail;
+  EXPECT_GT(r->mean_gbps, 0) << r->detail;
+}
+
 TEST_F(BaselineTest, RunUdpCeiling_SegmentOverMtuIsAnError) {
   spec_.udp_segment_bytes = 9000;
   auto r = run_udp_ceiling(spec_);

@@ -373,5 +373,61 @@ TEST(Multipath, Incast8To1WithTrimming_NoTimeoutsFairAndFull) {
   EXPECT_GE(jain, 0.95);
 }
 
+// The same incast on a fabric whose switches mark no ECN and trim nothing: drop-tail queues of
+// 128 KiB. The QPs' windows (1.5 x 40 Gb/s x 20 us each) add up to ~300 KB per port of the
+// receiver, more than its queues hold: without NSCC's delay-based decrease (nscc.h) fair
+// increase keeps them at that ceiling and the queues overflow every round trip. With it the
+// queues stand near the target delay: no drop once the first round trips are over, the port
+// stays full, and the QPs share it.
+TEST(Multipath, Incast8To1DropTailNoEcn_NoStandingQueueFairAndFull) {
+  FaultRun r(9);
+  SimNet& net = r.tb.net();
+  for (LinkId l = 0; l < net.link_count(); ++l) {
+    LinkConfig c = net.link_config(l);
+    c.ecn_threshold_bytes = c.trim_threshold_bytes = kUnlimited;
+    if (c.capacity_bytes != kUnlimited) c.capacity_bytes = 128 << 10;
+    net.set_link_config(l, c);
+  }
+  for (PeerId s = 0; s < 8; ++s) r.stream(s, 8);
+  std::vector<GoodputMeter*> ms_;
+  for (size_t i = 0; i < 8; ++i) ms_.push_back(&r.meter(i, 8));
+  const auto drops = [&] {
+    uint64_t n = 0;
+    for (LinkId l = 0; l < net.link_count(); ++l) n += net.link_stats(l).dropped_queue;
+    return n;
+  };
+  const Time from{50ms}, end{300ms};
+  r.run_until(from);
+  const uint64_t drops_before = drops();
+  r.run_until(end);
+  r.expect_clean();
+  std::vector<double> rates;
+  double total = 0;
+  uint64_t rtos = 0, retx = 0, sent = 0, cuts = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    rates.push_back(ms_[i]->rate_bps(from, end));
+    total += rates.back();
+    const QpStats* st = r.tb.engine(i).qp_stats(r.pairs[i].a);
+    rtos += st->rto_fired;
+    retx += st->tx_retransmits;
+    sent += st->tx_data_packets;
+    cuts += r.tb.engine(i).cc_stats(r.pairs[i].a)->delay_decreases;
+  }
+  const uint64_t late_drops = drops() - drops_before;
+  const double jain = jain_fairness(rates);
+  figures("incast_8to1_droptail",
+          "bottleneck goodput " + std::to_string(total / kAggregateBps) + " of its rate; Jain " +
+              std::to_string(jain) + "; drops " + std::to_string(drops_before) + " before 50 ms, " +
+              std::to_string(late_drops) + " after; " + std::to_string(retx) + " of " +
+              std::to_string(sent) + " packets resent; " + std::to_string(cuts) +
+              " delay decreases; " + std::to_string(rtos) + " RTOs");
+  EXPECT_EQ(rtos, 0u);
+  EXPECT_LE(late_drops, sent / 1000);
+  EXPECT_LE(retx, sent / 100);
+  EXPECT_GE(total, 0.9 * kAggregateBps);
+  EXPECT_GE(jain, 0.95);
+  EXPECT_GT(cuts, 0u);
+}
+
 }  // namespace
 }  // namespace mrc

@@ -39,9 +39,12 @@ struct BaselineSpec {
   double interval_s = 0.1;  // sample period; iperf3's minimum is 0.1
   int streams = 1;          // parallel TCP connections (iperf3 -P) or UDP sender threads
   uint16_t port = 5201;     // server port (TCP or UDP)
-  // UDP payload bytes per GSO segment: an MRC data packet (4096 B payload + its headers,
-  // rounded up). The path MTU must hold it plus 48 B of IPv6 + UDP headers.
-  uint32_t udp_segment_bytes = 4096 + 120;
+  // UDP payload bytes per GSO segment. 0 (default): what an MRC data packet carries on the
+  // client's plane-0 link, so that the ceiling compares like with like: the payload MRC picks
+  // for that link's MTU (io/udp/link_mtu.h payload_for_link: 8192 on 9000-byte links, 1024 on
+  // 1500) plus its 72-byte data header. Else as given; the path MTU must hold it plus 48 B of
+  // IPv6 + UDP headers.
+  uint32_t udp_segment_bytes = 0;
   // Called at each interval boundary with the elapsed time (s), so a caller can apply faults
   // on schedule. May be empty; must not throw. For iperf3 runs the clock starts when the
   // client is started, a few ms before iperf3's own interval clock.
@@ -61,7 +64,8 @@ Result<BaselineResult, std::string> run_tcp(const BaselineSpec& spec);
 Result<BaselineResult, std::string> run_mptcp(const BaselineSpec& spec);
 
 // The UDP ceiling of the path: `streams` threads in the client netns send 64 KiB GSO batches
-// (UDP_SEGMENT of udp_segment_bytes) as fast as they can from plane 0 to the server's plane 0;
+// (UDP_SEGMENT of udp_segment_bytes, or MRC's packet for the link: BaselineSpec) as fast as
+// they can from plane 0 to the server's plane 0;
 // a thread in the server netns receives with UDP_GRO and recvmmsg and counts UDP payload
 // bytes. Samples are the received goodput; `detail` gives segments and packets per second.
 Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec);

@@ -420,13 +420,16 @@ int main(int argc, char** argv) {
           "\nsoak: %lu messages, %.2f GB, %lu mismatches, %lu error completions, %lu "
           "retransmits, %lu duplicates dropped, %lu EV state changes; RSS %lu -> max %lu -> %lu "
           "KiB, "
-          "%.0f KiB/min over the second half (%s)\n",
+          "%.0f KiB/min over the second half (%s); sends a full socket refused (EAGAIN) %llu + "
+          "%llu\n",
           static_cast<unsigned long>(r.messages), static_cast<double>(r.bytes) / 1e9,
           static_cast<unsigned long>(r.mismatches), static_cast<unsigned long>(r.errors),
           static_cast<unsigned long>(r.retransmits), static_cast<unsigned long>(r.duplicates),
           static_cast<unsigned long>(r.path_events.size() + r.path_events_dropped),
           static_cast<unsigned long>(r.rss_start_kib), static_cast<unsigned long>(r.rss_max_kib),
-          static_cast<unsigned long>(r.rss_end_kib), slope, memory_ok ? "flat" : "GREW");
+          static_cast<unsigned long>(r.rss_end_kib), slope, memory_ok ? "flat" : "GREW",
+          static_cast<unsigned long long>(r.client_counters.send_eagain),
+          static_cast<unsigned long long>(r.server_counters.send_eagain));
     }
     const bool pass = res->data_ok && faults_ok && memory_ok && !g_cancel;
     std::printf("%s%s%s\n", pass ? "PASS" : "FAIL", res->first_error.empty() ? "" : ": ",

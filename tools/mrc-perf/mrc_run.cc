@@ -568,9 +568,11 @@ Result<MrcRunResult, std::string> Runner::run() {
           char b[256];
           std::snprintf(b, sizeof b,
                         "srtt %.0f us, min rtt %.0f us, cwnd %.0f KiB (min %.0f), %llu decreases, "
-                        "%llu quick adapts, %llu increases",
+                        "%llu delay decreases, %llu quick adapts, %llu increases",
                         st->srtt_ns / 1e3, st->min_rtt_ns / 1e3, cc ? cc->cwnd / 1024.0 : 0.0,
-                        cc ? cc->min_cwnd / 1024.0 : 0.0, cc ? (unsigned long long)cc->decreases : 0ull,
+                        cc ? cc->min_cwnd / 1024.0 : 0.0,
+                        cc ? (unsigned long long)cc->decreases : 0ull,
+                        cc ? (unsigned long long)cc->delay_decreases : 0ull,
                         cc ? (unsigned long long)cc->quick_adapts : 0ull,
                         cc ? (unsigned long long)cc->increases() : 0ull);
           res_.cc = b;

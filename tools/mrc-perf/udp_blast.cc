@@ -18,6 +18,7 @@
 #include "baseline.h"
 #include "common/fd.h"
 #include "io/netns.h"
+#include "io/udp/link_mtu.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -136,11 +137,32 @@ std::string rate(double per_s) {
   return b;
 }
 
+// UDP payload of an MRC data packet on the link of `addr` in `netns` (BaselineSpec).
+Result<size_t, std::string> mrc_segment(const std::string& netns, const std::string& addr) {
+  size_t segment = 0;
+  auto s = io::in_netns(netns, [&]() -> Status<std::string> {
+    auto mtu = io::link_mtu(make_addr(addr, 0));
+    if (!mtu) return Err(mtu.error());
+    const uint32_t payload = io::payload_for_link(*mtu, /*ipv4=*/false);
+    if (payload == 0)
+      return Err("link MTU " + std::to_string(*mtu) + " of [" + addr + "] carries no MRC payload");
+    segment = payload + io::payload_overhead(/*ipv4=*/false) - kIpUdpHeaders;
+    return {};
+  });
+  if (!s) return Err("udp-ceiling: " + s.error());
+  return segment;
+}
+
 }  // namespace
 
 Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
   if (auto s = detail::check_spec(spec); !s) return Err(s.error());
-  const size_t segment = spec.udp_segment_bytes;
+  size_t segment = spec.udp_segment_bytes;
+  if (segment == 0) {
+    auto m = mrc_segment(spec.client_netns, spec.client_addrs[0]);
+    if (!m) return Err(m.error());
+    segment = *m;
+  }
   if (segment < 1 || segment > kMaxSend)
     return Err("udp_segment_bytes must be 1.." + std::to_string(kMaxSend) + ", got " +
                std::to_string(segment));

@@ -100,6 +100,7 @@ void Nscc::start(Time now) {
   started_ = true;
   last_adjust_time_ = now;
   last_dec_time_ = now;
+  last_delay_dec_time_ = now;
 }
 
 void Nscc::set_cwnd(double bytes) {
@@ -129,9 +130,11 @@ void Nscc::on_ack(Time now, uint64_t newly_acked_bytes, Duration rtt_sample, boo
   if (quick_adapt(now, /*is_loss=*/false, ecn_ce, delay)) return;
 
   const Duration target{config_.target_delay};
+  if (ecn_ce || delay < target) standing_bytes_ = 0;
   if (!ecn_ce && delay >= target) {
     ++stats_.fair_increases;
     inc_bytes_ += config_.fi * static_cast<double>(newly_acked_bytes);
+    delay_decrease(now, newly_acked_bytes, delay, rtt_sample);
   } else if (!ecn_ce) {
     ++stats_.proportional_increases;
     proportional_increase(newly_acked_bytes, delay);
@@ -234,6 +237,23 @@ void Nscc::multiplicative_decrease(Time now) {
     set_cwnd(cwnd_ * factor);
     last_dec_time_ = now;
   }
+}
+
+void Nscc::delay_decrease(Time now, uint64_t acked, Duration delay, Duration rtt_sample) {
+  standing_min_ = standing_bytes_ == 0 ? delay : std::min(standing_min_, delay);
+  standing_bytes_ += acked;
+  const uint64_t window = std::max<uint64_t>(cwnd(), config_.adjust_bytes_threshold);
+  if (standing_bytes_ < window || now - last_delay_dec_time_ < rtt_sample) return;
+  ++stats_.delay_decreases;
+  increase_mode_ = false;
+  fi_count_ = 0;
+  const double m = static_cast<double>(standing_min_.count());
+  const double target = config_.target_delay;
+  set_cwnd(cwnd_ * std::max(1 - config_.gamma * (m - target) / m, config_.max_md_jump));
+  inc_bytes_ = 0;
+  received_bytes_ = 0;
+  standing_bytes_ = 0;
+  last_delay_dec_time_ = now;
 }
 
 void Nscc::fulfill_adjustment(Time now) {

@@ -13,11 +13,25 @@
 //                            increase: cwnd += fi_scale * acked on every such ACK, at once.
 //   no ECN, delay >= target  fair increase: inc += fi * acked. Queues were full but are
 //                            draining (ECN is the leading signal, delay the lagging one).
+//                            Unless the delay stands (below): then a delay-based decrease.
 //   ECN,    delay <  target  hold: a queue is building on some path; leave it to path
 //                            selection (the engine moves off marked EVs).
 //   ECN,    delay >= target  multiplicative decrease, at most once per base RTT, when the
 //                            average delay avg > target:
 //                              cwnd *= max(1 - gamma * (avg - target) / avg, max_md_jump).
+//
+// Delay-based decrease (not in UEC 1.0; for ports that mark no ECN): a queue above target
+// drains within a round trip when its ports mark, since ECN leads. If instead the ACKs of a
+// whole window in a row, max(cwnd, adjust_bytes_threshold) bytes, saw delay >= target and no
+// CE mark, the queue stands and nothing marks it (a drop-tail port: without this the window
+// stays at max_cwnd by fair increase, and QPs that share such a port keep its buffer full and
+// lose from it). Then, at most once per round trip (the latest RTT sample, as Swift paces its
+// decreases: the window's effect shows one RTT later), with m the smallest delay of that run
+// (the queue that stood throughout, not a jitter spike):
+//   cwnd *= max(1 - gamma * (m - target) / m, max_md_jump)
+// and the pending increase is dropped. A CE mark or a delay below target ends the run, so on
+// fabrics that mark, the UEC quadrants act alone. Multiplicative decrease plus fair (additive)
+// increase converge competing QPs to equal shares, as the ECN case does.
 //
 // Increases go to the accumulator `inc` (bytes^2) and reach cwnd in a "fulfill adjustment"
 // once more than adjust_bytes_threshold bytes were acked or adjust_period_threshold passed
@@ -115,7 +129,8 @@ struct NsccStats {
   uint64_t fast_increases = 0;          // ... of which grew cwnd by fast increase
   uint64_t fair_increases = 0;          // ACKs in the no-ECN, at/above-target case
   uint64_t holds = 0;                   // ACKs in the ECN, below-target case
-  uint64_t decreases = 0;               // multiplicative decreases applied
+  uint64_t decreases = 0;               // multiplicative decreases applied (ECN)
+  uint64_t delay_decreases = 0;         // delay-based decreases applied (a standing queue, no CE)
   uint64_t quick_adapts = 0;            // quick adapts that set cwnd
   uint64_t ignored_acks = 0;            // ECN-marked ACKs ignored after a quick adapt
   uint64_t adjustments = 0;             // fulfill adjustments
@@ -183,6 +198,7 @@ class Nscc {
   bool quick_adapt(Time now, bool is_loss, bool ecn_ce, Duration delay);
   void proportional_increase(uint64_t acked, Duration delay);
   void multiplicative_decrease(Time now);
+  void delay_decrease(Time now, uint64_t acked, Duration delay, Duration rtt_sample);
   void fulfill_adjustment(Time now);
   void update_delay(Duration delay);
   void set_cwnd(double bytes);
@@ -205,6 +221,8 @@ class Nscc {
   uint64_t bytes_to_ignore_ = 0;
   uint64_t bytes_ignored_ = 0;
   uint64_t last_in_flight_ = 0;  // latest bytes_in_flight reported (quick adapt's ignore span)
+  uint64_t standing_bytes_ = 0;  // acked in a row with delay >= target and no CE
+  Duration standing_min_{};      // smallest delay of that run
   bool increase_mode_ = false;   // fast increase running
   bool trigger_qa_ = false;      // a trim since the last quick adapt
   bool started_ = false;         // the time fields below are set
@@ -212,6 +230,7 @@ class Nscc {
   Time qa_endtime_{};
   Time last_adjust_time_{};
   Time last_dec_time_{};
+  Time last_delay_dec_time_{};
   NsccStats stats_;
 };
 

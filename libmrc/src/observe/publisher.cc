@@ -272,7 +272,7 @@ void Publisher::publish(Time now, engine::Engine& e, const io::UdpCounters& c) {
       q.cc_min_cwnd = cc->min_cwnd;
       q.cc_acks = cc->acks;
       q.cc_increases = cc->increases();
-      q.cc_decreases = cc->decreases;
+      q.cc_decreases = cc->decreases + cc->delay_decreases;
       q.cc_quick_adapts = cc->quick_adapts;
       q.cc_trims = cc->trims;
       q.cc_losses = cc->losses;

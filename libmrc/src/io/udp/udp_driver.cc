@@ -1030,10 +1030,14 @@ void UdpDriver::transmit(Time t) {
 // runs of equal-size datagrams merged into GSO messages, one sendmmsg per socket.
 void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
   Plane& pl = *sockets_[plane];
-  std::stable_sort(slots.begin(), slots.end(), [&](size_t a, size_t b) {
+  // Slot indices come in the engine's order, so the index as the last key keeps it within a
+  // group, as a stable sort would, without the temporary buffer std::stable_sort allocates on
+  // every call (a heap allocation per burst: 144k of a 30 s soak's 277k, heaptrack).
+  std::sort(slots.begin(), slots.end(), [&](size_t a, size_t b) {
     const Slot& x = tx_slots_[a];
     const Slot& y = tx_slots_[b];
-    return std::tie(x.fd, x.to, x.tx.traffic_class) < std::tie(y.fd, y.to, y.tx.traffic_class);
+    return std::tie(x.fd, x.to, x.tx.traffic_class, a) <
+           std::tie(y.fd, y.to, y.tx.traffic_class, b);
   });
 
   using Message = Scratch::Message;
