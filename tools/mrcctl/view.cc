@@ -137,6 +137,13 @@ Json devices_json(const std::vector<Snapshot>& snaps, const Filter& f, int64_t n
              {"rx_bytes", d.rx_bytes},
              {"tx_bytes", d.tx_bytes},
              {"drops", drops},
+             {"addr_queries_sent", d.addr_queries_sent},
+             {"addr_queries_answered", d.addr_queries_answered},
+             {"addr_queries_refused", d.addr_queries_refused},
+             {"addr_queries_rate_limited", d.addr_queries_rate_limited},
+             {"addr_replies_accepted", d.addr_replies_accepted},
+             {"addr_replies_dropped", d.addr_replies_dropped},
+             {"addr_peers_unanswered", d.addr_peers_unanswered},
              {"generation", s.generation},
              {"age_s", s.published_ns > 0 ? Json((now_ns - s.published_ns) / 1e9) : Json()}});
   }
@@ -360,6 +367,7 @@ Table devices_table(const Json& j) {
                           {"RX_DGRAMS", "rx_datagrams"},
                           {"TX_DGRAMS", "tx_datagrams"},
                           {"DROPS", "drops"},
+                          {"ADDRQ_REFUSED", "addr_queries_refused"},
                           {"CTL", "control"}});
   for (size_t i = 0; i < t.rows.size(); ++i) {
     std::string p;
@@ -588,7 +596,14 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
         {"timeouts", u.timeouts},
         {"probes_answered", d.probes_answered},
         {"probes_rate_limited", d.probes_rate_limited},
-        {"probe_replies_dropped", d.probe_replies_dropped}};
+        {"probe_replies_dropped", d.probe_replies_dropped},
+        {"addr_queries_sent", d.addr_queries_sent},
+        {"addr_queries_answered", d.addr_queries_answered},
+        {"addr_queries_refused", d.addr_queries_refused},
+        {"addr_queries_rate_limited", d.addr_queries_rate_limited},
+        {"addr_replies_accepted", d.addr_replies_accepted},
+        {"addr_replies_dropped", d.addr_replies_dropped},
+        {"addr_peers_unanswered", d.addr_peers_unanswered}};
     for (const auto& [n, v] : udp)
       x.add(std::string("mrc_udp_") + n + "_total", "counter",
             std::string("UDP driver counter ") + n + ".", dev, static_cast<double>(v));
