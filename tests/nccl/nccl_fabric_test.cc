@@ -5,6 +5,8 @@
 // namespaces cannot be made; the fabric is removed at the end, also on failure.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -267,12 +269,17 @@ TEST_F(NcclFabric, AllPathsDead_BothSidesFailWithinTheRetryBudget) {
   EXPECT_EQ(err, "");
 }
 
-// The plugin on a fabric MRC did not make (hand_fabric.h: plain ip commands, ECMP routes, its
-// own addressing), path_mode ecmp with no fabric file, over IPv6 and over IPv4: the handshake
-// carries every plane's address and (ephemeral) port, so a verified stream leaves host 0 on
-// both plane ports.
-class NcclHandFabric : public ::testing::TestWithParam<bool> {  // true: IPv4 planes
+// The plugin on a fabric MRC did not make (hand_fabric.h: plain ip commands, ECMP routes and
+// hand-programmed SRv6 uSID routes, its own addressing): path_mode ecmp with no fabric file
+// over IPv6 and over IPv4 (the handshake carries every plane's address and ephemeral port),
+// and path_mode srv6 with a fabric file the test wrote for those routes. A verified stream
+// leaves host 0 on both plane ports; the receiver's rate over the planes' aggregate is printed
+// for perf/RESULTS.md (MRC_NS_ECMP_SECONDS lengthens the stream; no rate is asserted).
+enum class Hand { kEcmpV6, kEcmpV4, kSrv6 };
+class NcclHandFabric : public ::testing::TestWithParam<Hand> {
  protected:
+  static constexpr double kPortGbps = 0.5;  // HandFabric's default tbf rate
+
   static void SetUpTestSuite() {
     if (auto ok = io::netns_supported(); !ok.ok()) {
       skip_ = ok.error();
@@ -280,61 +287,89 @@ class NcclHandFabric : public ::testing::TestWithParam<bool> {  // true: IPv4 pl
     }
     verbs::HandFabric::Options o;
     o.prefix = "mrcnh" + std::to_string(::getpid());
+    o.srv6 = true;
     auto f = verbs::HandFabric::up(o);
     ASSERT_TRUE(f.ok()) << f.error();
     fab_.emplace(std::move(f).value());
+    std::ofstream("/tmp/" + o.prefix + "-fabric.json") << fab_->srv6_fabric_json();
   }
   static void TearDownTestSuite() {
     if (!fab_) return;
     const std::string prefix = fab_->options().prefix;
     fab_.reset();
     std::filesystem::remove("/tmp/" + prefix + "-empty.json");
+    std::filesystem::remove("/tmp/" + prefix + "-fabric.json");
     EXPECT_EQ(perf::namespaces_left(prefix), std::vector<std::string>{});
   }
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
     ASSERT_TRUE(fab_.has_value());
   }
-  static RankSpec host(uint32_t h, bool v4) {
-    const std::string cfg = "/tmp/" + fab_->options().prefix + "-empty.json";
-    std::ofstream(cfg) << "{}\n";
+  static RankSpec host(uint32_t h, Hand mode) {
+    const std::string prefix = "/tmp/" + fab_->options().prefix;
+    std::ofstream(prefix + "-empty.json") << "{}\n";
+    RankSpec r{{{"MRC_CONFIG", prefix + "-empty.json"},
+                {"MRC_NETNS", fab_->host(h)},
+                {"MRC_PORT", "0"},
+                {"MRC_NIC_GBPS", "1"}}};
+    if (mode == Hand::kSrv6) {
+      r.env["MRC_PATH_MODE"] = "srv6";
+      r.env["MRC_FABRIC"] = prefix + "-fabric.json";
+      r.env["MRC_HOST"] = std::to_string(h);
+      return r;
+    }
     std::string planes;
     for (uint32_t p = 0; p < 2; ++p)
-      planes += (p ? "," : "") +
-                (v4 ? verbs::HandFabric::host_v4(h, p) : verbs::HandFabric::host_v6(h, p));
-    return RankSpec{{{"MRC_CONFIG", cfg},
-                     {"MRC_PATH_MODE", "ecmp"},
-                     {"MRC_PLANES", planes},
-                     {"MRC_NETNS", fab_->host(h)},
-                     {"MRC_PORT", "0"},
-                     {"MRC_NIC_GBPS", "1"}}};
+      planes += (p ? "," : "") + (mode == Hand::kEcmpV4 ? verbs::HandFabric::host_v4(h, p)
+                                                        : verbs::HandFabric::host_v6(h, p));
+    r.env["MRC_PATH_MODE"] = "ecmp";
+    r.env["MRC_PLANES"] = planes;
+    return r;
   }
   static inline std::optional<verbs::HandFabric> fab_;
   static inline std::string skip_;
 };
 
-TEST_P(NcclHandFabric, EcmpVerifiedStreamUsesBothPlanes) {
+std::string hand_name(Hand h) {
+  return h == Hand::kEcmpV6 ? "EcmpIpv6" : h == Hand::kEcmpV4 ? "EcmpIpv4" : "Srv6HandWritten";
+}
+
+TEST_P(NcclHandFabric, VerifiedStreamUsesBothPlanes) {
   auto tx = [](uint32_t p) {
     auto c = fab_->counters(fab_->host(0), verbs::HandFabric::port_dev(p));
     return c.ok() ? c->second : 0;
   };
+  double seconds = 3.0;  // at least ~100 MiB at the ports' 1 Gbit/s (stream() wants 100)
+  if (const char* e = std::getenv("MRC_NS_ECMP_SECONDS"); e && std::atof(e) > seconds)
+    seconds = std::atof(e);
   const uint64_t tx0 = tx(0), tx1 = tx(1);
-  Board b(1);
-  double gbps = 0;
+  Board b(2);  // 0: the handle; 1: the receiver's Gbit/s
   const std::string err = run_ranks(
       {host(0, GetParam()), host(1, GetParam())},
-      [&](int rank) { return stream(rank, b, 2.0, &gbps); }, 120);
+      [&](int rank) {
+        double gbps = 0;
+        std::string e = stream(rank, b, seconds, &gbps);
+        if (rank == 1) b.put(1, gbps);
+        return e;
+      },
+      120);
   EXPECT_EQ(err, "");
+  double gbps = 0;
+  EXPECT_TRUE(b.get(1, &gbps, 0)) << "the receiver reported no rate";
   const double d0 = static_cast<double>(tx(0) - tx0), d1 = static_cast<double>(tx(1) - tx1);
-  std::printf("[ ecmp ] plugin stream over %s: plane tx MB %.1f %.1f\n",
-              GetParam() ? "IPv4" : "IPv6", d0 / 1e6, d1 / 1e6);
+  const double agg = 2 * kPortGbps;
+  std::printf(
+      "[ ecmp ] plugin %s: stream %.0f s %.3f Gbit/s = %.2f of %.1f; plane tx MB %.1f %.1f\n",
+      hand_name(GetParam()).c_str(), seconds, gbps, gbps / agg, agg, d0 / 1e6, d1 / 1e6);
+  EXPECT_GT(gbps, 0);
   ASSERT_GT(d0 + d1, 20e6) << "the stream sent too little to judge";
   EXPECT_GT(d0 / (d0 + d1), 0.35);
   EXPECT_GT(d1 / (d0 + d1), 0.35);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, NcclHandFabric, ::testing::Values(false, true),
-                         [](const auto& i) { return std::string(i.param ? "Ipv4" : "Ipv6"); });
+INSTANTIATE_TEST_SUITE_P(Fabrics, NcclHandFabric,
+                         ::testing::Values(Hand::kEcmpV6, Hand::kEcmpV4, Hand::kSrv6),
+                         [](const auto& i) { return hand_name(i.param); });
 
 }  // namespace
 }  // namespace mrc::nccl::harness

@@ -15,6 +15,8 @@
 //   host h's port address in the T0's locator: fc00:1a:<p>:<a0+h>:1:: (fabric.h's locator
 //   form), its T0 routes it (/128) down the host port; a path via spine k is
 //   fc00:1a:<p>:<b0+k>:<a0+h>:1:: (the spine shifts its uSID off: the T0's address is next).
+//   A T0 also routes the other T0's locator (/64) over its spines by ECMP, so plain traffic
+//   to a host port address (TCP) needs no SRv6.
 // Namespaces are named <prefix>-h<h>, -t<p>h<h>, -s<p>k<k>; down() (and the destructor)
 // removes them all. Threading: test thread only.
 #pragma once
@@ -295,9 +297,15 @@ class HandFabric {
       for (uint32_t h = 0; h < 2; ++h) {
         std::string b = "route add " + srv6_usid(p, t0_usid(h)) + "/64" + end + "toh\n";
         b += "route add " + srv6_host(h, p) + "/128 via " + v6(p, h, 1) + " dev toh\n";
-        for (uint32_t k = 0; k < S; ++k)
+        std::string hops;
+        for (uint32_t k = 0; k < S; ++k) {
           b += "route add " + srv6_usid(p, t1_usid(k)) + "/64 via " + v6(p, 10 + 2 * h + k, 2) +
                " dev s" + std::to_string(k) + "\n";
+          hops += " nexthop via " + v6(p, 10 + 2 * h + k, 2) + " dev s" + std::to_string(k);
+        }
+        // The other T0's locator as a plain ECMP route: traffic to a host port address
+        // itself (the plugin's TCP handshake) crosses the fabric without SRv6.
+        b += "route add " + srv6_usid(p, t0_usid(1 - h)) + "/64" + hops + "\n";
         if (auto s = batch(t0(p, h), b); !s) return s;
       }
       for (uint32_t k = 0; k < S; ++k) {
@@ -312,8 +320,9 @@ class HandFabric {
   }
 
   // Until every plane carries a datagram from host 1 to host 0 and back, in both IP
-  // versions (neighbour discovery, addresses usable), and with Options::srv6 along every
-  // SRv6 path (each spine's End): a fresh fabric drops the first packets.
+  // versions (neighbour discovery, addresses usable), and with Options::srv6 between the SRv6
+  // port addresses and along every SRv6 path (each spine's End): a fresh fabric drops the
+  // first packets.
   Status<std::string> wait_ready() {
     for (uint32_t p = 0; p < o_.planes; ++p) {
       for (bool v4 : {false, true}) {
@@ -322,6 +331,9 @@ class HandFabric {
         if (auto s = probe(a0, a1, a0, a1); !s)
           return Err("plane " + std::to_string(p) + (v4 ? " IPv4" : " IPv6") + ": " + s.error());
       }
+      if (o_.srv6)
+        if (auto s = probe(srv6_host(0, p), srv6_host(1, p), srv6_host(0, p), srv6_host(1, p)); !s)
+          return Err("plane " + std::to_string(p) + " to the SRv6 port addresses: " + s.error());
       for (uint32_t k = 0; o_.srv6 && k < o_.spines; ++k)
         if (auto s =
                 probe(srv6_host(0, p), srv6_host(1, p), srv6_path(p, k, 0), srv6_path(p, k, 1));
