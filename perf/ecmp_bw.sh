@@ -10,8 +10,9 @@
 #                with the hand-written fabric file
 #   reference    mrc-fabric up --planes P --spines S --rate 0.5, ib_write_bw -D SECS, srv6;
 #                perf/nccl_bw (the plugin, 1 MiB messages, SECS) on it
-#   plugin       build/tests/nccl/nccl_fabric_test NcclHandFabric (2 planes x 2 spines): a
-#                verified stream of 1 MiB messages for SECS, ECMP IPv6 / IPv4 and SRv6
+#   plugin       build/tests/nccl/nccl_fabric_test NcclHandFabric (2 planes x 2 spines): the
+#                harness's stream of 1 MiB messages, every byte verified, and perf/nccl_bw,
+#                for SECS each, ECMP IPv6 / IPv4 and SRv6
 # All at 500 Mbit/s per host port, base RTT 300 us.
 #
 # Usage: bash perf/ecmp_bw.sh [seconds=10] [planes=2] [spines=2]
@@ -61,7 +62,7 @@ for h in 1 0; do
   eval "pid_$h=\$!"
 done
 wait "$pid_0" "$pid_1" || cat /tmp/ecmp_bw_*.$$
-awk -v agg="$PLANES" '{printf "[ srv6 ] plugin nccl_bw %.3f Gbit/s = %.2f of %.1f\n", $2, $2 / (agg * 0.5), agg * 0.5}' \
+awk -v agg="$PLANES" '$1 == "mrc" {printf "[ srv6 ] plugin nccl_bw %.3f Gbit/s = %.2f of %.1f\n", $2, $2 / (agg * 0.5), agg * 0.5}' \
   /tmp/ecmp_bw_recv.$$
 rm -f /tmp/ecmp_bw_send.$$ /tmp/ecmp_bw_recv.$$ /tmp/ecmp_bw_rv.$$
 
