@@ -294,6 +294,8 @@ class NcclHandFabric : public ::testing::TestWithParam<Hand> {
     ASSERT_TRUE(f.ok()) << f.error();
     fab_.emplace(std::move(f).value());
     std::ofstream("/tmp/" + o.prefix + "-fabric.json") << fab_->srv6_fabric_json();
+    // Once: a rank's process may read it while the test spawns the next.
+    std::ofstream("/tmp/" + o.prefix + "-empty.json") << "{}\n";
   }
   static void TearDownTestSuite() {
     if (!fab_) return;
@@ -309,7 +311,6 @@ class NcclHandFabric : public ::testing::TestWithParam<Hand> {
   }
   static RankSpec host(uint32_t h, Hand mode) {
     const std::string prefix = "/tmp/" + fab_->options().prefix;
-    std::ofstream(prefix + "-empty.json") << "{}\n";
     RankSpec r{{{"MRC_CONFIG", prefix + "-empty.json"},
                 {"MRC_NETNS", fab_->host(h)},
                 {"MRC_PORT", "0"},
