@@ -77,7 +77,8 @@ int run_mrc(const Options& o) {
   }
   std::cerr << "nccl_bw: " << o.role << ": loaded ncclNetPlugin_v" << a.version << "\n";
   if (int r = a.init()) {
-    std::cerr << "nccl_bw: plugin init failed (" << r << ")\n";
+    std::cerr << "nccl_bw: plugin init failed (" << r
+              << "): " << (warnings().empty() ? "no warning" : warnings().back()) << "\n";
     return 1;
   }
   const bool send = o.role == "send";

@@ -1,10 +1,10 @@
 // Tests of the trimming / ECN-marking eBPF program (tools/mrc-fabric/trim.cc) on real network
-// namespaces: sender - switch - receiver, the switch's port toward the receiver rate-limited by
-// tbf and trimmed at the same rate. Skips without permission to create namespaces.
+// namespaces: sender - switch - receiver (dual stack), the switch's port toward the receiver
+// rate-limited by tbf and trimmed at the same rate; MRC over IPv6 and over IPv4, down to a
+// receiving UDP driver that NACKs what was trimmed. Skips without permission to create
+// namespaces.
 // Threading: the test thread only; sockets are opened inside the namespaces by io::in_netns.
 #include "trim.h"
-#include "common/fd.h"
-#include "io/netns.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -16,12 +16,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "common/fd.h"
+#include "io/netns.h"
+#include "io/udp/udp_driver.h"
 #include "wire/wire.h"
 
 namespace mrc::nsfabric {
@@ -103,11 +108,14 @@ struct Datagram {
   int tclass = -1;
 };
 
+// An IPv6 socket address; an IPv4 literal becomes its mapped form (::ffff:a.b.c.d), which a
+// dual-stack socket sends as IPv4.
 sockaddr_in6 addr(const char* ip, uint16_t port) {
   sockaddr_in6 a{};
   a.sin6_family = AF_INET6;
   a.sin6_port = htons(port);
-  inet_pton(AF_INET6, ip, &a.sin6_addr);
+  const std::string s = std::strchr(ip, ':') ? ip : std::string("::ffff:") + ip;
+  inet_pton(AF_INET6, s.c_str(), &a.sin6_addr);
   return a;
 }
 
@@ -118,12 +126,15 @@ Status<std::string> setopt(int fd, int level, int name, int value, const char* w
 }
 
 // sender (S) 2001:db8:1::1 -- in0 switch (W) out0 -- 2001:db8:2::1 receiver (R)
+//            192.0.2.1                                   192.0.2.129 (IPv4: 192.0.2.0/25, .128/25)
 // out0 has tbf at kRateMbit and the trim program at the same rate.
 class TrimFabric : public ::testing::Test {
  protected:
   static constexpr int kRateMbit = 200;
   static constexpr const char* kSenderIp = "2001:db8:1::1";
   static constexpr const char* kReceiverIp = "2001:db8:2::1";
+  static constexpr const char* kSenderIp4 = "192.0.2.1";
+  static constexpr const char* kReceiverIp4 = "192.0.2.129";
 
   void SetUp() override {
     static int instance = 0;
@@ -146,6 +157,11 @@ class TrimFabric : public ::testing::Test {
              "ip link add out0 netns " + w + " address 02:00:00:00:02:02 mtu 9000 type veth " +
                  "peer name eth0 netns " + r + " address 02:00:00:00:02:01 mtu 9000",
              "ip netns exec " + w + " sysctl -qw net.ipv6.conf.all.forwarding=1",
+             "ip netns exec " + w + " sysctl -qw net.ipv4.ip_forward=1",
+             "ip -n " + s + " addr add 192.0.2.1/25 dev eth0",
+             "ip -n " + w + " addr add 192.0.2.2/25 dev in0",
+             "ip -n " + w + " addr add 192.0.2.130/25 dev out0",
+             "ip -n " + r + " addr add 192.0.2.129/25 dev eth0",
              "ip -n " + s + " addr add 2001:db8:1::1/64 dev eth0 nodad",
              "ip -n " + w + " addr add 2001:db8:1::2/64 dev in0 nodad",
              "ip -n " + w + " addr add 2001:db8:2::2/64 dev out0 nodad",
@@ -156,6 +172,16 @@ class TrimFabric : public ::testing::Test {
              "ip -n " + r + " link set eth0 up",
              "ip -n " + s + " route add 2001:db8:2::/64 via 2001:db8:1::2",
              "ip -n " + r + " route add 2001:db8:1::/64 via 2001:db8:2::2",
+             "ip -n " + s + " route add 192.0.2.128/25 via 192.0.2.2",
+             "ip -n " + r + " route add 192.0.2.0/25 via 192.0.2.130",
+             "ip -n " + s + " neigh replace 192.0.2.2 lladdr 02:00:00:00:01:02 dev eth0 " +
+                 "nud permanent",
+             "ip -n " + w + " neigh replace 192.0.2.129 lladdr 02:00:00:00:02:01 dev out0 " +
+                 "nud permanent",
+             "ip -n " + w + " neigh replace 192.0.2.1 lladdr 02:00:00:00:01:01 dev in0 " +
+                 "nud permanent",
+             "ip -n " + r + " neigh replace 192.0.2.130 lladdr 02:00:00:00:02:02 dev eth0 " +
+                 "nud permanent",
              "ip -n " + s + " neigh replace 2001:db8:1::2 lladdr 02:00:00:00:01:02 dev eth0 " +
                  "nud permanent",
              "ip -n " + w + " neigh replace 2001:db8:2::1 lladdr 02:00:00:00:02:01 dev out0 " +
@@ -178,12 +204,16 @@ class TrimFabric : public ::testing::Test {
                       kMrcPort};
   }
 
-  // A socket in the sender's netns: zero UDP checksums, traffic class `tclass`.
+  // A socket in the sender's netns: zero UDP checksums, traffic class `tclass` (IPv6 and, for
+  // IPv4-mapped destinations, the IPv4 TOS).
   void open_sender(UniqueFd& fd, int tclass) {
     auto st = io::in_netns(sender_->name(), [&]() -> Status<std::string> {
       fd.reset(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
       if (fd.get() < 0) return Err{std::string("socket: ") + std::strerror(errno)};
+      if (auto s = setopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY"); !s) return s;
       if (auto s = setopt(fd.get(), SOL_UDP, UDP_NO_CHECK6_TX, 1, "UDP_NO_CHECK6_TX"); !s) return s;
+      if (auto s = setopt(fd.get(), SOL_SOCKET, SO_NO_CHECK, 1, "SO_NO_CHECK"); !s) return s;
+      if (auto s = setopt(fd.get(), IPPROTO_IP, IP_TOS, tclass, "IP_TOS"); !s) return s;
       if (auto s = setopt(fd.get(), IPPROTO_IPV6, IPV6_TCLASS, tclass, "IPV6_TCLASS"); !s) return s;
       return setopt(fd.get(), SOL_SOCKET, SO_SNDBUFFORCE, 16 << 20, "SO_SNDBUFFORCE");
     });
@@ -195,7 +225,9 @@ class TrimFabric : public ::testing::Test {
     auto st = io::in_netns(receiver_->name(), [&]() -> Status<std::string> {
       fd.reset(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
       if (fd.get() < 0) return Err{std::string("socket: ") + std::strerror(errno)};
+      if (auto s = setopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY"); !s) return s;
       if (auto s = setopt(fd.get(), SOL_UDP, UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX"); !s) return s;
+      if (auto s = setopt(fd.get(), IPPROTO_IP, IP_RECVTOS, 1, "IP_RECVTOS"); !s) return s;
       if (auto s = setopt(fd.get(), IPPROTO_IPV6, IPV6_RECVTCLASS, 1, "IPV6_RECVTCLASS"); !s) return s;
       if (auto s = setopt(fd.get(), SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20, "SO_RCVBUFFORCE"); !s)
         return s;
@@ -207,9 +239,9 @@ class TrimFabric : public ::testing::Test {
     ASSERT_TRUE(st.ok()) << st.error();
   }
 
-  // Sends every datagram in one burst (sendmmsg) to the receiver's `port`.
-  static void send_burst(int fd, const std::vector<Bytes>& dgrams, uint16_t port) {
-    sockaddr_in6 dst = addr(kReceiverIp, port);
+  // Sends every datagram in one burst (sendmmsg) to the receiver's `port`, over IPv6 or IPv4.
+  static void send_burst(int fd, const std::vector<Bytes>& dgrams, uint16_t port, bool v4 = false) {
+    sockaddr_in6 dst = addr(v4 ? kReceiverIp4 : kReceiverIp, port);
     std::vector<iovec> iov(dgrams.size());
     std::vector<mmsghdr> msgs(dgrams.size());
     for (size_t i = 0; i < dgrams.size(); ++i) {
@@ -247,6 +279,7 @@ class TrimFabric : public ::testing::Test {
       for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
         if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS)
           std::memcpy(&d.tclass, CMSG_DATA(c), sizeof d.tclass);
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) d.tclass = *CMSG_DATA(c);
       }
       out.push_back(std::move(d));
     }
@@ -258,6 +291,8 @@ class TrimFabric : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.error();
     return c.ok() ? *c : TrimCounters{};
   }
+
+  void burst_trims_and_marks(bool v4);  // below
 
   std::unique_ptr<Netns> sender_, switch_, receiver_;
 };
@@ -292,7 +327,13 @@ TEST_F(TrimFabric, UnknownInterfaceNamesPort) {
 
 // A burst far above the port rate: every MRC packet arrives and decodes, the queue marks CE
 // then trims, untrimmed payloads are intact, and the counters say what arrived.
-TEST_F(TrimFabric, Burst_TrimsAndMarksAndCountersAgree) {
+// A burst of MRC WRITE packets over IPv6 (v4: over IPv4): the first finds an empty queue, later
+// ones are marked and then trimmed, trimmed ones arrive as whole, valid headers (on IPv4 the
+// kernel checks the rewritten header checksum before delivering), and the counters agree.
+TEST_F(TrimFabric, Burst_TrimsAndMarksAndCountersAgree) { burst_trims_and_marks(false); }
+TEST_F(TrimFabric, Burst_Ipv4TrimsAndMarksAndCountersAgree) { burst_trims_and_marks(true); }
+
+void TrimFabric::burst_trims_and_marks(bool v4) {
   constexpr size_t kPackets = 300;
   const TrimCounters before = counters();
   UniqueFd tx, rx;
@@ -301,7 +342,7 @@ TEST_F(TrimFabric, Burst_TrimsAndMarksAndCountersAgree) {
 
   std::vector<Bytes> burst;
   for (uint32_t psn = 0; psn < kPackets; ++psn) burst.push_back(mrc_write(psn));
-  ASSERT_NO_FATAL_FAILURE(send_burst(tx.get(), burst, kMrcPort));
+  ASSERT_NO_FATAL_FAILURE(send_burst(tx.get(), burst, kMrcPort, v4));
   const std::vector<Datagram> got = receive(rx.get(), kPackets);
   ASSERT_EQ(got.size(), kPackets) << "tbf and socket buffers are sized to lose nothing";
 
@@ -344,9 +385,123 @@ TEST_F(TrimFabric, Burst_TrimsAndMarksAndCountersAgree) {
   EXPECT_EQ(after.gso_passed, 0u);
   const uint64_t mrc_packets = (after.packets - after.not_mrc) - (before.packets - before.not_mrc);
   EXPECT_EQ(mrc_packets, kPackets);
-  uint64_t l2_bytes = 0;  // what arrived plus Ethernet + IPv6 + UDP headers
-  for (const Datagram& d : got) l2_bytes += d.bytes.size() + 14 + 40 + 8;
+  uint64_t l2_bytes = 0;  // what arrived plus Ethernet + IP + UDP headers
+  for (const Datagram& d : got) l2_bytes += d.bytes.size() + 14 + (v4 ? 20 : 40) + 8;
   EXPECT_GE(after.bytes - before.bytes, l2_bytes);
+}
+
+// MRC over IPv4 end to end: a UDP driver in the sender's namespace WRITEs 4 MiB to one in the
+// receiver's (planes 192.0.2.1 and 192.0.2.129, IPv4-mapped; no GSO, whose skbs are never
+// trimmed). Its first window overfills out0's queue: the program trims IPv4 data packets, the
+// receiving engine counts each as a trimmed drop and NACKs it, the sender gets the NACKs and
+// resends, and the WRITE completes with every byte in place.
+TEST_F(TrimFabric, Ipv4Write_TrimmedPacketsAreNackedAndResent) {
+  using namespace engine;
+  constexpr size_t kBytes = 4u << 20;
+  struct End {
+    std::unique_ptr<io::UdpDriver> drv;
+    CqId cq = 0;
+    Qpn qpn = 0;
+    PeerId peer = 0;
+  } end[2];
+  const std::string ns[2] = {sender_->name(), receiver_->name()};
+  const char* ip[2] = {kSenderIp4, kReceiverIp4};
+  for (int i = 0; i < 2; ++i) {
+    io::UdpConfig cfg;
+    cfg.planes.push_back(io::PlaneConfig{std::string("::ffff:") + ip[i],
+                                         static_cast<uint16_t>(i == 0 ? 0 : kMrcPort)});
+    cfg.netns = ns[i];
+    cfg.gso = false;
+    auto d = io::UdpDriver::create(cfg);
+    ASSERT_TRUE(d.ok()) << d.error();
+    end[i].drv = std::move(d).value();
+    auto cq = end[i].drv->with_engine([](Engine& e) { return e.create_cq(1u << 12); });
+    ASSERT_TRUE(cq.ok());
+    end[i].cq = *cq;
+  }
+  for (int i = 0; i < 2; ++i)
+    end[i].peer = end[i].drv->add_peer({end[1 - i].drv->local_address(0)});
+  const uint32_t token[2] = {0xA11CEu, 0xB0Bu};
+  for (int i = 0; i < 2; ++i) {
+    QpInit init;
+    init.send_cq = init.recv_cq = end[i].cq;
+    init.local_token = token[i];
+    auto q = end[i].drv->with_engine([&](Engine& e) { return e.create_qp(init); });
+    ASSERT_TRUE(q.ok());
+    end[i].qpn = *q;
+  }
+  std::vector<Path> paths;
+  for (uint32_t ev = 0; ev < 4; ++ev) paths.push_back(Path{ev + 1, 0});
+  for (int i = 0; i < 2; ++i) {
+    end[i].drv->with_engine([&](Engine& e) {
+      QpAttr at;
+      at.state = QpState::kInit;
+      ASSERT_TRUE(e.modify_qp(end[i].qpn, at, attr::kState).ok());
+      at.state = QpState::kRtr;
+      at.peer = end[i].peer;
+      at.dest_qpn = end[1 - i].qpn;
+      at.remote_token = token[1 - i];
+      at.rq_psn = 100;
+      at.paths = paths;
+      ASSERT_TRUE(
+          e.modify_qp(end[i].qpn, at, attr::kState | attr::kDest | attr::kPaths | attr::kRqPsn)
+              .ok());
+      at.state = QpState::kRts;
+      at.sq_psn = 100;
+      ASSERT_TRUE(e.modify_qp(end[i].qpn, at, attr::kState | attr::kSqPsn).ok());
+    });
+  }
+  const Bytes src = pattern(kBytes, 9);
+  Bytes dst(kBytes, 0);
+  auto reg = [](io::UdpDriver& d, const Bytes& m) {
+    auto r = d.with_engine([&](Engine& e) {
+      return e.register_mr(const_cast<uint8_t*>(m.data()), m.size(),
+                           reinterpret_cast<uint64_t>(m.data()),
+                           access::kLocalWrite | access::kRemoteWrite);
+    });
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : 0u;
+  };
+  const uint32_t lkey = reg(*end[0].drv, src), rkey = reg(*end[1].drv, dst);
+  for (auto& e : end) e.drv->start();
+  const TrimCounters before = counters();
+  Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
+  SendWr wr;
+  wr.wr_id = 1;
+  wr.opcode = Opcode::kWrite;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+  wr.rkey = rkey;
+  auto posted = end[0].drv->with_engine([&](Engine& e) { return e.post_send(end[0].qpn, wr); });
+  ASSERT_TRUE(posted.ok()) << to_string(posted.error());
+  std::vector<Completion> got;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (got.empty() && std::chrono::steady_clock::now() < until) {
+    Completion c[4];
+    const size_t k = end[0].drv->with_engine(
+        [&](Engine& e) { return e.poll_cq(end[0].cq, std::span<Completion>(c)); });
+    got.insert(got.end(), c, c + k);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const TrimCounters after = counters();
+  uint64_t tx_nacks = 0, rx_nacks = 0, trimmed_drops = 0;
+  end[1].drv->with_engine([&](Engine& e) {
+    if (const QpStats* q = e.qp_stats(end[1].qpn)) tx_nacks = q->tx_nacks;
+    trimmed_drops = e.stats().drops[static_cast<size_t>(Drop::kTrimmed)];
+  });
+  end[0].drv->with_engine([&](Engine& e) {
+    if (const QpStats* q = e.qp_stats(end[0].qpn)) rx_nacks = q->rx_nacks;
+  });
+  for (auto& e : end) e.drv->stop();
+  ASSERT_EQ(got.size(), 1u) << "the 4 MiB WRITE did not complete in 20 s";
+  EXPECT_EQ(got[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(src == dst) << "the destination differs";
+  const uint64_t trimmed = after.trimmed - before.trimmed;
+  EXPECT_GT(trimmed, 0u) << "the first window should overfill a 32 KiB trim threshold";
+  EXPECT_EQ(trimmed_drops, trimmed) << "every trimmed IPv4 packet reached the receiver's engine";
+  EXPECT_GE(tx_nacks, trimmed) << "the receiver NACKs each trimmed packet";
+  EXPECT_GT(rx_nacks, 0u);
+  EXPECT_LE(rx_nacks, tx_nacks);
 }
 
 // Datagrams that are not MRC (another port; the MRC port with a bad version; too short) pass

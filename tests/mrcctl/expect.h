@@ -225,6 +225,13 @@ inline const std::map<std::string, T> kDeviceShape = {{"pid", T::kUint},
                                                       {"rx_bytes", T::kUint},
                                                       {"tx_bytes", T::kUint},
                                                       {"drops", T::kUint},
+                                                      {"addr_queries_sent", T::kUint},
+                                                      {"addr_queries_answered", T::kUint},
+                                                      {"addr_queries_refused", T::kUint},
+                                                      {"addr_queries_rate_limited", T::kUint},
+                                                      {"addr_replies_accepted", T::kUint},
+                                                      {"addr_replies_dropped", T::kUint},
+                                                      {"addr_peers_unanswered", T::kUint},
                                                       {"generation", T::kUint},
                                                       {"age_s", T::kNumber}};
 inline const std::map<std::string, T> kPortShape = {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/paths.h"
@@ -117,6 +118,38 @@ TEST(View, OtherDocuments_Shape) {
   EXPECT_EQ(qps[0]["state"], "RTS");
   EXPECT_EQ(qps[0]["evs_good"], 3);
   EXPECT_EQ(qps[0]["cc"]["cwnd"], 65536);
+}
+
+TEST(View, DevicesJson_PeerAddressQueryCounters) {
+  // A stranger's peer address query is refused and counted (io/udp/peer_addresses.h): the
+  // devices document, its table and the metrics carry every query counter.
+  Snapshot s = make_snapshot();
+  s.device.addr_queries_sent = 1;
+  s.device.addr_queries_answered = 2;
+  s.device.addr_queries_refused = 4;
+  s.device.addr_queries_rate_limited = 5;
+  s.device.addr_replies_accepted = 6;
+  s.device.addr_replies_dropped = 7;
+  s.device.addr_peers_unanswered = 8;
+  const std::vector<Snapshot> snaps{s};
+  const Json dev = devices_json(snaps, Filter{}, 3'000'000'000);
+  EXPECT_EQ(dev[0]["addr_queries_refused"], 4);
+  EXPECT_EQ(dev[0]["addr_peers_unanswered"], 8);
+  const Table t = devices_table(dev);
+  const auto col = std::find(t.head.begin(), t.head.end(), "ADDRQ_REFUSED");
+  ASSERT_NE(col, t.head.end());
+  EXPECT_EQ(t.rows.at(0).at(static_cast<size_t>(col - t.head.begin())), "4");
+  const auto samples = parse_exposition(metrics_text(snaps));
+  const std::pair<const char*, double> want[] = {
+      {"sent", 1}, {"answered", 2}, {"refused", 4}, {"rate_limited", 5}};
+  for (const auto& [n, v] : want)
+    EXPECT_EQ(
+        sample(samples, std::string("mrc_udp_addr_queries_") + n + "_total", {{"device", "mrc0"}}),
+        v)
+        << n;
+  EXPECT_EQ(sample(samples, "mrc_udp_addr_replies_accepted_total", {{"device", "mrc0"}}), 6);
+  EXPECT_EQ(sample(samples, "mrc_udp_addr_replies_dropped_total", {{"device", "mrc0"}}), 7);
+  EXPECT_EQ(sample(samples, "mrc_udp_addr_peers_unanswered_total", {{"device", "mrc0"}}), 8);
 }
 
 TEST(View, EventsJson_FollowReturnsOnlyNew) {

@@ -6,6 +6,17 @@
 //   net: host h's link = h, T0 (h) - spine (k) link = 10 + 2h + k; id: host 1, T0 2 on host
 //   links; T0 1, spine 2 on T0-spine links. A management link between the hosts ("mgmt",
 //   198.19.0.h+1) carries the tools' own TCP exchange. Host ports (both ends) are shaped by tbf.
+// With Options::srv6 the same switches also forward SRv6 uSIDs, programmed with plain
+// `ip -6 route ... encap seg6local action End flavors next-csid` lines and an addressing
+// plan of their own (not srv6/'s generated one, not mrc-fabric's), and srv6_fabric_json()
+// is the hand-written explicit fabric file (srv6/config.h) that describes them:
+//   plane p's locator block fc00:1a:<p>::/48 (lblen 48), 16-bit uSIDs (nflen 16);
+//   T0 of host h: uSID 0xa0 + h; spine k: uSID 0xb0 + k (the same numbers in every plane);
+//   host h's port address in the T0's locator: fc00:1a:<p>:<a0+h>:1:: (fabric.h's locator
+//   form), its T0 routes it (/128) down the host port; a path via spine k is
+//   fc00:1a:<p>:<b0+k>:<a0+h>:1:: (the spine shifts its uSID off: the T0's address is next).
+//   A T0 also routes the other T0's locator (/64) over its spines by ECMP, so plain traffic
+//   to a host port address (TCP) needs no SRv6.
 // Namespaces are named <prefix>-h<h>, -t<p>h<h>, -s<p>k<k>; down() (and the destructor)
 // removes them all. Threading: test thread only.
 #pragma once
@@ -15,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -33,6 +45,7 @@ class HandFabric {
     uint32_t spines = 2;
     std::string rate = "500mbit";  // tbf rate of every host port
     uint32_t mtu = 9000;           // of every fabric link: a 4 KiB MRC packet and its headers
+    bool srv6 = false;             // also program the SRv6 uSID routes (above)
   };
 
   static Result<HandFabric, std::string> up(const Options& o) {
@@ -71,6 +84,49 @@ class HandFabric {
   static std::string host_v6(uint32_t h, uint32_t p) { return v6(p, h, 1); }
   static std::string host_v4(uint32_t h, uint32_t p) { return v4(p, h, 1); }
   static std::string mgmt(uint32_t h) { return "198.19.0." + std::to_string(h + 1); }
+
+  // The SRv6 plan (Options::srv6; see the file comment). Numbers are hex uSIDs.
+  static std::string hex(uint32_t v) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%x", v);
+    return b;
+  }
+  static uint32_t t0_usid(uint32_t h) { return 0xa0 + h; }
+  static uint32_t t1_usid(uint32_t k) { return 0xb0 + k; }
+  static std::string srv6_block(uint32_t p) { return "fc00:1a:" + hex(p) + "::"; }
+  static std::string srv6_usid(uint32_t p, uint32_t usid) {  // block|uSID, the /64 prefix
+    return "fc00:1a:" + hex(p) + ":" + hex(usid) + "::";
+  }
+  static std::string srv6_host(uint32_t h, uint32_t p) {
+    return "fc00:1a:" + hex(p) + ":" + hex(t0_usid(h)) + ":1::";
+  }
+  static std::string srv6_path(uint32_t p, uint32_t k, uint32_t h) {
+    return "fc00:1a:" + hex(p) + ":" + hex(t1_usid(k)) + ":" + hex(t0_usid(h)) + ":1::";
+  }
+  /// The explicit fabric file (srv6/config.h) describing the SRv6 routes this fabric has.
+  std::string srv6_fabric_json() const {
+    std::string planes, hosts;
+    for (uint32_t p = 0; p < o_.planes; ++p) {
+      std::string t0s, t1s;
+      for (uint32_t h = 0; h < 2; ++h)
+        t0s += std::string(h ? ", " : "") + "{\"name\": \"" + t0(p, h) + "\", \"usid\": \"0x" +
+               hex(t0_usid(h)) + "\"}";
+      for (uint32_t k = 0; k < o_.spines; ++k)
+        t1s += std::string(k ? ", " : "") + "{\"name\": \"" + spine(p, k) + "\", \"usid\": \"0x" +
+               hex(t1_usid(k)) + "\"}";
+      planes += std::string(p ? ",\n" : "") + "    {\"block\": \"" + srv6_block(p) +
+                "/48\", \"usid_bits\": 16,\n     \"t0\": [" + t0s + "],\n     \"t1\": [" + t1s +
+                "]}";
+    }
+    for (uint32_t h = 0; h < 2; ++h) {
+      std::string a;
+      for (uint32_t p = 0; p < o_.planes; ++p)
+        a += std::string(p ? ", " : "") + "\"" + srv6_host(h, p) + "\"";
+      hosts += std::string(h ? ",\n" : "") + "    {\"name\": \"" + host(h) +
+               "\", \"t0\": " + std::to_string(h) + ", \"addresses\": [" + a + "]}";
+    }
+    return "{\n  \"planes\": [\n" + planes + "\n  ],\n  \"hosts\": [\n" + hosts + "\n  ]\n}\n";
+  }
   const Options& options() const { return o_; }
 
   /// Bytes a namespace's device has sent and received ("ip -s link").
@@ -208,44 +264,112 @@ class HandFabric {
         if (auto s = batch(spine(p, k), b); !s) return s;
       }
     }
+    if (o_.srv6)
+      if (auto s = build_srv6(); !s) return s;
     if (auto s = shape(); !s) return s;
     return wait_ready();
   }
 
+  // The SRv6 uSID routes (file comment): plain `ip -6 route` lines, no srv6/ export.
+  Status<std::string> build_srv6() {
+    const uint32_t P = o_.planes, S = o_.spines;
+    const std::string end = " encap seg6local action End flavors next-csid lblen 48 nflen 16 dev ";
+    std::vector<std::string> all;
+    for (uint32_t h = 0; h < 2; ++h) all.push_back(host(h));
+    for (uint32_t p = 0; p < P; ++p) {
+      for (uint32_t h = 0; h < 2; ++h) all.push_back(t0(p, h));
+      for (uint32_t k = 0; k < S; ++k) all.push_back(spine(p, k));
+    }
+    for (const std::string& ns : all)
+      if (auto s = sysctl(
+              ns, {"net.ipv6.conf.all.seg6_enabled=1", "net.ipv6.conf.default.seg6_enabled=1"});
+          !s)
+        return s;
+    for (uint32_t h = 0; h < 2; ++h) {
+      std::string b;
+      for (uint32_t p = 0; p < P; ++p) {
+        b += "addr add " + srv6_host(h, p) + "/128 dev " + port_dev(p) + " nodad\n";
+        b += "route add " + srv6_block(p) + "/48 via " + v6(p, h, 2) + " dev " + port_dev(p) + "\n";
+      }
+      if (auto s = batch(host(h), b); !s) return s;
+    }
+    for (uint32_t p = 0; p < P; ++p) {
+      for (uint32_t h = 0; h < 2; ++h) {
+        std::string b = "route add " + srv6_usid(p, t0_usid(h)) + "/64" + end + "toh\n";
+        b += "route add " + srv6_host(h, p) + "/128 via " + v6(p, h, 1) + " dev toh\n";
+        std::string hops;
+        for (uint32_t k = 0; k < S; ++k) {
+          b += "route add " + srv6_usid(p, t1_usid(k)) + "/64 via " + v6(p, 10 + 2 * h + k, 2) +
+               " dev s" + std::to_string(k) + "\n";
+          hops += " nexthop via " + v6(p, 10 + 2 * h + k, 2) + " dev s" + std::to_string(k);
+        }
+        // The other T0's locator as a plain ECMP route: traffic to a host port address
+        // itself (the plugin's TCP handshake) crosses the fabric without SRv6.
+        b += "route add " + srv6_usid(p, t0_usid(1 - h)) + "/64" + hops + "\n";
+        if (auto s = batch(t0(p, h), b); !s) return s;
+      }
+      for (uint32_t k = 0; k < S; ++k) {
+        std::string b = "route add " + srv6_usid(p, t1_usid(k)) + "/64" + end + "t0\n";
+        for (uint32_t h = 0; h < 2; ++h)
+          b += "route add " + srv6_usid(p, t0_usid(h)) + "/64 via " + v6(p, 10 + 2 * h + k, 1) +
+               " dev t" + std::to_string(h) + "\n";
+        if (auto s = batch(spine(p, k), b); !s) return s;
+      }
+    }
+    return {};
+  }
+
   // Until every plane carries a datagram from host 1 to host 0 and back, in both IP
-  // versions (neighbour discovery, addresses usable): a fresh fabric drops the first packets.
+  // versions (neighbour discovery, addresses usable), and with Options::srv6 between the SRv6
+  // port addresses and along every SRv6 path (each spine's End): a fresh fabric drops the
+  // first packets.
   Status<std::string> wait_ready() {
     for (uint32_t p = 0; p < o_.planes; ++p) {
       for (bool v4 : {false, true}) {
         const std::string a0 = v4 ? "::ffff:" + host_v4(0, p) : host_v6(0, p);
         const std::string a1 = v4 ? "::ffff:" + host_v4(1, p) : host_v6(1, p);
-        auto fd0 = io::in_netns(host(0), [&]() { return udp_socket(a0); });
-        if (!fd0) return Err(fd0.error());
-        auto fd1 = io::in_netns(host(1), [&]() { return udp_socket(a1); });
-        if (!fd1) {
-          ::close(*fd0);
-          return Err(fd1.error());
-        }
-        bool ok = false;
-        for (int i = 0; i < 250 && !ok; ++i) {  // 5 s
-          sockaddr_in6 to = local_of(*fd0);
-          (void)::sendto(*fd1, "x", 1, 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
-          ::usleep(20'000);
-          char b;
-          sockaddr_in6 from{};
-          socklen_t len = sizeof from;
-          if (::recvfrom(*fd0, &b, 1, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &len) == 1)
-            (void)::sendto(*fd0, "y", 1, 0, reinterpret_cast<sockaddr*>(&from), len);
-          ::usleep(5'000);
-          ok = ::recv(*fd1, &b, 1, MSG_DONTWAIT) == 1;
-        }
-        ::close(*fd0);
-        ::close(*fd1);
-        if (!ok)
-          return Err("plane " + std::to_string(p) + (v4 ? " IPv4" : " IPv6") +
-                     ": no datagram between the hosts after 5 s");
+        if (auto s = probe(a0, a1, a0, a1); !s)
+          return Err("plane " + std::to_string(p) + (v4 ? " IPv4" : " IPv6") + ": " + s.error());
       }
+      if (o_.srv6)
+        if (auto s = probe(srv6_host(0, p), srv6_host(1, p), srv6_host(0, p), srv6_host(1, p)); !s)
+          return Err("plane " + std::to_string(p) + " to the SRv6 port addresses: " + s.error());
+      for (uint32_t k = 0; o_.srv6 && k < o_.spines; ++k)
+        if (auto s =
+                probe(srv6_host(0, p), srv6_host(1, p), srv6_path(p, k, 0), srv6_path(p, k, 1));
+            !s)
+          return Err("plane " + std::to_string(p) + " SRv6 via spine " + std::to_string(k) + ": " +
+                     s.error());
     }
+    return {};
+  }
+  // A datagram from a socket of host 1 bound to a1 to host 0's socket bound to a0, sent to
+  // `to0`, and its answer sent to `to1`; retried for 5 s.
+  Status<std::string> probe(const std::string& a0, const std::string& a1, const std::string& to0,
+                            const std::string& to1) {
+    auto fd0 = io::in_netns(host(0), [&]() { return udp_socket(a0); });
+    if (!fd0) return Err(fd0.error());
+    auto fd1 = io::in_netns(host(1), [&]() { return udp_socket(a1); });
+    if (!fd1) {
+      ::close(*fd0);
+      return Err(fd1.error());
+    }
+    sockaddr_in6 at0 = local_of(*fd0), at1 = local_of(*fd1);
+    ::inet_pton(AF_INET6, to0.c_str(), &at0.sin6_addr);
+    ::inet_pton(AF_INET6, to1.c_str(), &at1.sin6_addr);
+    bool ok = false;
+    for (int i = 0; i < 250 && !ok; ++i) {  // 5 s
+      (void)::sendto(*fd1, "x", 1, 0, reinterpret_cast<sockaddr*>(&at0), sizeof at0);
+      ::usleep(20'000);
+      char b;
+      if (::recv(*fd0, &b, 1, MSG_DONTWAIT) == 1)
+        (void)::sendto(*fd0, "y", 1, 0, reinterpret_cast<sockaddr*>(&at1), sizeof at1);
+      ::usleep(5'000);
+      ok = ::recv(*fd1, &b, 1, MSG_DONTWAIT) == 1;
+    }
+    ::close(*fd0);
+    ::close(*fd1);
+    if (!ok) return Err(std::string("no datagram between the hosts after 5 s"));
     return {};
   }
   static Result<int, std::string> udp_socket(const std::string& at) {

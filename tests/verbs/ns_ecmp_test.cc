@@ -4,8 +4,9 @@
 // address, one plane); the QP learns the peer's other plane address on the wire (or from
 // the host config's peer table) and sprays over both planes and both spines of each. Checks
 // read the interfaces' own byte counters, and the drivers' counters from their MRC
-// statistics segments. Skips where namespaces cannot be made, and under sanitizers (a
-// sanitized shim cannot be preloaded into stock binaries).
+// statistics segments. The same switches also forward SRv6 uSIDs set up by hand, which a
+// hand-written fabric file describes (path_mode srv6). Skips where namespaces cannot be made, and
+// under sanitizers (a sanitized shim cannot be preloaded into stock binaries).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,9 +75,13 @@ class NsEcmp : public ::testing::Test {
     o.prefix = "mrcec" + std::to_string(::getpid());
     o.planes = planes_ = shape("MRC_NS_ECMP_PLANES");
     o.spines = spines_ = shape("MRC_NS_ECMP_SPINES");
+    o.srv6 = true;
     auto f = HandFabric::up(o);
     ASSERT_TRUE(f.ok()) << f.error();
     fab_.emplace(std::move(f).value());
+    fabric_file_ = "/tmp/" + o.prefix + "-fabric.json";
+    std::ofstream(fabric_file_) << fab_->srv6_fabric_json();
+    files_.push_back(fabric_file_);
   }
   static void TearDownTestSuite() {
     if (!fab_) return;
@@ -105,6 +111,16 @@ class NsEcmp : public ::testing::Test {
     std::ofstream(path) << "{\"path_mode\": \"ecmp\", \"planes\": [" << planes
                         << "], \"nic_gbps\": " << aggregate() << ", \"base_rtt_us\": 300"
                         << extra << "}\n";
+    files_.push_back(path);
+    return path;
+  }
+  // Host h's config on the SRv6 routes: path_mode srv6 with the hand-written fabric file.
+  static std::string srv6_config(uint32_t h) {
+    const std::string path =
+        "/tmp/" + fab_->options().prefix + "-" + std::to_string(files_.size()) + ".json";
+    std::ofstream(path) << "{\"path_mode\": \"srv6\", \"fabric\": \"" << fabric_file_
+                        << "\", \"host\": " << h << ", \"nic_gbps\": " << aggregate()
+                        << ", \"base_rtt_us\": 300}\n";
     files_.push_back(path);
     return path;
   }
@@ -240,6 +256,7 @@ class NsEcmp : public ::testing::Test {
   static inline uint32_t planes_ = 2, spines_ = 2;
   static inline std::optional<HandFabric> fab_;
   static inline std::vector<std::string> files_;
+  static inline std::string fabric_file_;
 };
 
 TEST_F(NsEcmp, Ipv6_GidPeerLearnsThePlanesOnTheWireAndSpraysOnBoth) {
@@ -258,6 +275,19 @@ TEST_F(NsEcmp, Ipv4_GidIsIpv4MappedAndThePlanesAreLearnt) {
   EXPECT_NE(r.client.find("GID: 00:00:00:00:00:00:00:00:00:00:255:255:198:18:00:01"),
             std::string::npos)
       << "the GID perftest exchanged is the IPv4-mapped plane-0 address\n"
+      << r.client;
+}
+
+TEST_F(NsEcmp, Srv6HandWrittenFabricFile_SpraysOnEveryPlaneAndSpine) {
+  // The same switches forward SRv6 uSIDs programmed by hand (hand_fabric.h: its own /48
+  // blocks and uSIDs), described by a fabric file the test wrote: the EV picks the spine in
+  // the destination address, so the split over spines is the sender's, not a hash's.
+  BwRun r = run(srv6_config(0), srv6_config(1), 4);
+  expect_sprayed(r);
+  EXPECT_EQ(r.client_dev.addr_queries_sent, 0u) << "a fabric file needs no peer query";
+  // perftest prints the GID byte by byte: host 0's plane-0 address fc00:1a:0:a0::.
+  EXPECT_NE(r.client.find("GID: 252:00:00:26:00:00:00:160"), std::string::npos)
+      << "the GID perftest exchanged is host 0's plane-0 port address\n"
       << r.client;
 }
 
@@ -288,10 +318,17 @@ TEST_F(NsEcmp, SilentPeer_StaysOnOneAddressAndCompletes_TableStillSprays) {
 TEST_F(NsEcmp, StrangersQueryIsRefusedAndCounted) {
   // Mid-run, a socket in host 1 (not the client's QP) asks the server about QPs 1..4 with a
   // token it guessed: refused, counted, unanswered.
+  // `mrcctl` shows the count: its devices document, read while the server still runs.
   uint64_t refused_before = 0, answered_before = 0;
   bool sent = false;
   int got_reply = 0;
+  std::string mrcctl_out;
   BwRun r = run(config(Family::kV6, 0), config(Family::kV6, 1), 3, [&](double t, pid_t s, pid_t) {
+    if (sent && mrcctl_out.empty() && t > 2.0) {
+      auto o =
+          nsfabric::run_command({MRCCTL_PATH, "--pid", std::to_string(s), "--json", "devices"});
+      mrcctl_out = o.ok() ? *o : "mrcctl failed: " + o.error();
+    }
     if (sent || t < 1.5) return;
     uint64_t refused = 0, answered = 0;
     for (const auto& snap : observe::read_all(s)) {
@@ -332,6 +369,10 @@ TEST_F(NsEcmp, StrangersQueryIsRefusedAndCounted) {
   EXPECT_EQ(r.server_dev.addr_queries_refused, refused_before + 4);
   EXPECT_EQ(r.server_dev.addr_queries_answered, answered_before);
   EXPECT_EQ(got_reply, 0);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(mrcctl_out, m, std::regex(R"("addr_queries_refused":\s*(\d+))")))
+      << mrcctl_out;
+  EXPECT_EQ(std::stoull(m[1]), refused_before + 4) << mrcctl_out;
 }
 
 }  // namespace

@@ -5,14 +5,18 @@
 // The program models the port's queue as a virtual queue drained at `rate_gbps`: on every packet
 //   backlog = max(0, backlog - rate * (now - last)) + bytes leaving (L2 length, after trimming).
 // With the backlog a packet finds on arrival (before its own bytes):
-//   backlog > trim_bytes: an MRC data packet (UDP to udp_port, MRC version and kind valid, with
-//     payload) is cut to Ethernet + IPv6 + UDP + MRC common + data extension (134 bytes), gets
-//     net_flag::kTrimmed, IPv6 payload length and UDP length rewritten and UDP checksum zero
-//     (receivers must set UDP_NO_CHECK6_RX). It is not also marked.
-//   backlog > ecn_bytes: any ECT(0)/ECT(1) packet not trimmed gets CE, MRC or not.
+//   backlog > trim_bytes: an MRC data packet (UDP over IPv6 or IPv4 to udp_port, MRC version
+//     and kind valid, with payload) is cut to Ethernet + IP + UDP + MRC common + data extension
+//     (134 bytes on IPv6, 114 on IPv4), gets net_flag::kTrimmed, the IP length (IPv6 payload
+//     length; IPv4 total length, header checksum updated) and UDP length rewritten and UDP
+//     checksum zero (IPv4: no checksum; IPv6 receivers must set UDP_NO_CHECK6_RX). It is not
+//     also marked.
+//   backlog > ecn_bytes: any ECT(0)/ECT(1) packet not trimmed gets CE, MRC or not, IPv6 or
+//     IPv4 (the IPv4 header checksum updated).
 // GSO skbs (gso_segs > 1) count with all their bytes and may get CE but are never trimmed: turn
 // GSO off on hosts whose traffic should be trimmed. Ports are Ethernet (veth); IPv6 extension
-// headers are not parsed (such packets count as not MRC). Nothing is ever dropped.
+// headers, IPv4 options and IPv4 fragments are not parsed (such packets count as not MRC).
+// Nothing is ever dropped.
 //
 // The program stays attached after the loading process exits (tc holds it). Nothing is pinned:
 // trim_counters finds the program through the tc filter (fixed handle and priority on clsact

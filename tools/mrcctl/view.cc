@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -60,6 +61,18 @@ std::string cell(const Json& v) {
   if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
   if (v.is_number_float()) return fmt(v.get<double>(), 1);
   return v.dump();
+}
+
+// The peer address query counters (io/udp/peer_addresses.h) by their document names.
+std::array<std::pair<const char*, uint64_t>, 7> addr_query_counters(
+    const observe::DeviceRecord& d) {
+  return {{{"addr_queries_sent", d.addr_queries_sent},
+           {"addr_queries_answered", d.addr_queries_answered},
+           {"addr_queries_refused", d.addr_queries_refused},
+           {"addr_queries_rate_limited", d.addr_queries_rate_limited},
+           {"addr_replies_accepted", d.addr_replies_accepted},
+           {"addr_replies_dropped", d.addr_replies_dropped},
+           {"addr_peers_unanswered", d.addr_peers_unanswered}}};
 }
 
 }  // namespace
@@ -139,6 +152,7 @@ Json devices_json(const std::vector<Snapshot>& snaps, const Filter& f, int64_t n
              {"drops", drops},
              {"generation", s.generation},
              {"age_s", s.published_ns > 0 ? Json((now_ns - s.published_ns) / 1e9) : Json()}});
+    for (const auto& [name, v] : addr_query_counters(d)) out.back()[name] = v;
   }
   return out;
 }
@@ -360,6 +374,7 @@ Table devices_table(const Json& j) {
                           {"RX_DGRAMS", "rx_datagrams"},
                           {"TX_DGRAMS", "tx_datagrams"},
                           {"DROPS", "drops"},
+                          {"ADDRQ_REFUSED", "addr_queries_refused"},
                           {"CTL", "control"}});
   for (size_t i = 0; i < t.rows.size(); ++i) {
     std::string p;
@@ -592,6 +607,9 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
     for (const auto& [n, v] : udp)
       x.add(std::string("mrc_udp_") + n + "_total", "counter",
             std::string("UDP driver counter ") + n + ".", dev, static_cast<double>(v));
+    for (const auto& [n, v] : addr_query_counters(d))
+      x.add(std::string("mrc_udp_") + n + "_total", "counter",
+            std::string("Peer address queries: ") + n + ".", dev, static_cast<double>(v));
     x.add("mrc_udp_gso_disabled_planes", "gauge",
           "Planes whose device refused UDP GSO (they send single datagrams).", dev,
           static_cast<double>(u.gso_disabled));
