@@ -27,6 +27,9 @@
 
 namespace mrc::io {
 
+static_assert(srv6::kMaxPlanes == engine::kMaxPlanes,
+              "the fabric model and the engine agree on planes");
+
 using engine::Duration;
 using engine::Time;
 
