@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "hand_fabric.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "ns_test_fabric.h"
 #include "plugin_harness.h"
 #include "srv6/config.h"
@@ -21,7 +21,7 @@ namespace {
 class NcclFabric : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (auto ok = io::netns_supported(); !ok.ok()) {
+    if (auto ok = mrc::netns_supported(); !ok.ok()) {
       skip_ = ok.error();
       return;
     }
@@ -274,7 +274,7 @@ TEST_F(NcclFabric, AllPathsDead_BothSidesFailWithinTheRetryBudget) {
 class NcclHandFabric : public ::testing::TestWithParam<bool> {  // true: IPv4 planes
  protected:
   static void SetUpTestSuite() {
-    if (auto ok = io::netns_supported(); !ok.ok()) {
+    if (auto ok = mrc::netns_supported(); !ok.ok()) {
       skip_ = ok.error();
       return;
     }

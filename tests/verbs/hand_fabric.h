@@ -21,7 +21,7 @@
 
 #include "command.h"
 #include "common/result.h"
-#include "io/netns.h"
+#include "common/netns.h"
 
 namespace mrc::verbs {
 
@@ -219,9 +219,9 @@ class HandFabric {
       for (bool v4 : {false, true}) {
         const std::string a0 = v4 ? "::ffff:" + host_v4(0, p) : host_v6(0, p);
         const std::string a1 = v4 ? "::ffff:" + host_v4(1, p) : host_v6(1, p);
-        auto fd0 = io::in_netns(host(0), [&]() { return udp_socket(a0); });
+        auto fd0 = mrc::in_netns(host(0), [&]() { return udp_socket(a0); });
         if (!fd0) return Err(fd0.error());
-        auto fd1 = io::in_netns(host(1), [&]() { return udp_socket(a1); });
+        auto fd1 = mrc::in_netns(host(1), [&]() { return udp_socket(a1); });
         if (!fd1) {
           ::close(*fd0);
           return Err(fd1.error());

@@ -17,7 +17,7 @@
 
 #include "baseline.h"
 #include "common/fd.h"
-#include "io/netns.h"
+#include "common/netns.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -147,7 +147,7 @@ Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
   const size_t send_bytes = kMaxSend / segment * segment;
 
   UniqueFd rx_fd;
-  auto s = io::in_netns(spec.server_netns, [&]() -> Status<std::string> {
+  auto s = mrc::in_netns(spec.server_netns, [&]() -> Status<std::string> {
     auto fd = udp_socket(spec.server_addrs[0], spec.port);
     if (!fd) return Err("udp-ceiling receiver: " + fd.error());
     const int on = 1;
@@ -160,7 +160,7 @@ Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
   if (!s) return Err(s.error());
 
   std::vector<UniqueFd> tx_fds;
-  s = io::in_netns(spec.client_netns, [&]() -> Status<std::string> {
+  s = mrc::in_netns(spec.client_netns, [&]() -> Status<std::string> {
     const sockaddr_in6 dst = make_addr(spec.server_addrs[0], spec.port);
     const int gso = static_cast<int>(segment);
     for (int i = 0; i < spec.streams; ++i) {

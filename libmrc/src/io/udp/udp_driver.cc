@@ -21,7 +21,7 @@
 #include <numeric>
 #include <tuple>
 
-#include "io/netns.h"
+#include "common/netns.h"
 #include "io/udp/link_mtu.h"
 #include "wire/wire.h"
 
