@@ -18,62 +18,21 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SECS=${1:-8}
 ROUNDS=${2:-3}
 RATE=${3:-2}
-PREFIX="fbw$$"
-B=build
 MARGIN=$(( SECS >= 5 ? 2 : 1 ))
 cmake --preset release --log-level=WARNING >/dev/null
 cmake --build --preset release --target nccl_bw nccl-net-mrc mrc_verbs_shim mrc-fabric ocp_write_bw \
   --parallel "$(nproc)" >/dev/null
-FAB=$B/tools/mrc-fabric
-SHIM=$PWD/$B/lib/libmrc-verbs-shim.so
-WORK=$(mktemp -d)
-cleanup() { "$FAB" down --prefix "$PREFIX" >/dev/null 2>&1 || true; rm -rf "$WORK"; }
-trap cleanup EXIT INT TERM
-"$FAB" up --prefix "$PREFIX" --hosts 2 --planes 4 --spines 4 --rate "$RATE" >/dev/null
-CFG=/run/mrc-fabric/$PREFIX/hosts
-SERVER=$(ip -n "$PREFIX-h0" -4 -o addr show dev mgmt0 | awk '{print $4}' | cut -d/ -f1)
-echo '{}' > "$WORK/empty.json"
+source perf/fabric_bw.sh
+fabric_up "fbw$$" "$RATE"
 
-# plugin: Gbit/s the receiver of perf/nccl_bw counted.
-plugin() {
-  local rv="$WORK/rv-$RANDOM$RANDOM"
-  for h in 0 1; do
-    local role=send; [[ $h == 1 ]] && role=recv
-    env MRC_CONFIG="$WORK/empty.json" MRC_PATH_MODE=srv6 \
-      MRC_FABRIC="/run/mrc-fabric/$PREFIX/fabric.json" MRC_HOST=$h MRC_PORT=0 MRC_STATS=0 \
-      ip netns exec "$PREFIX-h$h" "$B/perf/nccl_bw" --transport mrc --role $role \
-      --rendezvous "$rv" --plugin "$B/lib/libnccl-net-mrc.so" --size 4194304 --seconds "$SECS" \
-      > "$WORK/plugin-$role" 2>&1 &
-    eval "pid_$h=\$!"
-  done
-  wait "$pid_0" "$pid_1" || { cat "$WORK"/plugin-*; exit 1; }
-  awk '$1 == "mrc" && $3 == "Gbit/s" {print $2}' "$WORK/plugin-recv"
-}
-# pair <out> <prog args...>: server in host 0, client (with the server's address) in host 1,
-# each as its fabric host (its MRC config); the client's output in $WORK/<out>.
-pair() {
-  local out=$1; shift
-  ip netns exec "$PREFIX-h0" env MRC_CONFIG="$CFG/h0.json" MRC_STATS=0 "$@" \
-    > "$WORK/$out-server" 2>&1 &
-  local s=$!
-  sleep 0.5
-  ip netns exec "$PREFIX-h1" env MRC_CONFIG="$CFG/h1.json" MRC_STATS=0 "$@" "$SERVER" \
-    > "$WORK/$out" 2>&1 || { cat "$WORK/$out-server" "$WORK/$out"; exit 1; }
-  wait "$s" || { cat "$WORK/$out-server"; exit 1; }
-}
+plugin() { plugin_bw "$SECS"; }
+shim() { shim_bw "$SECS"; }
 # ocp: perf/ocp_write_bw's Gbit/s (its bytes / window kept for the check below).
 ocp() {
-  pair ocp "$B/perf/ocp_write_bw" --seconds "$SECS" --margin "$MARGIN"
+  pair ocp -- "$B/perf/ocp_write_bw" --seconds "$SECS" --margin "$MARGIN"
   cat "$WORK/ocp" >> "$WORK/ocp-all"
   awk '$1 == "ocp_write_bw" && $4 == "Gbit/s" {print $3}' "$WORK/ocp"
 }
-# shim: ib_write_bw's average over its window (-f: margins not counted).
-shim() {
-  pair shim env LD_PRELOAD="$SHIM" ib_write_bw -D "$SECS" -f "$MARGIN" --report_gbits
-  awk '$1 == 65536 {print $4}' "$WORK/shim"
-}
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {
-  print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 FRONTS=(plugin ocp shim)
 declare -A runs
