@@ -33,7 +33,7 @@ plugin_bw() {
       > "$WORK/plugin-$role" 2>&1 &
     eval "pid_$h=\$!"
   done
-  wait "$pid_0" "$pid_1" || { cat "$WORK"/plugin-*; exit 1; }
+  wait "$pid_0" "$pid_1" || { cat "$WORK"/plugin-* >&2; exit 1; }
   awk '$1 == "mrc" && $3 == "Gbit/s" {print $2}' "$WORK/plugin-recv"
 }
 
@@ -49,8 +49,8 @@ pair() {
   local s=$!
   sleep 0.5
   ip netns exec "$PREFIX-h1" env MRC_CONFIG="$CFG/h1.json" MRC_STATS=0 "${envs[@]}" "$@" \
-    "$SERVER" > "$WORK/$out" 2>&1 || { cat "$WORK/$out-server" "$WORK/$out"; exit 1; }
-  wait "$s" || { cat "$WORK/$out-server"; exit 1; }
+    "$SERVER" > "$WORK/$out" 2>&1 || { cat "$WORK/$out-server" "$WORK/$out" >&2; exit 1; }
+  wait "$s" || { cat "$WORK/$out-server" >&2; exit 1; }
 }
 
 # shim_bw <secs> [VAR=value...]: stock ib_write_bw -D through the verbs shim (64 KiB, 128 in
