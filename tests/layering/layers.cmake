@@ -6,9 +6,10 @@ set(rank_wire 1)
 set(rank_engine 2)
 set(rank_io 3)  # io/sim, io/udp, io/config
 set(rank_verbs 4)
+set(rank_testing 4)  # the simulator's test harness (testbed, bulk, goodput)
 set(rank_observe 4)
 set(rank_api 5)
-set(layer_order "common, wire, engine, io, verbs|observe, api")
+set(layer_order "common, wire, engine, io, verbs|observe|testing, api")
 
 # Sets `out` to the layers of `src` (its top folders, sorted) and appends to `errors` one
 # line for each folder that is no layer, so that a new layer gets its place here.
