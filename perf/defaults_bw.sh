@@ -15,51 +15,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SECS=${1:-8}
 ROUNDS=${2:-2}
 RATE=${3:-2}
-PREFIX="dbw$$"
-B=build
 cmake --preset release --log-level=WARNING >/dev/null
 cmake --build --preset release --target nccl_bw nccl-net-mrc mrc_verbs_shim mrc-fabric mrc-perf \
   --parallel "$(nproc)" >/dev/null
-FAB=$B/tools/mrc-fabric
-SHIM=$PWD/$B/lib/libmrc-verbs-shim.so
-WORK=$(mktemp -d)
-cleanup() { "$FAB" down --prefix "$PREFIX" >/dev/null 2>&1 || true; rm -rf "$WORK"; }
-trap cleanup EXIT INT TERM
-"$FAB" up --prefix "$PREFIX" --hosts 2 --planes 4 --spines 4 --rate "$RATE" >/dev/null
-CFG=/run/mrc-fabric/$PREFIX/hosts
-SERVER=$(ip -n "$PREFIX-h0" -4 -o addr show dev mgmt0 | awk '{print $4}' | cut -d/ -f1)
-echo '{}' > "$WORK/empty.json"
+source perf/fabric_bw.sh
+fabric_up "dbw$$" "$RATE"
 
-# plugin <tuned 0|1>: Gbit/s the receiver of perf/nccl_bw counted.
-plugin() {
-  local tune="" rv="$WORK/rv-$RANDOM$RANDOM"
-  [[ $1 == 1 ]] && tune="MRC_BASE_RTT_US=300"
-  for h in 0 1; do
-    local role=send; [[ $h == 1 ]] && role=recv
-    env MRC_CONFIG="$WORK/empty.json" MRC_PATH_MODE=srv6 \
-      MRC_FABRIC="/run/mrc-fabric/$PREFIX/fabric.json" MRC_HOST=$h MRC_PORT=0 MRC_STATS=0 $tune \
-      ip netns exec "$PREFIX-h$h" "$B/perf/nccl_bw" --transport mrc --role $role \
-      --rendezvous "$rv" --plugin "$B/lib/libnccl-net-mrc.so" --size 4194304 --seconds "$SECS" \
-      > "$WORK/plugin-$role" 2>&1 &
-    eval "pid_$h=\$!"
-  done
-  wait "$pid_0" "$pid_1" || { cat "$WORK"/plugin-*; exit 1; }
-  awk '$1 == "mrc" && $3 == "Gbit/s" {print $2}' "$WORK/plugin-recv"
-}
-# shim <tuned 0|1>: ib_write_bw's average over its window (-f: margins not counted).
-shim() {
-  local tune="" margin=$(( SECS >= 5 ? 2 : 1 ))
-  [[ $1 == 1 ]] && tune="MRC_BASE_RTT_US=300"
-  ip netns exec "$PREFIX-h0" env MRC_CONFIG="$CFG/h0.json" MRC_STATS=0 $tune LD_PRELOAD="$SHIM" \
-    ib_write_bw -D "$SECS" -f "$margin" --report_gbits > "$WORK/shim-server" 2>&1 &
-  local s=$!
-  sleep 0.5
-  ip netns exec "$PREFIX-h1" env MRC_CONFIG="$CFG/h1.json" MRC_STATS=0 $tune LD_PRELOAD="$SHIM" \
-    ib_write_bw -D "$SECS" -f "$margin" --report_gbits "$SERVER" > "$WORK/shim-client" 2>&1 ||
-    { cat "$WORK"/shim-*; exit 1; }
-  wait "$s"
-  awk '$1 == 65536 {print $4}' "$WORK/shim-client"
-}
+# <front> <tuned 0|1>: Gbit/s with nothing set, or with the base RTT the scripts used to pass.
+plugin() { if [[ $1 == 1 ]]; then plugin_bw "$SECS" MRC_BASE_RTT_US=300; else plugin_bw "$SECS"; fi; }
+shim() { if [[ $1 == 1 ]]; then shim_bw "$SECS" MRC_BASE_RTT_US=300; else shim_bw "$SECS"; fi; }
 # perf <tuned 0|1>: mrc-perf's healthy figure.
 perf() {
   local tune=()
@@ -68,8 +32,6 @@ perf() {
     > "$WORK/perf" 2>&1 || { cat "$WORK/perf"; exit 1; }
   awk '$1 == "mrc:" && $2 == "healthy" {print $3}' "$WORK/perf"
 }
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {
-  print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 printf 'fabric: 4 planes x 4 spines, host ports %s Gbit/s (ceiling %s Gbit/s), %s s runs, %s rounds\n' \
   "$RATE" "$((4 * RATE))" "$SECS" "$ROUNDS"

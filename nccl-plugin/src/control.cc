@@ -12,6 +12,9 @@
 #include "wire/wire.h"
 
 namespace mrc::nccl {
+
+// Every plane of a host fits a frame: wire::kMaxAddrPlanes is engine::kMaxPlanes (engine.cc).
+static_assert(kMaxPlanes == wire::kMaxAddrPlanes, "a control frame lists every plane");
 namespace {
 
 struct Writer {

@@ -20,7 +20,7 @@
 #include "engine/engine.h"
 #include "engine/policy.h"
 #include "io/config.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "io/udp/udp_driver.h"
 #include "knobs.h"
 #include "mrc/version.h"
@@ -104,7 +104,7 @@ uint64_t random64() {
 template <class F>
 auto in_device_netns(const Device& d, F&& f) -> decltype(f()) {
   if (d.cfg.udp.netns.empty()) return f();
-  return io::in_netns(d.cfg.udp.netns, std::forward<F>(f));
+  return mrc::in_netns(d.cfg.udp.netns, std::forward<F>(f));
 }
 
 }  // namespace

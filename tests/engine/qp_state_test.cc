@@ -60,6 +60,33 @@ TEST_F(QpState_, Transition_SkippingStatesRefused) {
   EXPECT_EQ(to(QpState::kRts).error(), Error::kBadState);
 }
 
+TEST(QpState, SendsIn_RtsAndSqdOnly) {
+  for (QpState s : {QpState::kReset, QpState::kInit, QpState::kRtr, QpState::kError})
+    EXPECT_FALSE(sends_in(s)) << to_string(s);
+  EXPECT_TRUE(sends_in(QpState::kRts));
+  EXPECT_TRUE(sends_in(QpState::kSqd));
+}
+
+// The plane limit (kMaxPlanes) at its edge: the last plane is taken, the next one refused
+// with the field named, and the QP stays in INIT.
+TEST_F(QpState_, Rtr_PlaneBeyondLimitRefused) {
+  ASSERT_TRUE(to(QpState::kInit).ok());
+  QpAttr a = rtr_attr();
+  a.paths = {Path{1, static_cast<uint16_t>(kMaxPlanes - 1)}, Path{2, kMaxPlanes}};
+  a.state = QpState::kRtr;
+  const auto refused = e.check_modify_qp(q, a, attr::kState | attr::kDest | attr::kPaths);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().error, Error::kInvalidArgument);
+  EXPECT_STREQ(refused.error().field, "paths");
+  EXPECT_EQ(to(QpState::kRtr, attr::kDest | attr::kPaths, a).error(), Error::kInvalidArgument);
+  EXPECT_EQ(e.query_qp(q)->state, QpState::kInit);
+  a.paths.pop_back();
+  ASSERT_TRUE(to(QpState::kRtr, attr::kDest | attr::kPaths, a).ok());
+  EXPECT_EQ(e.set_plane_drained(kMaxPlanes, true).error(), Error::kInvalidArgument);
+  EXPECT_TRUE(e.set_plane_drained(kMaxPlanes - 1, true).ok());
+  EXPECT_EQ(e.drained_planes(), 1u << (kMaxPlanes - 1));
+}
+
 TEST_F(QpState_, Rtr_NeedsDestinationAndPaths) {
   ASSERT_TRUE(to(QpState::kInit).ok());
   EXPECT_EQ(to(QpState::kRtr).error(), Error::kInvalidArgument);

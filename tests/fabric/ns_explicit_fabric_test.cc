@@ -48,7 +48,7 @@ Shell run(const std::string& cmd) {
 class NsExplicitFabric : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (auto s = io::netns_supported(); !s) GTEST_SKIP() << "needs root: " << s.error();
+    if (auto s = mrc::netns_supported(); !s) GTEST_SKIP() << "needs root: " << s.error();
     prefix_ = "mrcxf" + std::to_string(getpid());
     file_ = "/tmp/" + prefix_ + "-fabric.json";
     std::ofstream(file_) << srv6::testing::kHandFabric;
@@ -70,7 +70,7 @@ class NsExplicitFabric : public ::testing::Test {
 
   // A UDP socket of host h bound to its plane-p port address.
   int bound(uint32_t h, uint32_t p) {
-    auto fd = io::in_netns(nf_->host_netns(h), [&]() -> Result<int, std::string> {
+    auto fd = mrc::in_netns(nf_->host_netns(h), [&]() -> Result<int, std::string> {
       const int s = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
       sockaddr_in6 sa{};
       sa.sin6_family = AF_INET6;

@@ -127,7 +127,7 @@ class NsFabricTest : public ::testing::Test {
     nf_.emplace(std::move(nf).value());
     for (uint32_t h = 0; h < 2; ++h) {
       for (uint32_t p = 0; p < 2; ++p) {
-        auto fd = io::in_netns(nf_->host_netns(h), [&]() -> Result<int, std::string> {
+        auto fd = mrc::in_netns(nf_->host_netns(h), [&]() -> Result<int, std::string> {
           const int s = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
           const sockaddr_in6 sa = socket_address(fabric().host_address(h, p), kPort);
           if (s < 0 || bind(s, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
@@ -209,7 +209,7 @@ class NsFabricTest : public ::testing::Test {
   }
 
   Result<bool, std::string> link_up(SwitchId s, const std::string& ifname) {
-    return io::in_netns(nf_->switch_netns(s), [&] { return srv6::link_is_up(ifname); });
+    return mrc::in_netns(nf_->switch_netns(s), [&] { return srv6::link_is_up(ifname); });
   }
 
   std::optional<int> flapper_pid() const {
@@ -416,7 +416,7 @@ Status<std::string> mgmt_tcp(const NsFabric& nf, uint32_t from, uint32_t to) {
   if (inet_pton(AF_INET, mgmt_address(to).c_str(), &sa.sin_addr) != 1) return Err(where);
   const auto* addr = reinterpret_cast<const sockaddr*>(&sa);
   const auto make = [&](uint32_t host, bool listener) {
-    return io::in_netns(nf.host_netns(host), [&]() -> Result<int, std::string> {
+    return mrc::in_netns(nf.host_netns(host), [&]() -> Result<int, std::string> {
       const int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
       if (s < 0) return Err("socket: " + std::string(std::strerror(errno)));
       const int one = 1;
@@ -616,7 +616,7 @@ TEST_F(NsFabricTest, Down_RemovesNamespacesFlapperAndState_Idempotent) {
   auto s = nf_->down();
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_TRUE(netns_with(prefix_).empty());
-  EXPECT_FALSE(std::filesystem::exists(io::netns_path(prefix_ + "-mgmt")));
+  EXPECT_FALSE(std::filesystem::exists(mrc::netns_path(prefix_ + "-mgmt")));
   EXPECT_FALSE(process_alive(*pid));
   for (int line : lines) EXPECT_FALSE(process_alive(line)) << "delay line " << line;
   EXPECT_FALSE(std::filesystem::exists(state_dir(prefix_)));

@@ -3,7 +3,7 @@
 // rate-limited by tbf and trimmed at the same rate; MRC over IPv6 and over IPv4, down to a
 // receiving UDP driver that NACKs what was trimmed. Skips without permission to create
 // namespaces.
-// Threading: the test thread only; sockets are opened inside the namespaces by io::in_netns.
+// Threading: the test thread only; sockets are opened inside the namespaces by mrc::in_netns.
 #include "trim.h"
 
 #include <arpa/inet.h>
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "common/fd.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "io/udp/udp_driver.h"
 #include "wire/wire.h"
 
@@ -207,7 +207,7 @@ class TrimFabric : public ::testing::Test {
   // A socket in the sender's netns: zero UDP checksums, traffic class `tclass` (IPv6 and, for
   // IPv4-mapped destinations, the IPv4 TOS).
   void open_sender(UniqueFd& fd, int tclass) {
-    auto st = io::in_netns(sender_->name(), [&]() -> Status<std::string> {
+    auto st = mrc::in_netns(sender_->name(), [&]() -> Status<std::string> {
       fd.reset(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
       if (fd.get() < 0) return Err{std::string("socket: ") + std::strerror(errno)};
       if (auto s = setopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY"); !s) return s;
@@ -222,7 +222,7 @@ class TrimFabric : public ::testing::Test {
 
   // A socket in the receiver's netns bound to `port`, accepting zero checksums, reporting tclass.
   void open_receiver(UniqueFd& fd, uint16_t port) {
-    auto st = io::in_netns(receiver_->name(), [&]() -> Status<std::string> {
+    auto st = mrc::in_netns(receiver_->name(), [&]() -> Status<std::string> {
       fd.reset(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
       if (fd.get() < 0) return Err{std::string("socket: ") + std::strerror(errno)};
       if (auto s = setopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, 0, "IPV6_V6ONLY"); !s) return s;
@@ -548,7 +548,7 @@ TEST_F(TrimFabric, Gso_PassesUntrimmedAndIsCounted) {
   constexpr size_t kSegments = 8;  // 8 x 4168 bytes: one send alone fills the queue past trim
   UniqueFd tx, rx;
   ASSERT_NO_FATAL_FAILURE(open_receiver(rx, kMrcPort));
-  auto st = io::in_netns(sender_->name(), [&]() -> Status<std::string> {
+  auto st = mrc::in_netns(sender_->name(), [&]() -> Status<std::string> {
     // UDP GSO needs checksums on (the kernel refuses UDP_SEGMENT with UDP_NO_CHECK6_TX).
     tx.reset(socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
     if (tx.get() < 0) return Err{std::string("socket: ") + std::strerror(errno)};

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "io/netns.h"
+#include "common/netns.h"
 #include "io/udp/udp_driver.h"
 #include "wire/wire.h"
 

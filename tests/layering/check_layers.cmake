@@ -1,7 +1,7 @@
 # Checks that each layer of libmrc/src includes only itself and the layers below it (no
 # upward include, hence no include cycle between layers). Run as a script:
 #   cmake -DSRC=<libmrc/src> -P check_layers.cmake
-# Layers, lowest first; a layer is a top folder of SRC, and layers of one rank (verbs,
+# Layers (layers.cmake), lowest first; a layer is a top folder of SRC, and layers of one rank (verbs,
 # observe) may not include each other. An include whose first path component is no layer
 # (<system>, "srv6/...", "mrc/..." of include/, a file next to the includer) is not checked.
 # Fails naming every offending file and include; a folder of SRC that is no layer is an
@@ -12,27 +12,14 @@ if(NOT DEFINED SRC OR NOT IS_DIRECTORY "${SRC}")
 endif()
 get_filename_component(SRC "${SRC}" ABSOLUTE)
 
-set(rank_common 0)
-set(rank_wire 1)
-set(rank_engine 2)
-set(rank_io 3)  # io/sim, io/udp, io/config, io/netns
-set(rank_verbs 4)
-set(rank_observe 4)
-set(rank_api 5)
+include(${CMAKE_CURRENT_LIST_DIR}/layers.cmake)
 
 # Known exceptions, as "<file relative to SRC> -> <include>", each with the reason: none today.
 set(known_exceptions)
 
-file(GLOB layers RELATIVE "${SRC}" "${SRC}/*")
 set(errors "")
+libmrc_layers("${SRC}" layers)
 foreach(layer IN LISTS layers)
-  if(NOT IS_DIRECTORY "${SRC}/${layer}")
-    continue()
-  endif()
-  if(NOT DEFINED rank_${layer})
-    string(APPEND errors "  ${layer}/: a folder of ${SRC} that is no layer (add it to check_layers.cmake)\n")
-    continue()
-  endif()
   file(GLOB_RECURSE files RELATIVE "${SRC}" "${SRC}/${layer}/*.h" "${SRC}/${layer}/*.cc")
   list(SORT files)
   foreach(f IN LISTS files)
@@ -56,6 +43,6 @@ endforeach()
 
 if(errors)
   message(FATAL_ERROR "check_layers: upward includes in ${SRC} (layers, lowest first: "
-                      "common, wire, engine, io, verbs|observe, api):\n${errors}")
+                      "${layer_order}):\n${errors}")
 endif()
 message(STATUS "check_layers: every layer of ${SRC} includes only layers below it")

@@ -23,7 +23,7 @@
 
 #include "fault.h"
 #include "io/config.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "io/udp/udp_driver.h"
 #include "nlohmann/json.hpp"
 #include "nsfabric.h"
@@ -52,7 +52,7 @@ Shell run(const std::string& cmd) {
 class NsDoctor : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (auto ok = io::netns_supported(); !ok.ok()) {
+    if (auto ok = mrc::netns_supported(); !ok.ok()) {
       skip_ = ok.error();
       return;
     }
@@ -215,7 +215,7 @@ TEST_F(NsDoctor, MtuTooSmall_MtuFails) {
 
 TEST_F(NsDoctor, UdpPortTaken_PortFailsNamingTheHolder) {
   const srv6::Ipv6 a = fab_->fabric().host_address(0, 0);
-  auto fd = io::in_netns(fab_->host_netns(0), [&]() -> Result<int, std::string> {
+  auto fd = mrc::in_netns(fab_->host_netns(0), [&]() -> Result<int, std::string> {
     const int s = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     sockaddr_in6 sa{};
     sa.sin6_family = AF_INET6;

@@ -30,7 +30,7 @@
 
 #include "expect.h"
 #include "io/config.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "io/udp/udp_driver.h"
 #include "nsfabric.h"
 #include "observe/publisher.h"
@@ -52,7 +52,7 @@ int64_t mono_ns() {
 class NsMrcctl : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (auto ok = io::netns_supported(); !ok.ok()) {
+    if (auto ok = mrc::netns_supported(); !ok.ok()) {
       skip_ = ok.error();
       return;
     }

@@ -13,7 +13,7 @@
 #include <regex>
 
 #include "hand_fabric.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "ns_test_fabric.h"
 #include "ns_tools.h"
 #include "plugin_harness.h"
@@ -25,7 +25,7 @@ namespace {
 class NcclFabric : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (auto ok = io::netns_supported(); !ok.ok()) {
+    if (auto ok = mrc::netns_supported(); !ok.ok()) {
       skip_ = ok.error();
       return;
     }
@@ -283,7 +283,7 @@ class NcclHandFabric : public ::testing::TestWithParam<Hand> {
   static constexpr double kPortGbps = 0.5;  // HandFabric's default tbf rate
 
   static void SetUpTestSuite() {
-    if (auto ok = io::netns_supported(); !ok.ok()) {
+    if (auto ok = mrc::netns_supported(); !ok.ok()) {
       skip_ = ok.error();
       return;
     }

@@ -21,7 +21,7 @@
 #include <fstream>
 #include <string>
 
-#include "io/netns.h"
+#include "common/netns.h"
 #include "mrc/mrc.h"
 #include "mrc/mrc_ctl.h"
 #include "srv6/config.h"
@@ -43,7 +43,7 @@ mrc_ctl_ev srv6_ev(const srv6::Ipv6& a, uint8_t port) {
 class OcpSrv6Ev : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (auto s = io::netns_supported(); !s) GTEST_SKIP() << "needs root: " << s.error();
+    if (auto s = mrc::netns_supported(); !s) GTEST_SKIP() << "needs root: " << s.error();
     ns_ = "mrcev" + std::to_string(getpid());
     dir_ = "/tmp/" + ns_;
     ASSERT_EQ(sh("ip netns add " + ns_), 0);
@@ -87,7 +87,7 @@ class OcpSrv6Ev : public ::testing::Test {
 
 TEST_F(OcpSrv6Ev, ExplicitEv_ProbeGoesToTheAddressItSpells) {
   // The receiver at X, on the port host 1 would listen on.
-  auto fd = io::in_netns(ns_, [&]() -> Result<int, std::string> {
+  auto fd = mrc::in_netns(ns_, [&]() -> Result<int, std::string> {
     const int s = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     sockaddr_in6 a{};
     a.sin6_family = AF_INET6;

@@ -1,5 +1,5 @@
 // Tests of tools/mrc-perf/baseline.h on two namespaces of our own joined by two veth "planes".
-#include "io/netns.h"
+#include "common/netns.h"
 #include "baseline.h"
 
 #include <arpa/inet.h>
@@ -46,7 +46,7 @@ class Netns {
 // A TCP connect from netns `from` to [to]:9 is refused: the path forwards both ways.
 bool reachable(const std::string& from, const std::string& to) {
   bool refused = false;
-  auto s = io::in_netns(from, [&]() -> Status<std::string> {
+  auto s = mrc::in_netns(from, [&]() -> Status<std::string> {
     const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const timeval tv{0, 100'000};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);

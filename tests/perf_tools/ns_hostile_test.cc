@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/stats.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "ns_handle.h"
 #include "ns_test_fabric.h"
 #include "wire/wire.h"
@@ -94,7 +94,7 @@ void attack(std::vector<int> fds, std::vector<sockaddr_in6> targets, std::atomic
 }
 
 TEST(NsHostile, ForgedAndJunkDatagrams_TransferIntactDropsCounted) {
-  if (auto ok = io::netns_supported(); !ok.ok()) GTEST_SKIP() << ok.error();
+  if (auto ok = mrc::netns_supported(); !ok.ok()) GTEST_SKIP() << ok.error();
   auto up = make_test_fabric("mrch", 3, /*gso=*/true);
   ASSERT_TRUE(up.ok()) << up.error();
   nsfabric::NsFabric fab = std::move(up).value();
@@ -107,7 +107,7 @@ TEST(NsHostile, ForgedAndJunkDatagrams_TransferIntactDropsCounted) {
   // only through that plane), aiming at both endpoints' plane 0 and 1 ports.
   std::vector<int> fds;
   for (uint32_t p = 0; p < 2; ++p) {
-    auto fd = io::in_netns(fab.host_netns(2), [&]() -> Result<int, std::string> {
+    auto fd = mrc::in_netns(fab.host_netns(2), [&]() -> Result<int, std::string> {
       const int s = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
       if (s < 0) return Err(std::string("socket failed"));
       sockaddr_in6 me = to(fab.fabric().host_address(2, p));

@@ -59,7 +59,7 @@
 #include <vector>
 
 #include "engine/stats.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "ns_handle.h"
 #include "ns_test_fabric.h"
 #include "wire/wire.h"
@@ -291,7 +291,7 @@ void attack(int fd, sockaddr_in6 server, sockaddr_in6 client, Captured& cap,
 }
 
 TEST(NsReplay, RightTokenReplaysForgedAcksNacksProbeReplies_TransferIntactDropsCounted) {
-  if (auto ok = io::netns_supported(); !ok.ok()) GTEST_SKIP() << ok.error();
+  if (auto ok = mrc::netns_supported(); !ok.ok()) GTEST_SKIP() << ok.error();
   auto up = make_test_fabric("h8r", 3, /*gso=*/false);
   ASSERT_TRUE(up.ok()) << up.error();
   nsfabric::NsFabric fab = std::move(up).value();
@@ -302,7 +302,7 @@ TEST(NsReplay, RightTokenReplaysForgedAcksNacksProbeReplies_TransferIntactDropsC
 
   // The tap: every IPv6 packet through host 1's plane-0 T0 (both directions of the stream).
   const srv6::SwitchId t0{srv6::Tier::kT0, 0, fab.fabric().t0_of(1)};
-  auto tap = io::in_netns(fab.switch_netns(t0), [&]() -> Result<int, std::string> {
+  auto tap = mrc::in_netns(fab.switch_netns(t0), [&]() -> Result<int, std::string> {
     const int s = ::socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IPV6));
     if (s < 0) return Err(std::string("AF_PACKET socket: ") + std::strerror(errno));
     timeval tv{0, 50'000};
@@ -313,7 +313,7 @@ TEST(NsReplay, RightTokenReplaysForgedAcksNacksProbeReplies_TransferIntactDropsC
   });
   ASSERT_TRUE(tap.ok()) << tap.error();
   // The sender of forgeries: host 2, a third host on the fabric.
-  auto fd = io::in_netns(fab.host_netns(2), [&]() -> Result<int, std::string> {
+  auto fd = mrc::in_netns(fab.host_netns(2), [&]() -> Result<int, std::string> {
     const int s = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0) return Err(std::string("socket: ") + std::strerror(errno));
     return s;

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "io/netns.h"
+#include "common/netns.h"
 #include "ns_handle.h"
 #include "ns_test_fabric.h"
 #include "session.h"
@@ -19,7 +19,7 @@ namespace mrc::perf {
 namespace {
 
 TEST(NsSoak, RandomFaultsEveryKind_NoErrorNoCorruptionFlatMemory) {
-  if (auto ok = io::netns_supported(); !ok.ok()) GTEST_SKIP() << ok.error();
+  if (auto ok = mrc::netns_supported(); !ok.ok()) GTEST_SKIP() << ok.error();
   auto up = make_test_fabric("mrcs", 2, /*gso=*/false);
   ASSERT_TRUE(up.ok()) << up.error();
   nsfabric::NsFabric fab = std::move(up).value();

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "nsfabric.h"
 
 // MRC_TEST_ASAN: defined under AddressSanitizer, which keeps freed memory in quarantine (256 MiB
@@ -85,7 +85,7 @@ template <class S>
 class NsFabricSuite : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (auto ok = io::netns_supported(); !ok.ok()) {
+    if (auto ok = mrc::netns_supported(); !ok.ok()) {
       skip_ = ok.error();
       return;
     }

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "io/sim/testbed.h"
+#include "testing/testbed.h"
 
 namespace mrc {
 namespace {

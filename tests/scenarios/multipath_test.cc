@@ -11,9 +11,10 @@
 #include <set>
 #include <span>
 
-#include "io/sim/bulk.h"
 #include "io/sim/fabric.h"
-#include "io/sim/testbed.h"
+#include "testing/bulk.h"
+#include "testing/goodput.h"
+#include "testing/testbed.h"
 
 namespace mrc {
 namespace {

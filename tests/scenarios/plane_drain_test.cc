@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "io/sim/bulk.h"
+#include "testing/bulk.h"
 #include "two_hosts.h"
 
 namespace mrc {

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "io/sim/fabric.h"
-#include "io/sim/testbed.h"
+#include "testing/testbed.h"
 
 namespace mrc::sim {
 

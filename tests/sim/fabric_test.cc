@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/goodput.h"
 #include "wire/wire.h"
 
 namespace mrc::sim {

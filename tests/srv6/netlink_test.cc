@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "hand_fabric.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "srv6/config.h"
 
 namespace mrc::srv6 {
@@ -155,7 +155,7 @@ class Srv6Netlink : public ::testing::Test {
     const std::string a = make_switch("a" + std::to_string(n_), p);
     const std::string b = make_switch("b" + std::to_string(n_), p);
     ++n_;
-    auto s = io::in_netns(a, [&] { return apply(p); });
+    auto s = mrc::in_netns(a, [&] { return apply(p); });
     ASSERT_TRUE(s.ok()) << s.error();
     const Shell r = apply_ip(b, p);
     ASSERT_EQ(r.rc, 0) << r.out;
@@ -195,11 +195,11 @@ TEST_F(Srv6Netlink, ApplyAgainAfterLinkDown_Restores) {
   const Fabric f = small_fabric();
   const Plan p = switch_plan(f, {Tier::kT0, 0, 1}, {.plain_routes = true});
   const std::string ns = make_switch("r", p);
-  auto s = io::in_netns(ns, [&] { return apply(p); });
+  auto s = mrc::in_netns(ns, [&] { return apply(p); });
   ASSERT_TRUE(s.ok()) << s.error();
   const std::string before = state(ns);
   const std::string port = p.routes.front().nexthops.front().dev;  // End route's: first port
-  s = io::in_netns(ns, [&]() -> Status<std::string> {
+  s = mrc::in_netns(ns, [&]() -> Status<std::string> {
     if (auto d = set_link_up(port, false); !d) return d;
     auto up = link_is_up(port);
     if (!up) return Err(up.error());
@@ -209,7 +209,7 @@ TEST_F(Srv6Netlink, ApplyAgainAfterLinkDown_Restores) {
   ASSERT_TRUE(s.ok()) << s.error();
   const std::string down = state(ns);
   EXPECT_EQ(down.find("dev " + port + " metric"), std::string::npos) << down;
-  s = io::in_netns(ns, [&]() -> Status<std::string> {
+  s = mrc::in_netns(ns, [&]() -> Status<std::string> {
     if (auto u = set_link_up(port, true); !u) return u;
     if (auto a = apply(p); !a) return a;
     return apply(p);
@@ -227,13 +227,13 @@ TEST_F(Srv6Netlink, UnknownInterface_ErrorNamesCommand) {
                                  48,
                                  kMainTable,
                                  {Nexthop{"lo", {}}, Nexthop{"p0t0-s9", {}}}});
-  auto s = io::in_netns(ns, [&] { return apply(p); });
+  auto s = mrc::in_netns(ns, [&] { return apply(p); });
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("ip -6 route add fcbb:bbbb:3::/48 nexthop via :: dev lo nexthop via "
                            ":: dev p0t0-s9: no interface p0t0-s9"),
             std::string::npos)
       << s.error();
-  auto up = io::in_netns(ns, [] { return link_is_up("nope0"); });
+  auto up = mrc::in_netns(ns, [] { return link_is_up("nope0"); });
   ASSERT_FALSE(up.ok());
   EXPECT_EQ(up.error(), "no interface nope0");
   // A kernel refusal carries its reason.
@@ -242,7 +242,7 @@ TEST_F(Srv6Netlink, UnknownInterface_ErrorNamesCommand) {
                           48,
                           kMainTable,
                           {Nexthop{"lo", f.address(0, {7})}}}};
-  s = io::in_netns(ns, [&] { return apply(p); });
+  s = mrc::in_netns(ns, [&] { return apply(p); });
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().find("ip -6 route add fcbb:bbbb:3::/48 via fcbb:bbbb:7:: dev lo: "),
             std::string::npos)
@@ -277,7 +277,7 @@ TEST_F(Srv6Netlink, CsidLengths_KernelAgrees) {
             0);
   Ipv6 dst{0xfc, 0xbb, 0xbb, 0xbb, 0, 1};
   int accepted = 0, checked = 0;
-  auto s = io::in_netns(ns, [&]() -> Status<std::string> {
+  auto s = mrc::in_netns(ns, [&]() -> Status<std::string> {
     for (int l = 0; l <= 128; l += 4) {
       for (int n = 0; n <= 128; n += 4) {
         RouteRecord r{RouteRecord::Kind::kEnd, dst, 48, kMainTable, {Nexthop{"d0", {}}}};

@@ -33,7 +33,7 @@
 
 #include "command.h"
 #include "common/result.h"
-#include "io/netns.h"
+#include "common/netns.h"
 
 namespace mrc::verbs {
 
@@ -347,9 +347,9 @@ class HandFabric {
   // `to0`, and its answer sent to `to1`; retried for 5 s.
   Status<std::string> probe(const std::string& a0, const std::string& a1, const std::string& to0,
                             const std::string& to1) {
-    auto fd0 = io::in_netns(host(0), [&]() { return udp_socket(a0); });
+    auto fd0 = mrc::in_netns(host(0), [&]() { return udp_socket(a0); });
     if (!fd0) return Err(fd0.error());
-    auto fd1 = io::in_netns(host(1), [&]() { return udp_socket(a1); });
+    auto fd1 = mrc::in_netns(host(1), [&]() { return udp_socket(a1); });
     if (!fd1) {
       ::close(*fd0);
       return Err(fd1.error());

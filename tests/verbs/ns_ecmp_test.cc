@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "hand_fabric.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "ns_test_fabric.h"
 #include "ns_tools.h"
 #include "observe/segment.h"
@@ -67,7 +67,7 @@ class NsEcmp : public ::testing::Test {
     skip_ = "built with a sanitizer: the shim cannot be preloaded into stock binaries";
     return;
 #endif
-    if (auto ok = io::netns_supported(); !ok.ok()) {
+    if (auto ok = mrc::netns_supported(); !ok.ok()) {
       skip_ = ok.error();
       return;
     }
@@ -163,7 +163,7 @@ class NsEcmp : public ::testing::Test {
     Child s = spawn(fab_->host(0), env(server_cfg), argv);
     const auto ready = Clock::now() + 5s;
     while (Clock::now() < ready &&
-           !io::tcp_listening("/proc/" + std::to_string(s.pid) + "/net", kToolPort) && !s.pump())
+           !mrc::tcp_listening("/proc/" + std::to_string(s.pid) + "/net", kToolPort) && !s.pump())
       std::this_thread::sleep_for(5ms);
     std::vector<std::string> cargv = argv;
     cargv.push_back(HandFabric::mgmt(0));
@@ -337,7 +337,7 @@ TEST_F(NsEcmp, StrangersQueryIsRefusedAndCounted) {
     }
     refused_before = refused;
     answered_before = answered;
-    auto st = io::in_netns(fab_->host(1), [&]() -> Status<std::string> {
+    auto st = mrc::in_netns(fab_->host(1), [&]() -> Status<std::string> {
       const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
       if (fd < 0) return Err(std::string("socket"));
       sockaddr_in6 to{};

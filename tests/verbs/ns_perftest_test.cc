@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "io/netns.h"
+#include "common/netns.h"
 #include "ns_test_fabric.h"
 #include "ns_tools.h"
 #include "observe/segment.h"
@@ -42,7 +42,7 @@ class NsPerftest : public ::testing::Test {
     skip_ = "built with a sanitizer: the shim cannot be preloaded into stock binaries";
     return;
 #endif
-    if (auto ok = io::netns_supported(); !ok.ok()) {
+    if (auto ok = mrc::netns_supported(); !ok.ok()) {
       skip_ = ok.error();
       return;
     }

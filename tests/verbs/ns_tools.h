@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "io/netns.h"
+#include "common/netns.h"
 
 namespace mrc::verbs {
 
@@ -113,7 +113,7 @@ inline PairResult run_server_client(const Side& server, const Side& client, uint
   // Its stdout is a pipe, so fully buffered: a "waiting" line would show only at exit.
   const auto ready = Clock::now() + std::chrono::seconds(5);
   while (Clock::now() < ready &&
-         !io::tcp_listening("/proc/" + std::to_string(s.pid) + "/net", port) && !s.pump())
+         !mrc::tcp_listening("/proc/" + std::to_string(s.pid) + "/net", port) && !s.pump())
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   Child c = spawn(client.ns, client.env, client.argv);
   if (during) during(c);

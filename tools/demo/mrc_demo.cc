@@ -20,9 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "io/sim/bulk.h"
 #include "io/sim/fabric.h"
-#include "io/sim/testbed.h"
+#include "testing/bulk.h"
+#include "testing/goodput.h"
+#include "testing/testbed.h"
 
 namespace {
 

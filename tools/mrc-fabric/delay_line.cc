@@ -23,7 +23,7 @@
 
 #include "command.h"
 #include "gray.h"
-#include "io/netns.h"
+#include "common/netns.h"
 
 namespace mrc::nsfabric {
 namespace {
@@ -198,7 +198,7 @@ Result<DelayLine, std::string> start_delay_line(const std::string& netns, const 
       !s) {
     return Err(where + s.error());
   }
-  auto set_up = io::in_netns(netns, [&]() -> Status<std::string> {
+  auto set_up = mrc::in_netns(netns, [&]() -> Status<std::string> {
     for (const std::string& i : {capture_if(ifname), reader_if(ifname)}) {
       std::ofstream f("/proc/sys/net/ipv6/conf/" + i + "/disable_ipv6");
       if (!(f << "1\n")) return Err("disable_ipv6 on " + i);
@@ -207,7 +207,7 @@ Result<DelayLine, std::string> start_delay_line(const std::string& netns, const 
   });
   if (set_up) set_up = ip(netns, {"link", "set", capture_if(ifname), "up"});
   if (set_up) set_up = ip(netns, {"link", "set", reader_if(ifname), "up"});
-  auto index = io::in_netns(netns, [&]() -> Result<uint32_t, std::string> {
+  auto index = mrc::in_netns(netns, [&]() -> Result<uint32_t, std::string> {
     const unsigned i = if_nametoindex(capture_if(ifname).c_str());
     if (i == 0) return Err("no " + capture_if(ifname));
     return static_cast<uint32_t>(i);

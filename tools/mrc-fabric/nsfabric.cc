@@ -400,7 +400,7 @@ Status<std::string> set_ends(const Layout& l, const std::vector<End>& ends, bool
   }
   for (const auto& [ns, entry] : by_ns) {
     const auto& ifs = entry.second;
-    auto s = io::in_netns(ns, [&]() -> Status<std::string> {
+    auto s = mrc::in_netns(ns, [&]() -> Status<std::string> {
       for (const std::string& i : ifs) {
         if (auto r = srv6::set_link_up(i, up); !r) return r;
       }
@@ -411,7 +411,7 @@ Status<std::string> set_ends(const Layout& l, const std::vector<End>& ends, bool
   if (!up) return {};
   for (const auto& [ns, entry] : by_ns) {
     const Node& node = entry.first;
-    auto s = io::in_netns(ns, [&]() -> Status<std::string> { return srv6::apply(l.plan(node)); });
+    auto s = mrc::in_netns(ns, [&]() -> Status<std::string> { return srv6::apply(l.plan(node)); });
     if (!s) return Err(ns + ": " + s.error());
   }
   // Addresses kept over the down (keep_addr_on_down) come back tentative until the kernel
@@ -879,11 +879,11 @@ Status<std::string> build(const Layout& l, const Options& o) {
   if (auto s = ok_or(run_command({"ip", "-batch", "-"}, batch)); !s) return s;
 
   for (const Node& n : nodes) {
-    auto s = io::in_netns(l.ns(n), [&] { return set_sysctls(!n.is_host); });
+    auto s = mrc::in_netns(l.ns(n), [&] { return set_sysctls(!n.is_host); });
     if (!s) return Err(l.ns(n) + ": " + s.error());
   }
   if (o.mgmt) {
-    auto s = io::in_netns(mgmt, [&]() -> Status<std::string> {
+    auto s = mrc::in_netns(mgmt, [&]() -> Status<std::string> {
       for (const char* k :
            {"net.ipv6.conf.default.disable_ipv6", "net.ipv6.conf.all.disable_ipv6"}) {
         if (auto r = set_sysctl(k, "1"); !r) return r;
@@ -934,7 +934,7 @@ Status<std::string> build(const Layout& l, const Options& o) {
     const srv6::Plan plan = l.plan(n);
     std::vector<std::string> ifs = l.ports(n);
     if (!n.is_host) ifs.insert(ifs.end(), {kEndDev, kEndDev + std::string("-peer")});
-    auto s = io::in_netns(ns, [&]() -> Status<std::string> {
+    auto s = mrc::in_netns(ns, [&]() -> Status<std::string> {
       for (const std::string& i : ifs) {
         if (auto r = srv6::set_link_up(i, true); !r) return r;
       }
@@ -1201,7 +1201,7 @@ std::string NsFabric::status() const {
   out << "\n";
   std::error_code ec;
   const auto link_states = [](const std::string& ns, const std::vector<std::string>& ports) {
-    return io::in_netns(ns, [&]() -> Result<std::vector<std::string>, std::string> {
+    return mrc::in_netns(ns, [&]() -> Result<std::vector<std::string>, std::string> {
       std::vector<std::string> v;
       for (const std::string& p : ports) {
         auto up = srv6::link_is_up(p);

@@ -68,7 +68,7 @@
 
 #include "common/result.h"
 #include "fault.h"
-#include "io/netns.h"  // io::in_netns: run a function (e.g. make a socket) inside a namespace
+#include "common/netns.h"  // mrc::in_netns: run a function (e.g. make a socket) inside a namespace
 #include "srv6/export_linux.h"
 #include "srv6/fabric.h"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/fd.h"
-#include "io/netns.h"
+#include "common/netns.h"
 
 namespace mrc::nsfabric::tc_bpf {
 namespace {
@@ -40,7 +40,7 @@ Err<std::string> fail(const std::string& what, int err) {
 
 Status<std::string> in_port_netns(const std::string& netns, const std::string& ifname,
                                   const std::function<Status<std::string>(int ifindex)>& fn) {
-  auto st = io::in_netns(netns, [&]() -> Status<std::string> {
+  auto st = mrc::in_netns(netns, [&]() -> Status<std::string> {
     const unsigned idx = if_nametoindex(ifname.c_str());
     if (idx == 0) return fail("interface", errno);
     return fn(static_cast<int>(idx));

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "common/fd.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "tc_bpf.h"
 #include "trim.skel.h"
 #include "trim_shared.h"

@@ -1,5 +1,5 @@
 // iperf3 baselines (TCP, MPTCP): child processes, their JSON, the MPTCP path manager.
-#include "io/netns.h"
+#include "common/netns.h"
 #include "baseline.h"
 
 #include <arpa/inet.h>
@@ -233,8 +233,8 @@ Status<std::string> wait_listening(const BaselineSpec& spec, Child& server, cons
   const auto end = Clock::now() + kListenTimeout;
   while (Clock::now() < end) {
     bool up = false;
-    auto s = io::in_netns(spec.server_netns, [&]() -> Status<std::string> {
-      up = io::tcp_listening("/proc/thread-self/net", spec.port);
+    auto s = mrc::in_netns(spec.server_netns, [&]() -> Status<std::string> {
+      up = mrc::tcp_listening("/proc/thread-self/net", spec.port);
       return {};
     });
     if (!s) return s;

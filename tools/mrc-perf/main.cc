@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "io/netns.h"
+#include "common/netns.h"
 #include "matrix.h"
 #include "ns_handle.h"
 #include "soak.h"
@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
   }
 
   if (demo) {
-    if (auto ok = io::netns_supported(); !ok.ok()) return fallback_to_sim(argv[0], ok.error());
+    if (auto ok = mrc::netns_supported(); !ok.ok()) return fallback_to_sim(argv[0], ok.error());
     planes = 4;
     spines = 4;
     hosts = 2;

@@ -17,7 +17,7 @@
 
 #include "baseline.h"
 #include "common/fd.h"
-#include "io/netns.h"
+#include "common/netns.h"
 #include "io/udp/link_mtu.h"
 
 #ifndef UDP_SEGMENT
@@ -140,7 +140,7 @@ std::string rate(double per_s) {
 // UDP payload of an MRC data packet on the link of `addr` in `netns` (BaselineSpec).
 Result<size_t, std::string> mrc_segment(const std::string& netns, const std::string& addr) {
   size_t segment = 0;
-  auto s = io::in_netns(netns, [&]() -> Status<std::string> {
+  auto s = mrc::in_netns(netns, [&]() -> Status<std::string> {
     auto mtu = io::link_mtu(make_addr(addr, 0));
     if (!mtu) return Err(mtu.error());
     const uint32_t payload = io::payload_for_link(*mtu, /*ipv4=*/false);
@@ -169,7 +169,7 @@ Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
   const size_t send_bytes = kMaxSend / segment * segment;
 
   UniqueFd rx_fd;
-  auto s = io::in_netns(spec.server_netns, [&]() -> Status<std::string> {
+  auto s = mrc::in_netns(spec.server_netns, [&]() -> Status<std::string> {
     auto fd = udp_socket(spec.server_addrs[0], spec.port);
     if (!fd) return Err("udp-ceiling receiver: " + fd.error());
     const int on = 1;
@@ -182,7 +182,7 @@ Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
   if (!s) return Err(s.error());
 
   std::vector<UniqueFd> tx_fds;
-  s = io::in_netns(spec.client_netns, [&]() -> Status<std::string> {
+  s = mrc::in_netns(spec.client_netns, [&]() -> Status<std::string> {
     const sockaddr_in6 dst = make_addr(spec.server_addrs[0], spec.port);
     const int gso = static_cast<int>(segment);
     for (int i = 0; i < spec.streams; ++i) {

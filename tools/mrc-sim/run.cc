@@ -11,8 +11,9 @@
 #include <random>
 
 #include "io/sim/fabric.h"
-#include "io/sim/testbed.h"
 #include "sink.h"
+#include "testing/goodput.h"
+#include "testing/testbed.h"
 #include "wire/wire.h"
 
 namespace mrc::msim {

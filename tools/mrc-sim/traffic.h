@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "io/sim/testbed.h"
 #include "pattern.h"
 #include "sink.h"
+#include "testing/testbed.h"
 #include "transport.h"
 
 namespace mrc::msim {

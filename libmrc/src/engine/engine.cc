@@ -10,6 +10,9 @@
 
 namespace mrc::engine {
 
+static_assert(wire::kMaxAddrPlanes == kMaxPlanes,
+              "an ADDR_REPLY lists every plane a host may have");
+
 namespace {
 
 void default_copy(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
@@ -94,7 +97,7 @@ const Mr* Core::mr(uint32_t key) const {
 }
 
 void Core::make_ready(Qp& q) {
-  if (q.in_ready || (q.state != QpState::kRts && q.state != QpState::kSqd)) return;
+  if (q.in_ready || !sends_in(q.state)) return;
   q.in_ready = true;
   ready.push_back(q.qpn);
 }
@@ -208,14 +211,14 @@ void Core::ev_events(Qp& q) {
 
 void Core::path_timeout(Qp& q, Time now) {
   if (!q.timers.expired(Timer::kProbe, now)) return;
-  if (q.state != QpState::kRts && q.state != QpState::kSqd) {
+  if (!sends_in(q.state)) {
     q.timers.cancel(Timer::kProbe);
     return;
   }
   q.paths.poll_probes(now, probe_scratch, ev_scratch);
   // A plane this QP still probes as drained stays held for the peer until its next probe.
   if (q.health && q.paths.count(EvState::kAssumedBad) > 0)
-    for (uint16_t pl = 0; pl < 16; ++pl)
+    for (uint16_t pl = 0; pl < kMaxPlanes; ++pl)
       if (q.paths.plane_drained(pl))
         health.hold_until(*q.health, pl, now + q.paths.policy().probe_interval_max, now);
   for (const ProbeRequest& r : probe_scratch) {
@@ -234,7 +237,7 @@ void Core::path_timeout(Qp& q, Time now) {
 void Core::on_probe_reply(Qp& q, Time now, const wire::Packet& p) {
   const int i = q.paths.find(p.probe_reply.echo_ev);
   if (i < 0) {
-    ++stats.drops[static_cast<size_t>(Drop::kBadAck)];
+    stats.drop(Drop::kBadAck);
     return;
   }
   const auto echo = Time{static_cast<int64_t>(p.probe_reply.echo_ts)};
@@ -492,7 +495,7 @@ Status<ModifyRefusal> check_modify(const Core& c, const Qp& q, const QpAttr& a, 
     std::vector<uint32_t> evs;
     for (const auto* list : {&a.paths, &a.backup_paths})
       for (const Path& p : *list) {
-        if (p.plane >= 16) return refuse(Error::kInvalidArgument, "paths");
+        if (p.plane >= kMaxPlanes) return refuse(Error::kInvalidArgument, "paths");
         evs.push_back(p.ev);
       }
     std::sort(evs.begin(), evs.end());
@@ -517,7 +520,7 @@ Status<ModifyRefusal> check_modify(const Core& c, const Qp& q, const QpAttr& a, 
   const uint32_t mpr = (mask & attr::kMpr) ? a.max_psn_range : q.attr.max_psn_range;
   if (to == QpState::kRts && mpr > c.cfg.recv_window)
     return refuse(Error::kInvalidArgument, "max_psn_range");
-  const bool live = q.state == QpState::kRts || q.state == QpState::kSqd;
+  const bool live = sends_in(q.state);
   if (live && (mask & attr::kMpr) && mpr > q.tx_cap && q.inflight() > 0)
     return refuse(Error::kBadState, "max_psn_range");
   return {};
@@ -540,7 +543,7 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
     return;
   }
   const bool entering = to != from;
-  const bool live = from == QpState::kRts || from == QpState::kSqd;
+  const bool live = sends_in(from);
   QpAttr& s = q.attr;
   // A profile taken off a QP that ran one: a fresh window from EngineConfig.
   const bool cc_cleared = (mask & attr::kCc) && ((!a.cc && s.cc) || a.cc_off != s.cc_off);
@@ -561,7 +564,7 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
   if (mask & attr::kPathPolicy) q.paths.set_policy(s.path_policy);
   if (mask & attr::kPaths) {
     q.paths.reset(s.paths, s.backup_paths, s.path_policy);
-    for (uint16_t p = 0; p < 16; ++p)
+    for (uint16_t p = 0; p < kMaxPlanes; ++p)
       if (c.planes_drained & (1u << p)) q.paths.set_plane_admin_down(p, true);
     q.path_stats.assign(q.paths.size(), PathStats{});
     q.timers.cancel(Timer::kProbe);
@@ -744,7 +747,7 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
   ++c.stats.rx_datagrams;
   c.stats.rx_bytes += bytes.size();
   if (const auto s = wire::decode(bytes, c.rx_pkt); !s) {
-    ++c.stats.drops[static_cast<size_t>(Drop::kMalformed)];
+    c.stats.drop(Drop::kMalformed);
     ++c.stats
           .malformed_by_error[static_cast<size_t>(s.error()) % c.stats.malformed_by_error.size()];
     return;
@@ -752,26 +755,25 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
   const wire::Packet& p = c.rx_pkt;
   Qp* q = c.qp(p.common.dst_qpn);
   if (!q) {
-    ++c.stats.drops[static_cast<size_t>(Drop::kUnknownQp)];
+    c.stats.drop(Drop::kUnknownQp);
     return;
   }
   if (p.common.token != q->init.local_token) {
-    ++c.stats.drops[static_cast<size_t>(Drop::kBadToken)];
+    c.stats.drop(Drop::kBadToken);
     return;
   }
-  const bool rx_ok =
-      q->state == QpState::kRtr || q->state == QpState::kRts || q->state == QpState::kSqd;
-  const bool tx_ok = q->state == QpState::kRts || q->state == QpState::kSqd;
+  const bool rx_ok = q->state == QpState::kRtr || sends_in(q->state);
+  const bool tx_ok = sends_in(q->state);
   if (wire::is_data(p.common.kind)) {
     if (!rx_ok) {
-      ++c.stats.drops[static_cast<size_t>(Drop::kQpNotReady)];
+      c.stats.drop(Drop::kQpNotReady);
       if (q->state == QpState::kError) c.nack(*q, p, rx, wire::NackReason::kRemoteOperation);
       return;
     }
     c.on_data(*q, now, rx, p);
   } else if (p.common.kind == wire::Kind::kAck || p.common.kind == wire::Kind::kNack) {
     if (!tx_ok) {
-      ++c.stats.drops[static_cast<size_t>(Drop::kQpNotReady)];
+      c.stats.drop(Drop::kQpNotReady);
       return;
     }
     if (p.common.kind == wire::Kind::kAck)
@@ -780,7 +782,7 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
       c.on_nack(*q, now, p);
   } else if (p.common.kind == wire::Kind::kProbe) {
     if (!rx_ok) {
-      ++c.stats.drops[static_cast<size_t>(Drop::kQpNotReady)];
+      c.stats.drop(Drop::kQpNotReady);
       return;
     }
     Control r;
@@ -794,7 +796,7 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
     if (c.ctrl.size() < 4 * 4096) c.ctrl.push_back(r);
   } else if (p.common.kind == wire::Kind::kProbeReply) {
     if (!tx_ok) {
-      ++c.stats.drops[static_cast<size_t>(Drop::kQpNotReady)];
+      c.stats.drop(Drop::kQpNotReady);
       return;
     }
     c.on_probe_reply(*q, now, p);
@@ -849,8 +851,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     c.ackq.pop_front();
     if (!q) continue;
     q->in_ackq = false;
-    if (q->state != QpState::kRtr && q->state != QpState::kRts && q->state != QpState::kSqd)
-      continue;
+    if (q->state != QpState::kRtr && !sends_in(q->state)) continue;
     Path path;
     const size_t n = c.build_ack(*q, now, buf, &path);
     c.reschedule(*q);
@@ -861,8 +862,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     c.ready.pop_front();
     Qp* q = c.qp(qpn);
     if (!q) continue;
-    auto t = q->state == QpState::kRts || q->state == QpState::kSqd ? c.send_data(*q, now, buf)
-                                                                    : std::nullopt;
+    auto t = sends_in(q->state) ? c.send_data(*q, now, buf) : std::nullopt;
     if (!t) {
       q->in_ready = false;
       c.burst = 0;
@@ -896,7 +896,7 @@ Status<Error> Engine::deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny) {
 
 Status<Error> Engine::set_plane_drained(uint16_t plane, bool drained) {
   Core& c = *impl_;
-  if (plane >= 16) return Err{Error::kInvalidArgument};
+  if (plane >= kMaxPlanes) return Err{Error::kInvalidArgument};
   const auto bit = static_cast<uint16_t>(1u << plane);
   c.planes_drained = drained ? (c.planes_drained | bit) : (c.planes_drained & ~bit);
   for (auto& q : c.qps) {

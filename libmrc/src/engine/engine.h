@@ -272,7 +272,7 @@ class Engine {
   /// Drain (true) or undrain (false) local plane port `plane` for every QP, present and
   /// future (PathSet::set_plane_admin_down): no data is sent on it, EV states are kept,
   /// in-flight packets are acknowledged or retransmitted on other planes. The peer's
-  /// ACKs follow the data off the plane. kInvalidArgument if plane >= 16.
+  /// ACKs follow the data off the plane. kInvalidArgument if plane >= kMaxPlanes.
   Status<Error> set_plane_drained(uint16_t plane, bool drained);
   /// Bit p set: plane p is drained by set_plane_drained.
   uint16_t drained_planes() const;

@@ -77,6 +77,7 @@ inline constexpr double kNsccDelayEwmaWeight = 0.0125;
 inline constexpr Duration kNsccFastIncreaseDelay = std::chrono::microseconds{1};
 /// Reference network of the UEC scaling: 100 Gb/s x 12 us = 150,000 bytes.
 inline constexpr uint64_t kNsccReferenceBdp = 150000;
+/// The UEC reference RTT, ns: the one definition of the 12 us default (policy.h kBaseRttStart).
 inline constexpr uint32_t kNsccReferenceRttNs = 12000;
 
 /// OCP MRC `struct mrc_ctl_cc_nscc_cfg`, field for field (same names, order, units: ns and
@@ -86,8 +87,10 @@ inline constexpr uint32_t kNsccReferenceRttNs = 12000;
 struct NsccConfig {
   uint8_t disable_qa = 0;                   // non-zero: quick adapt off
   uint32_t adjust_bytes_threshold = 32768;  // bytes acked that trigger a fulfill adjustment (8 MTU)
-  uint32_t adjust_period_threshold = 12000;  // ns; timed adjustment period, eta each (base RTT)
-  uint32_t base_rtt = 12000;      // ns; unloaded RTT of the longest path; 0 = smallest RTT sample
+  // ns; timed adjustment period, eta each (base RTT)
+  uint32_t adjust_period_threshold = kNsccReferenceRttNs;
+  // ns; unloaded RTT of the longest path; 0 = smallest RTT sample
+  uint32_t base_rtt = kNsccReferenceRttNs;
   double eta = 614.4;             // bytes added to cwnd once per adjust period (0.15 MTU a)
   double fi = 20480;              // bytes; fair increase adds ~fi bytes per RTT (5 MTU a)
   double fi_scale = 0.25;         // fast increase: cwnd += fi_scale * acked bytes (0.25 a)

@@ -25,7 +25,7 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
   // Sorted by EV, then index: among equal EVs the first given comes first (find returns it).
   std::sort(index_.begin(), index_.end());
   planes_ = planes;
-  for (uint16_t pl = 0; pl < 16; ++pl) {
+  for (uint16_t pl = 0; pl < kMaxPlanes; ++pl) {
     plane_cursor_[pl] = 0;
     target_active_[pl] = 0;
     wrr_current_[pl] = 0;
@@ -33,14 +33,14 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
     active_[pl] = 0;
   }
   // by_plane_: EV indexes grouped by plane (counting sort keeps index order).
-  uint16_t n_in[16] = {};
+  uint16_t n_in[kMaxPlanes] = {};
   for (const Ev& e : evs_) ++n_in[e.path.plane];
   plane_begin_[0] = 0;
-  for (uint16_t pl = 0; pl < 16; ++pl)
+  for (uint16_t pl = 0; pl < kMaxPlanes; ++pl)
     plane_begin_[pl + 1] = static_cast<uint16_t>(plane_begin_[pl] + n_in[pl]);
   by_plane_.resize(evs_.size());
-  uint16_t fill[16];
-  std::copy(plane_begin_, plane_begin_ + 16, fill);
+  uint16_t fill[kMaxPlanes];
+  std::copy(plane_begin_, plane_begin_ + kMaxPlanes, fill);
   for (size_t i = 0; i < evs_.size(); ++i) {
     const uint16_t pl = evs_[i].path.plane;
     by_plane_[fill[pl]++] = static_cast<uint16_t>(i);
@@ -413,7 +413,7 @@ void SharedHealth::release(Peer& p, uint16_t plane) {
 uint16_t SharedHealth::held(const Peer& p, Time now, Time* until) const {
   uint16_t mask = 0;
   *until = kNever;
-  for (uint16_t pl = 0; pl < 16; ++pl) {
+  for (uint16_t pl = 0; pl < kMaxPlanes; ++pl) {
     const Time t = std::max(p.plane[pl].held_until, local_[pl].held_until);
     if (t <= now) continue;
     mask |= static_cast<uint16_t>(1u << pl);
@@ -423,7 +423,7 @@ uint16_t SharedHealth::held(const Peer& p, Time now, Time* until) const {
 }
 
 void PathSet::set_plane_admin_down(uint16_t plane, bool down) {
-  if (plane >= 16) return;
+  if (plane >= kMaxPlanes) return;
   admin_down_[plane] = down;
   refresh_weights();
 }

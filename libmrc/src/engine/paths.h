@@ -82,8 +82,8 @@ struct PathPolicy {
   uint32_t probes_to_good = 3;        // clean probe replies in a row that make it GOOD
   Duration probe_interval{100'000};   // between probes of one bad EV (or of a drained plane)...
   Duration probe_interval_max{2'000'000};  // ...doubling per unanswered probe up to this
-  uint32_t plane_weight[16] = {1, 1, 1, 1, 1, 1, 1, 1,
-                               1, 1, 1, 1, 1, 1, 1, 1};  // capacity by plane
+  uint32_t plane_weight[kMaxPlanes] = {1, 1, 1, 1, 1, 1, 1, 1,
+                                       1, 1, 1, 1, 1, 1, 1, 1};  // capacity by plane
 };
 
 struct EvEvent {
@@ -125,7 +125,7 @@ class PathSet {
   };
   static_assert(sizeof(Ev) == 64);
 
-  /// Replaces the set. Planes must be < 16. Events are not emitted for the reset.
+  /// Replaces the set. Planes must be < kMaxPlanes. Events are not emitted for the reset.
   void reset(std::span<const Path> active, std::span<const Path> backups, const PathPolicy& p);
   const PathPolicy& policy() const { return policy_; }
   void set_policy(const PathPolicy& p) {
@@ -168,7 +168,7 @@ class PathSet {
     std::fill(std::begin(inflight_), std::end(inflight_), 0u);
     inflight_total_ = 0;
   }
-  uint32_t inflight(uint16_t plane) const { return plane < 16 ? inflight_[plane] : 0; }
+  uint32_t inflight(uint16_t plane) const { return plane < kMaxPlanes ? inflight_[plane] : 0; }
   /// A send-to-ACK sample of a data packet on EV i (EWMA 1/8).
   void on_rtt(uint16_t i, Duration rtt) {
     Duration& s = evs_[i].srtt;
@@ -192,7 +192,7 @@ class PathSet {
 
   /// EVs per state (kept as counters), and planes drained.
   uint32_t count(EvState s) const { return count_[static_cast<size_t>(s)]; }
-  bool plane_drained(uint16_t plane) const { return plane < 16 && drained_[plane]; }
+  bool plane_drained(uint16_t plane) const { return plane < kMaxPlanes && drained_[plane]; }
 
   /// Planes the engine's shared view holds down for this QP's peer (SharedHealth, bit per
   /// plane): weight 0, like an administrative drain, until the view lets them go.
@@ -212,7 +212,7 @@ class PathSet {
   /// while its EVs keep their state, counters and probing. Survives reset(). Only the
   /// "nothing usable anywhere" fallback of next() may still pick one of its EVs.
   void set_plane_admin_down(uint16_t plane, bool down);
-  bool plane_admin_down(uint16_t plane) const { return plane < 16 && admin_down_[plane]; }
+  bool plane_admin_down(uint16_t plane) const { return plane < kMaxPlanes && admin_down_[plane]; }
 
  private:
   void set_state(uint16_t i, EvState to, EvReason why, Time now, std::vector<EvEvent>& out);
@@ -231,7 +231,7 @@ class PathSet {
   }
 
   // Memory: one array of EVs, one of their indexes grouped by plane, one sorted
-  // (ev, index) table and the ASSUMED_BAD list; per-plane state is inline (planes < 16).
+  // (ev, index) table and the ASSUMED_BAD list; per-plane state is inline (planes < kMaxPlanes).
   // No work here scans every EV except reset(): spraying looks at one plane's EVs from
   // its cursor on, probing walks the ASSUMED_BAD list, counts are counters.
   PathPolicy policy_;
@@ -240,29 +240,30 @@ class PathSet {
   std::vector<uint16_t> by_plane_;                    // EV indexes grouped by plane
   std::vector<uint16_t> bad_;      // indexes of ASSUMED_BAD EVs, ascending (probe order)
   uint16_t planes_ = 0;            // 1 + highest plane in the set
-  uint16_t plane_begin_[17] = {};  // plane p's EVs: by_plane_[plane_begin_[p], plane_begin_[p+1])
+  // plane p's EVs: by_plane_[plane_begin_[p], plane_begin_[p+1])
+  uint16_t plane_begin_[kMaxPlanes + 1] = {};
   uint32_t count_[3] = {};         // EVs per EvState
-  uint32_t plane_cursor_[16] = {};
-  uint32_t target_active_[16] = {};  // active EVs per plane at reset
-  int64_t wrr_current_[16] = {};     // smooth weighted round robin state
-  int64_t plane_w_[16] = {};         // current weight of each plane
+  uint32_t plane_cursor_[kMaxPlanes] = {};
+  uint32_t target_active_[kMaxPlanes] = {};  // active EVs per plane at reset
+  int64_t wrr_current_[kMaxPlanes] = {};     // smooth weighted round robin state
+  int64_t plane_w_[kMaxPlanes] = {};         // current weight of each plane
   int64_t total_w_ = 0;
   uint16_t no_weight_ = 0xFFFF;  // bit per plane: plane_w_ is 0
-  uint32_t usable_[16] = {};     // active GOOD EVs per plane
-  uint32_t active_[16] = {};     // active EVs per plane
-  bool drained_[16] = {};
-  bool admin_down_[16] = {};
+  uint32_t usable_[kMaxPlanes] = {};  // active GOOD EVs per plane
+  uint32_t active_[kMaxPlanes] = {};  // active EVs per plane
+  bool drained_[kMaxPlanes] = {};
+  bool admin_down_[kMaxPlanes] = {};
   uint16_t held_ = 0;           // planes held down by the engine's shared view (bit per plane)
   uint32_t evs_held_ = 0;       // EVs with Ev::held
   uint16_t lossy_ = 0;          // planes whose latest acknowledged-or-lost data packet was lost
-  uint32_t inflight_[16] = {};  // data packets in flight per plane (on_sent / on_left)
+  uint32_t inflight_[kMaxPlanes] = {};  // data packets in flight per plane (on_sent / on_left)
   uint32_t inflight_total_ = 0;
-  Time plane_probe_sent_[16] = {};
-  bool plane_answered_[16] = {};
-  uint32_t drain_cursor_[16] = {};
-  Time plane_next_probe_[16] = {};
-  uint8_t plane_backoff_[16] = {};
-  uint32_t plane_clean_[16] = {};
+  Time plane_probe_sent_[kMaxPlanes] = {};
+  bool plane_answered_[kMaxPlanes] = {};
+  uint32_t drain_cursor_[kMaxPlanes] = {};
+  Time plane_next_probe_[kMaxPlanes] = {};
+  uint8_t plane_backoff_[kMaxPlanes] = {};
+  uint32_t plane_clean_[kMaxPlanes] = {};
   uint32_t fallback_cursor_ = 0;
   uint32_t next_seq_ = 1;
 };
@@ -315,7 +316,7 @@ class SharedHealth {
   };
   struct Peer {
     Duration srtt{0}, rttvar{0}, min_rtt{0};  // RTT state of the latest QP to this peer
-    Plane plane[16];
+    Plane plane[kMaxPlanes];
     uint16_t counting = 0;  // bit per plane: its losses or backoff is not 0
   };
 
@@ -394,7 +395,7 @@ class SharedHealth {
 
   Policy policy_;
   std::unordered_map<PeerId, Peer> peers_;
-  Plane local_[16];
+  Plane local_[kMaxPlanes];
   uint16_t local_counting_ = 0;  // bit per plane: local_[plane] losses or backoff not 0
   std::unordered_map<uint32_t, Plane> evs_;  // per EV value, any peer (same rules as a plane)
   uint32_t ev_counting_ = 0;                 // entries of evs_ whose losses or backoff is not 0

@@ -33,7 +33,7 @@ void Core::nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason
 }
 
 void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
-  auto drop = [&](Drop d) { ++stats.drops[static_cast<size_t>(d)]; };
+  auto drop = [&](Drop d) { stats.drop(d); };
   const wire::CommonHeader& h = p.common;
   const wire::DataHeader& d = p.data;
   if (p.trimmed) {

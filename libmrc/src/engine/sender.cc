@@ -171,7 +171,7 @@ long find_resend(const Qp& q, Time now, Time* wake) {
 }  // namespace
 
 bool Core::has_data(const Qp& q, Time now) const {
-  if (q.state != QpState::kRts && q.state != QpState::kSqd) return false;
+  if (!sends_in(q.state)) return false;
   if (cwnd_full(q)) return false;
   Time wake;
   if (find_resend(q, now, &wake) >= 0) return true;
@@ -524,7 +524,7 @@ void Core::ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked) {
 void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   const wire::AckHeader& a = pk.ack;
   if (psn_diff(a.cum_psn, q.snd_nxt) > 0) {
-    ++stats.drops[static_cast<size_t>(Drop::kBadAck)];
+    stats.drop(Drop::kBadAck);
     return;
   }
   ++q.stats.rx_acks;
@@ -669,7 +669,7 @@ void Core::detect_losses(Qp& q, Time now) {
 void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
   const wire::NackHeader& n = pk.nack;
   if (psn_diff(n.nack_psn, q.snd_nxt) >= 0 || psn_diff(n.cum_psn, q.snd_nxt) > 0) {
-    ++stats.drops[static_cast<size_t>(Drop::kBadAck)];
+    stats.drop(Drop::kBadAck);
     return;
   }
   ++q.stats.rx_nacks;
@@ -726,14 +726,14 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
       }
       break;
     default:
-      ++stats.drops[static_cast<size_t>(Drop::kBadAck)];
+      stats.drop(Drop::kBadAck);
       return;
   }
   after_acks(q, now, acked.packets > 0);
 }
 
 void Core::sender_timeout(Qp& q, Time now) {
-  if (q.state != QpState::kRts && q.state != QpState::kSqd) return;
+  if (!sends_in(q.state)) return;
   if (q.timers.expired(Timer::kRnr, now)) {
     q.timers.cancel(Timer::kRnr);
     make_ready(q);

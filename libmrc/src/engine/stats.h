@@ -45,6 +45,8 @@ struct EngineStats {
     return n;
   }
   uint64_t dropped(Drop d) const { return drops[static_cast<size_t>(d)]; }
+  /// Counts one datagram dropped for `d`.
+  void drop(Drop d) { ++drops[static_cast<size_t>(d)]; }
 };
 
 struct QpStats {

@@ -49,6 +49,14 @@ inline constexpr uint32_t kRemoteAtomic = 8;
 /// QP states, in the order of the normal path (verbs/OCP names).
 enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kSqd, kError };
 const char* to_string(QpState s);
+/// RTS or SQD: the states in which a QP's requester side is live (it sends, retransmits and
+/// completes what was posted; SQD only stops new posts).
+constexpr bool sends_in(QpState s) { return s == QpState::kRts || s == QpState::kSqd; }
+
+/// Planes a host has at most: a Path's plane is < kMaxPlanes, and plane sets travel as 16-bit
+/// masks (Engine::drained_planes). The owner of the limit: wire::kMaxAddrPlanes, the
+/// statistics segment and srv6::kMaxPlanes are checked against it.
+inline constexpr uint16_t kMaxPlanes = 16;
 
 /// One entropy value of a QP: the driver maps (peer, ev) to a destination
 /// (an SRv6 uSID address, or a UDP source port + flow label) and sends it out

@@ -20,6 +20,8 @@
 
 namespace mrc::observe {
 
+static_assert(kMaxPlanes == engine::kMaxPlanes, "the segment has a record for every plane");
+
 using engine::Duration;
 using engine::Time;
 using json = nlohmann::json;

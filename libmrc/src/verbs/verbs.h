@@ -4,51 +4,11 @@
 // ibv_* symbols over these functions, and the OCP API (api/) takes the same ibv_context.
 // Threading: every function is thread-safe (one mutex per device for object tables; the
 // datapath is the UdpDriver's, whose progress thread moves data with no app call).
-//
-// This is a C boundary: functions return what the verb they implement returns (0 or an
-// errno value; NULL with errno set), never throw, and write one line to stderr naming the
-// problem when they refuse something ("mrc-verbs: ibv_create_srq: SRQs are not supported").
-//
-// What an app sees:
-//   device    name mrc0, node CA, transport IB, vendor_part_id not a Mellanox one (so
-//             perftest uses ibv_post_send), 1 port.
-//   port 1    ACTIVE, link layer Ethernet, active MTU = the config's MTU; LID = fabric host
-//             id + 1 (so LID-only apps work too). GID table, all RoCE v2, each entry with
-//             the ifindex of the interface holding its address (ndev_ifindex): index 0 the
-//             host's MRC address (plane 0's address; in a fabric the host's plane-0 port
-//             address, whose interface id is replaced by 02:4d:52:43:<host, 4 bytes>
-//             because RoCE tools take a zero interface id for "no GID"), then each plane's
-//             address not listed yet (internal.h build_gid_table): a 4-plane fabric host has
-//             indexes 0..4, so a tool's `-x 3` is plane 2's address. Any entry names this
-//             host to a peer; a QP's tokens use the entry its sgid_index picks.
-//   objects   PD and parent domains, MR (reg_mr, reg_mr_iova2, rereg_mr; the optional
-//             access bits are accepted; on-demand paging, implicit too), CQ and CQ_ex,
-//             completion channels (a real eventfd), RC and UC QPs and QP_ex with ibv_wr_*.
-//             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ (RC), atomics (RC; CMP_AND_SWP,
-//             FETCH_AND_ADD: 8-byte aligned, run once at the responder; IBV_ATOMIC_GLOB),
-//             inline data, unsignalled sends; SRQs with the limit event. No UD, XRC, AH, MW
-//             or multicast: those verbs fail with EOPNOTSUPP.
-//   peers     found at RTR from the address vector: the GID names the peer host (in a
-//             fabric, all 16 bytes: the host's GID or one of its port addresses; otherwise it
-//             is one of the peer's plane addresses, an IPv4 one as ::ffff:a.b.c.d, at the
-//             port each plane has here: hosts are configured alike; the other planes'
-//             addresses come from the host config's peer table or are learnt on the wire
-//             from RTR on, UdpDriver::add_peer_at / learn_addresses), or, without a GRH,
-//             the LID (fabric host id + 1). The QP sprays over every path to that host
-//             (UdpDriver::spray_paths).
-//   tokens    MRC packets carry a 32-bit token the receiving QP checks. Verbs apps exchange
-//             no such thing, so both sides derive it at RTR from what both know: the two
-//             GIDs and QPNs of the direction (token()).
-//   PSNs      the engine's own: each direction starts at a PSN derived like the token, and
-//             the sq_psn / rq_psn the app sets are kept for query_qp only. So the engine's QP
-//             can send from RTR on, which RDMA READ responses of a server that stays in
-//             RTR (ib_read_bw) need; posting sends still needs RTS, as verbs says.
-//   progress  the driver's thread receives, places data in registered memory (an RTR-only
-//             server or a memory-spinning ib_write_lat sees bytes land with no verbs call),
-//             answers READs, and wakes armed completion channels.
-//   errors    post on a QP not in the right state, bad lkey or opcode: EINVAL; too many
-//             SGEs or a full queue: ENOMEM; a remote key violation completes with
-//             IBV_WC_REM_ACCESS_ERR at the requester and leaves the target untouched.
+// This is a C boundary: functions return what the verb they implement returns (0 or an errno
+// value; NULL with errno set), never throw, and write one line to stderr naming the problem
+// when they refuse something. What an app sees (device and port attributes, the GID table,
+// objects and operations, how peers, tokens and PSNs are derived at RTR, progress, errors)
+// is in docs/verbs-shim.md ("What the device looks like", "How verbs meets MRC").
 #pragma once
 
 #include <infiniband/verbs.h>

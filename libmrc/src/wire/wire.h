@@ -168,7 +168,7 @@ struct ProbeReplyHeader {
   uint32_t svc_ns = 0;
 };
 
-/// Planes an ADDR_REPLY can list (srv6::kMaxPlanes, observe's kMaxPlanes).
+/// Planes an ADDR_REPLY can list: engine::kMaxPlanes (engine.cc checks they agree).
 inline constexpr size_t kMaxAddrPlanes = 16;
 
 /// ADDR_QUERY and ADDR_REPLY (dst_qpn 0, io/udp/peer_addresses.h): the query names the

@@ -40,4 +40,4 @@ add_library(mrc_trim STATIC ${_trim_fabric_dir}/trim.cc ${_trim_fabric_dir}/gray
                             ${_trim_out}/gray.skel.h)
 target_include_directories(mrc_trim PUBLIC ${_trim_fabric_dir}
                            PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${_trim_out})
-target_link_libraries(mrc_trim PUBLIC mrc_core mrc_udp PRIVATE PkgConfig::LIBBPF Threads::Threads)
+target_link_libraries(mrc_trim PUBLIC mrc_common mrc_srv6 PRIVATE PkgConfig::LIBBPF Threads::Threads)

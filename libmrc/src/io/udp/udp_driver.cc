@@ -21,11 +21,14 @@
 #include <numeric>
 #include <tuple>
 
-#include "io/netns.h"
+#include "common/netns.h"
 #include "io/udp/link_mtu.h"
 #include "wire/wire.h"
 
 namespace mrc::io {
+
+static_assert(srv6::kMaxPlanes == engine::kMaxPlanes,
+              "the fabric model and the engine agree on planes");
 
 using engine::Duration;
 using engine::Time;

@@ -1,94 +1,13 @@
 // The UDP datapath (IPv6; IPv4 planes as IPv4-mapped addresses): one engine, one socket per
-// plane, a progress thread.
-// Threading: every public method is thread-safe. The engine is owned here and
-// touched only under the driver's mutex (with_engine, or the progress loop);
-// step() and start()/stop() must not run concurrently with each other.
-//
-// What it does, per loop iteration (engine.h's driver loop):
-//   ppoll(plane sockets + eventfd, timeout = engine.next_deadline() - now())
-//   recvmmsg a batch (<= kBatch) from every readable plane socket   (no lock)
-//   lock: on_datagram for each, on_timeout if due, drain poll_transmit in
-//         batches of kBatch and sendmmsg them per plane socket; unlock
-// repeated while sockets return full batches, then back to ppoll. An idle
-// driver sleeps in ppoll until a datagram arrives, the engine's deadline
-// passes, or an app call (with_engine) writes the eventfd: no spinning.
-//
-// The thread that waits does the work (poll_progress, with UdpConfig::poller_progress): an
-// application thread that polls for a completion (verbs poll_cq, the NCCL plugin's test, the
-// OCP API's CQ poll, mrc-perf --latency) receives from the plane sockets itself, feeds the
-// engine and sends what that produced (ACKs, READ responses, the data of a posted WRITE)
-// before it polls again: no thread wakeup between a datagram's arrival and its completion.
-// Meanwhile the progress thread steps back: it leaves the sockets out of its ppoll (timers,
-// app calls and sockets with queued sends still wake it) until 10 us (kPollerGrace, in the
-// .cc) pass without a poll_progress call (a timerfd the pollers keep pushing later, as NAPI's
-// gro_flush_timeout defers a NIC's interrupt), then watches the sockets again. So an
-// application that sleeps on a completion channel or spins on memory (ib_write_lat) still
-// progresses: nothing depends on anyone polling. One receiver at a time: the loop and pollers
-// take turns on the sockets' receive buffers (rx_mu_; a poller that finds it taken returns
-// at once).
-//
-// Wire mapping:
-//   - Destination per path (PathMode): kDirect sends every EV of a plane to
-//     the peer's address for that plane. kSrv6 sends EV e to the uSID address
-//     of srv6::Fabric::path_for_ev(local_host, peer_host, e): the fabric's
-//     switches forward on it (End next-csid), so the EV picks the spine.
-//     kEcmp sends to the peer's plane address from one of `ecmp_source_ports`
-//     sockets per plane (chosen by EV), so an ECMP fabric hashing the 5-tuple
-//     (or the flow label, which the kernel derives from it) spreads EVs.
-//   - IPv4: a plane whose address is IPv4 (kDirect, kEcmp) is bound as its IPv4-mapped IPv6
-//     address (::ffff:a.b.c.d) on a dual-stack IPv6 socket (IPV6_V6ONLY off), so the driver
-//     keeps one address type (sockaddr_in6) and the datagrams on that plane are UDP/IPv4;
-//     peers on it are IPv4-mapped too. ECN, GSO/GRO and the zero checksum work alike there
-//     (IP_TOS / IP_RECVTOS, SO_NO_CHECK: IPv4 allows a zero UDP checksum).
-//   - ECN: every datagram leaves with IPv6 traffic class (IPv4: TOS) ECT(0); received
-//     CE (IPV6_RECVTCLASS, IP_RECVTOS) is passed as RxInfo::ecn_ce.
-//   - GSO: datagrams of one poll round that share a source socket, a
-//     destination and a size are sent as one UDP_SEGMENT message (up to 64
-//     segments, 64 KiB), each segment one whole MRC packet. Groups keep the
-//     engine's order within a destination. A plane whose device refuses GSO
-//     (EINVAL/EIO/EMSGSIZE) falls back to single datagrams for good
-//     (counters.gso_disabled).
-//   - GRO: with `gro`, sockets set UDP_GRO and receive coalesced runs in
-//     64 KiB buffers, split by the gso_size the kernel reports.
-//   - UDP checksum: on by default. `zero_udp_checksum` sets UDP_NO_CHECK6_TX
-//     and UDP_NO_CHECK6_RX: trimming switches (the tc eBPF trimmer of the
-//     namespace fabric) cut payloads and zero the checksum, and the header
-//     carries its own CRC (wire/wire.h). The kernel refuses GSO without a
-//     checksum, so zero_udp_checksum turns GSO off. In kSrv6 mode on a real
-//     NIC the checksum is computed over the address the packet leaves with,
-//     not the one it arrives at: use zero_udp_checksum there (on veth the
-//     checksum stays "partial" and is never checked).
-//
-// Send buffers: poll_transmit writes each header into one of kTxBurst slot
-// buffers; the payload is sent zero-copy from where the engine points
-// (registered memory, a WQE's inline buffer, or the slot right after the
-// header). Those spans are valid only until the next engine call, so the
-// whole burst is sent under the mutex before the engine sees any other call
-// (poll_transmit calls in between do not move or free payload memory). What
-// a socket refuses with EAGAIN is copied out to a per-plane pending queue and
-// sent first next time (the socket is then polled for POLLOUT); ENOBUFS and
-// other send errors drop the datagram (counted), and the engine retransmits.
-//
-// Connectionless probes (probes.h): a PROBE or PROBE_REPLY to QP 0 never reaches the engine;
-// the loop answers probes (rate limited, back on the probe's EV) and keeps replies for the
-// open probe session their token names (with_probes).
-//
-// Peers known by one address (UdpDriver::add_peer_at: a verbs GID): in kDirect and kEcmp mode
-// the peer's address on every plane comes from the static table UdpConfig::known_peers, else
-// is learnt on the wire (learn_addresses, io/udp/peer_addresses.h: an ADDR_QUERY bound to one
-// QP pair's tokens, answered by the peer's driver from this loop; a query no local QP matches
-// is refused and counted). Until then, and for good if the peer never answers, every plane
-// sends to the one known address.
-//
-// Namespaces: with `netns` set, sockets are made inside that network
-// namespace (/run/netns/<name>) and keep it; the threads stay where they are.
-//
-// Observability (observer.h): the driver calls the observer that UdpConfig::observer makes,
-// if set, under the mutex: its deadline and control socket join the loop's ppoll, and it ticks
-// after each iteration. io/ includes nothing above it; the front ends (verbs shim, NCCL
-// plugin, mrc-perf) attach the statistics publisher with observe::attach_publisher
-// (observe/publisher.h), so unless MRC_STATS=0 each of their drivers is a device mrc<N> of
-// its process that mrcctl reads and commands (docs/mrcctl.md). Without one it publishes nothing.
+// plane, a progress thread that feeds the engine datagrams and time and sends what it hands
+// out (engine.h's driver loop). Front ends (the verbs device, the NCCL plugin, mrc-perf) make
+// one per device and reach the engine only through with_engine; app threads that poll for
+// completions may receive themselves (poll_progress, UdpConfig::poller_progress).
+// Threading: every public method is thread-safe. The engine is owned here and touched only
+// under the driver's mutex (with_engine, or the progress loop); step() and start()/stop()
+// must not run concurrently with each other. The loop, the wire mapping (PathMode, ECN, GSO,
+// GRO, checksums, IPv4), send buffers, probes, peers learnt on the wire, namespaces and the
+// observer are described in docs/fabric.md ("The UDP driver").
 #pragma once
 
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "io/netns.h"
+#include "common/netns.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-namespace mrc::io {
+namespace mrc {
 
 std::string netns_path(const std::string& name) { return "/run/netns/" + name; }
 
@@ -52,4 +52,4 @@ bool tcp_listening(const std::string& proc_net, uint16_t port) {
   return false;
 }
 
-}  // namespace mrc::io
+}  // namespace mrc

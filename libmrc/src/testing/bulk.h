@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "io/sim/testbed.h"
+#include "testing/testbed.h"
 
 namespace mrc::sim {
 

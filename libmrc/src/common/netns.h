@@ -14,7 +14,7 @@
 
 #include "common/result.h"
 
-namespace mrc::io {
+namespace mrc {
 
 /// The path of a named namespace as `ip netns` makes them: /run/netns/<name>.
 std::string netns_path(const std::string& name);
@@ -53,4 +53,4 @@ auto in_netns(const std::string& name, F&& fn) -> decltype(fn()) {
   return std::move(*out);
 }
 
-}  // namespace mrc::io
+}  // namespace mrc

@@ -1,4 +1,4 @@
-#include "io/sim/bulk.h"
+#include "testing/bulk.h"
 
 #include <cstring>
 #include <random>

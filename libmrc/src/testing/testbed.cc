@@ -1,4 +1,4 @@
-#include "io/sim/testbed.h"
+#include "testing/testbed.h"
 
 #include <cstdio>
 #include <cstdlib>

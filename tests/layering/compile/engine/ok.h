@@ -1,0 +1,3 @@
+// Fixture of tests/layering (compile_layers): the lowest header here.
+#pragma once
+struct Ok {};

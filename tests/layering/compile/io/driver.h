@@ -1,0 +1,6 @@
+// Fixture of tests/layering (compile_layers): a downward include, which compiles.
+#pragma once
+#include "engine/ok.h"
+struct Driver {
+  Ok ok;
+};
