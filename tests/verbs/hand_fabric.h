@@ -33,6 +33,10 @@ class HandFabric {
     uint32_t spines = 2;
     std::string rate = "500mbit";  // tbf rate of every host port
     uint32_t mtu = 9000;           // of every fabric link: a 4 KiB MRC packet and its headers
+    // What the switches' IPv6 ECMP hashes (net.ipv6.fib_multipath_hash_policy; 3: custom, the
+    // fields in ipv6_hash_fields, e.g. 0x8: the flow label only).
+    uint32_t ipv6_hash_policy = 1;
+    uint32_t ipv6_hash_fields = 0;
   };
 
   static Result<HandFabric, std::string> up(const Options& o) {
@@ -158,13 +162,15 @@ class HandFabric {
     if (auto s = run({"ip", "-batch", "-"}, links); !s) return s;
 
     for (const std::string& ns : all) {
-      if (auto s = sysctl(
-              ns, {"net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
-                   "net.ipv6.conf.all.forwarding=1", "net.ipv4.ip_forward=1",
-                   "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1",
-                   "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"});
-          !s)
-        return s;
+      std::vector<std::string> kv = {
+          "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+          "net.ipv6.conf.all.forwarding=1", "net.ipv4.ip_forward=1",
+          "net.ipv4.fib_multipath_hash_policy=1",
+          "net.ipv6.fib_multipath_hash_policy=" + std::to_string(o_.ipv6_hash_policy),
+          "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"};
+      if (o_.ipv6_hash_policy == 3)
+        kv.push_back("net.ipv6.fib_multipath_hash_fields=" + std::to_string(o_.ipv6_hash_fields));
+      if (auto s = sysctl(ns, kv); !s) return s;
     }
     auto addr = [](const std::string& dev, const std::string& a6, const std::string& a4) {
       return "addr add " + a6 + "/64 dev " + dev + " nodad\naddr add " + a4 + "/24 dev " + dev +
