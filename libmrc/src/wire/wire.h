@@ -57,8 +57,8 @@ enum class Kind : uint8_t {
   kNack = 17,     // negative ACK of one PSN with a reason
   kProbe = 32,    // path probe on one EV
   kProbeReply = 33,
-  kAddrQuery = 34,  // connectionless: "what are your plane addresses?" (bound to a QP's token)
-  kAddrReply = 35,  // its answer: the peer's address and port per plane
+  kAddrQuery = 34,      // connectionless: "what are your plane addresses?" (bound to a QP's token)
+  kAddrReply = 35,      // its answer: the peer's address and port per plane
   kPortStatus = 36,     // connectionless: "these of my ports are up, the rest down" (OCP
                         // PORT_STATUS_UPDATE; bound to a QP's token as kAddrQuery)
   kPortStatusAck = 37,  // its acknowledgement
@@ -237,7 +237,9 @@ constexpr size_t header_size(Kind k) {
     case Kind::kAddrQuery: return kCommonSize + kAddrQueryExtSize;
     case Kind::kAddrReply: return kAddrReplySize;
     case Kind::kPortStatus:
-    case Kind::kPortStatusAck: return kCommonSize + kPortStatusExtSize;
+      return kCommonSize + kPortStatusExtSize;
+    case Kind::kPortStatusAck:
+      return kCommonSize + kPortStatusExtSize;
     default: return 0;
   }
 }
