@@ -197,6 +197,25 @@ static int burst_seen(struct mrc_qp *qp, int count, int cap, struct seen *s)
 	return 1;
 }
 
+/* EV format profile `id` of `mode` with fields `f` (n of them), taken to ONLINE; its attributes. */
+static struct mrc_ctl_ev_fmt_profile_attr fmt_profile_online(struct mrc_context *ctl, uint64_t id,
+							     enum mrc_ctl_ev_fmt_mode mode,
+							     struct mrc_ctl_ev_fmt_field *f, int n)
+{
+	struct mrc_ctl_ev_fmt_profile_attr fa;
+	memset(&fa, 0, sizeof fa);
+	fa.profile_state = MRC_CTL_PROFILE_OFFLINE;
+	fa.ev_fmt_mode = mode;
+	fa.ev_fmt_op.op = MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
+	fa.ev_fmt_op.fmt_fields = f;
+	fa.ev_fmt_op.fmt_field_count = n;
+	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, id, &fa, MRC_CTL_EV_FMT_PROFILE_STATE |
+						MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP));
+	fa.profile_state = MRC_CTL_PROFILE_ONLINE;
+	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, id, &fa, MRC_CTL_EV_FMT_PROFILE_STATE));
+	return fa;
+}
+
 static int modify_ev(struct mrc_context *ctl, uint64_t id, struct mrc_ctl_ev_profile_attr *a,
 		     int mask)
 {
@@ -221,17 +240,8 @@ int main(void)
 	/* ---- EV format profile: UDP, two 8-bit fields ---------------------------------- */
 	step = "EV format profile";
 	struct mrc_ctl_ev_fmt_field ff[2] = { { 8 }, { 8 } };
-	struct mrc_ctl_ev_fmt_profile_attr fa;
-	memset(&fa, 0, sizeof fa);
-	fa.profile_state = MRC_CTL_PROFILE_OFFLINE;
-	fa.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
-	fa.ev_fmt_op.op = MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
-	fa.ev_fmt_op.fmt_fields = ff;
-	fa.ev_fmt_op.fmt_field_count = 2;
-	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, FMT, &fa, MRC_CTL_EV_FMT_PROFILE_STATE |
-						MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP));
-	fa.profile_state = MRC_CTL_PROFILE_ONLINE;
-	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, FMT, &fa, MRC_CTL_EV_FMT_PROFILE_STATE));
+	struct mrc_ctl_ev_fmt_profile_attr fa =
+		fmt_profile_online(ctl, FMT, MRC_CTL_EV_FMT_MODE_UDP, ff, 2);
 
 	/* ---- GEN profile: the rules mrc_ctl.h states, one broken at a time ---------------- */
 	step = "GEN profile";
@@ -612,17 +622,8 @@ int main(void)
 	      "fmt modes 0x%x, max width %u: STEV of 32 bits", ca.ev.ev_fmt_mode_mask,
 	      ca.ev.ev_max_width);
 	struct mrc_ctl_ev_fmt_field sf[2] = { { 16 }, { 16 } }; /* flow label, source port */
-	struct mrc_ctl_ev_fmt_profile_attr sfa;
-	memset(&sfa, 0, sizeof sfa);
-	sfa.profile_state = MRC_CTL_PROFILE_OFFLINE;
-	sfa.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_STEV;
-	sfa.ev_fmt_op.op = MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
-	sfa.ev_fmt_op.fmt_fields = sf;
-	sfa.ev_fmt_op.fmt_field_count = 2;
-	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, FMT_STEV, &sfa, MRC_CTL_EV_FMT_PROFILE_STATE |
-						MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP));
-	sfa.profile_state = MRC_CTL_PROFILE_ONLINE;
-	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, FMT_STEV, &sfa, MRC_CTL_EV_FMT_PROFILE_STATE));
+	struct mrc_ctl_ev_fmt_profile_attr sfa =
+		fmt_profile_online(ctl, FMT_STEV, MRC_CTL_EV_FMT_MODE_STEV, sf, 2);
 	memset(&ea, 0, sizeof ea);
 	ea.profile_state = MRC_CTL_PROFILE_OFFLINE;
 	ea.ev_mode = MRC_CTL_EV_MODE_EXP;
