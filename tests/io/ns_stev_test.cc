@@ -5,7 +5,8 @@
 // data over both spines (bytes each spine forwards towards the receiver), and the same QP with
 // one label on all of its EVs sends everything through one. Needs root (namespaces): skips
 // otherwise. Its namespaces carry a per-process prefix and are removed at the end.
-// Threading: the test thread talks to the drivers through with_engine / peek_engine.
+// Each WRITE runs on two new drivers (engines with no history of the fabric). Threading: the
+// test thread talks to the drivers through with_engine.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -46,6 +47,8 @@ class NsStev : public ::testing::Test {
     auto f = HandFabric::up(o);
     ASSERT_TRUE(f.ok()) << f.error();
     fab_.emplace(std::move(f).value());
+    auto r = fab_->resolve_links();
+    ASSERT_TRUE(r.ok()) << r.error();
   }
   static void TearDownTestSuite() {
     if (!fab_) return;
@@ -56,20 +59,6 @@ class NsStev : public ::testing::Test {
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
     ASSERT_TRUE(fab_.has_value());
-    for (uint32_t h = 0; h < 2; ++h) {
-      UdpConfig c;
-      c.planes = {PlaneConfig{HandFabric::host_v6(h, 0), kDefaultUdpPort}};
-      c.netns = fab_->host(h);
-      auto d = UdpDriver::create(c);
-      ASSERT_TRUE(d.ok()) << d.error();
-      drv_[h] = std::move(d).value();
-    }
-    for (uint32_t h = 0; h < 2; ++h) peer_[h] = drv_[h]->add_peer({drv_[1 - h]->local_address(0)});
-    for (auto& d : drv_) d->start();
-  }
-  void TearDown() override {
-    for (auto& d : drv_)
-      if (d) d->stop();
   }
 
   // Bytes each spine has forwarded towards host 1 (its link to host 1's T0) so far.
@@ -83,9 +72,29 @@ class NsStev : public ::testing::Test {
     return b;
   }
 
-  // One verified kBytes WRITE from host 0 to host 1 on a new QP pair whose sender sprays on
-  // `paths`; the bytes each spine forwarded meanwhile.
-  std::vector<uint64_t> write_on(std::vector<Path> paths) {
+  // One verified kBytes WRITE from host 0 to host 1 on a QP pair of two new drivers (engines
+  // with no history of the fabric), the sender spraying on one STEV EV per (flow label,
+  // source port) of `evs`; the bytes each spine forwarded meanwhile.
+  std::vector<uint64_t> write_on(const std::vector<std::pair<uint32_t, uint16_t>>& evs) {
+    std::unique_ptr<UdpDriver> drv[2];
+    PeerId peer[2] = {};
+    for (uint32_t h = 0; h < 2; ++h) {
+      UdpConfig c;
+      c.planes = {PlaneConfig{HandFabric::host_v6(h, 0), kDefaultUdpPort}};
+      c.netns = fab_->host(h);
+      auto d = UdpDriver::create(c);
+      EXPECT_TRUE(d.ok()) << d.error();
+      if (!d.ok()) return {0, 0};
+      drv[h] = std::move(d).value();
+    }
+    for (uint32_t h = 0; h < 2; ++h) peer[h] = drv[h]->add_peer({drv[1 - h]->local_address(0)});
+    std::vector<Path> paths;
+    for (const auto& [label, sport] : evs) {
+      auto p = drv[0]->stev_path(0, label, sport);
+      EXPECT_TRUE(p.ok()) << p.error();
+      if (p.ok()) paths.push_back(*p);
+    }
+    for (auto& d : drv) d->start();
     std::vector<uint8_t> src(kBytes), dst(kBytes);
     for (size_t i = 0; i < kBytes; ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
     Qpn qpn[2] = {};
@@ -93,7 +102,7 @@ class NsStev : public ::testing::Test {
     uint32_t rkey = 0, lkey = 0;
     const uint32_t token[2] = {0x5151, 0x6262};
     for (uint32_t h = 0; h < 2; ++h) {
-      drv_[h]->with_engine([&](Engine& e) {
+      drv[h]->with_engine([&](Engine& e) {
         cq[h] = *e.create_cq(1024);
         QpInit init;
         init.send_cq = init.recv_cq = cq[h];
@@ -107,15 +116,15 @@ class NsStev : public ::testing::Test {
       });
     }
     for (uint32_t h = 0; h < 2; ++h) {
-      drv_[h]->with_engine([&](Engine& e) {
+      drv[h]->with_engine([&](Engine& e) {
         QpAttr at;
         at.state = QpState::kInit;
         ASSERT_TRUE(e.modify_qp(qpn[h], at, attr::kState).ok());
         at.state = QpState::kRtr;
-        at.peer = peer_[h];
+        at.peer = peer[h];
         at.dest_qpn = qpn[1 - h];
         at.remote_token = token[1 - h];
-        at.paths = h == 0 ? paths : drv_[1]->spray_paths(0);
+        at.paths = h == 0 ? paths : drv[1]->spray_paths(0);
         ASSERT_TRUE(e.modify_qp(qpn[h], at, attr::kState | attr::kDest | attr::kPaths).ok());
         at.state = QpState::kRts;
         ASSERT_TRUE(e.modify_qp(qpn[h], at, attr::kState).ok());
@@ -129,12 +138,12 @@ class NsStev : public ::testing::Test {
     wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
     wr.rkey = rkey;
     wr.signaled = true;
-    EXPECT_TRUE(drv_[0]->with_engine([&](Engine& e) { return e.post_send(qpn[0], wr); }).ok());
+    EXPECT_TRUE(drv[0]->with_engine([&](Engine& e) { return e.post_send(qpn[0], wr); }).ok());
     Completion c{};
     size_t got = 0;
     const auto end = std::chrono::steady_clock::now() + 20s;  // a limit, not a measurement
     while (got == 0 && std::chrono::steady_clock::now() < end) {
-      got = drv_[0]->with_engine([&](Engine& e) { return e.poll_cq(cq[0], {&c, 1}); });
+      got = drv[0]->with_engine([&](Engine& e) { return e.poll_cq(cq[0], {&c, 1}); });
       if (got == 0) std::this_thread::sleep_for(1ms);
     }
     EXPECT_EQ(got, 1u) << "the WRITE did not complete";
@@ -142,28 +151,21 @@ class NsStev : public ::testing::Test {
     EXPECT_TRUE(src == dst) << "data differs";
     auto after = spine_bytes();
     for (uint32_t k = 0; k < kSpines; ++k) after[k] -= before[k];
-    for (uint32_t h = 0; h < 2; ++h)
-      drv_[h]->with_engine([&](Engine& e) { (void)e.destroy_qp(qpn[h]); });
+    for (auto& d : drv) d->stop();
     return after;
   }
 
   static inline std::optional<HandFabric> fab_;
   static inline std::string skip_;
-  std::unique_ptr<UdpDriver> drv_[2];
-  PeerId peer_[2] = {};
 };
 
 TEST_F(NsStev, FlowLabelOnlyEcmp_LabelsSpreadOneLabelDoesNot) {
-  std::vector<Path> spread, one;
+  std::vector<std::pair<uint32_t, uint16_t>> spread, one;
   for (uint32_t i = 0; i < 16; ++i) {
-    auto p = drv_[0]->stev_path(0, 0x100 + i * 0x111, 0x0100);  // labels differ, port the same
-    ASSERT_TRUE(p.ok()) << p.error();
-    spread.push_back(*p);
+    spread.emplace_back(0x100 + i * 0x111, 0x0100);  // labels differ, the port half the same
     // The same EV count with one label: the EVs differ in their source-port half only, which
     // the switches do not hash (direct mode: one socket, one port, whatever that half says).
-    auto q = drv_[0]->stev_path(0, 0x777, static_cast<uint16_t>(i));
-    ASSERT_TRUE(q.ok()) << q.error();
-    one.push_back(*q);
+    one.emplace_back(0x777, static_cast<uint16_t>(i));
   }
   const auto s = write_on(spread);
   const uint64_t total_s = s[0] + s[1];

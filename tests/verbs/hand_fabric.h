@@ -77,6 +77,44 @@ class HandFabric {
   static std::string mgmt(uint32_t h) { return "198.19.0." + std::to_string(h + 1); }
   const Options& options() const { return o_; }
 
+  /// Until every T0 and spine has resolved the other end of each link between them (IPv6):
+  /// a datagram over the link every 50 ms until `ip neigh` shows the address with a link-layer
+  /// address, 5 s at most per link. wait_ready()'s datagrams take one spine per flow, so a
+  /// fabric that hashes fields they do not vary (the flow label alone) leaves the other
+  /// spines' neighbours unresolved, and a first lost solicitation costs a second.
+  Status<std::string> resolve_links() {
+    for (uint32_t p = 0; p < o_.planes; ++p) {
+      for (uint32_t h = 0; h < 2; ++h) {
+        for (uint32_t k = 0; k < o_.spines; ++k) {
+          const uint32_t net = 10 + 2 * h + k;
+          for (const auto& [ns, to] :
+               {std::pair{t0(p, h), v6(p, net, 2)}, std::pair{spine(p, k), v6(p, net, 1)}}) {
+            bool ok = false;
+            for (int i = 0; i < 100 && !ok; ++i) {
+              (void)io::in_netns(ns, [&]() -> Status<std::string> {
+                const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                if (fd < 0) return Err(std::string("socket"));
+                sockaddr_in6 a{};
+                a.sin6_family = AF_INET6;
+                a.sin6_port = htons(9);  // discard: nobody listens, the neighbour is the point
+                ::inet_pton(AF_INET6, to.c_str(), &a.sin6_addr);
+                (void)::sendto(fd, "x", 1, 0, reinterpret_cast<sockaddr*>(&a), sizeof a);
+                ::close(fd);
+                return {};
+              });
+              ::usleep(50'000);
+              auto r = nsfabric::run_command({"ip", "-n", ns, "-6", "neigh", "show", to});
+              ok = r && r->find("lladdr") != std::string::npos &&
+                   r->find("FAILED") == std::string::npos;
+            }
+            if (!ok) return Err(ns + ": " + to + " unresolved after 5 s");
+          }
+        }
+      }
+    }
+    return {};
+  }
+
   /// Bytes a namespace's device has sent and received ("ip -s link").
   Result<std::pair<uint64_t, uint64_t>, std::string> counters(const std::string& ns,
                                                               const std::string& dev) const {
