@@ -216,5 +216,40 @@ TEST_F(ProbePair, FloodOfProbes_AnswersRateLimited) {
   EXPECT_LE(c.probes_answered + c.probes_rate_limited, 8u * 2000u);
 }
 
+// The service time an answer reports starts at the kernel's receive time of the probe
+// (SO_TIMESTAMPNS), not at the driver's read: a probe left 8 ms in the answerer's socket
+// (its loop not running) reports at least that, and never more than the RTT.
+TEST(ProbeService, IncludesTheSocketsQueueing) {
+  std::unique_ptr<UdpDriver> a, b;
+  for (auto* d : {&a, &b}) {
+    UdpConfig cfg;
+    cfg.planes = {PlaneConfig{"::1", 0}};
+    auto r = UdpDriver::create(cfg);
+    ASSERT_TRUE(r.ok()) << r.error();
+    *d = std::move(r).value();
+  }
+  const engine::PeerId peer = a->add_peer({b->local_address(0)});
+  a->start();
+  const Path path = a->spray_paths(0).at(0);
+  const uint32_t token = a->with_probes([&](Probes& p) {
+    const uint32_t t = p.open();
+    EXPECT_TRUE(p.send(a->now(), t, peer, path, 1));
+    return t;
+  });
+  std::this_thread::sleep_for(8ms);  // the probe waits in b's socket
+  const auto end = std::chrono::steady_clock::now() + 5s;
+  while (b->counters().probes_answered == 0 && std::chrono::steady_clock::now() < end)
+    b->step(Duration{1'000'000});
+  std::vector<ProbeReply> got;
+  while (got.empty() && std::chrono::steady_clock::now() < end) {
+    got = a->with_probes([&](Probes& p) { return p.take(token); });
+    std::this_thread::sleep_for(1ms);
+  }
+  a->stop();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_GE(got[0].svc, Duration{8ms}) << "the queueing before the read is in it";
+  EXPECT_LE(got[0].svc, got[0].rtt);
+}
+
 }  // namespace
 }  // namespace mrc::io

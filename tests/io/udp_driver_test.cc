@@ -16,10 +16,12 @@
 #include <deque>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/fd.h"
 #include "wire/wire.h"
 
 namespace mrc::io {
@@ -382,6 +384,68 @@ TEST_F(UdpPair, Read_SizesVerified) {
   }
 }
 
+// PORT_STATUS_UPDATE (io/udp/port_status.h): host 0 says its plane 1 is down through its QP;
+// host 1's driver holds plane 1 for host 0 (Engine::peer_planes_down) and acks the update;
+// "both up" clears it. A stranger's update (wrong token) and a forged ack are refused and
+// counted, and change nothing.
+TEST_F(UdpPair, PortStatus_PeerHoldsThePlaneAndAcks) {
+  auto wait_for = [](auto done) {
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
+    return done();
+  };
+  UdpDriver& a = *hosts_[0].drv;
+  UdpDriver& b = *hosts_[1].drv;
+  const PeerId a_at_b = hosts_[1].other;
+  auto down_at_b = [&] {
+    return b.peek_engine([&](Engine& e) { return e.peer_planes_down(a_at_b); });
+  };
+  std::vector<PortStatusUpdates::Ack> acks;
+  auto acked = [&] {
+    for (const auto& k : a.take_port_status_acks()) acks.push_back(k);
+    return !acks.empty();
+  };
+  ASSERT_TRUE(a.send_port_status(hosts_[0].qpn, Path{1, 0}, 0b01, 7));
+  ASSERT_TRUE(wait_for(acked)) << "no ack";
+  EXPECT_EQ(acks[0].seq, 7u);
+  EXPECT_EQ(acks[0].plane, 0u);
+  EXPECT_EQ(down_at_b(), 0b10u) << "plane 1 of host 0 held at host 1";
+  EXPECT_EQ(b.counters().port_status_applied, 1u);
+
+  // A stranger: the update of another token.
+  UniqueFd s(::socket(AF_INET6, SOCK_DGRAM, 0));
+  ASSERT_GE(s.get(), 0);
+  wire::Packet u;
+  u.common.kind = wire::Kind::kPortStatus;
+  u.common.token = 0xBAD;
+  u.port_status.target_qpn = hosts_[1].qpn;
+  u.port_status.src_qpn = hosts_[0].qpn;
+  u.port_status.ports_up = 0;  // "every plane down"
+  uint8_t buf[PortStatusUpdates::kSize];
+  size_t n = wire::encode_header(u, {}, buf);
+  const sockaddr_in6 at_b = b.local_address(0);
+  ASSERT_EQ(::sendto(s.get(), buf, n, 0, reinterpret_cast<const sockaddr*>(&at_b), sizeof at_b),
+            static_cast<ssize_t>(n));
+  ASSERT_TRUE(wait_for([&] { return b.counters().port_status_refused == 1; }));
+  EXPECT_EQ(down_at_b(), 0b10u) << "a stranger changed the hold";
+  // A forged ack of an update never sent.
+  u.common.kind = wire::Kind::kPortStatusAck;
+  u.common.psn = 99;
+  n = wire::encode_header(u, {}, buf);
+  const sockaddr_in6 at_a = a.local_address(0);
+  ASSERT_EQ(::sendto(s.get(), buf, n, 0, reinterpret_cast<const sockaddr*>(&at_a), sizeof at_a),
+            static_cast<ssize_t>(n));
+  ASSERT_TRUE(wait_for([&] { return a.counters().port_status_acks_dropped == 1; }));
+
+  ASSERT_TRUE(a.send_port_status(hosts_[0].qpn, Path{2, 1}, 0b11, 8));  // plane 1 back up
+  ASSERT_TRUE(wait_for([&] { return down_at_b() == 0; })) << "the hold stayed";
+  acks.clear();
+  ASSERT_TRUE(wait_for(acked));
+  EXPECT_EQ(acks[0].seq, 8u);
+  EXPECT_EQ(acks[0].plane, 1u) << "the ack comes back on the update's plane";
+  EXPECT_FALSE(a.send_port_status(999, Path{1, 0}, 0b11, 9)) << "no such QP";
+}
+
 TEST_F(UdpPair, WriteImm_200InOrder) {
   constexpr uint32_t kCount = 200;
   auto& src = keep(pattern(kCount * 64, 3));
@@ -455,6 +519,41 @@ TEST_F(UdpPair, Idle_ThreadSleeps) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "stop() did not return promptly";
 }
 
+// A QP of `d` toward `p` (a plain socket that never answers) on `paths`, with traffic class
+// `tclass`, and one WRITE of `src` posted on it (sent once the driver runs).
+void post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths, uint8_t tclass,
+                           std::vector<uint8_t>& src) {
+  d.with_engine([&](Engine& e) {
+    const CqId cq = *e.create_cq(64);
+    QpInit init;
+    init.send_cq = init.recv_cq = cq;
+    init.local_token = 5;
+    const Qpn q = *e.create_qp(init);
+    QpAttr at;
+    at.state = QpState::kInit;
+    ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
+    at.state = QpState::kRtr;
+    at.peer = p;
+    at.dest_qpn = 9;
+    at.remote_token = 6;
+    at.paths = std::move(paths);
+    at.traffic_class = tclass;
+    ASSERT_TRUE(
+        e.modify_qp(q, at, attr::kState | attr::kDest | attr::kPaths | attr::kTrafficClass).ok());
+    at.state = QpState::kRts;
+    ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
+    const uint32_t lkey =
+        *e.register_mr(src.data(), src.size(), reinterpret_cast<uint64_t>(src.data()), 0);
+    Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
+    SendWr wr;
+    wr.opcode = Opcode::kWrite;
+    wr.sg = {&sge, 1};
+    wr.remote_addr = 0x1000;
+    wr.rkey = 1;
+    ASSERT_TRUE(e.post_send(q, wr).ok());
+  });
+}
+
 // ECN on an IPv4 plane: a probe sent CE-marked (IPv4 TOS) is seen as CE (the answer echoes
 // it), and the driver's own datagrams leave ECT(0) in the TOS byte.
 // One datagram from `fd` into `rx`: its length (-1, errno set, on error or timeout), and in
@@ -521,7 +620,8 @@ TEST(UdpDriver, Ipv4Plane_EcnBothWays) {
 
 // A QP's traffic class (verbs grh.traffic_class, rdma_cm's TOS) is on each of its datagrams,
 // GSO runs included, with the ECN bits ECT(0): IPV6_TCLASS on an IPv6 plane, the IPv4 TOS on an
-// IPv4 one. A plain socket plays the peer and reads the class each datagram arrived with.
+// IPv4 one; a probe's own class likewise. A plain socket plays the peer and reads the class
+// each datagram arrived with.
 TEST(UdpDriver, TrafficClass_OnEveryDatagramOfTheQp) {
   for (const bool v4 : {false, true}) {
     SCOPED_TRACE(v4 ? "IPv4 plane" : "IPv6 plane");
@@ -556,36 +656,7 @@ TEST(UdpDriver, TrafficClass_OnEveryDatagramOfTheQp) {
     }
     const PeerId p = d->add_peer({peer});
     auto src = pattern(20000, 3);  // 5 packets: one GSO message
-    Qpn q = 0;
-    d->with_engine([&](Engine& e) {
-      const CqId cq = *e.create_cq(64);
-      QpInit init;
-      init.send_cq = init.recv_cq = cq;
-      init.local_token = 5;
-      q = *e.create_qp(init);
-      QpAttr at;
-      at.state = QpState::kInit;
-      ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
-      at.state = QpState::kRtr;
-      at.peer = p;
-      at.dest_qpn = 9;
-      at.remote_token = 6;
-      at.paths = {Path{1, 0}};
-      at.traffic_class = 0xb8;  // DSCP 46 (EF)
-      ASSERT_TRUE(
-          e.modify_qp(q, at, attr::kState | attr::kDest | attr::kPaths | attr::kTrafficClass).ok());
-      at.state = QpState::kRts;
-      ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
-      const uint32_t lkey =
-          *e.register_mr(src.data(), src.size(), reinterpret_cast<uint64_t>(src.data()), 0);
-      Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
-      SendWr wr;
-      wr.opcode = Opcode::kWrite;
-      wr.sg = {&sge, 1};
-      wr.remote_addr = 0x1000;
-      wr.rkey = 1;
-      ASSERT_TRUE(e.post_send(q, wr).ok());
-    });
+    post_unanswered_write(*d, p, {Path{1, 0}}, 0xb8, src);  // DSCP 46 (EF)
     d->start();
     for (int i = 0; i < 5; ++i) {
       uint8_t rx[8192];
@@ -594,9 +665,82 @@ TEST(UdpDriver, TrafficClass_OnEveryDatagramOfTheQp) {
           << "datagram " << i << ": " << std::strerror(errno);
       EXPECT_EQ(tclass, 0xba) << "datagram " << i << ": DSCP 46 and ECT(0)";
     }
+    // A connectionless probe's own class (an OCP probe's req_tc) on its datagram, IPv4 too.
+    d->with_probes([&](Probes& pr) {
+      EXPECT_TRUE(pr.send(d->now(), pr.open(), p, Path{1, 0}, 7, 0x60));  // DSCP 24 (CS3)
+    });
+    int probe_class = -1;
+    for (int i = 0; i < 100 && probe_class < 0; ++i) {  // past the QP's retransmissions
+      uint8_t rx[8192];
+      int tclass = -1;
+      ASSERT_GT(recv_with_class(fd, rx, &tclass), 0) << std::strerror(errno);
+      if (rx[1] == static_cast<uint8_t>(wire::Kind::kProbe)) probe_class = tclass;
+    }
+    EXPECT_EQ(probe_class, 0x62) << "the probe: DSCP 24 and ECT(0)";
     d->stop();
     ::close(fd);
   }
+}
+
+// Structured EVs (stev_path): each datagram carries its EV's IPv6 flow label, GSO messages
+// included (one label each), and nothing else; a plain socket reads the labels (IPV6_FLOWINFO).
+// IPv4 planes, labels over 20 bits and the srv6 mode are refused with a reason.
+TEST(UdpDriver, StevPath_FlowLabelOnEveryDatagram) {
+  constexpr int kFlowInfo = 11;  // IPV6_FLOWINFO of linux/in6.h, which clashes with netinet/in.h
+  UdpConfig cfg;
+  cfg.planes.push_back(PlaneConfig{"::1", 0});
+  auto d = make_driver(cfg);
+  ASSERT_NE(d, nullptr);
+  const auto a = d->stev_path(0, 0x1234, 0x0100), b = d->stev_path(0, 0x5678, 0x0100);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->ev, b->ev);
+  EXPECT_EQ(d->stev_path(0, 0x1234, 0x0100)->ev, a->ev) << "the same pair, the same EV";
+  EXPECT_FALSE(d->stev_path(0, 0x100000, 0).ok());
+  EXPECT_FALSE(d->stev_path(1, 1, 0).ok());
+  const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  const int one = 1;
+  ASSERT_EQ(::setsockopt(fd, IPPROTO_IPV6, kFlowInfo, &one, sizeof one), 0);
+  const timeval tv{5, 0};  // a limit, not a measurement
+  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+  sockaddr_in6 peer{};
+  peer.sin6_family = AF_INET6;
+  peer.sin6_addr = in6addr_loopback;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer), 0);
+  socklen_t len = sizeof peer;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&peer), &len), 0);
+  auto src = pattern(64 * 1024, 5);  // 16 packets: GSO messages on both EVs
+  post_unanswered_write(*d, d->add_peer({peer}), {*a, *b}, 0, src);
+  d->start();
+  std::set<uint32_t> labels;
+  for (int i = 0; i < 16; ++i) {
+    uint8_t rx[8192];
+    iovec iov{rx, sizeof rx};
+    alignas(cmsghdr) uint8_t control[64];
+    msghdr h{};
+    h.msg_iov = &iov;
+    h.msg_iovlen = 1;
+    h.msg_control = control;
+    h.msg_controllen = sizeof control;
+    ASSERT_GT(::recvmsg(fd, &h, 0), 0) << "datagram " << i << ": " << std::strerror(errno);
+    uint32_t info = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c))
+      if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == kFlowInfo)
+        std::memcpy(&info, CMSG_DATA(c), sizeof info);
+    labels.insert(ntohl(info) & 0xfffff);
+  }
+  d->stop();
+  ::close(fd);
+  EXPECT_EQ(labels, (std::set<uint32_t>{0x1234, 0x5678}));
+  EXPECT_GT(d->counters().gso_messages, 0u);
+
+  UdpConfig v4;
+  v4.planes.push_back(PlaneConfig{"::ffff:127.0.0.1", 0});
+  auto d4 = make_driver(v4);
+  ASSERT_NE(d4, nullptr);
+  const auto refused = d4->stev_path(0, 1, 0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().find("IPv4"), std::string::npos) << refused.error();
 }
 
 TEST(UdpDriver, Create_BadAddressNamesIt) {

@@ -284,9 +284,13 @@ int main(void)
 	struct mrc_ctl_ev_fmt_profile_attr fa;
 	memset(&fa, 0, sizeof fa);
 	fa.profile_state = MRC_CTL_PROFILE_OFFLINE;
-	fa.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_STEV;
+	fa.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_STEV; /* flow label + source port: 32 bits */
+	struct mrc_ctl_ev_fmt_field f33 = { 33 };
+	fa.ev_fmt_op.op = MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
+	fa.ev_fmt_op.fmt_fields = &f33;
+	fa.ev_fmt_op.fmt_field_count = 1;
 	EXPECT_ERR(mrc_ctl_modify_ev_fmt_profile(ctl, 20, &fa, MRC_CTL_EV_FMT_PROFILE_STATE |
-						  MRC_CTL_EV_FMT_PROFILE_MODE), EOPNOTSUPP);
+						  MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP), E2BIG);
 	fa.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_SRV6; /* direct mode here: no fabric */
 	EXPECT_ERR(mrc_ctl_modify_ev_fmt_profile(ctl, 20, &fa, MRC_CTL_EV_FMT_PROFILE_MODE), EOPNOTSUPP);
 	fa.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
@@ -878,8 +882,10 @@ int main(void)
                    ETIMEDOUT);
         CHECK(nrsp == 1 && rsp[0].req_id == req[NEV - 1].req_id, "partial answer: %d", nrsp);
 	EXPECT_ERR(mrc_ctl_ep_batch_send_wait(ctl, 64, MRC_CTL_EP_OP_EV_PROBE, req, 1, 1000000u, rsp, &nrsp), EINVAL);
-	EXPECT_ERR(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, req, 1, 1000000u, rsp, &nrsp),
-		   EOPNOTSUPP);
+	struct mrc_ctl_ep_req bad_mask = req[0];
+	bad_mask.op.port_status_update.port_status = 1u << 0; /* 1-based: bit 0 is no port */
+	EXPECT_ERR(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, &bad_mask, 1,
+					      1000000u, rsp, &nrsp), EINVAL);
 	struct mrc_ctl_ep_req alien = req[0];
 	memset(alien.sgid.raw, 0, 16);
 	alien.sgid.raw[0] = 0x20;

@@ -21,6 +21,15 @@
  * EV probes (mrc_ctl_ep_batch_send_wait): req_tc is the probes' DSCP on the wire, and the
  * answers carry the peer's service time (adj_svc_time).
  *
+ * STEV (structured EVs, mrc_ctl_exp_ev.md's "Working with STEV EV Types": a format of two
+ * 16-bit fields): an EV is the IPv6 flow label's low 16 bits, then the UDP source-port
+ * selector. Seen on the wire: a QP of an explicit STEV profile sends its data with exactly
+ * its EVs' flow labels, and an STEV probe carries its EV's label.
+ *
+ * PORT_STATUS_UPDATE: the device tells a peer (itself, through ::1) that its port 2 is down;
+ * the peer acknowledges, and its QPs to the device send no data from port 2 until a second
+ * update says the port is up again.
+ *
  * Exit 1 if a check failed, 77 (skipped) if all passed but the wire checks could not run.
  */
 #define _GNU_SOURCE
@@ -34,8 +43,8 @@
 
 #include "ocp_test.h"
 
-enum { FMT = 21, GEN = 31, EXPL = 32, AUTO = 33, CC_NONE = 41, CC_TINY = 42, NGEN = 8, NAUTO = 64,
-       BUF = 1 << 20 };
+enum { FMT = 21, FMT_STEV = 22, GEN = 31, EXPL = 32, AUTO = 33, STEVP = 34, CC_NONE = 41,
+       CC_TINY = 42, NGEN = 8, NAUTO = 64, NSTEV = 4, BUF = 1 << 20 };
 
 /* The fields of both profiles: 8 bits each, fixed high nibble i + 1, 4 generated bits. */
 static void fields_of_example(struct mrc_ctl_ev_field f[2])
@@ -188,6 +197,25 @@ static int burst_seen(struct mrc_qp *qp, int count, int cap, struct seen *s)
 	return 1;
 }
 
+/* EV format profile `id` of `mode` with fields `f` (n of them), taken to ONLINE; its attributes. */
+static struct mrc_ctl_ev_fmt_profile_attr fmt_profile_online(struct mrc_context *ctl, uint64_t id,
+							     enum mrc_ctl_ev_fmt_mode mode,
+							     struct mrc_ctl_ev_fmt_field *f, int n)
+{
+	struct mrc_ctl_ev_fmt_profile_attr fa;
+	memset(&fa, 0, sizeof fa);
+	fa.profile_state = MRC_CTL_PROFILE_OFFLINE;
+	fa.ev_fmt_mode = mode;
+	fa.ev_fmt_op.op = MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
+	fa.ev_fmt_op.fmt_fields = f;
+	fa.ev_fmt_op.fmt_field_count = n;
+	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, id, &fa, MRC_CTL_EV_FMT_PROFILE_STATE |
+						MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP));
+	fa.profile_state = MRC_CTL_PROFILE_ONLINE;
+	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, id, &fa, MRC_CTL_EV_FMT_PROFILE_STATE));
+	return fa;
+}
+
 static int modify_ev(struct mrc_context *ctl, uint64_t id, struct mrc_ctl_ev_profile_attr *a,
 		     int mask)
 {
@@ -212,17 +240,8 @@ int main(void)
 	/* ---- EV format profile: UDP, two 8-bit fields ---------------------------------- */
 	step = "EV format profile";
 	struct mrc_ctl_ev_fmt_field ff[2] = { { 8 }, { 8 } };
-	struct mrc_ctl_ev_fmt_profile_attr fa;
-	memset(&fa, 0, sizeof fa);
-	fa.profile_state = MRC_CTL_PROFILE_OFFLINE;
-	fa.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
-	fa.ev_fmt_op.op = MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
-	fa.ev_fmt_op.fmt_fields = ff;
-	fa.ev_fmt_op.fmt_field_count = 2;
-	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, FMT, &fa, MRC_CTL_EV_FMT_PROFILE_STATE |
-						MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP));
-	fa.profile_state = MRC_CTL_PROFILE_ONLINE;
-	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, FMT, &fa, MRC_CTL_EV_FMT_PROFILE_STATE));
+	struct mrc_ctl_ev_fmt_profile_attr fa =
+		fmt_profile_online(ctl, FMT, MRC_CTL_EV_FMT_MODE_UDP, ff, 2);
 
 	/* ---- GEN profile: the rules mrc_ctl.h states, one broken at a time ---------------- */
 	step = "GEN profile";
@@ -597,9 +616,101 @@ int main(void)
 		}
 	}
 
+	/* ---- STEV: flow label + source port ---------------------------------------------- */
+	step = "STEV";
+	CHECK((ca.ev.ev_fmt_mode_mask & MRC_CTL_EV_FMT_MODE_STEV) && ca.ev.ev_max_width >= 32,
+	      "fmt modes 0x%x, max width %u: STEV of 32 bits", ca.ev.ev_fmt_mode_mask,
+	      ca.ev.ev_max_width);
+	struct mrc_ctl_ev_fmt_field sf[2] = { { 16 }, { 16 } }; /* flow label, source port */
+	struct mrc_ctl_ev_fmt_profile_attr sfa =
+		fmt_profile_online(ctl, FMT_STEV, MRC_CTL_EV_FMT_MODE_STEV, sf, 2);
+	memset(&ea, 0, sizeof ea);
+	ea.profile_state = MRC_CTL_PROFILE_OFFLINE;
+	ea.ev_mode = MRC_CTL_EV_MODE_EXP;
+	ea.ev_fmt_profile_id = FMT_STEV;
+	ea.ev_count = NSTEV;
+	EXPECT_OK(modify_ev(ctl, STEVP, &ea, MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE |
+			    MRC_CTL_EV_PROFILE_FMT_ID | MRC_CTL_EV_PROFILE_COUNT));
+	/* EVs that differ only in their flow label: 0x1001.. on ports 1 and 2, source port 0x0100. */
+	struct mrc_ctl_ev_op_entry sent[NSTEV];
+	memset(sent, 0, sizeof sent);
+	for (int i = 0; i < NSTEV; i++) {
+		sent[i].ev = MRC_CTL_EV_UNPOPULATED;
+		sent[i].ev_new = make_ev((uint16_t)(0x1001 + i), (uint8_t)(1 + i % 2));
+		sent[i].ev_new.val[2] = 0x01;
+		sent[i].state = MRC_CTL_EV_GOOD;
+	}
+	sent[0].ev_new.val[4] = 1; /* past the format's 32 bits */
+	memset(&ea, 0, sizeof ea);
+	ea.ev_op.op = MRC_CTL_EV_OP_REPLACE_EV;
+	ea.ev_op.entries = sent;
+	ea.ev_op.entry_count = NSTEV;
+	EXPECT_ERR(modify_ev(ctl, STEVP, &ea, MRC_CTL_EV_PROFILE_EV_OP), EINVAL);
+	sent[0].ev_new.val[4] = 0;
+	EXPECT_OK(modify_ev(ctl, STEVP, &ea, MRC_CTL_EV_PROFILE_EV_OP));
+	ea.profile_state = MRC_CTL_PROFILE_ONLINE;
+	EXPECT_OK(modify_ev(ctl, STEVP, &ea, MRC_CTL_EV_PROFILE_STATE));
+	struct mrc_qp *sa, *sb;
+	connect_pair(app, STEVP, 0, 0, &sa, &sb);
+	if (burst_seen(sa, 16, cap, &s)) {
+		int ok = s.nlabels == NSTEV;
+		for (int i = 0; i < NSTEV; i++) {
+			int k = 0;
+			while (k < s.nlabels && s.labels[k] != (uint32_t)(0x1001 + i))
+				k++;
+			ok = ok && k < s.nlabels;
+		}
+		CHECK(s.data > 0 && ok, "%d data packets with %d flow labels (first 0x%x), want "
+		      "exactly 0x1001..0x%x", s.data, s.nlabels, s.nlabels ? s.labels[0] : 0,
+		      0x1000 + NSTEV);
+	}
+	/* An STEV probe carries its EV's flow label. */
+	preq[0].ev_fmt_mode = MRC_CTL_EV_FMT_MODE_STEV;
+	preq[0].req_ev = sent[2].ev_new;
+	if (cap >= 0)
+		cap_read(cap, NULL);
+	int nsrsp = -1;
+	EXPECT_OK(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_EV_PROBE, preq, 1, 500000000u,
+					     prsp, &nsrsp));
+	CHECK(nsrsp == 1, "%d of 1 STEV probe answered", nsrsp);
+	if (cap >= 0) {
+		memset(&s, 0, sizeof s);
+		cap_read(cap, &s);
+		CHECK(s.probes >= 1 && s.probe_label == 0x1003, "%d probes seen, flow label 0x%x "
+		      "(want 0x1003)", s.probes, s.probe_label);
+	}
+
+	/* ---- PORT_STATUS_UPDATE: port 2 down, then up --------------------------------------- */
+	step = "port status update";
+	struct mrc_ctl_ep_req ureq;
+	memset(&ureq, 0, sizeof ureq);
+	ureq.req_id = 70;
+	ureq.sgid = gid;
+	ureq.dgid = gid;
+	ureq.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
+	ureq.req_ev = make_ev(0, 1);
+	ureq.op.port_status_update.port_status = 1u << 3; /* 1-based: port 3 is not there */
+	int nu = -1;
+	EXPECT_ERR(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, &ureq, 1,
+					      500000000u, prsp, &nu), EINVAL);
+	for (int down = 1; down >= 0; down--) {
+		/* bit N = port N: port 1 up, port 2 as `down` says */
+		ureq.op.port_status_update.port_status = 1u << 1 | (down ? 0 : 1u << 2);
+		nu = -1;
+		EXPECT_OK(mrc_ctl_ep_batch_send_wait(ctl, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, &ureq, 1,
+						     500000000u, prsp, &nu));
+		CHECK(nu == 1 && prsp[0].req_id == 70 && prsp[0].port == 1 && prsp[0].rtt > 0,
+		      "update acknowledged: %d answers, req %u on port %u", nu, prsp[0].req_id,
+		      prsp[0].port);
+		if (burst_seen(xa, 16, cap, &s))
+			CHECK(s.data > 0 && (down ? s.data_plane1 == 0 : s.data_plane1 > 0),
+			      "port 2 %s: %d of %d data packets from it", down ? "down" : "up",
+			      s.data_plane1, s.data);
+	}
+
 	/* ---- Teardown ------------------------------------------------------------------- */
 	step = "teardown";
-	struct mrc_qp *pairs[] = { wa, wb, na, nb, ta, tb, aa, ab, ga, gb, xa, xb };
+	struct mrc_qp *pairs[] = { wa, wb, na, nb, ta, tb, aa, ab, ga, gb, xa, xb, sa, sb };
 	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
 		EXPECT_OK(mrc_destroy_qp(pairs[i]));
 	struct mrc_ctl_cc_profile_attr ccoff = { .profile_state = MRC_CTL_PROFILE_OFFLINE };
@@ -610,11 +721,14 @@ int main(void)
 	EXPECT_OK(modify_ev(ctl, GEN, &off, MRC_CTL_EV_PROFILE_STATE));
 	EXPECT_OK(modify_ev(ctl, EXPL, &off, MRC_CTL_EV_PROFILE_STATE));
 	EXPECT_OK(modify_ev(ctl, AUTO, &off, MRC_CTL_EV_PROFILE_STATE));
+	EXPECT_OK(modify_ev(ctl, STEVP, &off, MRC_CTL_EV_PROFILE_STATE));
 	off.profile_state = MRC_CTL_PROFILE_INIT;
 	EXPECT_OK(modify_ev(ctl, GEN, &off, MRC_CTL_EV_PROFILE_STATE));
 	EXPECT_OK(modify_ev(ctl, EXPL, &off, MRC_CTL_EV_PROFILE_STATE));
 	fa.profile_state = MRC_CTL_PROFILE_OFFLINE;
 	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, FMT, &fa, MRC_CTL_EV_FMT_PROFILE_STATE));
+	sfa.profile_state = MRC_CTL_PROFILE_OFFLINE;
+	EXPECT_OK(mrc_ctl_modify_ev_fmt_profile(ctl, FMT_STEV, &sfa, MRC_CTL_EV_FMT_PROFILE_STATE));
 	EXPECT_OK(mrc_destroy_cq(cq));
 	EXPECT_OK(mrc_destroy_context(app));
 	EXPECT_OK(mrc_destroy_context(ctl));

@@ -124,6 +124,9 @@ struct seen {
 	int data_before_ack; /* data packets captured before the first ACK */
 	uint32_t evs[64];
 	int nevs;        /* distinct data EVs */
+	uint32_t labels[64];
+	int nlabels;     /* distinct IPv6 flow labels of the data packets */
+	uint32_t probe_label; /* the IPv6 flow label of the last probe */
 };
 
 static inline int cap_open(void)
@@ -162,9 +165,11 @@ static inline void cap_read(int fd, struct seen *s)
 		if ((sport != port0 && sport != port0 + 1) || (dport != port0 && dport != port0 + 1))
 			continue;
 		uint32_t ev = (uint32_t)mrc[12] << 24 | (uint32_t)mrc[13] << 16 | mrc[14] << 8 | mrc[15];
+		const uint32_t label = (uint32_t)(b[1] & 0x0f) << 16 | (uint32_t)b[2] << 8 | b[3];
 		if (mrc[1] == 32) {
 			s->probes++;
 			s->probe_tclass = (b[0] & 0x0f) << 4 | b[1] >> 4;
+			s->probe_label = label;
 		}
 		if (mrc[1] == 16)
 			s->acks++;
@@ -182,6 +187,11 @@ static inline void cap_read(int fd, struct seen *s)
 			k++;
 		if (k == s->nevs && s->nevs < 64)
 			s->evs[s->nevs++] = ev;
+		k = 0;
+		while (k < s->nlabels && s->labels[k] != label)
+			k++;
+		if (k == s->nlabels && s->nlabels < 64)
+			s->labels[s->nlabels++] = label;
 	}
 }
 

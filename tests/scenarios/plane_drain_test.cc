@@ -1,7 +1,9 @@
 // Controller plane drain (Engine::set_plane_drained) on the simulated two-tier fabric:
 // 2 hosts, 4 planes x 4 spines, a verified bulk WRITE. Draining a plane moves all data off
 // it without loss, errors or EV state changes; undraining brings traffic back; a QP made
-// while a plane is drained starts without it. Deterministic (virtual time, fixed seed).
+// while a plane is drained starts without it; a peer's word that its plane is down
+// (PORT_STATUS_UPDATE) does the same for the QPs to that peer. Deterministic (virtual time,
+// fixed seed).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -67,6 +69,39 @@ TEST(PlaneDrain, NewQpStartsDrained) {
   EXPECT_EQ(r.sent_on(qp.a, 1), 0u);
   EXPECT_GT(r.sent_on(qp.a, 0), 1000u);
   EXPECT_TRUE(bulk.ok()) << bulk.first_error();
+}
+
+// A peer's PORT_STATUS_UPDATE (Engine::set_peer_planes_down): host 1 says its plane 2 is down;
+// host 0's QP to it moves its data off plane 2 without loss, errors or EV state changes, the
+// hold is the peer's (another peer's QPs keep the plane), and "up" brings the traffic back.
+TEST(PlaneDrain, PeerSaysPlaneDown_DataMovesOffAndBack) {
+  DrainRun r;
+  const auto qp = r.connect();
+  BulkWrite bulk(r.tb, 0, 1, qp);
+  bulk.run_until(Time{30ms});
+  ASSERT_GT(r.sent_on(qp.a, 2), 100u) << "plane 2 carried nothing before the update";
+
+  r.tb.engine(0).set_peer_planes_down(1, 1u << 2);
+  EXPECT_EQ(r.tb.engine(0).peer_planes_down(1), 1u << 2);
+  EXPECT_EQ(r.tb.engine(0).held_planes(1, Time{30ms}), 1u << 2);
+  EXPECT_EQ(r.tb.engine(0).held_planes(7, Time{30ms}), 0u) << "another peer is not held";
+  const uint64_t done_at_update = bulk.completed();
+  bulk.run_until(Time{35ms});  // what was in flight on plane 2 is acknowledged
+  const uint64_t held = r.sent_on(qp.a, 2);
+  const uint64_t other = r.sent_on(qp.a, 1);
+  bulk.run_until(Time{80ms});
+  EXPECT_EQ(r.sent_on(qp.a, 2), held) << "data went out on a plane the peer said is down";
+  EXPECT_GT(r.sent_on(qp.a, 1), other + 1000) << "the other planes stopped too";
+  EXPECT_GT(bulk.completed(), done_at_update + 10);
+
+  r.tb.engine(0).set_peer_planes_down(1, 0);  // the peer's plane 2 is up again
+  EXPECT_EQ(r.tb.engine(0).held_planes(1, Time{80ms}), 0u);
+  bulk.run_until(Time{120ms});
+  EXPECT_GT(r.sent_on(qp.a, 2), held + 1000) << "plane 2 did not come back";
+
+  EXPECT_TRUE(bulk.ok()) << bulk.first_error();
+  EXPECT_EQ(r.state_changes(qp.a), 0u) << "an announced plane is not a path failure";
+  for (const auto& e : r.tb.engine(0).paths(qp.a)->evs()) EXPECT_EQ(e.state, EvState::kGood);
 }
 
 TEST(PlaneDrain, RejectsPlaneOutOfRange) {

@@ -46,6 +46,10 @@ class HandFabric {
     std::string rate = "500mbit";  // tbf rate of every host port
     uint32_t mtu = 9000;           // of every fabric link: a 4 KiB MRC packet and its headers
     bool srv6 = false;             // also program the SRv6 uSID routes (above)
+    // What the switches' IPv6 ECMP hashes (net.ipv6.fib_multipath_hash_policy; 3: custom, the
+    // fields in ipv6_hash_fields, e.g. 0x8: the flow label only).
+    uint32_t ipv6_hash_policy = 1;
+    uint32_t ipv6_hash_fields = 0;
   };
 
   static Result<HandFabric, std::string> up(const Options& o) {
@@ -128,6 +132,44 @@ class HandFabric {
     return "{\n  \"planes\": [\n" + planes + "\n  ],\n  \"hosts\": [\n" + hosts + "\n  ]\n}\n";
   }
   const Options& options() const { return o_; }
+
+  /// Until every T0 and spine has resolved the other end of each link between them (IPv6):
+  /// a datagram over the link every 50 ms until `ip neigh` shows the address with a link-layer
+  /// address, 5 s at most per link. wait_ready()'s datagrams take one spine per flow, so a
+  /// fabric that hashes fields they do not vary (the flow label alone) leaves the other
+  /// spines' neighbours unresolved, and a first lost solicitation costs a second.
+  Status<std::string> resolve_links() {
+    for (uint32_t p = 0; p < o_.planes; ++p) {
+      for (uint32_t h = 0; h < 2; ++h) {
+        for (uint32_t k = 0; k < o_.spines; ++k) {
+          const uint32_t net = 10 + 2 * h + k;
+          for (const auto& [ns, to] :
+               {std::pair{t0(p, h), v6(p, net, 2)}, std::pair{spine(p, k), v6(p, net, 1)}}) {
+            bool ok = false;
+            for (int i = 0; i < 100 && !ok; ++i) {
+              (void)mrc::in_netns(ns, [&]() -> Status<std::string> {
+                const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                if (fd < 0) return Err(std::string("socket"));
+                sockaddr_in6 a{};
+                a.sin6_family = AF_INET6;
+                a.sin6_port = htons(9);  // discard: nobody listens, the neighbour is the point
+                ::inet_pton(AF_INET6, to.c_str(), &a.sin6_addr);
+                (void)::sendto(fd, "x", 1, 0, reinterpret_cast<sockaddr*>(&a), sizeof a);
+                ::close(fd);
+                return {};
+              });
+              ::usleep(50'000);
+              auto r = nsfabric::run_command({"ip", "-n", ns, "-6", "neigh", "show", to});
+              ok = r && r->find("lladdr") != std::string::npos &&
+                   r->find("FAILED") == std::string::npos;
+            }
+            if (!ok) return Err(ns + ": " + to + " unresolved after 5 s");
+          }
+        }
+      }
+    }
+    return {};
+  }
 
   /// Bytes a namespace's device has sent and received ("ip -s link").
   Result<std::pair<uint64_t, uint64_t>, std::string> counters(const std::string& ns,
@@ -214,13 +256,15 @@ class HandFabric {
     if (auto s = run({"ip", "-batch", "-"}, links); !s) return s;
 
     for (const std::string& ns : all) {
-      if (auto s = sysctl(
-              ns, {"net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
-                   "net.ipv6.conf.all.forwarding=1", "net.ipv4.ip_forward=1",
-                   "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1",
-                   "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"});
-          !s)
-        return s;
+      std::vector<std::string> kv = {
+          "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+          "net.ipv6.conf.all.forwarding=1", "net.ipv4.ip_forward=1",
+          "net.ipv4.fib_multipath_hash_policy=1",
+          "net.ipv6.fib_multipath_hash_policy=" + std::to_string(o_.ipv6_hash_policy),
+          "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"};
+      if (o_.ipv6_hash_policy == 3)
+        kv.push_back("net.ipv6.fib_multipath_hash_fields=" + std::to_string(o_.ipv6_hash_fields));
+      if (auto s = sysctl(ns, kv); !s) return s;
     }
     auto addr = [](const std::string& dev, const std::string& a6, const std::string& a4) {
       return "addr add " + a6 + "/64 dev " + dev + " nodad\naddr add " + a4 + "/24 dev " + dev +

@@ -64,6 +64,9 @@ size_t spec_header_size(uint8_t kind) {
       return 48;
     case 35:  // ADDR_REPLY: common + 16 + 16 planes x 20
       return 368;
+    case 36:  // PORT_STATUS: common + 16
+    case 37:  // PORT_STATUS_ACK: common + 16
+      return 48;
     default:
       return 0;
   }
@@ -919,6 +922,43 @@ Packet addr_packet(Kind kind, uint8_t planes) {
   return p;
 }
 
+// PORT_STATUS and its ACK: the same 16-byte extension (target_qpn, src_qpn, ports_up,
+// reserved), at known offsets, covered by hdr_crc, and back field for field.
+TEST(Wire, PortStatus_KnownBytesAndRoundTrip) {
+  for (const Kind kind : {Kind::kPortStatus, Kind::kPortStatusAck}) {
+    SCOPED_TRACE(to_string(kind));
+    Packet p;
+    p.common.kind = kind;
+    p.common.token = 0xF00DCAFE;
+    p.common.ev = 0x00010203;
+    p.common.psn = 0x12345678;  // the update's sequence
+    p.common.ts = 0x8123456789ABCDEFull;
+    p.port_status.target_qpn = 0x00A1B2C3;
+    p.port_status.src_qpn = 0x00D4E5F6;
+    p.port_status.ports_up = 0x0000000D;  // planes 0, 2, 3 up; 1 down
+    Bytes b(header_size(kind));
+    ASSERT_EQ(encode_header(p, {}, b), 48u);
+    EXPECT_EQ(b[1], static_cast<uint8_t>(kind));
+    EXPECT_EQ(load_be32(b, 4), 0u);  // dst_qpn: connectionless
+    EXPECT_EQ(load_be32(b, 32), 0x00A1B2C3u);
+    EXPECT_EQ(load_be32(b, 36), 0x00D4E5F6u);
+    EXPECT_EQ(load_be32(b, 40), 0x0000000Du);
+    for (size_t i = 44; i < 48; ++i) EXPECT_EQ(b[i], 0) << "byte " << i;
+    EXPECT_EQ(load_be32(b, kOffHdrCrc), spec_header_crc(b));
+    auto r = decode(b);
+    ASSERT_TRUE(r.ok()) << describe(r);
+    expect_same_fields(p, *r);
+    EXPECT_EQ(r->port_status.ports_up, 0x0000000Du);
+    EXPECT_EQ(r->port_status.target_qpn, 0x00A1B2C3u);
+    EXPECT_EQ(r->port_status.src_qpn, 0x00D4E5F6u);
+    b[40] ^= 1;  // a flipped bit of the mask
+    EXPECT_FALSE(decode(b).ok());
+    b[40] ^= 1;
+    b.push_back(0);  // trailing bytes
+    EXPECT_FALSE(decode(b).ok());
+  }
+}
+
 TEST(Wire, AddrQuery_KnownBytesAndRoundTrip) {
   const Packet q = addr_packet(Kind::kAddrQuery, 0);
   Bytes b(header_size(Kind::kAddrQuery));
@@ -1003,10 +1043,12 @@ TEST(Wire, ToString_KindNamesAsTheDocsWriteThem) {
   EXPECT_STREQ(to_string(Kind::kFetchAdd), "FETCH_ADD");
   EXPECT_STREQ(to_string(Kind::kProbeReply), "PROBE_REPLY");
   EXPECT_STREQ(to_string(Kind::kAddrReply), "ADDR_REPLY");
+  EXPECT_STREQ(to_string(Kind::kPortStatus), "PORT_STATUS");
+  EXPECT_STREQ(to_string(Kind::kPortStatusAck), "PORT_STATUS_ACK");
   EXPECT_STREQ(to_string(static_cast<Kind>(9)), "?");
   size_t named = 0;
   for (int k = 0; k < 256; ++k) named += std::string(to_string(static_cast<Kind>(k))) != "?";
-  EXPECT_EQ(named, 14u);  // every kind of the table, no other byte
+  EXPECT_EQ(named, 16u);  // every kind of the table, no other byte
 }
 
 }  // namespace

@@ -96,6 +96,7 @@ wire::Packet packet_of(wire::Kind kind, uint32_t salt) {
   p.probe_reply = {0x00010305, wire::ack_flag::kEcnEcho, 0x7777666655554444ull, 0x123456};
   p.addr.target_qpn = 900;
   p.addr.src_qpn = 901;
+  p.port_status = {902, 903, 0x0000000Du};
   if (kind == wire::Kind::kAddrReply) {
     p.addr.planes = 2;
     p.addr.plane[0].addr = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
@@ -158,10 +159,12 @@ class Dissector : public ::testing::Test {
 
 TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
   const wire::Kind kinds[] = {
-      wire::Kind::kWrite,     wire::Kind::kWriteImm, wire::Kind::kSend,    wire::Kind::kSendImm,
-      wire::Kind::kReadReq,   wire::Kind::kReadResp, wire::Kind::kCmpSwap, wire::Kind::kFetchAdd,
-      wire::Kind::kAck,       wire::Kind::kNack,     wire::Kind::kProbe,   wire::Kind::kProbeReply,
-      wire::Kind::kAddrQuery, wire::Kind::kAddrReply};
+      wire::Kind::kWrite,        wire::Kind::kWriteImm,  wire::Kind::kSend,
+      wire::Kind::kSendImm,      wire::Kind::kReadReq,   wire::Kind::kReadResp,
+      wire::Kind::kCmpSwap,      wire::Kind::kFetchAdd,  wire::Kind::kAck,
+      wire::Kind::kNack,         wire::Kind::kProbe,     wire::Kind::kProbeReply,
+      wire::Kind::kAddrQuery,    wire::Kind::kAddrReply, wire::Kind::kPortStatus,
+      wire::Kind::kPortStatusAck};
   std::vector<Frame> frames;
   std::vector<wire::Packet> sent;
   uint32_t salt = 0;
@@ -217,6 +220,7 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
                                            "mrc.addr.planes",
                                            "mrc.addr.address",
                                            "mrc.addr.port",
+                                           "mrc.port_status.ports_up",
                                            "mrc.ev.plane",
                                            "mrc.ev.spine",
                                            "mrc.ev.salt"};
@@ -297,6 +301,10 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
         EXPECT_EQ(ports[0], "4791");
         EXPECT_EQ(ports[1], "4792");
       }
+    } else if (k == wire::Kind::kPortStatus || k == wire::Kind::kPortStatusAck) {
+      EXPECT_EQ(one(r, "mrc.addr.target_qpn"), dec(p.port_status.target_qpn));
+      EXPECT_EQ(one(r, "mrc.src_qpn"), dec(p.port_status.src_qpn));
+      EXPECT_EQ(one(r, "mrc.port_status.ports_up"), hex(p.port_status.ports_up, 8));
     }
   }
 }

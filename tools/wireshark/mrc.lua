@@ -27,12 +27,12 @@ local band, bor, bxor, rshift, lshift = bit.band, bit.bor, bit.bxor, bit.rshift,
 local KIND = {
   [1] = "WRITE", [2] = "WRITE_IMM", [3] = "SEND", [4] = "SEND_IMM", [5] = "READ_REQ",
   [6] = "READ_RESP", [7] = "CMP_SWAP", [8] = "FETCH_ADD", [16] = "ACK", [17] = "NACK", [32] = "PROBE", [33] = "PROBE_REPLY",
-  [34] = "ADDR_QUERY", [35] = "ADDR_REPLY",
+  [34] = "ADDR_QUERY", [35] = "ADDR_REPLY", [36] = "PORT_STATUS", [37] = "PORT_STATUS_ACK",
 }
 local function is_data(k) return k >= 1 and k <= 8 end
 local function is_atomic(k) return k == 7 or k == 8 end
 local ATOMIC_REQ_LEN = 16  -- wire.h kAtomicReqLen: compare_add (8) | swap (8)
-local HEADER = { [16] = 96, [17] = 56, [32] = 32, [33] = 48, [34] = 48, [35] = 368 }
+local HEADER = { [16] = 96, [17] = 56, [32] = 32, [33] = 48, [34] = 48, [35] = 368, [36] = 48, [37] = 48 }
 local function header_size(k)
   if is_data(k) then return 72 end
   return HEADER[k]
@@ -114,6 +114,8 @@ local F = {
   entry = ProtoField.bytes("mrc.addr.entry", "Plane entry"),
   entry_addr = ProtoField.ipv6("mrc.addr.address", "Address"),
   entry_port = ProtoField.uint16("mrc.addr.port", "Port", base.DEC),
+  -- PORT_STATUS / PORT_STATUS_ACK
+  ports_up = ProtoField.uint32("mrc.port_status.ports_up", "Planes up", base.HEX),
   -- where the packet goes in the fabric (fabric preference)
   path_plane = ProtoField.uint32("mrc.path.plane", "Plane", base.DEC),
   path_spine = ProtoField.string("mrc.path.spine", "Spine"),
@@ -627,6 +629,12 @@ local function dissect_one(tvb, pinfo, root, o)
         end
       end
       summary = string.format("%s target qpn %d", kname, u32(tvb, x))
+    elseif kind == 36 or kind == 37 then
+      tree:add(F.target_qpn, tvb(x, 4))
+      tree:add(F.src_qpn, tvb(x + 4, 4))
+      tree:add(F.ports_up, tvb(x + 8, 4))
+      tree:add(F.reserved, tvb(x + 12, 4))
+      summary = string.format("%s target qpn %d planes up 0x%x", kname, u32(tvb, x), u32(tvb, x + 8))
     end
   end
   if band(flags, 0x10) ~= 0 then

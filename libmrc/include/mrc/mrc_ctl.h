@@ -239,10 +239,12 @@ struct mrc_ctl_ev_fmt_profile_attr {
 /*
  * Configures an EV format profile and moves it through its life cycle
  * (to OFFLINE needs MODE; to ONLINE needs the fields set with
- * MRC_CTL_EV_FMT_OP_MODIFY_FIELDS). libmrc carries two modes: UDP, at most
- * 16 bits (the UDP source-port selector), on every host; SRV6, at most 128
- * bits (a uSID address, no SRH segment), with path_mode srv6. STEV (flow
- * label) fails with EOPNOTSUPP. Returns 0, or -1 with errno: EINVAL,
+ * MRC_CTL_EV_FMT_OP_MODIFY_FIELDS). libmrc carries three modes: UDP, at
+ * most 16 bits (the UDP source-port selector), on every host; STEV, at most
+ * 32 bits (the IPv6 flow label's low 16 bits, then the UDP source-port
+ * selector; IPv6 planes), in the direct and ecmp path modes; SRV6, at most
+ * 128 bits (a uSID address, no SRH segment), with path_mode srv6 (which has
+ * no STEV). Returns 0, or -1 with errno: EINVAL,
  * EBUSY (an ONLINE EV profile uses it), E2BIG (fields the engine cannot
  * carry, e.g. wider than the mode allows), EOPNOTSUPP (mode not carried).
  */
@@ -590,8 +592,20 @@ struct mrc_ctl_ep_rsp {
  * trip by this host's clock less the peer's service time (from its driver
  * reading the probe to sending the answer, which the answer carries;
  * adj_svc_time 1 when the peer reported one). A dgid that names no
- * reachable host is EINVAL. req_tc (0..63) is the DSCP of the probes
- * (IPV6_TCLASS on each). PORT_STATUS_UPDATE fails with EOPNOTSUPP.
+ * reachable host is EINVAL. req_tc (0..63) is the DSCP of the requests
+ * (IPV6_TCLASS, or IP_TOS on an IPv4 port, on each). The service time
+ * starts at the kernel's receive timestamp of the probe, so it covers the
+ * peer's socket queueing too.
+ *
+ * A PORT_STATUS_UPDATE tells dgid's host which of this host's ports are up
+ * (port_status bit N: port N; bit 0 and bits past the device's ports are
+ * EINVAL); it goes on req_ev's path, bound to the tokens of a connected QP
+ * of this device to that host (none: EINVAL). That host's libmrc then
+ * sends no data into the ports said down, on any of its QPs to this host,
+ * until an update says they are up, and acknowledges each update: the
+ * response's rtt is the round trip, port the one the ack came in on,
+ * adj_svc_time 0. An update whose tokens match no QP of the receiver is
+ * refused there and not acknowledged.
  *
  * Returns 0 when every request was answered; -1 with errno
  * ETIMEDOUT when some were not (rsp and *num_rsp still hold those that

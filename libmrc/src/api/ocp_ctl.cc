@@ -48,7 +48,8 @@ uint32_t FmtProfile::width() const {
 int supported_fmt_modes(const verbs::Device& dev) {
   const io::UdpConfig& u = dev.cfg.udp;
   return MRC_CTL_EV_FMT_MODE_UDP |
-         (u.path_mode == io::PathMode::kSrv6 && u.fabric ? MRC_CTL_EV_FMT_MODE_SRV6 : 0);
+         (u.path_mode == io::PathMode::kSrv6 && u.fabric ? MRC_CTL_EV_FMT_MODE_SRV6
+                                                         : MRC_CTL_EV_FMT_MODE_STEV);
 }
 
 std::optional<engine::Path> to_path(const verbs::Device& dev, int fmt_mode, uint32_t width,
@@ -72,6 +73,30 @@ std::optional<engine::Path> to_path(const verbs::Device& dev, int fmt_mode, uint
       return std::nullopt;
     }
     return engine::Path{uint32_t{plane} << 16 | raw >> unused, plane};
+  }
+  if (fmt_mode == MRC_CTL_EV_FMT_MODE_STEV && (supported_fmt_modes(dev) & fmt_mode)) {
+    // 32 bits, MSB first from val[0]: the flow label's low 16 bits, then the UDP source port.
+    const uint32_t raw = uint32_t{ev.val[0]} << 24 | uint32_t{ev.val[1]} << 16 |
+                         uint32_t{ev.val[2]} << 8 | ev.val[3];
+    const uint32_t unused = 32 - width;
+    if (width == 0 || width > 32 || !zero_from(4) ||
+        (unused != 0 && (raw & ((1u << unused) - 1)) != 0)) {
+      *why = "an STEV EV is " + std::to_string(width) +
+             " bits, MSB first from val[0]; the rest "
+             "must be 0";
+      return std::nullopt;
+    }
+    if (!dev.driver) {
+      *why = "the device is not open";
+      return std::nullopt;
+    }
+    const uint32_t v = unused == 32 ? 0 : raw >> unused;
+    auto path = dev.driver->stev_path(plane, v >> 16, static_cast<uint16_t>(v));
+    if (!path.ok()) {
+      *why = path.error();
+      return std::nullopt;
+    }
+    return *path;
   }
   if (fmt_mode == MRC_CTL_EV_FMT_MODE_SRV6 && (supported_fmt_modes(dev) & fmt_mode)) {
     // The EV is the destination address the controller chose (its uSID segment list, ending
@@ -252,10 +277,12 @@ bool same_ev(const mrc_ctl_ev& a, const mrc_ctl_ev& b) {
 }
 
 uint32_t max_width(const verbs::Device& dev) {
-  return (supported_fmt_modes(dev) & MRC_CTL_EV_FMT_MODE_SRV6) ? 128 : 16;
+  return (supported_fmt_modes(dev) & MRC_CTL_EV_FMT_MODE_SRV6) ? 128 : 32;
 }
 
-uint32_t mode_width(int mode) { return mode == MRC_CTL_EV_FMT_MODE_SRV6 ? 128 : 16; }
+uint32_t mode_width(int mode) {
+  return mode == MRC_CTL_EV_FMT_MODE_SRV6 ? 128 : mode == MRC_CTL_EV_FMT_MODE_STEV ? 32 : 16;
+}
 
 const char* fmt_mode_name(int m) {
   return m == MRC_CTL_EV_FMT_MODE_STEV   ? "STEV"
@@ -378,6 +405,79 @@ struct EvEvent100 {
 static_assert(sizeof(EvEvent100) == 48 && offsetof(EvEvent100, drop_count) == 44);
 static_assert(sizeof(mrc_ctl_ev_event) == 56);
 
+// A connected QP (RTR or later) of the device toward `peer`: what a PORT_STATUS_UPDATE is bound
+// to (io/udp/port_status.h); 0 if none.
+engine::Qpn connected_qp_to(io::UdpDriver& drv, engine::PeerId peer) {
+  return drv.peek_engine([&](engine::Engine& e) -> engine::Qpn {
+    for (engine::Qpn q = 0; q <= e.max_qpn(); ++q) {
+      const auto a = e.query_qp(q);
+      if (a.ok() && a->peer == peer &&
+          (a->state == engine::QpState::kRtr || a->state == engine::QpState::kRts ||
+           a->state == engine::QpState::kSqd))
+        return q;
+    }
+    return 0;
+  });
+}
+
+// mrc_ctl_ep_batch_send_wait's PORT_STATUS_UPDATE: request i (its EV's path and dgid's peer
+// resolved) validated, then each sent as update sequence base + i through a connected QP to its
+// peer; the peers' acks are the responses.
+int port_status_update(io::UdpDriver& drv, uint8_t req_tc, const mrc_ctl_ep_req* req, int num_req,
+                       const std::vector<engine::Path>& path,
+                       const std::vector<engine::PeerId>& peer, uint32_t rsp_timeout,
+                       mrc_ctl_ep_rsp* rsp, int* num_rsp) {
+  const char* fn = "mrc_ctl_ep_batch_send_wait";
+  const size_t ports = drv.planes();
+  std::vector<engine::Qpn> qpn(path.size());
+  for (size_t i = 0; i < path.size(); ++i) {
+    const uint32_t mask = req[i].op.port_status_update.port_status;
+    // 1-based: bit N is port N (plane N - 1); bit 0 and bits past the device's ports are not.
+    if ((mask & 1) != 0 || (ports < 31 && (mask >> (ports + 1)) != 0))
+      return fail(EINVAL, "%s: req %u: port_status 0x%x: bit N is port N, 1..%zu here", fn,
+                  req[i].req_id, mask, ports);
+    qpn[i] = connected_qp_to(drv, peer[i]);
+    if (qpn[i] == 0)
+      return fail(EINVAL,
+                  "%s: req %u: no connected QP to dgid %s: an update is bound to a "
+                  "QP pair's tokens",
+                  fn, req[i].req_id, gid_text(req[i].dgid).c_str());
+  }
+  const auto base = static_cast<uint32_t>(drv.now().count());
+  std::vector<bool> answered(path.size(), false);
+  int unsent = 0;
+  for (size_t i = 0; i < path.size(); ++i)
+    if (!drv.send_port_status(qpn[i], path[i], req[i].op.port_status_update.port_status >> 1,
+                              base + static_cast<uint32_t>(i), static_cast<uint8_t>(req_tc << 2))) {
+      answered[i] = true;  // nothing to wait for
+      ++unsent;
+    }
+  const engine::Time deadline = drv.now() + engine::Duration{rsp_timeout};
+  int n = 0;
+  for (;;) {
+    for (const io::PortStatusUpdates::Ack& a : drv.take_port_status_acks()) {
+      const uint32_t i = a.seq - base;
+      if (i >= path.size() || answered[i]) continue;  // another call's, or a duplicate
+      answered[i] = true;
+      mrc_ctl_ep_rsp& out = rsp[n++];
+      out = mrc_ctl_ep_rsp{};
+      out.req_id = req[i].req_id;
+      out.port = static_cast<uint8_t>(a.plane + 1);
+      out.rtt = static_cast<unsigned>(
+          std::clamp<int64_t>(a.rtt.count(), 1, static_cast<int64_t>(UINT_MAX)));
+    }
+    if (n + unsent == num_req || drv.now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  *num_rsp = n;
+  if (n < num_req)
+    return fail(ETIMEDOUT,
+                "%s: %d of %d port status updates acknowledged within %u ns (%d could not be "
+                "sent: no route on their EV)",
+                fn, n, num_req, rsp_timeout, unsent);
+  return 0;
+}
+
 }  // namespace
 }  // namespace mrc::ocp
 
@@ -486,7 +586,7 @@ int mrc_ctl_modify_ev_fmt_profile(struct mrc_context* mrc_ctx, uint64_t id,
       return fail(EOPNOTSUPP, "%s: EV format %s is not carried by this device (%s)", fn,
                   fmt_mode_name(m),
                   m == MRC_CTL_EV_FMT_MODE_STEV
-                      ? "libmrc does not write EVs into the flow label; UDP mode carries them"
+                      ? "the flow label does not choose an SRv6 path: use SRV6 EVs"
                       : "SRv6 EVs need path_mode srv6 with a fabric");
     p.mode = m;
   }
@@ -1066,9 +1166,8 @@ int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
     return fail(EINVAL, "%s: context, requests (num_req >= 1), rsp and num_rsp are needed", fn);
   *num_rsp = 0;
   const int op = raw(op_type);
-  if (op == MRC_CTL_EP_OP_PORT_STATUS_UPDATE)
-    return fail(EOPNOTSUPP, "%s: PORT_STATUS_UPDATE is not supported yet", fn);
-  if (op != MRC_CTL_EP_OP_EV_PROBE) return fail(EINVAL, "%s: op_type %d", fn, op);
+  const bool update = op == MRC_CTL_EP_OP_PORT_STATUS_UPDATE;
+  if (op != MRC_CTL_EP_OP_EV_PROBE && !update) return fail(EINVAL, "%s: op_type %d", fn, op);
   if (req_tc > 63) return fail(EINVAL, "%s: req_tc %u is not a DSCP (0..63)", fn, req_tc);
   verbs::Device& dev = *mrc_ctx->dev;
   if (!dev.driver) return fail(EIO, "%s: the device is closed", fn);
@@ -1085,7 +1184,7 @@ int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
       return fail(EINVAL, "%s: req %u: sgid %s is not an address of this device", fn, r.req_id,
                   gid_text(r.sgid).c_str());
     const int mode = raw(r.ev_fmt_mode);
-    if (mode != MRC_CTL_EV_FMT_MODE_UDP && mode != MRC_CTL_EV_FMT_MODE_SRV6)
+    if (!(supported_fmt_modes(dev) & mode) || (mode & (mode - 1)) != 0)
       return fail(EOPNOTSUPP, "%s: req %u: EV format %s is not carried by this device", fn,
                   r.req_id, fmt_mode_name(mode));
     std::string why;
@@ -1107,6 +1206,8 @@ int mrc_ctl_ep_batch_send_wait(struct mrc_context* mrc_ctx, uint8_t req_tc,
     peer[static_cast<size_t>(i)] = *to;
   }
   io::UdpDriver& drv = *dev.driver;
+  if (update)
+    return port_status_update(drv, req_tc, req, num_req, path, peer, rsp_timeout, rsp, num_rsp);
   std::vector<bool> answered(path.size(), false);
   int unsent = 0;
   const uint32_t token = drv.with_probes([&](io::Probes& pr) {

@@ -916,6 +916,18 @@ uint16_t Engine::held_planes(PeerId peer, Time now) const {
   return impl_->health.held(p ? *p : none, now, &until);
 }
 
+void Engine::set_peer_planes_down(PeerId peer, uint16_t planes) {
+  Core& c = *impl_;
+  c.health.set_announced_down(c.health.peer(peer), planes);
+  for (auto& q : c.qps)
+    if (q && q->health == c.health.find(peer)) c.make_ready(*q);  // planes back up: send again
+}
+
+uint16_t Engine::peer_planes_down(PeerId peer) const {
+  const SharedHealth::Peer* p = impl_->health.find(peer);
+  return p ? p->announced_down : 0;
+}
+
 Qpn Engine::max_qpn() const { return static_cast<Qpn>(impl_->qps.size()); }
 
 const PathSet* Engine::paths(Qpn qpn) const {

@@ -279,6 +279,13 @@ class Engine {
   /// Bit p set: the path health the QPs share (paths.h SharedHealth) holds plane p down
   /// towards `peer` at `now`, for that peer alone or for every peer (local plane).
   uint16_t held_planes(PeerId peer, Time now) const;
+  /// What `peer` said of its planes (an OCP PORT_STATUS_UPDATE, io/udp/port_status.h): bit p
+  /// set, its plane p is down. Every QP to the peer, present and future, stops sending on those
+  /// planes (weight 0, retransmissions included; SharedHealth::set_announced_down) until a
+  /// later call clears the bit; EV states and probing are untouched. Replaces the last mask.
+  void set_peer_planes_down(PeerId peer, uint16_t planes);
+  /// The mask the last set_peer_planes_down gave `peer` (0 if none).
+  uint16_t peer_planes_down(PeerId peer) const;
 
   // ---- Observability -------------------------------------------------------------------
   const EngineStats& stats() const;

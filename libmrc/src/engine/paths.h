@@ -318,6 +318,7 @@ class SharedHealth {
     Duration srtt{0}, rttvar{0}, min_rtt{0};  // RTT state of the latest QP to this peer
     Plane plane[kMaxPlanes];
     uint16_t counting = 0;  // bit per plane: its losses or backoff is not 0
+    uint16_t announced_down = 0;  // bit per plane: the peer said it is down (set_announced_down)
   };
 
   SharedHealth() = default;
@@ -355,8 +356,15 @@ class SharedHealth {
   /// False when no plane towards `p` (nor any local plane) has a run of losses or a backoff
   /// to end: on_acked would change nothing, whatever the plane (the per-packet fast path).
   bool counting(const Peer& p) const { return (p.counting | local_counting_) != 0; }
-  /// Planes held down for `p` at `now` (bit per plane); *until: when the earliest hold of
-  /// them ends (kNever if none).
+  /// The peer's own word on its planes (an OCP PORT_STATUS_UPDATE it sent, bit p: its plane p
+  /// is down): those planes are held for it, with no end, until it says they are up again.
+  void set_announced_down(Peer& p, uint16_t planes) {
+    if (p.announced_down == planes) return;
+    p.announced_down = planes;
+    ++epoch_;
+  }
+  /// Planes held down for `p` at `now` (bit per plane), announced ones included; *until: when
+  /// the earliest timed hold of them ends (kNever if none).
   uint16_t held(const Peer& p, Time now, Time* until) const;
   const Plane& local(uint16_t plane) const { return local_[plane]; }
 
@@ -385,7 +393,7 @@ class SharedHealth {
   /// EV is held.
   Time ev_holds_end() const { return ev_holds_end_; }
 
-  /// Moves on every new hold.
+  /// Moves on every new hold and every change of a peer's announced planes.
   uint64_t epoch() const { return epoch_; }
   uint64_t holds() const { return holds_; }  // holds started, peer and local (counter)
 

@@ -123,6 +123,14 @@ struct WireAddrQueryExt {
 static_assert(sizeof(WireAddrQueryExt) == kAddrQueryExtSize);
 static_assert(offsetof(WireAddrQueryExt, planes) == 8);
 
+struct WirePortStatusExt {
+  Be32 target_qpn;
+  Be32 src_qpn;
+  Be32 ports_up;
+  uint8_t reserved[4];
+};
+static_assert(sizeof(WirePortStatusExt) == kPortStatusExtSize);
+
 struct WireAddrReplyExt {
   WireAddrQueryExt head;
   WireAddrPlane plane[kMaxAddrPlanes];
@@ -146,6 +154,8 @@ using WireProbeReply = WireHeader<WireProbeReplyExt>;
 using WireAddrQuery = WireHeader<WireAddrQueryExt>;
 using WireAddrReply = WireHeader<WireAddrReplyExt>;
 static_assert(sizeof(WireAddrQuery) == kCommonSize + kAddrQueryExtSize);
+using WirePortStatus = WireHeader<WirePortStatusExt>;
+static_assert(sizeof(WirePortStatus) == kCommonSize + kPortStatusExtSize);
 static_assert(sizeof(WireAddrReply) == kAddrReplySize);
 static_assert(sizeof(WireData) == kCommonSize + kDataExtSize);
 static_assert(sizeof(WireAck) == kCommonSize + kAckExtSize && sizeof(WireAck) == kMaxHeaderSize);
@@ -279,6 +289,12 @@ void get_ext(const WireAddrReply& h, Packet& p) {
   }
 }
 
+void get_ext(const WirePortStatus& h, Packet& p) {
+  p.port_status.target_qpn = h.ext.target_qpn.get();
+  p.port_status.src_qpn = h.ext.src_qpn.get();
+  p.port_status.ports_up = h.ext.ports_up.get();
+}
+
 void put_addr_head(const AddrHeader& a, uint8_t planes, WireAddrQueryExt& w) {
   w.target_qpn.set(a.target_qpn);
   w.src_qpn.set(a.src_qpn);
@@ -365,6 +381,10 @@ const char* to_string(Kind k) {
       return "ADDR_QUERY";
     case Kind::kAddrReply:
       return "ADDR_REPLY";
+    case Kind::kPortStatus:
+      return "PORT_STATUS";
+    case Kind::kPortStatusAck:
+      return "PORT_STATUS_ACK";
   }
   return "?";
 }
@@ -486,6 +506,16 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
       }
       return seal(h, c.net_flags, out);
     }
+    case Kind::kPortStatus:
+    case Kind::kPortStatusAck: {
+      WirePortStatus h;
+      put_common(c, h.common);
+      h.ext.target_qpn.set(p.port_status.target_qpn);
+      h.ext.src_qpn.set(p.port_status.src_qpn);
+      h.ext.ports_up.set(p.port_status.ports_up);
+      std::memset(h.ext.reserved, 0, sizeof h.ext.reserved);
+      return seal(h, c.net_flags, out);
+    }
     default:
       break;
   }
@@ -519,6 +549,9 @@ Status<WireError> decode(std::span<const uint8_t> bytes, Packet& out) {
       if (auto s = decode_control<WireAddrReply>(bytes, out); !s) return s;
       return out.addr.planes <= kMaxAddrPlanes ? Status<WireError>{} : Err{WireError::kBadField};
     }
+    case Kind::kPortStatus:
+    case Kind::kPortStatusAck:
+      return decode_control<WirePortStatus>(bytes, out);
     default:
       return Err{WireError::kUnknownKind};  // unreachable: header_size knows every kind
   }

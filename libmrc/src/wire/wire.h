@@ -57,8 +57,11 @@ enum class Kind : uint8_t {
   kNack = 17,     // negative ACK of one PSN with a reason
   kProbe = 32,    // path probe on one EV
   kProbeReply = 33,
-  kAddrQuery = 34,  // connectionless: "what are your plane addresses?" (bound to a QP's token)
-  kAddrReply = 35,  // its answer: the peer's address and port per plane
+  kAddrQuery = 34,      // connectionless: "what are your plane addresses?" (bound to a QP's token)
+  kAddrReply = 35,      // its answer: the peer's address and port per plane
+  kPortStatus = 36,     // connectionless: "these of my ports are up, the rest down" (OCP
+                        // PORT_STATUS_UPDATE; bound to a QP's token as kAddrQuery)
+  kPortStatusAck = 37,  // its acknowledgement
 };
 
 /// The kind's name as docs/wire-format.md writes it ("WRITE_IMM", "PROBE_REPLY"); "?" for a
@@ -185,6 +188,15 @@ struct AddrHeader {
   std::array<Plane, kMaxAddrPlanes> plane{};
 };
 
+/// PORT_STATUS and PORT_STATUS_ACK (dst_qpn 0, io/udp/port_status.h): the update is bound to
+/// one QP pair as an ADDR_QUERY is (common.token = the token the peer's QP expects); the ack
+/// echoes it with the token the updating QP expects.
+struct PortStatusHeader {
+  uint32_t target_qpn = 0;  // update: the receiving host's QP; ack: the updating QP
+  uint32_t src_qpn = 0;     // the sending QP
+  uint32_t ports_up = 0;    // bit p: the updating host's plane p (OCP port p + 1) is up
+};
+
 /// A decoded packet. Only the extension matching common.kind is meaningful.
 struct Packet {
   CommonHeader common;
@@ -193,6 +205,7 @@ struct Packet {
   NackHeader nack;
   ProbeReplyHeader probe_reply;
   AddrHeader addr;                   // kAddrQuery, kAddrReply
+  PortStatusHeader port_status;      // kPortStatus, kPortStatusAck
   std::span<const uint8_t> payload;  // data packets: the payload (empty when trimmed)
   bool trimmed = false;              // data packet cut by a switch
 };
@@ -207,6 +220,7 @@ inline constexpr size_t kProbeReplyExtSize = 16;
 inline constexpr size_t kAddrQueryExtSize = 16;
 inline constexpr size_t kAddrPlaneSize = 20;  // address 16, port 2, reserved 2
 inline constexpr size_t kAddrReplyExtSize = 16 + kMaxAddrPlanes * kAddrPlaneSize;
+inline constexpr size_t kPortStatusExtSize = 16;
 /// Largest header of the QP kinds (data, ACK, NACK, probes): what the engine builds. The
 /// connectionless ADDR_REPLY is larger (kAddrReplySize); only the driver sends it.
 inline constexpr size_t kMaxHeaderSize = kCommonSize + kAckExtSize;
@@ -222,6 +236,10 @@ constexpr size_t header_size(Kind k) {
     case Kind::kProbeReply: return kCommonSize + kProbeReplyExtSize;
     case Kind::kAddrQuery: return kCommonSize + kAddrQueryExtSize;
     case Kind::kAddrReply: return kAddrReplySize;
+    case Kind::kPortStatus:
+      return kCommonSize + kPortStatusExtSize;
+    case Kind::kPortStatusAck:
+      return kCommonSize + kPortStatusExtSize;
     default: return 0;
   }
 }

@@ -44,7 +44,8 @@ namespace {
 constexpr int kEct0 = 0b10;          // IPv6 traffic class (IPv4 TOS) ECN field: ECT(0)
 constexpr int kEcnMask = 0b11;       // ...and CE
 constexpr size_t kMaxRxRounds = 16;  // full receive batches per wakeup before ppoll again
-constexpr size_t kControlSize = 64;  // room for the IPV6_TCLASS and UDP_GRO cmsgs
+// Room for the IPV6_TCLASS (or IP_TOS), UDP_GRO and SO_TIMESTAMPNS cmsgs.
+constexpr size_t kControlSize = 128;
 constexpr size_t kGroBuffer = 65536;  // one coalesced receive
 constexpr int kNotRead = INT_MIN;     // receive_batch was not called for a plane this round
 // How long the progress thread leaves the sockets to pollers after the last poll_progress
@@ -60,6 +61,9 @@ constexpr int UDP_SEGMENT = 103;
 #endif
 #ifndef UDP_GRO
 constexpr int UDP_GRO = 104;
+#endif
+#ifndef IPV6_FLOWINFO_SEND
+constexpr int IPV6_FLOWINFO_SEND = 33;  // linux/in6.h, which clashes with netinet/in.h
 #endif
 
 std::string describe(const std::string& address, uint16_t port) {
@@ -214,6 +218,10 @@ Result<int, std::string> open_socket(const UdpConfig& cfg, const sockaddr_in6& a
   if (receiver && cfg.gro && ::setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) != 0) {
     return fail("UDP_GRO");
   }
+  // The kernel's receive time of each datagram (CLOCK_REALTIME): a probe's service time starts
+  // there, so it covers the socket's queueing before the driver read it.
+  if (receiver && ::setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) != 0)
+    return fail("SO_TIMESTAMPNS");
   if (cfg.socket_buffer_bytes > 0) {
     // Best effort: the FORCE variants need CAP_NET_ADMIN; else the kernel caps at rmem_max.
     const int sz = cfg.socket_buffer_bytes;
@@ -336,33 +344,7 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
   for (const auto& pl : d->sockets_) locals.push_back(pl->local);
   UdpDriver* raw = d.get();
   auto send_raw = [raw](engine::PeerId peer, engine::Path path, std::span<const uint8_t> bytes,
-                        uint8_t tclass) {
-    engine::Transmit tx;
-    tx.peer = peer;
-    tx.path = path;
-    const auto r = raw->route(tx);  // under mu_: the observer runs there
-    if (!r) return false;
-    // A DSCP of its own (an OCP probe's req_tc): IPV6_TCLASS on this datagram only (an IPv4
-    // plane's socket ignores it: its TOS stays).
-    iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_name = const_cast<sockaddr_in6*>(r->to);
-    m.msg_namelen = sizeof(sockaddr_in6);
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    if (tclass != 0) {
-      m.msg_control = ctl;
-      m.msg_controllen = sizeof ctl;
-      cmsghdr* c = CMSG_FIRSTHDR(&m);
-      c->cmsg_level = IPPROTO_IPV6;
-      c->cmsg_type = IPV6_TCLASS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      const int tc = (tclass & ~kEcnMask) | kEct0;  // the DSCP given; ECN as every datagram
-      std::memcpy(CMSG_DATA(c), &tc, sizeof tc);
-    }
-    return ::sendmsg(r->fd, &m, MSG_DONTWAIT) == static_cast<ssize_t>(bytes.size());
-  };
+                        uint8_t tclass) { return raw->send_datagram(peer, path, bytes, tclass); };
   d->probes_ = std::make_unique<Probes>(send_raw);
   d->addresses_ = std::make_unique<PeerAddresses>();
   if (cfg.observer) {
@@ -612,6 +594,39 @@ Result<engine::Path, std::string> UdpDriver::explicit_path(uint16_t plane, const
   return engine::Path{kExplicitEv | uint32_t{plane} << 16 | static_cast<uint32_t>(i), plane};
 }
 
+Result<engine::Path, std::string> UdpDriver::stev_path(uint16_t plane, uint32_t label,
+                                                       uint16_t sport) {
+  std::lock_guard lock(mu_);
+  if (cfg_.path_mode == PathMode::kSrv6)
+    return Err(std::string("udp driver: structured EVs are for the direct and ecmp modes"));
+  if (plane >= sockets_.size())
+    return Err("udp driver: plane " + std::to_string(plane) + " does not exist");
+  Plane& pl = *sockets_[plane];
+  if (is_v4(pl.local))
+    return Err("udp driver: plane " + std::to_string(plane) +
+               " is IPv4: a structured EV's flow label is IPv6's");
+  if (label > 0xfffff)
+    return Err("udp driver: flow label " + std::to_string(label) + " is wider than 20 bits");
+  if (stev_.size() < sockets_.size()) stev_.resize(sockets_.size());
+  auto& v = stev_[plane];
+  const Stev want{label, sport};
+  size_t i = std::find(v.begin(), v.end(), want) - v.begin();
+  if (i == v.size()) {
+    if (v.size() >= kMaxStevPerPlane)
+      return Err("udp driver: more than " + std::to_string(kMaxStevPerPlane) +
+                 " structured EVs on plane " + std::to_string(plane));
+    if (v.empty()) {  // the plane's first: its sockets send sin6_flowinfo from now on
+      const int one = 1;
+      for (int fd : pl.source_fds.empty() ? std::vector<int>{pl.fd} : pl.source_fds)
+        if (::setsockopt(fd, IPPROTO_IPV6, IPV6_FLOWINFO_SEND, &one, sizeof one) != 0)
+          return Err("udp driver: plane " + std::to_string(plane) +
+                     ": IPV6_FLOWINFO_SEND: " + errno_text(errno));
+    }
+    v.push_back(want);
+  }
+  return engine::Path{kStevEv | uint32_t{plane} << 16 | static_cast<uint32_t>(i), plane};
+}
+
 engine::PathPolicy UdpDriver::spray_policy() const {
   engine::PathPolicy p;
   if (cfg_.path_mode == PathMode::kSrv6 && cfg_.fabric) {
@@ -649,18 +664,120 @@ std::optional<UdpDriver::Route> UdpDriver::route(const engine::Transmit& tx) con
     auto [it, fresh] = explicit_to_.try_emplace({tx.peer, plane, i}, dsts[0]);
     if (fresh) std::memcpy(&it->second.sin6_addr, explicit_[plane][i].data(), 16);
     r.to = &it->second;
+  } else if (tx.path.ev & kStevEv) {  // stev_path: the peer's address with the flow label
+    const uint32_t i = tx.path.ev & 0xffff;
+    uint32_t ports = tx.path.ev;  // an EV only the peer knows (its ACK's echo): no label
+    r.to = &dsts[0];
+    if (plane < stev_.size() && i < stev_[plane].size()) {
+      const Stev& st = stev_[plane][i];
+      sockaddr_in6& to = stev_to_[{tx.peer, plane, i}];
+      to = dsts[0];  // as learnt now (learn_addresses may change it)
+      to.sin6_flowinfo = htonl(st.label);
+      r.to = &to;
+      ports = st.sport;
+    }
+    r.fd = source_fd(pl, ports);
+    return r;
   } else {
     r.to = &dsts[dsts.size() == 1 ? 0 : srv6::Fabric::spine_of(tx.path.ev) % dsts.size()];
   }
-  r.fd = pl.fd;
-  if (!pl.source_fds.empty()) {
-    // EV = plane << 16 | k << 8 | salt (spray_paths): the k of a spray set take one port each
-    // (a hash left a third of the ports unused: 16 EVs on 9 ports, so a 2-spine fabric often
-    // put a plane on one spine), and EVs that differ only in their salt take other ports.
-    const uint32_t k = (tx.path.ev >> 8) & 0xff, salt = tx.path.ev & 0xff;
-    r.fd = pl.source_fds[(k + salt * 7) % pl.source_fds.size()];
-  }
+  r.fd = source_fd(pl, tx.path.ev);
   return r;
+}
+
+int UdpDriver::source_fd(const Plane& pl, uint32_t ev) {
+  if (pl.source_fds.empty()) return pl.fd;
+  // EV = plane << 16 | k << 8 | salt (spray_paths): the k of a spray set take one port each
+  // (a hash left a third of the ports unused: 16 EVs on 9 ports, so a 2-spine fabric often
+  // put a plane on one spine), and EVs that differ only in their salt take other ports.
+  const uint32_t k = (ev >> 8) & 0xff, salt = ev & 0xff;
+  return pl.source_fds[(k + salt * 7) % pl.source_fds.size()];
+}
+
+bool UdpDriver::send_datagram(engine::PeerId peer, engine::Path path,
+                              std::span<const uint8_t> bytes, uint8_t tclass) {
+  engine::Transmit tx;
+  tx.peer = peer;
+  tx.path = path;
+  const auto r = route(tx);
+  if (!r) return false;
+  // A DSCP of its own (an OCP probe's req_tc) on this datagram only: IPV6_TCLASS, or IP_TOS
+  // on an IPv4 plane (put_traffic_class); ECN ECT(0) as every datagram.
+  iovec iov{const_cast<uint8_t*>(bytes.data()), bytes.size()};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_name = const_cast<sockaddr_in6*>(r->to);
+  m.msg_namelen = sizeof(sockaddr_in6);
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  if (tclass != 0) {
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;  // CMSG_FIRSTHDR needs room for one
+    m.msg_controllen = put_traffic_class(CMSG_FIRSTHDR(&m), *r->to, tclass);
+  }
+  if (::sendmsg(r->fd, &m, MSG_DONTWAIT) != static_cast<ssize_t>(bytes.size())) return false;
+  ++counters_.datagrams_sent;
+  counters_.bytes_sent += bytes.size();
+  return true;
+}
+
+bool UdpDriver::send_port_status(engine::Qpn qpn, engine::Path path, uint32_t ports_up,
+                                 uint32_t seq, uint8_t tclass) {
+  std::lock_guard lock(mu_);
+  const auto qp = engine_->query_qp(qpn);
+  if (!qp.ok() || (qp->state != engine::QpState::kRtr && qp->state != engine::QpState::kRts &&
+                   qp->state != engine::QpState::kSqd))
+    return false;
+  uint8_t buf[PortStatusUpdates::kSize];
+  const size_t n = port_status_.build_update(cfg_.clock(), qpn, *qp, ports_up, seq, buf);
+  if (!send_datagram(qp->peer, path, {buf, n}, tclass)) {
+    port_status_.forget(seq);
+    return false;
+  }
+  ++counters_.port_status_sent;
+  return true;
+}
+
+std::vector<PortStatusUpdates::Ack> UdpDriver::take_port_status_acks() {
+  std::lock_guard lock(mu_);
+  return port_status_.take();
+}
+
+void UdpDriver::port_status_message(size_t plane, const sockaddr_in6& from,
+                                    std::span<const uint8_t> bytes, Time t) {
+  wire::Packet p;
+  const bool is_ack = bytes[1] == static_cast<uint8_t>(wire::Kind::kPortStatusAck);
+  if (!wire::decode(bytes, p).ok() || p.common.dst_qpn != 0) {
+    ++(is_ack ? counters_.port_status_acks_dropped : counters_.port_status_refused);
+    return;
+  }
+  if (is_ack) {
+    if (!port_status_.on_ack(t, p, static_cast<uint16_t>(plane)))
+      ++counters_.port_status_acks_dropped;
+    return;
+  }
+  const auto qp = engine_->query_qp(p.port_status.target_qpn);
+  if (p.port_status.target_qpn == 0 || !qp.ok() || !PortStatusUpdates::bound(p, *qp)) {
+    ++counters_.port_status_refused;
+    return;
+  }
+  // Bit p of ports_up clear: the peer's plane p is down; planes this host lacks are left out.
+  const uint32_t ours = sockets_.size() >= 16 ? 0xffffu : (1u << sockets_.size()) - 1;
+  engine_->set_peer_planes_down(qp->peer, static_cast<uint16_t>(~p.port_status.ports_up & ours));
+  ++counters_.port_status_applied;
+  // The ack goes back to where the update came from; in ecmp mode to the sender's plane port
+  // (its source-port sockets only send), which hosts configured alike share with ours.
+  sockaddr_in6 to = from;
+  if (cfg_.path_mode == PathMode::kEcmp) to.sin6_port = sockets_[plane]->local.sin6_port;
+  uint8_t buf[PortStatusUpdates::kSize];
+  const size_t n = PortStatusUpdates::build_ack(t, p, *qp, p.port_status.target_qpn, buf);
+  if (::sendto(sockets_[plane]->fd, buf, n, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to),
+               sizeof to) == static_cast<ssize_t>(n)) {
+    ++counters_.datagrams_sent;
+    counters_.bytes_sent += n;
+  } else {
+    ++counters_.send_errors;
+  }
 }
 
 UdpCounters UdpDriver::counters() const {
@@ -879,6 +996,7 @@ void UdpDriver::feed_received(size_t plane, int r, Time t) {
     engine::RxInfo rx;
     rx.plane = static_cast<uint16_t>(plane);
     size_t segment = 0;  // GRO: bytes per coalesced datagram
+    timespec stamp{};    // the kernel's receive time (SO_TIMESTAMPNS); 0: none
     for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
       if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
         int tclass = 0;
@@ -890,6 +1008,8 @@ void UdpDriver::feed_received(size_t plane, int r, Time t) {
         int size = 0;
         std::memcpy(&size, CMSG_DATA(c), sizeof size);
         segment = size > 0 ? static_cast<size_t>(size) : 0;
+      } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+        std::memcpy(&stamp, CMSG_DATA(c), sizeof stamp);
       }
     }
     const auto* data = static_cast<const uint8_t*>(pl.rx_iov[k].iov_base);
@@ -910,11 +1030,16 @@ void UdpDriver::feed_received(size_t plane, int r, Time t) {
       if ((kind == static_cast<uint8_t>(wire::Kind::kProbe) ||
            kind == static_cast<uint8_t>(wire::Kind::kProbeReply)) &&
           (data[off + 4] | data[off + 5] | data[off + 6] | data[off + 7]) == 0 &&
-          connectionless(plane, pl.rx_from[k], rx.ecn_ce, {data + off, m}, t))
+          connectionless(plane, pl.rx_from[k], rx.ecn_ce, stamp, {data + off, m}, t))
         continue;
       if (kind == static_cast<uint8_t>(wire::Kind::kAddrQuery) ||
           kind == static_cast<uint8_t>(wire::Kind::kAddrReply)) {
         address_message(plane, pl.rx_from[k], {data + off, m}, t);
+        continue;
+      }
+      if (kind == static_cast<uint8_t>(wire::Kind::kPortStatus) ||
+          kind == static_cast<uint8_t>(wire::Kind::kPortStatusAck)) {
+        port_status_message(plane, pl.rx_from[k], {data + off, m}, t);
         continue;
       }
       engine_->on_datagram(t, rx, {data + off, m});
@@ -923,7 +1048,7 @@ void UdpDriver::feed_received(size_t plane, int r, Time t) {
 }
 
 bool UdpDriver::connectionless(size_t plane, const sockaddr_in6& from, bool ecn,
-                               std::span<const uint8_t> bytes, Time t) {
+                               const timespec& stamp, std::span<const uint8_t> bytes, Time t) {
   wire::Packet p;
   if (!wire::decode(bytes, p).ok() || !Probes::is_connectionless(p)) return false;
   if (p.common.kind == wire::Kind::kProbeReply) {
@@ -948,8 +1073,18 @@ bool UdpDriver::connectionless(size_t plane, const sockaddr_in6& from, bool ecn,
     }
   }
   uint8_t buf[wire::kMaxHeaderSize];
-  const Time answered = now();  // the service time: from the read (t) to this answer
-  const size_t n = Probes::build_answer(answered, p, ecn, buf, answered - t);
+  // The service time: from the kernel's receive (its queueing and ours) to this answer; from
+  // the driver's read (t) where the datagram came without a timestamp.
+  const Time answered = now();
+  Duration svc = answered - t;
+  if (stamp.tv_sec != 0) {
+    timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    const int64_t queued =
+        (wall.tv_sec - stamp.tv_sec) * 1'000'000'000 + (wall.tv_nsec - stamp.tv_nsec);
+    svc = std::max(svc, Duration{queued});  // max: a wall clock stepped back counts no less
+  }
+  const size_t n = Probes::build_answer(answered, p, ecn, buf, svc);
   if (::sendto(sockets_[plane]->fd, buf, n, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to),
                sizeof to) == static_cast<ssize_t>(n)) {
     ++counters_.probes_answered;

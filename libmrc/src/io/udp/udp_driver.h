@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,6 +32,7 @@
 #include "engine/types.h"
 #include "io/udp/observer.h"
 #include "io/udp/peer_addresses.h"
+#include "io/udp/port_status.h"
 #include "io/udp/probes.h"
 #include "srv6/fabric.h"
 
@@ -132,6 +134,11 @@ struct UdpCounters {
   uint64_t addr_replies_accepted = 0;      // peers whose plane addresses were learnt
   uint64_t addr_replies_dropped = 0;       // replies that answer no open query (forged, late)
   uint64_t addr_peers_unanswered = 0;      // learnings that gave up: the peer stays on one address
+  // Port status updates (io/udp/port_status.h).
+  uint64_t port_status_sent = 0;          // updates sent (send_port_status)
+  uint64_t port_status_applied = 0;       // peers' updates applied (and acknowledged)
+  uint64_t port_status_refused = 0;       // updates no local QP is bound to (a stranger's)
+  uint64_t port_status_acks_dropped = 0;  // acks of no open update, and malformed ones
 };
 
 class UdpDriver {
@@ -194,6 +201,20 @@ class UdpDriver {
   static constexpr uint32_t kExplicitEv = 1u << 31;
   static constexpr size_t kMaxExplicitPerPlane = 4096;
   Result<engine::Path, std::string> explicit_path(uint16_t plane, const srv6::Ipv6& dst);
+  /// kDirect/kEcmp, IPv6 planes: a structured EV (the OCP API's STEV format): its datagrams
+  /// carry IPv6 flow label `label` (20 bits; 0: the kernel's own, auto_flowlabels), written per
+  /// sendmsg (IPV6_FLOWINFO_SEND and sin6_flowinfo, set on the plane's sockets by the first
+  /// one; a GSO message is one label, so GSO stays on), and in kEcmp mode leave from the
+  /// source-port socket that `sport` picks as a spray EV's low 16 bits do (route()). Linux
+  /// (4.x on) needs no lease (IPV6_FLOWLABEL_MGR) for a label unless some socket of the netns
+  /// holds one exclusively; then the kernel refuses the others' labels (EINVAL, counted as
+  /// send errors). EV = kStevEv | plane << 16 | i (i counts the plane's distinct (label,
+  /// sport)); the same pair gives the same EV. A peer's ACK that echoes an EV it does not know
+  /// goes without a label. Errors: another mode, plane out of range or IPv4, a label over 20
+  /// bits, more than kMaxStevPerPlane pairs.
+  static constexpr uint32_t kStevEv = 1u << 30;
+  static constexpr size_t kMaxStevPerPlane = 4096;
+  Result<engine::Path, std::string> stev_path(uint16_t plane, uint32_t label, uint16_t sport);
   /// The path policy for a QP that sprays on spray_paths(): kSrv6 sets
   /// min_active_per_plane to the spines a plane needs to carry a full T0's host ports
   /// (srv6::spines_for_full_t0 at the NIC rate per plane), so a dead spine costs its plane
@@ -263,6 +284,17 @@ class UdpDriver {
     std::lock_guard lock(mu_);
     return f(*probes_);
   }
+  /// OCP PORT_STATUS_UPDATE (io/udp/port_status.h): tells the host of local QP `qpn`'s peer
+  /// (the QP connected, at RTR or later: the update is bound to the pair's tokens) which of this
+  /// host's planes are up (bit p of `ports_up`: plane p), on `path`, with DSCP bits `tclass`
+  /// (as Probes::send) and sequence `seq`. The peer's driver holds the planes that are down
+  /// for this host on all its QPs to it (Engine::set_peer_planes_down) and acknowledges; the
+  /// acks come from take_port_status_acks(). False: no such connected QP, no route, or the
+  /// socket refused it.
+  bool send_port_status(engine::Qpn qpn, engine::Path path, uint32_t ports_up, uint32_t seq,
+                        uint8_t tclass = 0);
+  /// The acks of send_port_status's updates received since the last call.
+  std::vector<PortStatusUpdates::Ack> take_port_status_acks();
   /// The clock the driver and its engine run on (UdpConfig::clock).
   engine::Time now() const { return cfg_.clock(); }
 
@@ -314,10 +346,22 @@ class UdpDriver {
   bool flush_pending(size_t plane);                            // under mu_; true when all sent
   void send_slots(size_t plane, std::vector<size_t>& slots);   // under mu_
   std::optional<Route> route(const engine::Transmit& tx) const;  // under mu_; none: no route
+  // The socket a datagram of EV `ev` leaves from: kEcmp's source-port socket its low 16 bits
+  // pick (spray_paths' k << 8 | salt), else the plane port's.
+  static int source_fd(const Plane& pl, uint32_t ev);
   // Under mu_: a connectionless probe or reply (io/udp/probes.h) that came on `plane` from
   // `from`; false: not one (malformed: the engine counts it).
-  bool connectionless(size_t plane, const sockaddr_in6& from, bool ecn,
+  // `stamp`: the kernel's receive time (SO_TIMESTAMPNS, CLOCK_REALTIME; 0 if none), where the
+  // answer's service time starts.
+  bool connectionless(size_t plane, const sockaddr_in6& from, bool ecn, const timespec& stamp,
                       std::span<const uint8_t> bytes, engine::Time t);
+  // Under mu_: a PORT_STATUS or PORT_STATUS_ACK (port_status.h) that came on `plane`.
+  void port_status_message(size_t plane, const sockaddr_in6& from, std::span<const uint8_t> bytes,
+                           engine::Time t);
+  // Under mu_: one datagram on `path` to `peer` (route()), with DSCP bits `tclass` (0: the
+  // socket's); false if there is no route or the socket refused it. Probes and updates.
+  bool send_datagram(engine::PeerId peer, engine::Path path, std::span<const uint8_t> bytes,
+                     uint8_t tclass);
   // Under mu_: an ADDR_QUERY or ADDR_REPLY (peer_addresses.h) that came on `plane`.
   void address_message(size_t plane, const sockaddr_in6& from, std::span<const uint8_t> bytes,
                        engine::Time t);
@@ -353,6 +397,15 @@ class UdpDriver {
   // (peer, plane, index) with the peer's port (a map: route() hands out stable pointers).
   std::vector<std::vector<srv6::Ipv6>> explicit_;
   mutable std::map<std::tuple<engine::PeerId, uint16_t, uint32_t>, sockaddr_in6> explicit_to_;
+  // stev_path: (flow label, source port) per plane, and the destinations made from them per
+  // (peer, plane, index), the peer's address with the label (a map: stable pointers).
+  struct Stev {
+    uint32_t label = 0;
+    uint16_t sport = 0;
+    bool operator==(const Stev&) const = default;
+  };
+  std::vector<std::vector<Stev>> stev_;
+  mutable std::map<std::tuple<engine::PeerId, uint16_t, uint32_t>, sockaddr_in6> stev_to_;
   // add_peer_at: peers by their known address (16 bytes + port), and which may be learnt.
   std::map<std::array<uint8_t, 16>, engine::PeerId> peers_at_;     // under mu_
   std::map<engine::PeerId, std::vector<sockaddr_in6>> learnable_;  // under mu_
@@ -361,6 +414,7 @@ class UdpDriver {
   std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
   std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
   std::unique_ptr<Probes> probes_;     // under mu_
+  PortStatusUpdates port_status_;      // under mu_
   std::unique_ptr<DriverObserver> observer_;  // under mu_; null: none attached (or MRC_STATS=0)
 
   std::function<void()> on_progress_;
