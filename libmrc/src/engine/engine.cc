@@ -499,9 +499,10 @@ Status<ModifyRefusal> check_modify(const Core& c, const Qp& q, const QpAttr& a, 
     if (std::adjacent_find(evs.begin(), evs.end()) != evs.end())
       return refuse(Error::kInvalidArgument, "paths");
   }
-  if (to == QpState::kRtr && q.state == QpState::kInit && !(mask & attr::kDest))
+  const bool needs_peer = !q.init.ud;  // a UD QP has none: each SEND names its destination
+  if (needs_peer && to == QpState::kRtr && q.state == QpState::kInit && !(mask & attr::kDest))
     return refuse(Error::kInvalidArgument, "peer");
-  if (to == QpState::kRtr && q.state == QpState::kInit && !(mask & attr::kPaths))
+  if (needs_peer && to == QpState::kRtr && q.state == QpState::kInit && !(mask & attr::kPaths))
     return refuse(Error::kInvalidArgument, "paths");
   if ((mask & attr::kMtu) && q.state >= QpState::kRtr && q.state != QpState::kError &&
       a.mtu != q.attr.mtu && (!q.sq.empty() || !q.rsp.empty() || q.inflight() > 0))
@@ -532,6 +533,7 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
     // reset (mlx5_cq_clean): a QP restarted after an error does not find its flushes.
     for (const CqId id : {q.init.send_cq, q.init.recv_cq})  // live: the QP holds them
       std::erase_if(c.cqs[id - 1].q, [&](const Completion& k) { return k.qpn == q.qpn; });
+    std::erase_if(c.udq, [&](const UdOut& o) { return o.qpn == q.qpn; });
     c.qps[q.qpn - 1] = new_qp(q.qpn, q.init);
     return;
   }
@@ -578,7 +580,8 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
   }
   // The in-flight ring is sized to the PSN range when the QP starts to send, and may grow on
   // a live QP (check_modify: only while nothing is in flight).
-  const bool starts = entering && to == QpState::kRts && from == QpState::kRtr;
+  // (A UD QP has no PSNs, window or peer: nothing starts.)
+  const bool starts = entering && to == QpState::kRts && from == QpState::kRtr && !q.init.ud;
   const bool grows = live && (mask & attr::kMpr) && s.max_psn_range > q.tx_cap;
   if (starts) {
     q.tx.clear();  // grows with what is in flight (grow_tx)
@@ -636,6 +639,7 @@ void assign_attr(QpAttr& to, const QpAttr& from, uint32_t mask) {
   }
   if (mask & attr::kCcRates) to.cc_rates = from.cc_rates;
   if (mask & attr::kTrafficClass) to.traffic_class = from.traffic_class;
+  if (mask & attr::kQkey) to.qkey = from.qkey;
   if (mask & attr::kPathPolicy) to.path_policy = from.path_policy;
   if (mask & attr::kPaths) {
     to.paths = from.paths;
@@ -755,6 +759,10 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
     ++c.stats.drops[static_cast<size_t>(Drop::kUnknownQp)];
     return;
   }
+  if (q->init.ud || p.common.kind == wire::Kind::kUdSend) {  // datagrams: Q_Key, not token
+    c.on_ud(*q, p);
+    return;
+  }
   if (p.common.token != q->init.local_token) {
     ++c.stats.drops[static_cast<size_t>(Drop::kBadToken)];
     return;
@@ -844,6 +852,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     const size_t n = wire::encode_header(pk, {}, buf);
     return sent(Transmit{q->attr.peer, k.path, n, {}, q->attr.traffic_class});
   }
+  if (auto t = c.ud_transmit(now, buf)) return sent(*t);
   while (!c.ackq.empty()) {
     Qp* q = c.qp(c.ackq.front());
     c.ackq.pop_front();
@@ -958,7 +967,7 @@ std::span<const PathStats> Engine::path_stats(Qpn qpn) const {
 
 bool Engine::idle() const {
   const Core& c = *impl_;
-  if (!c.ctrl.empty() || !c.ackq.empty()) return false;
+  if (!c.ctrl.empty() || !c.ackq.empty() || !c.udq.empty()) return false;
   for (const auto& q : c.qps) {
     if (!q) continue;
     if (q->inflight() > 0 || q->pkt_wqe != q->sq.tail() || q->pkt_rsp != q->rsp.tail())

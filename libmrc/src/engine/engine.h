@@ -109,6 +109,8 @@ struct QpAttr {
   // 6 bits, the DSCP, are used (Transmit::traffic_class); the 2 ECN bits are the driver's.
   // Verbs' grh.traffic_class, rdma_cm's RDMA_OPTION_ID_TOS. 0: the socket's default.
   uint8_t traffic_class = 0;
+  // UD QPs (QpInit::ud): the Q_Key a datagram must carry to be taken (verbs qkey).
+  uint32_t qkey = 0;
   // Rate hints (OCP MRC QP hint, NCCL plugin), applied with with_rates on top of whichever
   // profile the QP runs, the automatic one included: each time its learned base RTT moves,
   // the windows are re-sized (rate x the new base RTT). They do not turn CC on.
@@ -135,6 +137,7 @@ inline constexpr uint32_t kAccess = 1u << 14;      // access
 inline constexpr uint32_t kCcRates = 1u << 15;     // cc_rates
 inline constexpr uint32_t kMprDest = 1u << 16;     // max_psn_range_dest
 inline constexpr uint32_t kTrafficClass = 1u << 17;  // traffic_class
+inline constexpr uint32_t kQkey = 1u << 18;          // qkey (UD QPs)
 }  // namespace attr
 
 /// Copies the fields `mask` names (attr::k*) from `from` into `to`; the others stay. kState
@@ -162,6 +165,12 @@ struct QpInit {
   // A shared receive queue (create_srq) the QP's receives come from; 0: its own (post_recv).
   // With one, max_recv_wr bounds the receives taken from it and not yet completed.
   uint32_t srq = 0;
+  // An unreliable datagram QP (verbs UD): no peer, PSNs or paths of its own; each SEND names
+  // its destination (SendWr::ud) and goes out as one UD_SEND datagram of at most the QP's MTU,
+  // completing once handed to the driver; a datagram that finds no receive, a wrong Q_Key or a
+  // receive too small is dropped (counted) or completes the receive with kLocLenErr. RESET ->
+  // INIT -> RTR -> RTS need no attributes (kQkey sets the Q_Key).
+  bool ud = false;
 };
 
 /// Metadata a driver passes with each received datagram.

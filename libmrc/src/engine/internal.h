@@ -330,6 +330,7 @@ struct Qp {
   std::vector<Action> acts;
   uint32_t pending_reads = 0;  // READ requests accepted, response not yet fully acked
   uint32_t sq_wimms = 0;       // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
+  uint32_t ud_queued = 0;      // UD QPs: SENDs in Core::udq (max_send_wr bounds them)
   uint32_t unacked = 0;        // data packets since our last ACK
   bool ack_now = false;
   wire::AckHeader last_rx;  // echo fields of the newest data packet (ack_flags, echo_*)
@@ -344,6 +345,19 @@ struct Qp {
     return retry.rto(rto_retries,
                      srtt > Duration{0} ? srtt + 4 * rttvar + ack_delay : Duration{0});
   }
+};
+
+/// A UD SEND posted and not yet handed to the driver (ud.cc): its datagram's payload (the
+/// GRH, then the data gathered at post time) and what its completion needs.
+struct UdOut {
+  Qpn qpn = 0;
+  UdDest dst;
+  uint64_t wr_id = 0;
+  bool signaled = false;
+  bool solicited = false;
+  bool has_imm = false;
+  uint32_t imm = 0;
+  std::vector<uint8_t> bytes;  // wire::kUdGrhLen bytes of GRH, then the message
 };
 
 struct Cq {
@@ -388,6 +402,8 @@ struct Core {
     bool operator>(const Deadline& o) const { return at > o.at; }
   };
   std::vector<Deadline> heap;  // min-heap by time; stale entries skipped
+  std::deque<UdOut> udq;       // UD SENDs to transmit, in posting order (ud.cc)
+  UdOut ud_sending;            // the UD datagram poll_transmit returned last: its payload
   wire::Packet rx_pkt;         // decode target, reused (no per-datagram init)
   wire::Packet tx_pkt;         // encode source, reused
   uint32_t burst = 0;          // packets the front ready QP sent in a row
@@ -531,6 +547,14 @@ struct Core {
   std::vector<ProbeRequest> probe_scratch;
   uint32_t events_dropped = 0;
   void push_event(const Event& e);
+
+  // unreliable datagrams (ud.cc)
+  Status<Error> ud_post_send(Qp& q, const SendWr& wr);
+  /// A datagram for a UD QP (or a UD_SEND for another): Q_Key and state checked, the next
+  /// receive takes the GRH and data, or it is dropped and counted. Never answered.
+  void on_ud(Qp& q, const wire::Packet& p);
+  /// The next queued UD SEND as a datagram (its send completes now), or nullopt.
+  std::optional<Transmit> ud_transmit(Time now, std::span<uint8_t> buf);
 
   // receiver (receiver.cc)
   void on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p);

@@ -63,6 +63,7 @@ bool fatal_reason(wire::NackReason r) {
 }  // namespace
 
 Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
+  if (q.init.ud) return ud_post_send(q, wr);
   if (q.state == QpState::kReset || q.state == QpState::kInit || q.state == QpState::kRtr)
     return Err{Error::kBadState};
   if (q.sq.full()) return Err{Error::kQueueFull};

@@ -2,6 +2,7 @@
 // Threading: plain value types.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -71,6 +72,17 @@ struct Sge {
   uint32_t lkey = 0;
 };
 
+/// Where a UD QP's SEND goes (SendWr::ud): verbs' address handle plus the WR's remote QPN and
+/// Q_Key. UD is unreliable: one datagram, no ACK, no retransmission (wire.h kUdSend).
+struct UdDest {
+  PeerId peer = 0;
+  Path path;                      // the EV and plane this datagram goes out on
+  Qpn qpn = 0;                    // the remote UD QP
+  uint32_t qkey = 0;              // the remote QP's Q_Key (it drops a datagram with another)
+  uint8_t traffic_class = 0;      // as QpAttr::traffic_class
+  std::array<uint8_t, 40> grh{};  // wire::kUdGrhLen: what the receiver finds before the data
+};
+
 struct SendWr {
   uint64_t wr_id = 0;
   Opcode opcode = Opcode::kWrite;
@@ -85,6 +97,7 @@ struct SendWr {
   bool inline_data = false;  // copy the payload at post time (<= kMaxInline); lkeys not checked
   bool fence = false;        // verbs IBV_SEND_FENCE: starts only once every READ posted
                              // before it on the QP has completed
+  const UdDest* ud = nullptr;  // UD QPs (QpInit::ud): the destination of this SEND; else null
 };
 
 struct RecvWr {
@@ -117,6 +130,7 @@ struct Completion {
   Qpn qpn = 0;
   uint32_t byte_len = 0;  // receives: bytes placed; READ: bytes read; atomics: 8
   uint32_t imm = 0;       // host order, when has_imm
+  Qpn src_qpn = 0;        // UD receives: the sending QP (their buffer starts with its GRH)
 };
 
 enum class EventType : uint8_t {

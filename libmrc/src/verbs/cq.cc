@@ -45,6 +45,10 @@ ibv_wc to_wc(const engine::Completion& c) {
     w.wc_flags |= IBV_WC_WITH_IMM;
     w.imm_data = htonl(c.imm);
   }
+  if (c.src_qpn) {  // a UD receive: its buffer starts with the sender's GRH (ud.cc)
+    w.src_qp = c.src_qpn;
+    w.wc_flags |= IBV_WC_GRH;
+  }
   return w;
 }
 
@@ -226,6 +230,7 @@ uint8_t cqx_zero8(ibv_cq_ex*) { return 0; }
 uint32_t cqx_byte_len(ibv_cq_ex* c) { return cq_ex_of(c)->cur.byte_len; }
 __be32 cqx_imm(ibv_cq_ex* c) { return htonl(cq_ex_of(c)->cur.imm); }
 uint32_t cqx_qp_num(ibv_cq_ex* c) { return cq_ex_of(c)->cur.qpn; }
+uint32_t cqx_src_qp(ibv_cq_ex* c) { return cq_ex_of(c)->cur.src_qpn; }
 unsigned cqx_flags(ibv_cq_ex* c) { return to_wc(cq_ex_of(c)->cur).wc_flags; }
 
 Cq* make_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch) {
@@ -260,7 +265,7 @@ Cq* make_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch) {
   x.read_byte_len = &cqx_byte_len;
   x.read_imm_data = &cqx_imm;
   x.read_qp_num = &cqx_qp_num;
-  x.read_src_qp = &cqx_zero32;
+  x.read_src_qp = &cqx_src_qp;
   x.read_wc_flags = &cqx_flags;
   x.read_slid = &cqx_zero32;
   x.read_sl = &cqx_zero8;

@@ -227,6 +227,7 @@ int query_device(ibv_context* c, ibv_device_attr* a) {
   // Responders run atomics with the CPU's 64-bit atomic instructions on the target word
   // (engine execute_atomic), so they are atomic against the host's own atomics too.
   a->atomic_cap = IBV_ATOMIC_GLOB;
+  a->max_ah = 1 << 20;  // address handles of UD QPs (ud.cc)
   a->max_pkeys = 1;
   a->max_srq = 65535;
   a->max_srq_wr = kMaxQpWr;

@@ -109,6 +109,19 @@ struct Srq {
 };
 inline Srq* srq_of(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 
+/// An address handle (ud.cc): the peer its GRH names, the paths a datagram to it may take
+/// (the driver's spray_paths for that host: successive WRs rotate over them) and the GID of
+/// its sgid_index, all resolved once at ibv_create_ah.
+struct Ah {
+  ibv_ah ah{};
+  ibv_ah_attr attr{};
+  engine::PeerId peer = 0;
+  std::vector<engine::Path> paths;  // never empty
+  std::atomic<uint32_t> next{0};    // the path of the next datagram: paths[next % size]
+  ibv_gid sgid{};
+};
+inline Ah* ah_of(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
+
 struct Channel {
   ibv_comp_channel ch{};  // ch.fd: eventfd, semaphore mode: one count per queued CQ
   std::mutex mu;
@@ -139,6 +152,11 @@ struct Qp {
     engine::SendWr wr;
     std::vector<engine::Sge> sg;
     std::vector<uint8_t> inline_buf;
+    // UD QPs: ibv_wr_set_ud_addr's destination, turned into `ud` by wr_complete (ud_dest).
+    ibv_ah* ah = nullptr;
+    uint32_t remote_qpn = 0;
+    uint32_t remote_qkey = 0;
+    engine::UdDest ud;
   };
   std::vector<Pending> pending;
   int wr_error = 0;  // first error of the batch (EINVAL ...), reported by wr_complete

@@ -51,7 +51,7 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
   }
   if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > max_sge) {
     log_error("ibv_post_send: %d SGEs, the QP takes at most %u", w.num_sge, max_sge);
-    return ENOMEM;
+    return EINVAL;  // as rdma-core's providers (mlx5, rxe) say it
   }
   switch (raw(w.opcode)) {
     case IBV_WR_RDMA_WRITE: out.opcode = engine::Opcode::kWrite; break;
@@ -175,7 +175,7 @@ void wr_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* sg) {
   if (!has_wr(q, "ibv_wr_set_sge_list")) return;
   if (n > qx(q)->cap.max_send_sge) {
     log_error("ibv_wr_set_sge_list: %zu SGEs, the QP takes at most %u", n, qx(q)->cap.max_send_sge);
-    qx(q)->wr_error = ENOMEM;
+    qx(q)->wr_error = EINVAL;
     return;
   }
   auto& v = qx(q)->pending.back().sg;
@@ -216,6 +216,17 @@ int wr_complete(ibv_qp_ex* q) {
   driver_of(&q->qp_base).with_engine_flush([&](engine::Engine& e) {
     for (auto& w : p->pending) {
       engine::Sge inl;
+      if (q->qp_base.qp_type == IBV_QPT_UD) {  // each WR names its destination
+        uint64_t len = 0;
+        for (const engine::Sge& g : w.sg) len += g.length;
+        if (w.wr.inline_data) len = w.inline_buf.size();
+        if (ud_dest("ibv_wr_complete", &q->qp_base, w.ah, w.remote_qpn, w.remote_qkey,
+                    static_cast<uint32_t>(len), &w.ud)) {
+          r = Err{engine::Error::kInvalidArgument};
+          break;
+        }
+        w.wr.ud = &w.ud;
+      }
       if (engine::is_atomic(w.wr.opcode) &&
           check_atomic("ibv_wr_complete", w.wr.remote_addr, w.sg.size() == 1 ? w.sg[0].length : 0,
                        static_cast<int>(w.sg.size()), w.wr.inline_data)) {
@@ -242,6 +253,18 @@ int wr_complete(ibv_qp_ex* q) {
   return 0;
 }
 void wr_abort(ibv_qp_ex* q) { qx(q)->pending.clear(); }
+void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+  if (q->qp_base.qp_type != IBV_QPT_UD) {
+    if (!qx(q)->wr_error) log_error("ibv_wr_set_ud_addr: QP %u is not UD", q->qp_base.qp_num);
+    qx(q)->wr_error = EINVAL;
+    return;
+  }
+  if (!has_wr(q, "ibv_wr_set_ud_addr")) return;
+  Qp::Pending& w = qx(q)->pending.back();
+  w.ah = ah;
+  w.remote_qpn = remote_qpn;
+  w.remote_qkey = remote_qkey;
+}
 void wr_unsupported(ibv_qp_ex* q, const char* what) {
   if (!qx(q)->wr_error) log_error("%s is not supported by mrc0", what);
   qx(q)->wr_error = EOPNOTSUPP;
@@ -250,8 +273,9 @@ void wr_unsupported(ibv_qp_ex* q, const char* what) {
 Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
             const ibv_qp_cap& cap, int sq_sig_all, void* qp_context, uint64_t send_ops) {
   // UC QPs are MRC connections too: what UC may lose arrives all the same (docs/verbs-shim.md).
-  if (type != IBV_QPT_RC && type != IBV_QPT_UC) {
-    fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC and UC are)", type);
+  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD) {
+    fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC, UC and UD are)",
+         type);
     return nullptr;
   }
   if (srq && srq->context != c) {
@@ -274,12 +298,12 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
          "max_inline_data %u)", kMaxQpWr, engine::kMaxSge, engine::kMaxInline);
     return nullptr;
   }
-  const uint64_t supported = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
-                             IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                             (type == IBV_QPT_RC ? IBV_QP_EX_WITH_RDMA_READ |
-                                                       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                                                       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
-                                                 : 0);
+  const uint64_t supported =
+      IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+      (type != IBV_QPT_UD ? IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM : 0) |
+      (type == IBV_QPT_RC ? IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                                IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+                          : 0);
   if (send_ops & ~supported) {
     fail(EOPNOTSUPP, "ibv_create_qp_ex: send_ops_flags 0x%llx are not supported by mrc0",
          static_cast<unsigned long long>(send_ops & ~supported));
@@ -293,6 +317,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   init.max_recv_wr = std::max(cap.max_recv_wr, 1u);
   init.sq_sig_all = sq_sig_all != 0;
   init.pd = pd->handle;  // the QP uses (and its peer reaches) only this PD's MRs
+  init.ud = type == IBV_QPT_UD;
   // Receives from the SRQ: as many in hand as it can hold.
   if (srq) {
     init.srq = srq_of(srq)->id;
@@ -346,9 +371,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   x.wr_send_tso = [](ibv_qp_ex* q, void*, uint16_t, uint16_t) {
     wr_unsupported(q, "ibv_wr_send_tso");
   };
-  x.wr_set_ud_addr = [](ibv_qp_ex* q, ibv_ah*, uint32_t, uint32_t) {
-    wr_unsupported(q, "ibv_wr_set_ud_addr");
-  };
+  x.wr_set_ud_addr = &wr_set_ud_addr;
   x.wr_set_xrc_srqn = [](ibv_qp_ex* q, uint32_t) { wr_unsupported(q, "ibv_wr_set_xrc_srqn"); };
   x.wr_atomic_write = [](ibv_qp_ex* q, uint32_t, uint64_t, const void*) {
     wr_unsupported(q, "ibv_wr_atomic_write");
@@ -425,6 +448,7 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
 }
 
 int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, const char* verb) {
+  if (qp->qp_type == IBV_QPT_UD && o.mask == 0) return modify_ud_qp(qp, a, mask);
   Qp* q = qp_of(qp);
   Device* dev = q->ctx->dev;
   const uint32_t qpn = qp->qp_num;
@@ -434,7 +458,8 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
   if (mask & ~kQpAttrMask)
     return fail(EINVAL,
                 "%s: QP %u: attribute mask 0x%x: mrc0 has no alternate path, path "
-                "migration, Q_Key (UD), queue resizing, rate limit or SQD notification",
+                "migration, Q_Key (UD QPs only), queue resizing, rate limit or SQD "
+                "notification",
                 verb, qpn, mask & ~kQpAttrMask);
   if (mask & IBV_QP_STATE) {
     if (raw(a->qp_state) == IBV_QPS_SQE || raw(a->qp_state) < IBV_QPS_RESET ||
@@ -623,6 +648,14 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
         log_error("ibv_post_send: QP %u is UC, which has no RDMA READ", qp->qp_num);
         err = EINVAL;
       }
+      engine::UdDest ud;
+      if (!err && qp->qp_type == IBV_QPT_UD) {  // the WR names its destination
+        uint64_t len = 0;
+        for (int i = 0; i < w->num_sge; ++i) len += w->sg_list[i].length;
+        err = ud_dest("ibv_post_send", qp, w->wr.ud.ah, w->wr.ud.remote_qpn, w->wr.ud.remote_qkey,
+                      static_cast<uint32_t>(len), &ud);
+        ew.ud = &ud;
+      }
       if (!err) {
         if (auto r = e.post_send(qp->qp_num, ew); !r) {
           log_post_error(q, "ibv_post_send", r.error());
@@ -646,7 +679,7 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
       [&](ibv_recv_wr* w) {
         log_error("ibv_post_recv: %d SGEs, the QP takes at most %u", w->num_sge,
                   q->cap.max_recv_sge);
-        return ENOMEM;
+        return EINVAL;  // as rdma-core's providers (mlx5, rxe) and post_srq_recv say it
       },
       [&](engine::Engine& e, const engine::RecvWr& ew) {
         auto r = e.post_recv(qp->qp_num, ew);

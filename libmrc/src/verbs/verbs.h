@@ -26,8 +26,9 @@
 //             completion channels (a real eventfd), RC and UC QPs and QP_ex with ibv_wr_*.
 //             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ (RC), atomics (RC; CMP_AND_SWP,
 //             FETCH_AND_ADD: 8-byte aligned, run once at the responder; IBV_ATOMIC_GLOB),
-//             inline data, unsignalled sends; SRQs with the limit event. No UD, XRC, AH, MW
-//             or multicast: those verbs fail with EOPNOTSUPP.
+//             inline data, unsignalled sends; SRQs with the limit event. UD QPs and address
+//             handles (ud.cc: one unreliable datagram per SEND, GRH in the receive). No XRC,
+//             MW or multicast: those verbs fail with EOPNOTSUPP.
 //   peers     found at RTR from the address vector: the GID names the peer host (in a
 //             fabric, all 16 bytes: the host's GID or one of its port addresses; otherwise it
 //             is one of the peer's plane addresses, an IPv4 one as ::ffff:a.b.c.d, at the
@@ -46,8 +47,8 @@
 //   progress  the driver's thread receives, places data in registered memory (an RTR-only
 //             server or a memory-spinning ib_write_lat sees bytes land with no verbs call),
 //             answers READs, and wakes armed completion channels.
-//   errors    post on a QP not in the right state, bad lkey or opcode: EINVAL; too many
-//             SGEs or a full queue: ENOMEM; a remote key violation completes with
+//   errors    post on a QP not in the right state, bad lkey or opcode, too many SGEs:
+//             EINVAL; a full queue: ENOMEM; a remote key violation completes with
 //             IBV_WC_REM_ACCESS_ERR at the requester and leaves the target untouched.
 #pragma once
 
@@ -133,6 +134,17 @@ void unimport_mr(ibv_mr* mr);
 /// ibv_query_device_ex: query_device's attributes, phys_port_cnt_ex (1) and the ODP caps.
 int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size);
+
+// ---- Address handles (ud.cc) -------------------------------------------------------------
+/// ibv_create_ah: GRH addressing only (the port is RoCE: no GRH is EINVAL); the dgid names the
+/// peer as a connected QP's does (verbs.h "peers"), sgid_index one of the GID table's entries.
+ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);
+int destroy_ah(ibv_ah* ah);
+/// ibv_init_ah_from_wc: the AH that answers a UD receive: dgid = its GRH's sgid, sgid_index
+/// the entry its GRH's dgid names; EINVAL without a GRH or for a dgid not in the table.
+int init_ah_from_wc(ibv_context* c, uint8_t port, const ibv_wc* wc, const ibv_grh* grh,
+                    ibv_ah_attr* attr);
+ibv_ah* create_ah_from_wc(ibv_pd* pd, const ibv_wc* wc, const ibv_grh* grh, uint8_t port);
 
 // ---- CQs and completion channels ---------------------------------------------------------
 ibv_comp_channel* create_comp_channel(ibv_context* c);
