@@ -58,7 +58,7 @@ local F = {
   f_retx = ProtoField.bool("mrc.flags.retransmit", "Retransmit", 8, nil, 0x10),
   f_sol = ProtoField.bool("mrc.flags.solicited", "Solicited", 8, nil, 0x20),
   f_imm = ProtoField.bool("mrc.flags.imm", "Immediate (UD_SEND)", 8, nil, 0x40),
-  f_unassigned = ProtoField.uint8("mrc.flags.unassigned", "Unassigned", base.HEX, nil, 0x80),
+  f_inv = ProtoField.bool("mrc.flags.invalidate", "Invalidate rkey (SEND)", 8, nil, 0x80),
   net_flags = ProtoField.uint8("mrc.net_flags", "Network flags", base.HEX),
   nf_trim = ProtoField.bool("mrc.net_flags.trimmed", "Trimmed", 8, nil, 0x01),
   nf_trim_lh = ProtoField.bool("mrc.net_flags.trimmed_last_hop", "Trimmed at last hop", 8, nil, 0x02),
@@ -450,7 +450,7 @@ end
 
 local function add_flags(tree, tvb, o)
   local ft = tree:add(F.flags, tvb(o + 2, 1))
-  for _, f in ipairs({ F.f_first, F.f_last, F.f_ackreq, F.f_pcrc, F.f_retx, F.f_sol, F.f_imm, F.f_unassigned }) do
+  for _, f in ipairs({ F.f_first, F.f_last, F.f_ackreq, F.f_pcrc, F.f_retx, F.f_sol, F.f_imm, F.f_inv }) do
     ft:add(f, tvb(o + 2, 1))
   end
   local nt = tree:add(F.net_flags, tvb(o + 3, 1))

@@ -312,8 +312,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
 }
 
 int ibv_resize_cq(ibv_cq* cq, int cqe) {
-  return ours(cq->context) ? unsupported("ibv_resize_cq")
-                           : REAL(ibv_resize_cq, "IBVERBS_1.1")(cq, cqe);
+  return ours(cq->context) ? v::resize_cq(cq, cqe) : REAL(ibv_resize_cq, "IBVERBS_1.1")(cq, cqe);
 }
 
 int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {

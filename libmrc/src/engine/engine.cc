@@ -121,7 +121,16 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
   const bool was_error = q.state == QpState::kError;
   q.state = QpState::kError;
   if (culprit == UINT64_MAX && !q.sq.empty()) culprit = q.sq.head();
+  auto flush_local = [&](uint64_t upto) {  // local completions posted before WQE `upto`
+    while (!q.local_after.empty() && q.local_after.front().first <= upto) {
+      Completion k = q.local_after.front().second;
+      k.status = WcStatus::kWrFlushErr;
+      complete(q, q.init.send_cq, k);
+      q.local_after.pop_front();
+    }
+  };
   for (uint64_t s = q.sq.head(); s != q.sq.tail(); ++s) {
+    flush_local(s);
     const SendWqe& w = q.sq.at(s);
     Completion c;
     c.wr_id = w.wr_id;
@@ -134,6 +143,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
     c.qpn = q.qpn;
     complete(q, q.init.send_cq, c);
   }
+  flush_local(UINT64_MAX);
   q.sq.clear();
   q.sq_wimms = 0;
   q.pkt_wqe = q.sq.tail();
@@ -295,6 +305,8 @@ Status<Error> Engine::deregister_mr(uint32_t key) {
   Core& c = *impl_;
   if (!c.mr(key)) return Err{Error::kNoSuchMr};
   Mr& m = c.mrs[key >> 8];
+  if (m.windows) return Err{Error::kBadState};  // windows are bound to its memory
+  if (m.window) c.unbind(m);
   --c.live_mrs;
   m = Mr{};
   m.key = key & 0xff;  // free: matches no key (slot bits 0), generation kept for the next one
@@ -303,12 +315,39 @@ Status<Error> Engine::deregister_mr(uint32_t key) {
   return {};
 }
 
+// Memory windows: the work is Core's (mw.cc).
+Result<uint32_t, Error> Engine::alloc_mw(uint32_t pd) {
+  // A registration that covers nothing and grants nothing, marked a window.
+  static uint8_t nothing;  // a valid address for register_mr's checks; never accessed
+  auto key = register_mr(&nothing, 1, reinterpret_cast<uint64_t>(&nothing), 0, pd);
+  if (!key) return key;
+  Mr& w = impl_->mrs[*key >> 8];
+  w.window = true;
+  impl_->unbind(w);
+  return key;
+}
+
+Status<Error> Engine::bind_mw(uint32_t key, uint32_t new_key, uint32_t mr, uint64_t addr,
+                              uint64_t len, uint32_t access, uint32_t pd) {
+  return impl_->bind_window(key, new_key, mr, addr, len, access, pd);
+}
+
+Status<Error> Engine::invalidate_mw(uint32_t key, uint32_t pd) {
+  if (!impl_->invalidate_window(key, pd)) return Err{Error::kNoSuchMr};
+  return {};
+}
+
+Status<Error> Engine::post_local(Qpn qpn, uint64_t wr_id, WcOpcode op, bool signaled) {
+  return impl_->post_local(qpn, wr_id, op, signaled);
+}
+
 Status<Error> Engine::reregister_mr(uint32_t key, void* addr, uint64_t len, uint64_t iova,
                                     uint32_t access, uint32_t pd) {
   Core& c = *impl_;
-  if (!c.mr(key)) return Err{Error::kNoSuchMr};
+  if (!c.mr(key) || c.mr(key)->window) return Err{Error::kNoSuchMr};
   if (!mr_range_ok(addr, len, iova)) return Err{Error::kInvalidArgument};
   Mr& m = c.mrs[key >> 8];
+  if (m.windows) return Err{Error::kBadState};  // windows are bound to its memory
   m.host = static_cast<uint8_t*>(addr);
   m.iova = iova;
   m.len = len;
@@ -343,6 +382,15 @@ Status<Error> Engine::destroy_cq(CqId id) {
   if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return Err{Error::kNoSuchCq};
   if (c.cqs[id - 1].users) return Err{Error::kBadState};
   c.cqs[id - 1] = Cq{};
+  return {};
+}
+
+Status<Error> Engine::resize_cq(CqId id, uint32_t depth) {
+  Core& c = *impl_;
+  if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return Err{Error::kNoSuchCq};
+  Cq& q = c.cqs[id - 1];
+  if (depth == 0 || depth < q.q.size()) return Err{Error::kInvalidArgument};
+  q.depth = depth;
   return {};
 }
 

@@ -223,6 +223,9 @@ class Engine {
 
   Result<CqId, Error> create_cq(uint32_t depth);
   Status<Error> destroy_cq(CqId cq);  // kBadState while a QP uses it
+  /// Verbs' resize_cq: `cq` holds up to `depth` completions from now on, those it holds kept;
+  /// kInvalidArgument for 0 or fewer than it holds now, kNoSuchCq.
+  Status<Error> resize_cq(CqId cq, uint32_t depth);
   /// Moves up to out.size() completions of `cq` into `out`, oldest first.
   size_t poll_cq(CqId cq, std::span<Completion> out);
   /// Completions waiting in `cq`.
@@ -258,6 +261,25 @@ class Engine {
   Status<ModifyRefusal> connect_qp(Qpn qpn, const QpAttr& a, uint32_t mask);
   Result<QpAttr, Error> query_qp(Qpn qpn) const;
   Status<Error> destroy_qp(Qpn qpn);
+
+  // ---- Memory windows (mw.cc; verbs ibv_alloc_mw, bind, LOCAL_INV, SEND_WITH_INV) ---------
+  /// A memory window of protection domain `pd`: a key of its own (an rkey) that grants
+  /// nothing until bind_mw; deregister_mr of its current key frees it.
+  Result<uint32_t, Error> alloc_mw(uint32_t pd);
+  /// Binds the window whose key is `key` (in `pd`) to [addr, addr+len) of MR `mr` (same pd,
+  /// inside it) with the remote `access` given (access::kRemote*), from now on under `new_key`,
+  /// which names the same window (new_key >> 8 == key >> 8: verbs' ibv_inc_rkey changes the low
+  /// byte only). len 0 unbinds. The MR cannot be deregistered or reregistered while bound
+  /// (kBadState). kNoSuchMr (no such window or MR, another pd's), kInvalidArgument (range, key).
+  Status<Error> bind_mw(uint32_t key, uint32_t new_key, uint32_t mr, uint64_t addr, uint64_t len,
+                        uint32_t access, uint32_t pd);
+  /// Unbinds the window of `key` in `pd` (verbs LOCAL_INV): it grants nothing until bound again.
+  /// kNoSuchMr if `key` is no window of `pd`.
+  Status<Error> invalidate_mw(uint32_t key, uint32_t pd);
+  /// The completion (kBindMw, kLocalInv) of a send-queue operation that has taken effect
+  /// locally: written once every WR posted before it on the QP has completed, as a send
+  /// queue's completions come in posting order; flushed with them. kBadState unless RTS/SQD.
+  Status<Error> post_local(Qpn qpn, uint64_t wr_id, WcOpcode op, bool signaled);
 
   // ---- Work requests --------------------------------------------------------------------
   Status<Error> post_send(Qpn qpn, const SendWr& wr);

@@ -49,6 +49,9 @@ struct Mr {
   uint32_t access = 0;
   uint32_t pd = 0;   // protection domain: only QPs of the same one use it
   uint32_t key = 0;  // 0: free slot
+  bool window = false;   // a memory window (mw.cc): bound to part of an MR, or to nothing
+  uint32_t parent = 0;   // window: the key of the MR it is bound to (0: unbound)
+  uint32_t windows = 0;  // MR: windows bound to it (no deregistering or reregistering then)
   bool covers(uint64_t addr, uint64_t n) const {
     return addr >= iova && n <= len && addr - iova <= len - n;
   }
@@ -94,6 +97,7 @@ struct SendWqe {
   uint32_t req_psn = 0;    // READ response: the PSN of the peer's READ request
   bool read_done = false;  // READ: the whole response arrived
   bool fence = false;      // waits for earlier READs before its first packet (SendWr::fence)
+  bool invalidate = false;  // SEND: the peer invalidates window `rkey` (SendWr::invalidate)
   WcStatus status = WcStatus::kSuccess;
 };
 
@@ -235,6 +239,7 @@ struct Action {
   bool cas = false;          // atomic: compare-and-swap (else fetch-and-add)
   uint64_t compare_add = 0;  // atomic operands (host order)
   uint64_t swap = 0;
+  bool invalidate = false;  // kRecv: invalidate window `rkey` (SEND_WITH_INV)
 };
 
 /// A control packet waiting to be sent: NACKs, probes, probe replies (ACKs are
@@ -331,6 +336,9 @@ struct Qp {
   uint32_t pending_reads = 0;  // READ requests accepted, response not yet fully acked
   uint32_t sq_wimms = 0;       // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
   uint32_t ud_queued = 0;      // UD QPs: SENDs in Core::udq (max_send_wr bounds them)
+  // Completions of local operations (Engine::post_local), each with the sq sequence number
+  // every WQE before which must have completed first.
+  std::deque<std::pair<uint64_t, Completion>> local_after;
   uint32_t unacked = 0;        // data packets since our last ACK
   bool ack_now = false;
   wire::AckHeader last_rx;  // echo fields of the newest data packet (ack_flags, echo_*)
@@ -547,6 +555,18 @@ struct Core {
   std::vector<ProbeRequest> probe_scratch;
   uint32_t events_dropped = 0;
   void push_event(const Event& e);
+
+  // memory windows (mw.cc)
+  /// Leaves window `w` bound to nothing (its MR's count of windows drops).
+  void unbind(Mr& w);
+  /// Unbinds the window of `key` if it is one of `pd`; false if not.
+  bool invalidate_window(uint32_t key, uint32_t pd);
+  /// Writes q's local completions whose turn has come (every WQE before them completed).
+  void complete_local(Qp& q);
+  /// Engine::bind_mw and Engine::post_local.
+  Status<Error> bind_window(uint32_t key, uint32_t new_key, uint32_t mr, uint64_t addr,
+                            uint64_t len, uint32_t access, uint32_t pd);
+  Status<Error> post_local(Qpn qpn, uint64_t wr_id, WcOpcode op, bool signaled);
 
   // unreliable datagrams (ud.cc)
   Status<Error> ud_post_send(Qp& q, const SendWr& wr);

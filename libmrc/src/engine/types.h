@@ -98,6 +98,9 @@ struct SendWr {
   bool fence = false;        // verbs IBV_SEND_FENCE: starts only once every READ posted
                              // before it on the QP has completed
   const UdDest* ud = nullptr;  // UD QPs (QpInit::ud): the destination of this SEND; else null
+  // SEND (verbs SEND_WITH_INV): the peer invalidates its memory window `rkey` when the
+  // receive completes (wire flag::kInvalidate).
+  bool invalidate = false;
 };
 
 struct RecvWr {
@@ -119,7 +122,18 @@ enum class WcStatus : uint8_t {
 };
 const char* to_string(WcStatus s);
 
-enum class WcOpcode : uint8_t { kSend, kWrite, kRead, kRecv, kRecvWriteImm, kCmpSwap, kFetchAdd };
+/// kBindMw, kLocalInv: a memory window bound or invalidated (Engine::post_local).
+enum class WcOpcode : uint8_t {
+  kSend,
+  kWrite,
+  kRead,
+  kRecv,
+  kRecvWriteImm,
+  kCmpSwap,
+  kFetchAdd,
+  kBindMw,
+  kLocalInv
+};
 
 struct Completion {
   uint64_t wr_id = 0;
@@ -131,6 +145,7 @@ struct Completion {
   uint32_t byte_len = 0;  // receives: bytes placed; READ: bytes read; atomics: 8
   uint32_t imm = 0;       // host order, when has_imm
   Qpn src_qpn = 0;        // UD receives: the sending QP (their buffer starts with its GRH)
+  bool has_inv = false;   // a SEND_WITH_INV's receive: `imm` is the window key it invalidated
 };
 
 enum class EventType : uint8_t {

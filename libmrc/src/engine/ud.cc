@@ -10,7 +10,7 @@ namespace mrc::engine {
 
 Status<Error> Core::ud_post_send(Qp& q, const SendWr& wr) {
   if (q.state != QpState::kRts && q.state != QpState::kSqd) return Err{Error::kBadState};
-  if (!wr.ud || (wr.opcode != Opcode::kSend && wr.opcode != Opcode::kSendImm))
+  if (!wr.ud || wr.invalidate || (wr.opcode != Opcode::kSend && wr.opcode != Opcode::kSendImm))
     return Err{Error::kInvalidArgument};  // UD carries SENDs only, each with its destination
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
   if (q.ud_queued >= q.init.max_send_wr) return Err{Error::kQueueFull};

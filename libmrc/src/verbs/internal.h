@@ -81,6 +81,18 @@ int ud_dest(const char* verb, ibv_qp* qp, ibv_ah* ah, uint32_t remote_qpn, uint3
 /// (kept for query_qp); anything else EINVAL.
 int modify_ud_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask);
 
+/// The driver of a QP's device.
+inline io::UdpDriver& qp_driver(ibv_qp* qp) { return *qp_of(qp)->ctx->dev->driver; }
+/// A bind of window `mw` to `b` under `new_rkey` from `qp`'s send queue (BIND_MW, ibv_bind_mw):
+/// checked (QP type, PDs, the MR's IBV_ACCESS_MW_BIND, access flags), applied, mw->rkey set, its
+/// completion queued (Engine::post_local). 0 or an errno, logged naming `verb`. Under the
+/// driver's engine call.
+int bind_window(engine::Engine& e, const char* verb, ibv_qp* qp, ibv_mw* mw, uint32_t new_rkey,
+                const ibv_mw_bind_info& b, uint64_t wr_id, bool signaled);
+/// LOCAL_INV of window `rkey` (of qp's PD) from `qp`'s send queue; as bind_window.
+int invalidate_window(engine::Engine& e, const char* verb, ibv_qp* qp, uint32_t rkey,
+                      uint64_t wr_id, bool signaled);
+
 /// The errno a verb returns for an engine error.
 int to_errno(engine::Error e);
 /// The engine's state for a verbs QP state; kError for ERR and for SQE, which MRC QPs lack.

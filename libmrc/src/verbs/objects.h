@@ -99,6 +99,7 @@ struct Mr {
   uint64_t iova = 0;      // where mr.addr appears to peers (reg_mr_iova2); kept by rereg_mr
   unsigned access = 0;    // IBV_ACCESS_* as registered; kept by rereg_mr
 };
+inline Mr* mr_of(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 
 struct Srq {
   ibv_srq srq{};
@@ -157,6 +158,12 @@ struct Qp {
     uint32_t remote_qpn = 0;
     uint32_t remote_qkey = 0;
     engine::UdDest ud;
+    // ibv_wr_bind_mw / ibv_wr_local_inv: a local operation (IBV_WR_BIND_MW, IBV_WR_LOCAL_INV),
+    // not an engine SendWr (0: none); its window, key and binding (mw.cc).
+    int local_op = 0;
+    ibv_mw* mw = nullptr;
+    uint32_t local_rkey = 0;
+    ibv_mw_bind_info bind{};
   };
   std::vector<Pending> pending;
   int wr_error = 0;  // first error of the batch (EINVAL ...), reported by wr_complete

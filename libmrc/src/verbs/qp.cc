@@ -58,6 +58,10 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
     case IBV_WR_RDMA_WRITE_WITH_IMM: out.opcode = engine::Opcode::kWriteImm; break;
     case IBV_WR_SEND: out.opcode = engine::Opcode::kSend; break;
     case IBV_WR_SEND_WITH_IMM: out.opcode = engine::Opcode::kSendImm; break;
+    case IBV_WR_SEND_WITH_INV:  // the peer invalidates its window invalidate_rkey (mw.cc)
+      out.opcode = engine::Opcode::kSend;
+      out.invalidate = true;
+      break;
     case IBV_WR_RDMA_READ: out.opcode = engine::Opcode::kRead; break;
     case IBV_WR_ATOMIC_CMP_AND_SWP: out.opcode = engine::Opcode::kCmpSwap; break;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: out.opcode = engine::Opcode::kFetchAdd; break;
@@ -65,7 +69,7 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
       log_error(
           "ibv_post_send: opcode %d is not supported by mrc0 (SEND, SEND_WITH_IMM, "
           "RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ, ATOMIC_CMP_AND_SWP, "
-          "ATOMIC_FETCH_AND_ADD are)",
+          "ATOMIC_FETCH_AND_ADD, BIND_MW, LOCAL_INV, SEND_WITH_INV are)",
           raw(w.opcode));
       return EINVAL;
   }
@@ -87,7 +91,8 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
     out.remote_addr = w.wr.rdma.remote_addr;
     out.rkey = w.wr.rdma.rkey;
   }
-  out.imm = ntohl(w.imm_data);
+  if (out.invalidate) out.rkey = w.invalidate_rkey;
+  out.imm = out.invalidate ? 0 : ntohl(w.imm_data);  // one union: imm_data, invalidate_rkey
   out.signaled = (w.send_flags & IBV_SEND_SIGNALED) != 0;
   out.solicited = (w.send_flags & IBV_SEND_SOLICITED) != 0;
   out.inline_data = (w.send_flags & IBV_SEND_INLINE) != 0;
@@ -160,6 +165,23 @@ void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t ad
   w.wr.compare_add = add;
 }
 void wr_send(ibv_qp_ex* q) { begin_wr(q, engine::Opcode::kSend); }
+void wr_send_inv(ibv_qp_ex* q, uint32_t rkey) {
+  auto& w = begin_wr(q, engine::Opcode::kSend);
+  w.wr.invalidate = true;
+  w.wr.rkey = rkey;
+}
+void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* b) {
+  auto& w = begin_wr(q, engine::Opcode::kSend);
+  w.local_op = IBV_WR_BIND_MW;
+  w.mw = mw;
+  w.local_rkey = rkey;
+  w.bind = *b;
+}
+void wr_local_inv(ibv_qp_ex* q, uint32_t rkey) {
+  auto& w = begin_wr(q, engine::Opcode::kSend);
+  w.local_op = IBV_WR_LOCAL_INV;
+  w.local_rkey = rkey;
+}
 void wr_send_imm(ibv_qp_ex* q, __be32 imm) { begin_wr(q, engine::Opcode::kSendImm).wr.imm = ntohl(imm); }
 bool has_wr(ibv_qp_ex* q, const char* what) {
   if (!qx(q)->pending.empty()) return true;
@@ -216,6 +238,21 @@ int wr_complete(ibv_qp_ex* q) {
   driver_of(&q->qp_base).with_engine_flush([&](engine::Engine& e) {
     for (auto& w : p->pending) {
       engine::Sge inl;
+      if (w.local_op) {  // a window bound or invalidated now, completed in order (mw.cc)
+        const int err =
+            w.local_op == IBV_WR_BIND_MW
+                ? (w.mw && w.mw->type == IBV_MW_TYPE_2
+                       ? bind_window(e, "ibv_wr_bind_mw", &q->qp_base, w.mw, w.local_rkey, w.bind,
+                                     w.wr.wr_id, w.wr.signaled)
+                       : fail(EINVAL, "ibv_wr_bind_mw: a type 2 memory window is needed"))
+                : invalidate_window(e, "ibv_wr_local_inv", &q->qp_base, w.local_rkey, w.wr.wr_id,
+                                    w.wr.signaled);
+        if (err) {
+          r = Err{engine::Error::kInvalidArgument};
+          break;
+        }
+        continue;
+      }
       if (q->qp_base.qp_type == IBV_QPT_UD) {  // each WR names its destination
         uint64_t len = 0;
         for (const engine::Sge& g : w.sg) len += g.length;
@@ -300,7 +337,10 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   }
   const uint64_t supported =
       IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-      (type != IBV_QPT_UD ? IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM : 0) |
+      (type != IBV_QPT_UD
+           ? IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                 IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV
+           : 0) |
       (type == IBV_QPT_RC ? IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                                 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
                           : 0);
@@ -363,11 +403,9 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   x.wr_abort = &wr_abort;
   x.wr_atomic_cmp_swp = &wr_atomic_cmp_swp;
   x.wr_atomic_fetch_add = &wr_atomic_fetch_add;
-  x.wr_bind_mw = [](ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-    wr_unsupported(q, "ibv_wr_bind_mw");
-  };
-  x.wr_local_inv = [](ibv_qp_ex* q, uint32_t) { wr_unsupported(q, "ibv_wr_local_inv"); };
-  x.wr_send_inv = [](ibv_qp_ex* q, uint32_t) { wr_unsupported(q, "ibv_wr_send_inv"); };
+  x.wr_bind_mw = &wr_bind_mw;
+  x.wr_local_inv = &wr_local_inv;
+  x.wr_send_inv = &wr_send_inv;
   x.wr_send_tso = [](ibv_qp_ex* q, void*, uint16_t, uint16_t) {
     wr_unsupported(q, "ibv_wr_send_tso");
   };
@@ -642,6 +680,22 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   driver_of(qp).with_engine_flush([&](engine::Engine& e) {
     engine::Sge sges[engine::kMaxSge];
     for (ibv_send_wr* w = wr; w; w = w->next) {
+      if (raw(w->opcode) == IBV_WR_BIND_MW || raw(w->opcode) == IBV_WR_LOCAL_INV) {
+        // A window bound or invalidated now, its completion in order (mw.cc).
+        const bool sig = (w->send_flags & IBV_SEND_SIGNALED) != 0;
+        if (raw(w->opcode) == IBV_WR_LOCAL_INV)
+          err = invalidate_window(e, "ibv_post_send", qp, w->invalidate_rkey, w->wr_id, sig);
+        else if (!w->bind_mw.mw || w->bind_mw.mw->type != IBV_MW_TYPE_2)
+          err = fail(EINVAL, "ibv_post_send: BIND_MW takes a type 2 window (type 1: ibv_bind_mw)");
+        else
+          err = bind_window(e, "ibv_post_send", qp, w->bind_mw.mw, w->bind_mw.rkey,
+                            w->bind_mw.bind_info, w->wr_id, sig);
+        if (err) {
+          if (bad) *bad = w;
+          break;
+        }
+        continue;
+      }
       engine::SendWr ew;
       err = convert(*w, ew, sges, q->cap.max_send_sge);
       if (!err && qp->qp_type == IBV_QPT_UC && ew.opcode == engine::Opcode::kRead) {

@@ -27,8 +27,9 @@
 //             SEND/RECV, RDMA WRITE, WRITE_WITH_IMM, READ (RC), atomics (RC; CMP_AND_SWP,
 //             FETCH_AND_ADD: 8-byte aligned, run once at the responder; IBV_ATOMIC_GLOB),
 //             inline data, unsignalled sends; SRQs with the limit event. UD QPs and address
-//             handles (ud.cc: one unreliable datagram per SEND, GRH in the receive). No XRC,
-//             MW or multicast: those verbs fail with EOPNOTSUPP.
+//             handles (ud.cc: one unreliable datagram per SEND, GRH in the receive), memory
+//             windows type 1 and 2 (mw.cc). No XRC or multicast: those verbs fail with
+//             EOPNOTSUPP.
 //   peers     found at RTR from the address vector: the GID names the peer host (in a
 //             fabric, all 16 bytes: the host's GID or one of its port addresses; otherwise it
 //             is one of the peer's plane addresses, an IPv4 one as ::ffff:a.b.c.d, at the
@@ -146,12 +147,22 @@ int init_ah_from_wc(ibv_context* c, uint8_t port, const ibv_wc* wc, const ibv_gr
                     ibv_ah_attr* attr);
 ibv_ah* create_ah_from_wc(ibv_pd* pd, const ibv_wc* wc, const ibv_grh* grh, uint8_t port);
 
+// ---- Memory windows (mw.cc) ------------------------------------------------------------------
+/// ibv_alloc_mw: type 1 or 2 (else EINVAL), bound to nothing; ibv_dealloc_mw unbinds and frees.
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int dealloc_mw(ibv_mw* mw);
+/// ibv_bind_mw (type 1): binds at once under the next key (ibv_inc_rkey, set in mw->rkey); its
+/// completion (IBV_WC_BIND_MW, if signalled) comes after the WRs posted before it.
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+
 // ---- CQs and completion channels ---------------------------------------------------------
 ibv_comp_channel* create_comp_channel(ibv_context* c);
 int destroy_comp_channel(ibv_comp_channel* ch);
 ibv_cq* create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch, int vector);
 ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr);
 int destroy_cq(ibv_cq* cq);
+/// ibv_resize_cq: 1..kMaxCqe entries, not fewer than the CQ holds now (EINVAL); cq->cqe set.
+int resize_cq(ibv_cq* cq, int cqe);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 int get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context);

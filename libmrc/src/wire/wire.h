@@ -89,6 +89,8 @@ inline constexpr uint8_t kPayloadCrc = 0x08;  // DataHeader::payload_crc is vali
 inline constexpr uint8_t kRetransmit = 0x10;  // a retransmission (diagnostics only)
 inline constexpr uint8_t kSolicited = 0x20;   // solicited event (verbs IBV_SEND_SOLICITED)
 inline constexpr uint8_t kImm = 0x40;         // UD_SEND: DataHeader::imm is valid (with immediate)
+inline constexpr uint8_t kInvalidate = 0x80;  // SEND: invalidate window `rkey` (verbs
+                                              // SEND_WITH_INV) when the receive completes
 }  // namespace flag
 
 /// CommonHeader::net_flags, set by switches; not covered by hdr_crc.
