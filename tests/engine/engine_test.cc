@@ -1285,5 +1285,21 @@ TEST(Engine, Ack_PacketThatFillsAHoleIsAckedAtOnce) {
   EXPECT_EQ(acks[0].ack.cum_psn, peek(data[2]).common.psn + 1);
 }
 
+TEST(Engine, ResizeCq_KeepsItsCompletionsRefusesFewerSlots) {
+  Loop l;
+  for (uint64_t i = 0; i < 3; ++i) l.post_write(l.a, i, 0, 8, 0);
+  l.run();
+  EXPECT_EQ(l.a.eng.resize_cq(l.a.cq, 2).error(), Error::kInvalidArgument);  // holds 3
+  EXPECT_EQ(l.a.eng.resize_cq(l.a.cq, 0).error(), Error::kInvalidArgument);
+  EXPECT_EQ(l.a.eng.resize_cq(999, 8).error(), Error::kNoSuchCq);
+  ASSERT_TRUE(l.a.eng.resize_cq(l.a.cq, 3).ok());
+  l.post_write(l.a, 3, 0, 8, 0);  // a fourth: past the depth, the CQ overflows
+  l.run();
+  EXPECT_EQ(l.a.eng.cq_depth(l.a.cq), 3u);
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[2].wr_id, 2u);  // kept, in order
+}
+
 }  // namespace
 }  // namespace mrc::engine::testing

@@ -181,6 +181,17 @@ class Verbs : public ::testing::Test {
     return post_recv(q, &wr, &bad);
   }
   uint64_t at(int i, size_t off = 0) { return reinterpret_cast<uintptr_t>(buf_[i].data()) + off; }
+  // Memory windows: an MR of side 1's buffer from 8192 (4 KiB) with no remote access of its own,
+  // windows may be bound to it; a 64-byte WRITE from qp_[0] there under `rkey`, its status.
+  ibv_mr* bindable_mr() {
+    return reg_mr(pd_, buf_[1].data() + 8192, 4096, at(1, 8192),
+                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  }
+  ibv_wc_status write_through(uint32_t rkey) {
+    if (post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 64, mr_[0]->lkey, at(1, 8192), rkey) != 0)
+      return IBV_WC_GENERAL_ERR;
+    return wait_wc(cq_[0]).status;
+  }
   // The context's ops table, where the inline verbs (ibv_query_device_ex, ...) look.
   verbs_context* vctx() {
     return reinterpret_cast<verbs_context*>(reinterpret_cast<uintptr_t>(ctx_) -
@@ -342,7 +353,7 @@ TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
   EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, 0xbad00, at(1), mr_[1]->rkey), EINVAL);
   EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey,
                  IBV_SEND_SIGNALED, 0, 17),
-            ENOMEM);
+            EINVAL);
   EXPECT_EQ(post(qp_[0], IBV_WR_TSO, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey), EINVAL);
   // A flag mrc0 cannot honour (raw packet checksum offload) is refused, not ignored.
   EXPECT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey,
@@ -367,7 +378,7 @@ TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
   rw.sg_list = sges;
   rw.num_sge = 17;
   ibv_recv_wr* bad = nullptr;
-  EXPECT_EQ(post_recv(qp_[1], &rw, &bad), ENOMEM);
+  EXPECT_EQ(post_recv(qp_[1], &rw, &bad), EINVAL);
   EXPECT_EQ(bad, &rw);
   // Memory registration rules.
   EXPECT_EQ(reg_mr(pd_, buf_[0].data(), 64, at(0), IBV_ACCESS_REMOTE_WRITE), nullptr);
@@ -377,12 +388,131 @@ TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
   ASSERT_NE(relaxed, nullptr) << "optional access bits are accepted";
   EXPECT_EQ(dereg_mr(relaxed), 0);
   // Unsupported objects: EOPNOTSUPP, no crash.
-  ibv_qp_init_attr ud{};
-  ud.send_cq = ud.recv_cq = cq_[0];
-  ud.qp_type = IBV_QPT_UD;
-  ud.cap.max_send_wr = ud.cap.max_recv_wr = 1;
-  EXPECT_EQ(create_qp(pd_, &ud), nullptr);
+  ibv_qp_init_attr xrc{};
+  xrc.send_cq = xrc.recv_cq = cq_[0];
+  xrc.qp_type = IBV_QPT_XRC_SEND;
+  xrc.cap.max_send_wr = xrc.cap.max_recv_wr = 1;
+  EXPECT_EQ(create_qp(pd_, &xrc), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+TEST_F(Verbs, ResizeCq_GrowsShrinksNotBelowWhatItHolds) {
+  make_pair();
+  ASSERT_EQ(resize_cq(cq_[0], 4), 0);
+  EXPECT_EQ(cq_[0]->cqe, 4);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 8, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  const auto end = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < end &&
+         qp_of(qp_[0])->ctx->dev->driver->peek_engine(
+             [&](engine::Engine& e) { return e.cq_depth(cq_of(cq_[0])->id); }) < 3) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(resize_cq(cq_[0], 2), EINVAL);  // three completions wait in it
+  EXPECT_EQ(cq_[0]->cqe, 4);
+  EXPECT_EQ(resize_cq(cq_[0], 0), EINVAL);
+  ASSERT_EQ(resize_cq(cq_[0], 64), 0);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+}
+
+// Memory windows (verbs/mw.cc): an MR without remote access, reached through a window only.
+TEST_F(Verbs, MemoryWindow_Type1BindGrantsWriteRebindToNothingRevokes) {
+  make_pair();
+  ibv_mr* mr = bindable_mr();
+  ASSERT_NE(mr, nullptr);
+  errno = 0;
+  EXPECT_EQ(alloc_mw(pd_, static_cast<ibv_mw_type>(3)), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_mw* mw = alloc_mw(pd_, IBV_MW_TYPE_1);
+  ASSERT_NE(mw, nullptr);
+  const uint32_t before = mw->rkey;
+  ibv_mw_bind b{};
+  b.wr_id = 5;
+  b.send_flags = IBV_SEND_SIGNALED;
+  b.bind_info = {mr, at(1, 8192), 4096, IBV_ACCESS_REMOTE_WRITE};
+  ASSERT_EQ(bind_mw(qp_[1], mw, &b), 0);
+  ibv_wc wc = wait_wc(cq_[1]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_BIND_MW);
+  EXPECT_EQ(wc.wr_id, 5u);
+  EXPECT_EQ(mw->rkey, ibv_inc_rkey(before));
+  EXPECT_EQ(dereg_mr(mr), EBUSY);  // a window is bound to it
+  std::memset(buf_[0].data(), 0x77, 64);
+  EXPECT_EQ(write_through(mw->rkey), IBV_WC_SUCCESS);
+  EXPECT_EQ(buf_[1][8192 + 63], 0x77);
+  b.bind_info = {mr, at(1, 8192), 0, 0};  // type 1: rebound to nothing
+  ASSERT_EQ(bind_mw(qp_[1], mw, &b), 0);
+  EXPECT_EQ(wait_wc(cq_[1]).opcode, IBV_WC_BIND_MW);
+  EXPECT_EQ(write_through(mw->rkey), IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(dealloc_mw(mw), 0);
+  EXPECT_EQ(dereg_mr(mr), 0);
+}
+
+TEST_F(Verbs, MemoryWindow_Type2BindThenSendWithInvalidateRevokes) {
+  make_pair();
+  ibv_mr* mr = bindable_mr();
+  ASSERT_NE(mr, nullptr);
+  ibv_mw* mw = alloc_mw(pd_, IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  ibv_send_wr wr{};
+  wr.wr_id = 6;
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.bind_mw.mw = mw;
+  wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+  wr.bind_mw.bind_info = {mr, at(1, 8192), 4096, IBV_ACCESS_REMOTE_WRITE};
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(post_send(qp_[1], &wr, &bad), 0);
+  EXPECT_EQ(wait_wc(cq_[1]).opcode, IBV_WC_BIND_MW);
+  EXPECT_EQ(mw->rkey, wr.bind_mw.rkey);
+  EXPECT_EQ(write_through(mw->rkey), IBV_WC_SUCCESS);
+  // The peer invalidates it with its SEND.
+  ASSERT_EQ(post_r(qp_[1], at(1, 0), 64, mr_[1]->lkey, 11), 0);
+  ibv_sge sge{at(0), 8, mr_[0]->lkey};
+  ibv_send_wr inv{};
+  inv.wr_id = 12;
+  inv.sg_list = &sge;
+  inv.num_sge = 1;
+  inv.opcode = IBV_WR_SEND_WITH_INV;
+  inv.send_flags = IBV_SEND_SIGNALED;
+  inv.invalidate_rkey = mw->rkey;
+  ASSERT_EQ(post_send(qp_[0], &inv, &bad), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
+  ibv_wc wc = wait_wc(cq_[1]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 11u);
+  EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_INV);
+  EXPECT_EQ(wc.invalidated_rkey, mw->rkey);
+  EXPECT_EQ(write_through(mw->rkey), IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(dealloc_mw(mw), 0);
+  EXPECT_EQ(dereg_mr(mr), 0);
+}
+
+TEST_F(Verbs, MemoryWindow_LocalInvalidateRevokes) {
+  make_pair();
+  ibv_mr* mr = bindable_mr();
+  ASSERT_NE(mr, nullptr);
+  ibv_mw* mw = alloc_mw(pd_, IBV_MW_TYPE_2);
+  ASSERT_NE(mw, nullptr);
+  ibv_qp_ex* x = qp_to_qp_ex(qp_[1]);
+  const ibv_mw_bind_info info{mr, at(1, 8192), 4096, IBV_ACCESS_REMOTE_WRITE};
+  x->wr_start(x);
+  x->wr_id = 21;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  x->wr_bind_mw(x, mw, ibv_inc_rkey(mw->rkey), &info);
+  ASSERT_EQ(x->wr_complete(x), 0);
+  EXPECT_EQ(wait_wc(cq_[1]).wr_id, 21u);
+  EXPECT_EQ(write_through(mw->rkey), IBV_WC_SUCCESS);
+  x->wr_start(x);
+  x->wr_id = 22;
+  x->wr_local_inv(x, mw->rkey);
+  ASSERT_EQ(x->wr_complete(x), 0);
+  const ibv_wc wc = wait_wc(cq_[1]);
+  EXPECT_EQ(wc.opcode, IBV_WC_LOCAL_INV);
+  EXPECT_EQ(wc.wr_id, 22u);
+  EXPECT_EQ(write_through(mw->rkey), IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(dealloc_mw(mw), 0);
+  EXPECT_EQ(dereg_mr(mr), 0);
 }
 
 TEST_F(Verbs, RemoteKeyViolation_RemAccessErr_TargetUntouched) {
@@ -513,7 +643,8 @@ TEST_F(Verbs, QueryDeviceEx_AgreesWithQueryDevice) {
   EXPECT_EQ(x.odp_caps.general_caps, uint64_t{IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT});
   EXPECT_EQ(x.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_SEND,
             uint32_t{IBV_ODP_SUPPORT_SEND});
-  EXPECT_EQ(x.odp_caps.per_transport_caps.ud_odp_caps, 0u);  // no UD QPs
+  EXPECT_EQ(x.odp_caps.per_transport_caps.ud_odp_caps,
+            uint32_t{IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV});
   ibv_device_attr_ex small{};
   small.comp_mask = 0xdead;
   ASSERT_EQ(v->query_device_ex(ctx_, nullptr, &small, sizeof(ibv_device_attr) + 4), 0);

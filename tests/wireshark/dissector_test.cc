@@ -159,11 +159,10 @@ class Dissector : public ::testing::Test {
 
 TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
   const wire::Kind kinds[] = {
-      wire::Kind::kWrite,        wire::Kind::kWriteImm,  wire::Kind::kSend,
-      wire::Kind::kSendImm,      wire::Kind::kReadReq,   wire::Kind::kReadResp,
-      wire::Kind::kCmpSwap,      wire::Kind::kFetchAdd,  wire::Kind::kAck,
-      wire::Kind::kNack,         wire::Kind::kProbe,     wire::Kind::kProbeReply,
-      wire::Kind::kAddrQuery,    wire::Kind::kAddrReply, wire::Kind::kPortStatus,
+      wire::Kind::kWrite,      wire::Kind::kWriteImm,  wire::Kind::kSend,     wire::Kind::kSendImm,
+      wire::Kind::kReadReq,    wire::Kind::kReadResp,  wire::Kind::kCmpSwap,  wire::Kind::kFetchAdd,
+      wire::Kind::kUdSend,     wire::Kind::kAck,       wire::Kind::kNack,     wire::Kind::kProbe,
+      wire::Kind::kProbeReply, wire::Kind::kAddrQuery, wire::Kind::kAddrReply, wire::Kind::kPortStatus,
       wire::Kind::kPortStatusAck};
   std::vector<Frame> frames;
   std::vector<wire::Packet> sent;

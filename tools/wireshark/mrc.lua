@@ -26,10 +26,10 @@ local band, bor, bxor, rshift, lshift = bit.band, bit.bor, bit.bxor, bit.rshift,
 
 local KIND = {
   [1] = "WRITE", [2] = "WRITE_IMM", [3] = "SEND", [4] = "SEND_IMM", [5] = "READ_REQ",
-  [6] = "READ_RESP", [7] = "CMP_SWAP", [8] = "FETCH_ADD", [16] = "ACK", [17] = "NACK", [32] = "PROBE", [33] = "PROBE_REPLY",
+  [6] = "READ_RESP", [7] = "CMP_SWAP", [8] = "FETCH_ADD", [9] = "UD_SEND", [16] = "ACK", [17] = "NACK", [32] = "PROBE", [33] = "PROBE_REPLY",
   [34] = "ADDR_QUERY", [35] = "ADDR_REPLY", [36] = "PORT_STATUS", [37] = "PORT_STATUS_ACK",
 }
-local function is_data(k) return k >= 1 and k <= 8 end
+local function is_data(k) return k >= 1 and k <= 9 end  -- 9: UD_SEND (GRH | data)
 local function is_atomic(k) return k == 7 or k == 8 end
 local ATOMIC_REQ_LEN = 16  -- wire.h kAtomicReqLen: compare_add (8) | swap (8)
 local HEADER = { [16] = 96, [17] = 56, [32] = 32, [33] = 48, [34] = 48, [35] = 368, [36] = 48, [37] = 48 }
@@ -57,7 +57,8 @@ local F = {
   f_pcrc = ProtoField.bool("mrc.flags.payload_crc", "Payload CRC", 8, nil, 0x08),
   f_retx = ProtoField.bool("mrc.flags.retransmit", "Retransmit", 8, nil, 0x10),
   f_sol = ProtoField.bool("mrc.flags.solicited", "Solicited", 8, nil, 0x20),
-  f_unassigned = ProtoField.uint8("mrc.flags.unassigned", "Unassigned", base.HEX, nil, 0xC0),
+  f_imm = ProtoField.bool("mrc.flags.imm", "Immediate (UD_SEND)", 8, nil, 0x40),
+  f_inv = ProtoField.bool("mrc.flags.invalidate", "Invalidate rkey (SEND)", 8, nil, 0x80),
   net_flags = ProtoField.uint8("mrc.net_flags", "Network flags", base.HEX),
   nf_trim = ProtoField.bool("mrc.net_flags.trimmed", "Trimmed", 8, nil, 0x01),
   nf_trim_lh = ProtoField.bool("mrc.net_flags.trimmed_last_hop", "Trimmed at last hop", 8, nil, 0x02),
@@ -451,7 +452,7 @@ end
 
 local function add_flags(tree, tvb, o)
   local ft = tree:add(F.flags, tvb(o + 2, 1))
-  for _, f in ipairs({ F.f_first, F.f_last, F.f_ackreq, F.f_pcrc, F.f_retx, F.f_sol, F.f_unassigned }) do
+  for _, f in ipairs({ F.f_first, F.f_last, F.f_ackreq, F.f_pcrc, F.f_retx, F.f_sol, F.f_imm, F.f_inv }) do
     ft:add(f, tvb(o + 2, 1))
   end
   local nt = tree:add(F.net_flags, tvb(o + 3, 1))

@@ -9,7 +9,7 @@
 // Binding: exports.map is an anonymous version script (no version definitions), so the
 // dynamic linker binds the programs' versioned references (ibv_open_device@IBVERBS_1.1) to
 // these definitions (docs/verbs-shim.md, "The shim").
-// Unsupported verbs (AH, multicast, dma-buf, ECE, device memory) fail with EOPNOTSUPP
+// Unsupported verbs (multicast, dma-buf, ECE, device memory) fail with EOPNOTSUPP
 // and one line on stderr.
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
@@ -312,8 +312,7 @@ int ibv_destroy_cq(ibv_cq* cq) {
 }
 
 int ibv_resize_cq(ibv_cq* cq, int cqe) {
-  return ours(cq->context) ? unsupported("ibv_resize_cq")
-                           : REAL(ibv_resize_cq, "IBVERBS_1.1")(cq, cqe);
+  return ours(cq->context) ? v::resize_cq(cq, cqe) : REAL(ibv_resize_cq, "IBVERBS_1.1")(cq, cqe);
 }
 
 int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {
@@ -363,7 +362,7 @@ int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) {
                            : REAL(ibv_query_ece, "IBVERBS_1.10")(qp, ece);
 }
 
-// ---- SRQs; unsupported on MRC: AH, multicast ------------------------------------------------
+// ---- SRQs, address handles; unsupported on MRC: multicast ----------------------------------
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
   return ours(pd->context) ? v::create_srq(pd, a) : REAL(ibv_create_srq, "IBVERBS_1.1")(pd, a);
 }
@@ -383,22 +382,20 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* a) {
 
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* a) {
   if (!ours(pd->context)) return REAL(ibv_create_ah, "IBVERBS_1.1")(pd, a);
-  unsupported("ibv_create_ah (UD address handles)");
-  return nullptr;
+  return v::create_ah(pd, a);
 }
 
 ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port) {
   if (!ours(pd->context)) return REAL(ibv_create_ah_from_wc, "IBVERBS_1.1")(pd, wc, grh, port);
-  unsupported("ibv_create_ah_from_wc (UD address handles)");
-  return nullptr;
+  return v::create_ah_from_wc(pd, wc, grh, port);
 }
 
 int ibv_destroy_ah(ibv_ah* ah) {
-  return ours(ah->context) ? unsupported("ibv_destroy_ah") : REAL(ibv_destroy_ah, "IBVERBS_1.1")(ah);
+  return ours(ah->context) ? v::destroy_ah(ah) : REAL(ibv_destroy_ah, "IBVERBS_1.1")(ah);
 }
 
 int ibv_init_ah_from_wc(ibv_context* c, uint8_t port, ibv_wc* wc, ibv_grh* grh, ibv_ah_attr* ah) {
-  return ours(c) ? unsupported("ibv_init_ah_from_wc (UD address handles)")
+  return ours(c) ? v::init_ah_from_wc(c, port, wc, grh, ah)
                  : REAL(ibv_init_ah_from_wc, "IBVERBS_1.1")(c, port, wc, grh, ah);
 }
 

@@ -124,7 +124,16 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
   const bool was_error = q.state == QpState::kError;
   q.state = QpState::kError;
   if (culprit == UINT64_MAX && !q.sq.empty()) culprit = q.sq.head();
+  auto flush_local = [&](uint64_t upto) {  // local completions posted before WQE `upto`
+    while (!q.local_after.empty() && q.local_after.front().first <= upto) {
+      Completion k = q.local_after.front().second;
+      k.status = WcStatus::kWrFlushErr;
+      complete(q, q.init.send_cq, k);
+      q.local_after.pop_front();
+    }
+  };
   for (uint64_t s = q.sq.head(); s != q.sq.tail(); ++s) {
+    flush_local(s);
     const SendWqe& w = q.sq.at(s);
     Completion c;
     c.wr_id = w.wr_id;
@@ -137,6 +146,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
     c.qpn = q.qpn;
     complete(q, q.init.send_cq, c);
   }
+  flush_local(UINT64_MAX);
   q.sq.clear();
   q.sq_wimms = 0;
   q.pkt_wqe = q.sq.tail();
@@ -298,6 +308,8 @@ Status<Error> Engine::deregister_mr(uint32_t key) {
   Core& c = *impl_;
   if (!c.mr(key)) return Err{Error::kNoSuchMr};
   Mr& m = c.mrs[key >> 8];
+  if (m.windows) return Err{Error::kBadState};  // windows are bound to its memory
+  if (m.window) c.unbind(m);
   --c.live_mrs;
   m = Mr{};
   m.key = key & 0xff;  // free: matches no key (slot bits 0), generation kept for the next one
@@ -306,12 +318,39 @@ Status<Error> Engine::deregister_mr(uint32_t key) {
   return {};
 }
 
+// Memory windows: the work is Core's (mw.cc).
+Result<uint32_t, Error> Engine::alloc_mw(uint32_t pd) {
+  // A registration that covers nothing and grants nothing, marked a window.
+  static uint8_t nothing;  // a valid address for register_mr's checks; never accessed
+  auto key = register_mr(&nothing, 1, reinterpret_cast<uint64_t>(&nothing), 0, pd);
+  if (!key) return key;
+  Mr& w = impl_->mrs[*key >> 8];
+  w.window = true;
+  impl_->unbind(w);
+  return key;
+}
+
+Status<Error> Engine::bind_mw(uint32_t key, uint32_t new_key, uint32_t mr, uint64_t addr,
+                              uint64_t len, uint32_t access, uint32_t pd) {
+  return impl_->bind_window(key, new_key, mr, addr, len, access, pd);
+}
+
+Status<Error> Engine::invalidate_mw(uint32_t key, uint32_t pd) {
+  if (!impl_->invalidate_window(key, pd)) return Err{Error::kNoSuchMr};
+  return {};
+}
+
+Status<Error> Engine::post_local(Qpn qpn, uint64_t wr_id, WcOpcode op, bool signaled) {
+  return impl_->post_local(qpn, wr_id, op, signaled);
+}
+
 Status<Error> Engine::reregister_mr(uint32_t key, void* addr, uint64_t len, uint64_t iova,
                                     uint32_t access, uint32_t pd) {
   Core& c = *impl_;
-  if (!c.mr(key)) return Err{Error::kNoSuchMr};
+  if (!c.mr(key) || c.mr(key)->window) return Err{Error::kNoSuchMr};
   if (!mr_range_ok(addr, len, iova)) return Err{Error::kInvalidArgument};
   Mr& m = c.mrs[key >> 8];
+  if (m.windows) return Err{Error::kBadState};  // windows are bound to its memory
   m.host = static_cast<uint8_t*>(addr);
   m.iova = iova;
   m.len = len;
@@ -346,6 +385,15 @@ Status<Error> Engine::destroy_cq(CqId id) {
   if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return Err{Error::kNoSuchCq};
   if (c.cqs[id - 1].users) return Err{Error::kBadState};
   c.cqs[id - 1] = Cq{};
+  return {};
+}
+
+Status<Error> Engine::resize_cq(CqId id, uint32_t depth) {
+  Core& c = *impl_;
+  if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return Err{Error::kNoSuchCq};
+  Cq& q = c.cqs[id - 1];
+  if (depth == 0 || depth < q.q.size()) return Err{Error::kInvalidArgument};
+  q.depth = depth;
   return {};
 }
 
@@ -502,9 +550,10 @@ Status<ModifyRefusal> check_modify(const Core& c, const Qp& q, const QpAttr& a, 
     if (std::adjacent_find(evs.begin(), evs.end()) != evs.end())
       return refuse(Error::kInvalidArgument, "paths");
   }
-  if (to == QpState::kRtr && q.state == QpState::kInit && !(mask & attr::kDest))
+  const bool needs_peer = !q.init.ud;  // a UD QP has none: each SEND names its destination
+  if (needs_peer && to == QpState::kRtr && q.state == QpState::kInit && !(mask & attr::kDest))
     return refuse(Error::kInvalidArgument, "peer");
-  if (to == QpState::kRtr && q.state == QpState::kInit && !(mask & attr::kPaths))
+  if (needs_peer && to == QpState::kRtr && q.state == QpState::kInit && !(mask & attr::kPaths))
     return refuse(Error::kInvalidArgument, "paths");
   if ((mask & attr::kMtu) && q.state >= QpState::kRtr && q.state != QpState::kError &&
       a.mtu != q.attr.mtu && (!q.sq.empty() || !q.rsp.empty() || q.inflight() > 0))
@@ -535,6 +584,7 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
     // reset (mlx5_cq_clean): a QP restarted after an error does not find its flushes.
     for (const CqId id : {q.init.send_cq, q.init.recv_cq})  // live: the QP holds them
       std::erase_if(c.cqs[id - 1].q, [&](const Completion& k) { return k.qpn == q.qpn; });
+    std::erase_if(c.udq, [&](const UdOut& o) { return o.qpn == q.qpn; });
     c.qps[q.qpn - 1] = new_qp(q.qpn, q.init);
     return;
   }
@@ -581,7 +631,8 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
   }
   // The in-flight ring is sized to the PSN range when the QP starts to send, and may grow on
   // a live QP (check_modify: only while nothing is in flight).
-  const bool starts = entering && to == QpState::kRts && from == QpState::kRtr;
+  // (A UD QP has no PSNs, window or peer: nothing starts.)
+  const bool starts = entering && to == QpState::kRts && from == QpState::kRtr && !q.init.ud;
   const bool grows = live && (mask & attr::kMpr) && s.max_psn_range > q.tx_cap;
   if (starts) {
     q.tx.clear();  // grows with what is in flight (grow_tx)
@@ -639,6 +690,7 @@ void assign_attr(QpAttr& to, const QpAttr& from, uint32_t mask) {
   }
   if (mask & attr::kCcRates) to.cc_rates = from.cc_rates;
   if (mask & attr::kTrafficClass) to.traffic_class = from.traffic_class;
+  if (mask & attr::kQkey) to.qkey = from.qkey;
   if (mask & attr::kPathPolicy) to.path_policy = from.path_policy;
   if (mask & attr::kPaths) {
     to.paths = from.paths;
@@ -758,6 +810,10 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
     c.stats.drop(Drop::kUnknownQp);
     return;
   }
+  if (q->init.ud || p.common.kind == wire::Kind::kUdSend) {  // datagrams: Q_Key, not token
+    c.on_ud(*q, p);
+    return;
+  }
   if (p.common.token != q->init.local_token) {
     c.stats.drop(Drop::kBadToken);
     return;
@@ -846,6 +902,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     const size_t n = wire::encode_header(pk, {}, buf);
     return sent(Transmit{q->attr.peer, k.path, n, {}, q->attr.traffic_class});
   }
+  if (auto t = c.ud_transmit(now, buf)) return sent(*t);
   while (!c.ackq.empty()) {
     Qp* q = c.qp(c.ackq.front());
     c.ackq.pop_front();
@@ -970,7 +1027,7 @@ std::span<const PathStats> Engine::path_stats(Qpn qpn) const {
 
 bool Engine::idle() const {
   const Core& c = *impl_;
-  if (!c.ctrl.empty() || !c.ackq.empty()) return false;
+  if (!c.ctrl.empty() || !c.ackq.empty() || !c.udq.empty()) return false;
   for (const auto& q : c.qps) {
     if (!q) continue;
     if (q->inflight() > 0 || q->pkt_wqe != q->sq.tail() || q->pkt_rsp != q->rsp.tail())

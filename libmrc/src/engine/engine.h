@@ -109,6 +109,8 @@ struct QpAttr {
   // 6 bits, the DSCP, are used (Transmit::traffic_class); the 2 ECN bits are the driver's.
   // Verbs' grh.traffic_class, rdma_cm's RDMA_OPTION_ID_TOS. 0: the socket's default.
   uint8_t traffic_class = 0;
+  // UD QPs (QpInit::ud): the Q_Key a datagram must carry to be taken (verbs qkey).
+  uint32_t qkey = 0;
   // Rate hints (OCP MRC QP hint, NCCL plugin), applied with with_rates on top of whichever
   // profile the QP runs, the automatic one included: each time its learned base RTT moves,
   // the windows are re-sized (rate x the new base RTT). They do not turn CC on.
@@ -135,6 +137,7 @@ inline constexpr uint32_t kAccess = 1u << 14;      // access
 inline constexpr uint32_t kCcRates = 1u << 15;     // cc_rates
 inline constexpr uint32_t kMprDest = 1u << 16;     // max_psn_range_dest
 inline constexpr uint32_t kTrafficClass = 1u << 17;  // traffic_class
+inline constexpr uint32_t kQkey = 1u << 18;          // qkey (UD QPs)
 }  // namespace attr
 
 /// Copies the fields `mask` names (attr::k*) from `from` into `to`; the others stay. kState
@@ -162,6 +165,12 @@ struct QpInit {
   // A shared receive queue (create_srq) the QP's receives come from; 0: its own (post_recv).
   // With one, max_recv_wr bounds the receives taken from it and not yet completed.
   uint32_t srq = 0;
+  // An unreliable datagram QP (verbs UD): no peer, PSNs or paths of its own; each SEND names
+  // its destination (SendWr::ud) and goes out as one UD_SEND datagram of at most the QP's MTU,
+  // completing once handed to the driver; a datagram that finds no receive, a wrong Q_Key or a
+  // receive too small is dropped (counted) or completes the receive with kLocLenErr. RESET ->
+  // INIT -> RTR -> RTS need no attributes (kQkey sets the Q_Key).
+  bool ud = false;
 };
 
 /// Metadata a driver passes with each received datagram.
@@ -214,6 +223,9 @@ class Engine {
 
   Result<CqId, Error> create_cq(uint32_t depth);
   Status<Error> destroy_cq(CqId cq);  // kBadState while a QP uses it
+  /// Verbs' resize_cq: `cq` holds up to `depth` completions from now on, those it holds kept;
+  /// kInvalidArgument for 0 or fewer than it holds now, kNoSuchCq.
+  Status<Error> resize_cq(CqId cq, uint32_t depth);
   /// Moves up to out.size() completions of `cq` into `out`, oldest first.
   size_t poll_cq(CqId cq, std::span<Completion> out);
   /// Completions waiting in `cq`.
@@ -249,6 +261,25 @@ class Engine {
   Status<ModifyRefusal> connect_qp(Qpn qpn, const QpAttr& a, uint32_t mask);
   Result<QpAttr, Error> query_qp(Qpn qpn) const;
   Status<Error> destroy_qp(Qpn qpn);
+
+  // ---- Memory windows (mw.cc; verbs ibv_alloc_mw, bind, LOCAL_INV, SEND_WITH_INV) ---------
+  /// A memory window of protection domain `pd`: a key of its own (an rkey) that grants
+  /// nothing until bind_mw; deregister_mr of its current key frees it.
+  Result<uint32_t, Error> alloc_mw(uint32_t pd);
+  /// Binds the window whose key is `key` (in `pd`) to [addr, addr+len) of MR `mr` (same pd,
+  /// inside it) with the remote `access` given (access::kRemote*), from now on under `new_key`,
+  /// which names the same window (new_key >> 8 == key >> 8: verbs' ibv_inc_rkey changes the low
+  /// byte only). len 0 unbinds. The MR cannot be deregistered or reregistered while bound
+  /// (kBadState). kNoSuchMr (no such window or MR, another pd's), kInvalidArgument (range, key).
+  Status<Error> bind_mw(uint32_t key, uint32_t new_key, uint32_t mr, uint64_t addr, uint64_t len,
+                        uint32_t access, uint32_t pd);
+  /// Unbinds the window of `key` in `pd` (verbs LOCAL_INV): it grants nothing until bound again.
+  /// kNoSuchMr if `key` is no window of `pd`.
+  Status<Error> invalidate_mw(uint32_t key, uint32_t pd);
+  /// The completion (kBindMw, kLocalInv) of a send-queue operation that has taken effect
+  /// locally: written once every WR posted before it on the QP has completed, as a send
+  /// queue's completions come in posting order; flushed with them. kBadState unless RTS/SQD.
+  Status<Error> post_local(Qpn qpn, uint64_t wr_id, WcOpcode op, bool signaled);
 
   // ---- Work requests --------------------------------------------------------------------
   Status<Error> post_send(Qpn qpn, const SendWr& wr);

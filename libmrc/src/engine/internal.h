@@ -49,6 +49,9 @@ struct Mr {
   uint32_t access = 0;
   uint32_t pd = 0;   // protection domain: only QPs of the same one use it
   uint32_t key = 0;  // 0: free slot
+  bool window = false;   // a memory window (mw.cc): bound to part of an MR, or to nothing
+  uint32_t parent = 0;   // window: the key of the MR it is bound to (0: unbound)
+  uint32_t windows = 0;  // MR: windows bound to it (no deregistering or reregistering then)
   bool covers(uint64_t addr, uint64_t n) const {
     return addr >= iova && n <= len && addr - iova <= len - n;
   }
@@ -94,6 +97,7 @@ struct SendWqe {
   uint32_t req_psn = 0;    // READ response: the PSN of the peer's READ request
   bool read_done = false;  // READ: the whole response arrived
   bool fence = false;      // waits for earlier READs before its first packet (SendWr::fence)
+  bool invalidate = false;  // SEND: the peer invalidates window `rkey` (SendWr::invalidate)
   WcStatus status = WcStatus::kSuccess;
 };
 
@@ -235,6 +239,7 @@ struct Action {
   bool cas = false;          // atomic: compare-and-swap (else fetch-and-add)
   uint64_t compare_add = 0;  // atomic operands (host order)
   uint64_t swap = 0;
+  bool invalidate = false;  // kRecv: invalidate window `rkey` (SEND_WITH_INV)
 };
 
 /// A control packet waiting to be sent: NACKs, probes, probe replies (ACKs are
@@ -330,6 +335,10 @@ struct Qp {
   std::vector<Action> acts;
   uint32_t pending_reads = 0;  // READ requests accepted, response not yet fully acked
   uint32_t sq_wimms = 0;       // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
+  uint32_t ud_queued = 0;      // UD QPs: SENDs in Core::udq (max_send_wr bounds them)
+  // Completions of local operations (Engine::post_local), each with the sq sequence number
+  // every WQE before which must have completed first.
+  std::deque<std::pair<uint64_t, Completion>> local_after;
   uint32_t unacked = 0;        // data packets since our last ACK
   bool ack_now = false;
   wire::AckHeader last_rx;  // echo fields of the newest data packet (ack_flags, echo_*)
@@ -344,6 +353,19 @@ struct Qp {
     return retry.rto(rto_retries,
                      srtt > Duration{0} ? srtt + 4 * rttvar + ack_delay : Duration{0});
   }
+};
+
+/// A UD SEND posted and not yet handed to the driver (ud.cc): its datagram's payload (the
+/// GRH, then the data gathered at post time) and what its completion needs.
+struct UdOut {
+  Qpn qpn = 0;
+  UdDest dst;
+  uint64_t wr_id = 0;
+  bool signaled = false;
+  bool solicited = false;
+  bool has_imm = false;
+  uint32_t imm = 0;
+  std::vector<uint8_t> bytes;  // wire::kUdGrhLen bytes of GRH, then the message
 };
 
 struct Cq {
@@ -388,6 +410,8 @@ struct Core {
     bool operator>(const Deadline& o) const { return at > o.at; }
   };
   std::vector<Deadline> heap;  // min-heap by time; stale entries skipped
+  std::deque<UdOut> udq;       // UD SENDs to transmit, in posting order (ud.cc)
+  UdOut ud_sending;            // the UD datagram poll_transmit returned last: its payload
   wire::Packet rx_pkt;         // decode target, reused (no per-datagram init)
   wire::Packet tx_pkt;         // encode source, reused
   uint32_t burst = 0;          // packets the front ready QP sent in a row
@@ -531,6 +555,26 @@ struct Core {
   std::vector<ProbeRequest> probe_scratch;
   uint32_t events_dropped = 0;
   void push_event(const Event& e);
+
+  // memory windows (mw.cc)
+  /// Leaves window `w` bound to nothing (its MR's count of windows drops).
+  void unbind(Mr& w);
+  /// Unbinds the window of `key` if it is one of `pd`; false if not.
+  bool invalidate_window(uint32_t key, uint32_t pd);
+  /// Writes q's local completions whose turn has come (every WQE before them completed).
+  void complete_local(Qp& q);
+  /// Engine::bind_mw and Engine::post_local.
+  Status<Error> bind_window(uint32_t key, uint32_t new_key, uint32_t mr, uint64_t addr,
+                            uint64_t len, uint32_t access, uint32_t pd);
+  Status<Error> post_local(Qpn qpn, uint64_t wr_id, WcOpcode op, bool signaled);
+
+  // unreliable datagrams (ud.cc)
+  Status<Error> ud_post_send(Qp& q, const SendWr& wr);
+  /// A datagram for a UD QP (or a UD_SEND for another): Q_Key and state checked, the next
+  /// receive takes the GRH and data, or it is dropped and counted. Never answered.
+  void on_ud(Qp& q, const wire::Packet& p);
+  /// The next queued UD SEND as a datagram (its send completes now), or nullopt.
+  std::optional<Transmit> ud_transmit(Time now, std::span<uint8_t> buf);
 
   // receiver (receiver.cc)
   void on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p);

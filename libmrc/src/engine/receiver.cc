@@ -153,6 +153,16 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         fail_qp(q, WcStatus::kLocProtErr);
         return;
       }
+      if (h.flags & wire::flag::kInvalidate) {  // SEND_WITH_INV: a window of this QP's PD
+        const Mr* w = mr(d.rkey, q);
+        if (!w || !w->window) {
+          drop(Drop::kRemoteAccess);
+          nack(q, p, rx, wire::NackReason::kRemoteAccess);
+          return;
+        }
+        act.invalidate = true;
+        act.rkey = d.rkey;
+      }
       if (d.payload_len) sg_copy_in(r.sg, d.offset, p.payload.data(), d.payload_len, cfg.copy);
       act.kind = h.kind == wire::Kind::kSendImm ? Action::kRecvImm : Action::kRecv;
       break;
@@ -305,6 +315,10 @@ void Core::run_action(Qp& q, Action& a) {
       c.has_imm = a.kind != Action::kRecv;
       c.imm = a.imm;
       c.solicited = a.solicited;
+      if (a.invalidate && invalidate_window(a.rkey, q.init.pd)) {
+        c.has_inv = true;
+        c.imm = a.rkey;
+      }
       q.rq.pop();
       ++q.rq_base_msn;
       complete(q, q.init.recv_cq, c);

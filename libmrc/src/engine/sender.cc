@@ -63,6 +63,8 @@ bool fatal_reason(wire::NackReason r) {
 }  // namespace
 
 Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
+  if (q.init.ud) return ud_post_send(q, wr);
+  if (wr.invalidate && wr.opcode != Opcode::kSend) return Err{Error::kInvalidArgument};
   if (q.state == QpState::kReset || q.state == QpState::kInit || q.state == QpState::kRtr)
     return Err{Error::kBadState};
   if (q.sq.full()) return Err{Error::kQueueFull};
@@ -119,6 +121,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   w.sent = w.acked = 0;
   w.read_done = false;
   w.fence = wr.fence;
+  w.invalidate = wr.invalidate;
   w.status = WcStatus::kSuccess;
   w.msn = 0;
   switch (wr.opcode) {
@@ -353,7 +356,8 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   pk.common.flags =
       (p.first ? wire::flag::kFirst : 0) | (p.last ? wire::flag::kLast | wire::flag::kAckReq : 0) |
       (retransmit ? wire::flag::kRetransmit : 0) | (cfg.payload_crc ? wire::flag::kPayloadCrc : 0) |
-      (p.last && w.solicited ? wire::flag::kSolicited : 0);
+      (p.last && w.solicited ? wire::flag::kSolicited : 0) |
+      (w.invalidate ? wire::flag::kInvalidate : 0);
   pk.data.addr = w.remote_addr;
   pk.data.rkey = w.rkey;
   pk.data.msn = w.msn;
@@ -789,6 +793,7 @@ void Core::complete_sends(Qp& q) {
     if (w.op == Opcode::kWriteImm) --q.sq_wimms;
     q.sq.pop();
   }
+  complete_local(q);
   while (!q.rsp.empty() && q.rsp.head() != q.pkt_rsp) {
     SendWqe& w = q.rsp.at(q.rsp.head());
     if (w.acked < w.npkts) break;

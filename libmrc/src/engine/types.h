@@ -2,6 +2,7 @@
 // Threading: plain value types.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -79,6 +80,17 @@ struct Sge {
   uint32_t lkey = 0;
 };
 
+/// Where a UD QP's SEND goes (SendWr::ud): verbs' address handle plus the WR's remote QPN and
+/// Q_Key. UD is unreliable: one datagram, no ACK, no retransmission (wire.h kUdSend).
+struct UdDest {
+  PeerId peer = 0;
+  Path path;                      // the EV and plane this datagram goes out on
+  Qpn qpn = 0;                    // the remote UD QP
+  uint32_t qkey = 0;              // the remote QP's Q_Key (it drops a datagram with another)
+  uint8_t traffic_class = 0;      // as QpAttr::traffic_class
+  std::array<uint8_t, 40> grh{};  // wire::kUdGrhLen: what the receiver finds before the data
+};
+
 struct SendWr {
   uint64_t wr_id = 0;
   Opcode opcode = Opcode::kWrite;
@@ -93,6 +105,10 @@ struct SendWr {
   bool inline_data = false;  // copy the payload at post time (<= kMaxInline); lkeys not checked
   bool fence = false;        // verbs IBV_SEND_FENCE: starts only once every READ posted
                              // before it on the QP has completed
+  const UdDest* ud = nullptr;  // UD QPs (QpInit::ud): the destination of this SEND; else null
+  // SEND (verbs SEND_WITH_INV): the peer invalidates its memory window `rkey` when the
+  // receive completes (wire flag::kInvalidate).
+  bool invalidate = false;
 };
 
 struct RecvWr {
@@ -114,7 +130,18 @@ enum class WcStatus : uint8_t {
 };
 const char* to_string(WcStatus s);
 
-enum class WcOpcode : uint8_t { kSend, kWrite, kRead, kRecv, kRecvWriteImm, kCmpSwap, kFetchAdd };
+/// kBindMw, kLocalInv: a memory window bound or invalidated (Engine::post_local).
+enum class WcOpcode : uint8_t {
+  kSend,
+  kWrite,
+  kRead,
+  kRecv,
+  kRecvWriteImm,
+  kCmpSwap,
+  kFetchAdd,
+  kBindMw,
+  kLocalInv
+};
 
 struct Completion {
   uint64_t wr_id = 0;
@@ -125,6 +152,8 @@ struct Completion {
   Qpn qpn = 0;
   uint32_t byte_len = 0;  // receives: bytes placed; READ: bytes read; atomics: 8
   uint32_t imm = 0;       // host order, when has_imm
+  Qpn src_qpn = 0;        // UD receives: the sending QP (their buffer starts with its GRH)
+  bool has_inv = false;   // a SEND_WITH_INV's receive: `imm` is the window key it invalidated
 };
 
 enum class EventType : uint8_t {

@@ -38,12 +38,26 @@ ibv_wc to_wc(const engine::Completion& c) {
     case engine::WcOpcode::kRecvWriteImm: w.opcode = IBV_WC_RECV_RDMA_WITH_IMM; break;
     case engine::WcOpcode::kCmpSwap: w.opcode = IBV_WC_COMP_SWAP; break;
     case engine::WcOpcode::kFetchAdd: w.opcode = IBV_WC_FETCH_ADD; break;
+    case engine::WcOpcode::kBindMw:
+      w.opcode = IBV_WC_BIND_MW;
+      break;
+    case engine::WcOpcode::kLocalInv:
+      w.opcode = IBV_WC_LOCAL_INV;
+      break;
   }
   w.byte_len = c.byte_len;
   w.qp_num = c.qpn;
   if (c.has_imm) {
     w.wc_flags |= IBV_WC_WITH_IMM;
     w.imm_data = htonl(c.imm);
+  }
+  if (c.has_inv) {  // a SEND_WITH_INV's receive: the window it invalidated, host order
+    w.wc_flags |= IBV_WC_WITH_INV;
+    w.invalidated_rkey = c.imm;
+  }
+  if (c.src_qpn) {  // a UD receive: its buffer starts with the sender's GRH (ud.cc)
+    w.src_qp = c.src_qpn;
+    w.wc_flags |= IBV_WC_GRH;
   }
   return w;
 }
@@ -129,6 +143,8 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
 int dereg_mr(ibv_mr* mr) {
   Device* dev = device_of(mr->context);
   auto r = dev->driver->with_engine([&](engine::Engine& e) { return e.deregister_mr(mr->lkey); });
+  if (!r && r.error() == engine::Error::kBadState)  // memory windows are bound to it (mw.cc)
+    return fail(EBUSY, "ibv_dereg_mr: memory windows are bound to the MR");
   if (!r) return fail(to_errno(r.error()), "ibv_dereg_mr: %s", engine::to_string(r.error()));
   {
     std::lock_guard lock(dev->mu);
@@ -136,6 +152,18 @@ int dereg_mr(ibv_mr* mr) {
   }
   --pd_of(mr->pd)->users;
   delete reinterpret_cast<Mr*>(mr);
+  return 0;
+}
+
+int resize_cq(ibv_cq* cq, int cqe) {
+  if (cqe < 1 || static_cast<uint32_t>(cqe) > kMaxCqe)
+    return fail(EINVAL, "ibv_resize_cq: cqe %d out of range 1..%u", cqe, kMaxCqe);
+  Device* dev = device_of(cq->context);
+  auto r = dev->driver->with_engine(
+      [&](engine::Engine& e) { return e.resize_cq(cq_of(cq)->id, static_cast<uint32_t>(cqe)); });
+  if (!r)
+    return fail(EINVAL, "ibv_resize_cq: %d entries: fewer than the completions it holds", cqe);
+  cq->cqe = cqe;
   return 0;
 }
 
@@ -224,8 +252,13 @@ ibv_wc_opcode cqx_opcode(ibv_cq_ex* c) { return to_wc(cq_ex_of(c)->cur).opcode; 
 uint32_t cqx_zero32(ibv_cq_ex*) { return 0; }
 uint8_t cqx_zero8(ibv_cq_ex*) { return 0; }
 uint32_t cqx_byte_len(ibv_cq_ex* c) { return cq_ex_of(c)->cur.byte_len; }
-__be32 cqx_imm(ibv_cq_ex* c) { return htonl(cq_ex_of(c)->cur.imm); }
+// ibv_wc_read_imm_data, and ibv_wc_read_invalidated_rkey (host order) after a SEND_WITH_INV.
+__be32 cqx_imm(ibv_cq_ex* c) {
+  const engine::Completion& k = cq_ex_of(c)->cur;
+  return k.has_inv ? k.imm : htonl(k.imm);
+}
 uint32_t cqx_qp_num(ibv_cq_ex* c) { return cq_ex_of(c)->cur.qpn; }
+uint32_t cqx_src_qp(ibv_cq_ex* c) { return cq_ex_of(c)->cur.src_qpn; }
 unsigned cqx_flags(ibv_cq_ex* c) { return to_wc(cq_ex_of(c)->cur).wc_flags; }
 
 Cq* make_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch) {
@@ -260,7 +293,7 @@ Cq* make_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch) {
   x.read_byte_len = &cqx_byte_len;
   x.read_imm_data = &cqx_imm;
   x.read_qp_num = &cqx_qp_num;
-  x.read_src_qp = &cqx_zero32;
+  x.read_src_qp = &cqx_src_qp;
   x.read_wc_flags = &cqx_flags;
   x.read_slid = &cqx_zero32;
   x.read_sl = &cqx_zero8;

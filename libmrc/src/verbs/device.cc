@@ -176,6 +176,9 @@ ibv_context* open_device(ibv_device* d) {
   c.ops.post_send = &post_send;
   c.ops.post_recv = &post_recv;
   c.ops.post_srq_recv = &post_srq_recv;
+  c.ops.alloc_mw = &alloc_mw;
+  c.ops.bind_mw = &bind_mw;
+  c.ops.dealloc_mw = &dealloc_mw;
   std::lock_guard lock(dev->mu);
   dev->open.insert(ctx);
   return &c;
@@ -216,7 +219,9 @@ int query_device(ibv_context* c, ibv_device_attr* a) {
   a->hw_ver = 1;
   a->max_qp = 65535;
   a->max_qp_wr = kMaxQpWr;
-  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;  // mw.cc
+  a->max_mw = 1 << 20;
   a->max_sge = a->max_sge_rd = engine::kMaxSge;
   a->max_cq = 65535;
   a->max_cqe = kMaxCqe;
@@ -227,6 +232,7 @@ int query_device(ibv_context* c, ibv_device_attr* a) {
   // Responders run atomics with the CPU's 64-bit atomic instructions on the target word
   // (engine execute_atomic), so they are atomic against the host's own atomics too.
   a->atomic_cap = IBV_ATOMIC_GLOB;
+  a->max_ah = 1 << 20;  // address handles of UD QPs (ud.cc)
   a->max_pkeys = 1;
   a->max_srq = 65535;
   a->max_srq_wr = kMaxQpWr;

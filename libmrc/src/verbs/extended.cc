@@ -25,7 +25,9 @@ ibv_odp_caps odp_caps() {
   c.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
   c.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
                                      IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
-                                     IBV_ODP_SUPPORT_SRQ_RECV;
+                                     IBV_ODP_SUPPORT_SRQ_RECV | IBV_ODP_SUPPORT_ATOMIC;
+  // UD sends gather at post time and receives scatter where the data lands, like RC's.
+  c.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
   return c;
 }
 

@@ -72,6 +72,27 @@ int open_cmd_fd();
 /// The on-demand paging mrc0 offers (query_device_ex): explicit and implicit, RC.
 ibv_odp_caps odp_caps();
 
+/// A UD WR's destination (ud.cc): the AH's peer and its next path, the remote QPN and Q_Key
+/// (one with the top bit set: the QP's own, as verbs says), the GRH for a `len`-byte message.
+/// 0, or EINVAL (logged, naming `verb`) for a missing AH or one of another PD.
+int ud_dest(const char* verb, ibv_qp* qp, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey,
+            uint32_t len, engine::UdDest* d);
+/// ibv_modify_qp of a UD QP: state, pkey_index (0), port (1), qkey (needed at INIT), sq_psn
+/// (kept for query_qp); anything else EINVAL.
+int modify_ud_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask);
+
+/// The driver of a QP's device.
+inline io::UdpDriver& qp_driver(ibv_qp* qp) { return *qp_of(qp)->ctx->dev->driver; }
+/// A bind of window `mw` to `b` under `new_rkey` from `qp`'s send queue (BIND_MW, ibv_bind_mw):
+/// checked (QP type, PDs, the MR's IBV_ACCESS_MW_BIND, access flags), applied, mw->rkey set, its
+/// completion queued (Engine::post_local). 0 or an errno, logged naming `verb`. Under the
+/// driver's engine call.
+int bind_window(engine::Engine& e, const char* verb, ibv_qp* qp, ibv_mw* mw, uint32_t new_rkey,
+                const ibv_mw_bind_info& b, uint64_t wr_id, bool signaled);
+/// LOCAL_INV of window `rkey` (of qp's PD) from `qp`'s send queue; as bind_window.
+int invalidate_window(engine::Engine& e, const char* verb, ibv_qp* qp, uint32_t rkey,
+                      uint64_t wr_id, bool signaled);
+
 /// The errno a verb returns for an engine error.
 int to_errno(engine::Error e);
 /// The engine's state for a verbs QP state; kError for ERR and for SQE, which MRC QPs lack.

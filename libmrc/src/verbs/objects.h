@@ -99,6 +99,7 @@ struct Mr {
   uint64_t iova = 0;      // where mr.addr appears to peers (reg_mr_iova2); kept by rereg_mr
   unsigned access = 0;    // IBV_ACCESS_* as registered; kept by rereg_mr
 };
+inline Mr* mr_of(ibv_mr* m) { return reinterpret_cast<Mr*>(m); }
 
 struct Srq {
   ibv_srq srq{};
@@ -108,6 +109,19 @@ struct Srq {
   uint32_t max_sge = 0;
 };
 inline Srq* srq_of(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
+
+/// An address handle (ud.cc): the peer its GRH names, the paths a datagram to it may take
+/// (the driver's spray_paths for that host: successive WRs rotate over them) and the GID of
+/// its sgid_index, all resolved once at ibv_create_ah.
+struct Ah {
+  ibv_ah ah{};
+  ibv_ah_attr attr{};
+  engine::PeerId peer = 0;
+  std::vector<engine::Path> paths;  // never empty
+  std::atomic<uint32_t> next{0};    // the path of the next datagram: paths[next % size]
+  ibv_gid sgid{};
+};
+inline Ah* ah_of(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
 
 struct Channel {
   ibv_comp_channel ch{};  // ch.fd: eventfd, semaphore mode: one count per queued CQ
@@ -139,6 +153,17 @@ struct Qp {
     engine::SendWr wr;
     std::vector<engine::Sge> sg;
     std::vector<uint8_t> inline_buf;
+    // UD QPs: ibv_wr_set_ud_addr's destination, turned into `ud` by wr_complete (ud_dest).
+    ibv_ah* ah = nullptr;
+    uint32_t remote_qpn = 0;
+    uint32_t remote_qkey = 0;
+    engine::UdDest ud;
+    // ibv_wr_bind_mw / ibv_wr_local_inv: a local operation (IBV_WR_BIND_MW, IBV_WR_LOCAL_INV),
+    // not an engine SendWr (0: none); its window, key and binding (mw.cc).
+    int local_op = 0;
+    ibv_mw* mw = nullptr;
+    uint32_t local_rkey = 0;
+    ibv_mw_bind_info bind{};
   };
   std::vector<Pending> pending;
   int wr_error = 0;  // first error of the batch (EINVAL ...), reported by wr_complete

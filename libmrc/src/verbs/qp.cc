@@ -51,13 +51,17 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
   }
   if (w.num_sge < 0 || static_cast<uint32_t>(w.num_sge) > max_sge) {
     log_error("ibv_post_send: %d SGEs, the QP takes at most %u", w.num_sge, max_sge);
-    return ENOMEM;
+    return EINVAL;  // as rdma-core's providers (mlx5, rxe) say it
   }
   switch (raw(w.opcode)) {
     case IBV_WR_RDMA_WRITE: out.opcode = engine::Opcode::kWrite; break;
     case IBV_WR_RDMA_WRITE_WITH_IMM: out.opcode = engine::Opcode::kWriteImm; break;
     case IBV_WR_SEND: out.opcode = engine::Opcode::kSend; break;
     case IBV_WR_SEND_WITH_IMM: out.opcode = engine::Opcode::kSendImm; break;
+    case IBV_WR_SEND_WITH_INV:  // the peer invalidates its window invalidate_rkey (mw.cc)
+      out.opcode = engine::Opcode::kSend;
+      out.invalidate = true;
+      break;
     case IBV_WR_RDMA_READ: out.opcode = engine::Opcode::kRead; break;
     case IBV_WR_ATOMIC_CMP_AND_SWP: out.opcode = engine::Opcode::kCmpSwap; break;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: out.opcode = engine::Opcode::kFetchAdd; break;
@@ -65,7 +69,7 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
       log_error(
           "ibv_post_send: opcode %d is not supported by mrc0 (SEND, SEND_WITH_IMM, "
           "RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ, ATOMIC_CMP_AND_SWP, "
-          "ATOMIC_FETCH_AND_ADD are)",
+          "ATOMIC_FETCH_AND_ADD, BIND_MW, LOCAL_INV, SEND_WITH_INV are)",
           raw(w.opcode));
       return EINVAL;
   }
@@ -87,7 +91,8 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
     out.remote_addr = w.wr.rdma.remote_addr;
     out.rkey = w.wr.rdma.rkey;
   }
-  out.imm = ntohl(w.imm_data);
+  if (out.invalidate) out.rkey = w.invalidate_rkey;
+  out.imm = out.invalidate ? 0 : ntohl(w.imm_data);  // one union: imm_data, invalidate_rkey
   out.signaled = (w.send_flags & IBV_SEND_SIGNALED) != 0;
   out.solicited = (w.send_flags & IBV_SEND_SOLICITED) != 0;
   out.inline_data = (w.send_flags & IBV_SEND_INLINE) != 0;
@@ -160,6 +165,23 @@ void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t ad
   w.wr.compare_add = add;
 }
 void wr_send(ibv_qp_ex* q) { begin_wr(q, engine::Opcode::kSend); }
+void wr_send_inv(ibv_qp_ex* q, uint32_t rkey) {
+  auto& w = begin_wr(q, engine::Opcode::kSend);
+  w.wr.invalidate = true;
+  w.wr.rkey = rkey;
+}
+void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* b) {
+  auto& w = begin_wr(q, engine::Opcode::kSend);
+  w.local_op = IBV_WR_BIND_MW;
+  w.mw = mw;
+  w.local_rkey = rkey;
+  w.bind = *b;
+}
+void wr_local_inv(ibv_qp_ex* q, uint32_t rkey) {
+  auto& w = begin_wr(q, engine::Opcode::kSend);
+  w.local_op = IBV_WR_LOCAL_INV;
+  w.local_rkey = rkey;
+}
 void wr_send_imm(ibv_qp_ex* q, __be32 imm) { begin_wr(q, engine::Opcode::kSendImm).wr.imm = ntohl(imm); }
 bool has_wr(ibv_qp_ex* q, const char* what) {
   if (!qx(q)->pending.empty()) return true;
@@ -175,7 +197,7 @@ void wr_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* sg) {
   if (!has_wr(q, "ibv_wr_set_sge_list")) return;
   if (n > qx(q)->cap.max_send_sge) {
     log_error("ibv_wr_set_sge_list: %zu SGEs, the QP takes at most %u", n, qx(q)->cap.max_send_sge);
-    qx(q)->wr_error = ENOMEM;
+    qx(q)->wr_error = EINVAL;
     return;
   }
   auto& v = qx(q)->pending.back().sg;
@@ -216,6 +238,32 @@ int wr_complete(ibv_qp_ex* q) {
   driver_of(&q->qp_base).with_engine_flush([&](engine::Engine& e) {
     for (auto& w : p->pending) {
       engine::Sge inl;
+      if (w.local_op) {  // a window bound or invalidated now, completed in order (mw.cc)
+        const int err =
+            w.local_op == IBV_WR_BIND_MW
+                ? (w.mw && w.mw->type == IBV_MW_TYPE_2
+                       ? bind_window(e, "ibv_wr_bind_mw", &q->qp_base, w.mw, w.local_rkey, w.bind,
+                                     w.wr.wr_id, w.wr.signaled)
+                       : fail(EINVAL, "ibv_wr_bind_mw: a type 2 memory window is needed"))
+                : invalidate_window(e, "ibv_wr_local_inv", &q->qp_base, w.local_rkey, w.wr.wr_id,
+                                    w.wr.signaled);
+        if (err) {
+          r = Err{engine::Error::kInvalidArgument};
+          break;
+        }
+        continue;
+      }
+      if (q->qp_base.qp_type == IBV_QPT_UD) {  // each WR names its destination
+        uint64_t len = 0;
+        for (const engine::Sge& g : w.sg) len += g.length;
+        if (w.wr.inline_data) len = w.inline_buf.size();
+        if (ud_dest("ibv_wr_complete", &q->qp_base, w.ah, w.remote_qpn, w.remote_qkey,
+                    static_cast<uint32_t>(len), &w.ud)) {
+          r = Err{engine::Error::kInvalidArgument};
+          break;
+        }
+        w.wr.ud = &w.ud;
+      }
       if (engine::is_atomic(w.wr.opcode) &&
           check_atomic("ibv_wr_complete", w.wr.remote_addr, w.sg.size() == 1 ? w.sg[0].length : 0,
                        static_cast<int>(w.sg.size()), w.wr.inline_data)) {
@@ -242,6 +290,18 @@ int wr_complete(ibv_qp_ex* q) {
   return 0;
 }
 void wr_abort(ibv_qp_ex* q) { qx(q)->pending.clear(); }
+void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+  if (q->qp_base.qp_type != IBV_QPT_UD) {
+    if (!qx(q)->wr_error) log_error("ibv_wr_set_ud_addr: QP %u is not UD", q->qp_base.qp_num);
+    qx(q)->wr_error = EINVAL;
+    return;
+  }
+  if (!has_wr(q, "ibv_wr_set_ud_addr")) return;
+  Qp::Pending& w = qx(q)->pending.back();
+  w.ah = ah;
+  w.remote_qpn = remote_qpn;
+  w.remote_qkey = remote_qkey;
+}
 void wr_unsupported(ibv_qp_ex* q, const char* what) {
   if (!qx(q)->wr_error) log_error("%s is not supported by mrc0", what);
   qx(q)->wr_error = EOPNOTSUPP;
@@ -250,8 +310,9 @@ void wr_unsupported(ibv_qp_ex* q, const char* what) {
 Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
             const ibv_qp_cap& cap, int sq_sig_all, void* qp_context, uint64_t send_ops) {
   // UC QPs are MRC connections too: what UC may lose arrives all the same (docs/verbs-shim.md).
-  if (type != IBV_QPT_RC && type != IBV_QPT_UC) {
-    fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC and UC are)", type);
+  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD) {
+    fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC, UC and UD are)",
+         type);
     return nullptr;
   }
   if (srq && srq->context != c) {
@@ -274,12 +335,15 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
          "max_inline_data %u)", kMaxQpWr, engine::kMaxSge, engine::kMaxInline);
     return nullptr;
   }
-  const uint64_t supported = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
-                             IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                             (type == IBV_QPT_RC ? IBV_QP_EX_WITH_RDMA_READ |
-                                                       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                                                       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
-                                                 : 0);
+  const uint64_t supported =
+      IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+      (type != IBV_QPT_UD
+           ? IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                 IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV
+           : 0) |
+      (type == IBV_QPT_RC ? IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                                IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+                          : 0);
   if (send_ops & ~supported) {
     fail(EOPNOTSUPP, "ibv_create_qp_ex: send_ops_flags 0x%llx are not supported by mrc0",
          static_cast<unsigned long long>(send_ops & ~supported));
@@ -293,6 +357,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   init.max_recv_wr = std::max(cap.max_recv_wr, 1u);
   init.sq_sig_all = sq_sig_all != 0;
   init.pd = pd->handle;  // the QP uses (and its peer reaches) only this PD's MRs
+  init.ud = type == IBV_QPT_UD;
   // Receives from the SRQ: as many in hand as it can hold.
   if (srq) {
     init.srq = srq_of(srq)->id;
@@ -338,17 +403,13 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   x.wr_abort = &wr_abort;
   x.wr_atomic_cmp_swp = &wr_atomic_cmp_swp;
   x.wr_atomic_fetch_add = &wr_atomic_fetch_add;
-  x.wr_bind_mw = [](ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-    wr_unsupported(q, "ibv_wr_bind_mw");
-  };
-  x.wr_local_inv = [](ibv_qp_ex* q, uint32_t) { wr_unsupported(q, "ibv_wr_local_inv"); };
-  x.wr_send_inv = [](ibv_qp_ex* q, uint32_t) { wr_unsupported(q, "ibv_wr_send_inv"); };
+  x.wr_bind_mw = &wr_bind_mw;
+  x.wr_local_inv = &wr_local_inv;
+  x.wr_send_inv = &wr_send_inv;
   x.wr_send_tso = [](ibv_qp_ex* q, void*, uint16_t, uint16_t) {
     wr_unsupported(q, "ibv_wr_send_tso");
   };
-  x.wr_set_ud_addr = [](ibv_qp_ex* q, ibv_ah*, uint32_t, uint32_t) {
-    wr_unsupported(q, "ibv_wr_set_ud_addr");
-  };
+  x.wr_set_ud_addr = &wr_set_ud_addr;
   x.wr_set_xrc_srqn = [](ibv_qp_ex* q, uint32_t) { wr_unsupported(q, "ibv_wr_set_xrc_srqn"); };
   x.wr_atomic_write = [](ibv_qp_ex* q, uint32_t, uint64_t, const void*) {
     wr_unsupported(q, "ibv_wr_atomic_write");
@@ -425,6 +486,7 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
 }
 
 int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, const char* verb) {
+  if (qp->qp_type == IBV_QPT_UD && o.mask == 0) return modify_ud_qp(qp, a, mask);
   Qp* q = qp_of(qp);
   Device* dev = q->ctx->dev;
   const uint32_t qpn = qp->qp_num;
@@ -434,7 +496,8 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
   if (mask & ~kQpAttrMask)
     return fail(EINVAL,
                 "%s: QP %u: attribute mask 0x%x: mrc0 has no alternate path, path "
-                "migration, Q_Key (UD), queue resizing, rate limit or SQD notification",
+                "migration, Q_Key (UD QPs only), queue resizing, rate limit or SQD "
+                "notification",
                 verb, qpn, mask & ~kQpAttrMask);
   if (mask & IBV_QP_STATE) {
     if (raw(a->qp_state) == IBV_QPS_SQE || raw(a->qp_state) < IBV_QPS_RESET ||
@@ -617,11 +680,35 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   driver_of(qp).with_engine_flush([&](engine::Engine& e) {
     engine::Sge sges[engine::kMaxSge];
     for (ibv_send_wr* w = wr; w; w = w->next) {
+      if (raw(w->opcode) == IBV_WR_BIND_MW || raw(w->opcode) == IBV_WR_LOCAL_INV) {
+        // A window bound or invalidated now, its completion in order (mw.cc).
+        const bool sig = (w->send_flags & IBV_SEND_SIGNALED) != 0;
+        if (raw(w->opcode) == IBV_WR_LOCAL_INV)
+          err = invalidate_window(e, "ibv_post_send", qp, w->invalidate_rkey, w->wr_id, sig);
+        else if (!w->bind_mw.mw || w->bind_mw.mw->type != IBV_MW_TYPE_2)
+          err = fail(EINVAL, "ibv_post_send: BIND_MW takes a type 2 window (type 1: ibv_bind_mw)");
+        else
+          err = bind_window(e, "ibv_post_send", qp, w->bind_mw.mw, w->bind_mw.rkey,
+                            w->bind_mw.bind_info, w->wr_id, sig);
+        if (err) {
+          if (bad) *bad = w;
+          break;
+        }
+        continue;
+      }
       engine::SendWr ew;
       err = convert(*w, ew, sges, q->cap.max_send_sge);
       if (!err && qp->qp_type == IBV_QPT_UC && ew.opcode == engine::Opcode::kRead) {
         log_error("ibv_post_send: QP %u is UC, which has no RDMA READ", qp->qp_num);
         err = EINVAL;
+      }
+      engine::UdDest ud;
+      if (!err && qp->qp_type == IBV_QPT_UD) {  // the WR names its destination
+        uint64_t len = 0;
+        for (int i = 0; i < w->num_sge; ++i) len += w->sg_list[i].length;
+        err = ud_dest("ibv_post_send", qp, w->wr.ud.ah, w->wr.ud.remote_qpn, w->wr.ud.remote_qkey,
+                      static_cast<uint32_t>(len), &ud);
+        ew.ud = &ud;
       }
       if (!err) {
         if (auto r = e.post_send(qp->qp_num, ew); !r) {
@@ -646,7 +733,7 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
       [&](ibv_recv_wr* w) {
         log_error("ibv_post_recv: %d SGEs, the QP takes at most %u", w->num_sge,
                   q->cap.max_recv_sge);
-        return ENOMEM;
+        return EINVAL;  // as rdma-core's providers (mlx5, rxe) and post_srq_recv say it
       },
       [&](engine::Engine& e, const engine::RecvWr& ew) {
         auto r = e.post_recv(qp->qp_num, ew);

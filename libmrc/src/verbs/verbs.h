@@ -94,12 +94,33 @@ void unimport_mr(ibv_mr* mr);
 int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size);
 
+// ---- Address handles (ud.cc) -------------------------------------------------------------
+/// ibv_create_ah: GRH addressing only (the port is RoCE: no GRH is EINVAL); the dgid names the
+/// peer as a connected QP's does (verbs.h "peers"), sgid_index one of the GID table's entries.
+ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);
+int destroy_ah(ibv_ah* ah);
+/// ibv_init_ah_from_wc: the AH that answers a UD receive: dgid = its GRH's sgid, sgid_index
+/// the entry its GRH's dgid names; EINVAL without a GRH or for a dgid not in the table.
+int init_ah_from_wc(ibv_context* c, uint8_t port, const ibv_wc* wc, const ibv_grh* grh,
+                    ibv_ah_attr* attr);
+ibv_ah* create_ah_from_wc(ibv_pd* pd, const ibv_wc* wc, const ibv_grh* grh, uint8_t port);
+
+// ---- Memory windows (mw.cc) ------------------------------------------------------------------
+/// ibv_alloc_mw: type 1 or 2 (else EINVAL), bound to nothing; ibv_dealloc_mw unbinds and frees.
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int dealloc_mw(ibv_mw* mw);
+/// ibv_bind_mw (type 1): binds at once under the next key (ibv_inc_rkey, set in mw->rkey); its
+/// completion (IBV_WC_BIND_MW, if signalled) comes after the WRs posted before it.
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+
 // ---- CQs and completion channels ---------------------------------------------------------
 ibv_comp_channel* create_comp_channel(ibv_context* c);
 int destroy_comp_channel(ibv_comp_channel* ch);
 ibv_cq* create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch, int vector);
 ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* attr);
 int destroy_cq(ibv_cq* cq);
+/// ibv_resize_cq: 1..kMaxCqe entries, not fewer than the CQ holds now (EINVAL); cq->cqe set.
+int resize_cq(ibv_cq* cq, int cqe);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 int get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context);

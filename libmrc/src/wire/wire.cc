@@ -369,6 +369,8 @@ const char* to_string(Kind k) {
       return "CMP_SWAP";
     case Kind::kFetchAdd:
       return "FETCH_ADD";
+    case Kind::kUdSend:
+      return "UD_SEND";
     case Kind::kAck:
       return "ACK";
     case Kind::kNack:

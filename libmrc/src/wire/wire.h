@@ -53,6 +53,9 @@ enum class Kind : uint8_t {
   kCmpSwap = 7,   // atomic compare-and-swap request: payload compare | swap (kAtomicReqLen);
                   // the responder answers with a kReadResp of kAtomicLen bytes
   kFetchAdd = 8,  // atomic fetch-and-add request: payload add | 0 (kAtomicReqLen); as kCmpSwap
+  kUdSend = 9,    // UD datagram (verbs UD QPs, not in MRC 1.0): one unreliable, unacknowledged
+                  // message to dst_qpn, token = the receiver's Q_Key, payload = the 40-byte
+                  // GRH the receiver finds before the data (kUdGrhLen) | the data
   kAck = 16,      // cumulative ACK + SACK bitmap, echoes one data packet's EV and timestamp
   kNack = 17,     // negative ACK of one PSN with a reason
   kProbe = 32,    // path probe on one EV
@@ -68,14 +71,17 @@ enum class Kind : uint8_t {
 /// byte that names no kind.
 const char* to_string(Kind k);
 
-/// True for the kinds that carry a DataHeader.
-constexpr bool is_data(Kind k) { return k >= Kind::kWrite && k <= Kind::kFetchAdd; }
+/// True for the kinds that carry a DataHeader (UD_SEND too: it is not a QP's reliable data).
+constexpr bool is_data(Kind k) { return k >= Kind::kWrite && k <= Kind::kUdSend; }
 /// True for the atomic requests (not in MRC 1.0: the verbs device's own addition).
 constexpr bool is_atomic(Kind k) { return k == Kind::kCmpSwap || k == Kind::kFetchAdd; }
 /// An atomic request's payload (two big-endian 64-bit operands: compare or add, then swap)
 /// and msg_len; its response's payload and msg_len (the 64-bit value before the operation).
 inline constexpr uint32_t kAtomicReqLen = 16;
 inline constexpr uint32_t kAtomicLen = 8;
+/// A UD_SEND's payload starts with the GRH verbs puts before a UD message in the receive
+/// buffer (IBA 11.4.1.2: 40 bytes, an IPv6 header's layout for RoCE v2), built by the sender.
+inline constexpr uint32_t kUdGrhLen = 40;
 
 /// CommonHeader::flags, set by the sender and covered by hdr_crc.
 namespace flag {
@@ -85,6 +91,9 @@ inline constexpr uint8_t kAckReq = 0x04;      // receiver should ACK at once
 inline constexpr uint8_t kPayloadCrc = 0x08;  // DataHeader::payload_crc is valid
 inline constexpr uint8_t kRetransmit = 0x10;  // a retransmission (diagnostics only)
 inline constexpr uint8_t kSolicited = 0x20;   // solicited event (verbs IBV_SEND_SOLICITED)
+inline constexpr uint8_t kImm = 0x40;         // UD_SEND: DataHeader::imm is valid (with immediate)
+inline constexpr uint8_t kInvalidate = 0x80;  // SEND: invalidate window `rkey` (verbs
+                                              // SEND_WITH_INV) when the receive completes
 }  // namespace flag
 
 /// CommonHeader::net_flags, set by switches; not covered by hdr_crc.

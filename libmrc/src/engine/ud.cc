@@ -1,0 +1,134 @@
+// Unreliable datagram QPs (QpInit::ud, verbs UD): each SEND is one UD_SEND datagram to the
+// destination its WR names, with no PSN, ACK or retransmission; a receiver takes it into its
+// next receive (GRH first) or drops it. Not in MRC 1.0: the verbs device's own addition
+// (docs/wire-format.md "UD_SEND").
+#include <algorithm>
+
+#include "engine/internal.h"
+
+namespace mrc::engine {
+
+Status<Error> Core::ud_post_send(Qp& q, const SendWr& wr) {
+  if (q.state != QpState::kRts && q.state != QpState::kSqd) return Err{Error::kBadState};
+  if (!wr.ud || wr.invalidate || (wr.opcode != Opcode::kSend && wr.opcode != Opcode::kSendImm))
+    return Err{Error::kInvalidArgument};  // UD carries SENDs only, each with its destination
+  if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
+  if (q.ud_queued >= q.init.max_send_wr) return Err{Error::kQueueFull};
+  uint64_t len = 0;
+  for (const Sge& s : wr.sg) len += s.length;
+  if (len > q.attr.mtu) return Err{Error::kTooLarge};  // one datagram: at most the MTU
+  if (wr.inline_data && len > kMaxInline) return Err{Error::kTooLarge};
+  UdOut o;
+  o.bytes.reserve(wire::kUdGrhLen + len);
+  o.bytes.assign(wr.ud->grh.begin(), wr.ud->grh.end());
+  // Gathered now: the datagram is sent once and never again, so the app's buffers are free
+  // as soon as the post returns (the send completes when the driver takes the datagram).
+  for (const Sge& s : wr.sg) {
+    if (s.length == 0) continue;
+    const uint8_t* p;
+    if (wr.inline_data) {
+      p = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(s.addr));
+    } else {
+      const Mr* m = mr(s.lkey, q);
+      if (!m || !m->covers(s.addr, s.length)) return Err{Error::kLocalAccess};
+      p = m->at(s.addr);
+    }
+    const size_t at = o.bytes.size();
+    o.bytes.resize(at + s.length);
+    copy(o.bytes.data() + at, p, s.length);
+  }
+  o.qpn = q.qpn;
+  o.dst = *wr.ud;
+  o.wr_id = wr.wr_id;
+  o.signaled = wr.signaled || q.init.sq_sig_all;
+  o.solicited = wr.solicited;
+  o.has_imm = wr.opcode == Opcode::kSendImm;
+  o.imm = wr.imm;
+  udq.push_back(std::move(o));
+  ++q.ud_queued;
+  return {};
+}
+
+std::optional<Transmit> Core::ud_transmit(Time now, std::span<uint8_t> buf) {
+  while (!udq.empty()) {
+    ud_sending = std::move(udq.front());
+    udq.pop_front();
+    const UdOut& o = ud_sending;
+    Qp* q = qp(o.qpn);
+    if (!q || !q->init.ud) continue;  // destroyed since
+    --q->ud_queued;
+    Completion c;
+    c.wr_id = o.wr_id;
+    c.opcode = WcOpcode::kSend;
+    c.qpn = q->qpn;
+    c.byte_len = static_cast<uint32_t>(o.bytes.size() - wire::kUdGrhLen);
+    if (q->state != QpState::kRts && q->state != QpState::kSqd) {  // ERROR since: flushed
+      c.status = WcStatus::kWrFlushErr;
+      complete(*q, q->init.send_cq, c);
+      continue;
+    }
+    wire::CommonHeader& h = tx_pkt.common;
+    h.version = wire::kVersion;
+    h.kind = wire::Kind::kUdSend;
+    h.flags = wire::flag::kFirst | wire::flag::kLast |
+              (cfg.payload_crc ? wire::flag::kPayloadCrc : 0) |
+              (o.solicited ? wire::flag::kSolicited : 0) | (o.has_imm ? wire::flag::kImm : 0);
+    h.net_flags = 0;
+    h.dst_qpn = o.dst.qpn;
+    h.token = o.dst.qkey;
+    h.ev = o.dst.path.ev;
+    h.psn = 0;
+    h.ts = static_cast<uint64_t>(std::max<int64_t>(now.count(), 1));
+    wire::DataHeader& d = tx_pkt.data;
+    d = wire::DataHeader{};
+    d.msg_len = static_cast<uint32_t>(o.bytes.size());
+    d.payload_len = static_cast<uint16_t>(o.bytes.size());
+    d.imm = o.imm;
+    d.src_qpn = q->qpn;
+    const size_t n = wire::encode_header(tx_pkt, o.bytes, buf);
+    ++q->stats.tx_data_packets;
+    q->stats.tx_payload_bytes += c.byte_len;
+    if (o.signaled) complete(*q, q->init.send_cq, c);
+    return Transmit{o.dst.peer, o.dst.path, n, o.bytes, o.dst.traffic_class};
+  }
+  return std::nullopt;
+}
+
+void Core::on_ud(Qp& q, const wire::Packet& p) {
+  auto drop = [&](Drop d) { ++stats.drops[static_cast<size_t>(d)]; };
+  const wire::DataHeader& d = p.data;
+  if (!q.init.ud || p.common.kind != wire::Kind::kUdSend) return drop(Drop::kUnknownQp);
+  if (p.common.token != q.attr.qkey) return drop(Drop::kBadToken);  // verbs: a Q_Key mismatch
+  if (q.state != QpState::kRtr && q.state != QpState::kRts && q.state != QpState::kSqd)
+    return drop(Drop::kQpNotReady);
+  if (p.trimmed) return drop(Drop::kTrimmed);  // unreliable: a trimmed datagram is lost
+  if (d.offset != 0 || d.msg_len != d.payload_len || d.payload_len < wire::kUdGrhLen)
+    return drop(Drop::kMalformed);
+  if (q.init.srq) srq_take(q, q.rq_base_msn);
+  if (q.rq.empty()) return drop(Drop::kNoReceive);  // no RNR for UD: the datagram is lost
+  RecvWqe& r = q.rq.at(q.rq.head());
+  Completion c;
+  c.wr_id = r.wr_id;
+  c.opcode = WcOpcode::kRecv;
+  c.qpn = q.qpn;
+  c.src_qpn = d.src_qpn;
+  c.byte_len = d.payload_len;
+  c.has_imm = (p.common.flags & wire::flag::kImm) != 0;
+  c.imm = c.has_imm ? d.imm : 0;
+  c.solicited = (p.common.flags & wire::flag::kSolicited) != 0;
+  if (!resolve_recv(q, r))
+    c.status = WcStatus::kLocProtErr;
+  else if (d.payload_len > r.capacity)  // verbs: a UD message longer than the receive
+    c.status = WcStatus::kLocLenErr;
+  else
+    sg_copy_in(r.sg, 0, p.payload.data(), d.payload_len, cfg.copy);
+  if (c.status == WcStatus::kSuccess) {
+    ++q.stats.rx_data_packets;
+    q.stats.rx_payload_bytes += d.payload_len - wire::kUdGrhLen;
+  }
+  q.rq.pop();
+  ++q.rq_base_msn;
+  complete(q, q.init.recv_cq, c);
+}
+
+}  // namespace mrc::engine

@@ -1,0 +1,243 @@
+// Unreliable datagram QPs (engine/ud.cc): one UD_SEND datagram per SEND, GRH before the data
+// in the receive, Q_Key checks, drops without RNR or NACK, length and state errors.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "engine/engine.h"
+#include "wire/wire.h"
+
+namespace mrc::engine {
+namespace {
+
+constexpr uint32_t kQkey = 0x11111111;
+
+// One engine with a UD QP at RTS, a CQ and a registered buffer.
+struct UdSide {
+  Engine eng;
+  CqId cq = 0;
+  Qpn qpn = 0;
+  std::vector<uint8_t> mem = std::vector<uint8_t>(1 << 16, 0);
+  uint32_t key = 0;
+
+  explicit UdSide(uint32_t srq_depth = 0) {
+    cq = eng.create_cq(256).value();
+    QpInit init;
+    init.send_cq = init.recv_cq = cq;
+    init.ud = true;
+    if (srq_depth) init.srq = srq = eng.create_srq(srq_depth).value();
+    qpn = eng.create_qp(init).value();
+    key = eng.register_mr(mem.data(), mem.size(), reinterpret_cast<uint64_t>(mem.data()),
+                          access::kLocalWrite)
+              .value();
+    QpAttr a;
+    a.qkey = kQkey;
+    for (QpState s : {QpState::kInit, QpState::kRtr, QpState::kRts}) {
+      a.state = s;
+      EXPECT_TRUE(eng.modify_qp(qpn, a, attr::kState | attr::kQkey).ok()) << to_string(s);
+    }
+  }
+  uint64_t addr(uint64_t off) const { return reinterpret_cast<uint64_t>(mem.data()) + off; }
+  Status<Error> send(uint64_t wr_id, uint64_t off, uint32_t len, const UdDest& d,
+                     Opcode op = Opcode::kSend, uint32_t imm = 0) {
+    Sge sge{addr(off), len, key};
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = op;
+    wr.sg = {&sge, 1};
+    wr.imm = imm;
+    wr.ud = &d;
+    return eng.post_send(qpn, wr);
+  }
+  void recv(uint64_t wr_id, uint64_t off, uint32_t len) {
+    Sge sge{addr(off), len, key};
+    RecvWr wr{wr_id, {&sge, 1}};
+    ASSERT_TRUE((srq ? eng.post_srq_recv(srq, wr) : eng.post_recv(qpn, wr)).ok());
+  }
+  std::vector<Completion> poll() {
+    std::vector<Completion> out(16);
+    out.resize(eng.poll_cq(cq, out));
+    return out;
+  }
+  uint32_t srq = 0;
+};
+
+struct Datagram {
+  Transmit t;
+  std::vector<uint8_t> bytes;
+};
+
+// Every datagram `from` has to send now.
+std::vector<Datagram> drain(UdSide& from) {
+  std::vector<Datagram> out;
+  std::vector<uint8_t> buf(kTransmitBufferSize);
+  while (auto t = from.eng.poll_transmit(Time{1000}, buf)) {
+    Datagram d{*t, std::vector<uint8_t>(buf.begin(), buf.begin() + t->header_len)};
+    d.bytes.insert(d.bytes.end(), t->payload.begin(), t->payload.end());
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+UdDest dest_of(const UdSide& to, uint32_t qkey = kQkey) {
+  UdDest d;
+  d.peer = 3;
+  d.path = Path{0x10203, 1};
+  d.qpn = to.qpn;
+  d.qkey = qkey;
+  for (size_t i = 0; i < d.grh.size(); ++i) d.grh[i] = static_cast<uint8_t>(0xa0 + i);
+  return d;
+}
+
+TEST(Ud, SendRecv_GrhThenDataInTheReceiveBothComplete) {
+  UdSide a, b;
+  for (uint32_t i = 0; i < 300; ++i) a.mem[i] = static_cast<uint8_t>(i * 7);
+  b.recv(77, 1000, wire::kUdGrhLen + 300);
+  const UdDest d = dest_of(b);
+  ASSERT_TRUE(a.send(5, 0, 300, d, Opcode::kSendImm, 0xfeedu).ok());
+  auto out = drain(a);
+  ASSERT_EQ(out.size(), 1u);  // one datagram, on the path and to the peer the WR named
+  EXPECT_EQ(out[0].t.peer, 3u);
+  EXPECT_EQ(out[0].t.path.ev, 0x10203u);
+  EXPECT_EQ(out[0].t.path.plane, 1);
+  const auto p = wire::decode(out[0].bytes);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->common.kind, wire::Kind::kUdSend);
+  EXPECT_EQ(p->common.token, kQkey);
+  EXPECT_EQ(p->data.src_qpn, a.qpn);
+  auto sc = a.poll();  // the send completes once the datagram is out: nothing acknowledges it
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].wr_id, 5u);
+  EXPECT_EQ(sc[0].opcode, WcOpcode::kSend);
+  EXPECT_EQ(sc[0].byte_len, 300u);
+  b.eng.on_datagram(Time{2000}, RxInfo{1, false}, out[0].bytes);
+  EXPECT_TRUE(drain(b).empty());  // no ACK
+  auto rc = b.poll();
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].wr_id, 77u);
+  EXPECT_EQ(rc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(rc[0].opcode, WcOpcode::kRecv);
+  EXPECT_EQ(rc[0].byte_len, wire::kUdGrhLen + 300);
+  EXPECT_EQ(rc[0].src_qpn, a.qpn);
+  EXPECT_TRUE(rc[0].has_imm);
+  EXPECT_EQ(rc[0].imm, 0xfeedu);
+  EXPECT_EQ(std::memcmp(b.mem.data() + 1000, d.grh.data(), wire::kUdGrhLen), 0);
+  EXPECT_EQ(std::memcmp(b.mem.data() + 1000 + wire::kUdGrhLen, a.mem.data(), 300), 0);
+}
+
+TEST(Ud, SendRecv_AppBufferFreeAfterPost) {
+  UdSide a, b;
+  b.recv(1, 0, 100);
+  std::memset(a.mem.data(), 'x', 10);
+  ASSERT_TRUE(a.send(1, 0, 10, dest_of(b)).ok());
+  std::memset(a.mem.data(), 'y', 10);  // after the post, before the datagram goes
+  auto out = drain(a);
+  ASSERT_EQ(out.size(), 1u);
+  b.eng.on_datagram(Time{2000}, RxInfo{}, out[0].bytes);
+  ASSERT_EQ(b.poll().size(), 1u);
+  EXPECT_EQ(b.mem[wire::kUdGrhLen], 'x');
+}
+
+TEST(Ud, Recv_WrongQkeyDroppedReceiveKept) {
+  UdSide a, b;
+  b.recv(1, 0, 100);
+  ASSERT_TRUE(a.send(1, 0, 10, dest_of(b, kQkey + 1)).ok());
+  for (auto& d : drain(a)) b.eng.on_datagram(Time{2000}, RxInfo{}, d.bytes);
+  EXPECT_TRUE(b.poll().empty());
+  EXPECT_EQ(b.eng.stats().dropped(Drop::kBadToken), 1u);
+  ASSERT_TRUE(a.send(2, 0, 10, dest_of(b)).ok());  // the right Q_Key takes the receive
+  for (auto& d : drain(a)) b.eng.on_datagram(Time{2000}, RxInfo{}, d.bytes);
+  EXPECT_EQ(b.poll().size(), 1u);
+}
+
+TEST(Ud, Recv_NoReceiveDroppedWithoutRnr) {
+  UdSide a, b;
+  ASSERT_TRUE(a.send(1, 0, 10, dest_of(b)).ok());
+  for (auto& d : drain(a)) b.eng.on_datagram(Time{2000}, RxInfo{}, d.bytes);
+  EXPECT_EQ(b.eng.stats().dropped(Drop::kNoReceive), 1u);
+  EXPECT_TRUE(drain(b).empty());   // no NACK: UD has no RNR
+  EXPECT_EQ(a.poll().size(), 1u);  // the sender's completion says nothing of delivery
+  b.recv(9, 0, 100);               // a later datagram is taken
+  ASSERT_TRUE(a.send(2, 0, 10, dest_of(b)).ok());
+  for (auto& d : drain(a)) b.eng.on_datagram(Time{2000}, RxInfo{}, d.bytes);
+  auto rc = b.poll();
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].wr_id, 9u);
+}
+
+TEST(Ud, Recv_TooSmallForGrhAndDataCompletesLocLenErr) {
+  UdSide a, b;
+  b.recv(1, 0, wire::kUdGrhLen + 9);
+  ASSERT_TRUE(a.send(1, 0, 10, dest_of(b)).ok());
+  for (auto& d : drain(a)) b.eng.on_datagram(Time{2000}, RxInfo{}, d.bytes);
+  auto rc = b.poll();
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, WcStatus::kLocLenErr);
+}
+
+TEST(Ud, Recv_TrimmedDatagramIsLostNotNacked) {
+  UdSide a, b;
+  b.recv(1, 0, 4096);
+  ASSERT_TRUE(a.send(1, 0, 1000, dest_of(b)).ok());
+  auto out = drain(a);
+  ASSERT_EQ(out.size(), 1u);
+  out[0].bytes.resize(wire::kDataHeaderSize);  // a switch cut it to its header
+  b.eng.on_datagram(Time{2000}, RxInfo{}, out[0].bytes);
+  EXPECT_TRUE(b.poll().empty());
+  EXPECT_TRUE(drain(b).empty());
+  EXPECT_EQ(b.eng.stats().dropped(Drop::kTrimmed), 1u);
+}
+
+TEST(Ud, Recv_FromTheSrqInPostingOrder) {
+  UdSide a, b(/*srq_depth=*/4);
+  b.recv(10, 0, 100);
+  b.recv(11, 100, 100);
+  for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(a.send(i, 0, 10, dest_of(b)).ok());
+  for (auto& d : drain(a)) b.eng.on_datagram(Time{2000}, RxInfo{}, d.bytes);
+  auto rc = b.poll();
+  ASSERT_EQ(rc.size(), 2u);
+  EXPECT_EQ(rc[0].wr_id, 10u);
+  EXPECT_EQ(rc[1].wr_id, 11u);
+}
+
+TEST(Ud, PostSend_RefusesWhatUdCannotCarry) {
+  UdSide a, b;
+  const UdDest d = dest_of(b);
+  EXPECT_EQ(a.send(1, 0, 4097, d).error(), Error::kTooLarge);  // more than one MTU
+  EXPECT_EQ(a.send(1, 0, 10, d, Opcode::kWrite).error(), Error::kInvalidArgument);
+  Sge sge{a.addr(0), 10, a.key};
+  SendWr wr;
+  wr.opcode = Opcode::kSend;
+  wr.sg = {&sge, 1};
+  EXPECT_EQ(a.eng.post_send(a.qpn, wr).error(), Error::kInvalidArgument);  // no destination
+  sge.lkey = a.key + 1;
+  wr.ud = &d;
+  EXPECT_EQ(a.eng.post_send(a.qpn, wr).error(), Error::kLocalAccess);
+  QpAttr at;
+  at.state = QpState::kError;
+  ASSERT_TRUE(a.eng.modify_qp(a.qpn, at, attr::kState).ok());
+  EXPECT_EQ(a.send(1, 0, 10, d).error(), Error::kBadState);
+  EXPECT_TRUE(drain(a).empty());
+}
+
+TEST(Ud, Recv_NotReadyOrNotUdIsDropped) {
+  UdSide a, b;
+  // b back to RESET then INIT: not receiving yet.
+  QpAttr at;
+  at.state = QpState::kReset;
+  ASSERT_TRUE(b.eng.modify_qp(b.qpn, at, attr::kState).ok());
+  at.state = QpState::kInit;
+  at.qkey = kQkey;
+  ASSERT_TRUE(b.eng.modify_qp(b.qpn, at, attr::kState | attr::kQkey).ok());
+  b.recv(1, 0, 100);
+  ASSERT_TRUE(a.send(1, 0, 10, dest_of(b)).ok());
+  for (auto& d : drain(a)) b.eng.on_datagram(Time{2000}, RxInfo{}, d.bytes);
+  EXPECT_EQ(b.eng.stats().dropped(Drop::kQpNotReady), 1u);
+  EXPECT_TRUE(b.poll().empty());
+}
+
+}  // namespace
+}  // namespace mrc::engine
