@@ -13,6 +13,7 @@
 
 #include "verbs/internal.h"
 #include "verbs/objects.h"
+#include "verbs/sysfs.h"
 #include "verbs/verbs.h"
 
 namespace mrc::verbs {
@@ -75,13 +76,13 @@ Device* the_device() {
   return dev;
 }
 
-namespace {
-
 uint64_t guid_of(const ibv_gid& g) {
   uint64_t v;
   std::memcpy(&v, g.raw + 8, 8);  // the interface id, as RoCE derives GUIDs
   return v ^ 0x02;
 }
+
+namespace {
 
 int mtu_enum(uint32_t bytes) {
   int e = IBV_MTU_256;
@@ -236,23 +237,27 @@ int query_device(ibv_context* c, ibv_device_attr* a) {
   return 0;
 }
 
+ibv_port_attr port_attr(const Device& dev) {
+  ibv_port_attr a{};
+  a.state = IBV_PORT_ACTIVE;
+  a.max_mtu = IBV_MTU_4096;
+  a.active_mtu = static_cast<ibv_mtu>(mtu_enum(dev.cfg.mtu));
+  a.gid_tbl_len = static_cast<int>(dev.gids.size());
+  a.port_cap_flags = 0;
+  a.max_msg_sz = engine::kMaxMessage;
+  a.pkey_tbl_len = 1;
+  a.lid = dev.lid;
+  a.max_vl_num = 1;
+  a.active_width = 2;    // 4x
+  a.active_speed = 32;   // EDR (25 Gb/s lanes): nominal; the planes' rates are in the config
+  a.phys_state = 5;      // LinkUp
+  a.link_layer = IBV_LINK_LAYER_ETHERNET;
+  return a;
+}
+
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* a) {
   if (port != 1) return fail(EINVAL, "ibv_query_port(mrc0): no port %u (mrc0 has port 1)", port);
-  Device* dev = device_of(c);
-  *a = ibv_port_attr{};
-  a->state = IBV_PORT_ACTIVE;
-  a->max_mtu = IBV_MTU_4096;
-  a->active_mtu = static_cast<ibv_mtu>(mtu_enum(dev->cfg.mtu));
-  a->gid_tbl_len = static_cast<int>(dev->gids.size());
-  a->port_cap_flags = 0;
-  a->max_msg_sz = engine::kMaxMessage;
-  a->pkey_tbl_len = 1;
-  a->lid = dev->lid;
-  a->max_vl_num = 1;
-  a->active_width = 2;    // 4x
-  a->active_speed = 32;   // EDR (25 Gb/s lanes): nominal; the planes' rates are in the config
-  a->phys_state = 5;      // LinkUp
-  a->link_layer = IBV_LINK_LAYER_ETHERNET;
+  *a = port_attr(*device_of(c));
   return 0;
 }
 
@@ -308,23 +313,17 @@ bool read_sysfs(const char* dir, const char* file, char* buf, size_t size, int* 
   if (!dev || !dir) return false;
   const std::string d = dir;
   if (d.rfind(dev->dev.ibdev_path, 0) != 0 && d.rfind(dev->dev.dev_path, 0) != 0) return false;
-  const std::string f = file ? file : "";
-  std::string v;
-  if (f == "board_id") v = "MRC_SOFTWARE";
-  else if (f == "fw_ver") v = "mrc-sw 0.1.0";
-  else if (f == "hw_rev") v = "1";
-  else if (f == "node_type") v = "1: CA";
-  else if (f == "abi_version") v = "1";
-  else {
+  static const std::vector<SysfsNode> tree = sysfs_tree(*dev);  // the device's state is fixed
+  const SysfsNode* n = sysfs_find(tree, d.substr(5) + "/" + (file ? file : ""));  // past "/sys/"
+  if (!n || n->kind != SysfsNode::Kind::kFile) {
     *result = -1;
     errno = ENOENT;
     return true;
   }
-  v += "\n";
-  const size_t n = std::min(size, v.size());
-  std::memcpy(buf, v.data(), n);
-  if (n < size) buf[n] = 0;
-  *result = static_cast<int>(n);
+  const size_t len = std::min(size, n->data.size());
+  std::memcpy(buf, n->data.data(), len);
+  if (len < size) buf[len] = 0;
+  *result = static_cast<int>(len);
   return true;
 }
 
