@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
@@ -131,6 +132,21 @@ ibv_context* open_device(ibv_device* d) {
   }
   {
     std::lock_guard lock(dev->mu);
+    if (dev->driver && dev->driver_pid != ::getpid()) {
+      // A forked child: the parent's driver thread is not here and its objects are the
+      // parent's (docs/verbs-shim.md, fork): start afresh, leaving the copy alone.
+      (void)dev->driver.release();
+      dev->contexts = 0;
+      dev->peers.clear();
+      dev->fabric_peers.clear();
+      dev->armed.clear();
+      dev->n_armed = 0;
+      dev->open.clear();
+      dev->qps.clear();
+      dev->pds.clear();
+      dev->mrs.clear();
+      dev->srqs.clear();
+    }
     if (!dev->driver) {
       io::UdpConfig udp = dev->cfg.udp;
       if (auto* attach = g_attach_observer.load()) attach(udp);
@@ -148,11 +164,13 @@ ibv_context* open_device(ibv_device* d) {
       dev->driver = std::move(*drv);
       dev->driver->set_on_progress([dev, d = dev->driver.get()] { dev->on_progress(*d); });
       dev->driver->start();
+      dev->driver_pid = ::getpid();
     }
     ++dev->contexts;
   }
   auto* ctx = new Context;
   ctx->dev = dev;
+  ctx->pid = ::getpid();
   ctx->async_fd = ::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
   ctx->cmd_fd = open_cmd_fd();
   verbs_context& v = ctx->vctx;
@@ -186,6 +204,10 @@ int close_device(ibv_context* c) {
   Context* ctx = ctx_of(c);
   Device* dev = ctx->dev;
   std::unique_ptr<io::UdpDriver> last;
+  if (ctx->pid != ::getpid()) {  // the parent's, in a forked child: not this process's device
+    delete ctx;
+    return 0;
+  }
   {
     std::lock_guard lock(dev->mu);
     dev->open.erase(ctx);
@@ -503,11 +525,29 @@ Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah,
     return *p;
   }
   if (!ah.is_global) return Err{std::string("a GID is needed to find the peer outside a fabric (use -g 0 / RoCE)")};
-  if (u.peer_port == 0)
-    return Err{std::string("the config has ephemeral ports (port 0): verbs peers need a fixed port")};
   *host = 0;
   const std::string key(reinterpret_cast<const char*>(ah.grh.dgid.raw), 16);
+  // Ports learnt for this GID (the connection manager's REQ or REP carries them) serve with
+  // ephemeral ports too.
   if (auto it = dev->peers.find(key); it != dev->peers.end()) return it->second;
+  if (u.peer_port == 0) {
+    // Ephemeral ports: another process's are unknown, but a GID of this device is this
+    // process (a program that talks to itself) at the ports its planes were given.
+    const bool own = std::any_of(dev->gids.begin(), dev->gids.end(), [&](const GidEntry& g) {
+      return std::memcmp(g.gid.raw, ah.grh.dgid.raw, 16) == 0;
+    });
+    if (!own)
+      return Err{std::string("the config has ephemeral ports (port 0): verbs peers need a fixed "
+                             "port, or a connection through rdma_cm")};
+    std::vector<uint16_t> ports;
+    for (uint16_t pl = 0; pl < dev->driver->planes(); ++pl)
+      ports.push_back(ntohs(dev->driver->local_address(pl).sin6_port));
+    in6_addr self;
+    std::memcpy(&self, ah.grh.dgid.raw, 16);
+    const engine::PeerId p = dev->driver->add_peer_at(self, ports);
+    dev->peers[key] = p;
+    return p;
+  }
   // Outside a fabric the GID is one address of the peer (an IPv4 one as its IPv4-mapped
   // form, as RoCE v2 writes it), at the port each plane has here (hosts are configured
   // alike): the driver finds its other plane addresses in the host config's peer table, or
