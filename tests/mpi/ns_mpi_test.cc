@@ -95,10 +95,7 @@ TEST_F(NsMpi, MpiCheck_UcxRcVerbs_AcrossHosts) {
                       std::string("LD_PRELOAD=") + MRC_VERBS_SHIM},
                      {"ucx_info", "-d"});
   info.wait(60s);
-  const size_t ud = info.out.find("Transport: ud_verbs\n#         Device: mrc0:1");
-  if (ud == std::string::npos ||
-      info.out.substr(ud, info.out.find("#      Transport:", ud + 1) - ud)
-              .find("failed to open interface") != std::string::npos)
+  if (!ucx_transport_opens(info.out, "ud_verbs", "mrc0:1"))
     GTEST_SKIP() << "UCX's ud_verbs does not open on mrc0 (mrc0 has no UD QPs yet), so UCX "
                     "cannot wire rc_verbs up for Open MPI's UCX PML";
   expect_ok(mpirun({"--mca", "pml", "ucx", "--mca", "btl", "self"},
