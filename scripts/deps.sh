@@ -24,6 +24,9 @@ PACKAGES=(
   iperf3 mptcpize gnuplot-nox
   # the rdma_cm programs the verbs shim runs (rping, ucmatose, rdma_server/rdma_client, qperf)
   rdmacm-utils qperf
+  # UCX over mrc0 through the shim (ucx_info, ucx_perftest: tests/verbs/ns_ucx_test.cc) and the
+  # two-rank MPI check across fabric hosts (tests/mpi: mpicc, mpirun)
+  ucx-utils openmpi-bin libopenmpi-dev
   # rdma-core's own test suite (pyverbs) run on mrc0 through the shim (tests/pyverbs)
   python3-pyverbs
   # the software verbs device (headers) and the stock programs the verbs shim runs

@@ -661,6 +661,22 @@ TEST(Engine, Sqd_FinishesInFlightStartsNothingNew) {
   EXPECT_TRUE(same(l.a.mem, 32 * 1024, l.b.mem, 32 * 1024, 32 * 1024));
 }
 
+// The app's own move to ERROR flushes what is posted but is no fatal error of the QP: a HCA
+// raises no async event for it (UCX moves its QPs to ERROR and destroys them at once).
+TEST(Engine, ModifyQp_ToError_FlushesWithoutFatalEvent) {
+  Loop l;
+  l.post_recv(l.a, 77, 0, 10);
+  QpAttr at;
+  at.state = QpState::kError;
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kState).ok());
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].wr_id, 77u);
+  EXPECT_EQ(c[0].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(l.a.eng.query_qp(l.a.qpn)->state, QpState::kError);
+  while (auto ev = l.a.eng.poll_event()) EXPECT_NE(ev->type, EventType::kQpFatal);
+}
+
 TEST(Engine, Cc_ProfileWindowBoundsDataInFlight) {
   Loop l;
   QpAttr at;

@@ -148,4 +148,15 @@ inline double perftest_bw_average(const std::string& out) {
   return v.size() >= 4 ? v[3] : -1;
 }
 
+// Whether `ucx_info -d` output `info` lists UCX transport `tl` on device `dev` ("mrc0:1") and
+// opened it (its section has no "< failed to open interface >").
+inline bool ucx_transport_opens(const std::string& info, const std::string& tl,
+                                const std::string& dev) {
+  const size_t at = info.find("Transport: " + tl + "\n#         Device: " + dev + "\n");
+  if (at == std::string::npos) return false;
+  const size_t end = info.find("#      Transport:", at + 1);
+  return info.substr(at, end == std::string::npos ? std::string::npos : end - at)
+             .find("failed to open interface") == std::string::npos;
+}
+
 }  // namespace mrc::verbs

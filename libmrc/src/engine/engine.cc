@@ -119,7 +119,7 @@ void Core::complete(Qp& q, CqId id, const Completion& c) {
   cq.q.push_back(c);
 }
 
-void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
+void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
   if (!ev_scratch.empty()) ev_events(q);  // path changes that led here are this QP's
   const bool was_error = q.state == QpState::kError;
   q.state = QpState::kError;
@@ -173,7 +173,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit) {
   q.retx.clear();
   q.pending_reads = 0;
   q.timers.cancel_all();
-  if (!was_error) push_event(Event{EventType::kQpFatal, q.qpn, 0, cause});
+  if (!was_error && fatal_event) push_event(Event{EventType::kQpFatal, q.qpn, 0, cause});
 }
 
 void Core::compact_heap() {
@@ -588,8 +588,8 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
     c.qps[q.qpn - 1] = new_qp(q.qpn, q.init);
     return;
   }
-  if (to == QpState::kError) {
-    c.fail_qp(q, WcStatus::kWrFlushErr);
+  if (to == QpState::kError) {  // the app's own move: flushes, no fatal event
+    c.fail_qp(q, WcStatus::kWrFlushErr, UINT64_MAX, /*fatal_event=*/false);
     return;
   }
   const bool entering = to != from;

@@ -482,8 +482,10 @@ struct Core {
   void complete(Qp& q, CqId cq, const Completion& c);
   /// Moves q to ERROR: the WQE `culprit` (an sq_ sequence number, or the
   /// oldest when UINT64_MAX) completes with `cause`, every other WR with
-  /// WR_FLUSH_ERR; emits kQpFatal.
-  void fail_qp(Qp& q, WcStatus cause, uint64_t culprit = UINT64_MAX);
+  /// WR_FLUSH_ERR; emits kQpFatal unless `fatal_event` is false (the app moved the QP to
+  /// ERROR itself: a HCA reports only errors it detects, and programs such as UCX destroy the
+  /// QP right after, so an event naming it would outlive it).
+  void fail_qp(Qp& q, WcStatus cause, uint64_t culprit = UINT64_MAX, bool fatal_event = true);
 
   // sender (sender.cc)
   Status<Error> post_send(Qp& q, const SendWr& wr);

@@ -282,9 +282,13 @@ CmMsg our_msg(Service& s, Id* id, MsgType type, uint32_t qpn, const void* pd, ui
   if (s.ctx) {
     ibv_gid g{};
     if (query_gid(s.ctx, 1, 0, &g) == 0) std::memcpy(m.gid, g.raw, 16);
-    const io::UdpConfig& u = device_of(s.ctx)->cfg.udp;
+    // The ports the planes are bound to (the config's, or the kernel's where it says 0).
+    const Device* dev = device_of(s.ctx);
+    const io::UdpConfig& u = dev->cfg.udp;
     m.nports = static_cast<uint8_t>(std::min(u.planes.size(), kMaxPorts));
-    for (size_t i = 0; i < m.nports; ++i) m.ports[i] = u.planes[i].port;
+    for (size_t i = 0; i < m.nports; ++i)
+      m.ports[i] = dev->driver ? ntohs(dev->driver->local_address(static_cast<uint16_t>(i)).sin6_port)
+                               : u.planes[i].port;
   }
   m.private_len = pd ? len : 0;
   if (pd && len) std::memcpy(m.private_data, pd, len);

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
@@ -13,6 +14,7 @@
 
 #include "verbs/internal.h"
 #include "verbs/objects.h"
+#include "verbs/sysfs.h"
 #include "verbs/verbs.h"
 
 namespace mrc::verbs {
@@ -75,13 +77,13 @@ Device* the_device() {
   return dev;
 }
 
-namespace {
-
 uint64_t guid_of(const ibv_gid& g) {
   uint64_t v;
   std::memcpy(&v, g.raw + 8, 8);  // the interface id, as RoCE derives GUIDs
   return v ^ 0x02;
 }
+
+namespace {
 
 int mtu_enum(uint32_t bytes) {
   int e = IBV_MTU_256;
@@ -130,6 +132,21 @@ ibv_context* open_device(ibv_device* d) {
   }
   {
     std::lock_guard lock(dev->mu);
+    if (dev->driver && dev->driver_pid != ::getpid()) {
+      // A forked child: the parent's driver thread is not here and its objects are the
+      // parent's (docs/verbs-shim.md, fork): start afresh, leaving the copy alone.
+      (void)dev->driver.release();
+      dev->contexts = 0;
+      dev->peers.clear();
+      dev->fabric_peers.clear();
+      dev->armed.clear();
+      dev->n_armed = 0;
+      dev->open.clear();
+      dev->qps.clear();
+      dev->pds.clear();
+      dev->mrs.clear();
+      dev->srqs.clear();
+    }
     if (!dev->driver) {
       io::UdpConfig udp = dev->cfg.udp;
       if (auto* attach = g_attach_observer.load()) attach(udp);
@@ -147,11 +164,13 @@ ibv_context* open_device(ibv_device* d) {
       dev->driver = std::move(*drv);
       dev->driver->set_on_progress([dev, d = dev->driver.get()] { dev->on_progress(*d); });
       dev->driver->start();
+      dev->driver_pid = ::getpid();
     }
     ++dev->contexts;
   }
   auto* ctx = new Context;
   ctx->dev = dev;
+  ctx->pid = ::getpid();
   ctx->async_fd = ::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
   ctx->cmd_fd = open_cmd_fd();
   verbs_context& v = ctx->vctx;
@@ -188,6 +207,10 @@ int close_device(ibv_context* c) {
   Context* ctx = ctx_of(c);
   Device* dev = ctx->dev;
   std::unique_ptr<io::UdpDriver> last;
+  if (ctx->pid != ::getpid()) {  // the parent's, in a forked child: not this process's device
+    delete ctx;
+    return 0;
+  }
   {
     std::lock_guard lock(dev->mu);
     dev->open.erase(ctx);
@@ -242,23 +265,27 @@ int query_device(ibv_context* c, ibv_device_attr* a) {
   return 0;
 }
 
+ibv_port_attr port_attr(const Device& dev) {
+  ibv_port_attr a{};
+  a.state = IBV_PORT_ACTIVE;
+  a.max_mtu = IBV_MTU_4096;
+  a.active_mtu = static_cast<ibv_mtu>(mtu_enum(dev.cfg.mtu));
+  a.gid_tbl_len = static_cast<int>(dev.gids.size());
+  a.port_cap_flags = 0;
+  a.max_msg_sz = engine::kMaxMessage;
+  a.pkey_tbl_len = 1;
+  a.lid = dev.lid;
+  a.max_vl_num = 1;
+  a.active_width = 2;    // 4x
+  a.active_speed = 32;   // EDR (25 Gb/s lanes): nominal; the planes' rates are in the config
+  a.phys_state = 5;      // LinkUp
+  a.link_layer = IBV_LINK_LAYER_ETHERNET;
+  return a;
+}
+
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* a) {
   if (port != 1) return fail(EINVAL, "ibv_query_port(mrc0): no port %u (mrc0 has port 1)", port);
-  Device* dev = device_of(c);
-  *a = ibv_port_attr{};
-  a->state = IBV_PORT_ACTIVE;
-  a->max_mtu = IBV_MTU_4096;
-  a->active_mtu = static_cast<ibv_mtu>(mtu_enum(dev->cfg.mtu));
-  a->gid_tbl_len = static_cast<int>(dev->gids.size());
-  a->port_cap_flags = 0;
-  a->max_msg_sz = engine::kMaxMessage;
-  a->pkey_tbl_len = 1;
-  a->lid = dev->lid;
-  a->max_vl_num = 1;
-  a->active_width = 2;    // 4x
-  a->active_speed = 32;   // EDR (25 Gb/s lanes): nominal; the planes' rates are in the config
-  a->phys_state = 5;      // LinkUp
-  a->link_layer = IBV_LINK_LAYER_ETHERNET;
+  *a = port_attr(*device_of(c));
   return 0;
 }
 
@@ -314,23 +341,17 @@ bool read_sysfs(const char* dir, const char* file, char* buf, size_t size, int* 
   if (!dev || !dir) return false;
   const std::string d = dir;
   if (d.rfind(dev->dev.ibdev_path, 0) != 0 && d.rfind(dev->dev.dev_path, 0) != 0) return false;
-  const std::string f = file ? file : "";
-  std::string v;
-  if (f == "board_id") v = "MRC_SOFTWARE";
-  else if (f == "fw_ver") v = "mrc-sw 0.1.0";
-  else if (f == "hw_rev") v = "1";
-  else if (f == "node_type") v = "1: CA";
-  else if (f == "abi_version") v = "1";
-  else {
+  static const std::vector<SysfsNode> tree = sysfs_tree(*dev);  // the device's state is fixed
+  const SysfsNode* n = sysfs_find(tree, d.substr(5) + "/" + (file ? file : ""));  // past "/sys/"
+  if (!n || n->kind != SysfsNode::Kind::kFile) {
     *result = -1;
     errno = ENOENT;
     return true;
   }
-  v += "\n";
-  const size_t n = std::min(size, v.size());
-  std::memcpy(buf, v.data(), n);
-  if (n < size) buf[n] = 0;
-  *result = static_cast<int>(n);
+  const size_t len = std::min(size, n->data.size());
+  std::memcpy(buf, n->data.data(), len);
+  if (len < size) buf[len] = 0;
+  *result = static_cast<int>(len);
   return true;
 }
 
@@ -510,11 +531,29 @@ Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah,
     return *p;
   }
   if (!ah.is_global) return Err{std::string("a GID is needed to find the peer outside a fabric (use -g 0 / RoCE)")};
-  if (u.peer_port == 0)
-    return Err{std::string("the config has ephemeral ports (port 0): verbs peers need a fixed port")};
   *host = 0;
   const std::string key(reinterpret_cast<const char*>(ah.grh.dgid.raw), 16);
+  // Ports learnt for this GID (the connection manager's REQ or REP carries them) serve with
+  // ephemeral ports too.
   if (auto it = dev->peers.find(key); it != dev->peers.end()) return it->second;
+  if (u.peer_port == 0) {
+    // Ephemeral ports: another process's are unknown, but a GID of this device is this
+    // process (a program that talks to itself) at the ports its planes were given.
+    const bool own = std::any_of(dev->gids.begin(), dev->gids.end(), [&](const GidEntry& g) {
+      return std::memcmp(g.gid.raw, ah.grh.dgid.raw, 16) == 0;
+    });
+    if (!own)
+      return Err{std::string("the config has ephemeral ports (port 0): verbs peers need a fixed "
+                             "port, or a connection through rdma_cm")};
+    std::vector<uint16_t> ports;
+    for (uint16_t pl = 0; pl < dev->driver->planes(); ++pl)
+      ports.push_back(ntohs(dev->driver->local_address(pl).sin6_port));
+    in6_addr self;
+    std::memcpy(&self, ah.grh.dgid.raw, 16);
+    const engine::PeerId p = dev->driver->add_peer_at(self, ports);
+    dev->peers[key] = p;
+    return p;
+  }
   // Outside a fabric the GID is one address of the peer (an IPv4 one as its IPv4-mapped
   // form, as RoCE v2 writes it), at the port each plane has here (hosts are configured
   // alike): the driver finds its other plane addresses in the host config's peer table, or

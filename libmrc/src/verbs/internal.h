@@ -26,6 +26,10 @@ void log_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 int fail(int err, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 Device* device_of(const ibv_context* c);
+/// Port 1's attributes (ibv_query_port; the sysfs tree's ports/1 files say the same).
+ibv_port_attr port_attr(const Device& dev);
+/// The node GUID of a device whose GID 0 is `g`: the interface id, as RoCE derives GUIDs.
+uint64_t guid_of(const ibv_gid& g);
 /// The one device of the process, from the host configuration; null (logged once) if the
 /// configuration does not load.
 Device* the_device();

@@ -53,6 +53,7 @@ struct Device {
   std::mutex mu;
   std::unique_ptr<io::UdpDriver> driver;  // (dev) made at the first open_device
   int contexts = 0;                       // (dev) open contexts; the driver goes with the last
+  pid_t driver_pid = 0;  // (dev) the process that made the driver: a forked child makes its own
   std::map<std::string, engine::PeerId> peers;  // (dev) by GID bytes
   std::map<uint32_t, engine::PeerId> fabric_peers;  // (dev) by fabric host
   std::set<Cq*> armed;                              // (dev) CQs with req_notify pending
@@ -75,6 +76,7 @@ struct Device {
 struct Context {
   verbs_context vctx{};  // the app's ibv_context is &vctx.context
   Device* dev = nullptr;
+  pid_t pid = 0;      // the process that opened it (a forked child's copy is not counted)
   int async_fd = -1;  // eventfd, semaphore mode
   // ibv_context::cmd_fd: a memfd ("mrc0-cmd", empty) the context owns, so programs that dup
   // or poll it get a real descriptor; mrc0 has no kernel part to send commands to.
