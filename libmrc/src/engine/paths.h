@@ -298,7 +298,8 @@ class PathSet {
 /// When an EV hold runs out with no acknowledgement on the EV since, the EV is not sprayed
 /// on again to find out (data lost again, and found lost only by each QP's loss detection):
 /// the first QP that looks sends one PROBE on it (ev_probe_due) and the EV stays held, the
-/// hold doubled as after a loss, until a probe reply (or an acknowledgement) on it.
+/// hold doubled as after a loss, until a probe reply on it (or, after an acknowledgement on
+/// it, until the running hold ends).
 ///
 /// Each peer entry also keeps the RTT state of the latest QP that measured one to that
 /// peer (SRTT, RTT variance, min RTT): a new QP to the peer starts from it rather than
@@ -383,7 +384,8 @@ class SharedHealth {
   /// detection), one QP tests it with a PROBE. True claims that probe for the caller, who
   /// sends it on the EV now; the EV is held again meanwhile, for the next, doubled, hold
   /// (the probe's timeout: no reply by then, the next QP to look probes again). A reply
-  /// (on_probe_reply_ev) or any acknowledged packet on the EV ends it. False: no probe due.
+  /// (on_probe_reply_ev) ends it at once; a packet acknowledged on the EV meanwhile lets the
+  /// running hold end with no probe after it. False: no probe due.
   bool ev_probe_due(uint32_t ev, Time now);
   /// A probe reply came back on EV value `ev` (from any peer): the EV carries packets; its
   /// run of losses and backoff end, and so does its hold.
