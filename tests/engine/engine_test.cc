@@ -287,6 +287,38 @@ TEST(Engine, Rtt_PacketSentAtTimeZeroIsMeasured) {
   EXPECT_GE(s->srtt_ns, 2 * static_cast<uint64_t>(l.latency.count()) - 1);  // stamped at 1 ns
 }
 
+TEST(Engine, Rack_NoRttSampleWaitsForTheDeliveredPacketsRoundTrip) {
+  // ACKs without timestamps (echo 0: no RTT sample, as when only NACKs come back) and one
+  // path 8 us slower than the others (RTT 18 us against 10): packets sprayed on it arrive
+  // after later ones on the other paths. Without an SRTT the cross-EV backstop must wait
+  // about the delivered packets' round trip, not its 2 us floor: nothing is lost here.
+  Loop l;
+  l.extra_delay = [](int from, const std::vector<uint8_t>& d) {
+    const auto p = peek(d);
+    return from == 0 && wire::is_data(p.common.kind) && p.common.ev == 0x100 ? Duration{8'000}
+                                                                             : Duration{0};
+  };
+  l.hook = [](int from, std::vector<uint8_t>& d) {
+    auto p = peek(d);
+    if (from == 1 && p.common.kind == wire::Kind::kAck) {
+      p.ack.echo_ts = 0;
+      wire::encode_header(p, {}, d);
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  fill(l.a.mem, 0, 16 * 4096, 5);
+  l.post_write(l.a, 1, 0, 16 * 4096, 0);
+  l.run();
+  ASSERT_EQ(l.poll(l.a).size(), 1u);
+  const QpStats* s = l.a.eng.qp_stats(l.a.qpn);
+  ASSERT_EQ(s->rtt_samples, 0u);
+  const auto st = l.a.eng.path_stats(l.a.qpn);
+  ASSERT_GT(st[0].tx_packets, 0u) << "nothing went on the slow path";
+  EXPECT_EQ(s->spurious_losses, 0u);
+  EXPECT_EQ(s->fast_losses, 0u);
+  EXPECT_EQ(s->tx_retransmits, 0u);
+}
+
 TEST(Engine, Loss_RetransmitGoesOnAnotherPath) {
   Loop l;
   l.post_write(l.a, 1, 0, 8 * 4096, 0);

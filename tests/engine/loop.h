@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <vector>
 
 #include "engine/engine.h"
@@ -56,6 +57,9 @@ class Loop {
   Hook hook;
   Time now{1'000'000};
   Duration latency{5'000};  // one way
+  /// Extra one-way delay of a datagram from side `from` (a slower path); later datagrams
+  /// may then overtake it.
+  std::function<Duration(int from, const std::vector<uint8_t>& dgram)> extra_delay;
   bool ecn_ce = false;      // datagrams arrive with ECN CE (a marking queue on the way)
   uint64_t delivered = 0;
 
@@ -151,7 +155,11 @@ class Loop {
         std::vector<uint8_t> d(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(t->header_len));
         d.insert(d.end(), t->payload.begin(), t->payload.end());
         if (hook && hook(i, d) == Verdict::kDrop) continue;
-        wire_.push_back({now + latency, 1 - i, std::move(d)});
+        const Time at = now + latency + (extra_delay ? extra_delay(i, d) : Duration{0});
+        // Kept in arrival order (stable for equal times).
+        auto pos = wire_.end();
+        while (pos != wire_.begin() && std::prev(pos)->at > at) --pos;
+        wire_.insert(pos, InFlight{at, 1 - i, std::move(d)});
       }
     }
   }

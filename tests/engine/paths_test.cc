@@ -473,11 +473,14 @@ TEST(SharedHealth, OnLostEv_LossesInARowOnOneEvAnyPeerHoldIt) {
   EXPECT_TRUE(h.on_lost_ev(0x10203, t));
   ASSERT_TRUE(h.ev_held(0x10203, t, &until));
   EXPECT_EQ(until - t, h.policy().hold);
-  EXPECT_EQ(h.ev_holds_end(), until);
+  EXPECT_EQ(h.ev_holds_end(), kNever) << "held until an acknowledgement or a probe reply";
   EXPECT_FALSE(h.ev_held(0x10204, t, &until));
-  // After the hold, the first loss holds it again, twice as long; an acknowledgement resets.
+  // After the hold, it stays held (its probe is due: EvProbeDue tests); the first loss holds
+  // it again, twice as long; an acknowledgement resets.
   Time end = t + h.policy().hold;
-  EXPECT_FALSE(h.ev_held(0x10203, end, &until));
+  EXPECT_TRUE(h.ev_held(0x10203, end, &until));
+  EXPECT_EQ(until, end);
+  EXPECT_EQ(h.ev_holds_end(), kNever);
   EXPECT_TRUE(h.on_lost_ev(0x10203, end));
   ASSERT_TRUE(h.ev_held(0x10203, end, &until));
   EXPECT_EQ(until - end, 2 * h.policy().hold);
@@ -485,6 +488,52 @@ TEST(SharedHealth, OnLostEv_LossesInARowOnOneEvAnyPeerHoldIt) {
   end = until;
   EXPECT_FALSE(h.on_lost_ev(0x10203, end));
   EXPECT_EQ(h.holds(), 2u);
+}
+
+TEST(SharedHealth, EvProbeDue_HoldThatRanOutIsProbedOnceAndHeldUntilAReply) {
+  SharedHealth h;
+  const Time t{1'000'000};
+  Time until;
+  for (uint16_t i = 0; i < h.policy().ev_losses; ++i) h.on_lost_ev(0x10203, t);
+  ASSERT_TRUE(h.ev_held(0x10203, t, &until));
+  EXPECT_FALSE(h.ev_probe_due(0x10203, t)) << "probed while its hold runs";
+  EXPECT_FALSE(h.ev_probe_due(0x10204, t)) << "an EV never held";
+  // The hold ran out with no acknowledgement: one probe, claimed by the first to ask; the EV
+  // stays held for the next, doubled, hold meanwhile.
+  Time end = t + h.policy().hold;
+  EXPECT_TRUE(h.ev_probe_due(0x10203, end));
+  EXPECT_FALSE(h.ev_probe_due(0x10203, end)) << "a second probe for the same hold";
+  ASSERT_TRUE(h.ev_held(0x10203, end, &until));
+  EXPECT_EQ(until - end, 2 * h.policy().hold);
+  EXPECT_EQ(h.ev_holds_end(), kNever);
+  // No reply by then: the next probe, the hold doubled again.
+  end = until;
+  EXPECT_TRUE(h.ev_probe_due(0x10203, end));
+  ASSERT_TRUE(h.ev_held(0x10203, end, &until));
+  EXPECT_EQ(until - end, 4 * h.policy().hold);
+  EXPECT_EQ(h.ev_probes(), 2u);
+  // A reply (from any peer) ends the hold at once, and with it the wait for a reply.
+  const uint64_t epoch = h.epoch();
+  h.on_probe_reply_ev(0x10203, end);
+  EXPECT_FALSE(h.ev_held(0x10203, end, &until));
+  EXPECT_GT(h.epoch(), epoch) << "QPs that hold it are not told";
+  EXPECT_NE(h.ev_holds_end(), kNever);
+  EXPECT_FALSE(h.ev_probe_due(0x10203, until));
+  EXPECT_FALSE(h.ev_counting());
+  // Held again later: the first hold's length and threshold, as for an EV never held.
+  EXPECT_FALSE(h.on_lost_ev(0x10203, until));
+}
+
+TEST(SharedHealth, EvProbeDue_AnAcknowledgementEndsTheWaitForAProbe) {
+  SharedHealth h;
+  const Time t{1'000'000};
+  Time until;
+  for (uint16_t i = 0; i < h.policy().ev_losses; ++i) h.on_lost_ev(0x10203, t);
+  h.on_acked_ev(0x10203);  // a packet on it got through during the hold (another peer)
+  const Time end = t + h.policy().hold;
+  EXPECT_FALSE(h.ev_probe_due(0x10203, end));
+  EXPECT_FALSE(h.ev_held(0x10203, end, &until));
+  EXPECT_NE(h.ev_holds_end(), kNever);
 }
 
 TEST(SharedHealth, OnLost_LocalPlaneHeldForEveryPeer) {

@@ -5,7 +5,8 @@
 //  - a plane whose far T0 is down, found by one QP, is not rediscovered by the next QP
 //    to the same peer;
 //  - a dead spine (one EV value per plane and spine here), found by the first QPs, is not
-//    sprayed on by the next QPs, while the rest of its plane still is.
+//    sprayed on by the next QPs, while the rest of its plane still is; once the hold runs
+//    out it is tested with probes, not data, and used again when a probe is answered.
 // Deterministic (virtual time, fixed seed).
 #include <gtest/gtest.h>
 
@@ -141,6 +142,58 @@ TEST(SharedHealth, NewQpsPassOverTheEvOthersFoundDead) {
   EXPECT_EQ(s->tx_retransmits, 0u);
   EXPECT_GT(r.sent_on(next.a, 1), 0u);
   EXPECT_LE(found_by, 8u);
+}
+
+TEST(SharedHealth, HeldEvIsProbedNotSprayedOnUntilItAnswers) {
+  SprayRun r;
+  r.fab->t1_down(1, 2);  // spine 2 of plane 1
+  // Packets sent by `qpn` through spine `spine` of `plane`, and probes on those EVs.
+  const auto on_spine = [&r](Qpn qpn, uint16_t plane, uint32_t spine, bool probes) {
+    const PathSet* ps = r.tb.engine(0).paths(qpn);
+    const auto st = r.tb.engine(0).path_stats(qpn);
+    uint64_t n = 0;
+    for (size_t k = 0; k < ps->size(); ++k)
+      if (ps->ev(k).path.plane == plane && (ps->ev(k).path.ev >> 8 & 0xFF) == spine)
+        n += probes ? st[k].probes : st[k].tx_packets;
+    return n;
+  };
+  const auto write = [&r](const Testbed::QpPair& qp) {
+    BulkWrite w(r.tb, 0, 1, qp, BulkWrite::Config{64 << 10, 1, 1});
+    w.pump();
+    w.stop_posting();
+    const Time limit = r.tb.net().now() + 5ms;
+    while (w.verified() == 0 && w.ok() && r.tb.net().now() < limit)
+      w.run_until(r.tb.net().now() + 2us, 2us);
+    ASSERT_EQ(w.verified(), 1u) << w.first_error();
+  };
+  for (int i = 0; i < 16 && r.tb.engine(0).stats().ev_holds == 0; ++i) write(r.connect());
+  ASSERT_GT(r.tb.engine(0).stats().ev_holds, 0u) << "the dead spine's EVs were never held";
+  // 2 ms of short QPs, far past the first holds (100 us, doubling): the dead spine is tested
+  // with probes, never with data, and nothing is lost.
+  uint64_t data = 0, probes = 0, retx = 0;
+  const Time dead_until = r.tb.net().now() + 2ms;
+  while (r.tb.net().now() < dead_until) {
+    const auto qp = r.connect();
+    write(qp);
+    data += on_spine(qp.a, 1, 2, false);
+    probes += on_spine(qp.a, 1, 2, true);
+    retx += r.tb.engine(0).qp_stats(qp.a)->tx_retransmits;
+    r.tb.net().run_until(r.tb.net().now() + 20us);
+  }
+  EXPECT_EQ(data, 0u) << "a held EV was tested with data";
+  EXPECT_GT(probes, 0u) << "the held EVs were never probed";
+  EXPECT_EQ(retx, 0u);
+  // The spine comes back: a probe's reply ends the hold, and QPs spray on it again.
+  r.fab->t1_up(1, 2);
+  data = 0;
+  const Time back_until = r.tb.net().now() + 6ms;
+  while (data == 0 && r.tb.net().now() < back_until) {
+    const auto qp = r.connect();
+    write(qp);
+    data += on_spine(qp.a, 1, 2, false);
+    r.tb.net().run_until(r.tb.net().now() + 20us);
+  }
+  EXPECT_GT(data, 0u) << "the spine was not used again after it came back";
 }
 
 }  // namespace

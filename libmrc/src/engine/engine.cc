@@ -231,17 +231,19 @@ void Core::path_timeout(Qp& q, Time now) {
     for (uint16_t pl = 0; pl < kMaxPlanes; ++pl)
       if (q.paths.plane_drained(pl))
         health.hold_until(*q.health, pl, now + q.paths.policy().probe_interval_max, now);
-  for (const ProbeRequest& r : probe_scratch) {
-    Control c;
-    c.kind = wire::Kind::kProbe;
-    c.qpn = q.qpn;
-    c.path = q.paths.ev(r.index).path;
-    c.psn = r.seq;
-    ++q.path_stats[r.index].probes;
-    ctrl.push_back(c);
-  }
+  for (const ProbeRequest& r : probe_scratch) send_probe(q, r.index, r.seq);
   probe_scratch.clear();
   ev_events(q);
+}
+
+void Core::send_probe(Qp& q, uint16_t index, uint32_t seq) {
+  Control c;
+  c.kind = wire::Kind::kProbe;
+  c.qpn = q.qpn;
+  c.path = q.paths.ev(index).path;
+  c.psn = seq;
+  ++q.path_stats[index].probes;
+  ctrl.push_back(c);
 }
 
 void Core::on_probe_reply(Qp& q, Time now, const wire::Packet& p) {
@@ -254,6 +256,7 @@ void Core::on_probe_reply(Qp& q, Time now, const wire::Packet& p) {
   if (echo <= now)
     q.path_stats[static_cast<size_t>(i)].rtt_ns = static_cast<uint64_t>((now - echo).count());
   ++q.path_stats[static_cast<size_t>(i)].probe_replies;
+  health.on_probe_reply_ev(p.probe_reply.echo_ev, now);  // the EV carries packets, any peer
   q.paths.on_probe_reply(static_cast<uint16_t>(i), p.common.psn,
                          p.probe_reply.probe_flags & wire::ack_flag::kEcnEcho, now, ev_scratch);
   ev_events(q);

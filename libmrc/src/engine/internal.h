@@ -318,6 +318,7 @@ struct Qp {
   uint32_t since_spurious = 0;  // packets acked since the last spurious loss
   uint64_t rack_xseq = 0;  // transmission order of the most recently sent packet known delivered
   Duration srtt{0}, rttvar{0}, min_rtt{0};
+  Duration rack_rtt{0};          // send-to-ACK time of the latest first transmission acknowledged
   std::optional<Nscc> cc;        // congestion window (RTS on; absent when CC is off)
   bool cc_auto = false;          // profile derived from EngineConfig, base RTT learned
   Duration cc_base{0};           // base RTT the auto profile is derived with (cc_auto)
@@ -527,7 +528,8 @@ struct Core {
     if (!q.health || (q.health_epoch == health.epoch() && now < q.health_recheck)) return;
     resync_health(q, now);
   }
-  // The shared view changed (or a hold ended): held planes and held EVs for q.
+  // The shared view changed (or a hold ended): held planes and held EVs for q; q (about to
+  // send) takes the probes of EV holds that ran out (SharedHealth::ev_probe_due).
   void resync_health(Qp& q, Time now);
   void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);
   void ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked);
@@ -552,6 +554,9 @@ struct Core {
   // paths (engine.cc)
   void ev_events(Qp& q);  // turns ev_scratch into engine events, re-arms probes
   void path_timeout(Qp& q, Time now);
+  /// Queues a PROBE of q on its EV `index`; seq: PathSet's probe sequence (0: a probe of
+  /// the shared view, SharedHealth::ev_probe_due, which PathSet does not count).
+  void send_probe(Qp& q, uint16_t index, uint32_t seq);
   void on_probe_reply(Qp& q, Time now, const wire::Packet& p);
   std::vector<EvEvent> ev_scratch;
   std::vector<ProbeRequest> probe_scratch;

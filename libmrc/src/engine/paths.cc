@@ -366,14 +366,43 @@ bool SharedHealth::hold(Plane& pl, uint16_t& counting, uint16_t plane, uint16_t 
   if (pl.held_until > now) return false;
   counting |= static_cast<uint16_t>(1u << plane);  // losses or backoff not 0 from here on
   if (++pl.losses < (pl.backoff > 0 ? 1 : threshold)) return false;
-  Duration d = policy_.hold;
-  for (uint8_t i = 0; i < pl.backoff && d < policy_.hold_max; ++i) d *= 2;
-  pl.held_until = now + std::min(d, std::max(policy_.hold, policy_.hold_max));
+  pl.held_until = now + hold_for(pl.backoff);
   pl.losses = 0;
   if (pl.backoff < 16) ++pl.backoff;
   ++epoch_;
   ++holds_;
   return true;
+}
+
+Duration SharedHealth::hold_for(uint8_t backoff) const {
+  Duration d = policy_.hold;
+  for (uint8_t i = 0; i < backoff && d < policy_.hold_max; ++i) d *= 2;
+  return std::min(d, std::max(policy_.hold, policy_.hold_max));
+}
+
+bool SharedHealth::ev_probe_due(uint32_t ev, Time now) {
+  const auto it = evs_.find(ev);
+  if (it == evs_.end()) return false;
+  Plane& e = it->second;
+  // backoff > 0: held at least once, no acknowledgement since (on_acked_ev resets it).
+  if (e.backoff == 0 || e.held_until == Time{0} || e.held_until > now) return false;
+  e.held_until = now + hold_for(e.backoff);
+  if (e.backoff < 16) ++e.backoff;
+  ev_holds_end_ = std::max(ev_holds_end_, e.held_until);
+  ++ev_probes_;
+  return true;
+}
+
+void SharedHealth::on_probe_reply_ev(uint32_t ev, Time now) {
+  if (ev_counting_ == 0) return;  // no EV has a run of losses or a hold to end
+  const auto it = evs_.find(ev);
+  if (it == evs_.end() || (it->second.losses == 0 && it->second.backoff == 0)) return;
+  Plane& e = it->second;
+  if (e.backoff != 0) --ev_backoff_;
+  e.losses = e.backoff = 0;
+  --ev_counting_;
+  if (e.held_until > now) ++epoch_;  // QPs that hold it look again
+  e.held_until = Time{0};
 }
 
 bool SharedHealth::on_lost(Peer& p, uint16_t plane, Time now) {
@@ -385,9 +414,11 @@ bool SharedHealth::on_lost(Peer& p, uint16_t plane, Time now) {
 bool SharedHealth::on_lost_ev(uint32_t ev, Time now) {
   Plane& e = evs_[ev];
   const bool was_counting = e.losses != 0 || e.backoff != 0;
+  const bool was_backoff = e.backoff != 0;
   uint16_t unused = 0;  // EVs count their runs in ev_counting_, not in a plane mask
   const bool held = hold(e, unused, 0, policy_.ev_losses, now);
   if (!was_counting && (e.losses != 0 || e.backoff != 0)) ++ev_counting_;
+  if (!was_backoff && e.backoff != 0) ++ev_backoff_;
   if (held) ev_holds_end_ = std::max(ev_holds_end_, e.held_until);
   return held;
 }

@@ -296,6 +296,11 @@ class PathSet {
 /// SRv6 fabric and the simulated one: the EV names the spine). Where it does not (an ECMP
 /// hash of the whole 5-tuple), packets on the value to other peers are acknowledged, which
 /// ends the run: no hold, nothing lost but the lookup.
+/// When an EV hold runs out with no acknowledgement on the EV since, the EV is not sprayed
+/// on again to find out (data lost again, and found lost only by each QP's loss detection):
+/// the first QP that looks sends one PROBE on it (ev_probe_due) and the EV stays held, the
+/// hold doubled as after a loss, until a probe reply on it (or, after an acknowledgement on
+/// it, until the running hold ends).
 ///
 /// Each peer entry also keeps the RTT state of the latest QP that measured one to that
 /// peer (SRTT, RTT variance, min RTT): a new QP to the peer starts from it rather than
@@ -379,19 +384,34 @@ class SharedHealth {
     if (ev_counting_ == 0) return;
     const auto it = evs_.find(ev);
     if (it == evs_.end() || (it->second.losses == 0 && it->second.backoff == 0)) return;
+    if (it->second.backoff != 0) --ev_backoff_;
     it->second.losses = it->second.backoff = 0;
     --ev_counting_;
   }
-  /// Whether EV value `ev` is held at `now`; if so, *until: when the hold ends.
+  /// The hold of EV value `ev` has run out with no acknowledgement on the EV since it began:
+  /// rather than let every QP test it with data (lost again, each loss found only by loss
+  /// detection), one QP tests it with a PROBE. True claims that probe for the caller, who
+  /// sends it on the EV now; the EV is held again meanwhile, for the next, doubled, hold
+  /// (the probe's timeout: no reply by then, the next QP to look probes again). A reply
+  /// (on_probe_reply_ev) ends it at once; a packet acknowledged on the EV meanwhile lets the
+  /// running hold end with no probe after it. False: no probe due.
+  bool ev_probe_due(uint32_t ev, Time now);
+  /// A probe reply came back on EV value `ev` (from any peer): the EV carries packets; its
+  /// run of losses and backoff end, and so does its hold.
+  void on_probe_reply_ev(uint32_t ev, Time now);
+  uint64_t ev_probes() const { return ev_probes_; }  // probes claimed by ev_probe_due (counter)
+  /// Whether EV value `ev` is held at `now`: a hold runs, or one ran and no acknowledgement
+  /// or probe reply came on the EV since (its probe is due: ev_probe_due). If so, *until:
+  /// when the running hold ends (at most `now` when the probe is due).
   bool ev_held(uint32_t ev, Time now, Time* until) const {
     const auto it = evs_.find(ev);
-    if (it == evs_.end() || it->second.held_until <= now) return false;
+    if (it == evs_.end() || (it->second.held_until <= now && it->second.backoff == 0)) return false;
     *until = it->second.held_until;
     return true;
   }
-  /// The latest end of any EV hold (Time{0} if none was ever started): at or after it, no
-  /// EV is held.
-  Time ev_holds_end() const { return ev_holds_end_; }
+  /// At or after this time no EV is held (Time{0} if none ever was; kNever while some EV
+  /// waits for an acknowledgement or a probe reply after its hold).
+  Time ev_holds_end() const { return ev_backoff_ > 0 ? kNever : ev_holds_end_; }
 
   /// Moves on every new hold and every change of a peer's announced planes.
   uint64_t epoch() const { return epoch_; }
@@ -400,6 +420,8 @@ class SharedHealth {
  private:
   /// One blamed loss on `pl` (plane `plane`, whose bit in `counting` says it is counting).
   bool hold(Plane& pl, uint16_t& counting, uint16_t plane, uint16_t threshold, Time now);
+  /// The length of a hold after `backoff` holds with no acknowledgement in between.
+  Duration hold_for(uint8_t backoff) const;
 
   Policy policy_;
   std::unordered_map<PeerId, Peer> peers_;
@@ -410,6 +432,8 @@ class SharedHealth {
   Time ev_holds_end_{0};
   uint64_t epoch_ = 1;
   uint64_t holds_ = 0;
+  uint64_t ev_probes_ = 0;
+  uint32_t ev_backoff_ = 0;  // entries of evs_ whose backoff is not 0 (held, not answered)
 };
 
 }  // namespace mrc::engine

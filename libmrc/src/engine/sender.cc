@@ -439,8 +439,13 @@ void Core::resync_health(Qp& q, Time now) {
   // QP still marks some held), once per change of the view, not per packet.
   if (health.ev_holds_end() <= now && q.paths.evs_held() == 0) return;
   for (uint16_t i = 0; i < q.paths.size(); ++i) {
+    const uint32_t ev = q.paths.ev(i).path.ev;
+    // A hold that ran out unanswered is tested with one PROBE, by the first QP to look (it
+    // is about to send a packet, so it lives for the probe's reply: that packet's ACK is
+    // still to come).
+    if (health.ev_probe_due(ev, now)) send_probe(q, i, 0);
     Time until = kNever;
-    const bool held = health.ev_held(q.paths.ev(i).path.ev, now, &until);
+    const bool held = health.ev_held(ev, now, &until);
     q.paths.set_ev_held(i, held);
     if (held) q.health_recheck = std::min(q.health_recheck, until);
   }
@@ -490,7 +495,10 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
     q.paths.on_left(p.plane);
     // Time to acknowledgement of this EV (send to ACK, with the receiver's coalescing):
     // what RACK waits for on this path. Only unambiguous (first) transmissions.
-    if (p.tx_count == 1) q.paths.on_rtt(p.path, now - p.sent);
+    if (p.tx_count == 1) {
+      q.paths.on_rtt(p.path, now - p.sent);
+      q.rack_rtt = now - p.sent;
+    }
   }
   p.state = TxPkt::kAcked;
   SendWqe& w = p.rsp ? q.rsp.at(p.wqe) : q.sq.at(p.wqe);
@@ -630,8 +638,12 @@ void Core::detect_losses(Qp& q, Time now) {
   q.timers.cancel(Timer::kRack);
   if (q.rack_evs.empty() && (q.list_empty() || q.pkt(q.oldest()).xseq >= q.rack_xseq))
     return;  // nothing in flight was sent before a delivered packet (the common case)
+  // No RTT sample yet (only NACKs came back, or no timestamps): the send-to-ACK time of
+  // the latest packet delivered stands in for SRTT, rather than nothing (a 2 us window
+  // that declares a whole first window lost).
+  const Duration srtt = q.srtt > Duration{0} ? q.srtt : q.rack_rtt;
   const Duration reo = std::min(q.reo_mult * std::max(q.min_rtt / 4, Duration{2000}),
-                                std::max(q.srtt, Duration{2000}));
+                                std::max(srtt, Duration{2000}));
   Time next = kNever;
   size_t kept = 0;
   for (size_t k = 0; k < q.rack_evs.size(); ++k) {
@@ -654,12 +666,12 @@ void Core::detect_losses(Qp& q, Time now) {
     }
   }
   q.rack_evs.resize(kept);
-  const Duration spread = std::max(reo, std::min(q.srtt + 4 * q.rttvar, 2 * q.srtt));
+  const Duration spread = std::max(reo, std::min(srtt + 4 * q.rttvar, 2 * srtt));
   while (!q.list_empty()) {
     const uint32_t psn = q.oldest();
     const TxPkt& p = q.pkt(psn);
     if (p.xseq >= q.rack_xseq) break;
-    const Time deadline = p.sent + std::max(q.srtt, q.paths.ev(p.path).srtt) + spread;
+    const Time deadline = p.sent + std::max(srtt, q.paths.ev(p.path).srtt) + spread;
     if (deadline > now) {
       next = std::min(next, deadline);
       break;
