@@ -129,7 +129,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
       Completion k = q.local_after.front().second;
       k.status = WcStatus::kWrFlushErr;
       complete(q, q.init.send_cq, k);
-      q.local_after.pop_front();
+      q.local_after.erase(q.local_after.begin());
     }
   };
   for (uint64_t s = q.sq.head(); s != q.sq.tail(); ++s) {

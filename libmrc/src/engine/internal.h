@@ -338,8 +338,10 @@ struct Qp {
   uint32_t sq_wimms = 0;       // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
   uint32_t ud_queued = 0;      // UD QPs: SENDs in Core::udq (max_send_wr bounds them)
   // Completions of local operations (Engine::post_local), each with the sq sequence number
-  // every WQE before which must have completed first.
-  std::deque<std::pair<uint64_t, Completion>> local_after;
+  // every WQE before which must have completed first. A vector, not a deque: few and rare
+  // (memory-window binds, invalidations), and a deque allocates on construction, which every
+  // idle QP would pay (QpScale.IdleConnectedQpHoldsFewKib).
+  std::vector<std::pair<uint64_t, Completion>> local_after;
   uint32_t unacked = 0;        // data packets since our last ACK
   bool ack_now = false;
   wire::AckHeader last_rx;  // echo fields of the newest data packet (ack_flags, echo_*)

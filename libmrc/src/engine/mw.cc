@@ -26,7 +26,7 @@ bool Core::invalidate_window(uint32_t key, uint32_t pd) {
 void Core::complete_local(Qp& q) {
   while (!q.local_after.empty() && q.local_after.front().first <= q.sq.head()) {
     complete(q, q.init.send_cq, q.local_after.front().second);
-    q.local_after.pop_front();
+    q.local_after.erase(q.local_after.begin());
   }
 }
 

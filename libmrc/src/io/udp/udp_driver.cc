@@ -526,9 +526,21 @@ Result<engine::PeerId, std::string> UdpDriver::add_fabric_peer_locked(
     return Err(std::string("udp driver: add_fabric_peer needs the srv6 path mode"));
   }
   const srv6::Fabric& f = *cfg_.fabric;
-  if (host >= f.config().hosts || host == cfg_.local_host) {
-    return Err("udp driver: fabric peer " + std::to_string(host) + ": not another host of the " +
+  if (host >= f.config().hosts) {
+    return Err("udp driver: fabric peer " + std::to_string(host) + ": not a host of the " +
                std::to_string(f.config().hosts) + "-host fabric");
+  }
+  if (host == cfg_.local_host) {
+    // This host itself (a program whose QPs or address handles talk to each other, as an MPI
+    // rank's own endpoint does): each plane's datagrams go to this host's own port address on
+    // that plane, at the port its socket is bound to; the kernel delivers them locally.
+    std::vector<std::vector<sockaddr_in6>> self(sockets_.size());
+    for (uint32_t p = 0; p < self.size(); ++p)
+      self[p].push_back(to_sockaddr(f.host_address(host, p), ntohs(sockets_[p]->local.sin6_port)));
+    peers_.push_back(std::move(self));
+    const auto id = static_cast<engine::PeerId>(peers_.size() - 1);
+    if (observer_) observer_->add_peer(id, "h" + std::to_string(host) + " (self)", host);
+    return id;
   }
   if (!ports.empty() && ports.size() < sockets_.size()) {
     return Err("udp driver: fabric peer " + std::to_string(host) + ": " +
@@ -553,6 +565,11 @@ Result<engine::PeerId, std::string> UdpDriver::add_fabric_peer_locked(
 std::vector<engine::Path> UdpDriver::fabric_paths(uint32_t host) const {
   std::vector<engine::Path> out;
   if (cfg_.path_mode != PathMode::kSrv6 || !cfg_.fabric) return out;
+  if (host == cfg_.local_host) {  // this host itself: one path a plane (add_fabric_peer)
+    for (uint32_t p = 0; p < sockets_.size(); ++p)
+      out.push_back(engine::Path{srv6::Fabric::ev(p, 0, 0), static_cast<uint16_t>(p)});
+    return out;
+  }
   for (uint32_t p = 0; p < sockets_.size(); ++p) {
     for (const srv6::Path& path : cfg_.fabric->paths(cfg_.local_host, host, p)) {
       out.push_back(engine::Path{path.ev, static_cast<uint16_t>(p)});

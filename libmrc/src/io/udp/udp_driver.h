@@ -179,9 +179,11 @@ class UdpDriver {
   /// A peer's current destination on each plane (first spine): what add_peer_at and learning
   /// made of it. Empty for an unknown peer.
   std::vector<sockaddr_in6> peer_addresses(engine::PeerId peer) const;
-  /// kSrv6: a remote host of the fabric by id; its uSID paths are computed here. `ports`:
-  /// the UDP port of each of its planes (a process with ephemeral ports, learnt by a front
-  /// end's handshake); empty: UdpConfig::peer_port on every plane.
+  /// kSrv6: a host of the fabric by id; its uSID paths are computed here. `ports`: the UDP
+  /// port of each of its planes (a process with ephemeral ports, learnt by a front end's
+  /// handshake); empty: UdpConfig::peer_port on every plane. This host itself is a peer too
+  /// (one path a plane, to its own port address and bound port: QPs and address handles of
+  /// one host that talk to each other, as an MPI rank's own endpoint does).
   Result<engine::PeerId, std::string> add_fabric_peer(uint32_t host,
                                                       std::span<const uint16_t> ports = {});
   /// kSrv6: the EVs to spray on toward `host`, one per plane and spine (k = 0),
