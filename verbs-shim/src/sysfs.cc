@@ -30,8 +30,6 @@
 #include <string>
 #include <string_view>
 
-#include "verbs/internal.h"
-#include "verbs/objects.h"
 
 namespace v = mrc::verbs;
 
@@ -86,7 +84,17 @@ void remove_stale(const char* dir) {
 }
 
 // The copy's root for this process, made on first use; empty if there is none.
-std::string root_for(const v::Device& dev) {
+void log_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_error(const char* fmt, ...) {  // as the verbs device logs: one line, named
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "mrc-verbs: %s\n", line);
+}
+
+std::string root_for() {
   Copy& c = copy();
   std::lock_guard lock(c.mu);
   const pid_t pid = ::getpid();
@@ -100,12 +108,12 @@ std::string root_for(const v::Device& dev) {
   remove_stale(base);
   std::string tmpl = std::string(base) + "/mrc-sysfs." + std::to_string(pid) + ".XXXXXX";
   if (!::mkdtemp(tmpl.data())) {
-    v::log_error("mrc0's sysfs tree: mkdtemp %s: %s", tmpl.c_str(), std::strerror(errno));
+    log_error("mrc0's sysfs tree: mkdtemp %s: %s", tmpl.c_str(), std::strerror(errno));
     c.failed = true;
     return {};
   }
-  if (const int err = v::write_sysfs_tree(tmpl, v::sysfs_tree(dev))) {
-    v::log_error("mrc0's sysfs tree: writing %s: %s", tmpl.c_str(), std::strerror(err));
+  if (const int err = v::write_sysfs_tree(tmpl, v::open_device_tree())) {
+    log_error("mrc0's sysfs tree: writing %s: %s", tmpl.c_str(), std::strerror(err));
     remove_tree(tmpl);
     c.failed = true;
     return {};
@@ -125,11 +133,11 @@ bool may_name_tree(const char* p) {
 // `p`, or where the tree's copy holds it (in `buf`).
 const char* redirect(const char* p, std::string& buf) {
   if (!may_name_tree(p)) return p;  // before anything else: most calls stop here
-  v::Device* dev = v::the_device();
-  if (!dev) return p;
-  const std::string root = root_for(*dev);
+  std::string name, uverbs;
+  if (!v::open_device_names(&name, &uverbs)) return p;
+  const std::string root = root_for();
   if (root.empty()) return p;
-  buf = v::sysfs_redirect(p, root, dev->dev.name, dev->dev.dev_name);
+  buf = v::sysfs_redirect(p, root, name, uverbs);
   return buf.empty() ? p : buf.c_str();
 }
 

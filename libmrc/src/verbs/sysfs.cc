@@ -106,6 +106,19 @@ bool under(std::string_view path, std::string_view prefix) {
 
 }  // namespace
 
+bool open_device_names(std::string* name, std::string* uverbs_name) {
+  const Device* dev = the_device();
+  if (!dev) return false;
+  *name = dev->dev.name;
+  *uverbs_name = dev->dev.dev_name;
+  return true;
+}
+
+std::vector<SysfsNode> open_device_tree() {
+  const Device* dev = the_device();
+  return dev ? sysfs_tree(*dev) : std::vector<SysfsNode>{};
+}
+
 std::vector<SysfsNode> sysfs_tree(const Device& dev) {
   using K = SysfsNode::Kind;
   const std::string name = dev.dev.name;        // mrc0

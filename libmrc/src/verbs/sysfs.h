@@ -48,6 +48,12 @@ struct SysfsNode {
 /// The tree of `dev`, directories before what they hold.
 std::vector<SysfsNode> sysfs_tree(const Device& dev);
 
+/// For the verbs shim, which sees no device internals: this process's open device
+/// (the_device()) by its ibv_device name and dev_name ("mrc0", "uverbs-mrc0"), and its tree.
+/// false / empty when no device is open.
+bool open_device_names(std::string* name, std::string* uverbs_name);
+std::vector<SysfsNode> open_device_tree();
+
 /// The node at `path` (relative to the sysfs root), following the tree's relative links on the
 /// way as the kernel would ("class/infiniband/mrc0/ports/1/state"); null if there is none.
 const SysfsNode* sysfs_find(const std::vector<SysfsNode>& tree, std::string_view path);
