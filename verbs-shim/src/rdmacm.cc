@@ -8,6 +8,8 @@
 #include "verbs/cm.h"
 #include "verbs/verbs.h"
 
+#include <cerrno>
+
 namespace cm = mrc::verbs::cm;
 
 namespace {
@@ -37,6 +39,19 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* p) { return cm::connect(id, p)
 int rdma_accept(rdma_cm_id* id, rdma_conn_param* p) { return cm::accept(id, p); }
 int rdma_reject(rdma_cm_id* id, const void* pd, uint8_t len) { return cm::reject(id, pd, len); }
 int rdma_establish(rdma_cm_id* id) { return cm::establish(id); }
+// ECE (enhanced connection establishment; ibv_query_ece in shim.cc): mrc0 has none to
+// exchange, so the ECE calls fail with EOPNOTSUPP, and a reject carrying one is a plain
+// reject. (Not defined here, they went to the real librdmacm, which took our id for its own.)
+int rdma_set_local_ece(rdma_cm_id*, ibv_ece*) {
+  errno = EOPNOTSUPP;
+  return -1;
+}
+int rdma_get_remote_ece(rdma_cm_id*, ibv_ece*) {
+  errno = EOPNOTSUPP;
+  return -1;
+}
+int rdma_reject_ece(rdma_cm_id* id, const void* pd, uint8_t len) { return cm::reject(id, pd, len); }
+
 int rdma_disconnect(rdma_cm_id* id) { return cm::disconnect(id); }
 int rdma_get_cm_event(rdma_event_channel* c, rdma_cm_event** e) { return cm::get_cm_event(c, e); }
 int rdma_ack_cm_event(rdma_cm_event* e) { return cm::ack_cm_event(e); }
