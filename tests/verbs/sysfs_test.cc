@@ -16,6 +16,7 @@
 #include <string>
 
 #include "loopback_env.h"
+#include "open_device.h"
 #include "verbs/internal.h"
 #include "verbs/verbs.h"
 
@@ -42,11 +43,7 @@ class SysfsTree : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(env_set);
-    int n = 0;
-    ibv_device** list = get_device_list(&n);
-    ASSERT_EQ(n, 1);
-    ctx_ = open_device(list[0]);
-    free_device_list(list);
+    ctx_ = testing::open_the_device();
     ASSERT_NE(ctx_, nullptr);
     tree_ = sysfs_tree(*the_device());
   }

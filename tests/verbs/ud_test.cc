@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loopback_env.h"
+#include "open_device.h"
 #include "verbs/verbs.h"
 
 namespace mrc::verbs {
@@ -36,11 +37,7 @@ class Ud : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(env_set);
-    int n = 0;
-    ibv_device** list = get_device_list(&n);
-    ASSERT_EQ(n, 1);
-    ctx_ = open_device(list[0]);
-    free_device_list(list);
+    ctx_ = testing::open_the_device();
     ASSERT_NE(ctx_, nullptr);
     pd_ = alloc_pd(ctx_);
     for (int i = 0; i < 2; ++i) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "loopback_env.h"
+#include "open_device.h"
 #include "verbs/objects.h"
 #include "verbs/verbs.h"
 
@@ -45,11 +46,7 @@ class Verbs : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(env_set);
-    int n = 0;
-    ibv_device** list = get_device_list(&n);
-    ASSERT_EQ(n, 1);
-    ctx_ = open_device(list[0]);
-    free_device_list(list);
+    ctx_ = testing::open_the_device();
     ASSERT_NE(ctx_, nullptr);
     pd_ = alloc_pd(ctx_);
     for (int i = 0; i < 2; ++i) {
@@ -661,10 +658,7 @@ TEST_F(Verbs, CmdFd_ARealDescriptorTheContextOwns) {
   const int d = ::dup(ctx_->cmd_fd);
   ASSERT_GE(d, 0);
   ::close(d);
-  int n = 0;
-  ibv_device** list = get_device_list(&n);
-  ibv_context* second = open_device(list[0]);
-  free_device_list(list);
+  ibv_context* second = testing::open_the_device();
   ASSERT_NE(second, nullptr);
   EXPECT_NE(second->cmd_fd, ctx_->cmd_fd);
   const int fd = second->cmd_fd;
