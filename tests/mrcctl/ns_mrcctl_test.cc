@@ -237,7 +237,14 @@ TEST_F(NsMrcctl, PathsEventsProbeDrain_WithTransferRunning) {
   ASSERT_GE(first_bad_ns, 0) << "no ASSUMED_BAD event for p0.s1 in " << parsed << " events";
   std::printf("FIGURES blackhole t1 p0 s1: p0.s1 ASSUMED_BAD after %.1f ms\n",
               (first_bad_ns - t_fault) / 1e6);
-  EXPECT_LE(first_bad_ns - t_fault, 100'000'000)
+  // 100 ms; under AddressSanitizer, which slows every datagram's handling several times
+  // over, 250 ms (152 ms seen in CI there).
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr int64_t kDetectNs = 250'000'000;
+#else
+  constexpr int64_t kDetectNs = 100'000'000;
+#endif
+  EXPECT_LE(first_bad_ns - t_fault, kDetectNs)
       << "detected after " << (first_bad_ns - t_fault) / 1e6 << " ms";
   EXPECT_EQ(mostly(bad, n), std::set<std::string>{"p0.s1"}) << "paths that stayed ASSUMED_BAD";
   EXPECT_EQ(bad_probes(probe_broken), std::set<std::string>{"p0.s1"}) << probe_broken.dump();
