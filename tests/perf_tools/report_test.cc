@@ -61,6 +61,25 @@ TEST(Summarize, TrimWithEcnZero_NotARepair) {
   EXPECT_LT(sum.phases[2].detect_ms, 0);
 }
 
+// A fault whose apply took 300 ms (a slow `tc` on a loaded host): the phase's goodput counts
+// from when the apply returned, its detection time from when it began.
+TEST(Summarize, SlowApply_PhaseCountsFromApplied) {
+  Series s;
+  s.name = "mrc";
+  for (int i = 1; i <= 300; ++i) {
+    const double t = i * 0.01;
+    s.intervals.push_back({t, t > 1.3 && t <= 2.0 ? 1.0 : 8.0, 0.01});
+  }
+  s.faults = {{1.0, "degrade link h1 p0 0.1", "", 1.3}, {2.0, "degrade link h1 p0 0", ""}};
+  s.path_events = {{1.35, 0x20000, 2, "GOOD", "DEGRADED", "DELAY"}};
+  const Summary sum = summarize(s, 0);
+  ASSERT_EQ(sum.phases.size(), 3u);
+  EXPECT_NEAR(sum.phases[1].start_s, 1.0, 1e-9);
+  EXPECT_NEAR(sum.phases[1].mean_gbps, 1.0, 1e-9);  // not (0.3 x 8 + 0.7 x 1) / 1.0
+  EXPECT_NEAR(sum.phases[1].detect_ms, 350, 1e-6);
+  EXPECT_NE(format_summary(s, sum).find("took 300 ms to apply"), std::string::npos);
+}
+
 // Rates that cancel in the running sum (0.1 + 0.2 - 0.3 ...) leave the idle window at 0, never
 // at a negative rounding residue that would print as -0.00.
 TEST(Summarize, IdleWindowAfterTraffic_NeverNegative) {

@@ -473,8 +473,9 @@ Result<MrcRunResult, std::string> Runner::run() {
         return;
       const double when = std::chrono::duration<double>(Clock::now() - t0).count();
       auto r = spec_.apply_fault(f.fault);
+      const double applied = std::chrono::duration<double>(Clock::now() - t0).count();
       std::lock_guard lock(mu_);
-      res_.faults.push_back(FaultMark{when, f.fault, r.ok() ? "" : r.error()});
+      res_.faults.push_back(FaultMark{when, f.fault, r.ok() ? "" : r.error(), applied});
     }
   });
 

@@ -80,9 +80,13 @@ struct MrcRunSpec {
 // the intervals tile the run: bytes received while sampling = sum(gbps * dur_s) * 1e9 / 8.
 
 struct FaultMark {
-  double t_s = 0;
+  double t_s = 0;  // when its apply began: detection times count from here
   std::string fault;
   std::string error;  // empty: applied
+  // When its apply returned (a `tc`/`nft` change on a loaded machine can take a good part of
+  // a second): a phase's goodput counts from here, so it never mixes in time before the
+  // fault held.
+  double applied_s = 0;
 };
 
 /// An EV state change the sender saw (client side, or both sides when bidirectional).

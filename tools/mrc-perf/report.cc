@@ -78,7 +78,9 @@ Summary summarize(const Series& s, double warmup_s) {
     PhaseSummary ph;
     ph.start_s = cuts[p];
     ph.end_s = cuts[p + 1];
-    const double from = p == 0 ? std::min(warmup_s, ph.end_s) : ph.start_s;
+    // A fault's phase counts from when its apply returned (at most its end).
+    const double from = p == 0 ? std::min(warmup_s, ph.end_s)
+                               : std::clamp(faults[p - 1].applied_s, ph.start_s, ph.end_s);
     ph.mean_gbps = mean_in(v, from, ph.end_s);
     ph.min_100ms_gbps = min_window(v, from, ph.end_s, w100);
     ph.min_interval_gbps = min_window(v, from, ph.end_s, 1);
@@ -134,6 +136,9 @@ std::string format_summary(const Series& s, const Summary& sum) {
   for (const FaultMark& f : s.faults) {
     if (!f.error.empty())
       o << "  fault at " << f.t_s << " s failed: " << f.fault << ": " << f.error << "\n";
+    else if (f.applied_s - f.t_s > 0.05)  // its phase's goodput counts from the end of it
+      o << "  fault at " << f.t_s << " s took " << std::lround((f.applied_s - f.t_s) * 1e3)
+        << " ms to apply: " << f.fault << "\n";
   }
   return o.str();
 }

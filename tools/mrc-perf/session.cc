@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -106,8 +107,11 @@ class TickFaults {
       : faults_(faults), fab_(fab) {}
   void tick(double t_s) {
     while (next_ < faults_.size() && faults_[next_].t_s <= t_s) {
+      const auto began = std::chrono::steady_clock::now();
       auto r = fab_.apply_fault(faults_[next_].fault);
-      marks_.push_back(FaultMark{t_s, faults_[next_].fault, r.ok() ? "" : r.error()});
+      const double took =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      marks_.push_back(FaultMark{t_s, faults_[next_].fault, r.ok() ? "" : r.error(), t_s + took});
       ++next_;
     }
   }
