@@ -237,12 +237,13 @@ TEST_F(NsMrcctl, PathsEventsProbeDrain_WithTransferRunning) {
   ASSERT_GE(first_bad_ns, 0) << "no ASSUMED_BAD event for p0.s1 in " << parsed << " events";
   std::printf("FIGURES blackhole t1 p0 s1: p0.s1 ASSUMED_BAD after %.1f ms\n",
               (first_bad_ns - t_fault) / 1e6);
-  // 100 ms; under AddressSanitizer, which slows every datagram's handling several times
-  // over, 250 ms (152 ms seen in CI there).
+  // The engine detects in tens of ms (45 ms in release on an idle machine); the bound leaves
+  // room for a loaded CI machine, where the test's own threads wait for a core (173 ms seen
+  // at load 16 in release, 152 ms under AddressSanitizer, which slows every datagram).
 #if defined(__SANITIZE_ADDRESS__)
-  constexpr int64_t kDetectNs = 250'000'000;
+  constexpr int64_t kDetectNs = 400'000'000;
 #else
-  constexpr int64_t kDetectNs = 100'000'000;
+  constexpr int64_t kDetectNs = 250'000'000;
 #endif
   EXPECT_LE(first_bad_ns - t_fault, kDetectNs)
       << "detected after " << (first_bad_ns - t_fault) / 1e6 << " ms";
@@ -304,14 +305,28 @@ TEST_F(NsMrcctl, PathsEventsProbeDrain_WithTransferRunning) {
   for (const auto& p : json_of({"ports", "--json"}))
     EXPECT_EQ(p["admin"], p["plane"] == 2 ? "drained" : "up") << p.dump();
   const uint64_t p2 = plane_tx(2), p1 = plane_tx(1);
-  std::this_thread::sleep_for(700ms);
+  // The transfer goes on over the other planes (thousands of datagrams a second on an idle
+  // machine, a few hundred on a loaded one), none of it on plane 2.
+  bool went_on = false;
+  for (int i = 0; i < 30 && !went_on; ++i) {
+    std::this_thread::sleep_for(100ms);
+    went_on = plane_tx(1) > p1 + 1000;
+  }
   EXPECT_EQ(plane_tx(2), p2) << "data still sent on the drained plane";
-  EXPECT_GT(plane_tx(1), p1 + 1000) << "the transfer did not go on over the other planes";
+  EXPECT_TRUE(went_on) << "the transfer did not go on over the other planes: "
+                       << plane_tx(1) - p1 << " datagrams on plane 1 in 3 s";
   r = run_cli(cli({"ports", "undrain", "2"}));
   ASSERT_EQ(r.rc, 0) << r.err;
   const uint64_t u2 = plane_tx(2);
-  std::this_thread::sleep_for(700ms);
-  EXPECT_GT(plane_tx(2), u2 + 1000) << "undrain did not bring traffic back to plane 2";
+  // Plane 2 takes its share again (about a quarter of the transfer's datagrams: thousands a
+  // second on an idle machine, a few hundred on a loaded one).
+  bool back2 = false;
+  for (int i = 0; i < 30 && !back2; ++i) {
+    std::this_thread::sleep_for(100ms);
+    back2 = plane_tx(2) > u2 + 1000;
+  }
+  EXPECT_TRUE(back2) << "undrain did not bring traffic back to plane 2: " << plane_tx(2) - u2
+                     << " datagrams there in 3 s";
 
   // Metrics of the live process parse, with a series per path.
   r = run_cli(cli({"metrics"}));

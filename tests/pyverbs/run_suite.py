@@ -19,6 +19,7 @@ Usage: run_suite.py --shim build/lib/libmrc-verbs-shim.so [--json FILE] [--verbo
 
 import argparse
 import collections
+import fcntl
 import gzip
 import json
 import os
@@ -164,6 +165,10 @@ def main():
     except ImportError:
         fail_usage(f"{sys.executable} has no pyverbs module (install python3-pyverbs)")
 
+    # The suite's rdma_cm tests all listen on its fixed port 7471 (rdma-core's default): two
+    # runs on one machine at once would take each other's connections. One at a time.
+    lock = open(os.path.join(tempfile.gettempdir(), "mrc-pyverbs.lock"), "a")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     with tempfile.TemporaryDirectory(prefix="mrc-pyverbs-") as work:
         copy_suite(args.suite, work)
         env = dict(os.environ)
