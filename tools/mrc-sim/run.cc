@@ -109,6 +109,12 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   fc.trim_threshold_bytes = o.trim_bytes;
   fc.trimming = t != Transport::kMrcNoTrim;
   sim::Fabric fab(tb.net(), fc);
+  // Each host's NIC sees its own ports' link (a T0 or cable down), as a PHY reports carrier,
+  // and its driver tells the engine (which tells its peers in its ACKs).
+  fab.set_on_port([&tb](engine::PeerId h, uint16_t plane, bool up) {
+    (void)tb.engine(h).set_port_up(tb.net().now(), plane, up);
+    tb.net().wake(h);
+  });
 
   TrafficConfig tc;
   tc.transport = t;
