@@ -111,7 +111,7 @@ TEST(PlaneDrain, PeerSaysPlaneDown_DataMovesOffAndBack) {
 // port. With the link back, host 1's next ACK brings plane 2 back at host 0.
 TEST(PlaneDrain, PortWithNoLink_PeerLearnsItFromAcksAndResendsAtOnce) {
   DrainRun r;
-  r.report_ports();
+  r.tb.report_ports(*r.fab);
   r.fab->t0_down(2, 1);
   EXPECT_EQ(r.tb.engine(1).ports_down(), 1u << 2);
   EXPECT_EQ(r.tb.engine(0).ports_down(), 0u);

@@ -26,14 +26,6 @@ struct TwoHosts {
     c.base_rtt = std::chrono::microseconds(20);
     return c;
   }
-  /// Each host's engine is told when one of its plane ports loses or regains its link
-  /// (Fabric::set_on_port -> Engine::set_port_up), as a driver tells it of its NIC's carrier.
-  void report_ports() {
-    fab->set_on_port([this](PeerId h, uint16_t plane, bool up) {
-      (void)tb.engine(h).set_port_up(tb.net().now(), plane, up);
-      tb.net().wake(h);
-    });
-  }
   /// A QP pair from host 0 to host 1 on 4 EVs per plane (timeout 14, retry_cnt_exp 7).
   Testbed::QpPair connect() {
     engine::QpAttr at;

@@ -111,10 +111,7 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   sim::Fabric fab(tb.net(), fc);
   // Each host's NIC sees its own ports' link (a T0 or cable down), as a PHY reports carrier,
   // and its driver tells the engine (which tells its peers in its ACKs).
-  fab.set_on_port([&tb](engine::PeerId h, uint16_t plane, bool up) {
-    (void)tb.engine(h).set_port_up(tb.net().now(), plane, up);
-    tb.net().wake(h);
-  });
+  tb.report_ports(fab);
 
   TrafficConfig tc;
   tc.transport = t;
