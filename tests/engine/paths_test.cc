@@ -552,6 +552,44 @@ TEST(SharedHealth, OnLost_LocalPlaneHeldForEveryPeer) {
   EXPECT_EQ(h.local(1).backoff, 1);
 }
 
+TEST(SharedHealth, SetReportedDown_HeldForThatPeerWithNoEndUntilReportedUp) {
+  SharedHealth h;
+  SharedHealth::Peer& a = h.peer(1);
+  SharedHealth::Peer& b = h.peer(2);
+  Time until;
+  const uint64_t e0 = h.epoch();
+  h.set_reported_down(a, 1u << 2);
+  EXPECT_GT(h.epoch(), e0) << "QPs to the peer would not look again";
+  EXPECT_EQ(h.held(a, Time{1'000'000'000}, &until), 1u << 2);
+  EXPECT_EQ(until, kNever) << "a reported port has no timed end";
+  EXPECT_EQ(h.held(b, Time{0}, &until), 0u) << "another peer's ports are its own";
+  const uint64_t e1 = h.epoch();
+  h.set_reported_down(a, 1u << 2);  // the same word again (every ACK carries it): no change
+  EXPECT_EQ(h.epoch(), e1);
+  h.on_acked(a, 2);  // an acknowledgement does not end it: only the peer's word does
+  EXPECT_EQ(h.held(a, Time{0}, &until), 1u << 2);
+  h.set_reported_down(a, 0);
+  EXPECT_GT(h.epoch(), e1);
+  EXPECT_EQ(h.held(a, Time{0}, &until), 0u);
+}
+
+TEST(SharedHealth, SetLocalDown_HeldForEveryPeerAndKeptApartFromAnnouncements) {
+  SharedHealth h;
+  SharedHealth::Peer& a = h.peer(1);
+  Time until;
+  h.set_local_down(1u << 3);
+  EXPECT_EQ(h.local_down(), 1u << 3);
+  EXPECT_EQ(h.held(a, Time{0}, &until), 1u << 3);
+  EXPECT_EQ(h.held(h.peer(77), Time{0}, &until), 1u << 3) << "a peer made later missed it";
+  h.set_announced_down(a, 1u << 0);
+  h.set_reported_down(a, 1u << 1);
+  EXPECT_EQ(h.held(a, Time{0}, &until), 0b1011u);
+  h.set_local_down(0);  // our port is back: the peer's own words still hold
+  EXPECT_EQ(h.held(a, Time{0}, &until), 0b0011u);
+  EXPECT_EQ(a.announced_down, 1u << 0);
+  EXPECT_EQ(a.reported_down, 1u << 1);
+}
+
 TEST(SharedHealth, Counting_TrueWhileARunOrBackoffWaitsForAnAck) {
   SharedHealth h({.peer_losses = 2, .local_losses = 3});
   SharedHealth::Peer& a = h.peer(1);

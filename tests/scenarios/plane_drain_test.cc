@@ -104,6 +104,67 @@ TEST(PlaneDrain, PeerSaysPlaneDown_DataMovesOffAndBack) {
   for (const auto& e : r.tb.engine(0).paths(qp.a)->evs()) EXPECT_EQ(e.state, EvState::kGood);
 }
 
+// A port with no link (its T0 is down): host 1's plane-2 port, which its driver reports
+// (Engine::set_port_up). Host 0 learns it from host 1's first ACK (AckHeader::ports_down):
+// what it had sprayed on plane 2 is resent at once, not found by loss detection (no RACK
+// loss, no RTO, no EV blamed), and nothing more goes there; host 1 sends nothing on its dead
+// port. With the link back, host 1's next ACK brings plane 2 back at host 0.
+TEST(PlaneDrain, PortWithNoLink_PeerLearnsItFromAcksAndResendsAtOnce) {
+  DrainRun r;
+  r.tb.report_ports(*r.fab);
+  r.fab->t0_down(2, 1);
+  EXPECT_EQ(r.tb.engine(1).ports_down(), 1u << 2);
+  EXPECT_EQ(r.tb.engine(0).ports_down(), 0u);
+  const auto qp = r.connect();
+  const auto write = [&r](const Testbed::QpPair& pair, PeerId src, PeerId dst) {
+    BulkWrite w(r.tb, src, dst, pair, BulkWrite::Config{64 << 10, 1, 1});
+    w.pump();
+    w.stop_posting();
+    w.run_until(r.tb.net().now() + 2ms, 10us);
+    ASSERT_EQ(w.verified(), 1u) << w.first_error();
+    ASSERT_TRUE(w.ok());
+  };
+  write(qp, 0, 1);  // 16 packets, 4 on each plane, all sent before the first ACK
+  const QpStats* s = r.tb.engine(0).qp_stats(qp.a);
+  const uint64_t on2 = r.sent_on(qp.a, 2);
+  EXPECT_GT(on2, 0u) << "nothing was sent on plane 2 before the first ACK";
+  EXPECT_EQ(r.tb.engine(0).peer_ports_down(1), 1u << 2);
+  EXPECT_EQ(r.tb.engine(0).held_planes(1, r.tb.net().now()), 1u << 2);
+  EXPECT_EQ(s->tx_retransmits, on2) << "each packet sent on plane 2 resent once";
+  EXPECT_EQ(s->fast_losses, 0u) << "loss detection found what the ACK said";
+  EXPECT_EQ(s->rto_fired, 0u);
+  EXPECT_EQ(r.tb.engine(0).stats().plane_holds, 0u);
+  EXPECT_EQ(r.state_changes(qp.a), 0u) << "a peer's dead port is no fault of an EV";
+
+  for (int i = 0; i < 4; ++i) write(qp, 0, 1);
+  EXPECT_EQ(r.sent_on(qp.a, 2), on2) << "data went to a port that said it has no link";
+  EXPECT_EQ(s->tx_retransmits, on2);
+  // Host 1 sending: nothing on its own dead port, nothing lost.
+  write(Testbed::QpPair{qp.b, qp.a}, 1, 0);
+  const QpStats* back = r.tb.engine(1).qp_stats(qp.b);
+  const PathSet* paths1 = r.tb.engine(1).paths(qp.b);
+  const auto st1 = r.tb.engine(1).path_stats(qp.b);
+  uint64_t host1_on2 = 0;
+  for (size_t i = 0; i < paths1->size(); ++i)
+    if (paths1->ev(i).path.plane == 2) host1_on2 += st1[i].tx_packets;
+  EXPECT_EQ(host1_on2, 0u);
+  EXPECT_GT(back->tx_data_packets, 0u);
+  EXPECT_EQ(back->tx_retransmits, 0u);
+
+  r.fab->t0_up(2, 1);
+  EXPECT_EQ(r.tb.engine(1).ports_down(), 0u);
+  write(qp, 0, 1);  // its ACKs say the port is back
+  EXPECT_EQ(r.tb.engine(0).peer_ports_down(1), 0u);
+  write(qp, 0, 1);
+  EXPECT_GT(r.sent_on(qp.a, 2), on2) << "plane 2 did not come back";
+}
+
+TEST(PlaneDrain, SetPortUp_RejectsPlaneOutOfRange) {
+  Engine e;
+  EXPECT_EQ(e.set_port_up(Time{0}, kMaxPlanes, false).error(), Error::kInvalidArgument);
+  EXPECT_EQ(e.ports_down(), 0u);
+}
+
 TEST(PlaneDrain, RejectsPlaneOutOfRange) {
   Engine e;
   EXPECT_FALSE(e.set_plane_drained(16, true).ok());

@@ -12,6 +12,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "testing/goodput.h"
@@ -280,6 +281,34 @@ TEST(Fabric, T0Down_DropsItsPlaneForItsGroup) {
   w.send_all(0, 2, f.paths(0, 2, 4), w.net.now());
   w.net.run_for(1ms);
   EXPECT_EQ(on_plane(w.host(2), 1), 4 + 4);
+}
+
+TEST(Fabric, PortUp_ReportsEachHostPortThatLosesOrRegainsItsLink) {
+  World w(small());
+  Fabric& f = *w.fabric;
+  std::vector<std::tuple<PeerId, uint16_t, bool>> told;
+  f.set_on_port([&told](PeerId h, uint16_t p, bool up) { told.emplace_back(h, p, up); });
+  using Told = std::vector<std::tuple<PeerId, uint16_t, bool>>;
+
+  f.t0_down(1, 0);  // plane 1, hosts 0 and 1
+  EXPECT_EQ(told, (Told{{0, 1, false}, {1, 1, false}}));
+  EXPECT_FALSE(f.port_up(0, 1));
+  EXPECT_TRUE(f.port_up(0, 0));
+  EXPECT_TRUE(f.port_up(2, 1));
+  told.clear();
+  f.t1_down(1, 2);                                    // no host port loses its link
+  f.blackhole_t0(0, 1, true);                         // silent: the links stay up
+  f.link_down(LinkRef::host_port(3, 0, Dir::kDown));  // one direction is enough
+  EXPECT_EQ(told, (Told{{3, 0, false}}));
+  told.clear();
+  f.link_down(LinkRef::host_port(3, 0, Dir::kUp));  // no change: already down
+  f.link_up(LinkRef::host_port(3, 0));
+  f.t0_up(1, 0);
+  EXPECT_EQ(told, (Told{{3, 0, true}, {0, 1, true}, {1, 1, true}}));
+  for (PeerId h = 0; h < 4; ++h)
+    for (uint16_t p = 0; p < 2; ++p) EXPECT_TRUE(f.port_up(h, p)) << h << " " << p;
+  EXPECT_THROW((void)f.port_up(4, 0), std::out_of_range);
+  EXPECT_THROW((void)f.port_up(0, 2), std::out_of_range);
 }
 
 TEST(Fabric, Faults_Compose) {

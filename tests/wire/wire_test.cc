@@ -138,6 +138,7 @@ Packet distinctive_packet(Kind kind) {
     p.data.imm = 0xC0DEC0DE;
     p.data.payload_len = 1499;
     p.data.src_qpn = 0x00FEDCBA;
+    p.data.ports_down = 0x4002;
   }
   p.ack.cum_psn = 0x87654321;
   p.ack.sack_base = 0x87654320;
@@ -146,6 +147,7 @@ Packet distinctive_packet(Kind kind) {
   p.ack.echo_ts = 0xF1E2D3C4B5A69788ull;
   p.ack.ack_delay_ns = 0xA5A5A5A5;
   p.ack.ack_flags = ack_flag::kEcnEcho;
+  p.ack.ports_down = 0x8005;
   p.ack.sack = {0x8000000000000001ull, 0x0123456789ABCDEFull, 0xFFFFFFFFFFFFFFFEull,
                 0x7FFFFFFF00000000ull};
   p.nack.cum_psn = 0x11223344;
@@ -199,6 +201,7 @@ void expect_same_fields(const Packet& want, const Packet& got) {
     EXPECT_EQ(got.data.imm, want.data.imm);
     EXPECT_EQ(got.data.payload_len, want.data.payload_len);
     EXPECT_EQ(got.data.src_qpn, want.data.src_qpn);
+    EXPECT_EQ(got.data.ports_down, want.data.ports_down);
   } else if (k == Kind::kAck) {
     EXPECT_EQ(got.ack.cum_psn, want.ack.cum_psn);
     EXPECT_EQ(got.ack.sack_base, want.ack.sack_base);
@@ -207,6 +210,7 @@ void expect_same_fields(const Packet& want, const Packet& got) {
     EXPECT_EQ(got.ack.echo_ts, want.ack.echo_ts);
     EXPECT_EQ(got.ack.ack_delay_ns, want.ack.ack_delay_ns);
     EXPECT_EQ(got.ack.ack_flags, want.ack.ack_flags);
+    EXPECT_EQ(got.ack.ports_down, want.ack.ports_down);
     EXPECT_EQ(got.ack.sack, want.ack.sack);
   } else if (k == Kind::kNack) {
     EXPECT_EQ(got.nack.cum_psn, want.nack.cum_psn);
@@ -310,7 +314,7 @@ const uint8_t kAckBytes[] = {
     0xCD, 0xCE, 0xCF, 0xD0,                          // 44: echo_psn
     0xD1, 0xD2, 0xD3, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8,  // 48: echo_ts
     0xD9, 0xDA, 0xDB, 0xDC,                          // 56: ack_delay_ns
-    0x01, 0x00, 0x00, 0x00,                          // 60: ack_flags, reserved
+    0x01, 0x00, 0x00, 0x00,                          // 60: ack_flags, reserved, ports_down
     0xE1, 0xE2, 0xE3, 0xE4, 0xE5, 0xE6, 0xE7, 0xE8,  // 64: sack[0]
     0xE9, 0xEA, 0xEB, 0xEC, 0xED, 0xEE, 0xEF, 0xF0,  // 72: sack[1]
     0xF1, 0xF2, 0xF3, 0xF4, 0xF5, 0xF6, 0xF7, 0xF8,  // 80: sack[2]
@@ -568,10 +572,12 @@ TEST(Wire, EncodeDecode_RoundTripExtremeValues) {
       p.data.addr = v;
       p.data.rkey = p.data.msn = p.data.offset = p.data.msg_len = p.data.imm = w;
       p.data.src_qpn = w;
+      p.data.ports_down = static_cast<uint16_t>(v);
       p.ack.cum_psn = p.ack.sack_base = p.ack.echo_ev = p.ack.echo_psn = w;
       p.ack.echo_ts = v;
       p.ack.ack_delay_ns = w;
       p.ack.ack_flags = b;
+      p.ack.ports_down = static_cast<uint16_t>(v);
       p.ack.sack.fill(v);
       p.nack.cum_psn = p.nack.nack_psn = p.nack.echo_ev = w;
       p.nack.reason = static_cast<NackReason>(b);
@@ -747,16 +753,33 @@ TEST(Wire, Decode_HeaderBitFlipNeverDecodes) {
 }
 
 TEST(Wire, Decode_ReservedBytesAreCoveredByCrcButOtherwiseIgnored) {
-  Bytes b = valid_datagram(Kind::kReadReq, 0);
-  b[62] = 0xAB;  // data reserved
-  EXPECT_WIRE_ERROR(decode(b), WireError::kBadHeaderCrc);
-  reseal(b);
-  EXPECT_TRUE(decode(b).ok());
-
   Bytes a = valid_datagram(Kind::kAck);
-  a[61] = a[62] = a[63] = 0xFF;  // ack reserved
+  a[61] = 0xFF;  // ack reserved
   reseal(a);
   EXPECT_TRUE(decode(a).ok());
+}
+
+TEST(Wire, Decode_DataPortsDownIsCoveredByTheCrc) {
+  Bytes b = valid_datagram(Kind::kReadReq, 0);
+  b[62] = 0x80;  // ports_down, high byte: port 15
+  b[63] = 0x01;  // and port 0
+  EXPECT_WIRE_ERROR(decode(b), WireError::kBadHeaderCrc);
+  reseal(b);
+  const auto r = decode(b);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r->data.ports_down, 0x8001);
+}
+
+TEST(Wire, Decode_AckPortsDownIsBigEndianAfterTheReservedByte) {
+  Packet p = known_ack_packet();
+  p.ack.ports_down = 0x0104;  // ports 2 and 8 have no link
+  const Bytes b = encode_packet(p);
+  EXPECT_EQ(b[61], 0x00);
+  EXPECT_EQ(b[62], 0x01);
+  EXPECT_EQ(b[63], 0x04);
+  const auto r = decode(b);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r->ack.ports_down, 0x0104);
 }
 
 // ---- trimming --------------------------------------------------------------------------

@@ -83,7 +83,7 @@ wire::Packet packet_of(wire::Kind kind, uint32_t salt) {
   p.common.ev = 0x00030201 + salt;
   p.common.psn = 0x01000000 + salt;
   p.common.ts = 0x0123456789ABCDEFull + salt;
-  p.data = {0xFEDCBA9876543210ull, 0x55667788, 41, 8192, 65536, 0xDEADBEEF, 0, 0, 0x4242};
+  p.data = {0xFEDCBA9876543210ull, 0x55667788, 41, 8192, 65536, 0xDEADBEEF, 0, 0, 0x4242, 0x0102};
   p.ack.cum_psn = 1000 + salt;
   p.ack.sack_base = 1001 + salt;
   p.ack.echo_ev = 0x00010203;
@@ -91,6 +91,7 @@ wire::Packet packet_of(wire::Kind kind, uint32_t salt) {
   p.ack.echo_ts = 0x1111222233334444ull;
   p.ack.ack_delay_ns = 12345;
   p.ack.ack_flags = wire::ack_flag::kEcnEcho;
+  p.ack.ports_down = 0x0009;
   p.ack.sack = {0x5ull, 0, 0x8000000000000000ull, 0x1ull};
   p.nack = {77, 78, 0x00020100, wire::NackReason::kNoResource, 0x0A0B0C0D0E0F1011ull};
   p.probe_reply = {0x00010305, wire::ack_flag::kEcnEcho, 0x7777666655554444ull, 0x123456};
@@ -209,6 +210,7 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
                                            "mrc.echo_ts",
                                            "mrc.ack.ack_delay_ns",
                                            "mrc.ack.flags",
+                                           "mrc.ports_down",
                                            "mrc.ack.sack",
                                            "mrc.ack.sack_psns",
                                            "mrc.nack.psn",
@@ -253,6 +255,7 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
       EXPECT_EQ(one(r, "mrc.data.msg_len"), dec(p.data.msg_len));
       EXPECT_EQ(one(r, "mrc.data.imm"), hex(p.data.imm, 8));
       EXPECT_EQ(one(r, "mrc.data.payload_len"), dec(p.data.payload_len));
+      EXPECT_EQ(one(r, "mrc.ports_down"), hex(p.data.ports_down, 4));
       EXPECT_EQ(one(r, "mrc.data.payload_crc"), hex(p.data.payload_crc, 8));
       EXPECT_EQ(one(r, "mrc.data.payload_crc.ok"),
                 (p.common.flags & wire::flag::kPayloadCrc) && p.data.payload_len ? "1" : "");
@@ -268,6 +271,7 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
       EXPECT_EQ(one(r, "mrc.echo_ts"), dec(p.ack.echo_ts));
       EXPECT_EQ(one(r, "mrc.ack.ack_delay_ns"), dec(p.ack.ack_delay_ns));
       EXPECT_EQ(one(r, "mrc.ack.flags"), hex(p.ack.ack_flags, 2));
+      EXPECT_EQ(one(r, "mrc.ports_down"), hex(p.ack.ports_down, 4));
       std::string words;
       for (uint64_t w : p.ack.sack) words += (words.empty() ? "" : ",") + hex(w, 16);
       EXPECT_EQ(all(r, "mrc.ack.sack"), words);

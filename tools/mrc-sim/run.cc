@@ -109,6 +109,9 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   fc.trim_threshold_bytes = o.trim_bytes;
   fc.trimming = t != Transport::kMrcNoTrim;
   sim::Fabric fab(tb.net(), fc);
+  // Each host's NIC sees its own ports' link (a T0 or cable down), as a PHY reports carrier,
+  // and its driver tells the engine (which tells its peers in its ACKs).
+  tb.report_ports(fab);
 
   TrafficConfig tc;
   tc.transport = t;

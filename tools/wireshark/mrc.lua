@@ -100,6 +100,7 @@ local F = {
   ack_delay = ProtoField.uint32("mrc.ack.ack_delay_ns", "ACK delay (ns)", base.DEC),
   ack_flags = ProtoField.uint8("mrc.ack.flags", "ACK flags", base.HEX),
   ecn_echo = ProtoField.bool("mrc.ecn_echo", "ECN echo", 8, nil, 0x01),
+  ports_down = ProtoField.uint16("mrc.ports_down", "Sender's ports with no link (bit p: plane p)", base.HEX),
   sack = ProtoField.uint64("mrc.ack.sack", "SACK word", base.HEX),
   sack_psns = ProtoField.string("mrc.ack.sack_psns", "SACKed PSNs"),
   sack_count = ProtoField.uint32("mrc.ack.sack_count", "SACKed PSN count", base.DEC),
@@ -539,7 +540,7 @@ local function dissect_one(tvb, pinfo, root, o)
     tree:add(F.msg_len, tvb(x + 20, 4))
     tree:add(F.imm, tvb(x + 24, 4))
     tree:add(F.payload_len, tvb(x + 28, 2))
-    tree:add(F.reserved, tvb(x + 30, 2))
+    tree:add(F.ports_down, tvb(x + 30, 2))
     local pcrc_item = tree:add(F.payload_crc, tvb(x + 32, 4))
     tree:add(F.src_qpn, tvb(x + 36, 4))
     local plen = tvb(x + 28, 2):uint()
@@ -588,7 +589,8 @@ local function dissect_one(tvb, pinfo, root, o)
       tree:add(F.ack_delay, tvb(x + 24, 4))
       local af = tree:add(F.ack_flags, tvb(x + 28, 1))
       af:add(F.ecn_echo, tvb(x + 28, 1))
-      tree:add(F.reserved, tvb(x + 29, 3))
+      tree:add(F.reserved, tvb(x + 29, 1))
+      tree:add(F.ports_down, tvb(x + 30, 2))
       for w = 0, 3 do tree:add(F.sack, tvb(x + 32 + 8 * w, 8)):append_text(string.format(" (PSNs +%d..+%d)", 64 * w, 64 * w + 63)) end
       local ranges, count = sack_ranges(tvb, x + 32, u32(tvb, x + 4))
       tree:add(F.sack_count, count):set_generated()

@@ -969,6 +969,28 @@ Status<Error> Engine::set_plane_drained(uint16_t plane, bool drained) {
 
 uint16_t Engine::drained_planes() const { return impl_->planes_drained; }
 
+Status<Error> Engine::set_port_up(Time now, uint16_t plane, bool up) {
+  Core& c = *impl_;
+  if (plane >= kMaxPlanes) return Err{Error::kInvalidArgument};
+  const auto bit = static_cast<uint16_t>(1u << plane);
+  const uint16_t before = c.health.local_down();
+  c.health.set_local_down(up ? (before & ~bit) : (before | bit));
+  if (c.health.local_down() == before) return {};
+  for (auto& q : c.qps) {
+    if (!q || !sends_in(q->state)) continue;
+    if (!up) c.lose_planes(*q, bit, now);
+    c.make_ready(*q);  // a port back up may let it send again
+  }
+  return {};
+}
+
+uint16_t Engine::ports_down() const { return impl_->health.local_down(); }
+
+uint16_t Engine::peer_ports_down(PeerId peer) const {
+  const SharedHealth::Peer* p = impl_->health.find(peer);
+  return p ? p->reported_down : 0;
+}
+
 uint16_t Engine::held_planes(PeerId peer, Time now) const {
   const SharedHealth::Peer* p = impl_->health.find(peer);
   const SharedHealth::Peer none;

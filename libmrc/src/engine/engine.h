@@ -307,6 +307,19 @@ class Engine {
   Status<Error> set_plane_drained(uint16_t plane, bool drained);
   /// Bit p set: plane p is drained by set_plane_drained.
   uint16_t drained_planes() const;
+  /// The driver's word on the link of its own plane port `plane` (carrier, as a NIC's PHY
+  /// reports it; a port whose T0 is down has none): with no link, every QP stops sending on
+  /// the plane (weight 0, retransmissions included) and resends at once what it had in
+  /// flight there, and every ACK this engine sends says so (wire::AckHeader::ports_down), so
+  /// that peers stop sending to it on that plane (SharedHealth::set_reported_down) and resend
+  /// what they had in flight there without waiting for loss detection. Up again: both end,
+  /// at this host at once, at a peer with this host's next ACK to it. EV states are kept.
+  /// kInvalidArgument if plane >= kMaxPlanes.
+  Status<Error> set_port_up(Time now, uint16_t plane, bool up);
+  /// Bit p set: plane port p has no link (set_port_up).
+  uint16_t ports_down() const;
+  /// Bit p set: `peer`'s latest ACK said its plane port p has no link (0 if none came).
+  uint16_t peer_ports_down(PeerId peer) const;
   /// Bit p set: the path health the QPs share (paths.h SharedHealth) holds plane p down
   /// towards `peer` at `now`, for that peer alone or for every peer (local plane).
   uint16_t held_planes(PeerId peer, Time now) const;

@@ -534,6 +534,11 @@ struct Core {
   // send) takes the probes of EV holds that ran out (SharedHealth::ev_probe_due).
   void resync_health(Qp& q, Time now);
   void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);
+  /// Packets in flight on `planes` (bit per plane) can no longer arrive (a port with no link,
+  /// ours or the peer's): lost now, with no blame (no EV, plane or window pays), for resending
+  /// on the other planes. Nothing to do (the per-ACK case) unless one of those planes has
+  /// packets of q in flight.
+  void lose_planes(Qp& q, uint16_t planes, Time now);
   void ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked);
   void ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked);
   void detect_losses(Qp& q, Time now);

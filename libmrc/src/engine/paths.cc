@@ -442,7 +442,7 @@ void SharedHealth::release(Peer& p, uint16_t plane) {
 }
 
 uint16_t SharedHealth::held(const Peer& p, Time now, Time* until) const {
-  uint16_t mask = p.announced_down;
+  uint16_t mask = p.announced_down | p.reported_down | local_down_;
   *until = kNever;
   for (uint16_t pl = 0; pl < kMaxPlanes; ++pl) {
     const Time t = std::max(p.plane[pl].held_until, local_[pl].held_until);

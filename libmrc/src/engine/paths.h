@@ -324,6 +324,7 @@ class SharedHealth {
     Plane plane[kMaxPlanes];
     uint16_t counting = 0;  // bit per plane: its losses or backoff is not 0
     uint16_t announced_down = 0;  // bit per plane: the peer said it is down (set_announced_down)
+    uint16_t reported_down = 0;   // bit per plane: its latest ACK said it has no link there
   };
 
   SharedHealth() = default;
@@ -368,8 +369,24 @@ class SharedHealth {
     p.announced_down = planes;
     ++epoch_;
   }
-  /// Planes held down for `p` at `now` (bit per plane), announced ones included; *until: when
-  /// the earliest timed hold of them ends (kNever if none).
+  /// What the peer's latest ACK says of its plane ports (wire::AckHeader::ports_down, bit p:
+  /// its port p has no link, so nothing sent to it on plane p arrives): those planes are held
+  /// for it, with no end, until an ACK of it says otherwise.
+  void set_reported_down(Peer& p, uint16_t planes) {
+    if (p.reported_down == planes) return;
+    p.reported_down = planes;
+    ++epoch_;
+  }
+  /// This host's own plane ports with no link (its driver's word, Engine::set_port_up): held
+  /// for every peer, with no end, until the link is back; and sent to peers in every ACK.
+  void set_local_down(uint16_t planes) {
+    if (local_down_ == planes) return;
+    local_down_ = planes;
+    ++epoch_;
+  }
+  uint16_t local_down() const { return local_down_; }
+  /// Planes held down for `p` at `now` (bit per plane), announced, reported and local link
+  /// downs included; *until: when the earliest timed hold of them ends (kNever if none).
   uint16_t held(const Peer& p, Time now, Time* until) const;
   const Plane& local(uint16_t plane) const { return local_[plane]; }
 
@@ -427,6 +444,7 @@ class SharedHealth {
   std::unordered_map<PeerId, Peer> peers_;
   Plane local_[kMaxPlanes];
   uint16_t local_counting_ = 0;  // bit per plane: local_[plane] losses or backoff not 0
+  uint16_t local_down_ = 0;      // bit per plane: our port has no link (set_local_down)
   std::unordered_map<uint32_t, Plane> evs_;  // per EV value, any peer (same rules as a plane)
   uint32_t ev_counting_ = 0;                 // entries of evs_ whose losses or backoff is not 0
   Time ev_holds_end_{0};

@@ -36,6 +36,11 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
   auto drop = [&](Drop d) { stats.drop(d); };
   const wire::CommonHeader& h = p.common;
   const wire::DataHeader& d = p.data;
+  // The peer's word on its ports, as in its ACKs (Core::on_ack): a QP that only receives
+  // from it tells the QPs that send to it.
+  if (q.health && d.ports_down != q.health->reported_down)
+    health.set_reported_down(*q.health, d.ports_down);
+  if (d.ports_down != 0) lose_planes(q, d.ports_down, now);
   if (p.trimmed) {
     drop(Drop::kTrimmed);
     nack(q, p, rx,
@@ -349,6 +354,7 @@ size_t Core::build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path) {
   wire::Packet& pk = tx_header(q, wire::Kind::kAck, q.ack_path.ev, 0, now);
   wire::AckHeader& a = pk.ack;
   a = q.last_rx;
+  a.ports_down = health.local_down();
   a.cum_psn = q.sb.cum();
   const int32_t ahead = psn_diff(a.echo_psn, a.cum_psn);
   a.sack_base = ahead < static_cast<int32_t>(wire::kSackBits) ? a.cum_psn

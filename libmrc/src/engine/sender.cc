@@ -367,6 +367,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   pk.data.imm = w.imm;
   pk.data.payload_len = p.len;
   pk.data.src_qpn = q.qpn;
+  pk.data.ports_down = health.local_down();
 
   std::span<const uint8_t> payload;
   if (p.len > 0) {
@@ -472,6 +473,22 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
   p.not_before = std::max(p.not_before, not_before);
 }
 
+void Core::lose_planes(Qp& q, uint16_t planes, Time now) {
+  bool any = false;
+  for (uint16_t m = planes; m != 0; m &= static_cast<uint16_t>(m - 1))
+    any = any || q.paths.inflight(static_cast<uint16_t>(std::countr_zero(m))) > 0;
+  if (!any) return;
+  uint64_t psn = q.list_head;
+  while (psn != kNoLink) {
+    const TxPkt& p = q.pkt(static_cast<uint32_t>(psn));
+    const uint64_t next = p.next == psn ? kNoLink : p.next;
+    if (planes & (1u << p.plane))
+      mark_lost(q, static_cast<uint32_t>(psn), now, now, LossKind::kNoBlame);
+    psn = next;
+  }
+  make_ready(q);
+}
+
 void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   TxPkt& p = q.pkt(psn);
   if (p.state != TxPkt::kInFlight && p.state != TxPkt::kLost) return;
@@ -547,6 +564,10 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     const TxPkt& e = q.pkt(a.echo_psn);
     if (e.path < q.paths.size() && q.paths.ev(e.path).path.ev == a.echo_ev) echo_path = e.path;
   }
+  // The peer's word on its ports: every QP to it stops sending on a dead one; what this QP
+  // has in flight there is resent at once, not left to loss detection.
+  if (q.health && a.ports_down != q.health->reported_down)
+    health.set_reported_down(*q.health, a.ports_down);
   AckTally acked;
   ack_through(q, a.cum_psn, now, &acked);
   for (size_t k = 0; k < a.sack.size(); ++k) {
@@ -607,6 +628,7 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     }
     if (acked.packets > 0) q.cc->on_ack(now, acked.bytes, rtt, ecn, q.bytes_in_flight);
   }
+  if (a.ports_down != 0) lose_planes(q, a.ports_down, now);
   after_acks(q, now, acked.packets > 0);
 }
 

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "io/sim/fabric.h"
+
 namespace mrc::sim {
 
 namespace {
@@ -114,6 +116,13 @@ uint32_t Testbed::register_mr(PeerId h, std::span<uint8_t> mem) {
       engine(h).register_mr(mem.data(), mem.size(), reinterpret_cast<uint64_t>(mem.data()),
                             access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead),
       "register_mr");
+}
+
+void Testbed::report_ports(Fabric& fab) {
+  fab.set_on_port([this](PeerId h, uint16_t plane, bool up) {
+    (void)engine(h).set_port_up(net_.now(), plane, up);
+    net_.wake(h);
+  });
 }
 
 }  // namespace mrc::sim

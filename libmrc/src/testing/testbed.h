@@ -15,6 +15,8 @@
 
 namespace mrc::sim {
 
+class Fabric;
+
 class Testbed {
  public:
   explicit Testbed(const SimConfig& net_cfg = {}, const engine::EngineConfig& eng_cfg = {});
@@ -48,6 +50,11 @@ class Testbed {
   /// without a round of run_until. What it posts to h goes out in that drain; it must not
   /// make another host's engine send (that host is not drained now). Empty: none.
   void set_on_input(std::function<void(PeerId)> fn) { on_input_ = std::move(fn); }
+
+  /// From now on each host's engine is told when one of its plane ports on `fab` loses or
+  /// regains its link (Fabric::set_on_port -> Engine::set_port_up), as a driver tells its
+  /// engine of its NIC's carrier. `fab` must be this testbed's net's.
+  void report_ports(Fabric& fab);
 
   /// Registers `mem` on host h with every access flag; returns the key.
   uint32_t register_mr(PeerId h, std::span<uint8_t> mem);

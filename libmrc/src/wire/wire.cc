@@ -66,7 +66,7 @@ struct WireDataExt {
   Be32 msg_len;
   Be32 imm;
   Be16 payload_len;
-  Be16 reserved;
+  Be16 ports_down;
   Be32 payload_crc;
   Be32 src_qpn;
 };
@@ -81,11 +81,13 @@ struct WireAckExt {
   Be64 echo_ts;
   Be32 ack_delay_ns;
   uint8_t ack_flags;
-  uint8_t reserved[3];
+  uint8_t reserved;
+  Be16 ports_down;
   Be64 sack[kSackBits / 64];
 };
 static_assert(sizeof(WireAckExt) == kAckExtSize);
-static_assert(offsetof(WireAckExt, ack_flags) == 28 && offsetof(WireAckExt, sack) == 32);
+static_assert(offsetof(WireAckExt, ack_flags) == 28 && offsetof(WireAckExt, ports_down) == 30 &&
+              offsetof(WireAckExt, sack) == 32);
 
 struct WireNackExt {
   Be32 cum_psn;
@@ -240,6 +242,7 @@ void get_ext(const WireData& h, Packet& p) {
   d.payload_len = h.ext.payload_len.get();
   d.payload_crc = h.ext.payload_crc.get();
   d.src_qpn = h.ext.src_qpn.get();
+  d.ports_down = h.ext.ports_down.get();
 }
 
 void get_ext(const WireAck& h, Packet& p) {
@@ -251,6 +254,7 @@ void get_ext(const WireAck& h, Packet& p) {
   a.echo_ts = h.ext.echo_ts.get();
   a.ack_delay_ns = h.ext.ack_delay_ns.get();
   a.ack_flags = h.ext.ack_flags;
+  a.ports_down = h.ext.ports_down.get();
   for (size_t i = 0; i < a.sack.size(); ++i) a.sack[i] = h.ext.sack[i].get();
 }
 
@@ -431,7 +435,7 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
     h.ext.msg_len.set(d.msg_len);
     h.ext.imm.set(d.imm);
     h.ext.payload_len.set(d.payload_len);
-    h.ext.reserved.set(0);
+    h.ext.ports_down.set(d.ports_down);
     h.ext.payload_crc.set(
         (c.flags & flag::kPayloadCrc) != 0 ? crc32c(0, payload.data(), payload.size()) : 0);
     h.ext.src_qpn.set(d.src_qpn);
@@ -450,7 +454,8 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
       h.ext.echo_ts.set(a.echo_ts);
       h.ext.ack_delay_ns.set(a.ack_delay_ns);
       h.ext.ack_flags = a.ack_flags;
-      std::memset(h.ext.reserved, 0, sizeof h.ext.reserved);
+      h.ext.reserved = 0;
+      h.ext.ports_down.set(a.ports_down);
       for (size_t i = 0; i < a.sack.size(); ++i) h.ext.sack[i].set(a.sack[i]);
       return seal(h, c.net_flags, out);
     }

@@ -146,6 +146,7 @@ struct DataHeader {
   uint16_t payload_len = 0;  // payload bytes this packet carried when sent (before any trim)
   uint32_t payload_crc = 0;  // CRC32C of the payload, when flag::kPayloadCrc
   uint32_t src_qpn = 0;      // sender's QPN (diagnostics, probe replies)
+  uint16_t ports_down = 0;   // as AckHeader::ports_down, of the data's sender (0 for UD)
 };
 
 struct AckHeader {
@@ -156,6 +157,10 @@ struct AckHeader {
   uint64_t echo_ts = 0;       // its CommonHeader::ts
   uint32_t ack_delay_ns = 0;  // time the receiver held it before acking
   uint8_t ack_flags = 0;      // ack_flag::*
+  // Bit p: the ACK's sender has no link on its plane port p (its driver said so,
+  // Engine::set_port_up): nothing sent to it on plane p can arrive. 0 from older senders.
+  // Data packets carry the same word (DataHeader::ports_down).
+  uint16_t ports_down = 0;
   std::array<uint64_t, kSackBits / 64> sack{};  // bit i of word i/64: PSN sack_base + i received
 };
 

@@ -60,6 +60,8 @@ struct Fabric::State {
   mutable std::array<LinkId, kMaxHops> scratch{};             // the route() being returned
   std::vector<uint8_t> t0_is_down, t1_is_down, t0_bh, t1_bh;  // [plane * t0s + t0], [plane * S + s]
   std::vector<LinkInfo> info;                                 // by LinkId
+  std::vector<uint8_t> port_dn;  // [hp(h, p)]: the port's cable has a direction down
+  std::function<void(PeerId, uint16_t, bool)> on_port;  // set_on_port
 
   State(SimNet& n, const FabricConfig& c) : net(n), cfg(c) {}
 
@@ -110,6 +112,7 @@ struct Fabric::State {
 
     host_up.resize(size_t{H} * P());
     host_down.resize(size_t{H} * P());
+    port_dn.assign(size_t{H} * P(), 0);
     for (PeerId h = 0; h < H; ++h) {
       for (uint16_t p = 0; p < P(); ++p) {
         LinkConfig nic;
@@ -187,6 +190,16 @@ struct Fabric::State {
     }
     if (net.link_up(l) == dn) net.set_link_up(l, !dn);
     if (net.blackhole(l) != bh) net.set_blackhole(l, bh);
+    if (li.role == Role::kHostUp || li.role == Role::kHostDown) port_changed(li.other, li.plane);
+  }
+
+  // Host h's port on plane p has a link while both directions of its cable are up.
+  void port_changed(PeerId h, uint16_t p) {
+    const size_t i = hp(h, p);
+    const bool dn = !net.link_up(host_up[i]) || !net.link_up(host_down[i]);
+    if (port_dn[i] == static_cast<uint8_t>(dn)) return;
+    port_dn[i] = dn;
+    if (on_port) on_port(h, p, !dn);
   }
 
   // Every link touching T0 (p, t0): its hosts' ports and its uplinks both ways.
@@ -308,6 +321,16 @@ uint32_t Fabric::t0_of(PeerId host) const {
   return host / s_->cfg.hosts_per_t0;
 }
 uint32_t Fabric::t0_count() const { return s_->t0s; }
+
+void Fabric::set_on_port(std::function<void(PeerId, uint16_t, bool)> fn) {
+  s_->on_port = std::move(fn);
+}
+
+bool Fabric::port_up(PeerId host, uint16_t plane) const {
+  s_->check_host(host);
+  s_->check_plane(plane);
+  return s_->port_dn[s_->hp(host, plane)] == 0;
+}
 
 std::string Fabric::describe(uint32_t ev) {
   char b[48];

@@ -144,6 +144,15 @@ class Fabric {
   std::vector<engine::Path> backup_paths(PeerId src, PeerId dst, uint32_t per_plane,
                                          uint32_t salt = 0) const;
 
+  // ---- Port link state (what a host's NIC sees of its own cables) ----------------------
+  /// Whether host's port on `plane` has a link: both directions of its cable to the T0 are
+  /// up (a T0 down, or the cable down, takes it; a blackhole or loss does not show).
+  bool port_up(PeerId host, uint16_t plane) const;
+  /// Called with (host, plane, up) each time port_up changes, from inside the fault call
+  /// (and so inside SimNet::at callbacks): where a driver tells its engine
+  /// (Engine::set_port_up), as a NIC's PHY reports carrier. Empty: nobody is told.
+  void set_on_port(std::function<void(PeerId, uint16_t, bool)> fn);
+
   // ---- Faults (immediate; schedule with net().at) ---------------------------------------
   void t0_down(uint16_t plane, uint32_t t0);
   void t0_up(uint16_t plane, uint32_t t0);
