@@ -254,13 +254,13 @@ void post(Id* id, rdma_cm_event_type type, int status, const CmMsg* m = nullptr)
       type == RDMA_CM_EVENT_CONNECT_REQUEST && id->listener ? &id->listener->id : nullptr;
   e->ev.event = type;
   e->ev.status = status;
+  const uint8_t len = m ? std::min<uint8_t>(m->private_len, kMaxPrivate) : 0;
+  if (len) std::memcpy(e->private_data, m->private_data, len);
   if (m && is_ud(id)) {
     // The peer's UD QP, and the AH attributes that reach it (its GID; our GID 0).
-    const uint8_t n = std::min<uint8_t>(m->private_len, kMaxPrivate);
-    std::memcpy(e->private_data, m->private_data, n);
     rdma_ud_param& u = e->ev.param.ud;
-    u.private_data = n ? e->private_data : nullptr;
-    u.private_data_len = n;
+    u.private_data = len ? e->private_data : nullptr;
+    u.private_data_len = len;
     u.qp_num = m->qpn;
     u.qkey = RDMA_UDP_QKEY;
     u.ah_attr.is_global = 1;
@@ -270,11 +270,9 @@ void post(Id* id, rdma_cm_event_type type, int status, const CmMsg* m = nullptr)
     u.ah_attr.grh.traffic_class = id->tos;
     u.ah_attr.port_num = 1;
   } else if (m) {
-    const uint8_t n = std::min<uint8_t>(m->private_len, kMaxPrivate);
-    std::memcpy(e->private_data, m->private_data, n);
     rdma_conn_param& c = e->ev.param.conn;
-    c.private_data = n ? e->private_data : nullptr;
-    c.private_data_len = n;
+    c.private_data = len ? e->private_data : nullptr;
+    c.private_data_len = len;
     c.responder_resources = m->responder_resources;
     c.initiator_depth = m->initiator_depth;
     c.retry_count = m->retry_count;
