@@ -74,6 +74,7 @@ echo "latency (8 B, half round trip): ib_write_lat t_typical $wlat us; ucx put_l
      "ratio $(awk -v a="$ulat" -v b="$wlat" 'BEGIN{printf "%.2f", a/b}')"
 
 # UCP: tag matching over rc_verbs (wired up through ud_verbs), as Open MPI's UCX PML uses it.
+# shellcheck disable=SC2054  # the commas are UCX_TLS's list, not array separators
 TLS=(env UCX_TLS=rc_verbs,ud_verbs UCX_NET_DEVICES=mrc0:1)
 ITERS=$(awk -v s="$SECS" -v b="$wbw" 'BEGIN { printf "%d", s * b * 1e6 / 65536 }')
 u=$(pair2 "${TLS[@]}" ucx_perftest -- "${TLS[@]}" ucx_perftest "$SERVER" -t tag_bw -s 65536 -n "$ITERS" | ucx_final)
