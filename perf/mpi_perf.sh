@@ -35,11 +35,16 @@ fabric_up "mpp$$" "$RATE"
 CLIENT=$(ip -n "$PREFIX-h1" -4 -o addr show dev mgmt0 | awk '{print $4}' | cut -d/ -f1)
 
 # run <out> <shim or ""> <mpirun options...>: mpirun in host 0's namespace, one rank per host.
+# The two "hosts" share this machine's cores, which mpirun cannot know (one slot per host): a
+# rank polling for a message holds the core its peer needs, and without yielding Open MPI's TCP
+# BTL took 10-44 ms per half round trip (a plain TCP ping-pong: 9 us). mpi_yield_when_idle 1
+# (what Open MPI sets itself on a node it knows is oversubscribed) for both transports.
 run() {
   local out=$1 shim=$2; shift 2
   ip netns exec "$PREFIX-h0" env MRC_MPI_PREFIX="$PREFIX" MRC_MPI_SHIM="$shim" \
     mpirun --allow-run-as-root -np 2 --host "$SERVER,$CLIENT" \
-    --mca plm_rsh_agent "$PWD/tests/mpi/mpi_agent.sh" --mca oob_tcp_if_include mgmt0 "$@" \
+    --mca plm_rsh_agent "$PWD/tests/mpi/mpi_agent.sh" --mca oob_tcp_if_include mgmt0 \
+    --mca mpi_yield_when_idle 1 "$@" \
     "$PWD/tests/mpi/mpi_rank.sh" "$PWD/$B/perf/mpi_pingpong" "$MAX" "$ITERS" \
     > "$WORK/$out" 2>&1 || { cat "$WORK/$out" >&2; exit 1; }
 }
