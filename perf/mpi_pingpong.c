@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   const int warmup = argc > 3 ? atoi(argv[3]) : 20;
   if (max == 0 || max > (1u << 30) || iters < 1 || warmup < 1) {
     if (rank == 0)
-      fprintf(stderr, "mpi_pingpong: bad arguments (max_bytes 1..1 GiB, iters >= 1, warmup >= 1)\n");
+      fprintf(stderr,
+              "mpi_pingpong: bad arguments (max_bytes 1..1 GiB, iters >= 1, warmup >= 1)\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   unsigned char* buf = malloc(max);
