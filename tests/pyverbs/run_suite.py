@@ -36,14 +36,7 @@ VENDOR_PREFIXES = ("test_mlx5", "test_efa")
 # Tests that err on mrc0 for a reason the project knows and has not fixed yet: reported apart
 # ("known_errors", by reason) and not failing the run; one that passes is listed under
 # "known_now_pass" so it comes off this list. Each entry says why (docs/verbs-shim.md).
-KNOWN_ERRORS = {
-    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_udp_traffic":
-        "RDMA_PS_UDP needs UD QPs, which mrc0 does not have yet (rdma_getaddrinfo: "
-        "EPROTONOSUPPORT)",
-    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_traffic_external_qp":
-        "the two processes stall after connecting an app-made QP (pyverbs kills them after "
-        "15 s); rping -q, which does the same, passes: not diagnosed yet",
-}
+KNOWN_ERRORS = {}
 
 
 def fail_usage(msg):

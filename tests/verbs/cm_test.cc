@@ -2,7 +2,8 @@
 // listener and a connecting id on 127.0.0.1, their QPs on this process's mrc0. The CM state
 // machine: port spaces, calls out of order, a destination with nothing listening
 // (UNREACHABLE), a reject with private data, connect/accept/establish with private data both
-// ways, data over the QPs the CM connected, disconnect at both ends, the port freed.
+// ways, data over the QPs the CM connected, disconnect at both ends, the port freed; QPs the
+// app made itself on the id's PD; RDMA_PS_UDP ids (UD QPs).
 #include "verbs/cm.h"
 
 #include <arpa/inet.h>
@@ -17,6 +18,8 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "loopback_env.h"
 #include "verbs/verbs.h"
@@ -42,6 +45,7 @@ class CmTest : public ::testing::Test {
     ASSERT_NE(ch_, nullptr);
   }
   void TearDown() override {
+    for (ibv_qp* qp : app_qps_) verbs::destroy_qp(qp);
     for (rdma_cm_id* id : {child_, client_, server_})
       if (id) {
         destroy_qp(id);
@@ -77,8 +81,8 @@ class CmTest : public ::testing::Test {
     return copy;
   }
 
-  void listen_on(uint16_t port) {
-    ASSERT_EQ(create_id(ch_, &server_, this, RDMA_PS_TCP), 0);
+  void listen_on(uint16_t port, rdma_port_space ps = RDMA_PS_TCP) {
+    ASSERT_EQ(create_id(ch_, &server_, this, ps), 0);
     sockaddr_in a = loopback(port);
     ASSERT_EQ(bind_addr(server_, reinterpret_cast<sockaddr*>(&a)), 0) << std::strerror(errno);
     ASSERT_EQ(listen(server_, 8), 0);
@@ -86,8 +90,8 @@ class CmTest : public ::testing::Test {
   }
 
   // A client id resolved toward 127.0.0.1:port, with a QP when `qp`.
-  void resolve_to(uint16_t port, bool qp = true) {
-    ASSERT_EQ(create_id(ch_, &client_, nullptr, RDMA_PS_TCP), 0);
+  void resolve_to(uint16_t port, bool qp = true, rdma_port_space ps = RDMA_PS_TCP) {
+    ASSERT_EQ(create_id(ch_, &client_, nullptr, ps), 0);
     sockaddr_in dst = loopback(port);
     ASSERT_EQ(resolve_addr(client_, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
     EXPECT_EQ(next().event, RDMA_CM_EVENT_ADDR_RESOLVED);
@@ -106,7 +110,7 @@ class CmTest : public ::testing::Test {
     ibv_qp_init_attr qa{};
     qa.send_cq = cq;
     qa.recv_cq = cq;
-    qa.qp_type = IBV_QPT_RC;
+    qa.qp_type = id->qp_type;  // RC, or UD for an RDMA_PS_UDP id
     qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
     qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
     ASSERT_EQ(create_qp(id, pd_, &qa), 0) << std::strerror(errno);
@@ -114,7 +118,83 @@ class CmTest : public ::testing::Test {
     ibv_qp_attr at{};
     ibv_qp_init_attr init{};
     ASSERT_EQ(query_qp(id->qp, &at, IBV_QP_STATE, &init), 0);
-    EXPECT_EQ(at.qp_state, IBV_QPS_INIT);
+    // An RC QP waits for its peer; a UD QP is ready at once, as librdmacm makes it.
+    EXPECT_EQ(at.qp_state, id->qp_type == IBV_QPT_UD ? IBV_QPS_RTS : IBV_QPS_INIT);
+  }
+
+  // A QP the app makes itself (ibv_create_qp) on the id's PD, as pyverbs' external-QP test.
+  ibv_qp* app_qp(rdma_cm_id* id) {
+    ibv_cq* cq = create_cq(id->verbs, 16, nullptr, nullptr, 0);
+    if (!cq) return nullptr;
+    cqs_.push_back(cq);
+    ibv_qp_init_attr qa{};
+    qa.send_cq = qa.recv_cq = cq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
+    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+    ibv_qp* qp = verbs::create_qp(id->pd, &qa);
+    if (qp) app_qps_.push_back(qp);
+    return qp;
+  }
+
+  // Takes an app's QP to RTS with the attributes the id gives (rdma_init_qp_attr).
+  void to_rts(rdma_cm_id* id, ibv_qp* qp) {
+    for (ibv_qp_state st : {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS}) {
+      ibv_qp_attr at{};
+      at.qp_state = st;
+      int mask = 0;
+      ASSERT_EQ(init_qp_attr(id, &at, &mask), 0) << "state " << st;
+      ASSERT_EQ(modify_qp(qp, &at, mask), 0) << "state " << st;
+    }
+  }
+
+  // One SEND from `from` lands in a receive posted on `to` (UD: through `ah` to QP `rqpn`,
+  // after the 40-byte GRH); both completions succeed within 5 s.
+  void send_one(ibv_qp* from, ibv_qp* to, ibv_ah* ah = nullptr, uint32_t rqpn = 0) {
+    const size_t grh = ah ? sizeof(ibv_grh) : 0;
+    char src[64] = "over the QPs rdma_cm connected", dst[64 + sizeof(ibv_grh)] = {};
+    ibv_mr* smr = reg_mr(from->pd, src, sizeof src, reinterpret_cast<uintptr_t>(src), 0);
+    ibv_mr* dmr =
+        reg_mr(to->pd, dst, sizeof dst, reinterpret_cast<uintptr_t>(dst), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_TRUE(smr && dmr);
+    ibv_sge rs{reinterpret_cast<uintptr_t>(dst), static_cast<uint32_t>(sizeof src + grh),
+               dmr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.sg_list = &rs;
+    rwr.num_sge = 1;
+    ibv_recv_wr* bad_r = nullptr;
+    ASSERT_EQ(post_recv(to, &rwr, &bad_r), 0);
+    ibv_sge ss{reinterpret_cast<uintptr_t>(src), sizeof src, smr->lkey};
+    ibv_send_wr swr{};
+    swr.sg_list = &ss;
+    swr.num_sge = 1;
+    swr.opcode = IBV_WR_SEND;
+    swr.send_flags = IBV_SEND_SIGNALED;
+    swr.wr.ud.ah = ah;
+    swr.wr.ud.remote_qpn = rqpn;
+    swr.wr.ud.remote_qkey = RDMA_UDP_QKEY;
+    ibv_send_wr* bad_s = nullptr;
+    ASSERT_EQ(post_send(from, &swr, &bad_s), 0);
+    int done = 0;
+    for (int i = 0; i < 5000 && done < 2; ++i) {
+      for (ibv_cq* cq : {from->send_cq, to->recv_cq}) {
+        ibv_wc wc;
+        if (poll_cq(cq, 1, &wc) != 1) continue;
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+        ++done;
+      }
+      if (done < 2) ::usleep(1000);
+    }
+    EXPECT_EQ(done, 2);
+    EXPECT_STREQ(dst + grh, src);
+    dereg_mr(smr);
+    dereg_mr(dmr);
+  }
+
+  // No event comes within 200 ms.
+  void expect_no_event() {
+    pollfd p{ch_->fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 200), 0) << "an event more";
   }
 
   rdma_event_channel* ch_ = nullptr;
@@ -123,16 +203,20 @@ class CmTest : public ::testing::Test {
   rdma_cm_id* child_ = nullptr;
   ibv_pd* pd_ = nullptr;
   std::vector<ibv_cq*> cqs_;
+  std::vector<ibv_qp*> app_qps_;
 };
 
-TEST_F(CmTest, CreateId_RefusesPortSpacesOtherThanTcp) {
+TEST_F(CmTest, CreateId_RefusesPortSpacesOtherThanTcpAndUdp) {
   rdma_cm_id* id = nullptr;
-  for (rdma_port_space ps : {RDMA_PS_UDP, RDMA_PS_IB, RDMA_PS_IPOIB}) {
+  for (rdma_port_space ps : {RDMA_PS_IB, RDMA_PS_IPOIB}) {
     errno = 0;
     EXPECT_EQ(create_id(ch_, &id, nullptr, ps), -1);
     EXPECT_EQ(errno, EPROTONOSUPPORT);
     EXPECT_EQ(id, nullptr);
   }
+  ASSERT_EQ(create_id(ch_, &id, nullptr, RDMA_PS_UDP), 0);
+  EXPECT_EQ(id->qp_type, IBV_QPT_UD);
+  EXPECT_EQ(destroy_id(id), 0);
   // No channel: a synchronous id, with a channel of its own (gone with the id).
   ASSERT_EQ(create_id(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
   EXPECT_NE(id->channel, nullptr);
@@ -244,38 +328,7 @@ TEST_F(CmTest, ConnectAccept_DataFlows_DisconnectReachesBoth_PortFreed) {
   }
 
   // A SEND from the client lands in the server's posted receive.
-  char src[64] = "over the QPs rdma_cm connected", dst[64] = {};
-  ibv_mr* smr = reg_mr(pd_, src, sizeof src, reinterpret_cast<uintptr_t>(src), 0);
-  ibv_mr* dmr =
-      reg_mr(pd_, dst, sizeof dst, reinterpret_cast<uintptr_t>(dst), IBV_ACCESS_LOCAL_WRITE);
-  ibv_sge rs{reinterpret_cast<uintptr_t>(dst), sizeof dst, dmr->lkey};
-  ibv_recv_wr rwr{};
-  rwr.sg_list = &rs;
-  rwr.num_sge = 1;
-  ibv_recv_wr* bad_r = nullptr;
-  ASSERT_EQ(post_recv(child_->qp, &rwr, &bad_r), 0);
-  ibv_sge ss{reinterpret_cast<uintptr_t>(src), sizeof src, smr->lkey};
-  ibv_send_wr swr{};
-  swr.sg_list = &ss;
-  swr.num_sge = 1;
-  swr.opcode = IBV_WR_SEND;
-  swr.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad_s = nullptr;
-  ASSERT_EQ(post_send(client_->qp, &swr, &bad_s), 0);
-  int done = 0;
-  for (int i = 0; i < 5000 && done < 2; ++i) {
-    for (ibv_cq* cq : cqs_) {
-      ibv_wc wc;
-      if (poll_cq(cq, 1, &wc) != 1) continue;
-      EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
-      ++done;
-    }
-    if (done < 2) ::usleep(1000);
-  }
-  EXPECT_EQ(done, 2);
-  EXPECT_STREQ(dst, src);
-  dereg_mr(smr);
-  dereg_mr(dmr);
+  send_one(client_->qp, child_->qp);
 
   // Disconnect: DISCONNECTED at both ends, the QP in ERR; again is harmless.
   ASSERT_EQ(disconnect(client_), 0);
@@ -395,8 +448,135 @@ TEST_F(CmTest, InitQpAttr_AndEstablish_ForAppMadeQps) {
   const rdma_cm_event est = next();
   EXPECT_EQ(est.event, RDMA_CM_EVENT_ESTABLISHED);
   EXPECT_EQ(est.id, child_);
-  pollfd p2{ch_->fd, POLLIN, 0};
-  EXPECT_EQ(::poll(&p2, 1, 200), 0) << "an event more";
+  expect_no_event();
+}
+
+// pyverbs' test_rdmacm_async_traffic_external_qp: QPs the app makes itself with
+// ibv_create_qp on the id's PD (librdmacm's device PD, there from address resolution and
+// bind on: it was null, and the app's ibv_create_qp(NULL) crashed), connected by qp_num in
+// the connection parameters, moved by the app through rdma_init_qp_attr's INIT, RTR and RTS,
+// the active side finishing with rdma_establish; data flows over them.
+TEST_F(CmTest, ExternalQp_OnTheIdsPd_InitQpAttrToRts_DataFlows) {
+  const uint16_t port = testing::free_tcp_port();
+  listen_on(port);
+  EXPECT_NE(server_->pd, nullptr);
+  resolve_to(port, /*qp=*/false);
+  ASSERT_NE(client_->pd, nullptr);
+  EXPECT_EQ(client_->pd->context, client_->verbs);
+  ibv_qp* qa = app_qp(client_);
+  ASSERT_NE(qa, nullptr) << std::strerror(errno);
+  rdma_conn_param p{};
+  p.qp_num = qa->qp_num;
+  ASSERT_EQ(connect(client_, &p), 0);
+  const rdma_cm_event req = next();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  EXPECT_EQ(req.param.conn.qp_num, qa->qp_num);
+  child_ = req.id;
+  ASSERT_NE(child_->pd, nullptr);  // a child has its listener's PD
+  ibv_qp* qb = app_qp(child_);
+  ASSERT_NE(qb, nullptr) << std::strerror(errno);
+  to_rts(child_, qb);
+  p.qp_num = qb->qp_num;
+  ASSERT_EQ(accept(child_, &p), 0) << std::strerror(errno);
+  const rdma_cm_event rep = next();
+  ASSERT_EQ(rep.event, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  EXPECT_EQ(rep.param.conn.qp_num, qb->qp_num);
+  to_rts(client_, qa);
+  ASSERT_EQ(establish(client_), 0);
+  const rdma_cm_event est = next();
+  EXPECT_EQ(est.event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(est.id, child_);
+  for (auto [qp, peer] : {std::pair{qa, qb}, std::pair{qb, qa}}) {
+    ibv_qp_attr at{};
+    ibv_qp_init_attr init{};
+    ASSERT_EQ(query_qp(qp, &at, IBV_QP_STATE | IBV_QP_DEST_QPN, &init), 0);
+    EXPECT_EQ(at.qp_state, IBV_QPS_RTS);
+    EXPECT_EQ(at.dest_qp_num, peer->qp_num);
+  }
+  send_one(qa, qb);
+  send_one(qb, qa);
+}
+
+// RDMA_PS_UDP: rdma_create_qp makes a UD QP at RTS (Q_Key RDMA_UDP_QKEY); the REQ names the
+// active QP (CONNECT_REQUEST's param.ud), the accept's REP the passive one (ESTABLISHED's
+// param.ud with the AH attributes and the private data), and the passive side hears nothing
+// more; a datagram sent with those reaches the passive QP. No connection: disconnect is EINVAL.
+TEST_F(CmTest, UdpPortSpace_ReplyNamesThePeersUdQp_DatagramFlows) {
+  const uint16_t port = testing::free_tcp_port();
+  listen_on(port, RDMA_PS_UDP);
+  resolve_to(port, /*qp=*/true, RDMA_PS_UDP);
+  ibv_qp_attr at{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(query_qp(client_->qp, &at, IBV_QP_QKEY, &init), 0);
+  EXPECT_EQ(at.qkey, static_cast<uint32_t>(RDMA_UDP_QKEY));
+  ASSERT_EQ(connect(client_, nullptr), 0) << std::strerror(errno);
+  const rdma_cm_event req = next();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  EXPECT_EQ(req.param.ud.qp_num, client_->qp->qp_num);
+  child_ = req.id;
+  EXPECT_EQ(child_->qp_type, IBV_QPT_UD);
+  EXPECT_EQ(child_->ps, RDMA_PS_UDP);
+  make_qp(child_);
+  char too_long[137] = {};  // a reply to an RDMA_PS_UDP request carries 136 bytes
+  rdma_conn_param p{};
+  p.private_data = too_long;
+  p.private_data_len = sizeof too_long;
+  EXPECT_EQ(accept(child_, &p), -1);
+  EXPECT_EQ(errno, EINVAL);
+  const std::string welcome = "ud welcome";
+  p.private_data = welcome.data();
+  p.private_data_len = static_cast<uint8_t>(welcome.size());
+  ASSERT_EQ(accept(child_, &p), 0) << std::strerror(errno);
+  std::string got;
+  const rdma_cm_event est = next(&got);
+  ASSERT_EQ(est.event, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(est.id, client_);
+  EXPECT_EQ(got, welcome);
+  EXPECT_EQ(est.param.ud.qp_num, child_->qp->qp_num);
+  EXPECT_EQ(est.param.ud.qkey, static_cast<uint32_t>(RDMA_UDP_QKEY));
+  ibv_gid gid{};
+  ASSERT_EQ(query_gid(client_->verbs, 1, 0, &gid), 0);
+  EXPECT_EQ(est.param.ud.ah_attr.is_global, 1);
+  EXPECT_EQ(std::memcmp(est.param.ud.ah_attr.grh.dgid.raw, gid.raw, 16), 0);  // one process
+  expect_no_event();  // the passive side hears no ESTABLISHED
+  ibv_ah_attr aa = est.param.ud.ah_attr;
+  ibv_ah* ah = create_ah(client_->qp->pd, &aa);
+  ASSERT_NE(ah, nullptr) << std::strerror(errno);
+  send_one(client_->qp, child_->qp, ah, est.param.ud.qp_num);
+  destroy_ah(ah);
+  EXPECT_EQ(disconnect(client_), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(establish(client_), -1);
+}
+
+// An RDMA_PS_UDP request the passive side rejects is UNREACHABLE at the active side (status
+// MRC_CM_SIDR_REJECT, with the reject's private data), as the kernel's CM reports a SIDR
+// reject; an RDMA_PS_TCP request to an RDMA_PS_UDP listener is REJECTED without the app
+// hearing of it.
+TEST_F(CmTest, UdpPortSpace_RejectIsUnreachable_TcpRequestToUdpListenerRejected) {
+  const uint16_t port = testing::free_tcp_port();
+  listen_on(port, RDMA_PS_UDP);
+  resolve_to(port, /*qp=*/true, RDMA_PS_UDP);
+  ASSERT_EQ(connect(client_, nullptr), 0);
+  const rdma_cm_event req = next();
+  ASSERT_EQ(req.event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  child_ = req.id;
+  const std::string no = "no thanks";
+  ASSERT_EQ(reject(child_, no.data(), static_cast<uint8_t>(no.size())), 0);
+  std::string got;
+  const rdma_cm_event rej = next(&got);
+  EXPECT_EQ(rej.event, RDMA_CM_EVENT_UNREACHABLE);
+  EXPECT_EQ(rej.status, MRC_CM_SIDR_REJECT);
+  EXPECT_EQ(got, no);
+  destroy_qp(client_);
+  destroy_id(client_);
+  client_ = nullptr;
+  resolve_to(port);  // RDMA_PS_TCP
+  ASSERT_EQ(connect(client_, nullptr), 0);
+  const rdma_cm_event tcp = next();
+  EXPECT_EQ(tcp.event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(tcp.id, client_);
+  expect_no_event();
 }
 
 // rdma_create_ep ids are synchronous: connect and accept return once established;
@@ -546,8 +726,14 @@ TEST(CmAddrinfo, GetAddrinfo_PassiveAndActive) {
   EXPECT_NE(res->ai_src_addr, nullptr);
   EXPECT_EQ(res->ai_dst_addr, nullptr);
   freeaddrinfo(res);
-  hints.ai_port_space = RDMA_PS_UDP;
+  hints.ai_port_space = RDMA_PS_UDP;  // UD QPs
+  ASSERT_EQ(getaddrinfo(nullptr, "7174", &hints, &res), 0);
+  EXPECT_EQ(res->ai_port_space, RDMA_PS_UDP);
+  EXPECT_EQ(res->ai_qp_type, IBV_QPT_UD);
+  freeaddrinfo(res);
+  hints.ai_port_space = RDMA_PS_IB;
   EXPECT_NE(getaddrinfo(nullptr, "7174", &hints, &res), 0);
+  EXPECT_EQ(errno, EPROTONOSUPPORT);
   EXPECT_STREQ(event_str(RDMA_CM_EVENT_TIMEWAIT_EXIT), "RDMA_CM_EVENT_TIMEWAIT_EXIT");
   EXPECT_STREQ(event_str(static_cast<rdma_cm_event_type>(99)), "UNKNOWN EVENT");
 }

@@ -151,6 +151,8 @@ struct Id {
   ibv_pd* ep_pd = nullptr;
 };
 Id* id_of(rdma_cm_id* i) { return reinterpret_cast<Id*>(i); }
+// An RDMA_PS_UDP id: a UD QP, whose "connection" is one REQ/REP exchange (cm_wire.h).
+bool is_ud(const Id* id) { return id->id.ps == RDMA_PS_UDP; }
 
 // Every id of the process, the mrc0 context ids hand out, and the service thread.
 struct Service {
@@ -229,6 +231,22 @@ ibv_context* context(Service& s) {
   return s.ctx;
 }
 
+// rdma_create_qp's default PD: mrc0's one PD for the CM's ids.
+ibv_pd* default_pd(Service& s) {
+  if (!s.pd) s.pd = alloc_pd(s.ctx);
+  return s.pd;
+}
+
+// Ties an id to mrc0 once bound or resolved, as librdmacm does: its context, port, source
+// GID and the device's PD (id->pd: an app that makes its own QP, ibv_create_qp(id->pd, ...),
+// rather than rdma_create_qp, finds a PD there; a null one crashed pyverbs' external-QP test).
+void attach_device(Service& s, rdma_cm_id* cm) {
+  cm->verbs = s.ctx;
+  cm->port_num = 1;
+  if (!cm->pd) cm->pd = default_pd(s);
+  query_gid(s.ctx, 1, 0, &cm->route.addr.addr.ibaddr.sgid);
+}
+
 void post(Id* id, rdma_cm_event_type type, int status, const CmMsg* m = nullptr) {
   auto* e = new Event;
   e->ev.id = &id->id;
@@ -236,12 +254,25 @@ void post(Id* id, rdma_cm_event_type type, int status, const CmMsg* m = nullptr)
       type == RDMA_CM_EVENT_CONNECT_REQUEST && id->listener ? &id->listener->id : nullptr;
   e->ev.event = type;
   e->ev.status = status;
-  if (m) {
-    const uint8_t n = std::min<uint8_t>(m->private_len, kMaxPrivate);
-    std::memcpy(e->private_data, m->private_data, n);
+  const uint8_t len = m ? std::min<uint8_t>(m->private_len, kMaxPrivate) : 0;
+  if (len) std::memcpy(e->private_data, m->private_data, len);
+  if (m && is_ud(id)) {
+    // The peer's UD QP, and the AH attributes that reach it (its GID; our GID 0).
+    rdma_ud_param& u = e->ev.param.ud;
+    u.private_data = len ? e->private_data : nullptr;
+    u.private_data_len = len;
+    u.qp_num = m->qpn;
+    u.qkey = RDMA_UDP_QKEY;
+    u.ah_attr.is_global = 1;
+    std::memcpy(u.ah_attr.grh.dgid.raw, m->gid, 16);
+    u.ah_attr.grh.sgid_index = 0;
+    u.ah_attr.grh.hop_limit = 64;
+    u.ah_attr.grh.traffic_class = id->tos;
+    u.ah_attr.port_num = 1;
+  } else if (m) {
     rdma_conn_param& c = e->ev.param.conn;
-    c.private_data = n ? e->private_data : nullptr;
-    c.private_data_len = n;
+    c.private_data = len ? e->private_data : nullptr;
+    c.private_data_len = len;
     c.responder_resources = m->responder_resources;
     c.initiator_depth = m->initiator_depth;
     c.retry_count = m->retry_count;
@@ -279,6 +310,7 @@ CmMsg our_msg(Service& s, Id* id, MsgType type, uint32_t qpn, const void* pd, ui
   m.initiator_depth = id->initiator_depth;
   m.retry_count = id->retry_count;
   m.rnr_retry_count = id->rnr_retry_count;
+  m.ud = is_ud(id) ? 1 : 0;
   if (s.ctx) {
     ibv_gid g{};
     if (query_gid(s.ctx, 1, 0, &g) == 0) std::memcpy(m.gid, g.raw, 16);
@@ -320,6 +352,26 @@ void learn_peer(Service& s, const CmMsg& p) {
 int qp_attr(Service& s, Id* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
   *a = {};
   a->qp_state = state;
+  if (is_ud(id)) {  // as librdmacm's: the Q_Key at INIT, nothing toward a peer
+    switch (state) {
+      case IBV_QPS_INIT:
+        a->pkey_index = 0;
+        a->port_num = 1;
+        a->qkey = RDMA_UDP_QKEY;
+        *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+        return 0;
+      case IBV_QPS_RTR:
+        *mask = IBV_QP_STATE;
+        return 0;
+      case IBV_QPS_RTS:
+        a->sq_psn = id->psn;
+        *mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+        return 0;
+      default:
+        return minus_one(
+            fail(EINVAL, "rdma_init_qp_attr: state %d: only INIT, RTR and RTS", state));
+    }
+  }
   switch (state) {
     case IBV_QPS_INIT:
       a->pkey_index = 0;
@@ -533,11 +585,12 @@ void Service::handle(Id* id) {
       child->psn = random_psn();
       child->tos = id->tos;  // a connection takes its listener's TOS, as the kernel's CM
       child->id.verbs = id->id.verbs;
+      child->id.pd = id->id.pd;
       child->id.channel = id->id.channel;
       child->id.context = id->id.context;
       child->id.ps = id->id.ps;
       child->id.port_num = 1;
-      child->id.qp_type = IBV_QPT_RC;
+      child->id.qp_type = id->id.qp_type;
       child->id.route.addr.addr.ibaddr.sgid = id->id.route.addr.addr.ibaddr.sgid;
       socklen_t n = sizeof(sockaddr_storage);
       ::getsockname(c, &child->id.route.addr.src_addr, &n);
@@ -594,6 +647,17 @@ void Service::on_msg(Id* id, const CmMsg& m) {
   switch (m.type) {
     case MsgType::kReq:
       if (id->st != St::kReqWait) break;
+      if ((m.ud != 0) != is_ud(id)) {  // an RDMA_PS_UDP request to a TCP listener, or back
+        log_error("rdma_cm: %s asked for %s, this listener is %s: rejected",
+                  addr_str(&id->id.route.addr.dst_addr).c_str(),
+                  m.ud ? "RDMA_PS_UDP" : "RDMA_PS_TCP", is_ud(id) ? "RDMA_PS_UDP" : "RDMA_PS_TCP");
+        CmMsg rej = our_msg(*this, id, MsgType::kRej, 0, nullptr, 0);
+        rej.ud = m.ud;
+        send_msg(id, rej);
+        remove_id(*this, id);
+        delete id;
+        return;
+      }
       id->peer = m;
       id->have_peer = true;
       std::memcpy(id->id.route.addr.addr.ibaddr.dgid.raw, m.gid, 16);
@@ -619,6 +683,13 @@ void Service::on_msg(Id* id, const CmMsg& m) {
       id->have_peer = true;
       std::memcpy(id->id.route.addr.addr.ibaddr.dgid.raw, m.gid, 16);
       learn_peer(*this, m);  // before any QP, ours or the app's (rping -q), goes to RTR
+      // An RDMA_PS_UDP id: the peer's QP number is all there is to learn.
+      if (is_ud(id)) {
+        close_fd(id);
+        id->st = St::kEstablished;
+        post(id, RDMA_CM_EVENT_ESTABLISHED, 0, &m);
+        return;
+      }
       if (!id->id.qp) {
         id->st = St::kRepRcvd;
         post(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, &m);
@@ -645,7 +716,12 @@ void Service::on_msg(Id* id, const CmMsg& m) {
       if (id->st != St::kReqSent && id->st != St::kRepSent) break;
       close_fd(id);
       id->st = St::kRejected;
-      post(id, RDMA_CM_EVENT_REJECTED, MRC_CM_REJ_CONSUMER_DEFINED, &m);
+      // A refused RDMA_PS_UDP request is UNREACHABLE with the SIDR status, as the kernel's CM
+      // reports it.
+      if (is_ud(id))
+        post(id, RDMA_CM_EVENT_UNREACHABLE, MRC_CM_SIDR_REJECT, &m);
+      else
+        post(id, RDMA_CM_EVENT_REJECTED, MRC_CM_REJ_CONSUMER_DEFINED, &m);
       return;
     case MsgType::kDreq: {
       const bool was = id->st == St::kEstablished || id->st == St::kDisconnecting;
@@ -691,9 +767,7 @@ int bind_locked(Service& s, Id* id, const sockaddr* addr) {
   socklen_t n = sizeof(sockaddr_storage);
   ::getsockname(fd, &id->id.route.addr.src_addr, &n);
   id->fd = fd;
-  id->id.verbs = s.ctx;
-  id->id.port_num = 1;
-  query_gid(s.ctx, 1, 0, &id->id.route.addr.addr.ibaddr.sgid);
+  attach_device(s, &id->id);
   if (id->st == St::kIdle) id->st = St::kBound;
   return 0;
 }
@@ -736,10 +810,10 @@ void destroy_event_channel(rdma_event_channel* channel) {
 
 int create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma_port_space ps) {
   if (!out) return minus_one(fail(EINVAL, "rdma_create_id: no place for the id"));
-  if (ps != RDMA_PS_TCP)
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP)
     return minus_one(fail(EPROTONOSUPPORT,
-                          "rdma_create_id: port space 0x%x: MRC carries reliable connections only "
-                          "(RDMA_PS_TCP)",
+                          "rdma_create_id: port space 0x%x: mrc0 has RDMA_PS_TCP (RC QPs) and "
+                          "RDMA_PS_UDP (UD QPs) only",
                           static_cast<unsigned>(ps)));
   // No channel: a synchronous id with a channel of its own, whose calls wait for their event.
   const bool sync = !channel;
@@ -753,7 +827,7 @@ int create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma
   id->id.channel = channel;
   id->id.context = context;
   id->id.ps = ps;
-  id->id.qp_type = IBV_QPT_RC;
+  id->id.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
   id->psn = random_psn();
   s.ids[id->serial] = id;
   *out = &id->id;
@@ -851,9 +925,7 @@ int resolve_addr(rdma_cm_id* cm, sockaddr* src, sockaddr* dst, int) {
       cm->route.addr.src_sin6.sin6_port = 0;
     ::close(u);
   }
-  cm->verbs = s.ctx;
-  cm->port_num = 1;
-  query_gid(s.ctx, 1, 0, &cm->route.addr.addr.ibaddr.sgid);
+  attach_device(s, cm);
   id->st = St::kAddrResolved;
   post(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
   return 0;
@@ -898,10 +970,12 @@ int connect_async(rdma_cm_id* cm, rdma_conn_param* p) {
   Id* id = id_of(cm);
   if (id->st != St::kRouteResolved)
     return minus_one(fail(EINVAL, "rdma_connect: resolve the address and the route first"));
-  if (p && p->private_data_len > kReqPrivate)
+  const uint8_t most = is_ud(id) ? kSidrReqPrivate : kReqPrivate;
+  if (p && p->private_data_len > most)
     return minus_one(fail(EINVAL, "rdma_connect: %u bytes of private data, at most %u in a request",
-                          p->private_data_len, kReqPrivate));
-  if (!cm->qp && (!p || p->qp_num == 0))
+                          p->private_data_len, most));
+  // An RDMA_PS_UDP id asks for the peer's QP number: it needs no QP of its own to do so.
+  if (!is_ud(id) && !cm->qp && (!p || p->qp_num == 0))
     return minus_one(fail(EINVAL, "rdma_connect: no QP on the id and no qp_num in the parameters"));
   if (p) {
     id->responder_resources = p->responder_resources;
@@ -909,7 +983,7 @@ int connect_async(rdma_cm_id* cm, rdma_conn_param* p) {
     id->retry_count = p->retry_count;
     id->rnr_retry_count = p->rnr_retry_count;
   }
-  const uint32_t qpn = cm->qp ? cm->qp->qp_num : p->qp_num;
+  const uint32_t qpn = cm->qp ? cm->qp->qp_num : p ? p->qp_num : 0;
   id->out = our_msg(s, id, MsgType::kReq, qpn, p ? p->private_data : nullptr,
                     p ? p->private_data_len : 0);
   id->deadline = Clock::now() + kConnectTimeout;
@@ -928,9 +1002,10 @@ int accept_async(rdma_cm_id* cm, rdma_conn_param* p) {
     return minus_one(fail(ECONNRESET, "rdma_accept: the peer went away before the accept"));
   if (id->st != St::kReqRcvd)
     return minus_one(fail(EINVAL, "rdma_accept: no connection request on this id"));
-  if (p && p->private_data_len > kRepPrivate)
+  const uint8_t most = is_ud(id) ? kSidrRepPrivate : kRepPrivate;
+  if (p && p->private_data_len > most)
     return minus_one(fail(EINVAL, "rdma_accept: %u bytes of private data, at most %u in a reply",
-                          p->private_data_len, kRepPrivate));
+                          p->private_data_len, most));
   if (!cm->qp && (!p || p->qp_num == 0))
     return minus_one(fail(EINVAL, "rdma_accept: no QP on the id and no qp_num in the parameters"));
   if (p) {
@@ -938,12 +1013,17 @@ int accept_async(rdma_cm_id* cm, rdma_conn_param* p) {
     id->initiator_depth = p->initiator_depth;
     if (p->rnr_retry_count) id->rnr_retry_count = p->rnr_retry_count;
   }
-  if (cm->qp && connect_qp(s, id)) return -1;
+  if (cm->qp && !is_ud(id) && connect_qp(s, id)) return -1;
   const uint32_t qpn = cm->qp ? cm->qp->qp_num : p->qp_num;
   if (!send_msg(id, our_msg(s, id, MsgType::kRep, qpn, p ? p->private_data : nullptr,
                             p ? p->private_data_len : 0))) {
     peer_gone(s, id, ECONNRESET);
     return minus_one(fail(ECONNRESET, "rdma_accept: the peer went away"));
+  }
+  if (is_ud(id)) {  // the peer has our QP number: nothing follows (no RTU, no ESTABLISHED here)
+    close_fd(id);
+    id->st = St::kEstablished;
+    return 0;
   }
   id->st = St::kRepSent;
   id->deadline = Clock::now() + kHandshakeTimeout;
@@ -1014,6 +1094,8 @@ int disconnect(rdma_cm_id* cm) {
   Service& s = svc();
   std::lock_guard l(s.mu);
   Id* id = id_of(cm);
+  if (is_ud(id))
+    return minus_one(fail(EINVAL, "rdma_disconnect: an RDMA_PS_UDP id has no connection"));
   if (cm->qp) {  // flushes what is posted, as librdmacm does
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_ERR;
@@ -1073,25 +1155,26 @@ int ack_cm_event(rdma_cm_event* event) {
 }
 
 namespace {
+// Moves a new QP to INIT (an RC QP goes on toward its peer once the exchange names it; a UD
+// QP goes on to RTS now, as librdmacm's rdma_create_qp takes it); the id keeps it.
 int finish_qp(Service& s, Id* id, ibv_qp* qp, ibv_pd* pd) {
   if (!qp) return -1;
-  ibv_qp_attr a;
-  int mask = 0;
-  qp_attr(s, id, IBV_QPS_INIT, &a, &mask);
-  if (const int r = modify_qp(qp, &a, mask)) {
-    verbs::destroy_qp(qp);
-    errno = r;
-    return -1;
+  for (ibv_qp_state st : {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS}) {
+    if (st != IBV_QPS_INIT && !is_ud(id)) break;
+    ibv_qp_attr a;
+    int mask = 0;
+    qp_attr(s, id, st, &a, &mask);
+    if (const int r = modify_qp(qp, &a, mask)) {
+      verbs::destroy_qp(qp);
+      errno = r;
+      return -1;
+    }
   }
   id->id.qp = qp;
   id->id.pd = pd;
   return 0;
 }
 
-ibv_pd* default_pd(Service& s) {
-  if (!s.pd) s.pd = alloc_pd(s.ctx);
-  return s.pd;
-}
 }  // namespace
 
 namespace {
@@ -1105,8 +1188,10 @@ int check_qp(Service& s, rdma_cm_id* cm, const char* fn, bool has_attr, ibv_pd**
   if (!*pd) *pd = default_pd(s);
   if (!*pd || (*pd)->context != cm->verbs)
     return minus_one(fail(EINVAL, "%s: the PD is not of the id's device (mrc0)", fn));
-  if (qp_type != IBV_QPT_RC)
-    return minus_one(fail(EOPNOTSUPP, "%s: QP type %d: MRC has RC QPs only", fn, qp_type));
+  if (qp_type != cm->qp_type)
+    return minus_one(fail(EINVAL, "%s: QP type %d: an %s id takes %s QPs", fn, qp_type,
+                          cm->ps == RDMA_PS_UDP ? "RDMA_PS_UDP" : "RDMA_PS_TCP",
+                          cm->qp_type == IBV_QPT_UD ? "UD" : "RC"));
   return 0;
 }
 }  // namespace
@@ -1263,10 +1348,12 @@ int getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hint
   if (!res || (!node && !service))
     return minus_one(
         fail(EINVAL, "rdma_getaddrinfo: give a node or a service, and a result pointer"));
-  if (hints && hints->ai_port_space && hints->ai_port_space != RDMA_PS_TCP)
+  const int ps = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP)
     return minus_one(fail(EPROTONOSUPPORT,
-                          "rdma_getaddrinfo: port space 0x%x: MRC has RDMA_PS_TCP only",
-                          static_cast<unsigned>(hints->ai_port_space)));
+                          "rdma_getaddrinfo: port space 0x%x: mrc0 has RDMA_PS_TCP and "
+                          "RDMA_PS_UDP only",
+                          static_cast<unsigned>(ps)));
   const bool passive = hints && (hints->ai_flags & RAI_PASSIVE);
   addrinfo h{};
   h.ai_socktype = SOCK_STREAM;
@@ -1283,8 +1370,8 @@ int getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hint
   std::memcpy(addr, ai->ai_addr, ai->ai_addrlen);
   out->ai_flags = passive ? RAI_PASSIVE : 0;
   out->ai_family = ai->ai_family;
-  out->ai_qp_type = IBV_QPT_RC;
-  out->ai_port_space = RDMA_PS_TCP;
+  out->ai_qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
+  out->ai_port_space = ps;
   if (passive) {
     out->ai_src_addr = addr;
     out->ai_src_len = ai->ai_addrlen;
@@ -1314,7 +1401,9 @@ void freeaddrinfo(rdma_addrinfo* res) {
 int create_ep(rdma_cm_id** out, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_attr* attr) {
   if (!out || !res) return minus_one(fail(EINVAL, "rdma_create_ep: no id pointer or no address"));
   rdma_cm_id* cm = nullptr;
-  if (create_id(nullptr, &cm, nullptr, RDMA_PS_TCP)) return -1;
+  const auto ps =
+      res->ai_port_space ? static_cast<rdma_port_space>(res->ai_port_space) : RDMA_PS_TCP;
+  if (create_id(nullptr, &cm, nullptr, ps)) return -1;
   // As librdmacm: the QP's type is the address's (rdma_getaddrinfo gives RC).
   if (attr)
     attr->qp_type = res->ai_qp_type ? static_cast<ibv_qp_type>(res->ai_qp_type) : IBV_QPT_RC;

@@ -20,8 +20,9 @@
 // perftest -R does, is not missed), or no TCP answer within 5 s, is UNREACHABLE (status
 // -ECONNREFUSED / -ETIMEDOUT) with a line naming the address. A handshake step with no
 // answer in 30 s (a REQ with no REP or REJ: UNREACHABLE; a REP with no RTU: CONNECT_ERROR;
-// both -ETIMEDOUT) fails, and a TCP client that never sends its REQ is closed. The TCP sockets close with the
-// id (rdma_destroy_id returns once the port is free) or the process: no port stays bound.
+// both -ETIMEDOUT) fails, and a TCP client that never sends its REQ is closed. The TCP sockets
+// close with the id (rdma_destroy_id returns once the port is free) or the process: no port stays
+// bound.
 //
 // The peer's verbs details: the GID in the REQ/REP names the peer host to mrc0 exactly as
 // a verbs program's GID does (verbs.h "peers"); outside a fabric the plane ports travel too
@@ -30,11 +31,21 @@
 // (loopback planes, different ports) find each other. Only the ACTIVE side's
 // rdma_establish (a QP the app moved itself) reports nothing locally, as librdmacm.
 //
-// What there is: RDMA_PS_TCP ids (RC QPs) only; other port spaces fail with EPROTONOSUPPORT
-// and a line. A QP asked for without CQs gets its own send and receive CQs with completion
+// RDMA_PS_UDP ids (UD QPs; IB CM's service ID resolution): rdma_create_qp takes the UD QP to
+// RTS with Q_Key RDMA_UDP_QKEY; rdma_connect sends a REQ, the passive side gets
+// CONNECT_REQUEST and rdma_accept answers REP with its QP number (it hears nothing more); the
+// active side gets ESTABLISHED with param.ud (the peer's QP number, RDMA_UDP_QKEY, the AH
+// attributes that reach it) and the TCP connection closes; a reject is UNREACHABLE (status
+// MRC_CM_SIDR_REJECT) at the active side; rdma_disconnect is EINVAL. Other port spaces fail
+// with EPROTONOSUPPORT and a line.
+//
+// The id's PD (id->pd) is mrc0's one CM PD from bind or address resolution on, as
+// librdmacm's device PD: apps make their own QPs on it (ibv_create_qp(id->pd, ...)) and
+// connect them with rdma_connect/rdma_accept's qp_num, rdma_init_qp_attr and rdma_establish.
+// A QP asked for without CQs gets its own send and receive CQs with completion
 // channels, as librdmacm makes them. After DISCONNECTED comes TIMEWAIT_EXIT, once the QP's
 // local ACK timeout has passed (no packet of the old connection can still arrive). PSNs are
-// random (getrandom). No multicast, no UD. A forked child gets a service of its own (the
+// random (getrandom). No multicast. A forked child gets a service of its own (the
 // parent's ids stay the parent's).
 // Threading: every function is thread-safe (one mutex for all ids); events are posted by
 // the service thread.

@@ -1,5 +1,6 @@
 // The connection manager's messages (verbs/cm.h): what two processes' CM services exchange
-// over their TCP connection to set up, refuse and tear down one RC connection. Every message
+// over their TCP connection to set up, refuse and tear down one RC connection (or, for
+// RDMA_PS_UDP ids, to tell a UD peer its QP number). Every message
 // is one fixed-size CmMsg, fields in host byte order of the sender checked by `magic` (hosts
 // of one cluster share an architecture; a peer of the other byte order is refused as not an
 // MRC CM). Threading: types only.
@@ -26,6 +27,9 @@ enum class MsgType : uint8_t {
 inline constexpr uint8_t kReqPrivate = 56;
 inline constexpr uint8_t kRepPrivate = 196;
 inline constexpr uint8_t kRejPrivate = 148;
+// RDMA_PS_UDP (IB CM's SIDR REQ 216 and REP 136, minus the rdma_cm header on the REQ).
+inline constexpr uint8_t kSidrReqPrivate = 180;
+inline constexpr uint8_t kSidrRepPrivate = 136;
 inline constexpr size_t kMaxPrivate = 196;
 inline constexpr size_t kMaxPorts = 8;  // plane ports carried (outside a fabric)
 
@@ -38,7 +42,9 @@ struct CmMsg {
   uint8_t retry_count = 0;
   uint8_t rnr_retry_count = 0;
   uint8_t nports = 0;  // entries of `ports` used
-  uint8_t reserved = 0;
+  // 1: an RDMA_PS_UDP exchange (service ID resolution, IB CM's SIDR): a REQ answered by one
+  // REP (the passive side's UD QP number; Q_Key RDMA_UDP_QKEY) or REJ; no RTU, no connection.
+  uint8_t ud = 0;
   uint32_t qpn = 0;   // the sender's QP number
   uint32_t psn = 0;   // the sender's starting send PSN (kept for ibv_query_qp)
   uint8_t gid[16]{};  // the sender's mrc0 GID 0: names it to the verbs device (verbs.h peers)

@@ -35,7 +35,7 @@ enum rdma_cm_event_type {
   RDMA_CM_EVENT_TIMEWAIT_EXIT
 };
 
-// Port spaces of rdma_create_id: only RDMA_PS_TCP (reliable connected) exists on mrc0.
+// Port spaces of rdma_create_id: mrc0 has RDMA_PS_TCP (RC QPs) and RDMA_PS_UDP (UD QPs).
 enum rdma_port_space {
   RDMA_PS_IPOIB = 0x0002,
   RDMA_PS_TCP = 0x0106,
@@ -169,6 +169,11 @@ enum { RDMA_OPTION_IB_PATH = 1 };
 // The reject reason a REJECTED event carries after the peer's rdma_reject (IB CM's
 // "consumer defined", what librdmacm reports on RoCE).
 enum { MRC_CM_REJ_CONSUMER_DEFINED = 28 };
+// The Q_Key of every RDMA_PS_UDP id's QP (rdma_cma.h's RDMA_UDP_QKEY; rdma_post_ud_send sends
+// to it), and the status of the UNREACHABLE event an RDMA_PS_UDP request gets when the passive
+// side rejects it (IB CM's SIDR status "rejected", as the kernel's CM reports it).
+#define RDMA_UDP_QKEY 0x01234567
+enum { MRC_CM_SIDR_REJECT = 2 };
 
 }  // extern "C"
 
