@@ -97,7 +97,6 @@ struct UdpDriver::Plane {
   bool gso = false;       // under mu_
   // Receive side (progress thread only).
   size_t rx_slot = engine::kTransmitBufferSize;  // bytes per receive buffer
-  size_t rx_batch = kBatch;                      // messages per recvmmsg (kGroBatch with GRO)
   std::vector<uint8_t> rx_data;
   std::array<mmsghdr, kBatch> rx_msgs{};
   std::array<iovec, kBatch> rx_iov{};
@@ -332,9 +331,8 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
       }
       plane->gso = cfg.gso && !cfg.zero_udp_checksum;
       plane->rx_slot = cfg.gro ? kGroBuffer : engine::kTransmitBufferSize;
-      plane->rx_batch = cfg.gro ? kGroBatch : kBatch;
-      plane->rx_data.resize(plane->rx_batch * plane->rx_slot);
-      for (size_t k = 0; k < plane->rx_batch; ++k) {
+      plane->rx_data.resize(kBatch * plane->rx_slot);
+      for (size_t k = 0; k < kBatch; ++k) {
         plane->rx_iov[k] = {plane->rx_data.data() + k * plane->rx_slot, plane->rx_slot};
       }
       d->sockets_.push_back(std::move(plane));
@@ -899,10 +897,10 @@ void UdpDriver::run_once(Duration max_wait) {
   for (size_t round = 0; round < kMaxRxRounds; ++round) {
     bool full = false;
     for (size_t p = 0; p < n && readable; ++p) {
-      const int batch = static_cast<int>(sockets_[p]->rx_batch);
-      const bool read = round == 0 ? fds[p].fd >= 0 && (fds[p].revents & POLLIN) : got[p] == batch;
+      const bool read = round == 0 ? fds[p].fd >= 0 && (fds[p].revents & POLLIN)
+                                   : got[p] == static_cast<int>(kBatch);
       got[p] = read ? receive_batch(p) : kNotRead;
-      full = full || got[p] == batch;
+      full = full || got[p] == static_cast<int>(kBatch);
     }
     std::lock_guard lock(mu_);
     const Time t = cfg_.clock();
@@ -984,7 +982,7 @@ void UdpDriver::arm_poller_timer(int64_t at_ns) {
 
 int UdpDriver::receive_batch(size_t plane) {
   Plane& pl = *sockets_[plane];
-  for (size_t k = 0; k < pl.rx_batch; ++k) {
+  for (size_t k = 0; k < kBatch; ++k) {
     msghdr& h = pl.rx_msgs[k].msg_hdr;
     h = msghdr{};
     h.msg_iov = &pl.rx_iov[k];
@@ -995,8 +993,7 @@ int UdpDriver::receive_batch(size_t plane) {
     h.msg_namelen = sizeof(sockaddr_in6);
     pl.rx_msgs[k].msg_len = 0;
   }
-  const int r = ::recvmmsg(pl.fd, pl.rx_msgs.data(), static_cast<unsigned>(pl.rx_batch),
-                           MSG_DONTWAIT, nullptr);
+  const int r = ::recvmmsg(pl.fd, pl.rx_msgs.data(), kBatch, MSG_DONTWAIT, nullptr);
   if (r >= 0) return r;
   return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
 }

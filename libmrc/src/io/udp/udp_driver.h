@@ -43,11 +43,6 @@ engine::Time now();
 
 inline constexpr uint16_t kDefaultUdpPort = 4791;  // the RoCEv2 port, as MRC uses
 inline constexpr size_t kBatch = 32;               // messages per recvmmsg
-// Messages per recvmmsg with GRO, each up to 64 KiB: 8 are 512 KiB, half of one core's L2 on
-// the machines measured, so the engine copies into registered memory what the kernel has just
-// written to the receive buffers from cache (32 were 2 MiB, read back from L3 or memory;
-// perf/RESULTS.md 2026-11-26, issue 17).
-inline constexpr size_t kGroBatch = 8;
 inline constexpr size_t kTxBurst = 256;            // datagrams polled from the engine per round
 inline constexpr size_t kMaxGsoSegments = 64;      // kernel's UDP_MAX_SEGMENTS
 inline constexpr size_t kMaxGsoBytes = 65000;      // UDP payload of one GSO message (IPv6 limit)
