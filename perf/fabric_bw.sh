@@ -1,20 +1,20 @@
 # Shared by the side-by-side bandwidth scripts (defaults_bw.sh, faces_bw.sh); sourced, not run.
 # From the repository root, after the release build: fabric_up makes one namespace fabric
-# (2 hosts, 4 planes x 4 spines, host ports RATE Gbit/s) removed on exit, and the runners
+# (2 hosts, 4 planes x 4 spines unless told, host ports RATE Gbit/s) removed on exit, and the runners
 # measure one front end on it. Each runner takes the run's seconds and then VAR=value settings
 # for both ends' environment (none: nothing tuned).
 B=build
 FAB=$B/tools/mrc-fabric
 SHIM=$PWD/$B/lib/libmrc-verbs-shim.so
 
-# fabric_up <prefix> <rate>: sets WORK (scratch), CFG (the hosts' MRC configs), SERVER (host 0's
-# management address).
+# fabric_up <prefix> <rate> [planes=4] [spines=4]: sets WORK (scratch), CFG (the hosts' MRC
+# configs), SERVER (host 0's management address). Rate 0: unshaped.
 fabric_up() {
   PREFIX=$1
   WORK=$(mktemp -d)
   trap '"$FAB" down --prefix "$PREFIX" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
   trap 'exit 1' INT TERM
-  "$FAB" up --prefix "$PREFIX" --hosts 2 --planes 4 --spines 4 --rate "$2" >/dev/null
+  "$FAB" up --prefix "$PREFIX" --hosts 2 --planes "${3:-4}" --spines "${4:-4}" --rate "$2" >/dev/null
   CFG=/run/mrc-fabric/$PREFIX/hosts
   SERVER=$(ip -n "$PREFIX-h0" -4 -o addr show dev mgmt0 | awk '{print $4}' | cut -d/ -f1)
   echo '{}' > "$WORK/empty.json"

@@ -6,11 +6,27 @@
 # runs twice: one QP per connection (the default) and four (NCCL_MRC_QPS_PER_CONN=4).
 #
 # Usage: bash perf/nccl_bw.sh [seconds=10] [rate=2] [message bytes=4194304]
+#
+# Latency mode: the round trip of one message at a time, 8 B .. 64 KiB (nccl_bw --latency),
+# through the plugin and through NCCL-style TCP sockets (one connection each way, size then
+# payload, non-blocking sockets polled without sleeping) on the same fabric, one after the
+# other; prints p50 and p99 per size and MRC / TCP for each.
+#
+# Usage: bash perf/nccl_bw.sh latency [round trips per size=1000] [rate=2]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-SECS=${1:-10}
-RATE=${2:-2}
-SIZE=${3:-4194304}
+MODE=bandwidth
+if [[ ${1:-} == latency ]]; then
+  MODE=latency
+  shift
+  ITERS=${1:-1000}
+  RATE=${2:-2}
+  [[ $ITERS =~ ^[1-9][0-9]*$ ]] || { echo "nccl_bw.sh: round trips must be a positive integer, got '$ITERS'" >&2; exit 2; }
+else
+  SECS=${1:-10}
+  RATE=${2:-2}
+  SIZE=${3:-4194304}
+fi
 PREFIX="nbw$$"
 B=build
 cmake --preset release --log-level=WARNING >/dev/null
@@ -22,9 +38,9 @@ trap cleanup EXIT INT TERM
 "$FAB" up --prefix "$PREFIX" --hosts 2 --planes 4 --spines 4 --rate "$RATE" >/dev/null
 echo '{}' > "$WORK/empty.json"
 
-# run <label> <transport> [args...]: receiver in host 1, sender in host 0; $QPS QPs per
-# connection (default 1).
-run() {
+# start <label> <transport> [args...]: receiver in host 1, sender in host 0, both waited for;
+# $QPS QPs per connection (default 1). Output in $WORK/out-<label>-<role>.
+start() {
   local label=$1 transport=$2; shift 2
   local rv="$WORK/rv-$label"
   for h in 0 1; do
@@ -33,12 +49,30 @@ run() {
         MRC_HOST=$h MRC_PORT=0 \
         NCCL_MRC_QPS_PER_CONN="${QPS:-1}" \
         ip netns exec "$PREFIX-h$h" "$B/perf/nccl_bw" --transport "$transport" --role $role \
-        --rendezvous "$rv" --plugin "$B/lib/libnccl-net-mrc.so" --size "$SIZE" --seconds "$SECS" "$@" \
+        --rendezvous "$rv" --plugin "$B/lib/libnccl-net-mrc.so" "$@" \
         > "$WORK/out-$label-$role" 2>&1 &
     eval "pid_$h=\$!"
   done
   wait "$pid_0" "$pid_1" || { cat "$WORK"/out-"$label"-*; exit 1; }
-  awk '{print $2}' "$WORK/out-$label-recv"
+}
+
+if [[ $MODE == latency ]]; then
+  start mrc mrc --latency --iterations "$ITERS"
+  start tcp tcp --latency --iterations "$ITERS"
+  printf 'fabric: 4 planes x %s Gbit/s; one message in flight, %s round trips per size (after 100 untimed)\n' "$RATE" "$ITERS"
+  printf '  %8s  %10s %10s  %10s %10s  %9s %9s\n' size "MRC p50" "MRC p99" "TCP p50" "TCP p99" "p50 ratio" "p99 ratio"
+  # "<transport> latency <bytes> B p50 <us> us p99 <us> us (...)"
+  join <(awk '$2 == "latency" {print $3, $6, $9}' "$WORK/out-mrc-send" | sort -k1,1) \
+       <(awk '$2 == "latency" {print $3, $6, $9}' "$WORK/out-tcp-send" | sort -k1,1) | sort -n |
+    awk '{printf "  %6s B  %7.1f us %7.1f us  %7.1f us %7.1f us  %9.2f %9.2f\n", $1, $2, $3, $4, $5, $2 / $4, $3 / $5}'
+  grep -h corrupt "$WORK/out-mrc-send" "$WORK/out-tcp-send" | grep -v ' 0 corrupt' && { echo "corrupt round trips" >&2; exit 1; }
+  exit 0
+fi
+
+# run <label> <transport> [args...]: a bandwidth run (start); the receiver's Gbit/s.
+run() {
+  start "$@" --size "$SIZE" --seconds "$SECS"
+  awk '{print $2}' "$WORK/out-$1-recv"
 }
 MRC=$(run mrc mrc)
 MRC4=$(QPS=4 run mrc4 mrc)

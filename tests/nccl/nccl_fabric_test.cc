@@ -329,6 +329,42 @@ class NcclHandFabric : public ::testing::TestWithParam<Hand> {
     r.env["MRC_PLANES"] = planes;
     return r;
   }
+#ifdef MRC_NCCL_BW
+  // perf/nccl_bw between the fabric's two hosts (its receiver in host 1, its sender in host 0),
+  // with `args` after the common ones; both processes' exit codes and output.
+  struct NcclBwRun {
+    int send_rc = -1, recv_rc = -1;
+    std::string send_out, recv_out;
+  };
+  static NcclBwRun run_nccl_bw(Hand hand, const std::vector<std::string>& args, int limit_s) {
+    const std::string rv = "/tmp/" + fab_->options().prefix + "-rv";
+    auto clean = [&] {
+      for (const char* tail : {"", ".send", ".recv"}) std::filesystem::remove(rv + tail);
+    };
+    clean();
+    auto env = [&](uint32_t h) {
+      std::vector<std::string> e;
+      for (const auto& [k, v] : host(h, hand).env) e.push_back(k + "=" + v);
+      return e;
+    };
+    auto argv = [&](const char* role) {
+      std::vector<std::string> a{MRC_NCCL_BW, "--transport", "mrc",
+                                 "--role",    role,          "--rendezvous",
+                                 rv,          "--plugin",    MRC_NCCL_PLUGIN_PATH};
+      a.insert(a.end(), args.begin(), args.end());
+      return a;
+    };
+    verbs::Child recv = verbs::spawn(fab_->host(1), env(1), argv("recv"));
+    verbs::Child send = verbs::spawn(fab_->host(0), env(0), argv("send"));
+    NcclBwRun r;
+    r.send_rc = send.wait(std::chrono::seconds(limit_s));
+    r.recv_rc = recv.wait(std::chrono::seconds(10));
+    r.send_out = send.out;
+    r.recv_out = recv.out;
+    clean();
+    return r;
+  }
+#endif
   static inline std::optional<verbs::HandFabric> fab_;
   static inline std::string skip_;
 };
@@ -380,43 +416,33 @@ TEST_P(NcclHandFabric, NcclBw_CompletesUncorruptedOnBothPlanes) {
   int seconds = 2;
   if (const char* e = std::getenv("MRC_NS_ECMP_SECONDS"); e && std::atoi(e) > seconds)
     seconds = std::atoi(e);
-  const std::string rv = "/tmp/" + fab_->options().prefix + "-rv";
-  std::filesystem::remove(rv);
-  auto env = [&](uint32_t h) {
-    std::vector<std::string> e;
-    for (const auto& [k, v] : host(h, GetParam()).env) e.push_back(k + "=" + v);
-    return e;
-  };
-  auto argv = [&](const char* role) {
-    return std::vector<std::string>{MRC_NCCL_BW,
-                                    "--transport",
-                                    "mrc",
-                                    "--role",
-                                    role,
-                                    "--rendezvous",
-                                    rv,
-                                    "--plugin",
-                                    MRC_NCCL_PLUGIN_PATH,
-                                    "--size",
-                                    "1048576",
-                                    "--seconds",
-                                    std::to_string(seconds)};
-  };
-  verbs::Child recv = verbs::spawn(fab_->host(1), env(1), argv("recv"));
-  verbs::Child send = verbs::spawn(fab_->host(0), env(0), argv("send"));
-  const auto limit = std::chrono::seconds(seconds + 60);
-  const int send_rc = send.wait(limit), recv_rc = recv.wait(std::chrono::seconds(10));
-  std::filesystem::remove(rv);
-  EXPECT_EQ(send_rc, 0) << send.out;
-  EXPECT_EQ(recv_rc, 0) << recv.out;
+  const NcclBwRun r = run_nccl_bw(
+      GetParam(), {"--size", "1048576", "--seconds", std::to_string(seconds)}, seconds + 60);
+  EXPECT_EQ(r.send_rc, 0) << r.send_out;
+  EXPECT_EQ(r.recv_rc, 0) << r.recv_out;
   std::smatch m;
   ASSERT_TRUE(
-      std::regex_search(recv.out, m, std::regex(R"(mrc ([0-9.e+-]+) Gbit/s \(.*, 0 corrupt\))")))
-      << recv.out;
+      std::regex_search(r.recv_out, m, std::regex(R"(mrc ([0-9.e+-]+) Gbit/s \(.*, 0 corrupt\))")))
+      << r.recv_out;
   const double gbps = std::stod(m[1]), agg = 2 * kPortGbps;
   std::printf("[ ecmp ] plugin nccl_bw %s: %d s %.3f Gbit/s = %.2f of %.1f\n",
               hand_name(GetParam()).c_str(), seconds, gbps, gbps / agg, agg);
   EXPECT_GT(gbps, 0);
+}
+
+// nccl_bw --latency: both sides listen and connect (a comm each way), every size from 8 B to
+// 64 KiB makes its round trips, each echo holds the ping's bytes (its sequence number) and the
+// sender prints one line per size.
+TEST_P(NcclHandFabric, NcclBw_LatencyRoundTripsEverySize) {
+  const NcclBwRun r =
+      run_nccl_bw(GetParam(), {"--latency", "--iterations", "20", "--warmup", "2"}, 60);
+  EXPECT_EQ(r.send_rc, 0) << r.send_out;
+  EXPECT_EQ(r.recv_rc, 0) << r.recv_out;
+  for (const char* size : {"8", "32", "128", "512", "2048", "8192", "32768", "65536"}) {
+    const std::regex line(std::string("mrc latency ") + size +
+                          R"( B p50 [0-9.]+ us p99 [0-9.]+ us \(20 round trips, 0 corrupt\))");
+    EXPECT_TRUE(std::regex_search(r.send_out, line)) << size << " B:\n" << r.send_out;
+  }
 }
 #endif
 
