@@ -272,7 +272,7 @@ const uint8_t kDataBytes[] = {
     0x31, 0x32, 0x33, 0x34,                          // 48: offset
     0x35, 0x36, 0x37, 0x38,                          // 52: msg_len
     0x39, 0x3A, 0x3B, 0x3C,                          // 56: imm
-    0x00, 0x09, 0x00, 0x00,                          // 60: payload_len, reserved
+    0x00, 0x09, 0x00, 0x00,                          // 60: payload_len, xrc_srqn
     0xE3, 0x06, 0x92, 0x83,                          // 64: payload_crc
     0x41, 0x42, 0x43, 0x44,                          // 68: src_qpn
 };
@@ -748,10 +748,12 @@ TEST(Wire, Decode_HeaderBitFlipNeverDecodes) {
 
 TEST(Wire, Decode_ReservedBytesAreCoveredByCrcButOtherwiseIgnored) {
   Bytes b = valid_datagram(Kind::kReadReq, 0);
-  b[62] = 0xAB;  // data reserved
+  b[62] = 0xAB;  // data: xrc_srqn (once reserved), big-endian
   EXPECT_WIRE_ERROR(decode(b), WireError::kBadHeaderCrc);
   reseal(b);
-  EXPECT_TRUE(decode(b).ok());
+  auto d = decode(b);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->data.xrc_srqn, 0xAB00);
 
   Bytes a = valid_datagram(Kind::kAck);
   a[61] = a[62] = a[63] = 0xFF;  // ack reserved

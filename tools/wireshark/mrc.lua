@@ -84,6 +84,7 @@ local F = {
   msg_len = ProtoField.uint32("mrc.data.msg_len", "Message length", base.DEC),
   imm = ProtoField.uint32("mrc.data.imm", "Immediate", base.HEX),
   payload_len = ProtoField.uint16("mrc.data.payload_len", "Payload length", base.DEC),
+  xrc_srqn = ProtoField.uint16("mrc.data.xrc_srqn", "XRC SRQ number (verbs XRC; 0: none)", base.DEC),
   reserved = ProtoField.bytes("mrc.reserved", "Reserved"),
   payload_crc = ProtoField.uint32("mrc.data.payload_crc", "Payload CRC32C", base.HEX),
   payload_crc_ok = ProtoField.bool("mrc.data.payload_crc.ok", "Payload CRC good"),
@@ -539,7 +540,7 @@ local function dissect_one(tvb, pinfo, root, o)
     tree:add(F.msg_len, tvb(x + 20, 4))
     tree:add(F.imm, tvb(x + 24, 4))
     tree:add(F.payload_len, tvb(x + 28, 2))
-    tree:add(F.reserved, tvb(x + 30, 2))
+    tree:add(F.xrc_srqn, tvb(x + 30, 2))
     local pcrc_item = tree:add(F.payload_crc, tvb(x + 32, 4))
     tree:add(F.src_qpn, tvb(x + 36, 4))
     local plen = tvb(x + 28, 2):uint()

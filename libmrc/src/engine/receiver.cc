@@ -71,6 +71,25 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     return;
   }
   const bool last = h.flags & wire::flag::kLast;
+  // An XRC target QP: the message's XRC SRQ (of the QP's domain) gives its receive, its CQ
+  // and the PD its memory is checked in.
+  Srq* xs = nullptr;
+  uint32_t pd = q.init.pd;
+  if (q.init.xrcd && h.kind != wire::Kind::kReadResp) {
+    xs = xrc_srq(q, d.xrc_srqn);
+    if (!xs) {
+      drop(Drop::kRemoteAccess);
+      nack(q, p, rx, wire::NackReason::kRemoteInvalid);
+      return;
+    }
+    pd = xs->xrc.pd;
+  }
+  // The receive of message `msn` is in q.rq (taken from the SRQ when the QP has one).
+  auto have_recv = [&](uint32_t msn) {
+    if (xs) return xrc_take(q, msn, *xs, d.xrc_srqn);
+    srq_take(q, msn);
+    return psn_diff(msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) < 0;
+  };
   // A READ or atomic holds one of the responder's kMaxReadResponses until its response is
   // acknowledged; past them it is refused (RNR) and resent.
   auto take_response_slot = [&] {
@@ -88,6 +107,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
   act.imm = d.imm;
   act.len = d.msg_len;
   act.solicited = h.flags & wire::flag::kSolicited;
+  act.pd = pd;
 
   switch (h.kind) {
     case wire::Kind::kWrite:
@@ -104,23 +124,21 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         nack(q, p, rx, wire::NackReason::kRemoteAccess);
         return;
       }
-      if (h.kind == wire::Kind::kWriteImm) srq_take(q, d.msn);
+      if (h.kind == wire::Kind::kWriteImm) (void)have_recv(d.msn);
       if (d.msg_len > 0) {
-        const Mr* m = mr(d.rkey, q);
+        const Mr* m = mr_in(d.rkey, pd);
         if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) {
           drop(Drop::kRemoteAccess);
           nack(q, p, rx, wire::NackReason::kRemoteAccess);
           return;
         }
-        if (h.kind == wire::Kind::kWriteImm && last &&
-            psn_diff(d.msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) >= 0) {
+        if (h.kind == wire::Kind::kWriteImm && last && !have_recv(d.msn)) {
           drop(Drop::kNoReceive);
           nack(q, p, rx, wire::NackReason::kNoResource);
           return;
         }
         copy(m->at(d.addr + d.offset), p.payload.data(), d.payload_len);
-      } else if (h.kind == wire::Kind::kWriteImm &&
-                 psn_diff(d.msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) >= 0) {
+      } else if (h.kind == wire::Kind::kWriteImm && !have_recv(d.msn)) {
         drop(Drop::kNoReceive);
         nack(q, p, rx, wire::NackReason::kNoResource);
         return;
@@ -135,8 +153,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         drop(Drop::kDuplicate);
         return;
       }
-      srq_take(q, d.msn);
-      if (static_cast<uint64_t>(idx) >= q.rq.size()) {
+      if (!have_recv(d.msn)) {
         drop(Drop::kNoReceive);
         nack(q, p, rx, wire::NackReason::kNoResource);
         return;
@@ -154,7 +171,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         return;
       }
       if (h.flags & wire::flag::kInvalidate) {  // SEND_WITH_INV: a window of this QP's PD
-        const Mr* w = mr(d.rkey, q);
+        const Mr* w = mr_in(d.rkey, pd);
         if (!w || !w->window) {
           drop(Drop::kRemoteAccess);
           nack(q, p, rx, wire::NackReason::kRemoteAccess);
@@ -175,7 +192,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
       }
       if (h.kind == wire::Kind::kWriteImm) srq_take(q, d.msn);
       if (d.msg_len > 0) {
-        const Mr* m = mr(d.rkey, q);
+        const Mr* m = mr_in(d.rkey, pd);
         if (!m || !(m->access & access::kRemoteRead) || !m->covers(d.addr, d.msg_len)) {
           drop(Drop::kRemoteAccess);
           nack(q, p, rx, wire::NackReason::kRemoteAccess);
@@ -201,7 +218,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         nack(q, p, rx, wire::NackReason::kRemoteInvalid);
         return;
       }
-      const Mr* m = mr(d.rkey, q);
+      const Mr* m = mr_in(d.rkey, pd);
       if (!m || !(m->access & access::kRemoteAtomic) || !m->covers(d.addr, wire::kAtomicLen)) {
         drop(Drop::kRemoteAccess);
         nack(q, p, rx, wire::NackReason::kRemoteAccess);
@@ -305,8 +322,10 @@ void Core::run_action(Qp& q, Action& a) {
     case Action::kRecv:
     case Action::kRecvImm:
     case Action::kWriteImm: {
-      if (q.rq.empty() || a.msn != q.rq_base_msn) return;  // cannot happen with an honest peer
+      // Cannot happen with an honest peer:
+      if (q.rq.empty() || a.msn != q.rq_base_msn || q.rq.at(q.rq.head()).pending) return;
       const RecvWqe& r = q.rq.at(q.rq.head());
+      const CqId cq = r.cq ? r.cq : q.init.recv_cq;  // XRC: the SRQ's
       Completion c;
       c.wr_id = r.wr_id;
       c.opcode = a.kind == Action::kWriteImm ? WcOpcode::kRecvWriteImm : WcOpcode::kRecv;
@@ -315,13 +334,13 @@ void Core::run_action(Qp& q, Action& a) {
       c.has_imm = a.kind != Action::kRecv;
       c.imm = a.imm;
       c.solicited = a.solicited;
-      if (a.invalidate && invalidate_window(a.rkey, q.init.pd)) {
+      if (a.invalidate && invalidate_window(a.rkey, a.pd)) {
         c.has_inv = true;
         c.imm = a.rkey;
       }
       q.rq.pop();
       ++q.rq_base_msn;
-      complete(q, q.init.recv_cq, c);
+      complete(q, cq, c);
       break;
     }
     case Action::kReadReq:

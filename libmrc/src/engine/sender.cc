@@ -114,6 +114,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
   w.imm = wr.imm;
+  w.xrc_srqn = wr.xrc_srqn;
   w.len = len;
   w.npkts = is_read_like(wr.opcode)
                 ? 1
@@ -366,6 +367,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
       is_atomic(w.op) && !w.is_read_resp ? wire::kAtomicReqLen : static_cast<uint32_t>(w.len);
   pk.data.imm = w.imm;
   pk.data.payload_len = p.len;
+  pk.data.xrc_srqn = static_cast<uint16_t>(w.xrc_srqn);
   pk.data.src_qpn = q.qpn;
 
   std::span<const uint8_t> payload;
@@ -836,7 +838,7 @@ void Core::refuse_read(Qp& q, uint32_t req_psn) {
 }
 
 void Core::queue_read_response(Qp& q, const Action& a) {
-  const Mr* m = a.len ? mr(a.rkey, q) : nullptr;
+  const Mr* m = a.len ? mr_in(a.rkey, a.pd) : nullptr;
   if (a.len && (!m || !m->covers(a.addr, a.len) || !(m->access & access::kRemoteRead))) {
     // The MR went away between the request and its turn.
     --q.pending_reads;
@@ -856,7 +858,7 @@ void Core::queue_read_response(Qp& q, const Action& a) {
 }
 
 void Core::execute_atomic(Qp& q, const Action& a) {
-  const Mr* m = mr(a.rkey, q);
+  const Mr* m = mr_in(a.rkey, a.pd);
   if (!m || !m->covers(a.addr, wire::kAtomicLen) || !(m->access & access::kRemoteAtomic)) {
     --q.pending_reads;  // the MR went away between the request and its turn
     refuse_read(q, a.psn);

@@ -109,6 +109,10 @@ struct SendWr {
   // SEND (verbs SEND_WITH_INV): the peer invalidates its memory window `rkey` when the
   // receive completes (wire flag::kInvalidate).
   bool invalidate = false;
+  // XRC initiator QPs (verbs IBV_QPT_XRC_SEND): the peer's XRC SRQ (Engine::create_srq with
+  // an XRC domain) the message's receive comes from, and in whose PD the peer checks its
+  // memory (every opcode); 1..65535 (the wire carries 16 bits). 0: not XRC.
+  uint32_t xrc_srqn = 0;
 };
 
 struct RecvWr {

@@ -66,7 +66,7 @@ struct WireDataExt {
   Be32 msg_len;
   Be32 imm;
   Be16 payload_len;
-  Be16 reserved;
+  Be16 xrc_srqn;
   Be32 payload_crc;
   Be32 src_qpn;
 };
@@ -238,6 +238,7 @@ void get_ext(const WireData& h, Packet& p) {
   d.msg_len = h.ext.msg_len.get();
   d.imm = h.ext.imm.get();
   d.payload_len = h.ext.payload_len.get();
+  d.xrc_srqn = h.ext.xrc_srqn.get();
   d.payload_crc = h.ext.payload_crc.get();
   d.src_qpn = h.ext.src_qpn.get();
 }
@@ -431,7 +432,7 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
     h.ext.msg_len.set(d.msg_len);
     h.ext.imm.set(d.imm);
     h.ext.payload_len.set(d.payload_len);
-    h.ext.reserved.set(0);
+    h.ext.xrc_srqn.set(d.xrc_srqn);
     h.ext.payload_crc.set(
         (c.flags & flag::kPayloadCrc) != 0 ? crc32c(0, payload.data(), payload.size()) : 0);
     h.ext.src_qpn.set(d.src_qpn);

@@ -144,6 +144,9 @@ struct DataHeader {
   uint32_t msg_len = 0;      // total message length in bytes
   uint32_t imm = 0;          // immediate data (WRITE_IMM, SEND_IMM)
   uint16_t payload_len = 0;  // payload bytes this packet carried when sent (before any trim)
+  // XRC (verbs XRC INI -> TGT QPs, not in MRC 1.0): the responder's XRC SRQ this message's
+  // receive comes from and whose protection domain its memory is checked in; 0 otherwise.
+  uint16_t xrc_srqn = 0;
   uint32_t payload_crc = 0;  // CRC32C of the payload, when flag::kPayloadCrc
   uint32_t src_qpn = 0;      // sender's QPN (diagnostics, probe replies)
 };
