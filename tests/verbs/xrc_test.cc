@@ -13,23 +13,14 @@
 #include "loopback_env.h"
 #include "open_device.h"
 #include "verbs/verbs.h"
+#include "wait_wc.h"
 
 namespace mrc::verbs {
 namespace {
 
-using namespace std::chrono_literals;
-
 const bool env_set = testing::set_loopback_env();
 
-// The next completion of `cq` within 5 s; status IBV_WC_GENERAL_ERR if none came.
-ibv_wc wait_wc(ibv_cq* cq) {
-  ibv_wc wc{};
-  const auto end = std::chrono::steady_clock::now() + 5s;
-  while (std::chrono::steady_clock::now() < end)
-    if (poll_cq(cq, 1, &wc) == 1) return wc;
-  wc.status = IBV_WC_GENERAL_ERR;
-  return wc;
-}
+using testing::wait_wc;
 
 // RESET -> INIT -> RTR -> RTS towards `dest` on this device (GID 0).
 int to_rts(ibv_context* ctx, ibv_qp* q, uint32_t dest) {

@@ -84,6 +84,7 @@ wire::Packet packet_of(wire::Kind kind, uint32_t salt) {
   p.common.psn = 0x01000000 + salt;
   p.common.ts = 0x0123456789ABCDEFull + salt;
   p.data = {0xFEDCBA9876543210ull, 0x55667788, 41, 8192, 65536, 0xDEADBEEF, 0, 0, 0x4242};
+  p.data.xrc_srqn = static_cast<uint16_t>(0x1230 + salt);
   p.ack.cum_psn = 1000 + salt;
   p.ack.sack_base = 1001 + salt;
   p.ack.echo_ev = 0x00010203;
@@ -159,11 +160,12 @@ class Dissector : public ::testing::Test {
 
 TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
   const wire::Kind kinds[] = {
-      wire::Kind::kWrite,      wire::Kind::kWriteImm,  wire::Kind::kSend,     wire::Kind::kSendImm,
-      wire::Kind::kReadReq,    wire::Kind::kReadResp,  wire::Kind::kCmpSwap,  wire::Kind::kFetchAdd,
-      wire::Kind::kUdSend,     wire::Kind::kAck,       wire::Kind::kNack,     wire::Kind::kProbe,
-      wire::Kind::kProbeReply, wire::Kind::kAddrQuery, wire::Kind::kAddrReply, wire::Kind::kPortStatus,
-      wire::Kind::kPortStatusAck};
+      wire::Kind::kWrite,       wire::Kind::kWriteImm,   wire::Kind::kSend,
+      wire::Kind::kSendImm,     wire::Kind::kReadReq,    wire::Kind::kReadResp,
+      wire::Kind::kCmpSwap,     wire::Kind::kFetchAdd,   wire::Kind::kUdSend,
+      wire::Kind::kAtomicWrite, wire::Kind::kAck,        wire::Kind::kNack,
+      wire::Kind::kProbe,       wire::Kind::kProbeReply, wire::Kind::kAddrQuery,
+      wire::Kind::kAddrReply,   wire::Kind::kPortStatus, wire::Kind::kPortStatusAck};
   std::vector<Frame> frames;
   std::vector<wire::Packet> sent;
   uint32_t salt = 0;
@@ -198,6 +200,7 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
                                            "mrc.data.msg_len",
                                            "mrc.data.imm",
                                            "mrc.data.payload_len",
+                                           "mrc.data.xrc_srqn",
                                            "mrc.data.payload_crc",
                                            "mrc.data.payload_crc.ok",
                                            "mrc.src_qpn",
@@ -253,6 +256,7 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
       EXPECT_EQ(one(r, "mrc.data.msg_len"), dec(p.data.msg_len));
       EXPECT_EQ(one(r, "mrc.data.imm"), hex(p.data.imm, 8));
       EXPECT_EQ(one(r, "mrc.data.payload_len"), dec(p.data.payload_len));
+      EXPECT_EQ(one(r, "mrc.data.xrc_srqn"), dec(p.data.xrc_srqn));
       EXPECT_EQ(one(r, "mrc.data.payload_crc"), hex(p.data.payload_crc, 8));
       EXPECT_EQ(one(r, "mrc.data.payload_crc.ok"),
                 (p.common.flags & wire::flag::kPayloadCrc) && p.data.payload_len ? "1" : "");

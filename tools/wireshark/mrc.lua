@@ -26,10 +26,10 @@ local band, bor, bxor, rshift, lshift = bit.band, bit.bor, bit.bxor, bit.rshift,
 
 local KIND = {
   [1] = "WRITE", [2] = "WRITE_IMM", [3] = "SEND", [4] = "SEND_IMM", [5] = "READ_REQ",
-  [6] = "READ_RESP", [7] = "CMP_SWAP", [8] = "FETCH_ADD", [9] = "UD_SEND", [16] = "ACK", [17] = "NACK", [32] = "PROBE", [33] = "PROBE_REPLY",
+  [6] = "READ_RESP", [7] = "CMP_SWAP", [8] = "FETCH_ADD", [9] = "UD_SEND", [10] = "ATOMIC_WRITE", [16] = "ACK", [17] = "NACK", [32] = "PROBE", [33] = "PROBE_REPLY",
   [34] = "ADDR_QUERY", [35] = "ADDR_REPLY", [36] = "PORT_STATUS", [37] = "PORT_STATUS_ACK",
 }
-local function is_data(k) return k >= 1 and k <= 9 end  -- 9: UD_SEND (GRH | data)
+local function is_data(k) return k >= 1 and k <= 10 end  -- 9: UD_SEND (GRH | data), 10: ATOMIC_WRITE
 local function is_atomic(k) return k == 7 or k == 8 end
 local ATOMIC_REQ_LEN = 16  -- wire.h kAtomicReqLen: compare_add (8) | swap (8)
 local HEADER = { [16] = 96, [17] = 56, [32] = 32, [33] = 48, [34] = 48, [35] = 368, [36] = 48, [37] = 48 }

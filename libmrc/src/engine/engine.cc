@@ -142,6 +142,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
     c.opcode = w.op == Opcode::kRead                                 ? WcOpcode::kRead
                : w.op == Opcode::kCmpSwap                            ? WcOpcode::kCmpSwap
                : w.op == Opcode::kFetchAdd                           ? WcOpcode::kFetchAdd
+               : w.op == Opcode::kAtomicWrite                        ? WcOpcode::kAtomicWrite
                : (w.op == Opcode::kSend || w.op == Opcode::kSendImm) ? WcOpcode::kSend
                                                                      : WcOpcode::kWrite;
     c.qpn = q.qpn;

@@ -3,6 +3,8 @@
 // mark it in the scoreboard, run in-order work as the cumulative PSN moves,
 // and ACK/SACK/NACK.
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 
 #include "engine/internal.h"
 
@@ -100,6 +102,26 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     }
     ++q.pending_reads;
     return true;
+  };
+  // The word an atomic request (CMP_SWAP, FETCH_ADD: `need` kRemoteAtomic, `len` 16) or an
+  // atomic write (kRemoteWrite, 8) works on: the QP and the MR grant `need` (else NACK
+  // REMOTE_ACCESS), `len` bytes sent to an address 8-byte aligned in the MR and in memory
+  // (else REMOTE_INVALID, as IB treats a misaligned atomic); null once NACKed.
+  auto atomic_word = [&](uint32_t need, uint32_t len) -> const Mr* {
+    auto refuse = [&](wire::NackReason r) -> const Mr* {
+      drop(Drop::kRemoteAccess);
+      nack(q, p, rx, r);
+      return nullptr;
+    };
+    if (!(q.attr.access & need)) return refuse(wire::NackReason::kRemoteAccess);
+    if (d.msg_len != len || d.payload_len != len || d.addr % 8 != 0)
+      return refuse(wire::NackReason::kRemoteInvalid);
+    const Mr* m = mr_in(d.rkey, pd);
+    if (!m || !(m->access & need) || !m->covers(d.addr, wire::kAtomicLen))
+      return refuse(wire::NackReason::kRemoteAccess);
+    if (reinterpret_cast<uintptr_t>(m->at(d.addr)) % 8 != 0)  // an iova unlike its memory
+      return refuse(wire::NackReason::kRemoteInvalid);
+    return m;
   };
   Action act;
   act.psn = h.psn;
@@ -207,35 +229,24 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     }
     case wire::Kind::kCmpSwap:
     case wire::Kind::kFetchAdd: {
-      if (!(q.attr.access & access::kRemoteAtomic)) {  // the QP grants no atomics at all
-        drop(Drop::kRemoteAccess);
-        nack(q, p, rx, wire::NackReason::kRemoteAccess);
-        return;
-      }
-      if (d.msg_len != wire::kAtomicReqLen || d.payload_len != wire::kAtomicReqLen ||
-          d.addr % 8 != 0) {  // IB: a misaligned atomic is an invalid request
-        drop(Drop::kRemoteAccess);
-        nack(q, p, rx, wire::NackReason::kRemoteInvalid);
-        return;
-      }
-      const Mr* m = mr_in(d.rkey, pd);
-      if (!m || !(m->access & access::kRemoteAtomic) || !m->covers(d.addr, wire::kAtomicLen)) {
-        drop(Drop::kRemoteAccess);
-        nack(q, p, rx, wire::NackReason::kRemoteAccess);
-        return;
-      }
-      if (reinterpret_cast<uintptr_t>(m->at(d.addr)) % 8 != 0) {  // an iova unlike its memory
-        drop(Drop::kRemoteAccess);
-        nack(q, p, rx, wire::NackReason::kRemoteInvalid);
-        return;
-      }
-      if (!take_response_slot()) return;
+      const Mr* m = atomic_word(access::kRemoteAtomic, wire::kAtomicReqLen);
+      if (!m || !take_response_slot()) return;
       act.kind = Action::kAtomic;
       act.addr = d.addr;
       act.rkey = d.rkey;
       act.cas = h.kind == wire::Kind::kCmpSwap;
       act.compare_add = get_be64(p.payload.data());
       act.swap = get_be64(p.payload.data() + 8);
+      break;
+    }
+    case wire::Kind::kAtomicWrite: {
+      const Mr* m = atomic_word(access::kRemoteWrite, wire::kAtomicLen);
+      if (!m) return;
+      // Placed on arrival as a WRITE is, with one 64-bit store: a reader sees all 8 bytes or
+      // none of them (the bytes as sent: the word is the app's, in its byte order).
+      uint64_t v = 0;
+      std::memcpy(&v, p.payload.data(), sizeof v);
+      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(m->at(d.addr))).store(v);
       break;
     }
     case wire::Kind::kReadResp: {

@@ -29,6 +29,8 @@ wire::Kind wire_kind(const SendWqe& w) {
       return wire::Kind::kCmpSwap;
     case Opcode::kFetchAdd:
       return wire::Kind::kFetchAdd;
+    case Opcode::kAtomicWrite:
+      return wire::Kind::kAtomicWrite;
   }
   return wire::Kind::kWrite;
 }
@@ -47,6 +49,8 @@ WcOpcode wc_opcode(Opcode op) {
       return WcOpcode::kCmpSwap;
     case Opcode::kFetchAdd:
       return WcOpcode::kFetchAdd;
+    case Opcode::kAtomicWrite:
+      return WcOpcode::kAtomicWrite;
   }
   return WcOpcode::kSend;
 }
@@ -71,12 +75,14 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   if (wr.opcode == Opcode::kWriteImm && q.attr.max_wimm && q.sq_wimms >= q.attr.max_wimm)
     return Err{Error::kWimmLimit};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
-  if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(Opcode::kFetchAdd))
+  if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(Opcode::kAtomicWrite))
     return Err{Error::kInvalidArgument};
   uint64_t len = 0;
   for (const Sge& s : wr.sg) len += s.length;
   if (len > kMaxMessage) return Err{Error::kTooLarge};
   // An atomic returns 8 bytes into its local memory and works on an aligned 64-bit word.
+  if (wr.opcode == Opcode::kAtomicWrite && (len != wire::kAtomicLen || wr.remote_addr % 8 != 0))
+    return Err{Error::kInvalidArgument};
   if (is_atomic(wr.opcode) &&
       (len != wire::kAtomicLen || wr.remote_addr % 8 != 0 || wr.inline_data))
     return Err{Error::kInvalidArgument};

@@ -72,11 +72,14 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
     case IBV_WR_RDMA_READ: out.opcode = engine::Opcode::kRead; break;
     case IBV_WR_ATOMIC_CMP_AND_SWP: out.opcode = engine::Opcode::kCmpSwap; break;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: out.opcode = engine::Opcode::kFetchAdd; break;
+    case IBV_WR_ATOMIC_WRITE:
+      out.opcode = engine::Opcode::kAtomicWrite;
+      break;
     default:
       log_error(
           "ibv_post_send: opcode %d is not supported by mrc0 (SEND, SEND_WITH_IMM, "
           "RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ, ATOMIC_CMP_AND_SWP, "
-          "ATOMIC_FETCH_AND_ADD, BIND_MW, LOCAL_INV, SEND_WITH_INV are)",
+          "ATOMIC_FETCH_AND_ADD, ATOMIC_WRITE, BIND_MW, LOCAL_INV, SEND_WITH_INV are)",
           raw(w.opcode));
       return EINVAL;
   }
@@ -89,6 +92,18 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
     out.rkey = w.wr.atomic.rkey;
     out.compare_add = w.wr.atomic.compare_add;
     out.swap = w.wr.atomic.swap;
+  }
+  if (out.opcode == engine::Opcode::kAtomicWrite) {  // 8 bytes (one SGE) to an aligned word
+    uint64_t len = 0;
+    for (int i = 0; i < w.num_sge; ++i) len += w.sg_list[i].length;
+    if (len != 8 || w.wr.rdma.remote_addr % 8 != 0) {
+      log_error(
+          "ibv_post_send: an atomic write takes 8 bytes (%llu) to an 8-byte aligned "
+          "remote address (0x%llx)",
+          static_cast<unsigned long long>(len),
+          static_cast<unsigned long long>(w.wr.rdma.remote_addr));
+      return EINVAL;
+    }
   }
   for (int i = 0; i < w.num_sge; ++i)
     sges[i] = engine::Sge{w.sg_list[i].addr, w.sg_list[i].length, w.sg_list[i].lkey};
@@ -170,6 +185,15 @@ void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t ad
   w.wr.rkey = rkey;
   w.wr.remote_addr = addr;
   w.wr.compare_add = add;
+}
+// The 8 bytes at `wire`, stored at the responder with one 64-bit store (engine kAtomicWrite).
+void wr_atomic_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, const void* wire) {
+  auto& w = begin_wr(q, engine::Opcode::kAtomicWrite);
+  w.wr.rkey = rkey;
+  w.wr.remote_addr = addr;
+  w.wr.inline_data = true;
+  const auto* p = static_cast<const uint8_t*>(wire);
+  w.inline_buf.assign(p, p + 8);
 }
 void wr_send(ibv_qp_ex* q) { begin_wr(q, engine::Opcode::kSend); }
 void wr_send_inv(ibv_qp_ex* q, uint32_t rkey) {
@@ -390,7 +414,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
            : 0) |
       (type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND
            ? IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+                 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_WRITE
            : 0);
   if (send_ops & ~supported) {
     fail(EOPNOTSUPP, "ibv_create_qp_ex: send_ops_flags 0x%llx are not supported by mrc0",
@@ -465,9 +489,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   };
   x.wr_set_ud_addr = &wr_set_ud_addr;
   x.wr_set_xrc_srqn = &wr_set_xrc_srqn;
-  x.wr_atomic_write = [](ibv_qp_ex* q, uint32_t, uint64_t, const void*) {
-    wr_unsupported(q, "ibv_wr_atomic_write");
-  };
+  x.wr_atomic_write = &wr_atomic_write;
   std::lock_guard lock(dev->mu);
   dev->qps[*qpn] = q;
   return q;

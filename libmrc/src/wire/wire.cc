@@ -372,6 +372,8 @@ const char* to_string(Kind k) {
       return "FETCH_ADD";
     case Kind::kUdSend:
       return "UD_SEND";
+    case Kind::kAtomicWrite:
+      return "ATOMIC_WRITE";
     case Kind::kAck:
       return "ACK";
     case Kind::kNack:
