@@ -72,7 +72,7 @@ struct Harness {
         wire::Kind::kWrite,   wire::Kind::kWriteImm,   wire::Kind::kSend,    wire::Kind::kSendImm,
         wire::Kind::kReadReq, wire::Kind::kReadResp,   wire::Kind::kAck,     wire::Kind::kNack,
         wire::Kind::kProbe,   wire::Kind::kProbeReply, wire::Kind::kCmpSwap, wire::Kind::kFetchAdd,
-        wire::Kind::kUdSend};
+        wire::Kind::kUdSend,  wire::Kind::kAtomicWrite};
     const uint8_t sel = in.take<uint8_t>();
     p.common.kind = kKinds[sel % std::size(kKinds)];
     p.common.flags = in.take<uint8_t>() & ~wire::flag::kPayloadCrc;

@@ -1020,6 +1020,51 @@ TEST(Engine, Atomic_AccessAndAlignmentChecked) {
   }
 }
 
+// Atomic write: the 8 bytes land at the aligned word (the bytes as sent) and the requester
+// completes with kAtomicWrite; an MR or QP without remote write is REM_ACCESS_ERR and the word
+// is untouched; a length other than 8 or a misaligned address is refused at post.
+TEST(Engine, AtomicWrite_StoresTheEightBytesWithWriteAccess) {
+  for (int which = 0; which < 3; ++which) {
+    Loop l;
+    AtomicTarget t(l, which == 1 ? access::kLocalWrite | access::kRemoteAtomic
+                                 : access::kLocalWrite | access::kRemoteWrite);
+    if (which == 2) {
+      QpAttr at;
+      at.access = access::kRemoteRead | access::kRemoteAtomic;
+      ASSERT_TRUE(l.b.eng.modify_qp(l.b.qpn, at, attr::kAccess).ok());
+    }
+    const uint64_t v = 0x0123456789abcdefull;
+    std::memcpy(l.a.mem.data(), &v, 8);
+    Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 8, l.a.key};
+    SendWr wr;
+    wr.wr_id = 9;
+    wr.opcode = Opcode::kAtomicWrite;
+    wr.sg = {&sge, 1};
+    wr.rkey = t.key;
+    wr.remote_addr = reinterpret_cast<uint64_t>(&t.word[1]);
+    ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+    l.run();
+    auto c = l.poll(l.a);
+    ASSERT_EQ(c.size(), 1u);
+    if (which == 0) {
+      EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+      EXPECT_EQ(c[0].opcode, WcOpcode::kAtomicWrite);
+      EXPECT_EQ(t.word[1], v);
+    } else {
+      EXPECT_EQ(c[0].status, WcStatus::kRemAccessErr) << which;
+      EXPECT_EQ(t.word[1], 0u) << which;
+    }
+    EXPECT_EQ(t.word[0], 0u);
+    EXPECT_EQ(t.word[2], 0u);
+    if (which != 0) continue;
+    wr.remote_addr += 4;
+    EXPECT_EQ(l.a.eng.post_send(l.a.qpn, wr).error(), Error::kInvalidArgument);
+    wr.remote_addr -= 4;
+    sge.length = 16;
+    EXPECT_EQ(l.a.eng.post_send(l.a.qpn, wr).error(), Error::kInvalidArgument);
+  }
+}
+
 TEST(Engine, TrafficClass_OnTheQpsDataAndAcks) {
   Loop l;
   QpAttr at;

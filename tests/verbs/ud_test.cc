@@ -13,6 +13,7 @@
 #include "loopback_env.h"
 #include "open_device.h"
 #include "verbs/verbs.h"
+#include "wait_wc.h"
 
 namespace mrc::verbs {
 namespace {
@@ -23,15 +24,7 @@ const bool env_set = testing::set_loopback_env();
 constexpr uint32_t kQkey = 0x11111111;
 constexpr uint32_t kGrh = 40;
 
-// The next completion of `cq` within `limit`; status IBV_WC_GENERAL_ERR if none came.
-ibv_wc wait_wc(ibv_cq* cq, std::chrono::milliseconds limit = 5000ms) {
-  ibv_wc wc{};
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end)
-    if (poll_cq(cq, 1, &wc) == 1) return wc;
-  wc.status = IBV_WC_GENERAL_ERR;
-  return wc;
-}
+using testing::wait_wc;
 
 class Ud : public ::testing::Test {
  protected:

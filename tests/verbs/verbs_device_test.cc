@@ -385,11 +385,11 @@ TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
   ASSERT_NE(relaxed, nullptr) << "optional access bits are accepted";
   EXPECT_EQ(dereg_mr(relaxed), 0);
   // Unsupported objects: EOPNOTSUPP, no crash.
-  ibv_qp_init_attr xrc{};
-  xrc.send_cq = xrc.recv_cq = cq_[0];
-  xrc.qp_type = IBV_QPT_XRC_SEND;
-  xrc.cap.max_send_wr = xrc.cap.max_recv_wr = 1;
-  EXPECT_EQ(create_qp(pd_, &xrc), nullptr);
+  ibv_qp_init_attr raw{};  // raw packet QPs are an Ethernet NIC's (XRC: xrc_test.cc)
+  raw.send_cq = raw.recv_cq = cq_[0];
+  raw.qp_type = IBV_QPT_RAW_PACKET;
+  raw.cap.max_send_wr = raw.cap.max_recv_wr = 1;
+  EXPECT_EQ(create_qp(pd_, &raw), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
 }
 
@@ -1198,6 +1198,44 @@ TEST_F(Verbs, Atomics_FetchAddCmpSwap_ValueBeforeComesBack) {
   EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
   EXPECT_EQ(value(1, 0), 0u);
   EXPECT_EQ(dereg_mr(target), 0);
+}
+
+// Atomic write: ibv_wr_atomic_write's 8 bytes and IBV_WR_ATOMIC_WRITE's 8-byte SGE land at
+// the aligned word as given (remote write access is what it needs); another length or a
+// misaligned address is EINVAL at post.
+TEST_F(Verbs, AtomicWrite_EightBytesLandAsGiven) {
+  make_pair();  // qp_access_flags: REMOTE_WRITE | REMOTE_READ
+  const uint8_t bytes[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ibv_qp_ex* x = qp_to_qp_ex(qp_[0]);
+  ibv_wr_start(x);
+  x->wr_id = 21;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_atomic_write(x, mr_[1]->rkey, at(1, 64), bytes);
+  ASSERT_EQ(ibv_wr_complete(x), 0);
+  ibv_wc wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_ATOMIC_WRITE);
+  EXPECT_EQ(std::memcmp(buf_[1].data() + 64, bytes, 8), 0);
+  std::memcpy(buf_[0].data() + 128, "8 bytes", 8);
+  ibv_sge sge{at(0, 128), 8, mr_[0]->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = 22;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_ATOMIC_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = at(1, 72);
+  wr.wr.rdma.rkey = mr_[1]->rkey;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(post_send(qp_[0], &wr, &bad), 0);
+  wc = wait_wc(cq_[0]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_STREQ(reinterpret_cast<char*>(buf_[1].data() + 72), "8 bytes");
+  wr.wr.rdma.remote_addr = at(1, 76);
+  EXPECT_EQ(post_send(qp_[0], &wr, &bad), EINVAL);
+  wr.wr.rdma.remote_addr = at(1, 72);
+  sge.length = 4;
+  EXPECT_EQ(post_send(qp_[0], &wr, &bad), EINVAL);
 }
 
 TEST_F(Verbs, Atomics_QpWithoutRemoteAtomic_RemAccessErr) {

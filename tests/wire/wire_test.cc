@@ -19,14 +19,14 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-constexpr Kind kDataKinds[] = {Kind::kWrite,   Kind::kWriteImm, Kind::kSend,
-                               Kind::kSendImm, Kind::kReadReq,  Kind::kReadResp,
-                               Kind::kCmpSwap, Kind::kFetchAdd, Kind::kUdSend};
+constexpr Kind kDataKinds[] = {Kind::kWrite,   Kind::kWriteImm,   Kind::kSend,    Kind::kSendImm,
+                               Kind::kReadReq, Kind::kReadResp,   Kind::kCmpSwap, Kind::kFetchAdd,
+                               Kind::kUdSend,  Kind::kAtomicWrite};
 constexpr Kind kControlKinds[] = {Kind::kAck, Kind::kNack, Kind::kProbe, Kind::kProbeReply};
-constexpr Kind kAllKinds[] = {Kind::kWrite,     Kind::kWriteImm, Kind::kSend,    Kind::kSendImm,
-                              Kind::kReadReq,   Kind::kReadResp, Kind::kCmpSwap, Kind::kFetchAdd,
-                              Kind::kUdSend,    Kind::kAck,      Kind::kNack,    Kind::kProbe,
-                              Kind::kProbeReply};
+constexpr Kind kAllKinds[] = {Kind::kWrite,   Kind::kWriteImm,    Kind::kSend,    Kind::kSendImm,
+                              Kind::kReadReq, Kind::kReadResp,    Kind::kCmpSwap, Kind::kFetchAdd,
+                              Kind::kUdSend,  Kind::kAtomicWrite, Kind::kAck,     Kind::kNack,
+                              Kind::kProbe,   Kind::kProbeReply};
 
 // ---- Byte helpers, written from the documented offsets (not from wire.cc) -------------
 
@@ -52,7 +52,7 @@ void store_be16(Bytes& b, size_t off, uint16_t v) {
 
 // Header length by kind byte, from the spec: 0 for an unknown kind.
 size_t spec_header_size(uint8_t kind) {
-  if (kind >= 1 && kind <= 9) return 72;  // the data kinds, atomics (7, 8) and UD_SEND (9)
+  if (kind >= 1 && kind <= 10) return 72;  // data kinds, atomics (7, 8, 10), UD_SEND (9)
   switch (kind) {
     case 16:
       return 96;
@@ -276,7 +276,7 @@ const uint8_t kDataBytes[] = {
     0x31, 0x32, 0x33, 0x34,                          // 48: offset
     0x35, 0x36, 0x37, 0x38,                          // 52: msg_len
     0x39, 0x3A, 0x3B, 0x3C,                          // 56: imm
-    0x00, 0x09, 0x00, 0x00,                          // 60: payload_len, reserved
+    0x00, 0x09, 0x00, 0x00,                          // 60: payload_len, xrc_srqn
     0xE3, 0x06, 0x92, 0x83,                          // 64: payload_crc
     0x41, 0x42, 0x43, 0x44,                          // 68: src_qpn
 };
@@ -753,6 +753,15 @@ TEST(Wire, Decode_HeaderBitFlipNeverDecodes) {
 }
 
 TEST(Wire, Decode_ReservedBytesAreCoveredByCrcButOtherwiseIgnored) {
+  Bytes b = valid_datagram(Kind::kReadReq, 0);
+  b[62] = 0xAB;  // data: ports_down / xrc_srqn (once reserved), big-endian
+  EXPECT_WIRE_ERROR(decode(b), WireError::kBadHeaderCrc);
+  reseal(b);
+  auto d = decode(b);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->data.xrc_srqn, 0xAB00);
+  EXPECT_EQ(d->data.ports_down, 0xAB00);  // the same two bytes
+
   Bytes a = valid_datagram(Kind::kAck);
   a[61] = 0xFF;  // ack reserved
   reseal(a);
@@ -1067,14 +1076,15 @@ TEST(Wire, ToString_KindNamesAsTheDocsWriteThem) {
   EXPECT_STREQ(to_string(Kind::kCmpSwap), "CMP_SWAP");
   EXPECT_STREQ(to_string(Kind::kFetchAdd), "FETCH_ADD");
   EXPECT_STREQ(to_string(Kind::kUdSend), "UD_SEND");
+  EXPECT_STREQ(to_string(Kind::kAtomicWrite), "ATOMIC_WRITE");
   EXPECT_STREQ(to_string(Kind::kProbeReply), "PROBE_REPLY");
   EXPECT_STREQ(to_string(Kind::kAddrReply), "ADDR_REPLY");
   EXPECT_STREQ(to_string(Kind::kPortStatus), "PORT_STATUS");
   EXPECT_STREQ(to_string(Kind::kPortStatusAck), "PORT_STATUS_ACK");
-  EXPECT_STREQ(to_string(static_cast<Kind>(10)), "?");
+  EXPECT_STREQ(to_string(static_cast<Kind>(11)), "?");
   size_t named = 0;
   for (int k = 0; k < 256; ++k) named += std::string(to_string(static_cast<Kind>(k))) != "?";
-  EXPECT_EQ(named, 17u);  // every kind of the table, no other byte
+  EXPECT_EQ(named, 18u);  // every kind of the table, no other byte
 }
 
 }  // namespace

@@ -160,11 +160,12 @@ class Dissector : public ::testing::Test {
 
 TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
   const wire::Kind kinds[] = {
-      wire::Kind::kWrite,      wire::Kind::kWriteImm,  wire::Kind::kSend,     wire::Kind::kSendImm,
-      wire::Kind::kReadReq,    wire::Kind::kReadResp,  wire::Kind::kCmpSwap,  wire::Kind::kFetchAdd,
-      wire::Kind::kUdSend,     wire::Kind::kAck,       wire::Kind::kNack,     wire::Kind::kProbe,
-      wire::Kind::kProbeReply, wire::Kind::kAddrQuery, wire::Kind::kAddrReply, wire::Kind::kPortStatus,
-      wire::Kind::kPortStatusAck};
+      wire::Kind::kWrite,       wire::Kind::kWriteImm,   wire::Kind::kSend,
+      wire::Kind::kSendImm,     wire::Kind::kReadReq,    wire::Kind::kReadResp,
+      wire::Kind::kCmpSwap,     wire::Kind::kFetchAdd,   wire::Kind::kUdSend,
+      wire::Kind::kAtomicWrite, wire::Kind::kAck,        wire::Kind::kNack,
+      wire::Kind::kProbe,       wire::Kind::kProbeReply, wire::Kind::kAddrQuery,
+      wire::Kind::kAddrReply,   wire::Kind::kPortStatus, wire::Kind::kPortStatusAck};
   std::vector<Frame> frames;
   std::vector<wire::Packet> sent;
   uint32_t salt = 0;
@@ -199,6 +200,7 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
                                            "mrc.data.msg_len",
                                            "mrc.data.imm",
                                            "mrc.data.payload_len",
+                                           "mrc.data.xrc_srqn",
                                            "mrc.data.payload_crc",
                                            "mrc.data.payload_crc.ok",
                                            "mrc.src_qpn",
@@ -256,6 +258,7 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
       EXPECT_EQ(one(r, "mrc.data.imm"), hex(p.data.imm, 8));
       EXPECT_EQ(one(r, "mrc.data.payload_len"), dec(p.data.payload_len));
       EXPECT_EQ(one(r, "mrc.ports_down"), hex(p.data.ports_down, 4));
+      EXPECT_EQ(one(r, "mrc.data.xrc_srqn"), dec(p.data.xrc_srqn));  // the same two bytes
       EXPECT_EQ(one(r, "mrc.data.payload_crc"), hex(p.data.payload_crc, 8));
       EXPECT_EQ(one(r, "mrc.data.payload_crc.ok"),
                 (p.common.flags & wire::flag::kPayloadCrc) && p.data.payload_len ? "1" : "");

@@ -26,10 +26,10 @@ local band, bor, bxor, rshift, lshift = bit.band, bit.bor, bit.bxor, bit.rshift,
 
 local KIND = {
   [1] = "WRITE", [2] = "WRITE_IMM", [3] = "SEND", [4] = "SEND_IMM", [5] = "READ_REQ",
-  [6] = "READ_RESP", [7] = "CMP_SWAP", [8] = "FETCH_ADD", [9] = "UD_SEND", [16] = "ACK", [17] = "NACK", [32] = "PROBE", [33] = "PROBE_REPLY",
+  [6] = "READ_RESP", [7] = "CMP_SWAP", [8] = "FETCH_ADD", [9] = "UD_SEND", [10] = "ATOMIC_WRITE", [16] = "ACK", [17] = "NACK", [32] = "PROBE", [33] = "PROBE_REPLY",
   [34] = "ADDR_QUERY", [35] = "ADDR_REPLY", [36] = "PORT_STATUS", [37] = "PORT_STATUS_ACK",
 }
-local function is_data(k) return k >= 1 and k <= 9 end  -- 9: UD_SEND (GRH | data)
+local function is_data(k) return k >= 1 and k <= 10 end  -- 9: UD_SEND (GRH | data), 10: ATOMIC_WRITE
 local function is_atomic(k) return k == 7 or k == 8 end
 local ATOMIC_REQ_LEN = 16  -- wire.h kAtomicReqLen: compare_add (8) | swap (8)
 local HEADER = { [16] = 96, [17] = 56, [32] = 32, [33] = 48, [34] = 48, [35] = 368, [36] = 48, [37] = 48 }
@@ -84,6 +84,7 @@ local F = {
   msg_len = ProtoField.uint32("mrc.data.msg_len", "Message length", base.DEC),
   imm = ProtoField.uint32("mrc.data.imm", "Immediate", base.HEX),
   payload_len = ProtoField.uint16("mrc.data.payload_len", "Payload length", base.DEC),
+  xrc_srqn = ProtoField.uint16("mrc.data.xrc_srqn", "XRC SRQ number, on data to an XRC target QP (same bytes as ports_down)", base.DEC),
   reserved = ProtoField.bytes("mrc.reserved", "Reserved"),
   payload_crc = ProtoField.uint32("mrc.data.payload_crc", "Payload CRC32C", base.HEX),
   payload_crc_ok = ProtoField.bool("mrc.data.payload_crc.ok", "Payload CRC good"),
@@ -540,7 +541,10 @@ local function dissect_one(tvb, pinfo, root, o)
     tree:add(F.msg_len, tvb(x + 20, 4))
     tree:add(F.imm, tvb(x + 24, 4))
     tree:add(F.payload_len, tvb(x + 28, 2))
+    -- One field, two meanings, told apart by the receiving QP: the sender's ports with no
+    -- link, or on data to an XRC target QP the XRC SRQ it names. Both shown.
     tree:add(F.ports_down, tvb(x + 30, 2))
+    tree:add(F.xrc_srqn, tvb(x + 30, 2))
     local pcrc_item = tree:add(F.payload_crc, tvb(x + 32, 4))
     tree:add(F.src_qpn, tvb(x + 36, 4))
     local plen = tvb(x + 28, 2):uint()

@@ -111,6 +111,7 @@ void Core::want_ack(Qp& q) {
 void Core::complete(Qp& q, CqId id, const Completion& c) {
   ++q.stats.completions;
   if (c.status != WcStatus::kSuccess) ++q.stats.error_completions;
+  if (id == 0 || id > cqs.size() || !cqs[id - 1].live) return;  // an XRC target QP's: no CQ
   Cq& cq = cqs[id - 1];
   if (cq.q.size() >= cq.depth) {
     push_event(Event{EventType::kCqOverflow, q.qpn, id, c.status});
@@ -141,6 +142,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
     c.opcode = w.op == Opcode::kRead                                 ? WcOpcode::kRead
                : w.op == Opcode::kCmpSwap                            ? WcOpcode::kCmpSwap
                : w.op == Opcode::kFetchAdd                           ? WcOpcode::kFetchAdd
+               : w.op == Opcode::kAtomicWrite                        ? WcOpcode::kAtomicWrite
                : (w.op == Opcode::kSend || w.op == Opcode::kSendImm) ? WcOpcode::kSend
                                                                      : WcOpcode::kWrite;
     c.qpn = q.qpn;
@@ -154,12 +156,14 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
   q.pkt_rsp = q.rsp.tail();
   q.reads.clear();
   for (uint64_t s = q.rq.head(); s != q.rq.tail(); ++s) {
+    const RecvWqe& r = q.rq.at(s);
+    if (r.pending) continue;  // an XRC slot no receive was taken for
     Completion c;
-    c.wr_id = q.rq.at(s).wr_id;
+    c.wr_id = r.wr_id;
     c.status = WcStatus::kWrFlushErr;
     c.opcode = WcOpcode::kRecv;
     c.qpn = q.qpn;
-    complete(q, q.init.recv_cq, c);
+    complete(q, r.cq ? r.cq : q.init.recv_cq, c);
   }
   q.rq.clear();
   for (auto& p : q.tx) p = TxPkt{};
@@ -417,15 +421,22 @@ size_t Engine::cq_depth(CqId id) const {
   return c.cqs[id - 1].q.size();
 }
 
-Result<uint32_t, Error> Engine::create_srq(uint32_t max_wr) {
+Result<uint32_t, Error> Engine::create_srq(uint32_t max_wr, const XrcSrqInit& xrc) {
   Core& c = *impl_;
   if (max_wr == 0 || max_wr > (1u << 20)) return Err{Error::kInvalidArgument};
+  if (xrc.xrcd && (xrc.cq == 0 || xrc.cq > c.cqs.size() || !c.cqs[xrc.cq - 1].live))
+    return Err{Error::kNoSuchCq};
   size_t i = 0;
   while (i < c.srqs.size() && c.srqs[i].live) ++i;
+  if (xrc.xrcd && i + 1 > 0xffff) return Err{Error::kResourceLimit};  // 16 bits on the wire
   if (i == c.srqs.size()) c.srqs.emplace_back();
   c.srqs[i] = Srq{};
   c.srqs[i].max_wr = max_wr;
   c.srqs[i].live = true;
+  if (xrc.xrcd) {
+    c.srqs[i].xrc = xrc;
+    ++c.cqs[xrc.cq - 1].users;
+  }
   return static_cast<uint32_t>(i + 1);
 }
 
@@ -433,6 +444,7 @@ Status<Error> Engine::destroy_srq(uint32_t id) {
   Srq* s = impl_->srq(id);
   if (!s) return Err{Error::kInvalidArgument};
   if (s->users) return Err{Error::kBadState};
+  if (s->xrc.xrcd) --impl_->cqs[s->xrc.cq - 1].users;
   *s = Srq{};
   return {};
 }
@@ -471,6 +483,34 @@ uint32_t Engine::srq_limit(uint32_t id) const {
   return id == 0 || id > c.srqs.size() || !c.srqs[id - 1].live ? 0 : c.srqs[id - 1].limit;
 }
 
+bool Core::xrc_take(Qp& q, uint32_t msn, Srq& s, uint32_t srqn) {
+  const int32_t idx = psn_diff(msn, q.rq_base_msn);
+  if (idx < 0) return false;
+  while (q.rq.size() <= static_cast<uint64_t>(idx)) {  // hold the slots of messages to come
+    if (q.rq.full()) return false;
+    q.rq.next() = RecvWqe{};
+    q.rq.next().pending = true;
+    q.rq.push();
+  }
+  RecvWqe& slot = q.rq.at(q.rq.head() + static_cast<uint64_t>(idx));
+  if (!slot.pending) return true;  // an earlier packet of the message took it
+  if (s.q.empty()) return false;
+  slot = std::move(s.q.front());
+  s.q.pop_front();
+  slot.cq = s.xrc.cq;
+  slot.pd = s.xrc.pd;
+  slot.pending = false;
+  if (s.limit && s.q.size() < s.limit) {
+    s.limit = 0;
+    Event e;
+    e.type = EventType::kSrqLimit;
+    e.qpn = q.qpn;
+    e.srq = srqn;
+    push_event(e);
+  }
+  return true;
+}
+
 void Core::srq_take(Qp& q, uint32_t msn) {
   Srq* s = srq(q.init.srq);
   const int32_t idx = psn_diff(msn, q.rq_base_msn);
@@ -495,7 +535,9 @@ void Core::srq_take(Qp& q, uint32_t msn) {
 Result<Qpn, Error> Engine::create_qp(const QpInit& init) {
   Core& c = *impl_;
   for (CqId id : {init.send_cq, init.recv_cq})
-    if (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live) return Err{Error::kNoSuchCq};
+    if ((id != 0 || !init.xrcd) && (id == 0 || id > c.cqs.size() || !c.cqs[id - 1].live))
+      return Err{Error::kNoSuchCq};
+  if (init.xrcd && (init.srq || init.ud)) return Err{Error::kInvalidArgument};
   if (init.srq && !c.srq(init.srq)) return Err{Error::kInvalidArgument};
   if (init.max_send_wr == 0 || init.max_recv_wr == 0 || init.max_send_wr > (1u << 20) ||
       init.max_recv_wr > (1u << 20))
@@ -510,8 +552,8 @@ Result<Qpn, Error> Engine::create_qp(const QpInit& init) {
     qpn = static_cast<Qpn>(c.qps.size());
   }
   c.qps[qpn - 1] = new_qp(qpn, init);
-  ++c.cqs[init.send_cq - 1].users;
-  ++c.cqs[init.recv_cq - 1].users;
+  for (CqId id : {init.send_cq, init.recv_cq})
+    if (id) ++c.cqs[id - 1].users;
   if (init.srq) ++c.srqs[init.srq - 1].users;
   ++c.live_qps;
   return qpn;
@@ -586,7 +628,7 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
     // Its completions not yet polled go too, as rdma-core's providers clean a CQ of a QP
     // reset (mlx5_cq_clean): a QP restarted after an error does not find its flushes.
     for (const CqId id : {q.init.send_cq, q.init.recv_cq})  // live: the QP holds them
-      std::erase_if(c.cqs[id - 1].q, [&](const Completion& k) { return k.qpn == q.qpn; });
+      if (id) std::erase_if(c.cqs[id - 1].q, [&](const Completion& k) { return k.qpn == q.qpn; });
     std::erase_if(c.udq, [&](const UdOut& o) { return o.qpn == q.qpn; });
     c.qps[q.qpn - 1] = new_qp(q.qpn, q.init);
     return;
@@ -749,8 +791,8 @@ Status<Error> Engine::destroy_qp(Qpn qpn) {
   Core& c = *impl_;
   Qp* q = c.qp(qpn);
   if (!q) return Err{Error::kNoSuchQp};
-  --c.cqs[q->init.send_cq - 1].users;
-  --c.cqs[q->init.recv_cq - 1].users;
+  for (CqId id : {q->init.send_cq, q->init.recv_cq})
+    if (id) --c.cqs[id - 1].users;
   if (q->init.srq) --c.srqs[q->init.srq - 1].users;
   c.qps[qpn - 1].reset();
   c.free_qpns.push_back(qpn);
@@ -761,13 +803,14 @@ Status<Error> Engine::destroy_qp(Qpn qpn) {
 Status<Error> Engine::post_send(Qpn qpn, const SendWr& wr) {
   Qp* q = impl_->qp(qpn);
   if (!q) return Err{Error::kNoSuchQp};
+  if (q->init.xrcd || wr.xrc_srqn > 0xffff) return Err{Error::kInvalidArgument};  // XRC target
   return impl_->post_send(*q, wr);
 }
 
 bool Core::resolve_recv(const Qp& q, RecvWqe& r) const {
   r.sg.clear();
   for (const Sge& s : r.posted) {
-    const Mr* m = mr(s.lkey, q);
+    const Mr* m = mr_in(s.lkey, q.init.xrcd ? r.pd : q.init.pd);
     if (!m || !m->covers(s.addr, s.length) || !(m->access & access::kLocalWrite)) return false;
     r.sg.push_back(Seg{m->at(s.addr), s.length, s.lkey});
   }
@@ -779,7 +822,7 @@ Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
   Qp* q = c.qp(qpn);
   if (!q) return Err{Error::kNoSuchQp};
   if (q->state == QpState::kReset) return Err{Error::kBadState};
-  if (q->init.srq) return Err{Error::kInvalidArgument};  // its receives come from the SRQ
+  if (q->init.srq || q->init.xrcd) return Err{Error::kInvalidArgument};  // from an SRQ
   if (q->rq.full()) return Err{Error::kQueueFull};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
   RecvWqe& r = q->rq.next();

@@ -171,6 +171,20 @@ struct QpInit {
   // receive too small is dropped (counted) or completes the receive with kLocLenErr. RESET ->
   // INIT -> RTR -> RTS need no attributes (kQkey sets the Q_Key).
   bool ud = false;
+  // An XRC target QP (verbs IBV_QPT_XRC_RECV) of XRC domain `xrcd` (nonzero): no PD, no CQs
+  // (send_cq, recv_cq may be 0) and no receive queue of its own. Each message names
+  // (SendWr::xrc_srqn, wire DataHeader::xrc_srqn) an XRC SRQ of the same domain: its receive
+  // comes from there, its completion goes to that SRQ's CQ and its memory (WRITE, READ,
+  // atomics, receive buffers) is checked in that SRQ's PD. A message naming no such SRQ is
+  // NACKed REMOTE_INVALID (the requester's WR fails with kRemInvReqErr).
+  uint32_t xrcd = 0;
+};
+
+/// An XRC SRQ's domain, CQ and PD (create_srq); xrcd 0: a plain SRQ.
+struct XrcSrqInit {
+  uint32_t xrcd = 0;
+  CqId cq = 0;      // where receives of the SRQ complete (held while the SRQ lives)
+  uint32_t pd = 0;  // the PD its receive buffers and the messages' memory are checked in
 };
 
 /// Metadata a driver passes with each received datagram.
@@ -234,7 +248,8 @@ class Engine {
   /// A shared receive queue of up to max_wr receives: a QP made with QpInit::srq takes the
   /// next one, in posting order, when the first packet of a message that needs one arrives
   /// (none left: the sender is NACKed for RNR, as with an empty receive queue).
-  Result<uint32_t, Error> create_srq(uint32_t max_wr);
+  /// `xrc` (xrcd nonzero) makes an XRC SRQ (QpInit::xrcd): ids stay below 65536 (wire).
+  Result<uint32_t, Error> create_srq(uint32_t max_wr, const XrcSrqInit& xrc = {});
   Status<Error> destroy_srq(uint32_t srq);  // kBadState while a QP uses it
   /// kQueueFull at max_wr; SGEs checked when data lands (post_recv).
   Status<Error> post_srq_recv(uint32_t srq, const RecvWr& wr);

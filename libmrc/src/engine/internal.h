@@ -98,6 +98,7 @@ struct SendWqe {
   bool read_done = false;  // READ: the whole response arrived
   bool fence = false;      // waits for earlier READs before its first packet (SendWr::fence)
   bool invalidate = false;  // SEND: the peer invalidates window `rkey` (SendWr::invalidate)
+  uint32_t xrc_srqn = 0;    // XRC initiator: the peer's SRQ (SendWr::xrc_srqn); responses 0
   WcStatus status = WcStatus::kSuccess;
 };
 
@@ -223,6 +224,11 @@ struct RecvWqe {
   std::vector<Sge> posted;  // as the app posted them (length > 0), checked when data lands
   std::vector<Seg> sg;      // `posted` resolved by Core::resolve_recv for the packet at hand
   uint64_t capacity = 0;
+  // XRC target QPs (QpInit::xrcd): the SRQ's CQ and PD this receive came with; `pending`: a
+  // slot held for a message whose first packet has not come yet (xrc_take), no receive in it.
+  CqId cq = 0;
+  uint32_t pd = 0;
+  bool pending = false;
 };
 
 /// In-order work the receiver runs when cum passes `psn` (the message's last PSN).
@@ -240,6 +246,7 @@ struct Action {
   uint64_t compare_add = 0;  // atomic operands (host order)
   uint64_t swap = 0;
   bool invalidate = false;  // kRecv: invalidate window `rkey` (SEND_WITH_INV)
+  uint32_t pd = 0;          // the PD the message's memory is checked in (XRC: its SRQ's)
 };
 
 /// A control packet waiting to be sent: NACKs, probes, probe replies (ACKs are
@@ -384,6 +391,7 @@ struct Srq {
   uint32_t limit = 0;  // armed limit (0: disarmed)
   uint32_t users = 0;  // QPs using it
   bool live = false;
+  XrcSrqInit xrc;  // xrc.xrcd nonzero: an XRC SRQ, named by messages to XRC target QPs
 };
 
 /// Engine::Impl: owns everything; sender.cc and receiver.cc add its methods.
@@ -442,10 +450,20 @@ struct Core {
   Qp* qp(Qpn qpn);
   const Mr* mr(uint32_t key) const;
   /// The MR of `key` if `q` may use it (same protection domain), else null.
-  const Mr* mr(uint32_t key, const Qp& q) const {
+  const Mr* mr(uint32_t key, const Qp& q) const { return mr_in(key, q.init.pd); }
+  /// The MR of `key` if it is in protection domain `pd`, else null.
+  const Mr* mr_in(uint32_t key, uint32_t pd) const {
     const Mr* m = mr(key);
-    return m && m->pd == q.init.pd ? m : nullptr;
+    return m && m->pd == pd ? m : nullptr;
   }
+  /// For an XRC target QP: the XRC SRQ of q's domain that `srqn` names, else null.
+  Srq* xrc_srq(const Qp& q, uint32_t srqn) {
+    Srq* s = srq(srqn);
+    return s && s->xrc.xrcd && s->xrc.xrcd == q.init.xrcd ? s : nullptr;
+  }
+  /// For an XRC target QP: makes receive number `msn` one of `s`'s (slots before it are held
+  /// for their own messages' SRQs); false when `s` has none left (RNR) or q.rq is full.
+  bool xrc_take(Qp& q, uint32_t msn, Srq& s, uint32_t srqn);
   /// Every segment still lies in a registered MR (none was deregistered since).
   /// Resolves r.posted into r.sg against the MRs as they are now (key of q's pd, range, local
   /// write); false if one fails (the receive's local protection error).

@@ -3,6 +3,8 @@
 // mark it in the scoreboard, run in-order work as the cumulative PSN moves,
 // and ACK/SACK/NACK.
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 
 #include "engine/internal.h"
 
@@ -37,10 +39,13 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
   const wire::CommonHeader& h = p.common;
   const wire::DataHeader& d = p.data;
   // The peer's word on its ports, as in its ACKs (Core::on_ack): a QP that only receives
-  // from it tells the QPs that send to it.
-  if (q.health && d.ports_down != q.health->reported_down)
-    health.set_reported_down(*q.health, d.ports_down);
-  if (d.ports_down != 0) lose_planes(q, d.ports_down, now);
+  // from it tells the QPs that send to it. Not on data to an XRC target QP, where the same
+  // two bytes name an XRC SRQ (wire::DataHeader).
+  if (!q.init.xrcd) {
+    if (q.health && d.ports_down != q.health->reported_down)
+      health.set_reported_down(*q.health, d.ports_down);
+    if (d.ports_down != 0) lose_planes(q, d.ports_down, now);
+  }
   if (p.trimmed) {
     drop(Drop::kTrimmed);
     nack(q, p, rx,
@@ -76,6 +81,25 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     return;
   }
   const bool last = h.flags & wire::flag::kLast;
+  // An XRC target QP: the message's XRC SRQ (of the QP's domain) gives its receive, its CQ
+  // and the PD its memory is checked in.
+  Srq* xs = nullptr;
+  uint32_t pd = q.init.pd;
+  if (q.init.xrcd && h.kind != wire::Kind::kReadResp) {
+    xs = xrc_srq(q, d.xrc_srqn);
+    if (!xs) {
+      drop(Drop::kRemoteAccess);
+      nack(q, p, rx, wire::NackReason::kRemoteInvalid);
+      return;
+    }
+    pd = xs->xrc.pd;
+  }
+  // The receive of message `msn` is in q.rq (taken from the SRQ when the QP has one).
+  auto have_recv = [&](uint32_t msn) {
+    if (xs) return xrc_take(q, msn, *xs, d.xrc_srqn);
+    srq_take(q, msn);
+    return psn_diff(msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) < 0;
+  };
   // A READ or atomic holds one of the responder's kMaxReadResponses until its response is
   // acknowledged; past them it is refused (RNR) and resent.
   auto take_response_slot = [&] {
@@ -87,12 +111,33 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     ++q.pending_reads;
     return true;
   };
+  // The word an atomic request (CMP_SWAP, FETCH_ADD: `need` kRemoteAtomic, `len` 16) or an
+  // atomic write (kRemoteWrite, 8) works on: the QP and the MR grant `need` (else NACK
+  // REMOTE_ACCESS), `len` bytes sent to an address 8-byte aligned in the MR and in memory
+  // (else REMOTE_INVALID, as IB treats a misaligned atomic); null once NACKed.
+  auto atomic_word = [&](uint32_t need, uint32_t len) -> const Mr* {
+    auto refuse = [&](wire::NackReason r) -> const Mr* {
+      drop(Drop::kRemoteAccess);
+      nack(q, p, rx, r);
+      return nullptr;
+    };
+    if (!(q.attr.access & need)) return refuse(wire::NackReason::kRemoteAccess);
+    if (d.msg_len != len || d.payload_len != len || d.addr % 8 != 0)
+      return refuse(wire::NackReason::kRemoteInvalid);
+    const Mr* m = mr_in(d.rkey, pd);
+    if (!m || !(m->access & need) || !m->covers(d.addr, wire::kAtomicLen))
+      return refuse(wire::NackReason::kRemoteAccess);
+    if (reinterpret_cast<uintptr_t>(m->at(d.addr)) % 8 != 0)  // an iova unlike its memory
+      return refuse(wire::NackReason::kRemoteInvalid);
+    return m;
+  };
   Action act;
   act.psn = h.psn;
   act.msn = d.msn;
   act.imm = d.imm;
   act.len = d.msg_len;
   act.solicited = h.flags & wire::flag::kSolicited;
+  act.pd = pd;
 
   switch (h.kind) {
     case wire::Kind::kWrite:
@@ -109,23 +154,21 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         nack(q, p, rx, wire::NackReason::kRemoteAccess);
         return;
       }
-      if (h.kind == wire::Kind::kWriteImm) srq_take(q, d.msn);
+      if (h.kind == wire::Kind::kWriteImm) (void)have_recv(d.msn);
       if (d.msg_len > 0) {
-        const Mr* m = mr(d.rkey, q);
+        const Mr* m = mr_in(d.rkey, pd);
         if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) {
           drop(Drop::kRemoteAccess);
           nack(q, p, rx, wire::NackReason::kRemoteAccess);
           return;
         }
-        if (h.kind == wire::Kind::kWriteImm && last &&
-            psn_diff(d.msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) >= 0) {
+        if (h.kind == wire::Kind::kWriteImm && last && !have_recv(d.msn)) {
           drop(Drop::kNoReceive);
           nack(q, p, rx, wire::NackReason::kNoResource);
           return;
         }
         copy(m->at(d.addr + d.offset), p.payload.data(), d.payload_len);
-      } else if (h.kind == wire::Kind::kWriteImm &&
-                 psn_diff(d.msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) >= 0) {
+      } else if (h.kind == wire::Kind::kWriteImm && !have_recv(d.msn)) {
         drop(Drop::kNoReceive);
         nack(q, p, rx, wire::NackReason::kNoResource);
         return;
@@ -140,8 +183,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         drop(Drop::kDuplicate);
         return;
       }
-      srq_take(q, d.msn);
-      if (static_cast<uint64_t>(idx) >= q.rq.size()) {
+      if (!have_recv(d.msn)) {
         drop(Drop::kNoReceive);
         nack(q, p, rx, wire::NackReason::kNoResource);
         return;
@@ -159,7 +201,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         return;
       }
       if (h.flags & wire::flag::kInvalidate) {  // SEND_WITH_INV: a window of this QP's PD
-        const Mr* w = mr(d.rkey, q);
+        const Mr* w = mr_in(d.rkey, pd);
         if (!w || !w->window) {
           drop(Drop::kRemoteAccess);
           nack(q, p, rx, wire::NackReason::kRemoteAccess);
@@ -180,7 +222,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
       }
       if (h.kind == wire::Kind::kWriteImm) srq_take(q, d.msn);
       if (d.msg_len > 0) {
-        const Mr* m = mr(d.rkey, q);
+        const Mr* m = mr_in(d.rkey, pd);
         if (!m || !(m->access & access::kRemoteRead) || !m->covers(d.addr, d.msg_len)) {
           drop(Drop::kRemoteAccess);
           nack(q, p, rx, wire::NackReason::kRemoteAccess);
@@ -195,35 +237,24 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     }
     case wire::Kind::kCmpSwap:
     case wire::Kind::kFetchAdd: {
-      if (!(q.attr.access & access::kRemoteAtomic)) {  // the QP grants no atomics at all
-        drop(Drop::kRemoteAccess);
-        nack(q, p, rx, wire::NackReason::kRemoteAccess);
-        return;
-      }
-      if (d.msg_len != wire::kAtomicReqLen || d.payload_len != wire::kAtomicReqLen ||
-          d.addr % 8 != 0) {  // IB: a misaligned atomic is an invalid request
-        drop(Drop::kRemoteAccess);
-        nack(q, p, rx, wire::NackReason::kRemoteInvalid);
-        return;
-      }
-      const Mr* m = mr(d.rkey, q);
-      if (!m || !(m->access & access::kRemoteAtomic) || !m->covers(d.addr, wire::kAtomicLen)) {
-        drop(Drop::kRemoteAccess);
-        nack(q, p, rx, wire::NackReason::kRemoteAccess);
-        return;
-      }
-      if (reinterpret_cast<uintptr_t>(m->at(d.addr)) % 8 != 0) {  // an iova unlike its memory
-        drop(Drop::kRemoteAccess);
-        nack(q, p, rx, wire::NackReason::kRemoteInvalid);
-        return;
-      }
-      if (!take_response_slot()) return;
+      const Mr* m = atomic_word(access::kRemoteAtomic, wire::kAtomicReqLen);
+      if (!m || !take_response_slot()) return;
       act.kind = Action::kAtomic;
       act.addr = d.addr;
       act.rkey = d.rkey;
       act.cas = h.kind == wire::Kind::kCmpSwap;
       act.compare_add = get_be64(p.payload.data());
       act.swap = get_be64(p.payload.data() + 8);
+      break;
+    }
+    case wire::Kind::kAtomicWrite: {
+      const Mr* m = atomic_word(access::kRemoteWrite, wire::kAtomicLen);
+      if (!m) return;
+      // Placed on arrival as a WRITE is, with one 64-bit store: a reader sees all 8 bytes or
+      // none of them (the bytes as sent: the word is the app's, in its byte order).
+      uint64_t v = 0;
+      std::memcpy(&v, p.payload.data(), sizeof v);
+      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(m->at(d.addr))).store(v);
       break;
     }
     case wire::Kind::kReadResp: {
@@ -310,8 +341,10 @@ void Core::run_action(Qp& q, Action& a) {
     case Action::kRecv:
     case Action::kRecvImm:
     case Action::kWriteImm: {
-      if (q.rq.empty() || a.msn != q.rq_base_msn) return;  // cannot happen with an honest peer
+      // Cannot happen with an honest peer:
+      if (q.rq.empty() || a.msn != q.rq_base_msn || q.rq.at(q.rq.head()).pending) return;
       const RecvWqe& r = q.rq.at(q.rq.head());
+      const CqId cq = r.cq ? r.cq : q.init.recv_cq;  // XRC: the SRQ's
       Completion c;
       c.wr_id = r.wr_id;
       c.opcode = a.kind == Action::kWriteImm ? WcOpcode::kRecvWriteImm : WcOpcode::kRecv;
@@ -320,13 +353,13 @@ void Core::run_action(Qp& q, Action& a) {
       c.has_imm = a.kind != Action::kRecv;
       c.imm = a.imm;
       c.solicited = a.solicited;
-      if (a.invalidate && invalidate_window(a.rkey, q.init.pd)) {
+      if (a.invalidate && invalidate_window(a.rkey, a.pd)) {
         c.has_inv = true;
         c.imm = a.rkey;
       }
       q.rq.pop();
       ++q.rq_base_msn;
-      complete(q, q.init.recv_cq, c);
+      complete(q, cq, c);
       break;
     }
     case Action::kReadReq:

@@ -29,6 +29,8 @@ wire::Kind wire_kind(const SendWqe& w) {
       return wire::Kind::kCmpSwap;
     case Opcode::kFetchAdd:
       return wire::Kind::kFetchAdd;
+    case Opcode::kAtomicWrite:
+      return wire::Kind::kAtomicWrite;
   }
   return wire::Kind::kWrite;
 }
@@ -47,6 +49,8 @@ WcOpcode wc_opcode(Opcode op) {
       return WcOpcode::kCmpSwap;
     case Opcode::kFetchAdd:
       return WcOpcode::kFetchAdd;
+    case Opcode::kAtomicWrite:
+      return WcOpcode::kAtomicWrite;
   }
   return WcOpcode::kSend;
 }
@@ -71,12 +75,14 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   if (wr.opcode == Opcode::kWriteImm && q.attr.max_wimm && q.sq_wimms >= q.attr.max_wimm)
     return Err{Error::kWimmLimit};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
-  if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(Opcode::kFetchAdd))
+  if (static_cast<uint8_t>(wr.opcode) > static_cast<uint8_t>(Opcode::kAtomicWrite))
     return Err{Error::kInvalidArgument};
   uint64_t len = 0;
   for (const Sge& s : wr.sg) len += s.length;
   if (len > kMaxMessage) return Err{Error::kTooLarge};
   // An atomic returns 8 bytes into its local memory and works on an aligned 64-bit word.
+  if (wr.opcode == Opcode::kAtomicWrite && (len != wire::kAtomicLen || wr.remote_addr % 8 != 0))
+    return Err{Error::kInvalidArgument};
   if (is_atomic(wr.opcode) &&
       (len != wire::kAtomicLen || wr.remote_addr % 8 != 0 || wr.inline_data))
     return Err{Error::kInvalidArgument};
@@ -114,6 +120,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
   w.imm = wr.imm;
+  w.xrc_srqn = wr.xrc_srqn;
   w.len = len;
   w.npkts = is_read_like(wr.opcode)
                 ? 1
@@ -367,7 +374,13 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   pk.data.imm = w.imm;
   pk.data.payload_len = p.len;
   pk.data.src_qpn = q.qpn;
-  pk.data.ports_down = health.local_down();
+  // One field, two meanings (wire::DataHeader): an XRC initiator's data names the peer's
+  // SRQ (1..65535, checked at post); any other data says which of this host's ports have no
+  // link.
+  if (w.xrc_srqn)
+    pk.data.xrc_srqn = static_cast<uint16_t>(w.xrc_srqn);
+  else
+    pk.data.ports_down = health.local_down();
 
   std::span<const uint8_t> payload;
   if (p.len > 0) {
@@ -858,7 +871,7 @@ void Core::refuse_read(Qp& q, uint32_t req_psn) {
 }
 
 void Core::queue_read_response(Qp& q, const Action& a) {
-  const Mr* m = a.len ? mr(a.rkey, q) : nullptr;
+  const Mr* m = a.len ? mr_in(a.rkey, a.pd) : nullptr;
   if (a.len && (!m || !m->covers(a.addr, a.len) || !(m->access & access::kRemoteRead))) {
     // The MR went away between the request and its turn.
     --q.pending_reads;
@@ -878,7 +891,7 @@ void Core::queue_read_response(Qp& q, const Action& a) {
 }
 
 void Core::execute_atomic(Qp& q, const Action& a) {
-  const Mr* m = mr(a.rkey, q);
+  const Mr* m = mr_in(a.rkey, a.pd);
   if (!m || !m->covers(a.addr, wire::kAtomicLen) || !(m->access & access::kRemoteAtomic)) {
     --q.pending_reads;  // the MR went away between the request and its turn
     refuse_read(q, a.psn);

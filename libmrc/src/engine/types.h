@@ -69,7 +69,18 @@ struct Path {
 
 /// kCmpSwap, kFetchAdd: 64-bit atomics on an 8-byte aligned remote address; the one local
 /// SGE (8 bytes) receives the value before the operation. Not in MRC 1.0 (wire.h kCmpSwap).
-enum class Opcode : uint8_t { kWrite, kWriteImm, kSend, kSendImm, kRead, kCmpSwap, kFetchAdd };
+// kAtomicWrite: verbs' atomic write, 8 bytes (one Sge, or inline) stored at the 8-byte aligned
+// remote_addr with one 64-bit store (wire kAtomicWrite); the responder needs remote write.
+enum class Opcode : uint8_t {
+  kWrite,
+  kWriteImm,
+  kSend,
+  kSendImm,
+  kRead,
+  kCmpSwap,
+  kFetchAdd,
+  kAtomicWrite
+};
 constexpr bool is_atomic(Opcode op) { return op == Opcode::kCmpSwap || op == Opcode::kFetchAdd; }
 /// READ and the atomics: requests the peer answers with READ_RESP in its own PSN space.
 constexpr bool is_read_like(Opcode op) { return op == Opcode::kRead || is_atomic(op); }
@@ -109,6 +120,10 @@ struct SendWr {
   // SEND (verbs SEND_WITH_INV): the peer invalidates its memory window `rkey` when the
   // receive completes (wire flag::kInvalidate).
   bool invalidate = false;
+  // XRC initiator QPs (verbs IBV_QPT_XRC_SEND): the peer's XRC SRQ (Engine::create_srq with
+  // an XRC domain) the message's receive comes from, and in whose PD the peer checks its
+  // memory (every opcode); 1..65535 (the wire carries 16 bits). 0: not XRC.
+  uint32_t xrc_srqn = 0;
 };
 
 struct RecvWr {
@@ -140,7 +155,8 @@ enum class WcOpcode : uint8_t {
   kCmpSwap,
   kFetchAdd,
   kBindMw,
-  kLocalInv
+  kLocalInv,
+  kAtomicWrite
 };
 
 struct Completion {

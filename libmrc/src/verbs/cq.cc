@@ -38,6 +38,9 @@ ibv_wc to_wc(const engine::Completion& c) {
     case engine::WcOpcode::kRecvWriteImm: w.opcode = IBV_WC_RECV_RDMA_WITH_IMM; break;
     case engine::WcOpcode::kCmpSwap: w.opcode = IBV_WC_COMP_SWAP; break;
     case engine::WcOpcode::kFetchAdd: w.opcode = IBV_WC_FETCH_ADD; break;
+    case engine::WcOpcode::kAtomicWrite:
+      w.opcode = IBV_WC_ATOMIC_WRITE;
+      break;
     case engine::WcOpcode::kBindMw:
       w.opcode = IBV_WC_BIND_MW;
       break;

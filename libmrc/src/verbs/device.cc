@@ -183,6 +183,10 @@ ibv_context* open_device(ibv_device* d) {
   v.query_device_ex = &query_device_ex;
   v.advise_mr = &advise_mr;
   v.alloc_parent_domain = &alloc_parent_domain;
+  v.open_xrcd = &open_xrcd;  // xrc.cc
+  v.close_xrcd = &close_xrcd;
+  v.create_srq_ex = &create_srq_ex;
+  v.get_srq_num = &get_srq_num;
   ibv_context& c = v.context;
   c.device = d;
   c.cmd_fd = ctx->cmd_fd;
@@ -243,7 +247,8 @@ int query_device(ibv_context* c, ibv_device_attr* a) {
   a->max_qp = 65535;
   a->max_qp_wr = kMaxQpWr;
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
-                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;  // mw.cc
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B |  // mw.cc
+                        IBV_DEVICE_XRC;                                          // xrc.cc
   a->max_mw = 1 << 20;
   a->max_sge = a->max_sge_rd = engine::kMaxSge;
   a->max_cq = 65535;

@@ -42,6 +42,8 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
   ibv_device_attr_ex a{};
   if (const int r = query_device(c, &a.orig_attr)) return r;
   a.odp_caps = odp_caps();
+  // XRC moves data as RC does (xrc.cc), through the same engine paths.
+  a.xrc_odp_caps = a.odp_caps.per_transport_caps.rc_odp_caps;
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
   // An older caller's struct is a prefix of ours; a newer one's tail stays zero.
   std::memset(attr, 0, attr_size);

@@ -103,6 +103,9 @@ int to_errno(engine::Error e);
 engine::QpState to_engine(ibv_qp_state s);
 ibv_wc to_wc(const engine::Completion& c);
 
+/// ibv_create_srq's work (srq.cc), for an XRC SRQ too (xrc.xrcd nonzero, `xrcd` its handle).
+ibv_srq* make_srq(ibv_pd* pd, ibv_srq_init_attr* a, const engine::XrcSrqInit& xrc, Xrcd* xrcd);
+
 /// ibv_post_recv and ibv_post_srq_recv: a chain of receive WRs handed to the engine in one
 /// call, as a post is (with_engine_flush: a receive gives the progress thread nothing to do,
 /// so it is not woken). A WR with more than `max_sge` SGEs gets `too_many(w)` (it logs and

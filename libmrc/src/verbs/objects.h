@@ -32,6 +32,7 @@ struct Context;
 struct Pd;
 struct Mr;
 struct Srq;
+struct Xrcd;
 
 /// One entry of port 1's GID table, RoCE v2 type.
 struct GidEntry {
@@ -63,6 +64,14 @@ struct Device {
   std::map<uint32_t, Pd*> pds;     // (dev) by handle, for ibv_import_pd
   std::map<uint32_t, Mr*> mrs;     // (dev) by handle (the key), for ibv_import_mr
   std::map<uint32_t, Srq*> srqs;   // (dev) by engine id, for the SRQ limit async event
+  // (dev) XRC domains opened on a file (xrc.cc): its (st_dev, st_ino) -> the domain's id and
+  // the handles open on it; next_xrcd numbers domains (1..).
+  struct XrcdFile {
+    uint32_t id = 0;
+    int handles = 0;
+  };
+  std::map<std::pair<uint64_t, uint64_t>, XrcdFile> xrcd_files;
+  uint32_t next_xrcd = 1;
   // (dev) Every engine event (QP fatal, EV state changes, CQ overflow) is passed to each
   // sink, from the driver's thread, under mu: the OCP API's EV event CQs register here.
   std::map<uint64_t, std::function<void(const engine::Event&)>> event_sinks;
@@ -109,8 +118,19 @@ struct Srq {
   uint32_t id = 0;  // the engine's (Engine::create_srq)
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
+  Xrcd* xrcd = nullptr;  // an XRC SRQ's domain (ibv_create_srq_ex, IBV_SRQT_XRC), else null
 };
 inline Srq* srq_of(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
+
+/// An XRC domain handle (ibv_open_xrcd, xrc.cc): the domain `id` (engine QpInit::xrcd,
+/// XrcSrqInit::xrcd), shared by every handle opened on the same file in this process.
+struct Xrcd {
+  ibv_xrcd xrcd{};
+  uint32_t id = 0;
+  std::pair<uint64_t, uint64_t> file{};  // (st_dev, st_ino); (0, 0): no file (fd -1)
+  std::atomic<uint32_t> users{0};        // XRC SRQs and target QPs: close_xrcd refuses (EBUSY)
+};
+inline Xrcd* xrcd_of(ibv_xrcd* x) { return reinterpret_cast<Xrcd*>(x); }
 
 /// An address handle (ud.cc): the peer its GRH names, the paths a datagram to it may take
 /// (the driver's spray_paths for that host: successive WRs rotate over them) and the GID of
@@ -172,6 +192,7 @@ struct Qp {
   // An OCP MRC QP (libmrc's mrc_create_qp): its async events are the OCP API's, and its
   // modifies come with the OCP attributes as engine overrides (verbs.h EngineOverrides).
   bool mrc = false;
+  Xrcd* xrcd = nullptr;  // an XRC target QP's domain (IBV_QPT_XRC_RECV), else null
 };
 
 inline Context* ctx_of(const ibv_context* c) {

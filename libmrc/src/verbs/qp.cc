@@ -41,6 +41,13 @@ int check_atomic(const char* verb, uint64_t remote_addr, uint64_t sge_len, int n
   return 0;
 }
 
+// XRC initiators: the peer's XRC SRQ of the WR (ibv_get_srq_num there), 1..65535.
+int check_xrc_srqn(const char* verb, uint32_t srqn) {
+  if (srqn == 0 || srqn > 0xffff)
+    return fail(EINVAL, "%s: XRC remote SRQ number %u (an XRC SRQ's number: 1..65535)", verb, srqn);
+  return 0;
+}
+
 // One verbs send WR as an engine WR; sg points into `sges`. 0 or an errno.
 int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32_t max_sge) {
   if (w.send_flags & ~kSendFlags) {
@@ -65,11 +72,14 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
     case IBV_WR_RDMA_READ: out.opcode = engine::Opcode::kRead; break;
     case IBV_WR_ATOMIC_CMP_AND_SWP: out.opcode = engine::Opcode::kCmpSwap; break;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: out.opcode = engine::Opcode::kFetchAdd; break;
+    case IBV_WR_ATOMIC_WRITE:
+      out.opcode = engine::Opcode::kAtomicWrite;
+      break;
     default:
       log_error(
           "ibv_post_send: opcode %d is not supported by mrc0 (SEND, SEND_WITH_IMM, "
           "RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ, ATOMIC_CMP_AND_SWP, "
-          "ATOMIC_FETCH_AND_ADD, BIND_MW, LOCAL_INV, SEND_WITH_INV are)",
+          "ATOMIC_FETCH_AND_ADD, ATOMIC_WRITE, BIND_MW, LOCAL_INV, SEND_WITH_INV are)",
           raw(w.opcode));
       return EINVAL;
   }
@@ -82,6 +92,18 @@ int convert(const ibv_send_wr& w, engine::SendWr& out, engine::Sge* sges, uint32
     out.rkey = w.wr.atomic.rkey;
     out.compare_add = w.wr.atomic.compare_add;
     out.swap = w.wr.atomic.swap;
+  }
+  if (out.opcode == engine::Opcode::kAtomicWrite) {  // 8 bytes (one SGE) to an aligned word
+    uint64_t len = 0;
+    for (int i = 0; i < w.num_sge; ++i) len += w.sg_list[i].length;
+    if (len != 8 || w.wr.rdma.remote_addr % 8 != 0) {
+      log_error(
+          "ibv_post_send: an atomic write takes 8 bytes (%llu) to an 8-byte aligned "
+          "remote address (0x%llx)",
+          static_cast<unsigned long long>(len),
+          static_cast<unsigned long long>(w.wr.rdma.remote_addr));
+      return EINVAL;
+    }
   }
   for (int i = 0; i < w.num_sge; ++i)
     sges[i] = engine::Sge{w.sg_list[i].addr, w.sg_list[i].length, w.sg_list[i].lkey};
@@ -163,6 +185,15 @@ void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t ad
   w.wr.rkey = rkey;
   w.wr.remote_addr = addr;
   w.wr.compare_add = add;
+}
+// The 8 bytes at `wire`, stored at the responder with one 64-bit store (engine kAtomicWrite).
+void wr_atomic_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, const void* wire) {
+  auto& w = begin_wr(q, engine::Opcode::kAtomicWrite);
+  w.wr.rkey = rkey;
+  w.wr.remote_addr = addr;
+  w.wr.inline_data = true;
+  const auto* p = static_cast<const uint8_t*>(wire);
+  w.inline_buf.assign(p, p + 8);
 }
 void wr_send(ibv_qp_ex* q) { begin_wr(q, engine::Opcode::kSend); }
 void wr_send_inv(ibv_qp_ex* q, uint32_t rkey) {
@@ -270,6 +301,11 @@ int wr_complete(ibv_qp_ex* q) {
         r = Err{engine::Error::kInvalidArgument};
         break;
       }
+      if (q->qp_base.qp_type == IBV_QPT_XRC_SEND &&
+          check_xrc_srqn("ibv_wr_complete", w.wr.xrc_srqn)) {
+        r = Err{engine::Error::kInvalidArgument};
+        break;
+      }
       if (w.wr.inline_data) {
         inl = engine::Sge{reinterpret_cast<uint64_t>(w.inline_buf.data()),
                           static_cast<uint32_t>(w.inline_buf.size()), 0};
@@ -302,30 +338,65 @@ void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remo
   w.remote_qpn = remote_qpn;
   w.remote_qkey = remote_qkey;
 }
+void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t srqn) {
+  if (q->qp_base.qp_type != IBV_QPT_XRC_SEND) {
+    if (!qx(q)->wr_error)
+      log_error("ibv_wr_set_xrc_srqn: QP %u is not XRC_SEND", q->qp_base.qp_num);
+    qx(q)->wr_error = EINVAL;
+    return;
+  }
+  if (!has_wr(q, "ibv_wr_set_xrc_srqn")) return;
+  qx(q)->pending.back().wr.xrc_srqn = srqn;
+}
 void wr_unsupported(ibv_qp_ex* q, const char* what) {
   if (!qx(q)->wr_error) log_error("%s is not supported by mrc0", what);
   qx(q)->wr_error = EOPNOTSUPP;
 }
 
 Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
-            const ibv_qp_cap& cap, int sq_sig_all, void* qp_context, uint64_t send_ops) {
+            const ibv_qp_cap& cap, int sq_sig_all, void* qp_context, uint64_t send_ops,
+            ibv_xrcd* xrcd = nullptr) {
   // UC QPs are MRC connections too: what UC may lose arrives all the same (docs/verbs-shim.md).
-  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD) {
-    fail(EOPNOTSUPP, "ibv_create_qp: QP type %d is not supported by mrc0 (RC, UC and UD are)",
+  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && type != IBV_QPT_XRC_SEND &&
+      type != IBV_QPT_XRC_RECV) {
+    fail(EOPNOTSUPP,
+         "ibv_create_qp: QP type %d is not supported by mrc0 (RC, UC, UD, XRC_SEND and "
+         "XRC_RECV are)",
          type);
     return nullptr;
   }
+  // XRC (xrc.cc): an initiator has no receive side (its engine QP's recv_cq is its send_cq,
+  // never used); a target has no PD, CQs or receive queue of its own, only its domain.
+  const bool tgt = type == IBV_QPT_XRC_RECV;
+  if (tgt) {
+    if (!xrcd || xrcd->context != c) {
+      fail(EINVAL, "ibv_create_qp_ex: an XRC_RECV QP needs an XRCD of this context");
+      return nullptr;
+    }
+    if (srq || send_ops) {
+      fail(EINVAL, "ibv_create_qp_ex: an XRC_RECV QP takes no SRQ and sends nothing");
+      return nullptr;
+    }
+  } else {
+    if (type == IBV_QPT_XRC_SEND) {
+      if (srq) {
+        fail(EINVAL, "ibv_create_qp: an XRC_SEND QP has no receive side (no SRQ)");
+        return nullptr;
+      }
+      recv_cq = send_cq;
+    }
+    if (!pd || pd->context != c) {
+      fail(EINVAL, "ibv_create_qp: the PD belongs to another context");
+      return nullptr;
+    }
+    if (!send_cq || !recv_cq || !is_mrc_context(send_cq->context) ||
+        !is_mrc_context(recv_cq->context)) {
+      fail(EINVAL, "ibv_create_qp: send_cq and recv_cq must be mrc0 CQs");
+      return nullptr;
+    }
+  }
   if (srq && srq->context != c) {
     fail(EINVAL, "ibv_create_qp: the SRQ belongs to another context");
-    return nullptr;
-  }
-  if (pd->context != c) {
-    fail(EINVAL, "ibv_create_qp: the PD belongs to another context");
-    return nullptr;
-  }
-  if (!send_cq || !recv_cq || !is_mrc_context(send_cq->context) ||
-      !is_mrc_context(recv_cq->context)) {
-    fail(EINVAL, "ibv_create_qp: send_cq and recv_cq must be mrc0 CQs");
     return nullptr;
   }
   if (cap.max_send_wr > kMaxQpWr || cap.max_recv_wr > kMaxQpWr ||
@@ -341,9 +412,10 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
            ? IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                  IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV
            : 0) |
-      (type == IBV_QPT_RC ? IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                                IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
-                          : 0);
+      (type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND
+           ? IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_WRITE
+           : 0);
   if (send_ops & ~supported) {
     fail(EOPNOTSUPP, "ibv_create_qp_ex: send_ops_flags 0x%llx are not supported by mrc0",
          static_cast<unsigned long long>(send_ops & ~supported));
@@ -351,13 +423,15 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   }
   Device* dev = device_of(c);
   engine::QpInit init;
-  init.send_cq = cq_of(send_cq)->id;
-  init.recv_cq = cq_of(recv_cq)->id;
+  init.send_cq = tgt ? 0 : cq_of(send_cq)->id;
+  init.recv_cq = tgt ? 0 : cq_of(recv_cq)->id;
   init.max_send_wr = std::max(cap.max_send_wr, 1u);
-  init.max_recv_wr = std::max(cap.max_recv_wr, 1u);
+  // A target's receives are its messages' SRQs': as many in hand as one SRQ can hold.
+  init.max_recv_wr = tgt ? kMaxQpWr : std::max(cap.max_recv_wr, 1u);
   init.sq_sig_all = sq_sig_all != 0;
-  init.pd = pd->handle;  // the QP uses (and its peer reaches) only this PD's MRs
+  init.pd = tgt ? 0 : pd->handle;  // the QP uses (and its peer reaches) only this PD's MRs
   init.ud = type == IBV_QPT_UD;
+  if (tgt) init.xrcd = xrcd_of(xrcd)->id;
   // Receives from the SRQ: as many in hand as it can hold.
   if (srq) {
     init.srq = srq_of(srq)->id;
@@ -377,10 +451,14 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   ibv_qp& b = q->qpx.qp_base;
   b.context = c;
   b.qp_context = qp_context;
-  b.pd = pd;
-  ++pd_of(pd)->users;
-  b.send_cq = send_cq;
-  b.recv_cq = recv_cq;
+  b.pd = tgt ? nullptr : pd;
+  if (b.pd) ++pd_of(pd)->users;
+  if (tgt) {
+    q->xrcd = xrcd_of(xrcd);
+    ++q->xrcd->users;
+  }
+  b.send_cq = tgt ? nullptr : send_cq;
+  b.recv_cq = tgt || type == IBV_QPT_XRC_SEND ? nullptr : recv_cq;
   b.srq = srq;
   b.handle = *qpn;
   b.qp_num = *qpn;
@@ -410,10 +488,8 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
     wr_unsupported(q, "ibv_wr_send_tso");
   };
   x.wr_set_ud_addr = &wr_set_ud_addr;
-  x.wr_set_xrc_srqn = [](ibv_qp_ex* q, uint32_t) { wr_unsupported(q, "ibv_wr_set_xrc_srqn"); };
-  x.wr_atomic_write = [](ibv_qp_ex* q, uint32_t, uint64_t, const void*) {
-    wr_unsupported(q, "ibv_wr_atomic_write");
-  };
+  x.wr_set_xrc_srqn = &wr_set_xrc_srqn;
+  x.wr_atomic_write = &wr_atomic_write;
   std::lock_guard lock(dev->mu);
   dev->qps[*qpn] = q;
   return q;
@@ -447,8 +523,8 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
 }
 
 ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* a) {
-  const uint32_t known =
-      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+                         IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_XRCD;
   if (a->comp_mask & ~known) {
     fail(EOPNOTSUPP, "ibv_create_qp_ex: comp_mask 0x%x is not supported by mrc0",
          a->comp_mask & ~known);
@@ -460,13 +536,15 @@ ibv_qp* create_qp_ex(ibv_context* c, ibv_qp_init_attr_ex* a) {
          a->create_flags);
     return nullptr;
   }
-  if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd) {
+  ibv_xrcd* xrcd = (a->comp_mask & IBV_QP_INIT_ATTR_XRCD) ? a->xrcd : nullptr;
+  if (raw(a->qp_type) != IBV_QPT_XRC_RECV && (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd)) {
     fail(EINVAL, "ibv_create_qp_ex: a PD is needed (IBV_QP_INIT_ATTR_PD)");
     return nullptr;
   }
+  ibv_pd* pd = (a->comp_mask & IBV_QP_INIT_ATTR_PD) ? a->pd : nullptr;
   const uint64_t ops = (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? a->send_ops_flags : 0;
-  Qp* q = make_qp(c, a->pd, raw(a->qp_type), a->send_cq, a->recv_cq, a->srq, a->cap, a->sq_sig_all,
-                  a->qp_context, ops);
+  Qp* q = make_qp(c, pd, raw(a->qp_type), a->send_cq, a->recv_cq, a->srq, a->cap, a->sq_sig_all,
+                  a->qp_context, ops, xrcd);
   if (!q) return nullptr;
   a->cap = q->cap;
   return &q->qpx.qp_base;
@@ -662,7 +740,8 @@ int destroy_qp(ibv_qp* qp) {
     std::lock_guard lock(dev->mu);
     dev->qps.erase(qp->qp_num);
   }
-  --pd_of(qp->pd)->users;
+  if (qp->pd) --pd_of(qp->pd)->users;
+  if (q->xrcd) --q->xrcd->users;
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
   delete q;
@@ -702,6 +781,10 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
         log_error("ibv_post_send: QP %u is UC, which has no RDMA READ", qp->qp_num);
         err = EINVAL;
       }
+      if (!err && qp->qp_type == IBV_QPT_XRC_SEND) {  // the WR names the peer's XRC SRQ
+        ew.xrc_srqn = w->qp_type.xrc.remote_srqn;
+        err = check_xrc_srqn("ibv_post_send", ew.xrc_srqn);
+      }
       engine::UdDest ud;
       if (!err && qp->qp_type == IBV_QPT_UD) {  // the WR names its destination
         uint64_t len = 0;
@@ -728,6 +811,10 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
 
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Qp* q = qp_of(qp);
+  if (qp->qp_type == IBV_QPT_XRC_SEND || qp->qp_type == IBV_QPT_XRC_RECV) {
+    if (bad) *bad = wr;
+    return fail(EINVAL, "ibv_post_recv: QP %u is XRC: its receives come from XRC SRQs", qp->qp_num);
+  }
   return post_recv_chain(
       driver_of(qp), wr, bad, q->cap.max_recv_sge,
       [&](ibv_recv_wr* w) {

@@ -9,15 +9,17 @@
 
 namespace mrc::verbs {
 
-ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
+ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* a) { return make_srq(pd, a, {}, nullptr); }
+
+ibv_srq* make_srq(ibv_pd* pd, ibv_srq_init_attr* a, const engine::XrcSrqInit& xrc, Xrcd* xrcd) {
   if (!a || a->attr.max_wr == 0 || a->attr.max_wr > kMaxQpWr || a->attr.max_sge == 0 ||
       a->attr.max_sge > engine::kMaxSge) {
     fail(EINVAL, "ibv_create_srq: max_wr 1..%u and max_sge 1..%u", kMaxQpWr, engine::kMaxSge);
     return nullptr;
   }
   Device* dev = device_of(pd->context);
-  auto id =
-      dev->driver->with_engine([&](engine::Engine& e) { return e.create_srq(a->attr.max_wr); });
+  auto id = dev->driver->with_engine(
+      [&](engine::Engine& e) { return e.create_srq(a->attr.max_wr, xrc); });
   if (!id) {
     fail(to_errno(id.error()), "ibv_create_srq: %s", engine::to_string(id.error()));
     return nullptr;
@@ -27,6 +29,8 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
   s->id = *id;
   s->max_wr = a->attr.max_wr;
   s->max_sge = a->attr.max_sge;
+  s->xrcd = xrcd;
+  if (xrcd) ++xrcd->users;
   ibv_srq& b = s->srq;
   b.context = pd->context;
   b.srq_context = a->srq_context;
@@ -76,6 +80,7 @@ int destroy_srq(ibv_srq* srq) {
     dev->srqs.erase(s->id);
   }
   --pd_of(srq->pd)->users;
+  if (s->xrcd) --s->xrcd->users;
   pthread_mutex_destroy(&srq->mutex);
   pthread_cond_destroy(&srq->cond);
   delete s;

@@ -76,6 +76,15 @@ int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask);
 int query_srq(ibv_srq* srq, ibv_srq_attr* attr);
 int destroy_srq(ibv_srq* srq);  // EBUSY while a QP uses it
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+// ---- XRC (xrc.cc; docs/verbs-shim.md "XRC") ----------------------------------------------
+/// ibv_open_xrcd: comp_mask FD and OFLAGS; fd -1 with O_CREAT: a domain of its own; else the
+/// domain of fd's file in this process (O_CREAT makes it; O_EXCL: EINVAL if it exists).
+ibv_xrcd* open_xrcd(ibv_context* c, ibv_xrcd_init_attr* attr);
+int close_xrcd(ibv_xrcd* xrcd);  // EBUSY while XRC SRQs or target QPs use the handle
+/// ibv_create_srq_ex: IBV_SRQT_BASIC as create_srq; IBV_SRQT_XRC needs a PD, an XRCD and a
+/// CQ; tag matching (IBV_SRQT_TM): EOPNOTSUPP.
+ibv_srq* create_srq_ex(ibv_context* c, ibv_srq_init_attr_ex* attr);
+int get_srq_num(ibv_srq* srq, uint32_t* srq_num);  // the engine's id: what XRC senders name
 
 /// ibv_alloc_parent_domain: a PD that stands for attr->pd (its MRs and QPs are in it); the
 /// allocators are accepted and unused (mrc0 has no provider buffers); thread domains EOPNOTSUPP.

@@ -66,7 +66,7 @@ struct WireDataExt {
   Be32 msg_len;
   Be32 imm;
   Be16 payload_len;
-  Be16 ports_down;
+  Be16 ports_down;  // or xrc_srqn (DataHeader)
   Be32 payload_crc;
   Be32 src_qpn;
 };
@@ -375,6 +375,8 @@ const char* to_string(Kind k) {
       return "FETCH_ADD";
     case Kind::kUdSend:
       return "UD_SEND";
+    case Kind::kAtomicWrite:
+      return "ATOMIC_WRITE";
     case Kind::kAck:
       return "ACK";
     case Kind::kNack:

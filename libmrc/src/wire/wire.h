@@ -43,22 +43,24 @@ inline constexpr uint32_t kMaxPayload = 8192;
 inline constexpr uint32_t kSackBits = 256;
 
 enum class Kind : uint8_t {
-  kWrite = 1,     // RDMA WRITE: place at (rkey, addr + offset)
-  kWriteImm = 2,  // WRITE with immediate: as kWrite, consumes a receive on the last packet
-  kSend = 3,      // SEND: place in receive #msn at offset
-  kSendImm = 4,   // SEND with immediate
-  kReadReq = 5,   // READ request: responder reads (rkey, addr, msg_len) and sends kReadResp
-  kReadResp = 6,  // READ response data: placed at offset of the requester's READ #msn;
-                  // also an atomic's response (8 bytes: the original value, big-endian)
-  kCmpSwap = 7,   // atomic compare-and-swap request: payload compare | swap (kAtomicReqLen);
-                  // the responder answers with a kReadResp of kAtomicLen bytes
-  kFetchAdd = 8,  // atomic fetch-and-add request: payload add | 0 (kAtomicReqLen); as kCmpSwap
-  kUdSend = 9,    // UD datagram (verbs UD QPs, not in MRC 1.0): one unreliable, unacknowledged
-                  // message to dst_qpn, token = the receiver's Q_Key, payload = the 40-byte
-                  // GRH the receiver finds before the data (kUdGrhLen) | the data
-  kAck = 16,      // cumulative ACK + SACK bitmap, echoes one data packet's EV and timestamp
-  kNack = 17,     // negative ACK of one PSN with a reason
-  kProbe = 32,    // path probe on one EV
+  kWrite = 1,         // RDMA WRITE: place at (rkey, addr + offset)
+  kWriteImm = 2,      // WRITE with immediate: as kWrite, consumes a receive on the last packet
+  kSend = 3,          // SEND: place in receive #msn at offset
+  kSendImm = 4,       // SEND with immediate
+  kReadReq = 5,       // READ request: responder reads (rkey, addr, msg_len) and sends kReadResp
+  kReadResp = 6,      // READ response data: placed at offset of the requester's READ #msn;
+                      // also an atomic's response (8 bytes: the original value, big-endian)
+  kCmpSwap = 7,       // atomic compare-and-swap request: payload compare | swap (kAtomicReqLen);
+                      // the responder answers with a kReadResp of kAtomicLen bytes
+  kFetchAdd = 8,      // atomic fetch-and-add request: payload add | 0 (kAtomicReqLen); as kCmpSwap
+  kUdSend = 9,        // UD datagram (verbs UD QPs, not in MRC 1.0): one unreliable, unacknowledged
+                      // message to dst_qpn, token = the receiver's Q_Key, payload = the 40-byte
+                      // GRH the receiver finds before the data (kUdGrhLen) | the data
+  kAtomicWrite = 10,  // atomic write (verbs IBV_WR_ATOMIC_WRITE, not in MRC 1.0): one packet,
+                      // payload the 8 bytes stored at the 8-byte aligned (rkey, addr) at once
+  kAck = 16,          // cumulative ACK + SACK bitmap, echoes one data packet's EV and timestamp
+  kNack = 17,         // negative ACK of one PSN with a reason
+  kProbe = 32,        // path probe on one EV
   kProbeReply = 33,
   kAddrQuery = 34,      // connectionless: "what are your plane addresses?" (bound to a QP's token)
   kAddrReply = 35,      // its answer: the peer's address and port per plane
@@ -72,7 +74,7 @@ enum class Kind : uint8_t {
 const char* to_string(Kind k);
 
 /// True for the kinds that carry a DataHeader (UD_SEND too: it is not a QP's reliable data).
-constexpr bool is_data(Kind k) { return k >= Kind::kWrite && k <= Kind::kUdSend; }
+constexpr bool is_data(Kind k) { return k >= Kind::kWrite && k <= Kind::kAtomicWrite; }
 /// True for the atomic requests (not in MRC 1.0: the verbs device's own addition).
 constexpr bool is_atomic(Kind k) { return k == Kind::kCmpSwap || k == Kind::kFetchAdd; }
 /// An atomic request's payload (two big-endian 64-bit operands: compare or add, then swap)
@@ -146,7 +148,15 @@ struct DataHeader {
   uint16_t payload_len = 0;  // payload bytes this packet carried when sent (before any trim)
   uint32_t payload_crc = 0;  // CRC32C of the payload, when flag::kPayloadCrc
   uint32_t src_qpn = 0;      // sender's QPN (diagnostics, probe replies)
-  uint16_t ports_down = 0;   // as AckHeader::ports_down, of the data's sender (0 for UD)
+  // One field, two meanings, told apart by the receiving QP (docs/wire-format.md): on data to
+  // an XRC target QP (verbs XRC INI -> TGT, not in MRC 1.0) the responder's XRC SRQ that the
+  // message's receive comes from and whose protection domain its memory is checked in; on
+  // any other data, as AckHeader::ports_down, of the data's sender (0 for UD). An XRC
+  // initiator's data carries no ports_down (its ACKs from the target do).
+  union {
+    uint16_t ports_down = 0;
+    uint16_t xrc_srqn;
+  };
 };
 
 struct AckHeader {
