@@ -146,6 +146,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
       q.reads.push_back(q.sq.tail());
       break;
     case Opcode::kWrite:
+    case Opcode::kAtomicWrite:  // a WRITE of 8 bytes: no receive, no response
       break;
   }
   q.sq.push();
