@@ -38,7 +38,9 @@ run() {
     eval "pid_$h=\$!"
   done
   wait "$pid_0" "$pid_1" || { cat "$WORK"/out-"$label"-*; exit 1; }
-  awk '{print $2}' "$WORK/out-$label-recv"
+  # Only the receiver's figure line ("<transport> <Gbit/s> Gbit/s ..."): the file also holds
+  # both programs' stderr (the plugin's log lines), whose second words are not figures.
+  awk -v t="$transport" '$1 == t && $3 == "Gbit/s" {print $2}' "$WORK/out-$label-recv"
 }
 MRC=$(run mrc mrc)
 MRC4=$(QPS=4 run mrc4 mrc)
