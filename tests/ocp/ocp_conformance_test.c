@@ -486,7 +486,7 @@ int main(void)
           memset(&dm, 0, sizeof dm);
           EXPECT_OK(
               mrc_query_qp(qc, &dv, 0, &dm, MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT | MRC_QP_MPR, &di));
-          CHECK(dm.timeout == 16 && dm.retry.linear_cnt == 7 && dm.retry.exp_cnt == 7 &&
+          CHECK(dm.timeout == 16 && dm.retry.linear_cnt == 7 && dm.retry.exp_cnt == 5 &&
                     dm.mpr.mpr == 8,
                 "defaults of a fresh QP: timeout %u, retry %u + %u, mpr %u", dm.timeout,
                 dm.retry.linear_cnt, dm.retry.exp_cnt, dm.mpr.mpr);
