@@ -3,7 +3,7 @@
 # ib_write_bw through the verbs shim post the same work (64 KiB WRITEs, 128 in flight, every
 # one signalled) through the same verbs post/poll code, so a gap between their Gbit/s
 # (perf/faces_bw.sh) is either CPU per byte or work the transport repeats; the NCCL plugin
-# (perf/nccl_bw, 4 MiB messages) is counted the same way. This counts both, per face, on one
+# (perf/nccl_bw, 4 MiB messages) is counted the same way. This counts both kinds, per face, on one
 # namespace fabric (2 hosts, 4 planes x 4 spines, host ports RATE Gbit/s):
 #   Gbit/s      the program's own figure
 #   retx/1k     data packets retransmitted per 1,000 first transmissions (the sending QP's
@@ -11,7 +11,8 @@
 #   rto         retransmission timeouts fired by then; srtt_ms, the QP's smoothed RTT then
 #   cpu ms/GB   CPU time (user + system, /proc/PID/stat, both processes with all threads)
 #               per GB of first transmissions, at the same moment
-# Counts, not timings, except the CPU figure: the machine's load moves Gbit/s, these less.
+# Counts, not timings, except the CPU figure: the machine's load moves Gbit/s, these less. The
+# programs spin on their CQs, so on a CPU-bound machine CPU per GB also follows the rate.
 # The faces alternate ROUNDS times. REF, a folder holding another build's ocp_write_bw and its
 # lib/ (e.g. copied from build/perf and build/lib at the commit before a change), adds that
 # build's OCP face as "ref", measured in the same rounds. Needs root (network namespaces).
@@ -41,8 +42,8 @@ TICK=$(getconf CLK_TCK)
 cpu_s() { awk -v t="$TICK" '{print ($14 + $15) / t}' "/proc/$1/stat"; }
 
 # measure <face> <client and server argv...>: runs the pair (statistics published: MRC_STATS
-# on), samples the client's QP and both processes' CPU at the end of the window (SECS - MARGIN), prints one
-# line: face Gbit/s tx_data_packets tx_retransmits rto_fired srtt_us cpu_s.
+# on), samples the client's QP and both processes' CPU at the end of the window (SECS - MARGIN),
+# prints one line: face Gbit/s tx_data_packets tx_retransmits rto_fired srtt_us bytes cpu_s.
 measure() {
   local face=$1; shift
   ip netns exec "$PREFIX-h0" env MRC_CONFIG="$CFG/h0.json" "$@" > "$WORK/$face-server" 2>&1 &
