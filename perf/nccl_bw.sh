@@ -72,7 +72,9 @@ fi
 # run <label> <transport> [args...]: a bandwidth run (start); the receiver's Gbit/s.
 run() {
   start "$@" --size "$SIZE" --seconds "$SECS"
-  awk '{print $2}' "$WORK/out-$1-recv"
+  # Only the receiver's figure line ("<transport> <Gbit/s> Gbit/s ..."): the file also holds
+  # both programs' stderr (the plugin's log lines), whose second words are not figures.
+  awk -v t="$2" '$1 == t && $3 == "Gbit/s" {print $2}' "$WORK/out-$1-recv"
 }
 MRC=$(run mrc mrc)
 MRC4=$(QPS=4 run mrc4 mrc)

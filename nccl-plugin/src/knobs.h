@@ -26,12 +26,13 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/retry.h"
 #include "io/config.h"
 
 namespace mrc::nccl {
 
 struct Knobs {
-  uint8_t timeout = 16;
+  uint8_t timeout = engine::kDefaultAckTimeout;
   uint8_t retry_cnt_linear = 7;
   uint8_t retry_cnt_exp = 3;
   bool qp_hint = true;

@@ -73,7 +73,9 @@ TEST(ResetSignalsInChild, SigtermEndsTheChildDespiteTheParentsHandler) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFSIGNALED(status)) << "the child exited normally: SIGTERM did not end it";
-  if (WIFSIGNALED(status)) EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  if (WIFSIGNALED(status)) {
+    EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  }
   EXPECT_EQ(g_flag, 0);
 }
 

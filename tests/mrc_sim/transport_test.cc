@@ -22,7 +22,9 @@ TEST(SendPaths, MrcSpraysEveryEvOfEveryPlaneFromAHashedStart) {
     evs.insert(a[i].ev);
     EXPECT_EQ(Fabric::plane_of(a[i].ev), a[i].plane);
     plane_spine.insert({a[i].plane, Fabric::spine_of(a[i].ev)});
-    if (i > 0) EXPECT_NE(a[i].plane, a[i - 1].plane);  // planes alternate
+    if (i > 0) {  // planes alternate
+      EXPECT_NE(a[i].plane, a[i - 1].plane);
+    }
   }
   EXPECT_EQ(evs.size(), 64u);
   EXPECT_EQ(plane_spine.size(), 32u);  // every spine of every plane

@@ -476,7 +476,22 @@ int main(void)
 	qb = mrc_create_qp(app, &qi);
 	struct mrc_qp *qc = mrc_create_qp(app, &qi);
 	REQUIRE(qa && qb && qc, "mrc_create_qp: errno %d", errno);
-	CHECK(qi.cap.max_send_wr >= 64 && qi.cap.max_recv_wr >= 64, "granted caps written back");
+        {
+          /* Defaults of a QP the app set nothing on: the ack timeout is the one every face gives
+           * (16: 67.1 ms, a verbs program's timeout 14 and the NCCL plugin's), not a shorter
+           * one of the OCP API's own that fires spurious timeouts on a loaded host. */
+          struct ibv_qp_attr dv;
+          struct mrc_qp_attr dm;
+          struct mrc_qp_init_attr di;
+          memset(&dm, 0, sizeof dm);
+          EXPECT_OK(
+              mrc_query_qp(qc, &dv, 0, &dm, MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT | MRC_QP_MPR, &di));
+          CHECK(dm.timeout == 16 && dm.retry.linear_cnt == 7 && dm.retry.exp_cnt == 5 &&
+                    dm.mpr.mpr == 8,
+                "defaults of a fresh QP: timeout %u, retry %u + %u, mpr %u", dm.timeout,
+                dm.retry.linear_cnt, dm.retry.exp_cnt, dm.mpr.mpr);
+        }
+        CHECK(qi.cap.max_send_wr >= 64 && qi.cap.max_recv_wr >= 64, "granted caps written back");
 	uint32_t qpn_a = 0, qpn_b = 0;
 	EXPECT_OK(mrc_get_qpn(qa, &qpn_a));
 	EXPECT_OK(mrc_get_qpn(qb, &qpn_b));

@@ -208,6 +208,16 @@ class HandFabric {
  private:
   explicit HandFabric(const Options& o) : o_(o) {}
 
+  // Every namespace of the fabric: the hosts, then each plane's T0s and spines.
+  std::vector<std::string> namespaces() const {
+    std::vector<std::string> all = {host(0), host(1)};
+    for (uint32_t p = 0; p < o_.planes; ++p) {
+      for (uint32_t h = 0; h < 2; ++h) all.push_back(t0(p, h));
+      for (uint32_t k = 0; k < o_.spines; ++k) all.push_back(spine(p, k));
+    }
+    return all;
+  }
+
   Status<std::string> run(const std::vector<std::string>& argv, const std::string& input = "") {
     auto r = nsfabric::run_command(argv, input);
     if (!r) return Err(r.error());
@@ -224,12 +234,7 @@ class HandFabric {
 
   Status<std::string> build() {
     const uint32_t P = o_.planes, S = o_.spines;
-    std::vector<std::string> all;
-    for (uint32_t h = 0; h < 2; ++h) all.push_back(host(h));
-    for (uint32_t p = 0; p < P; ++p) {
-      for (uint32_t h = 0; h < 2; ++h) all.push_back(t0(p, h));
-      for (uint32_t k = 0; k < S; ++k) all.push_back(spine(p, k));
-    }
+    const std::vector<std::string> all = namespaces();
     std::string make;
     for (const std::string& ns : all) make += "netns add " + ns + "\n";
     if (auto s = run({"ip", "-batch", "-"}, make); !s) {
@@ -318,13 +323,7 @@ class HandFabric {
   Status<std::string> build_srv6() {
     const uint32_t P = o_.planes, S = o_.spines;
     const std::string end = " encap seg6local action End flavors next-csid lblen 48 nflen 16 dev ";
-    std::vector<std::string> all;
-    for (uint32_t h = 0; h < 2; ++h) all.push_back(host(h));
-    for (uint32_t p = 0; p < P; ++p) {
-      for (uint32_t h = 0; h < 2; ++h) all.push_back(t0(p, h));
-      for (uint32_t k = 0; k < S; ++k) all.push_back(spine(p, k));
-    }
-    for (const std::string& ns : all)
+    for (const std::string& ns : namespaces())
       if (auto s = sysctl(
               ns, {"net.ipv6.conf.all.seg6_enabled=1", "net.ipv6.conf.default.seg6_enabled=1"});
           !s)

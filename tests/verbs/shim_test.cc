@@ -75,7 +75,9 @@ TEST(ShimExports, EveryRdmaCmSymbolTheStockProgramsImport) {
     if (theirs.empty()) continue;  // not installed
     ++programs;
     for (const std::string& n : theirs)
-      if (n.rfind("rdma_", 0) == 0) EXPECT_TRUE(ours.count(n)) << prog << " imports " << n;
+      if (n.rfind("rdma_", 0) == 0) {
+        EXPECT_TRUE(ours.count(n)) << prog << " imports " << n;
+      }
   }
   if (programs == 0) GTEST_SKIP() << "neither rdmacm-utils nor perftest is installed";
 }
@@ -128,11 +130,21 @@ class ShimUnsupported : public ::testing::Test {
     ASSERT_NE(qp_, nullptr);
   }
   void TearDown() override {
-    if (qp_) EXPECT_EQ(ibv_destroy_qp(qp_), 0);
-    if (cq_) EXPECT_EQ(ibv_destroy_cq(cq_), 0);
-    if (mr_) EXPECT_EQ(ibv_dereg_mr(mr_), 0);
-    if (pd_) EXPECT_EQ(ibv_dealloc_pd(pd_), 0);
-    if (ctx_) EXPECT_EQ(ibv_close_device(ctx_), 0);
+    if (qp_) {
+      EXPECT_EQ(ibv_destroy_qp(qp_), 0);
+    }
+    if (cq_) {
+      EXPECT_EQ(ibv_destroy_cq(cq_), 0);
+    }
+    if (mr_) {
+      EXPECT_EQ(ibv_dereg_mr(mr_), 0);
+    }
+    if (pd_) {
+      EXPECT_EQ(ibv_dealloc_pd(pd_), 0);
+    }
+    if (ctx_) {
+      EXPECT_EQ(ibv_close_device(ctx_), 0);
+    }
   }
 
   ibv_device* dev_ = nullptr;

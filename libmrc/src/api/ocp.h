@@ -41,6 +41,7 @@
 #include "api/ev_fields.h"
 #include "common/c_enum.h"
 #include "engine/nscc.h"
+#include "engine/retry.h"
 #include "engine/types.h"
 #include "mrc/mrc.h"
 #include "mrc/mrc_ctl.h"
@@ -64,9 +65,12 @@ inline constexpr const char* kNscc = "uet-1.0-nscc";
 
 // MRC QP attribute defaults (what a QP gets for an attribute the app never set).
 inline constexpr uint8_t kDefaultMpr = 8;        // 1024 PSNs: the engine's default window
-inline constexpr uint8_t kDefaultTimeout = 14;   // 16.8 ms
+inline constexpr uint8_t kDefaultTimeout = engine::kDefaultAckTimeout;  // 67.1 ms
 inline constexpr uint8_t kDefaultRetryLinear = 7;
-inline constexpr uint8_t kDefaultRetryExp = 7;   // then 7 doublings: about 4.4 s in all
+// Then 5 doublings: a silent peer fails the QP after waits of 7 + (2 + 4 + ... + 64) = 133
+// bases, 8.9 s at 67.1 ms (engine::RetryPolicy; the former 16.8 ms base with 7 doublings:
+// 517 x 16.8 ms = 8.7 s).
+inline constexpr uint8_t kDefaultRetryExp = 5;
 inline constexpr uint8_t kMaxTimeout = 24;       // 17.2 s (OCP)
 inline constexpr uint8_t kMaxRetryLinear = 7;
 inline constexpr uint8_t kMaxRetryExp = 25;      // 25 = retry forever

@@ -26,6 +26,14 @@ namespace mrc::engine {
 
 inline constexpr uint8_t kRetryForever = 25;  // retry_cnt_exp value meaning "never give up"
 
+/// The ack timeout exponent every front end gives a QP whose application set none: 67.1 ms
+/// (1.024 us x 2^16), what a verbs program's usual timeout 14 (4.096 us units) asks for. The
+/// OCP API, the NCCL plugin (NCCL_MRC_TIMEOUT unset) and the verbs layer (no IBV_QP_TIMEOUT at
+/// RTR) take it from here. It is the base that the measured round trip may only raise: 16.8 ms
+/// (t = 14) fired timeouts that resent the whole window whenever a loaded host stalled a little
+/// longer than that (perf/RESULTS.md, issue 23).
+inline constexpr uint8_t kDefaultAckTimeout = 16;
+
 struct RetryPolicy {
   uint8_t timeout = 14;  // exponent t
   uint8_t linear = 7;    // retries at the base timeout (0..7)

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/c_enum.h"
+#include "engine/retry.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
 #include "verbs/verbs.h"
@@ -654,7 +655,7 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
     if (!(mask & IBV_QP_TIMEOUT)) {
       // A responder that stays in RTR never sets a timeout, which verbs takes as "none";
       // its READ responses still need one: 67 ms, retried for as long as the QP lives.
-      e.timeout = 16;
+      e.timeout = engine::kDefaultAckTimeout;
       m |= engine::attr::kTimeout;
     }
     if (!(mask & IBV_QP_RETRY_CNT)) {
