@@ -51,6 +51,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <span>
@@ -103,18 +104,38 @@ struct ProbeRequest {
 
 class PathSet {
  public:
-  /// One EV. 64 bytes, one cache line each: spraying and acknowledging a packet touch
-  /// its EV's line only (a QP that has been idle has them all cold).
-  struct alignas(64) Ev {
+  /// One EV: its health (PathSet's) and what the sender keeps per EV (Core's: the list of
+  /// its packets in flight, its counters; PathSet only resets them), in one 128-byte record,
+  /// so that a QP whose records have left the caches (thousands of QPs, each active in turn)
+  /// pays one cache line per packet, not a line in each of three arrays. Line 1 holds all
+  /// that sending a data packet on the EV and acknowledging it touch (the sprayer's flags,
+  /// the path, the sent-order list, the per-packet counters, srtt); line 2 what losses,
+  /// probes, state changes and observers use. 128-byte aligned: the two lines are the pair
+  /// a CPU's adjacent-line prefetcher fetches together.
+  struct alignas(128) Ev {
+    // ---- line 1: spraying, sending, acknowledging ----
     Path path;
     EvState state = EvState::kGood;
     bool active = false;     // in the sprayed set (else a backup)
     bool skip : 1 = false;   // pass over once
     bool held : 1 = false;   // held by the engine's shared view of EVs (SharedHealth): passed over
+    bool listed : 1 = false;  // sender: tx_head / tx_tail hold a list (else no packet in it)
     uint8_t backoff = 0;     // probe interval doublings (unanswered probes)
     uint16_t losses = 0;     // losses in a row
     uint16_t clean = 0;      // clean probe replies in a row
-    Duration srtt{0};        // smoothed send-to-ACK time of data on this EV
+    // The sender's in-flight packets last sent on this EV, in sending order (PSNs; Core's
+    // ev_list_*), and the transmission order of the newest first transmission on it known
+    // delivered (RACK per EV).
+    uint32_t tx_head = 0, tx_tail = 0;
+    uint64_t rack_xseq = 0;
+    uint64_t tx_packets = 0;  // PathStats::tx_packets, tx_bytes, acked (the sender counts)
+    uint64_t tx_bytes = 0;
+    uint64_t acked = 0;
+    Duration srtt{0};  // smoothed send-to-ACK time of data on this EV
+    // ---- line 2: losses, probes, state changes ----
+    uint64_t lost = 0;  // PathStats::lost, trims, rtt_ns (the sender counts)
+    uint64_t trims = 0;
+    uint64_t rtt_ns = 0;
     uint32_t probe_seq = 0;  // seq of the latest probe sent (0: none)
     uint32_t reply_seq = 0;  // probe_seq when last answered (equal: nothing outstanding)
     Time probe_sent{0};
@@ -123,7 +144,8 @@ class PathSet {
     uint32_t changes = 0;                  // state changes so far (observers diff snapshots)
     EvReason reason = EvReason::kAllowed;  // why it entered `state` (meaningful once changes > 0)
   };
-  static_assert(sizeof(Ev) == 64);
+  static_assert(sizeof(Ev) == 128);
+  static_assert(offsetof(Ev, srtt) + sizeof(Duration) == 64, "line 1 is what a packet touches");
 
   /// Replaces the set. Planes must be < kMaxPlanes. Events are not emitted for the reset.
   void reset(std::span<const Path> active, std::span<const Path> backups, const PathPolicy& p);
@@ -135,6 +157,16 @@ class PathSet {
 
   size_t size() const { return evs_.size(); }
   const Ev& ev(size_t i) const { return evs_[i]; }
+  /// EV i's record for the sender's fields (tx_head, tx_tail, listed, rack_xseq, the
+  /// counters): Core's sent-order lists and PathStats live there. Nothing else writes them.
+  Ev& tx(size_t i) { return evs_[i]; }
+  /// Empties every EV's sent-order list (the sender's in-flight state was reset).
+  void clear_tx() {
+    for (Ev& e : evs_) {
+      e.listed = false;
+      e.rack_xseq = 0;
+    }
+  }
   std::span<const Ev> evs() const { return evs_; }
   /// Index of `ev`, or -1.
   int find(uint32_t ev) const;
