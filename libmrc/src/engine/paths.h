@@ -187,20 +187,20 @@ class PathSet {
   /// A data packet went out on `plane` / left the network (acknowledged or declared lost):
   /// the per-plane packets in flight that balance the planes (see Spraying above).
   void on_sent(uint16_t plane) {
-    ++inflight_[plane];
+    ++turn_[plane].inflight;
     ++inflight_total_;
   }
   void on_left(uint16_t plane) {
-    if (inflight_[plane] == 0) return;  // a clear_inflight() came in between
-    --inflight_[plane];
+    if (turn_[plane].inflight == 0) return;  // a clear_inflight() came in between
+    --turn_[plane].inflight;
     --inflight_total_;
   }
   /// Nothing is in flight any more (the QP's send state was reset).
   void clear_inflight() {
-    std::fill(std::begin(inflight_), std::end(inflight_), 0u);
+    for (Turn& t : turn_) t.inflight = 0;
     inflight_total_ = 0;
   }
-  uint32_t inflight(uint16_t plane) const { return plane < kMaxPlanes ? inflight_[plane] : 0; }
+  uint32_t inflight(uint16_t plane) const { return plane < kMaxPlanes ? turn_[plane].inflight : 0; }
   /// A send-to-ACK sample of a data packet on EV i (EWMA 1/8).
   void on_rtt(uint16_t i, Duration rtt) {
     Duration& s = evs_[i].srtt;
@@ -266,30 +266,37 @@ class PathSet {
   // (ev, index) table and the ASSUMED_BAD list; per-plane state is inline (planes < kMaxPlanes).
   // No work here scans every EV except reset(): spraying looks at one plane's EVs from
   // its cursor on, probing walks the ASSUMED_BAD list, counts are counters.
-  PathPolicy policy_;
+  // What a packet touches (next(), on_sent / on_left, on_acked) comes first, the
+  // sprayer's per-plane state interleaved (Turn): a QP of a few planes whose state has
+  // left the caches pays three or four lines for it, not one per array.
+  struct Turn {
+    int64_t wrr = 0;        // smooth weighted round robin state
+    int64_t w = 0;          // current weight of the plane
+    uint32_t inflight = 0;  // data packets in flight on the plane (on_sent / on_left)
+    uint32_t cursor = 0;    // next EV of the plane to try (pick_in_plane)
+  };
   std::vector<Ev> evs_;
-  std::vector<std::pair<uint32_t, uint16_t>> index_;  // (ev, index), sorted by ev
-  std::vector<uint16_t> by_plane_;                    // EV indexes grouped by plane
-  std::vector<uint16_t> bad_;      // indexes of ASSUMED_BAD EVs, ascending (probe order)
-  uint16_t planes_ = 0;            // 1 + highest plane in the set
+  std::vector<uint16_t> by_plane_;  // EV indexes grouped by plane
+  int64_t total_w_ = 0;
+  uint32_t inflight_total_ = 0;
+  uint16_t planes_ = 0;          // 1 + highest plane in the set
+  uint16_t no_weight_ = 0xFFFF;  // bit per plane: its Turn::w is 0
+  uint16_t lossy_ = 0;           // planes whose latest acknowledged-or-lost data packet was lost
   // plane p's EVs: by_plane_[plane_begin_[p], plane_begin_[p+1])
   uint16_t plane_begin_[kMaxPlanes + 1] = {};
-  uint32_t count_[3] = {};         // EVs per EvState
-  uint32_t plane_cursor_[kMaxPlanes] = {};
+  Turn turn_[kMaxPlanes] = {};
+  // The rest: losses, probes, the controller, reset().
+  PathPolicy policy_;
+  std::vector<std::pair<uint32_t, uint16_t>> index_;  // (ev, index), sorted by ev
+  std::vector<uint16_t> bad_;                // indexes of ASSUMED_BAD EVs, ascending (probe order)
+  uint32_t count_[3] = {};                   // EVs per EvState
   uint32_t target_active_[kMaxPlanes] = {};  // active EVs per plane at reset
-  int64_t wrr_current_[kMaxPlanes] = {};     // smooth weighted round robin state
-  int64_t plane_w_[kMaxPlanes] = {};         // current weight of each plane
-  int64_t total_w_ = 0;
-  uint16_t no_weight_ = 0xFFFF;  // bit per plane: plane_w_ is 0
   uint32_t usable_[kMaxPlanes] = {};  // active GOOD EVs per plane
   uint32_t active_[kMaxPlanes] = {};  // active EVs per plane
   bool drained_[kMaxPlanes] = {};
   bool admin_down_[kMaxPlanes] = {};
   uint16_t held_ = 0;           // planes held down by the engine's shared view (bit per plane)
   uint32_t evs_held_ = 0;       // EVs with Ev::held
-  uint16_t lossy_ = 0;          // planes whose latest acknowledged-or-lost data packet was lost
-  uint32_t inflight_[kMaxPlanes] = {};  // data packets in flight per plane (on_sent / on_left)
-  uint32_t inflight_total_ = 0;
   Time plane_probe_sent_[kMaxPlanes] = {};
   bool plane_answered_[kMaxPlanes] = {};
   uint32_t drain_cursor_[kMaxPlanes] = {};
