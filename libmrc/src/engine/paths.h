@@ -110,8 +110,9 @@ class PathSet {
   /// pays one cache line per packet, not a line in each of three arrays. Line 1 holds all
   /// that sending a data packet on the EV and acknowledging it touch (the sprayer's flags,
   /// the path, the sent-order list, the per-packet counters, srtt); line 2 what losses,
-  /// probes, state changes and observers use. 128-byte aligned: the two lines are the pair
-  /// a CPU's adjacent-line prefetcher fetches together.
+  /// probes, state changes and observers use, and the RTT sample of the packet an ACK
+  /// echoes (once per ACK: no room left in line 1). 128-byte aligned: the two lines are the
+  /// pair a CPU's adjacent-line prefetcher fetches together.
   struct alignas(128) Ev {
     // ---- line 1: spraying, sending, acknowledging ----
     Path path;
@@ -160,7 +161,8 @@ class PathSet {
   /// EV i's record for the sender's fields (tx_head, tx_tail, listed, rack_xseq, the
   /// counters): Core's sent-order lists and PathStats live there. Nothing else writes them.
   Ev& tx(size_t i) { return evs_[i]; }
-  /// Empties every EV's sent-order list (the sender's in-flight state was reset).
+  /// Empties every EV's sent-order list and forgets its newest delivered packet (the
+  /// sender's in-flight state was reset, or the set was: Core relinks what is in flight).
   void clear_tx() {
     for (Ev& e : evs_) {
       e.listed = false;
