@@ -53,6 +53,63 @@ TEST(Engine, Write_SpraysOverEveryPath) {
   for (const auto& p : ps) EXPECT_EQ(p.tx_packets, 16u);
 }
 
+// The per-EV counters (in each EV's record, and the ECN and probe counters made at their
+// first use) add up to what went over the wire, and start over with a new path set, on
+// which sending and loss detection's per-EV lists work at once.
+TEST(Engine, PathStats_CountEveryPacketAndStartOverWithNewPaths) {
+  Loop l;
+  l.hook = [](int from, std::vector<uint8_t>& d) {
+    auto p = peek(d);
+    if (from == 1 && p.common.kind == wire::Kind::kAck) {  // every ACK echoes CE
+      p.ack.ack_flags |= wire::ack_flag::kEcnEcho;
+      wire::encode_header(p, {}, d);
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  const auto sums = [&l] {
+    std::array<uint64_t, 5> t{};  // tx_packets, tx_bytes, acked, lost, ecn_marks
+    for (const PathStats& p : l.a.eng.path_stats(l.a.qpn)) {
+      t[0] += p.tx_packets;
+      t[1] += p.tx_bytes;
+      t[2] += p.acked;
+      t[3] += p.lost;
+      t[4] += p.ecn_marks;
+    }
+    return t;
+  };
+  l.post_write(l.a, 1, 0, 16 * 4096, 0);
+  l.run();
+  ASSERT_EQ(l.poll(l.a).size(), 1u);
+  const QpStats* s = l.a.eng.qp_stats(l.a.qpn);
+  auto t = sums();
+  EXPECT_EQ(t[0], s->tx_data_packets);
+  EXPECT_EQ(t[1], s->tx_payload_bytes);
+  EXPECT_EQ(t[2], t[0]);  // nothing lost
+  EXPECT_EQ(t[3], 0u);
+  EXPECT_GT(t[4], 0u);
+  EXPECT_LE(t[4], s->rx_acks);
+
+  QpAttr at;
+  at.paths = {Path{0x200, 0}, Path{0x201, 1}, Path{0x202, 0}, Path{0x203, 1}};
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kPaths).ok());
+  const auto fresh = l.a.eng.path_stats(l.a.qpn);
+  ASSERT_EQ(fresh.size(), 4u);
+  for (const PathStats& p : fresh) {
+    EXPECT_EQ(p.tx_packets, 0u);
+    EXPECT_EQ(p.acked, 0u);
+    EXPECT_EQ(p.ecn_marks, 0u);
+  }
+  l.post_write(l.a, 2, 0, 9 * 4096, 0);
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  t = sums();
+  EXPECT_EQ(t[0], 9u);
+  EXPECT_EQ(t[2], 9u);
+  for (const PathStats& p : l.a.eng.path_stats(l.a.qpn)) EXPECT_GT(p.tx_packets, 0u);  // sprayed
+}
+
 TEST(Engine, WriteImm_ConsumesReceiveWithImmediate) {
   Loop l;
   l.post_recv(l.b, 55, 0, 0);

@@ -282,13 +282,14 @@ TEST(QpScale, DeadlineIsTheOneArmedQpsTimeout) {
   EXPECT_EQ(f.b.next_deadline(), kNever);
 }
 
-// What an idle connected QP holds: the Qp itself, its EVs (state, counters, the path list
-// in its attributes, the EV index) and the allocator's rounding on each of those blocks.
+// What an idle connected QP holds: the Qp itself, its EVs (one record each: state, counters,
+// sent-order list; the path list in its attributes, the EV index) and the allocator's
+// rounding on each of those blocks.
 // No send, receive or in-flight ring, no bitmap: those grow with use.
 size_t idle_qp_bound() {
-  const size_t per_ev = sizeof(PathSet::Ev) + sizeof(PathStats) + sizeof(Path) +
-                        sizeof(std::pair<uint32_t, uint16_t>) + sizeof(uint16_t);
-  constexpr size_t kBlocks = 6;     // Qp, attr.paths, evs, index, by-plane list, path stats
+  const size_t per_ev =
+      sizeof(PathSet::Ev) + sizeof(Path) + sizeof(std::pair<uint32_t, uint16_t>) + sizeof(uint16_t);
+  constexpr size_t kBlocks = 5;     // Qp, attr.paths, evs, index, by-plane list
   constexpr size_t kRounding = 64;  // per block: malloc's header and size classes, alignment
   return sizeof(Qp) + kPaths * per_ev + kBlocks * kRounding + 2 * sizeof(void*);  // + table slot
 }
@@ -314,8 +315,8 @@ TEST(QpScale, IdleConnectedQpHoldsFewKib) {
   EXPECT_LE(g_live - before, size_t{64} << 10);  // the QP table itself stays
 }
 
-// After one 6,000-byte WRITE and back to idle, the sender holds one WQE slot, the
-// smallest in-flight ring and its per-EV sent-order lists (loss detection), the receiver
+// After one 6,000-byte WRITE and back to idle, the sender holds one WQE slot and the
+// smallest in-flight ring (the per-EV sent-order lists live in the EV records), the receiver
 // its first 64-bit bitmap word; not the rings
 // their limits (1,024 WRs, MPR 1,024, a 16,384-PSN window) would allow. (A first message
 // on another QP lets the engines' and the wire's own containers settle.)
@@ -339,8 +340,7 @@ TEST(QpScale, BuffersGrowWithUseOnly) {
   const size_t grown = g_live - before;
   ASSERT_EQ(f.a.poll_cq(f.acq, comps), 1u);
   ASSERT_EQ(comps[0].status, WcStatus::kSuccess);
-  const size_t expect = sizeof(SendWqe) + sizeof(Seg) + 16 * sizeof(TxPkt) +
-                        kPaths * sizeof(EvTx) + sizeof(uint64_t);
+  const size_t expect = sizeof(SendWqe) + sizeof(Seg) + 16 * sizeof(TxPkt) + sizeof(uint64_t);
   EXPECT_LE(grown, expect + 4 * 64);  // + allocator rounding per block
   EXPECT_GE(grown, expect);
 }

@@ -171,7 +171,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
   q.bytes_in_flight = 0;
   q.paths.clear_inflight();
   q.list_head = q.list_tail = kNoLink;
-  q.evtx.clear();
+  q.paths.clear_tx();
   q.rack_evs.clear();
   q.tlp_go = false;
   q.retx.clear();
@@ -246,7 +246,7 @@ void Core::send_probe(Qp& q, uint16_t index, uint32_t seq) {
   c.qpn = q.qpn;
   c.path = q.paths.ev(index).path;
   c.psn = seq;
-  ++q.path_stats[index].probes;
+  ++q.signals(index).probes;
   ctrl.push_back(c);
 }
 
@@ -258,8 +258,8 @@ void Core::on_probe_reply(Qp& q, Time now, const wire::Packet& p) {
   }
   const auto echo = Time{static_cast<int64_t>(p.probe_reply.echo_ts)};
   if (echo <= now)
-    q.path_stats[static_cast<size_t>(i)].rtt_ns = static_cast<uint64_t>((now - echo).count());
-  ++q.path_stats[static_cast<size_t>(i)].probe_replies;
+    q.paths.tx(static_cast<size_t>(i)).rtt_ns = static_cast<uint64_t>((now - echo).count());
+  ++q.signals(static_cast<uint16_t>(i)).probe_replies;
   health.on_probe_reply_ev(p.probe_reply.echo_ev, now);  // the EV carries packets, any peer
   q.paths.on_probe_reply(static_cast<uint16_t>(i), p.common.psn,
                          p.probe_reply.probe_flags & wire::ack_flag::kEcnEcho, now, ev_scratch);
@@ -661,12 +661,12 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
     q.paths.reset(s.paths, s.backup_paths, s.path_policy);
     for (uint16_t p = 0; p < kMaxPlanes; ++p)
       if (c.planes_drained & (1u << p)) q.paths.set_plane_admin_down(p, true);
-    q.path_stats.assign(q.paths.size(), PathStats{});
+    q.ev_signals.clear();  // the new set's counters start from 0 (reset() zeroed the rest)
     q.timers.cancel(Timer::kProbe);
     // In-flight records keep path indexes; clamp them to the new set.
     for (auto& p : q.tx)
       if (p.path >= q.paths.size()) p.path = 0;
-    if (!q.evtx.empty()) c.ev_list_sync(q);
+    c.ev_list_sync(q);
     q.health_epoch = 0;  // held planes apply to the new set
   }
   q.retry = RetryPolicy{s.timeout, s.retry_cnt_linear, s.retry_cnt_exp};
@@ -685,7 +685,7 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
     q.snd_una = q.snd_nxt = s.sq_psn;
     q.bytes_in_flight = 0;
     q.paths.clear_inflight();
-    q.evtx.clear();
+    q.paths.clear_tx();
     q.rack_evs.clear();
     // Shared path health of the peer; its RTT state seeds this QP's.
     q.health = &c.health.peer(s.peer);
@@ -1087,10 +1087,26 @@ const QpStats* Engine::qp_stats(Qpn qpn) const {
   return q ? &q->stats : nullptr;
 }
 
-std::span<const PathStats> Engine::path_stats(Qpn qpn) const {
+std::vector<PathStats> Engine::path_stats(Qpn qpn) const {
   const Qp* q = impl_->qp(qpn);
   if (!q) return {};
-  return q->path_stats;
+  std::vector<PathStats> out(q->paths.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const PathSet::Ev& e = q->paths.ev(i);
+    PathStats& s = out[i];
+    s.tx_packets = e.tx_packets;
+    s.tx_bytes = e.tx_bytes;
+    s.acked = e.acked;
+    s.lost = e.lost;
+    s.trims = e.trims;
+    s.rtt_ns = e.rtt_ns;
+    if (i < q->ev_signals.size()) {
+      s.ecn_marks = q->ev_signals[i].ecn_marks;
+      s.probes = q->ev_signals[i].probes;
+      s.probe_replies = q->ev_signals[i].probe_replies;
+    }
+  }
+  return out;
 }
 
 bool Engine::idle() const {

@@ -350,9 +350,10 @@ class Engine {
   const EngineStats& stats() const;
   /// Null if no such QP.
   const QpStats* qp_stats(Qpn qpn) const;
-  /// Per-path counters of a QP, in the order of QpAttr::paths then backup_paths;
-  /// empty if no such QP.
-  std::span<const PathStats> path_stats(Qpn qpn) const;
+  /// Per-path counters of a QP, in the order of QpAttr::paths then backup_paths, as a
+  /// snapshot (the engine keeps them in each EV's record, PathSet::Ev, next to what a
+  /// packet touches); empty if no such QP.
+  std::vector<PathStats> path_stats(Qpn qpn) const;
   /// The QP's EVs with their state, same order; null if no such QP.
   const PathSet* paths(Qpn qpn) const;
   /// The QP's congestion window counters; nullopt if no such QP or CC is off.

@@ -9,9 +9,10 @@
 //   tx_   one record per PSN in flight [snd_una, snd_nxt), ring indexed by PSN
 //   sent-order list: the in-flight PSNs ordered by last transmission time;
 //         its head drives the RTO and the cross-EV loss backstop
-//   evtx  per EV, the same list restricted to the packets last sent on that EV: a path
-//         keeps its packets in order, so one acknowledged on an EV reveals the losses
-//         of those sent before it on the same EV (RACK per EV, detect_losses)
+//   per EV, the same list restricted to the packets last sent on that EV (head and tail
+//         in the EV's record, PathSet::Ev): a path keeps its packets in order, so one
+//         acknowledged on an EV reveals the losses of those sent before it on the same EV
+//         (RACK per EV, detect_losses)
 //   retx_ PSNs declared lost, to resend on a different path
 // Receiver (responder) half:
 //   sb_    RecvScoreboard (cum PSN + bitmap)
@@ -211,12 +212,12 @@ struct TxPkt {
 };
 static_assert(sizeof(TxPkt) == 64);
 
-/// Per EV of a QP: the in-flight packets last sent on it, in sending order, and the
-/// transmission order of the newest first transmission on it known delivered. 32 bytes,
-/// so that indexing q.evtx (per packet sent and acknowledged) is a shift.
-struct alignas(32) EvTx {
-  uint64_t head = kNoLink, tail = kNoLink;  // PSNs
-  uint64_t rack_xseq = 0;
+/// Per EV of a QP, the PathStats counters that are neither per packet nor per loss (those
+/// are in the EV's record, PathSet::Ev): allocated with the first of them (Qp::ev_signals).
+struct EvSignals {
+  uint64_t ecn_marks = 0;
+  uint64_t probes = 0;
+  uint64_t probe_replies = 0;
 };
 
 struct RecvWqe {
@@ -283,7 +284,7 @@ struct Qp {
   bool in_ready = false;    // in the engine's ready list
   bool in_ackq = false;     // in the engine's ACK list
   QpStats stats;
-  std::vector<PathStats> path_stats;
+  std::vector<EvSignals> ev_signals;  // indexed like paths; empty until one counts (signals())
   PathSet paths;
 
   // ---- sender ----
@@ -304,8 +305,6 @@ struct Qp {
   uint32_t snd_una = 0;                               // oldest PSN not acked
   uint32_t snd_nxt = 0;                               // next new PSN
   uint64_t list_head = kNoLink, list_tail = kNoLink;  // sent-order list (PSNs)
-  // Per-EV sent-order lists, indexed like paths; empty until the first send (ev_list_sync).
-  std::vector<EvTx> evtx;
   std::vector<uint16_t> rack_evs;  // EVs with a packet sent before one delivered on them
   bool list_empty() const { return list_head == kNoLink; }
   uint32_t oldest() const { return static_cast<uint32_t>(list_head); }  // !list_empty()
@@ -356,6 +355,11 @@ struct Qp {
   Time last_rx_at{0};
 
   TxPkt& pkt(uint32_t psn) { return tx[psn & tx_mask]; }
+  /// EV i's rarer counters, allocated on first use.
+  EvSignals& signals(uint16_t i) {
+    if (ev_signals.size() < paths.size()) ev_signals.resize(paths.size());
+    return ev_signals[i];
+  }
   size_t inflight() const { return snd_nxt - snd_una; }
   /// Retransmission timeout now: the verbs timeout, never below the measured round trip
   /// (SRTT + 4 RTTVAR + the receiver's ACK delay), backed off by the retries so far.
@@ -541,7 +545,7 @@ struct Core {
   inline void list_append(Qp& q, uint32_t psn);
   /// Links psn (its path set) at the tail of its EV's list only.
   inline void ev_list_append(Qp& q, uint32_t psn);
-  /// Sizes q.evtx to the path set and relinks what is in flight (after the set changed).
+  /// Empties every EV's list and relinks what is in flight (after the path set changed).
   void ev_list_sync(Qp& q);
   /// Applies the shared view's held planes to q's sprayer if they may have changed.
   void sync_health(Qp& q, Time now) {  // per packet sent: the fast check inline

@@ -26,9 +26,9 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
   std::sort(index_.begin(), index_.end());
   planes_ = planes;
   for (uint16_t pl = 0; pl < kMaxPlanes; ++pl) {
-    plane_cursor_[pl] = 0;
+    turn_[pl].cursor = 0;
     target_active_[pl] = 0;
-    wrr_current_[pl] = 0;
+    turn_[pl].wrr = 0;
     usable_[pl] = 0;
     active_[pl] = 0;
   }
@@ -65,10 +65,10 @@ void PathSet::refresh_weights() {
   no_weight_ = 0;
   for (size_t p = 0; p < planes_; ++p) {
     const bool off = admin_down_[p] || (held_ >> p & 1u);
-    plane_w_[p] =
+    turn_[p].w =
         off ? 0 : int64_t{policy_.plane_weight[p]} * 1024 * std::min(usable_[p], floor) / floor;
-    total_w_ += plane_w_[p];
-    if (plane_w_[p] == 0) no_weight_ |= static_cast<uint16_t>(1u << p);
+    total_w_ += turn_[p].w;
+    if (turn_[p].w == 0) no_weight_ |= static_cast<uint16_t>(1u << p);
   }
 }
 
@@ -83,7 +83,7 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
   const size_t n = list.size();
   int fallback = -1;
   for (int pass = 0; pass < 2; ++pass) {
-    size_t pos = plane_cursor_[plane] % n;
+    size_t pos = turn_[plane].cursor % n;
     for (size_t k = 0; k < n; ++k, pos = pos + 1 == n ? 0 : pos + 1) {
       Ev& e = evs_[list[pos]];
       if (!e.active || e.state != EvState::kGood) continue;
@@ -100,7 +100,7 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
         if (fallback < 0) fallback = list[pos];
         continue;
       }
-      plane_cursor_[plane] = static_cast<uint32_t>(pos + 1);
+      turn_[plane].cursor = static_cast<uint32_t>(pos + 1);
       return list[pos];
     }
   }
@@ -112,12 +112,12 @@ int PathSet::balance(int best, uint32_t off) const {
   int64_t w_sum = 0, f_sum = 0;
   for (size_t p = 0; p < planes_; ++p) {
     if (off >> p & 1u) continue;
-    w_sum += plane_w_[p];
-    f_sum += inflight_[p];
+    w_sum += turn_[p].w;
+    f_sum += turn_[p].inflight;
   }
   // Over its share: inflight_p / f_sum > (9/8) w_p / w_sum + 1 / f_sum, in integers.
   const auto over = [&](size_t p) {
-    return int64_t{inflight_[p]} * w_sum * 8 > plane_w_[p] * f_sum * 9 + 8 * w_sum;
+    return int64_t{turn_[p].inflight} * w_sum * 8 > turn_[p].w * f_sum * 9 + 8 * w_sum;
   };
   if (f_sum == 0 || !over(static_cast<size_t>(best))) return best;
   int alt = best;
@@ -125,7 +125,7 @@ int PathSet::balance(int best, uint32_t off) const {
     if (off >> p & 1u) continue;
     // inflight_p / w_p < inflight_alt / w_alt
     const auto a = static_cast<size_t>(alt);
-    if (int64_t{inflight_[p]} * plane_w_[a] < int64_t{inflight_[a]} * plane_w_[p])
+    if (int64_t{turn_[p].inflight} * turn_[a].w < int64_t{turn_[a].inflight} * turn_[p].w)
       alt = static_cast<int>(p);
   }
   return alt;
@@ -141,7 +141,7 @@ uint16_t PathSet::next(int avoid) {
                                 1u << evs_[static_cast<size_t>(avoid)].path.plane}) {
       int64_t w = 0;
       for (size_t p = 0; p < planes_; ++p)
-        if (want >> p & 1u) w += plane_w_[p];
+        if (want >> p & 1u) w += turn_[p].w;
       if (w < total_w_) {
         skip = want;
         skip_w = w;
@@ -153,14 +153,13 @@ uint16_t PathSet::next(int avoid) {
   const uint32_t off = no_weight_ | skip;
   for (size_t p = 0; p < planes_; ++p) {
     if (off >> p & 1u) continue;
-    wrr_current_[p] += plane_w_[p];
-    if (best < 0 || wrr_current_[p] > wrr_current_[static_cast<size_t>(best)])
-      best = static_cast<int>(p);
+    turn_[p].wrr += turn_[p].w;
+    if (best < 0 || turn_[p].wrr > turn_[static_cast<size_t>(best)].wrr) best = static_cast<int>(p);
   }
   if (best >= 0) {
     // The round robin's state moves as if `best` sent: the schedule stays the weights',
     // balance() only lends the turn to a plane that has drained more.
-    wrr_current_[static_cast<size_t>(best)] -= total_w_ - skip_w;
+    turn_[static_cast<size_t>(best)].wrr -= total_w_ - skip_w;
     best = balance(best, off);
     const int i = pick_in_plane(static_cast<uint16_t>(best), avoid);
     if (i >= 0) return static_cast<uint16_t>(i);

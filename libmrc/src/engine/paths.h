@@ -51,6 +51,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <span>
@@ -103,18 +104,39 @@ struct ProbeRequest {
 
 class PathSet {
  public:
-  /// One EV. 64 bytes, one cache line each: spraying and acknowledging a packet touch
-  /// its EV's line only (a QP that has been idle has them all cold).
-  struct alignas(64) Ev {
+  /// One EV: its health (PathSet's) and what the sender keeps per EV (Core's: the list of
+  /// its packets in flight, its counters; PathSet only resets them), in one 128-byte record,
+  /// so that a QP whose records have left the caches (thousands of QPs, each active in turn)
+  /// pays one cache line per packet, not a line in each of three arrays. Line 1 holds all
+  /// that sending a data packet on the EV and acknowledging it touch (the sprayer's flags,
+  /// the path, the sent-order list, the per-packet counters, srtt); line 2 what losses,
+  /// probes, state changes and observers use, and the RTT sample of the packet an ACK
+  /// echoes (once per ACK: no room left in line 1). 128-byte aligned: the two lines are the
+  /// pair a CPU's adjacent-line prefetcher fetches together.
+  struct alignas(128) Ev {
+    // ---- line 1: spraying, sending, acknowledging ----
     Path path;
     EvState state = EvState::kGood;
     bool active = false;     // in the sprayed set (else a backup)
     bool skip : 1 = false;   // pass over once
     bool held : 1 = false;   // held by the engine's shared view of EVs (SharedHealth): passed over
+    bool listed : 1 = false;  // sender: tx_head / tx_tail hold a list (else no packet in it)
     uint8_t backoff = 0;     // probe interval doublings (unanswered probes)
     uint16_t losses = 0;     // losses in a row
     uint16_t clean = 0;      // clean probe replies in a row
-    Duration srtt{0};        // smoothed send-to-ACK time of data on this EV
+    // The sender's in-flight packets last sent on this EV, in sending order (PSNs; Core's
+    // ev_list_*), and the transmission order of the newest first transmission on it known
+    // delivered (RACK per EV).
+    uint32_t tx_head = 0, tx_tail = 0;
+    uint64_t rack_xseq = 0;
+    uint64_t tx_packets = 0;  // PathStats::tx_packets, tx_bytes, acked (the sender counts)
+    uint64_t tx_bytes = 0;
+    uint64_t acked = 0;
+    Duration srtt{0};  // smoothed send-to-ACK time of data on this EV
+    // ---- line 2: losses, probes, state changes ----
+    uint64_t lost = 0;  // PathStats::lost, trims, rtt_ns (the sender counts)
+    uint64_t trims = 0;
+    uint64_t rtt_ns = 0;
     uint32_t probe_seq = 0;  // seq of the latest probe sent (0: none)
     uint32_t reply_seq = 0;  // probe_seq when last answered (equal: nothing outstanding)
     Time probe_sent{0};
@@ -123,7 +145,8 @@ class PathSet {
     uint32_t changes = 0;                  // state changes so far (observers diff snapshots)
     EvReason reason = EvReason::kAllowed;  // why it entered `state` (meaningful once changes > 0)
   };
-  static_assert(sizeof(Ev) == 64);
+  static_assert(sizeof(Ev) == 128);
+  static_assert(offsetof(Ev, srtt) + sizeof(Duration) == 64, "line 1 is what a packet touches");
 
   /// Replaces the set. Planes must be < kMaxPlanes. Events are not emitted for the reset.
   void reset(std::span<const Path> active, std::span<const Path> backups, const PathPolicy& p);
@@ -135,6 +158,17 @@ class PathSet {
 
   size_t size() const { return evs_.size(); }
   const Ev& ev(size_t i) const { return evs_[i]; }
+  /// EV i's record for the sender's fields (tx_head, tx_tail, listed, rack_xseq, the
+  /// counters): Core's sent-order lists and PathStats live there. Nothing else writes them.
+  Ev& tx(size_t i) { return evs_[i]; }
+  /// Empties every EV's sent-order list and forgets its newest delivered packet (the
+  /// sender's in-flight state was reset, or the set was: Core relinks what is in flight).
+  void clear_tx() {
+    for (Ev& e : evs_) {
+      e.listed = false;
+      e.rack_xseq = 0;
+    }
+  }
   std::span<const Ev> evs() const { return evs_; }
   /// Index of `ev`, or -1.
   int find(uint32_t ev) const;
@@ -155,20 +189,20 @@ class PathSet {
   /// A data packet went out on `plane` / left the network (acknowledged or declared lost):
   /// the per-plane packets in flight that balance the planes (see Spraying above).
   void on_sent(uint16_t plane) {
-    ++inflight_[plane];
+    ++turn_[plane].inflight;
     ++inflight_total_;
   }
   void on_left(uint16_t plane) {
-    if (inflight_[plane] == 0) return;  // a clear_inflight() came in between
-    --inflight_[plane];
+    if (turn_[plane].inflight == 0) return;  // a clear_inflight() came in between
+    --turn_[plane].inflight;
     --inflight_total_;
   }
   /// Nothing is in flight any more (the QP's send state was reset).
   void clear_inflight() {
-    std::fill(std::begin(inflight_), std::end(inflight_), 0u);
+    for (Turn& t : turn_) t.inflight = 0;
     inflight_total_ = 0;
   }
-  uint32_t inflight(uint16_t plane) const { return plane < kMaxPlanes ? inflight_[plane] : 0; }
+  uint32_t inflight(uint16_t plane) const { return plane < kMaxPlanes ? turn_[plane].inflight : 0; }
   /// A send-to-ACK sample of a data packet on EV i (EWMA 1/8).
   void on_rtt(uint16_t i, Duration rtt) {
     Duration& s = evs_[i].srtt;
@@ -234,30 +268,37 @@ class PathSet {
   // (ev, index) table and the ASSUMED_BAD list; per-plane state is inline (planes < kMaxPlanes).
   // No work here scans every EV except reset(): spraying looks at one plane's EVs from
   // its cursor on, probing walks the ASSUMED_BAD list, counts are counters.
-  PathPolicy policy_;
+  // What a packet touches (next(), on_sent / on_left, on_acked) comes first, the
+  // sprayer's per-plane state interleaved (Turn): a QP of a few planes whose state has
+  // left the caches pays three or four lines for it, not one per array.
+  struct Turn {
+    int64_t wrr = 0;        // smooth weighted round robin state
+    int64_t w = 0;          // current weight of the plane
+    uint32_t inflight = 0;  // data packets in flight on the plane (on_sent / on_left)
+    uint32_t cursor = 0;    // next EV of the plane to try (pick_in_plane)
+  };
   std::vector<Ev> evs_;
-  std::vector<std::pair<uint32_t, uint16_t>> index_;  // (ev, index), sorted by ev
-  std::vector<uint16_t> by_plane_;                    // EV indexes grouped by plane
-  std::vector<uint16_t> bad_;      // indexes of ASSUMED_BAD EVs, ascending (probe order)
-  uint16_t planes_ = 0;            // 1 + highest plane in the set
+  std::vector<uint16_t> by_plane_;  // EV indexes grouped by plane
+  int64_t total_w_ = 0;
+  uint32_t inflight_total_ = 0;
+  uint16_t planes_ = 0;          // 1 + highest plane in the set
+  uint16_t no_weight_ = 0xFFFF;  // bit per plane: its Turn::w is 0
+  uint16_t lossy_ = 0;           // planes whose latest acknowledged-or-lost data packet was lost
   // plane p's EVs: by_plane_[plane_begin_[p], plane_begin_[p+1])
   uint16_t plane_begin_[kMaxPlanes + 1] = {};
-  uint32_t count_[3] = {};         // EVs per EvState
-  uint32_t plane_cursor_[kMaxPlanes] = {};
+  Turn turn_[kMaxPlanes] = {};
+  // The rest: losses, probes, the controller, reset().
+  PathPolicy policy_;
+  std::vector<std::pair<uint32_t, uint16_t>> index_;  // (ev, index), sorted by ev
+  std::vector<uint16_t> bad_;                // indexes of ASSUMED_BAD EVs, ascending (probe order)
+  uint32_t count_[3] = {};                   // EVs per EvState
   uint32_t target_active_[kMaxPlanes] = {};  // active EVs per plane at reset
-  int64_t wrr_current_[kMaxPlanes] = {};     // smooth weighted round robin state
-  int64_t plane_w_[kMaxPlanes] = {};         // current weight of each plane
-  int64_t total_w_ = 0;
-  uint16_t no_weight_ = 0xFFFF;  // bit per plane: plane_w_ is 0
   uint32_t usable_[kMaxPlanes] = {};  // active GOOD EVs per plane
   uint32_t active_[kMaxPlanes] = {};  // active EVs per plane
   bool drained_[kMaxPlanes] = {};
   bool admin_down_[kMaxPlanes] = {};
   uint16_t held_ = 0;           // planes held down by the engine's shared view (bit per plane)
   uint32_t evs_held_ = 0;       // EVs with Ev::held
-  uint16_t lossy_ = 0;          // planes whose latest acknowledged-or-lost data packet was lost
-  uint32_t inflight_[kMaxPlanes] = {};  // data packets in flight per plane (on_sent / on_left)
-  uint32_t inflight_total_ = 0;
   Time plane_probe_sent_[kMaxPlanes] = {};
   bool plane_answered_[kMaxPlanes] = {};
   uint32_t drain_cursor_[kMaxPlanes] = {};

@@ -239,16 +239,17 @@ inline void Core::list_append(Qp& q, uint32_t psn) {
 
 inline void Core::ev_list_append(Qp& q, uint32_t psn) {
   TxPkt& p = q.pkt(psn);
-  EvTx& e = q.evtx[p.path];
+  PathSet::Ev& e = q.paths.tx(p.path);
   p.ev_next = psn;
-  if (e.tail != kNoLink) {
-    p.ev_prev = static_cast<uint32_t>(e.tail);
+  if (e.listed) {
+    p.ev_prev = e.tx_tail;
     q.pkt(p.ev_prev).ev_next = psn;
   } else {
     p.ev_prev = psn;
-    e.head = psn;
+    e.tx_head = psn;
+    e.listed = true;
   }
-  e.tail = psn;
+  e.tx_tail = psn;
 }
 
 [[gnu::always_inline]] inline void Core::list_remove(Qp& q, uint32_t psn) {
@@ -259,17 +260,22 @@ inline void Core::ev_list_append(Qp& q, uint32_t psn) {
   if (first) q.list_head = last ? kNoLink : p.next;
   if (last) q.list_tail = first ? kNoLink : p.prev;
   p.prev = p.next = psn;
-  EvTx& e = q.evtx[p.path];
+  PathSet::Ev& e = q.paths.tx(p.path);
   const bool ev_first = p.ev_prev == psn, ev_last = p.ev_next == psn;
   if (!ev_first) q.pkt(p.ev_prev).ev_next = ev_last ? p.ev_prev : p.ev_next;
   if (!ev_last) q.pkt(p.ev_next).ev_prev = ev_first ? p.ev_next : p.ev_prev;
-  if (ev_first) e.head = ev_last ? kNoLink : p.ev_next;
-  if (ev_last) e.tail = ev_first ? kNoLink : p.ev_prev;
+  if (ev_first && ev_last) {
+    e.listed = false;
+  } else if (ev_first) {
+    e.tx_head = p.ev_next;
+  } else if (ev_last) {
+    e.tx_tail = p.ev_prev;
+  }
   p.ev_prev = p.ev_next = psn;
 }
 
 void Core::ev_list_sync(Qp& q) {
-  q.evtx.assign(q.paths.size(), EvTx{});
+  q.paths.clear_tx();
   q.rack_evs.clear();
   // Relink in sending order (the sent-order list's), so each EV's list keeps it.
   if (q.list_empty()) return;
@@ -353,12 +359,11 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   q.bytes_in_flight += p.len;
   p.plane = static_cast<uint8_t>(q.paths.ev(p.path).path.plane);
   q.paths.on_sent(p.plane);
-  if (q.evtx.empty()) ev_list_sync(q);  // first send (modify_qp keeps it sized to the paths)
   list_append(q, psn);
-  const Path path = q.paths.ev(p.path).path;
-  PathStats& ps = q.path_stats[p.path];
-  ++ps.tx_packets;
-  ps.tx_bytes += p.len;
+  PathSet::Ev& ev = q.paths.tx(p.path);
+  const Path path = ev.path;
+  ++ev.tx_packets;
+  ev.tx_bytes += p.len;
 
   wire::Packet& pk = tx_header(q, wire_kind(w), path.ev, psn, now);
   pk.common.flags =
@@ -473,7 +478,7 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
     p.state = TxPkt::kLost;
     q.bytes_in_flight -= p.len;
     q.paths.on_left(p.plane);
-    ++q.path_stats[p.path].lost;
+    ++q.paths.tx(p.path).lost;
     q.retx.push_back(psn);
     if (why != LossKind::kNoBlame) {  // RACK or RTO: blame the EV (and its plane), tell CC
       q.paths.on_lost(p.path, why == LossKind::kTimeout, now, ev_scratch);
@@ -534,7 +539,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   p.state = TxPkt::kAcked;
   SendWqe& w = p.rsp ? q.rsp.at(p.wqe) : q.sq.at(p.wqe);
   ++w.acked;
-  ++q.path_stats[p.path].acked;
+  ++q.paths.tx(p.path).acked;
   q.paths.on_acked(p.path);
   if (q.health && health.counting(*q.health))
     health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
@@ -542,11 +547,11 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   if (p.xseq > q.rack_xseq) q.rack_xseq = p.xseq;
   // Delivered on its EV: packets sent before it on the same EV are overdue. Only a first
   // transmission says which copy arrived (a resend's ACK may be for the original).
-  if (p.tx_count == 1 && p.path < q.evtx.size()) {
-    EvTx& e = q.evtx[p.path];
+  if (p.tx_count == 1) {
+    PathSet::Ev& e = q.paths.tx(p.path);
     if (p.xseq > e.rack_xseq) {
       e.rack_xseq = p.xseq;
-      if (e.head != kNoLink && q.pkt(static_cast<uint32_t>(e.head)).xseq < p.xseq &&
+      if (e.listed && q.pkt(e.tx_head).xseq < p.xseq &&
           (q.rack_evs.empty() || q.rack_evs.back() != p.path))
         q.rack_evs.push_back(p.path);
     }
@@ -624,11 +629,12 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     }
     q.stats.srtt_ns = static_cast<uint64_t>(q.srtt.count());
     q.stats.min_rtt_ns = static_cast<uint64_t>(q.min_rtt.count());
-    if (echo_path >= 0) q.path_stats[echo_path].rtt_ns = static_cast<uint64_t>(rtt.count());
+    if (echo_path >= 0)
+      q.paths.tx(static_cast<size_t>(echo_path)).rtt_ns = static_cast<uint64_t>(rtt.count());
   }
   const bool ecn = a.ack_flags & wire::ack_flag::kEcnEcho;
   if (echo_path >= 0 && ecn) {
-    ++q.path_stats[echo_path].ecn_marks;
+    ++q.signals(static_cast<uint16_t>(echo_path)).ecn_marks;
     q.paths.on_congestion(static_cast<uint16_t>(echo_path));
   }
   if (q.cc) {
@@ -684,9 +690,9 @@ void Core::detect_losses(Qp& q, Time now) {
   size_t kept = 0;
   for (size_t k = 0; k < q.rack_evs.size(); ++k) {
     const uint16_t ev = q.rack_evs[k];
-    const EvTx& e = q.evtx[ev];
-    while (e.head != kNoLink) {
-      const uint32_t psn = static_cast<uint32_t>(e.head);
+    const PathSet::Ev& e = q.paths.ev(ev);
+    while (e.listed) {
+      const uint32_t psn = e.tx_head;
       const TxPkt& p = q.pkt(psn);
       if (p.xseq >= e.rack_xseq) break;
       const Time deadline = p.sent + q.min_rtt + reo;
@@ -749,7 +755,7 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
     case wire::NackReason::kTrimmed:
     case wire::NackReason::kTrimmedLastHop:
       if (p) {
-        ++q.path_stats[p->path].trims;
+        ++q.paths.tx(p->path).trims;
         q.paths.on_congestion(p->path);
         if (q.cc) q.cc->on_nack_trim(now, p->len);
         mark_lost(q, n.nack_psn, now, now, LossKind::kNoBlame);
