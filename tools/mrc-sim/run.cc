@@ -131,6 +131,16 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
     net.at(f.at, [&fab, f] { apply(f, fab); });
     r.faults.emplace_back(static_cast<double>(f.at.count()) * 1e-9, f.text);
   }
+  const Duration first = kFirstRtts * ec.base_rtt;
+  r.first_s = static_cast<double>(first.count()) * 1e-9;
+  bool first_taken = false;
+  const auto take_first = [&] {
+    first_taken = true;
+    r.first_trims = traffic.trims_seen();
+    r.first_retransmits = traffic.qp_totals().tx_retransmits;
+    for (sim::LinkId l = 0; l < net.link_count(); ++l) r.first_drops += net.link_stats(l).dropped();
+  };
+  net.at(Time{0} + first, take_first);
   r.interval_s = o.interval_s > 0 ? o.interval_s : std::max(ideal_s / 100, 1e-6);
   const Duration interval{std::max<int64_t>(1, std::llround(r.interval_s * 1e9))};
   sim::GoodputMeter meter(
@@ -162,6 +172,7 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   }
   if (printed && tty) std::fprintf(stderr, "\n");
   meter.stop();
+  if (!first_taken) take_first();  // done within the span: all of it was the first RTTs
 
   r.traffic = traffic.stats();
   r.finished = r.traffic.verified == r.traffic.messages;
