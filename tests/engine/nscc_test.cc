@@ -245,6 +245,23 @@ TEST(Nscc, DelayDecrease_NotWhenEcnMarksOrDelayDips) {
   }
 }
 
+// delay_decrease = 0 (NsccConfig): a standing queue without marks is fair increase, as in
+// UEC 1.0, and the window never shrinks.
+TEST(Nscc, DelayDecrease_OffLeavesUecFairIncrease) {
+  NsccConfig c = only_the_rule();
+  c.delay_decrease = 0;
+  Nscc n = with_headroom(c);
+  const uint64_t w0 = n.cwnd();
+  double t = 0;
+  for (int i = 0; i < 2000; ++i) {
+    n.on_ack(at_us(t), kMtu, kBase + 3 * kTarget, false, 100000);
+    t += 1;
+  }
+  EXPECT_EQ(n.stats().delay_decreases, 0u);
+  EXPECT_EQ(n.stats().fair_increases, 2000u);
+  EXPECT_GT(n.cwnd(), w0);
+}
+
 TEST(Nscc, HoldOnEcnBelowTarget) {
   NsccConfig c;
   c.eta = 0;  // no periodic bonus, so a hold is visible as "no change"

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 
+#include "engine/policy.h"
 #include "io/sim/fabric.h"
 #include "sink.h"
 #include "testing/goodput.h"
@@ -123,6 +124,10 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   tc.attr.retry_cnt_linear = 7;
   tc.attr.retry_cnt_exp = 7;
   tc.seed = o.seed;
+  if (!o.delay_decrease) {  // the engines' own constants, as a profile, with the rule off
+    tc.attr.cc = engine::effective_cc(ec, o.mtu);
+    if (tc.attr.cc) tc.attr.cc->delay_decrease = 0;
+  }
   Traffic traffic(tb, w, sink, source, src_off, tc);
   traffic.start();
 
@@ -197,6 +202,9 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
     r.ev_holds += tb.engine(h).stats().ev_holds;
   }
   r.trims = traffic.trims_seen();
+  const Traffic::CcCuts cuts = traffic.cc_cuts();
+  r.cc_decreases = cuts.ecn;
+  r.cc_delay_decreases = cuts.delay;
   std::vector<uint8_t> egress(net.link_count(), 0);
   for (uint32_t h = 0; h < w.spec.hosts; ++h)
     for (uint16_t p = 0; p < o.planes; ++p) egress[fab.host_link(h, p, sim::Dir::kUp)] = 1;

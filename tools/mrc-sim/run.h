@@ -36,7 +36,8 @@ struct RunResult {
   uint64_t ev_holds = 0;           // EV values held down by the engines' shared path health
   uint64_t max_queue_bytes = 0;    // deepest switch egress queue
   uint64_t trims_by_tier[3] = {};  // packets trimmed on T0->T1, T1->T0, T0->host links
-  uint64_t drops = 0;              // datagrams dropped in the fabric (queue, down, loss)
+  uint64_t cc_decreases = 0, cc_delay_decreases = 0;  // NSCC window cuts: ECN, delay-based
+  uint64_t drops = 0;  // datagrams dropped in the fabric (queue, down, loss)
   // The first round trips: what the flows' starting windows cost before NSCC can have reacted
   // to anything (kFirstRtts x the engines' base RTT from the start; an incast's first burst).
   double first_s = 0;  // the span, s

@@ -42,7 +42,7 @@ NsccConfig NsccConfig::defaults(uint64_t nic_bps, Duration base_rtt, uint32_t mt
   c.fi_scale = 0.25 * a;
   c.gamma = 0.8;
   c.max_md_jump = 0.5;
-  c.max_cwnd = saturate_u32(1.5 * bdp);
+  c.max_cwnd = saturate_u32(kNsccMaxWndBdps * bdp);
   c.qa_gate = 3;
   c.qa_threshold = saturate_u32(4.0 * c.target_delay);
   c.alpha = nscc_alpha(mtu, bdp, c.target_delay);
@@ -77,8 +77,9 @@ void Nscc::set_config(const NsccConfig& config, NsccBase base) {
   base_ = base;
   max_wnd_ = std::max<double>(config.max_cwnd, mtu_);
   floor_ = std::min<double>(std::max<double>(config.cwnd_floor, mtu_), max_wnd_);
-  alpha_ = config.alpha > 0 ? config.alpha
-                            : nscc_alpha(mtu_, config.max_cwnd / 1.5, config.target_delay);
+  alpha_ = config.alpha > 0
+               ? config.alpha
+               : nscc_alpha(mtu_, config.max_cwnd / kNsccMaxWndBdps, config.target_delay);
   if (cwnd_ > 0) set_cwnd(cwnd_);
 }
 
@@ -134,7 +135,7 @@ void Nscc::on_ack(Time now, uint64_t newly_acked_bytes, Duration rtt_sample, boo
   if (!ecn_ce && delay >= target) {
     ++stats_.fair_increases;
     inc_bytes_ += config_.fi * static_cast<double>(newly_acked_bytes);
-    delay_decrease(now, newly_acked_bytes, delay, rtt_sample);
+    if (config_.delay_decrease != 0) delay_decrease(now, newly_acked_bytes, delay, rtt_sample);
   } else if (!ecn_ce) {
     ++stats_.proportional_increases;
     proportional_increase(newly_acked_bytes, delay);

@@ -79,6 +79,8 @@ inline constexpr Duration kNsccFastIncreaseDelay = std::chrono::microseconds{1};
 inline constexpr uint64_t kNsccReferenceBdp = 150000;
 /// The UEC reference RTT, ns: the one definition of the 12 us default (policy.h kBaseRttStart).
 inline constexpr uint32_t kNsccReferenceRttNs = 12000;
+/// UEC MaxWnd in BDPs: max_cwnd = 1.5 x BDP (defaults(); a max_cwnd / 1.5 is the BDP).
+inline constexpr double kNsccMaxWndBdps = 1.5;
 
 /// OCP MRC `struct mrc_ctl_cc_nscc_cfg`, field for field (same names, order, units: ns and
 /// bytes; OCP's float constants widened to double), plus `alpha`, which OCP leaves to the
@@ -108,6 +110,9 @@ struct NsccConfig {
   // goes below max(MTU, cwnd_floor); 0 = MTU.
   uint32_t init_cwnd = 0;
   uint32_t cwnd_floor = 0;
+  // Not in the OCP struct: non-zero runs the delay-based decrease (above; not in UEC 1.0).
+  // 0 leaves a standing queue without CE marks to fair increase, as UEC does.
+  uint8_t delay_decrease = 1;
 
   /// Every constant from the link: BDP = nic_bps / 8 x base_rtt; target = 0.75 base_rtt with
   /// trimming, 1.0 without; the rest as in the field comments. base_rtt must be > 0 here (it
