@@ -68,6 +68,7 @@ Nscc::Nscc(const NsccConfig& config, uint32_t mtu, NsccBase base) : mtu_(mtu) {
   set_config(config, base);
   cwnd_ = config.init_cwnd > 0 ? std::clamp<double>(config.init_cwnd, floor_, max_wnd_) : max_wnd_;
   stats_.min_cwnd = cwnd();
+  start_left_ = cwnd();
 }
 
 void Nscc::set_config(const NsccConfig& config, NsccBase base) {
@@ -121,6 +122,10 @@ void Nscc::on_ack(Time now, uint64_t newly_acked_bytes, Duration rtt_sample, boo
   bytes_ignored_ += newly_acked_bytes;
   received_bytes_ += newly_acked_bytes;
   achieved_bytes_ += newly_acked_bytes;
+  if (starting_) {
+    start_left_ -= std::min(start_left_, newly_acked_bytes);
+    starting_ = start_left_ > 0;
+  }
   if (rtt_sample <= Duration{0}) return;
   ++stats_.acks;
 
@@ -151,18 +156,25 @@ void Nscc::on_ack(Time now, uint64_t newly_acked_bytes, Duration rtt_sample, boo
   }
 }
 
-void Nscc::on_nack_trim(Time now, uint32_t bytes) {
+void Nscc::on_nack_trim(Time now, uint32_t bytes, uint64_t bytes_in_flight) {
   start(now);
   ++stats_.trims;
-  last_in_flight_ -= std::min<uint64_t>(last_in_flight_, bytes);
+  last_in_flight_ = bytes_in_flight;
   const Duration configured{config_.base_rtt};
   update_delay(configured.count() != 0 ? configured : base_rtt());
   bytes_ignored_ += bytes;
   trigger_qa_ = true;
+  if (starting_) end_start(last_in_flight_);
   // UEC passes the trim to quick adapt as an ECN-marked loss with no delay sample.
   if (!quick_adapt(now, /*is_loss=*/true, /*ecn_ce=*/true, Duration{0})) {
     set_cwnd(cwnd_ - bytes);
   }
+}
+
+void Nscc::end_start(uint64_t in_flight) {
+  starting_ = false;
+  ++stats_.start_exits;
+  set_cwnd(std::min(cwnd_, static_cast<double>(in_flight)));
 }
 
 void Nscc::on_loss(Time now) {
