@@ -160,6 +160,24 @@ void figures(const char* name, const std::string& line) {
   ::testing::Test::RecordProperty(name, line);
 }
 
+/// The figures of an incast whose QP i sends from host i and is metered by ms[i]: each QP's
+/// goodput over [from, end) (bits/s), their sum and Jain's index, and the senders' RTOs.
+struct IncastShares {
+  std::vector<double> rates;
+  double total = 0, jain = 0;
+  uint64_t rtos = 0;
+};
+IncastShares incast_shares(FaultRun& r, const std::vector<GoodputMeter*>& ms, Time from, Time end) {
+  IncastShares s;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    s.rates.push_back(ms[i]->rate_bps(from, end));
+    s.total += s.rates.back();
+    s.rtos += r.tb.engine(i).qp_stats(r.pairs[i].a)->rto_fired;
+  }
+  s.jain = jain_fairness(s.rates);
+  return s;
+}
+
 TEST(Multipath, Healthy_GoodputNearAggregate) {
   const double g = healthy_bps();
   figures("healthy", "goodput " + std::to_string(g / 1e9) +
@@ -357,22 +375,17 @@ TEST(Multipath, Incast8To1WithTrimming_NoTimeoutsFairAndFull) {
   const Time from{50ms}, end{300ms};
   r.run_until(end);
   r.expect_clean();
-  std::vector<double> rates;
-  double total = 0;
-  uint64_t rtos = 0, trims = 0;
-  for (size_t i = 0; i < 8; ++i) {
-    rates.push_back(ms_[i]->rate_bps(from, end));
-    total += rates.back();
-    rtos += r.tb.engine(i).qp_stats(r.pairs[i].a)->rto_fired;
+  const IncastShares sh = incast_shares(r, ms_, from, end);
+  uint64_t trims = 0;
+  for (size_t i = 0; i < 8; ++i)
     for (auto& p : r.tb.engine(i).path_stats(r.pairs[i].a)) trims += p.trims;
-  }
-  const double jain = jain_fairness(rates);
-  figures("incast_8to1", "bottleneck goodput " + std::to_string(total / kAggregateBps) +
-                             " of its rate; Jain " + std::to_string(jain) + "; " +
-                             std::to_string(trims) + " trims; " + std::to_string(rtos) + " RTOs");
-  EXPECT_EQ(rtos, 0u);
-  EXPECT_GE(total, 0.9 * kAggregateBps);
-  EXPECT_GE(jain, 0.95);
+  figures("incast_8to1", "bottleneck goodput " + std::to_string(sh.total / kAggregateBps) +
+                             " of its rate; Jain " + std::to_string(sh.jain) + "; " +
+                             std::to_string(trims) + " trims; " + std::to_string(sh.rtos) +
+                             " RTOs");
+  EXPECT_EQ(sh.rtos, 0u);
+  EXPECT_GE(sh.total, 0.9 * kAggregateBps);
+  EXPECT_GE(sh.jain, 0.95);
 }
 
 // The same incast on a fabric whose switches mark no ECN and trim nothing: drop-tail queues of
@@ -457,27 +470,20 @@ TEST(Multipath, Incast8To1_FirstTrimEndsTheStart) {
   const Time from{5ms}, end{30ms};
   r.run_until(end);
   r.expect_clean();
-  std::vector<double> rates;
-  double total = 0;
-  uint64_t rtos = 0, exits = 0;
-  for (size_t i = 0; i < 8; ++i) {
-    rates.push_back(ms_[i]->rate_bps(from, end));
-    total += rates.back();
-    rtos += r.tb.engine(i).qp_stats(r.pairs[i].a)->rto_fired;
-    exits += r.tb.engine(i).cc_stats(r.pairs[i].a)->start_exits;
-  }
-  const double jain = jain_fairness(rates);
+  const IncastShares sh = incast_shares(r, ms_, from, end);
+  uint64_t exits = 0;
+  for (size_t i = 0; i < 8; ++i) exits += r.tb.engine(i).cc_stats(r.pairs[i].a)->start_exits;
   figures("incast_8to1_first_rtts",
           "trimmed in the first 4 base RTTs " + std::to_string(first) + ", in all " +
               std::to_string(trimmed()) + "; " + std::to_string(exits) +
               " starts ended by a trim; bottleneck goodput after 5 ms " +
-              std::to_string(total / kAggregateBps) + "; Jain " + std::to_string(jain) + "; " +
-              std::to_string(rtos) + " RTOs");
+              std::to_string(sh.total / kAggregateBps) + "; Jain " + std::to_string(sh.jain) +
+              "; " + std::to_string(sh.rtos) + " RTOs");
   EXPECT_EQ(exits, 8u);  // each QP's first window was cut short, once
   EXPECT_LT(first, 540u * 8 / 10);
-  EXPECT_EQ(rtos, 0u);
-  EXPECT_GE(total, 0.9 * kAggregateBps);
-  EXPECT_GE(jain, 0.95);
+  EXPECT_EQ(sh.rtos, 0u);
+  EXPECT_GE(sh.total, 0.9 * kAggregateBps);
+  EXPECT_GE(sh.jain, 0.95);
 }
 
 }  // namespace
