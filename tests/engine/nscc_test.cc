@@ -120,6 +120,36 @@ TEST(Nscc, Start_AtInitCwnd_NeverBelowFloor) {
   EXPECT_EQ(Nscc(c, kMtu).cwnd(), 225000u);
 }
 
+// The first trim within the first window cuts cwnd to what is in flight (then takes the
+// trimmed packet off, as every trim does); later trims take one packet each.
+TEST(Nscc, Start_FirstTrimCutsTheWindowToWhatIsInFlight) {
+  Nscc n(NsccConfig{}, kMtu);
+  double t = 0;
+  ack_bytes(n, &t, 10 * kMtu, kBase, false, kAckGapUs, 150000);
+  ASSERT_EQ(n.cwnd(), 225000u);  // still the start: nothing cut, too little acked to grow
+  n.on_nack_trim(at_us(t), kMtu, 120000);
+  EXPECT_EQ(n.stats().start_exits, 1u);
+  EXPECT_EQ(n.cwnd(), 120000u - kMtu);
+  n.on_nack_trim(at_us(t + 0.1), kMtu, 100000);
+  EXPECT_EQ(n.stats().start_exits, 1u);
+  EXPECT_EQ(n.cwnd(), 120000u - 2 * kMtu);
+}
+
+// Once a window's worth of bytes is acked the start is over: a trim takes one packet. CE
+// marks, even above target, never end the start.
+TEST(Nscc, Start_OverAfterAWindowAcked_CeMarksDoNotEndIt) {
+  Nscc n(NsccConfig{}, kMtu);
+  double t = 0;
+  ack_bytes(n, &t, 20 * kMtu, kBase + 2 * kTarget, true, kAckGapUs, 10000);
+  EXPECT_EQ(n.stats().start_exits, 0u);
+  EXPECT_GT(n.cwnd(), 10000u);
+  ack_bytes(n, &t, 40 * kMtu, kBase, false, kAckGapUs);  // 60 MTU > 225,000 bytes in all
+  const uint64_t w0 = n.cwnd();
+  n.on_nack_trim(at_us(t), kMtu, 50000);
+  EXPECT_EQ(n.stats().start_exits, 0u);
+  EXPECT_EQ(n.cwnd(), w0 - kMtu);
+}
+
 TEST(Nscc, ProportionalIncreaseBelowTarget) {
   Nscc n = with_headroom();
   const uint64_t w0 = n.cwnd();
@@ -245,6 +275,23 @@ TEST(Nscc, DelayDecrease_NotWhenEcnMarksOrDelayDips) {
   }
 }
 
+// delay_decrease = 0 (NsccConfig): a standing queue without marks is fair increase, as in
+// UEC 1.0, and the window never shrinks.
+TEST(Nscc, DelayDecrease_OffLeavesUecFairIncrease) {
+  NsccConfig c = only_the_rule();
+  c.delay_decrease = 0;
+  Nscc n = with_headroom(c);
+  const uint64_t w0 = n.cwnd();
+  double t = 0;
+  for (int i = 0; i < 2000; ++i) {
+    n.on_ack(at_us(t), kMtu, kBase + 3 * kTarget, false, 100000);
+    t += 1;
+  }
+  EXPECT_EQ(n.stats().delay_decreases, 0u);
+  EXPECT_EQ(n.stats().fair_increases, 2000u);
+  EXPECT_GT(n.cwnd(), w0);
+}
+
 TEST(Nscc, HoldOnEcnBelowTarget) {
   NsccConfig c;
   c.eta = 0;  // no periodic bonus, so a hold is visible as "no change"
@@ -308,9 +355,9 @@ TEST(Nscc, TrimRemovesOnePacket) {
   double t = 0;
   ack_bytes(n, &t, 64 * kMtu, kBase, false, kAckGapUs);  // quick adapt armed, plenty achieved
   const uint64_t w0 = n.cwnd();
-  n.on_nack_trim(at_us(t), kMtu);
+  n.on_nack_trim(at_us(t), kMtu, 100000);
   EXPECT_EQ(n.cwnd(), w0 - kMtu);
-  n.on_nack_trim(at_us(t + 0.1), 1000);  // the trimmed packet's nominal size
+  n.on_nack_trim(at_us(t + 0.1), 1000, 100000);  // the trimmed packet's nominal size
   EXPECT_EQ(n.cwnd(), w0 - kMtu - 1000);
   EXPECT_EQ(n.stats().trims, 2u);
   EXPECT_EQ(n.stats().quick_adapts, 0u);
@@ -319,7 +366,7 @@ TEST(Nscc, TrimRemovesOnePacket) {
 
 TEST(Nscc, TrimFeedsOneBaseRttOfDelayToTheAverage) {
   Nscc n(NsccConfig{}, kMtu);
-  n.on_nack_trim(at_us(0), kMtu);
+  n.on_nack_trim(at_us(0), kMtu, 100000);
   EXPECT_EQ(n.avg_delay(), Duration{static_cast<int64_t>(0.0125 * 12000)});
 }
 
@@ -406,7 +453,7 @@ TEST(Nscc, QuickAdaptNotWhenAchievedAboveGate) {
 TEST(Nscc, QuickAdaptOnTrimWhenStalled) {
   Nscc n(NsccConfig{}, kMtu);
   n.on_ack(at_us(0), kMtu, kBase, false, 200000);  // arms; nothing else arrives
-  n.on_nack_trim(at_us(22), kMtu);                 // a trim at the end of the period
+  n.on_nack_trim(at_us(22), kMtu, 200000);         // a trim at the end of the period
   EXPECT_EQ(n.stats().quick_adapts, 1u);
   EXPECT_EQ(n.cwnd(), kMtu);  // nothing achieved: floor of one MTU
 }
@@ -428,7 +475,7 @@ TEST(Nscc, WindowStaysWithinMtuAndMaxCwnd) {
     const uint64_t r = next();
     switch (r % 8) {
       case 0:
-        n.on_nack_trim(at_us(t), kMtu);
+        n.on_nack_trim(at_us(t), kMtu, 100000);
         break;
       case 1:
         if (r % 64 == 1) n.on_loss(at_us(t));
@@ -610,7 +657,7 @@ struct ToyNet {
       if (e.sent >= 0) {
         fl.in_flight -= kMtu;
         if (e.trimmed) {
-          fl.cc.on_nack_trim(now, kMtu);
+          fl.cc.on_nack_trim(now, kMtu, fl.in_flight);
         } else if (e.lost) {
           fl.cc.on_loss(now);
         } else {

@@ -49,6 +49,14 @@ TEST(ParseCli, TransportsAndSizes) {
   EXPECT_EQ(o.msg_bytes, 1u << 20);
 }
 
+TEST(ParseCli, DelayDecreaseOnUnlessSwitchedOff) {
+  Options o;
+  ASSERT_EQ(parse({}, &o).first, ParseOutcome::kRun);
+  EXPECT_TRUE(o.delay_decrease);
+  ASSERT_EQ(parse({"--no-delay-decrease"}, &o).first, ParseOutcome::kRun);
+  EXPECT_FALSE(o.delay_decrease);
+}
+
 TEST(ParseCli, BadInputIsNamed) {
   EXPECT_TRUE(bad_with({"--pattern", "broadcast"}, "--pattern 'broadcast'"));
   EXPECT_TRUE(bad_with({"--transport", "mrc,roce"}, "--transport 'roce'"));

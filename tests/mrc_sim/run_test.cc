@@ -170,5 +170,45 @@ TEST(Run, SameSeedSameRunOtherSeedOtherRun) {
   EXPECT_NE(a.fct_s, c.fct_s);
 }
 
+// The first-round-trip counters: 7 senders into host 0's two ports, each starting with a window
+// of 1.5 BDP (20 Gb/s x ~43 us x 1.5: ~160 KB), put ~1.1 MB on ports that trim at 128 KiB
+// (drop at 160 KiB for mrc-notrim here) before anything can come back: the first 4 base RTTs
+// hold trims (drops), and no more than the whole run.
+TEST(Run, FirstRttsCountTheIncastsFirstBurst) {
+  Options o = small(Pattern::kIncast, 1 << 20);
+  o.incast_senders = 7;
+  const RunResult r = run(o, Transport::kMrc);
+  expect_verified(r, "mrc");
+  EXPECT_DOUBLE_EQ(r.first_s, kFirstRtts * static_cast<double>(base_rtt(o).count()) * 1e-9);
+  EXPECT_GT(r.first_trims, 0u);
+  EXPECT_LE(r.first_trims, r.trims);
+  EXPECT_LE(r.first_retransmits, r.retransmits);
+  EXPECT_EQ(r.first_drops, 0u);
+  o.buffer_bytes = 160 << 10;
+  const RunResult n = run(o, Transport::kMrcNoTrim);
+  expect_verified(n, "mrc-notrim");
+  EXPECT_EQ(n.first_trims, 0u);
+  EXPECT_GT(n.first_drops, 0u);
+  EXPECT_LE(n.first_drops, n.drops);
+  EXPECT_LE(n.first_retransmits, n.retransmits);
+}
+
+// --no-delay-decrease reaches the engines: on drop-tail ports that mark nothing the decrease
+// fires with it on (the default) and never with it off.
+TEST(Run, NoDelayDecreaseSwitchesTheRuleOff) {
+  Options o = small(Pattern::kIncast, 1 << 20);
+  o.incast_senders = 7;
+  o.buffer_bytes = 256 << 10;
+  o.ecn_bytes = 1 << 30;
+  const RunResult on = run(o, Transport::kMrcNoTrim);
+  expect_verified(on, "on");
+  EXPECT_GT(on.cc_delay_decreases, 0u);
+  EXPECT_EQ(on.cc_decreases, 0u);  // nothing marks
+  o.delay_decrease = false;
+  const RunResult off = run(o, Transport::kMrcNoTrim);
+  expect_verified(off, "off");
+  EXPECT_EQ(off.cc_delay_decreases, 0u);
+}
+
 }  // namespace
 }  // namespace mrc::msim

@@ -122,6 +122,8 @@ ParseOutcome parse_cli(int argc, const char* const* argv, Options& o, std::strin
   app.add_option("--base-rtt-us", o.base_rtt_us,
                  "the engines' base RTT for congestion control, us (default: the fabric's "
                  "unloaded RTT through a spine)");
+  app.add_flag("!--no-delay-decrease", o.delay_decrease,
+               "switch NSCC's delay-based decrease off (an A/B of it; the engines' default is on)");
   app.add_option(
          "--fault", o.faults,
          "'TIME NAME ARGS', repeatable; TIME like 2ms, 300us, 0.01 (s) or 50% (of the "

@@ -40,9 +40,10 @@ struct Options {
   uint32_t window = 0;     // flows in flight per host (0: all at once)
   bool on_demand = false;  // QPs made as flows open, destroyed when done (needs a window)
   uint32_t mtu = 4096;
-  uint32_t mpr = 256;       // max_psn_range; the engine's receive window is sized to it
-  uint8_t timeout = 10;     // ack timeout exponent: 1.024 us x 2^10 ~ 1 ms
-  double base_rtt_us = -1;  // the engines' base RTT (NSCC); -1: base_rtt() of the fabric
+  uint32_t mpr = 256;          // max_psn_range; the engine's receive window is sized to it
+  uint8_t timeout = 10;        // ack timeout exponent: 1.024 us x 2^10 ~ 1 ms
+  double base_rtt_us = -1;     // the engines' base RTT (NSCC); -1: base_rtt() of the fabric
+  bool delay_decrease = true;  // NSCC's delay-based decrease (NsccConfig::delay_decrease)
   // Faults ('TIME NAME ARGS', faults.h) and the run.
   std::vector<std::string> faults;
   uint64_t seed = 1;

@@ -80,6 +80,15 @@ std::string format_table(const Options& o, const std::vector<RunResult>& runs) {
             static_cast<unsigned long long>(r.traffic.error_completions),
             static_cast<unsigned long long>(r.traffic.qp_errors),
             static_cast<unsigned long long>(r.sim_events), r.peak_rss_mib);
+    out +=
+        fmt("  %s: first %d base RTTs (%.3f ms): %llu trims, %llu retransmits, %llu drops; "
+            "NSCC cuts: %llu ECN, %llu delay\n",
+            to_string(r.transport), kFirstRtts, r.first_s * 1e3,
+            static_cast<unsigned long long>(r.first_trims),
+            static_cast<unsigned long long>(r.first_retransmits),
+            static_cast<unsigned long long>(r.first_drops),
+            static_cast<unsigned long long>(r.cc_decreases),
+            static_cast<unsigned long long>(r.cc_delay_decreases));
   }
   if (!runs.empty() && !runs[0].faults.empty()) {
     out += "  faults:";
@@ -126,6 +135,13 @@ std::string to_json(const Options& o, const std::vector<RunResult>& runs) {
     j["ev_changes"] = r.traffic.ev_changes;
     j["max_queue_bytes"] = r.max_queue_bytes;
     j["drops"] = r.drops;
+    j["cc_decreases"] = r.cc_decreases;
+    j["cc_delay_decreases"] = r.cc_delay_decreases;
+    j["first_rtts"] = {{"rtts", kFirstRtts},
+                       {"span_s", r.first_s},
+                       {"trims", r.first_trims},
+                       {"retransmits", r.first_retransmits},
+                       {"drops", r.first_drops}};
     j["data_packets"] = r.data_packets;
     j["fast_losses"] = r.fast_losses;
     j["spurious_losses"] = r.spurious_losses;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 
+#include "engine/policy.h"
 #include "io/sim/fabric.h"
 #include "sink.h"
 #include "testing/goodput.h"
@@ -126,6 +127,10 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   tc.attr.retry_cnt_linear = 7;
   tc.attr.retry_cnt_exp = 7;
   tc.seed = o.seed;
+  if (!o.delay_decrease) {  // the engines' own constants, as a profile, with the rule off
+    tc.attr.cc = engine::effective_cc(ec, o.mtu);
+    if (tc.attr.cc) tc.attr.cc->delay_decrease = 0;
+  }
   Traffic traffic(tb, w, sink, source, src_off, tc);
   traffic.start();
 
@@ -134,6 +139,16 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
     net.at(f.at, [&fab, f] { apply(f, fab); });
     r.faults.emplace_back(static_cast<double>(f.at.count()) * 1e-9, f.text);
   }
+  const Duration first = kFirstRtts * ec.base_rtt;
+  r.first_s = static_cast<double>(first.count()) * 1e-9;
+  bool first_taken = false;
+  const auto take_first = [&] {
+    first_taken = true;
+    r.first_trims = traffic.trims_seen();
+    r.first_retransmits = traffic.qp_totals().tx_retransmits;
+    for (sim::LinkId l = 0; l < net.link_count(); ++l) r.first_drops += net.link_stats(l).dropped();
+  };
+  net.at(Time{0} + first, take_first);
   r.interval_s = o.interval_s > 0 ? o.interval_s : std::max(ideal_s / 100, 1e-6);
   const Duration interval{std::max<int64_t>(1, std::llround(r.interval_s * 1e9))};
   sim::GoodputMeter meter(
@@ -165,6 +180,7 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   }
   if (printed && tty) std::fprintf(stderr, "\n");
   meter.stop();
+  if (!first_taken) take_first();  // done within the span: all of it was the first RTTs
 
   r.traffic = traffic.stats();
   r.finished = r.traffic.verified == r.traffic.messages;
@@ -189,6 +205,9 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
     r.ev_holds += tb.engine(h).stats().ev_holds;
   }
   r.trims = traffic.trims_seen();
+  const Traffic::CcCuts cuts = traffic.cc_cuts();
+  r.cc_decreases = cuts.ecn;
+  r.cc_delay_decreases = cuts.delay;
   std::vector<uint8_t> egress(net.link_count(), 0);
   for (uint32_t h = 0; h < w.spec.hosts; ++h)
     for (uint16_t p = 0; p < o.planes; ++p) egress[fab.host_link(h, p, sim::Dir::kUp)] = 1;

@@ -32,11 +32,16 @@ struct RunResult {
   TrafficStats traffic;
   uint64_t retransmits = 0, rtos = 0, trims = 0, data_packets = 0;
   uint64_t fast_losses = 0, spurious_losses = 0, tail_probes = 0;  // engine loss detection
-  uint64_t plane_holds = 0;  // planes held down by the engines' shared path health
-  uint64_t ev_holds = 0;     // EV values held down by the engines' shared path health
-  uint64_t max_queue_bytes = 0;                                    // deepest switch egress queue
+  uint64_t plane_holds = 0;        // planes held down by the engines' shared path health
+  uint64_t ev_holds = 0;           // EV values held down by the engines' shared path health
+  uint64_t max_queue_bytes = 0;    // deepest switch egress queue
   uint64_t trims_by_tier[3] = {};  // packets trimmed on T0->T1, T1->T0, T0->host links
-  uint64_t drops = 0;              // datagrams dropped in the fabric (queue, down, loss)
+  uint64_t cc_decreases = 0, cc_delay_decreases = 0;  // NSCC window cuts: ECN, delay-based
+  uint64_t drops = 0;  // datagrams dropped in the fabric (queue, down, loss)
+  // The first round trips: what the flows' starting windows cost before NSCC can have reacted
+  // to anything (kFirstRtts x the engines' base RTT from the start; an incast's first burst).
+  double first_s = 0;  // the span, s
+  uint64_t first_trims = 0, first_retransmits = 0, first_drops = 0;
   double sim_wall_s = 0;
   double sim_cpu_s = 0;  // user + system CPU of the process during the run
   uint64_t sim_events = 0;
@@ -47,6 +52,11 @@ struct RunResult {
   std::string failure;  // why the run failed; "" when it passed
   bool ok() const { return failure.empty(); }
 };
+
+/// How many of the engines' base RTTs RunResult::first_* cover: a window of 1.5 BDP takes 1.5
+/// of them to leave the NIC at line rate, the signals it raises one more to come back, and the
+/// resends they cause another.
+inline constexpr int kFirstRtts = 4;
 
 /// The fabric's capacity as Options give it.
 Capacity capacity(const Options& o);

@@ -105,6 +105,10 @@ void Traffic::add_stats(uint32_t h, Qpn q) {
   const Engine& e = tb_.engine(h);
   if (const QpStats* s = e.qp_stats(q)) accumulate(closed_, *s);
   for (const PathStats& p : e.path_stats(q)) closed_trims_ += p.trims;
+  if (const auto cc = e.cc_stats(q)) {
+    closed_cuts_.ecn += cc->decreases;
+    closed_cuts_.delay += cc->delay_decreases;
+  }
 }
 
 void Traffic::finish_message(uint64_t m) {
@@ -297,6 +301,20 @@ uint64_t Traffic::trims_seen() const {
     const Engine& e = tb_.engine(h);
     for (Qpn q = 1; q <= e.max_qpn(); ++q)
       for (const PathStats& p : e.path_stats(q)) n += p.trims;
+  }
+  return n;
+}
+
+Traffic::CcCuts Traffic::cc_cuts() const {
+  CcCuts n = closed_cuts_;
+  for (uint32_t h = 0; h < w_.spec.hosts; ++h) {
+    const Engine& e = tb_.engine(h);
+    for (Qpn q = 1; q <= e.max_qpn(); ++q) {
+      if (const auto cc = e.cc_stats(q)) {
+        n.ecn += cc->decreases;
+        n.delay += cc->delay_decreases;
+      }
+    }
   }
   return n;
 }

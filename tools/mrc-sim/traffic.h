@@ -90,6 +90,11 @@ class Traffic {
   /// Sum over every QP of every host (read at the end).
   engine::QpStats qp_totals() const;
   uint64_t trims_seen() const;  // trim NACKs the senders got, over every EV
+  /// NSCC's window decreases over every QP: ECN (multiplicative) and delay-based.
+  struct CcCuts {
+    uint64_t ecn = 0, delay = 0;
+  };
+  CcCuts cc_cuts() const;
 
  private:
   struct Dir {  // one direction of one QP pair
@@ -115,6 +120,7 @@ class Traffic {
   std::vector<uint8_t> msg_done_;  // bit 0: verified at the receiver, bit 1: send completed
   engine::QpStats closed_;         // of QPs destroyed on demand
   uint64_t closed_trims_ = 0;
+  CcCuts closed_cuts_;  // of QPs destroyed on demand
   uint64_t live_qps_ = 0;
   void on_input(engine::PeerId h);
   void post_messages(Dir& d);

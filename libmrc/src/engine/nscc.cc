@@ -42,7 +42,7 @@ NsccConfig NsccConfig::defaults(uint64_t nic_bps, Duration base_rtt, uint32_t mt
   c.fi_scale = 0.25 * a;
   c.gamma = 0.8;
   c.max_md_jump = 0.5;
-  c.max_cwnd = saturate_u32(1.5 * bdp);
+  c.max_cwnd = saturate_u32(kNsccMaxWndBdps * bdp);
   c.qa_gate = 3;
   c.qa_threshold = saturate_u32(4.0 * c.target_delay);
   c.alpha = nscc_alpha(mtu, bdp, c.target_delay);
@@ -68,6 +68,7 @@ Nscc::Nscc(const NsccConfig& config, uint32_t mtu, NsccBase base) : mtu_(mtu) {
   set_config(config, base);
   cwnd_ = config.init_cwnd > 0 ? std::clamp<double>(config.init_cwnd, floor_, max_wnd_) : max_wnd_;
   stats_.min_cwnd = cwnd();
+  start_left_ = cwnd();
 }
 
 void Nscc::set_config(const NsccConfig& config, NsccBase base) {
@@ -77,8 +78,9 @@ void Nscc::set_config(const NsccConfig& config, NsccBase base) {
   base_ = base;
   max_wnd_ = std::max<double>(config.max_cwnd, mtu_);
   floor_ = std::min<double>(std::max<double>(config.cwnd_floor, mtu_), max_wnd_);
-  alpha_ = config.alpha > 0 ? config.alpha
-                            : nscc_alpha(mtu_, config.max_cwnd / 1.5, config.target_delay);
+  alpha_ = config.alpha > 0
+               ? config.alpha
+               : nscc_alpha(mtu_, config.max_cwnd / kNsccMaxWndBdps, config.target_delay);
   if (cwnd_ > 0) set_cwnd(cwnd_);
 }
 
@@ -120,6 +122,10 @@ void Nscc::on_ack(Time now, uint64_t newly_acked_bytes, Duration rtt_sample, boo
   bytes_ignored_ += newly_acked_bytes;
   received_bytes_ += newly_acked_bytes;
   achieved_bytes_ += newly_acked_bytes;
+  if (starting_) {
+    start_left_ -= std::min(start_left_, newly_acked_bytes);
+    starting_ = start_left_ > 0;
+  }
   if (rtt_sample <= Duration{0}) return;
   ++stats_.acks;
 
@@ -134,7 +140,7 @@ void Nscc::on_ack(Time now, uint64_t newly_acked_bytes, Duration rtt_sample, boo
   if (!ecn_ce && delay >= target) {
     ++stats_.fair_increases;
     inc_bytes_ += config_.fi * static_cast<double>(newly_acked_bytes);
-    delay_decrease(now, newly_acked_bytes, delay, rtt_sample);
+    if (config_.delay_decrease != 0) delay_decrease(now, newly_acked_bytes, delay, rtt_sample);
   } else if (!ecn_ce) {
     ++stats_.proportional_increases;
     proportional_increase(newly_acked_bytes, delay);
@@ -150,18 +156,25 @@ void Nscc::on_ack(Time now, uint64_t newly_acked_bytes, Duration rtt_sample, boo
   }
 }
 
-void Nscc::on_nack_trim(Time now, uint32_t bytes) {
+void Nscc::on_nack_trim(Time now, uint32_t bytes, uint64_t bytes_in_flight) {
   start(now);
   ++stats_.trims;
-  last_in_flight_ -= std::min<uint64_t>(last_in_flight_, bytes);
+  last_in_flight_ = bytes_in_flight;
   const Duration configured{config_.base_rtt};
   update_delay(configured.count() != 0 ? configured : base_rtt());
   bytes_ignored_ += bytes;
   trigger_qa_ = true;
+  if (starting_) end_start(last_in_flight_);
   // UEC passes the trim to quick adapt as an ECN-marked loss with no delay sample.
   if (!quick_adapt(now, /*is_loss=*/true, /*ecn_ce=*/true, Duration{0})) {
     set_cwnd(cwnd_ - bytes);
   }
+}
+
+void Nscc::end_start(uint64_t in_flight) {
+  starting_ = false;
+  ++stats_.start_exits;
+  set_cwnd(std::min(cwnd_, static_cast<double>(in_flight)));
 }
 
 void Nscc::on_loss(Time now) {

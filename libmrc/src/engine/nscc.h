@@ -61,8 +61,21 @@
 // at a fifth of its ceiling for hundreds of RTTs (mrc-sim permutation, perf/RESULTS.md).
 //
 // The window always stays within [max(MTU, cwnd_floor), max(max_cwnd, MTU)]; it starts at
-// init_cwnd when set, else at the top (UEC: cwnd =
-// MaxWnd). Constants are float parameters as in the OCP struct; see NsccConfig::defaults().
+// init_cwnd when set, else at the top (UEC: cwnd = MaxWnd, 1.5 BDP).
+//
+// Start (not in UEC 1.0): a QP that starts knows nothing of the queues on its path, and K QPs
+// that start together into one port (an incast) put K x their window on it at once. At line
+// rate a 1.5 BDP window takes 1.5 base RTTs to leave the NIC, while a trimmed header comes
+// back within about one bare round trip, so the tail of the first window can still be held
+// back. Until a window's worth of bytes (the starting cwnd) has been acked, the first trim
+// ends the start: cwnd is cut to what is in flight (never raised; at least the floor), so
+// nothing more of the first window goes out until ACKs make room, and the UEC rules go on from
+// there. Only a trim: a port that trims has a full queue, whereas a CE mark below target is a
+// collision on a sprayed path (left to path selection) and one above target comes back too
+// late to hold anything (mrc-sim: drops unchanged, completion worse; perf/RESULTS.md). A QP
+// that sees no trim keeps its whole first window. Counted in NsccStats::start_exits.
+//
+// Constants are float parameters as in the OCP struct; see NsccConfig::defaults().
 #pragma once
 
 #include <cstdint>
@@ -79,6 +92,8 @@ inline constexpr Duration kNsccFastIncreaseDelay = std::chrono::microseconds{1};
 inline constexpr uint64_t kNsccReferenceBdp = 150000;
 /// The UEC reference RTT, ns: the one definition of the 12 us default (policy.h kBaseRttStart).
 inline constexpr uint32_t kNsccReferenceRttNs = 12000;
+/// UEC MaxWnd in BDPs: max_cwnd = 1.5 x BDP (defaults(); a max_cwnd / 1.5 is the BDP).
+inline constexpr double kNsccMaxWndBdps = 1.5;
 
 /// OCP MRC `struct mrc_ctl_cc_nscc_cfg`, field for field (same names, order, units: ns and
 /// bytes; OCP's float constants widened to double), plus `alpha`, which OCP leaves to the
@@ -108,6 +123,9 @@ struct NsccConfig {
   // goes below max(MTU, cwnd_floor); 0 = MTU.
   uint32_t init_cwnd = 0;
   uint32_t cwnd_floor = 0;
+  // Not in the OCP struct: non-zero runs the delay-based decrease (above; not in UEC 1.0).
+  // 0 leaves a standing queue without CE marks to fair increase, as UEC does.
+  uint8_t delay_decrease = 1;
 
   /// Every constant from the link: BDP = nic_bps / 8 x base_rtt; target = 0.75 base_rtt with
   /// trimming, 1.0 without; the rest as in the field comments. base_rtt must be > 0 here (it
@@ -140,6 +158,7 @@ struct NsccStats {
   uint64_t trims = 0;                   // on_nack_trim calls
   uint64_t losses = 0;                  // on_loss calls
   uint64_t losses_undone = 0;           // on_spurious_loss calls
+  uint64_t start_exits = 0;             // first windows cut short by a trim (Start above)
   uint64_t cwnd = 0;
   uint64_t min_cwnd = 0;  // smallest window so far
   uint64_t increases() const { return proportional_increases + fair_increases; }
@@ -172,8 +191,9 @@ class Nscc {
   /// what is still in flight after this ACK.
   void on_ack(Time now, uint64_t newly_acked_bytes, Duration rtt_sample, bool ecn_ce,
               uint64_t bytes_in_flight);
-  /// A packet of `bytes` (nominal size) was trimmed and NACKed.
-  void on_nack_trim(Time now, uint32_t bytes);
+  /// A packet of `bytes` (nominal size) was trimmed and NACKed; `bytes_in_flight` is what is
+  /// still in flight without it.
+  void on_nack_trim(Time now, uint32_t bytes, uint64_t bytes_in_flight);
   /// A packet was declared lost (RTO or inferred): cwnd loses one MTU.
   void on_loss(Time now);
   /// A packet declared lost (on_loss) was acknowledged after all (a spurious loss: it was
@@ -205,6 +225,7 @@ class Nscc {
   void fulfill_adjustment(Time now);
   void update_delay(Duration delay);
   void set_cwnd(double bytes);
+  void end_start(uint64_t in_flight);
 
   NsccConfig config_;
   uint32_t mtu_;
@@ -226,6 +247,8 @@ class Nscc {
   uint64_t last_in_flight_ = 0;  // latest bytes_in_flight reported (quick adapt's ignore span)
   uint64_t standing_bytes_ = 0;  // acked in a row with delay >= target and no CE
   Duration standing_min_{};      // smallest delay of that run
+  uint64_t start_left_ = 0;      // bytes still to be acked before the start is over
+  bool starting_ = true;         // the first window: see "Start" above
   bool increase_mode_ = false;   // fast increase running
   bool trigger_qa_ = false;      // a trim since the last quick adapt
   bool started_ = false;         // the time fields below are set

@@ -757,7 +757,9 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
       if (p) {
         ++q.paths.tx(p->path).trims;
         q.paths.on_congestion(p->path);
-        if (q.cc) q.cc->on_nack_trim(now, p->len);
+        if (q.cc)
+          q.cc->on_nack_trim(now, p->len,
+                             q.bytes_in_flight - (p->state == TxPkt::kInFlight ? p->len : 0));
         mark_lost(q, n.nack_psn, now, now, LossKind::kNoBlame);
       }
       break;

@@ -87,7 +87,7 @@ Testbed::QpPair Testbed::connect(PeerId a, PeerId b, std::span<const engine::Pat
     Engine& e = engine(ends[i]);
     QpAttr at = attr;
     at.state = QpState::kInit;
-    must(e.modify_qp(qpn[i], at, attr::kState), "modify_qp INIT");
+    must(e.modify_qp(qpn[i], at, attr::kState | (attr.cc ? attr::kCc : 0u)), "modify_qp INIT");
     at.state = QpState::kRtr;
     at.peer = ends[1 - i];
     at.dest_qpn = qpn[1 - i];

@@ -34,7 +34,8 @@ class Testbed {
   };
   /// Creates a QP on each host and brings both to RTS, sending on `paths`
   /// (the same EVs both ways). `attr` supplies mtu, timeout, retry counts,
-  /// rnr_retry, max_psn_range, backup_paths and path_policy; states, PSNs,
+  /// rnr_retry, max_psn_range, backup_paths, path_policy and cc (a CC profile, when set: the
+  /// window starts with it at RTS); states, PSNs,
   /// destinations and tokens are filled in here. The pair's `a` is on host a. Aborts on failure
   /// (set-up code, not the system under test).
   QpPair connect(PeerId a, PeerId b, std::span<const engine::Path> paths,
