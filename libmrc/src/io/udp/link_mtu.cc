@@ -71,27 +71,16 @@ uint32_t payload_for_link(uint32_t link_mtu, bool ipv4) {
 }
 
 Result<uint32_t, std::string> link_mtu(const sockaddr_in6& local) {
-  if (local.sin6_scope_id != 0 && !wildcard(local)) {
-    char name[IF_NAMESIZE] = {};
-    if (::if_indextoname(local.sin6_scope_id, name) == nullptr)
-      return Err(text(local) + ": no interface with index " + std::to_string(local.sin6_scope_id));
-    return mtu_of(name);
+  if (!wildcard(local)) {
+    auto name = link_interface(local);
+    if (!name.ok()) return Err(name.error());
+    return mtu_of(name->c_str());
   }
   ifaddrs* all = nullptr;
   if (::getifaddrs(&all) != 0) return Err(text(local) + ": getifaddrs: " + std::strerror(errno));
-  const bool any = wildcard(local);
-  std::string found, lo_name;
   uint32_t smallest = 0, loopback = 0;
   for (ifaddrs* i = all; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP)) continue;
-    if ((i->ifa_flags & IFF_LOOPBACK) && lo_name.empty()) lo_name = i->ifa_name;
-    if (!any) {
-      if (same_address(i->ifa_addr, local)) {
-        found = i->ifa_name;
-        break;
-      }
-      continue;
-    }
     auto m = mtu_of(i->ifa_name);
     if (!m.ok()) continue;
     if (i->ifa_flags & IFF_LOOPBACK)
@@ -100,14 +89,34 @@ Result<uint32_t, std::string> link_mtu(const sockaddr_in6& local) {
       smallest = *m;
   }
   ::freeifaddrs(all);
-  if (any) {
-    if (smallest == 0 && loopback == 0) return Err(text(local) + ": no interface is up");
-    return smallest != 0 ? smallest : loopback;
+  if (smallest == 0 && loopback == 0) return Err(text(local) + ": no interface is up");
+  return smallest != 0 ? smallest : loopback;
+}
+
+Result<std::string, std::string> link_interface(const sockaddr_in6& local) {
+  if (wildcard(local)) return Err(text(local) + ": a wildcard address is on no one interface");
+  if (local.sin6_scope_id != 0) {
+    char name[IF_NAMESIZE] = {};
+    if (::if_indextoname(local.sin6_scope_id, name) == nullptr)
+      return Err(text(local) + ": no interface with index " + std::to_string(local.sin6_scope_id));
+    return std::string(name);
   }
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return Err(text(local) + ": getifaddrs: " + std::strerror(errno));
+  std::string found, lo_name;
+  for (ifaddrs* i = all; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP)) continue;
+    if ((i->ifa_flags & IFF_LOOPBACK) && lo_name.empty()) lo_name = i->ifa_name;
+    if (same_address(i->ifa_addr, local)) {
+      found = i->ifa_name;
+      break;
+    }
+  }
+  ::freeifaddrs(all);
   // 127.0.0.0/8 is the loopback's without being on it address by address.
   if (found.empty() && loopback_address(local)) found = lo_name;
   if (found.empty()) return Err(text(local) + ": no interface holds this address");
-  return mtu_of(found.c_str());
+  return found;
 }
 
 }  // namespace mrc::io

@@ -33,4 +33,9 @@ uint32_t payload_for_link(uint32_t link_mtu, bool ipv4);
 /// else is). Errors name the address.
 Result<uint32_t, std::string> link_mtu(const sockaddr_in6& local);
 
+/// Name of the one interface holding `local` (as link_mtu finds it: a scope id names it, any
+/// loopback address is the loopback's). Errors: a wildcard address (no one interface), no
+/// interface holds it.
+Result<std::string, std::string> link_interface(const sockaddr_in6& local);
+
 }  // namespace mrc::io
