@@ -20,6 +20,9 @@
 
 namespace mrc::io {
 
+/// `a`'s address as text (IPv6 literal, IPv4-mapped as ::ffff:a.b.c.d), for messages.
+std::string address_text(const sockaddr_in6& a);
+
 /// IP + UDP + MRC data header bytes around a payload: 120 (IPv6), 100 (IPv4).
 uint32_t payload_overhead(bool ipv4);
 

@@ -5,7 +5,6 @@
 #include <net/if.h>
 #include <linux/if.h>
 // clang-format on
-#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -22,12 +21,6 @@
 
 namespace mrc::io {
 namespace {
-
-std::string text(const sockaddr_in6& a) {
-  char s[INET6_ADDRSTRLEN] = "?";
-  ::inet_ntop(AF_INET6, &a.sin6_addr, s, sizeof s);
-  return s;
-}
 
 bool same(const sockaddr_in6& a, const sockaddr_in6& b) {
   return std::memcmp(&a.sin6_addr, &b.sin6_addr, sizeof(in6_addr)) == 0 &&
@@ -68,7 +61,7 @@ std::unique_ptr<LinkWatch> LinkWatch::create(std::span<const sockaddr_in6> local
   w->up_.assign(locals.size(), true);
   bool any = false;
   for (size_t p = 0; p < locals.size(); ++p) {
-    const std::string plane = "plane " + std::to_string(p) + " " + text(locals[p]);
+    const std::string plane = "plane " + std::to_string(p) + " " + address_text(locals[p]);
     bool shared = false;
     for (size_t q = 0; q < locals.size(); ++q)
       shared = shared || (q != p && same(locals[p], locals[q]));
