@@ -139,8 +139,13 @@ std::vector<LinkWatch::Change> LinkWatch::read() {
   for (;;) {
     const ssize_t n = ::recv(fd(), buf.data(), buf.size(), MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == ENOBUFS) {  // events were dropped: the state now, then go on
-      for (const Change& c : reread()) out.push_back(c);
+    if (n < 0 && errno == ENOBUFS) {
+      // Events were dropped: ask for every link's state; the answers come on this socket,
+      // in the socket's namespace (this thread may be in another), and are read as events.
+      // A dump already running answers EBUSY: its answers will do.
+      ifinfomsg all{};
+      all.ifi_family = AF_UNSPEC;
+      (void)nl_send_simple(sk_, RTM_GETLINK, NLM_F_DUMP, &all, sizeof all);
       continue;
     }
     if (n <= 0) break;

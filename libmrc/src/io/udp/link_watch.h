@@ -61,7 +61,8 @@ class LinkWatch {
   int fd() const;
   /// Reads every datagram the socket holds; the planes whose link state changed since the
   /// last call (or since create's initial read). An overrun socket (ENOBUFS: events were
-  /// lost) is answered by reading every watched interface's state afresh.
+  /// lost) is answered by asking the kernel for every link's state (an RTM_GETLINK dump on
+  /// the same socket, read as events by this call or the next).
   std::vector<Change> read();
   /// The planes that are down now (create reads the state once; read() keeps it).
   std::vector<Change> initial_down() const;
@@ -73,7 +74,8 @@ class LinkWatch {
  private:
   LinkWatch() = default;
   std::vector<Change> apply(const LinkMessage& m);
-  std::vector<Change> reread();  // every watched interface's state (getifaddrs)
+  // Every watched interface's state now (getifaddrs: in the current namespace, create's).
+  std::vector<Change> reread();
 
   nl_sock* sk_ = nullptr;
   std::vector<int> ifindex_;  // per plane; 0: not watched
