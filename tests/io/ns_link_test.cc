@@ -8,7 +8,9 @@
 // IFF_LOWER_UP). Needs root (namespaces): skips otherwise. Namespaces carry a per-process
 // prefix and are removed at the end. Threading: the test thread talks to the drivers through
 // with_engine.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,6 +21,7 @@
 
 #include "common/netns.h"
 #include "hand_fabric.h"
+#include "io/udp/link_watch.h"
 #include "io/udp/udp_driver.h"
 #include "ns_test_fabric.h"
 
@@ -239,6 +242,49 @@ TEST_F(NsLink, ReceiverPortLosesCarrier_PlaneHeldOnBothEndsWriteCompletesPlaneBa
       {{"-n", t0, "link", "set", "toh", "up"},
        {"-n", t0, "-6", "addr", "replace", HandFabric::v6(kPlane, 1, 2) + "/64", "dev", "toh",
         "nodad"}});
+}
+
+// LinkWatch::read on an overrun socket (ENOBUFS: the kernel dropped events): 101 link changes
+// of host 0's plane port (ip link set down/up, ending down) into a socket made as small as the
+// kernel allows; the watch ends at the link's real state (it asks for every link's state) and
+// sees the link come back. Without that answer to ENOBUFS it never saw the link come back.
+TEST_F(NsLink, LinkWatch_OverrunSocketEndsAtTheRealState) {
+  const std::string ns = fab_->host(0);
+  std::unique_ptr<LinkWatch> w;
+  std::vector<std::string> notes;
+  auto made = in_netns(ns, [&]() -> Status<std::string> {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    ::inet_pton(AF_INET6, HandFabric::host_v6(0, kPlane).c_str(), &a.sin6_addr);
+    w = LinkWatch::create(std::vector<sockaddr_in6>{a}, &notes);
+    return {};
+  });
+  ASSERT_TRUE(made.ok()) << made.error();
+  ASSERT_NE(w, nullptr) << (notes.empty() ? "" : notes[0]);
+  ASSERT_TRUE(w->up(0));
+  const int tiny = 1;  // the kernel rounds it up to its least
+  ASSERT_EQ(::setsockopt(w->fd(), SOL_SOCKET, SO_RCVBUF, &tiny, sizeof tiny), 0);
+  const std::string dev = HandFabric::port_dev(kPlane);
+  std::string burst;
+  for (int i = 0; i < 50; ++i) burst += "link set " + dev + " down\nlink set " + dev + " up\n";
+  burst += "link set " + dev + " down\n";  // ends down
+  auto r = nsfabric::run_command({"ip", "-n", ns, "-batch", "-"}, burst);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_TRUE(eventually([&] {
+    (void)w->read();
+    return !w->up(0);
+  })) << "the watch did not end at the link's state (down)";
+  for (const auto& c : std::vector<std::vector<std::string>>{
+           {"-n", ns, "link", "set", dev, "up"},
+           {"-n", ns, "-6", "addr", "replace", HandFabric::host_v6(0, kPlane) + "/64", "dev", dev,
+            "nodad"},
+           {"-n", ns, "-6", "route", "replace", HandFabric::v6(kPlane, 1, 0) + "/64", "via",
+            HandFabric::v6(kPlane, 0, 2)}})
+    ip(c);
+  EXPECT_TRUE(eventually([&] {
+    (void)w->read();
+    return w->up(0);
+  })) << "the watch did not see the link come back";
 }
 
 }  // namespace
