@@ -235,12 +235,10 @@ inline const std::map<std::string, T> kDeviceShape = {{"pid", T::kUint},
                                                       {"generation", T::kUint},
                                                       {"age_s", T::kNumber}};
 inline const std::map<std::string, T> kPortShape = {
-    {"pid", T::kUint},        {"device", T::kString},
-    {"plane", T::kUint},      {"address", T::kString},
-    {"port", T::kUint},       {"admin", T::kString},
-    {"evs_good", T::kUint},   {"evs_assumed_bad", T::kUint},
-    {"evs_denied", T::kUint}, {"tx_packets", T::kUint},
-    {"tx_bytes", T::kUint}};
+    {"pid", T::kUint},        {"device", T::kString},   {"plane", T::kUint},
+    {"address", T::kString},  {"port", T::kUint},       {"admin", T::kString},
+    {"link", T::kString},     {"evs_good", T::kUint},   {"evs_assumed_bad", T::kUint},
+    {"evs_denied", T::kUint}, {"tx_packets", T::kUint}, {"tx_bytes", T::kUint}};
 inline const std::map<std::string, T> kQpShape = {{"pid", T::kUint},
                                                   {"device", T::kString},
                                                   {"qpn", T::kUint},

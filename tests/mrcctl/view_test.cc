@@ -30,6 +30,7 @@ Snapshot make_snapshot() {
   std::strcpy(d.plane[0].address, "fd00::1");
   std::strcpy(d.plane[1].address, "fd00:1::1");
   d.plane[1].admin_down = 1;
+  d.plane[0].link_down = 1;
   d.n_peers = 1;
   std::strcpy(d.peer[0].name, "h1");
   d.peer[0].id = 0;
@@ -113,6 +114,8 @@ TEST(View, OtherDocuments_Shape) {
   ASSERT_EQ(ports.size(), 2u);
   EXPECT_EQ(ports[0]["evs_assumed_bad"], 1);
   EXPECT_EQ(ports[1]["admin"], "drained");
+  EXPECT_EQ(ports[0]["link"], "down");
+  EXPECT_EQ(ports[1]["link"], "up");
   const Json qps = qps_json(snaps, Filter{});
   expect_shape(qps, kQpShape, "qps");
   EXPECT_EQ(qps[0]["state"], "RTS");
@@ -223,6 +226,8 @@ TEST(Metrics, Exposition_ParsesAndCarriesCounters) {
   EXPECT_EQ(sample(samples, "mrc_engine_drops_total", {{"reason", "unknown_qp"}}), 3);
   EXPECT_EQ(sample(samples, "mrc_udp_datagrams_sent_total", {{"device", "mrc0"}}), 1000);
   EXPECT_EQ(sample(samples, "mrc_plane_admin_down", {{"plane", "1"}}), 1);
+  EXPECT_EQ(sample(samples, "mrc_plane_link_down", {{"plane", "0"}}), 1);
+  EXPECT_EQ(sample(samples, "mrc_plane_link_down", {{"plane", "1"}}), 0);
   EXPECT_EQ(sample(samples, "mrc_qp_tx_retransmits_total", {{"qpn", "5"}}), 12);
   EXPECT_DOUBLE_EQ(sample(samples, "mrc_path_rtt_p99_seconds", {{"ev", "0"}}), 3e-4);
   EXPECT_EQ(sample(samples, "mrc_device_info", {{"netns", "odd\"ns\\x"}}), 1);

@@ -209,7 +209,8 @@ int run(int argc, char** argv) {
   auto* devices = app.add_subcommand("devices", "devices (one per UdpDriver) of every process");
   watchable(devices);
 
-  auto* ports = app.add_subcommand("ports", "plane ports: address, admin state, EVs per state");
+  auto* ports =
+      app.add_subcommand("ports", "plane ports: address, admin state, link, EVs per state");
   watchable(ports);
   uint32_t plane = 0;
   auto* drain = ports->add_subcommand("drain", "move all traffic off a plane (needs root)");

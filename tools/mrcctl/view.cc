@@ -177,6 +177,7 @@ Json ports_json(const std::vector<Snapshot>& snaps, const Filter& f) {
                          {"address", s.device.plane[p].address},
                          {"port", s.device.plane[p].port},
                          {"admin", s.device.plane[p].admin_down ? "drained" : "up"},
+                         {"link", s.device.plane[p].link_down ? "down" : "up"},
                          {"evs_good", good},
                          {"evs_assumed_bad", bad},
                          {"evs_denied", denied},
@@ -392,6 +393,7 @@ Table ports_table(const Json& j) {
                        {"ADDRESS", "address"},
                        {"PORT", "port"},
                        {"ADMIN", "admin"},
+                       {"LINK", "link"},
                        {"GOOD", "evs_good"},
                        {"BAD", "evs_assumed_bad"},
                        {"DENIED", "evs_denied"},
@@ -583,6 +585,10 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
       x.add("mrc_plane_admin_down", "gauge", "1 if the plane is drained by the controller.",
             with({{"plane", std::to_string(p)}, {"address", d.plane[p].address}}),
             d.plane[p].admin_down);
+    for (uint32_t p = 0; p < d.planes; ++p)
+      x.add("mrc_plane_link_down", "gauge", "1 if the plane port has no link.",
+            with({{"plane", std::to_string(p)}, {"address", d.plane[p].address}}),
+            d.plane[p].link_down);
     const observe::UdpCountersRecord& u = d.udp;
     const std::pair<const char*, uint64_t> udp[] = {
         {"datagrams_sent", u.datagrams_sent},

@@ -77,7 +77,8 @@ struct PlaneRecord {
   char address[64];    // bound address, IPv6 literal (NUL-terminated)
   uint16_t port;       // bound UDP port
   uint8_t admin_down;  // drained by the controller (Engine::set_plane_drained)
-  uint8_t reserved[5];
+  uint8_t link_down;   // the port has no link (Engine::ports_down: the driver's link watch)
+  uint8_t reserved[4];
 };
 static_assert(sizeof(PlaneRecord) == 72);
 

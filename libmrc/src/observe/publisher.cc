@@ -196,7 +196,11 @@ void Publisher::publish(Time now, engine::Engine& e, const io::UdpCounters& c) {
   w.begin();
   DeviceRecord& d = w.device();
   const uint16_t drained = e.drained_planes();
-  for (uint32_t p = 0; p < d.planes; ++p) d.plane[p].admin_down = (drained >> p) & 1;
+  const uint16_t no_link = e.ports_down();
+  for (uint32_t p = 0; p < d.planes; ++p) {
+    d.plane[p].admin_down = (drained >> p) & 1;
+    d.plane[p].link_down = (no_link >> p) & 1;
+  }
   d.udp = UdpCountersRecord{
       c.datagrams_sent,  c.bytes_sent,   c.datagrams_received, c.bytes_received, c.sendmmsg_calls,
       c.gso_messages,    c.gso_disabled, c.gro_messages,       c.recvmmsg_calls, c.send_eagain,

@@ -16,12 +16,6 @@
 namespace mrc::io {
 namespace {
 
-std::string text(const sockaddr_in6& a) {
-  char s[INET6_ADDRSTRLEN] = "?";
-  ::inet_ntop(AF_INET6, &a.sin6_addr, s, sizeof s);
-  return s;
-}
-
 Result<uint32_t, std::string> mtu_of(const char* ifname) {
   const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Err(std::string("socket: ") + std::strerror(errno));
@@ -58,6 +52,12 @@ bool wildcard(const sockaddr_in6& a) {
 
 }  // namespace
 
+std::string address_text(const sockaddr_in6& a) {
+  char s[INET6_ADDRSTRLEN] = "?";
+  ::inet_ntop(AF_INET6, &a.sin6_addr, s, sizeof s);
+  return s;
+}
+
 uint32_t payload_overhead(bool ipv4) {
   return (ipv4 ? 20 : 40) + 8 + static_cast<uint32_t>(wire::kDataHeaderSize);
 }
@@ -71,27 +71,17 @@ uint32_t payload_for_link(uint32_t link_mtu, bool ipv4) {
 }
 
 Result<uint32_t, std::string> link_mtu(const sockaddr_in6& local) {
-  if (local.sin6_scope_id != 0 && !wildcard(local)) {
-    char name[IF_NAMESIZE] = {};
-    if (::if_indextoname(local.sin6_scope_id, name) == nullptr)
-      return Err(text(local) + ": no interface with index " + std::to_string(local.sin6_scope_id));
-    return mtu_of(name);
+  if (!wildcard(local)) {
+    auto name = link_interface(local);
+    if (!name.ok()) return Err(name.error());
+    return mtu_of(name->c_str());
   }
   ifaddrs* all = nullptr;
-  if (::getifaddrs(&all) != 0) return Err(text(local) + ": getifaddrs: " + std::strerror(errno));
-  const bool any = wildcard(local);
-  std::string found, lo_name;
+  if (::getifaddrs(&all) != 0)
+    return Err(address_text(local) + ": getifaddrs: " + std::strerror(errno));
   uint32_t smallest = 0, loopback = 0;
   for (ifaddrs* i = all; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP)) continue;
-    if ((i->ifa_flags & IFF_LOOPBACK) && lo_name.empty()) lo_name = i->ifa_name;
-    if (!any) {
-      if (same_address(i->ifa_addr, local)) {
-        found = i->ifa_name;
-        break;
-      }
-      continue;
-    }
     auto m = mtu_of(i->ifa_name);
     if (!m.ok()) continue;
     if (i->ifa_flags & IFF_LOOPBACK)
@@ -100,14 +90,37 @@ Result<uint32_t, std::string> link_mtu(const sockaddr_in6& local) {
       smallest = *m;
   }
   ::freeifaddrs(all);
-  if (any) {
-    if (smallest == 0 && loopback == 0) return Err(text(local) + ": no interface is up");
-    return smallest != 0 ? smallest : loopback;
+  if (smallest == 0 && loopback == 0) return Err(address_text(local) + ": no interface is up");
+  return smallest != 0 ? smallest : loopback;
+}
+
+Result<std::string, std::string> link_interface(const sockaddr_in6& local) {
+  if (wildcard(local))
+    return Err(address_text(local) + ": a wildcard address is on no one interface");
+  if (local.sin6_scope_id != 0) {
+    char name[IF_NAMESIZE] = {};
+    if (::if_indextoname(local.sin6_scope_id, name) == nullptr)
+      return Err(address_text(local) + ": no interface with index " +
+                 std::to_string(local.sin6_scope_id));
+    return std::string(name);
   }
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0)
+    return Err(address_text(local) + ": getifaddrs: " + std::strerror(errno));
+  std::string found, lo_name;
+  for (ifaddrs* i = all; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP)) continue;
+    if ((i->ifa_flags & IFF_LOOPBACK) && lo_name.empty()) lo_name = i->ifa_name;
+    if (same_address(i->ifa_addr, local)) {
+      found = i->ifa_name;
+      break;
+    }
+  }
+  ::freeifaddrs(all);
   // 127.0.0.0/8 is the loopback's without being on it address by address.
   if (found.empty() && loopback_address(local)) found = lo_name;
-  if (found.empty()) return Err(text(local) + ": no interface holds this address");
-  return mtu_of(found.c_str());
+  if (found.empty()) return Err(address_text(local) + ": no interface holds this address");
+  return found;
 }
 
 }  // namespace mrc::io

@@ -20,6 +20,9 @@
 
 namespace mrc::io {
 
+/// `a`'s address as text (IPv6 literal, IPv4-mapped as ::ffff:a.b.c.d), for messages.
+std::string address_text(const sockaddr_in6& a);
+
 /// IP + UDP + MRC data header bytes around a payload: 120 (IPv6), 100 (IPv4).
 uint32_t payload_overhead(bool ipv4);
 
@@ -32,5 +35,10 @@ uint32_t payload_for_link(uint32_t link_mtu, bool ipv4);
 /// any interface: the smallest MTU of the interfaces that are up (loopback only when nothing
 /// else is). Errors name the address.
 Result<uint32_t, std::string> link_mtu(const sockaddr_in6& local);
+
+/// Name of the one interface holding `local` (as link_mtu finds it: a scope id names it, any
+/// loopback address is the loopback's). Errors: a wildcard address (no one interface), no
+/// interface holds it.
+Result<std::string, std::string> link_interface(const sockaddr_in6& local);
 
 }  // namespace mrc::io

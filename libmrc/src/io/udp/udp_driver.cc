@@ -16,6 +16,8 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <numeric>
@@ -23,6 +25,7 @@
 
 #include "common/netns.h"
 #include "io/udp/link_mtu.h"
+#include "io/udp/link_watch.h"
 #include "wire/wire.h"
 
 namespace mrc::io {
@@ -337,9 +340,23 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
       }
       d->sockets_.push_back(std::move(plane));
     }
+    // The planes' links, watched in the same namespace (none watched is not an error).
+    std::vector<sockaddr_in6> bound;
+    for (const auto& pl : d->sockets_) bound.push_back(pl->local);
+    d->link_watch_ = LinkWatch::create(bound, &d->link_notes_);
     return {};
   });
   if (!made.ok()) return Err(made.error());
+  if (std::getenv("MRC_DEBUG") != nullptr)
+    for (const std::string& line : d->link_notes_)
+      std::fprintf(stderr, "mrc-udp: debug: %s\n", line.c_str());
+  if (d->link_watch_) {
+    const Time t = cfg.clock();
+    for (const LinkWatch::Change& c : d->link_watch_->initial_down()) {
+      (void)d->engine_->set_port_up(t, c.plane, false);
+      ++d->counters_.port_link_changes;
+    }
+  }
   std::vector<sockaddr_in6> locals;
   for (const auto& pl : d->sockets_) locals.push_back(pl->local);
   UdpDriver* raw = d.get();
@@ -838,7 +855,7 @@ void UdpDriver::run_once(Duration max_wait) {
   const size_t n = sockets_.size();
   Time wait = cfg_.busy_poll ? Duration{0} : max_wait;
   std::vector<pollfd>& fds = scratch_->fds;
-  fds.resize(n + 3);
+  fds.resize(n + 4);
   bool stepped_back = false;
   {
     std::lock_guard lock(mu_);
@@ -865,6 +882,7 @@ void UdpDriver::run_once(Duration max_wait) {
   fds[n] = {event_fd_, POLLIN, 0};
   fds[n + 1] = {observer_ ? observer_->control_fd() : -1, POLLIN, 0};  // -1: ignored
   fds[n + 2] = {stepped_back ? poller_timer_fd_ : -1, POLLIN, 0};
+  fds[n + 3] = {link_watch_ ? link_watch_->fd() : -1, POLLIN, 0};  // fd fixed at create()
 
   timespec ts{};
   timespec* tsp = nullptr;
@@ -882,6 +900,11 @@ void UdpDriver::run_once(Duration max_wait) {
     // The pollers' time may be over: the next round looks (poller_until_ns_).
     uint64_t v;
     (void)!::read(poller_timer_fd_, &v, sizeof v);
+  }
+  if (ready > 0 && (fds[n + 3].revents & POLLIN)) {
+    // Before this round's receive and transmit: nothing more leaves on a port with no link.
+    std::lock_guard lock(mu_);
+    link_changes(cfg_.clock());
   }
 
   // Receive full batches outside the lock, feed them to the engine under it,
@@ -968,6 +991,18 @@ bool UdpDriver::poll_progress() {
   if (must_wake) wake();  // a timer earlier than the sleeping loop planned, or a full socket
   if (on_progress_) on_progress_();
   return true;
+}
+
+void UdpDriver::link_changes(Time t) {
+  for (const LinkWatch::Change& c : link_watch_->read()) {
+    (void)engine_->set_port_up(t, c.plane, c.up);  // refused only past kMaxPlanes: no such port
+    ++counters_.port_link_changes;
+  }
+}
+
+bool UdpDriver::port_link_up(uint16_t plane) const {
+  std::lock_guard lock(mu_);
+  return !link_watch_ || link_watch_->up(plane);
 }
 
 void UdpDriver::arm_poller_timer(int64_t at_ns) {

@@ -38,6 +38,8 @@
 
 namespace mrc::io {
 
+class LinkWatch;
+
 /// The driver's only clock read: CLOCK_MONOTONIC as engine::Time.
 engine::Time now();
 
@@ -139,6 +141,9 @@ struct UdpCounters {
   uint64_t port_status_applied = 0;       // peers' updates applied (and acknowledged)
   uint64_t port_status_refused = 0;       // updates no local QP is bound to (a stranger's)
   uint64_t port_status_acks_dropped = 0;  // acks of no open update, and malformed ones
+  // Plane port link (io/udp/link_watch.h).
+  uint64_t port_link_changes = 0;  // Engine::set_port_up calls: a watched port's link went
+                                   // down or came back (a port down at start counts once)
 };
 
 class UdpDriver {
@@ -330,6 +335,13 @@ class UdpDriver {
 
   UdpCounters counters() const;
 
+  /// Whether plane port `plane` has link (io/udp/link_watch.h); true for a plane whose link
+  /// is not watched.
+  bool port_link_up(uint16_t plane) const;
+  /// Why planes' links are not watched (one line each; written to stderr at create() when
+  /// MRC_DEBUG is set). Empty when every plane is watched.
+  const std::vector<std::string>& link_watch_notes() const { return link_notes_; }
+
  private:
   struct Plane;
   struct Slot;
@@ -418,6 +430,9 @@ class UdpDriver {
   std::unique_ptr<Probes> probes_;     // under mu_
   PortStatusUpdates port_status_;      // under mu_
   std::unique_ptr<DriverObserver> observer_;  // under mu_; null: none attached (or MRC_STATS=0)
+  std::unique_ptr<LinkWatch> link_watch_;     // under mu_; null: no plane's link is watched
+  std::vector<std::string> link_notes_;       // set by create(), then read-only
+  void link_changes(engine::Time t);          // under mu_: link_watch_'s news to the engine
 
   std::function<void()> on_progress_;
   std::thread thread_;
