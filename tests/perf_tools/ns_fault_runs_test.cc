@@ -122,7 +122,14 @@ class NsFaultRuns : public NsFabricSuite<NsFaultRuns> {
 
 TEST_F(NsFaultRuns, T0DownAndUp) {
   auto s = run("down t0 h0 p1", "up t0 h0 p1");
-  EXPECT_GE(bad_evs(s, 1), 1u) << "the engine never noticed plane 1 going away";
+  ASSERT_TRUE(s.mrc.has_value());
+  // Host 0's plane-1 port loses its link with the T0: its driver sees that (and its peer
+  // learns it from ports_down; the plane is held, no EV blamed: docs/engine.md). Where the
+  // driver cannot watch the port, the EVs of the plane are found bad by loss.
+  const uint64_t links =
+      s.mrc->client_counters.port_link_changes + s.mrc->server_counters.port_link_changes;
+  EXPECT_TRUE(links >= 2 || bad_evs(s, 1) >= 1)
+      << "the engine never noticed plane 1 going away (link changes " << links << ")";
 }
 
 TEST_F(NsFaultRuns, T1FailAndRestore) {

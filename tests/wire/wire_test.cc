@@ -755,6 +755,7 @@ TEST(Wire, Decode_HeaderBitFlipNeverDecodes) {
 TEST(Wire, Decode_ReservedBytesAreCoveredByCrcButOtherwiseIgnored) {
   Bytes b = valid_datagram(Kind::kReadReq, 0);
   b[62] = 0xAB;  // data: ports_down / xrc_srqn (once reserved), big-endian
+  b[63] = 0x00;
   EXPECT_WIRE_ERROR(decode(b), WireError::kBadHeaderCrc);
   reseal(b);
   auto d = decode(b);
