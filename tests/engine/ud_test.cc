@@ -239,5 +239,53 @@ TEST(Ud, Recv_NotReadyOrNotUdIsDropped) {
   EXPECT_TRUE(b.poll().empty());
 }
 
+// UD has no acknowledgements, so no path health of its own: it uses the one the engine's QPs
+// share. With the peer's paths given (set_ud_paths, as a verbs AH does), a datagram whose
+// named path is on a plane held for the peer (our port without link, the peer's word on its
+// ports, an administrative drain) leaves on a path of another plane; when the hold ends, on
+// the named path again. Without paths for the peer, or with every plane held, the named one.
+TEST(Ud, HeldPlane_DatagramLeavesOnAnotherPlaneOfThePeer) {
+  UdSide a, b;
+  const std::vector<Path> paths = {{0x100, 0}, {0x101, 0}, {0x200, 1}, {0x201, 1}};
+  UdDest d = dest_of(b);
+  d.path = paths[2];  // plane 1
+  auto sent_on = [&](uint64_t wr_id) {
+    EXPECT_TRUE(a.send(wr_id, 0, 10, d).ok());
+    auto out = drain(a);
+    EXPECT_EQ(out.size(), 1u);
+    if (out.empty()) return Path{0, 0xffff};
+    const auto p = wire::decode(out[0].bytes);
+    EXPECT_TRUE(p.ok());
+    if (p.ok()) EXPECT_EQ(p->common.ev, out[0].t.path.ev);  // the EV on the wire is the path's
+    return out[0].t.path;
+  };
+  ASSERT_TRUE(a.eng.set_port_up(Time{1000}, 1, false).ok());
+  EXPECT_EQ(sent_on(1).plane, 1);  // no paths known for the peer: the named one
+  a.eng.set_ud_paths(d.peer, paths);
+  for (uint64_t i = 0; i < 4; ++i) {
+    const Path p = sent_on(2 + i);
+    EXPECT_EQ(p.plane, 0) << "datagram " << i << " went into the plane whose port is down";
+    EXPECT_TRUE(p.ev == 0x100 || p.ev == 0x101) << p.ev;
+  }
+  EXPECT_EQ(a.eng.stats().ud_rerouted, 4u);
+  ASSERT_TRUE(a.eng.set_port_up(Time{1000}, 1, true).ok());
+  Path p = sent_on(6);
+  EXPECT_EQ(p.plane, 1);  // the port is back: the named path
+  EXPECT_EQ(p.ev, 0x200u);
+  a.eng.set_peer_planes_down(d.peer, 1u << 1);  // the peer's word: its plane 1 is down
+  EXPECT_EQ(sent_on(7).plane, 0);
+  a.eng.set_peer_planes_down(d.peer, 0);
+  ASSERT_TRUE(a.eng.set_plane_drained(1, true).ok());  // an administrative drain
+  EXPECT_EQ(sent_on(8).plane, 0);
+  ASSERT_TRUE(a.eng.set_plane_drained(0, true).ok());  // both drained: nothing better
+  EXPECT_EQ(sent_on(9).ev, 0x200u);
+  ASSERT_TRUE(a.eng.set_plane_drained(0, false).ok());
+  ASSERT_TRUE(a.eng.set_plane_drained(1, false).ok());
+  a.eng.set_ud_paths(d.peer, {});  // forgotten
+  ASSERT_TRUE(a.eng.set_port_up(Time{1000}, 1, false).ok());
+  EXPECT_EQ(sent_on(10).plane, 1);
+  EXPECT_EQ(a.eng.stats().ud_rerouted, 6u);
+}
+
 }  // namespace
 }  // namespace mrc::engine

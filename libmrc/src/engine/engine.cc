@@ -1048,6 +1048,15 @@ void Engine::set_peer_planes_down(PeerId peer, uint16_t planes) {
     if (q && q->health == c.health.find(peer)) c.make_ready(*q);  // planes back up: send again
 }
 
+void Engine::set_ud_paths(PeerId peer, std::span<const Path> paths) {
+  Core& c = *impl_;
+  if (paths.empty()) {
+    c.ud_paths.erase(peer);
+    return;
+  }
+  c.ud_paths[peer].paths.assign(paths.begin(), paths.end());
+}
+
 uint16_t Engine::peer_planes_down(PeerId peer) const {
   const SharedHealth::Peer* p = impl_->health.find(peer);
   return p ? p->announced_down : 0;

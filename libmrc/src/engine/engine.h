@@ -345,6 +345,16 @@ class Engine {
   void set_peer_planes_down(PeerId peer, uint16_t planes);
   /// The mask the last set_peer_planes_down gave `peer` (0 if none).
   uint16_t peer_planes_down(PeerId peer) const;
+  /// The paths UD datagrams to `peer` may take (QpInit::ud; a verbs AH's spray list, the
+  /// paths an RC QP to the peer sprays on). A datagram goes out on the path its WR names
+  /// (UdDest::path) unless the shared path health (SharedHealth: a local port with no link,
+  /// the peer's word on its ports, holds learned by the RC QPs to the peer, EV holds) or an
+  /// administrative drain holds that path's plane or EV at the time it is sent: then on the
+  /// next of these paths, round robin, that is held by none of them (EngineStats::
+  /// ud_rerouted). UD has no acknowledgements, so no loss of its own ever holds a plane.
+  /// Without paths for the peer, or with all of them held, the datagram takes the named path.
+  /// Replaces the last list for the peer; an empty list forgets it.
+  void set_ud_paths(PeerId peer, std::span<const Path> paths);
 
   // ---- Observability -------------------------------------------------------------------
   const EngineStats& stats() const;

@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/engine.h"
@@ -426,6 +427,11 @@ struct Core {
   };
   std::vector<Deadline> heap;  // min-heap by time; stale entries skipped
   std::deque<UdOut> udq;       // UD SENDs to transmit, in posting order (ud.cc)
+  struct UdPaths {
+    std::vector<Path> paths;  // Engine::set_ud_paths
+    uint32_t cursor = 0;      // the next to try when a datagram's own path is held
+  };
+  std::unordered_map<PeerId, UdPaths> ud_paths;  // by peer (ud.cc ud_path)
   UdOut ud_sending;            // the UD datagram poll_transmit returned last: its payload
   wire::Packet rx_pkt;         // decode target, reused (no per-datagram init)
   wire::Packet tx_pkt;         // encode source, reused
@@ -611,6 +617,8 @@ struct Core {
   void on_ud(Qp& q, const wire::Packet& p);
   /// The next queued UD SEND as a datagram (its send completes now), or nullopt.
   std::optional<Transmit> ud_transmit(Time now, std::span<uint8_t> buf);
+  /// The path a datagram to `d` takes at `now`: d.path unless held (Engine::set_ud_paths).
+  Path ud_path(const UdDest& d, Time now);
 
   // receiver (receiver.cc)
   void on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p);

@@ -35,6 +35,7 @@ struct EngineStats {
   uint64_t tx_retransmit_flagged = 0;
   uint64_t plane_holds = 0;  // planes held down by the shared path health (paths.h SharedHealth)
   uint64_t ev_holds = 0;     // EV values held by the shared path health (any peer)
+  uint64_t ud_rerouted = 0;  // UD datagrams sent off the path their WR named (it was held)
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
   // Indexed by wire::WireError value (1..7); kBadField (8, only in connectionless ADDR
   // messages the UDP driver takes before the engine) lands in slot 0.

@@ -1,7 +1,8 @@
 // Unreliable datagram QPs (QpInit::ud, verbs UD): each SEND is one UD_SEND datagram to the
 // destination its WR names, with no PSN, ACK or retransmission; a receiver takes it into its
-// next receive (GRH first) or drops it. Not in MRC 1.0: the verbs device's own addition
-// (docs/wire-format.md "UD_SEND").
+// next receive (GRH first) or drops it. It leaves on the path the WR names unless the QPs'
+// shared path health holds that path's plane or EV then (ud_path, Engine::set_ud_paths).
+// Not in MRC 1.0: the verbs device's own addition (docs/wire-format.md "UD_SEND").
 #include <algorithm>
 
 #include "engine/internal.h"
@@ -76,7 +77,6 @@ std::optional<Transmit> Core::ud_transmit(Time now, std::span<uint8_t> buf) {
     h.net_flags = 0;
     h.dst_qpn = o.dst.qpn;
     h.token = o.dst.qkey;
-    h.ev = o.dst.path.ev;
     h.psn = 0;
     h.ts = static_cast<uint64_t>(std::max<int64_t>(now.count(), 1));
     wire::DataHeader& d = tx_pkt.data;
@@ -85,13 +85,37 @@ std::optional<Transmit> Core::ud_transmit(Time now, std::span<uint8_t> buf) {
     d.payload_len = static_cast<uint16_t>(o.bytes.size());
     d.imm = o.imm;
     d.src_qpn = q->qpn;
+    const Path path = ud_path(o.dst, now);
+    h.ev = path.ev;
     const size_t n = wire::encode_header(tx_pkt, o.bytes, buf);
     ++q->stats.tx_data_packets;
     q->stats.tx_payload_bytes += c.byte_len;
     if (o.signaled) complete(*q, q->init.send_cq, c);
-    return Transmit{o.dst.peer, o.dst.path, n, o.bytes, o.dst.traffic_class};
+    return Transmit{o.dst.peer, path, n, o.bytes, o.dst.traffic_class};
   }
   return std::nullopt;
+}
+
+Path Core::ud_path(const UdDest& d, Time now) {
+  const auto it = ud_paths.find(d.peer);
+  if (it == ud_paths.end()) return d.path;
+  const SharedHealth::Peer* p = health.find(d.peer);
+  static const SharedHealth::Peer kNone;  // no RC QP to the peer yet: local holds only
+  Time until;
+  const uint16_t held = health.held(p ? *p : kNone, now, &until) | planes_drained;
+  auto usable = [&](const Path& x) {
+    Time ev_until;
+    return !((held >> x.plane) & 1) && !health.ev_held(x.ev, now, &ev_until);
+  };
+  if (usable(d.path)) return d.path;
+  UdPaths& u = it->second;
+  for (size_t i = 0; i < u.paths.size(); ++i) {
+    const Path& x = u.paths[u.cursor++ % u.paths.size()];
+    if (!usable(x)) continue;
+    ++stats.ud_rerouted;
+    return x;
+  }
+  return d.path;  // every path held: unreliable anyway, the one the WR named
 }
 
 void Core::on_ud(Qp& q, const wire::Packet& p) {

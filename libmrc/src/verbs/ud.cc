@@ -49,6 +49,9 @@ ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* a) {
     ah->peer = *peer;
     ah->paths = dev->driver->spray_paths(host);
   }
+  // The engine diverts a datagram off a path whose plane or EV its shared path health holds
+  // (a port down, the peer's word, what RC QPs to the peer learned): onto these paths.
+  dev->driver->with_engine([&](engine::Engine& e) { e.set_ud_paths(ah->peer, ah->paths); });
   ah->attr = *a;
   ah->sgid = dev->gids[a->grh.sgid_index].gid;
   ah->ah.context = pd->context;
