@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
 #include "common/netns.h"
+#include "common/result.h"
 #include "nsfabric.h"
 
 // MRC_TEST_ASAN: defined under AddressSanitizer, which keeps freed memory in quarantine (256 MiB
@@ -38,14 +38,13 @@
 
 namespace mrc::perf {
 
-inline Result<nsfabric::NsFabric, std::string> make_test_fabric(const std::string& tag,
-                                                                uint32_t hosts, bool gso,
-                                                                uint32_t hosts_per_t0 = 1,
-                                                                double port_gbps = 1) {
+inline Result<nsfabric::NsFabric, std::string> make_test_fabric(
+    const std::string& tag, uint32_t hosts, bool gso, uint32_t hosts_per_t0 = 1,
+    double port_gbps = 1, uint32_t planes = 2, uint32_t spines = 2) {
   srv6::FabricConfig cfg;
   cfg.hosts = hosts;
-  cfg.planes = 2;
-  cfg.spines = 2;
+  cfg.planes = planes;
+  cfg.spines = spines;
   cfg.hosts_per_t0 = hosts_per_t0;
   cfg.host_port_gbps = port_gbps;
   auto f = srv6::Fabric::make(cfg);
@@ -75,6 +74,8 @@ struct TestFabricSpec {
   bool gso = true;
   uint32_t hosts_per_t0 = 1;
   double port_gbps = 1;
+  uint32_t planes = 2;
+  uint32_t spines = 2;
 };
 
 /// A fixture whose suite shares one fabric, made from S::kFabric (a public TestFabricSpec)
@@ -90,7 +91,8 @@ class NsFabricSuite : public ::testing::Test {
       return;
     }
     constexpr TestFabricSpec f = S::kFabric;
-    auto up = make_test_fabric(f.tag, f.hosts, f.gso, f.hosts_per_t0, f.port_gbps);
+    auto up =
+        make_test_fabric(f.tag, f.hosts, f.gso, f.hosts_per_t0, f.port_gbps, f.planes, f.spines);
     ASSERT_TRUE(up.ok()) << up.error();
     fab_.emplace(std::move(up).value());
   }

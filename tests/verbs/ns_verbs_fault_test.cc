@@ -206,6 +206,23 @@ struct Host {
       return fail("RC QP to RTS");
     return true;
   }
+  // kQps RC QPs (on `srq`, if given), their numbers swapped with the other host's over
+  // `peer` (with `me`'s other fields), connected one to one, and both sides ready ("go").
+  std::vector<ibv_qp*> rc_pairs(int peer, Info me, Info* them, ibv_srq* srq = nullptr) {
+    std::vector<ibv_qp*> qps;
+    me.gid = gid();
+    for (int i = 0; i < kQps; ++i) {
+      ibv_qp* q = rc_qp(srq);
+      if (!q) return {};
+      qps.push_back(q);
+      me.qpn[i] = q->qp_num;
+    }
+    if (!send_info(peer, me) || !recv_info(peer, them)) return fail("no info from the peer"), qps;
+    for (int i = 0; i < kQps; ++i)
+      if (!connect(qps[i], them->gid, them->qpn[i])) return qps;
+    if (!say(peer, "go") || hear(peer, 20s) != "go") fail("the peer is not ready");
+    return qps;
+  }
 };
 
 // Host 0's side of the fault: asks the parent for it ("F"/"R") and waits until applied.
@@ -408,17 +425,9 @@ constexpr uint32_t kOutstanding = 8;     // per QP
 std::string atomic_requester(int peer, int ctl) {
   Host h;
   if (!h.open(kQps * kAtomicsPerQp * 8, 0)) return h.error;
-  std::vector<ibv_qp*> qps;
-  Info me{h.gid()}, them;
-  for (int i = 0; i < kQps; ++i) {
-    qps.push_back(h.rc_qp());
-    if (!qps.back()) return h.error;
-    me.qpn[i] = qps.back()->qp_num;
-  }
-  if (!send_info(peer, me) || !recv_info(peer, &them)) return "no info from host 1";
-  for (int i = 0; i < kQps; ++i)
-    if (!h.connect(qps[i], them.gid, them.qpn[i])) return h.error;
-  if (!say(peer, "go") || hear(peer, 20s) != "go") return "host 1 not ready";
+  Info them;
+  const std::vector<ibv_qp*> qps = h.rc_pairs(peer, Info{}, &them);
+  if (!h.error.empty()) return h.error;
   struct Op {
     bool cas = false;
     uint64_t compare = 0;
@@ -507,19 +516,11 @@ std::string atomic_requester(int peer, int ctl) {
 std::string atomic_responder(int peer, int) {
   Host h;
   if (!h.open(4096, IBV_ACCESS_REMOTE_ATOMIC)) return h.error;
-  std::vector<ibv_qp*> qps;
-  Info me{h.gid()}, them;
-  for (int i = 0; i < kQps; ++i) {
-    qps.push_back(h.rc_qp());
-    if (!qps.back()) return h.error;
-    me.qpn[i] = qps.back()->qp_num;
-  }
+  Info me, them;
   me.addr = h.at(0);
   me.rkey = h.mr->rkey;
-  if (!send_info(peer, me) || !recv_info(peer, &them)) return "no info from host 0";
-  for (int i = 0; i < kQps; ++i)
-    if (!h.connect(qps[i], them.gid, them.qpn[i])) return h.error;
-  if (hear(peer, 20s) != "go" || !say(peer, "go")) return "host 0 not ready";
+  const std::vector<ibv_qp*> qps = h.rc_pairs(peer, me, &them);
+  if (!h.error.empty()) return h.error;
   if (hear(peer, 120s) != "done") return "host 0 never finished";
   uint64_t v;
   std::memcpy(&v, h.buf.data(), 8);
@@ -545,17 +546,9 @@ std::string srq_sender(int peer, int ctl) {
   Host h;
   constexpr uint32_t kWindow = 16;
   if (!h.open(size_t{kQps} * kWindow * kMaxMsg, 0)) return h.error;
-  std::vector<ibv_qp*> qps;
-  Info me{h.gid()}, them;
-  for (int i = 0; i < kQps; ++i) {
-    qps.push_back(h.rc_qp());
-    if (!qps.back()) return h.error;
-    me.qpn[i] = qps.back()->qp_num;
-  }
-  if (!send_info(peer, me) || !recv_info(peer, &them)) return "no info from host 1";
-  for (int i = 0; i < kQps; ++i)
-    if (!h.connect(qps[i], them.gid, them.qpn[i])) return h.error;
-  if (!say(peer, "go") || hear(peer, 20s) != "go") return "host 1 not ready";
+  Info them;
+  const std::vector<ibv_qp*> qps = h.rc_pairs(peer, Info{}, &them);
+  if (!h.error.empty()) return h.error;
   uint32_t posted[kQps] = {};
   auto post_one = [&](uint32_t q) {
     const uint32_t seq = posted[q];
@@ -632,18 +625,10 @@ std::string srq_receiver(int peer, int) {
   for (uint32_t k = 0; k < kSrqDepth; ++k)
     if (!post(k)) return "ibv_post_srq_recv failed";
   if (!arm()) return "ibv_modify_srq (limit) failed";
-  std::vector<ibv_qp*> qps;
-  Info me{h.gid()}, them;
-  for (int i = 0; i < kQps; ++i) {
-    qps.push_back(h.rc_qp(srq));
-    if (!qps.back()) return h.error;
-    me.qpn[i] = qps.back()->qp_num;
-  }
-  if (!send_info(peer, me) || !recv_info(peer, &them)) return "no info from host 0";
-  for (int i = 0; i < kQps; ++i)
-    if (!h.connect(qps[i], them.gid, them.qpn[i])) return h.error;
   ::fcntl(h.ctx->async_fd, F_SETFL, ::fcntl(h.ctx->async_fd, F_GETFL) | O_NONBLOCK);
-  if (hear(peer, 20s) != "go" || !say(peer, "go")) return "host 0 not ready";
+  Info them;
+  const std::vector<ibv_qp*> qps = h.rc_pairs(peer, Info{}, &them, srq);
+  if (!h.error.empty()) return h.error;
   std::map<uint32_t, uint32_t> by_qpn;  // our QP number -> the sender's index
   for (int i = 0; i < kQps; ++i) by_qpn[qps[i]->qp_num] = static_cast<uint32_t>(i);
   uint32_t next[kQps] = {}, received = 0, events = 0;
@@ -700,39 +685,12 @@ std::string srq_receiver(int peer, int) {
 
 // ---- The fixture -------------------------------------------------------------------------
 
-class NsVerbsFault : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (auto ok = mrc::netns_supported(); !ok.ok()) {
-      skip_ = ok.error();
-      return;
-    }
-    srv6::FabricConfig cfg;
-    cfg.hosts = 2;
-    cfg.planes = 4;
-    cfg.spines = 4;
-    cfg.hosts_per_t0 = 1;
-    cfg.host_port_gbps = 1;
-    auto f = srv6::Fabric::make(cfg);
-    ASSERT_TRUE(f.ok()) << f.error();
-    nsfabric::Options o;
-    o.prefix = "mrcvf" + std::to_string(::getpid());
-    auto up = nsfabric::NsFabric::up(*f, o);
-    ASSERT_TRUE(up.ok()) << up.error();
-    fab_.emplace(std::move(up).value());
-  }
-  static void TearDownTestSuite() {
-    if (!fab_) return;
-    const std::string prefix = fab_->options().prefix;
-    EXPECT_TRUE(fab_->down().ok());
-    fab_.reset();
-    EXPECT_EQ(perf::namespaces_left(prefix), std::vector<std::string>{});
-  }
-  void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-    ASSERT_TRUE(fab_.has_value());
-  }
+class NsVerbsFault : public perf::NsFabricSuite<NsVerbsFault> {
+ public:
+  static constexpr perf::TestFabricSpec kFabric{"mrcvf",     2, /*gso=*/true, 1, 1, /*planes=*/4,
+                                                /*spines=*/4};
 
+ protected:
   using Role = std::function<std::string(int peer, int ctl)>;
 
   // Host 0 runs `a`, host 1 `b`, each in a child process in its host's namespace; `fault` and
@@ -800,9 +758,6 @@ class NsVerbsFault : public ::testing::Test {
     std::printf("host 0: %s\nhost 1: %s\n", last[0].c_str(), last[1].c_str());
     return {last[0], last[1]};
   }
-
-  static inline std::string skip_;
-  static inline std::optional<nsfabric::NsFabric> fab_;
 };
 
 TEST_F(NsVerbsFault, Ud_SendersPortDown_NothingLostOnceTheDriverSeesIt) {
