@@ -8,13 +8,13 @@
 //   UD (unreliable by verbs semantics): host 0's own T0 of plane 1 goes down. Every datagram
 //     sent before the fault, every one sent once host 0's driver has seen its port lose the
 //     link (Engine::ports_down), and every one sent after the repair arrives, exactly once
-//     and intact. The engine diverts datagrams off a plane its shared path health holds
+//     and intact. Then host 1's T0 of plane 1, with an RC QP between the hosts carrying a
+//     WRITE now and then: the same, once host 1's ACKs have told host 0's engine
+//     (Engine::peer_ports_down); a UD sender alone has no way to learn a far-side failure.
+//     The engine diverts datagrams off a plane its shared path health holds
 //     (Engine::set_ud_paths): without that, a quarter of them went into the dead plane.
-//     Nothing is sent between the fault and the driver noticing it: what would be sent then
-//     on the plane is lost, and nothing in UD (no acknowledgements) can get it back. The very
-//     first round is reported but not held to it: in about one run of three under load, host
-//     1's engine dropped all of it as "no receive" although its 64 receives were posted
-//     before host 0 learned its QP number (not understood yet; docs/verbs-shim.md).
+//     Nothing is sent between the fault and the engine learning of it: what would be sent
+//     then on the plane is lost, and nothing in UD (no acknowledgements) can get it back.
 //   Atomics: 4 QPs (2 FETCH_ADD, 2 CMP_SWP) on one counter of host 1 while host 1's T0 of
 //     plane 1 goes down and up. The values before the operation of every increment (each
 //     FETCH_ADD, each CMP_SWP that matched) are exactly 0..n-1 and the counter ends at n: an
@@ -274,15 +274,21 @@ ibv_qp* ud_qp(Host& h) {
 }
 
 // Host 0: rounds of kRound datagrams to host 1; after each, host 1 says how many of the
-// round arrived intact ("lost" counts the rest). Phases: before the fault, with host 0's T0
-// of plane 1 down (once the driver saw it), after the repair (once it saw that).
-std::string ud_sender(int peer, int ctl) {
+// round arrived intact ("lost" counts the rest). Phases: before the fault, with a T0 of plane
+// 1 down, after the repair. `far` false: host 0's own T0, each phase once host 0's driver saw
+// its port go (come back). `far` true: host 1's T0; host 0 hears of it only from host 1's
+// ACKs (wire ports_down), so an RC QP to host 1 carries a WRITE now and then, and each phase
+// starts once host 0's engine holds (no longer holds) the plane for host 1 from what they said.
+std::string ud_sender(int peer, int ctl, bool far) {
   Host h;
   if (!h.open(kRound * kDgram, 0)) return h.error;
   ibv_qp* qp = ud_qp(h);
   if (!qp) return "UD QP not made";
   Info me{h.gid(), {qp->qp_num}}, them;
   if (!send_info(peer, me) || !recv_info(peer, &them)) return "no info from host 1";
+  Info rc_them;
+  const std::vector<ibv_qp*> rc = far ? h.rc_pairs(peer, Info{}, &rc_them) : std::vector<ibv_qp*>{};
+  if (!h.error.empty()) return h.error;
   ibv_ah_attr aa{};
   aa.is_global = 1;
   aa.port_num = 1;
@@ -290,12 +296,35 @@ std::string ud_sender(int peer, int ctl) {
   aa.grh.hop_limit = 64;
   ibv_ah* ah = create_ah(h.pd, &aa);
   if (!ah) return "ibv_create_ah failed";
+  // What host 1 said of its ports (far), a WRITE at a time until it says `want`, up to 5 s.
+  auto wait_peer_ports_down = [&](uint16_t want) {
+    const engine::PeerId p = reinterpret_cast<Ah*>(ah)->peer;
+    const auto end = Clock::now() + 5s;
+    while (Clock::now() < end) {
+      if (h.engine([&](engine::Engine& e) { return e.peer_ports_down(p); }) == want) return true;
+      ibv_sge s{h.at(0), 8, h.mr->lkey};
+      ibv_send_wr wr{};
+      wr.sg_list = &s;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.wr.rdma.remote_addr = rc_them.addr;
+      wr.wr.rdma.rkey = rc_them.rkey;
+      ibv_send_wr* bad = nullptr;
+      if (post_send(rc[0], &wr, &bad) || h.poll(1, 5s).size() != 1) break;
+      std::this_thread::sleep_for(5ms);
+    }
+    return h.fail("host 1's ACKs never said its ports down = " + std::to_string(want));
+  };
+  auto wait_down = [&](uint16_t want) {
+    return far ? wait_peer_ports_down(want) : wait_ports_down(h, want);
+  };
   uint32_t seq = 0;
-  uint32_t lost[3] = {}, first_lost = 0;
+  uint32_t lost[3] = {};
   for (int phase = 0; phase < 3; ++phase) {
-    if (phase == 1 && (!fault(ctl, false) || !wait_ports_down(h, 1u << 1)))
+    if (phase == 1 && (!fault(ctl, false) || !wait_down(1u << 1)))
       return h.error.empty() ? "fault not applied" : h.error;
-    if (phase == 2 && (!fault(ctl, true) || !wait_ports_down(h, 0)))
+    if (phase == 2 && (!fault(ctl, true) || !wait_down(0)))
       return h.error.empty() ? "repair not applied" : h.error;
     for (uint32_t r = 0; r < kRounds; ++r) {
       for (uint32_t k = 0; k < kRound; ++k, ++seq) {
@@ -320,8 +349,7 @@ std::string ud_sender(int peer, int ctl) {
       const auto got = hear(peer, 20s);
       if (!got) return "host 1 did not answer a round";
       const uint32_t n = kRound - static_cast<uint32_t>(std::stoul(*got));
-      // The first round (first contact) is reported, not held to zero: see the file comment.
-      (phase == 0 && r == 0 ? first_lost : lost[phase]) += n;
+      lost[phase] += n;
       if (n) std::fprintf(stderr, "[ note ] UD: %u of round %u lost\n", n, phase * kRounds + r);
     }
   }
@@ -329,26 +357,24 @@ std::string ud_sender(int peer, int ctl) {
   const uint64_t rerouted = h.engine([](engine::Engine& e) { return e.stats().ud_rerouted; });
   char out[256];
   std::snprintf(out, sizeof out,
-                "OK sent %u, lost in the first round %u, before %u, plane down %u, after %u; "
-                "rerouted %llu",
-                seq, first_lost, lost[0], lost[1], lost[2],
-                static_cast<unsigned long long>(rerouted));
+                "OK sent %u, lost before %u, plane down %u, after %u; rerouted %llu", seq, lost[0],
+                lost[1], lost[2], static_cast<unsigned long long>(rerouted));
   destroy_ah(ah);
   destroy_qp(qp);
+  for (ibv_qp* q : rc) destroy_qp(q);
   return lost[0] || lost[1] || lost[2] ? std::string("FAIL ") + (out + 3) : out;
 }
 
 // Host 1: keeps 2 rounds of receives posted; after each round (all its datagrams, or 1 s after
 // host 0 said the round was out), tells host 0 how many arrived intact; a duplicate, a corrupt
 // one or one of an earlier round is a failure.
-std::string ud_receiver(int peer, int) {
+std::string ud_receiver(int peer, bool far) {
   Host h;
   const uint32_t slot = kGrh + kDgram;
-  if (!h.open(2 * kRound * slot, 0)) return h.error;
+  // The receives, then 4 KiB for host 0's WRITEs (far).
+  if (!h.open(2 * kRound * slot + 4096, IBV_ACCESS_REMOTE_WRITE)) return h.error;
   ibv_qp* qp = ud_qp(h);
   if (!qp) return "UD QP not made";
-  Info me{h.gid(), {qp->qp_num}}, them;
-  if (!send_info(peer, me) || !recv_info(peer, &them)) return "no info from host 0";
   auto post = [&](uint32_t k) {
     ibv_sge s{h.at(k * slot), slot, h.mr->lkey};
     ibv_recv_wr wr{};
@@ -358,8 +384,15 @@ std::string ud_receiver(int peer, int) {
     ibv_recv_wr* bad = nullptr;
     return post_recv(qp, &wr, &bad) == 0;
   };
-  for (uint32_t k = 0; k < 2 * kRound; ++k)
+  for (uint32_t k = 0; k < 2 * kRound; ++k)  // before host 0 learns the QP's number
     if (!post(k)) return "ibv_post_recv (UD) failed";
+  Info me{h.gid(), {qp->qp_num}}, them;
+  if (!send_info(peer, me) || !recv_info(peer, &them)) return "no info from host 0";
+  Info rc_me, rc_them;
+  rc_me.addr = h.at(2 * kRound * slot);
+  rc_me.rkey = h.mr->rkey;
+  const std::vector<ibv_qp*> rc = far ? h.rc_pairs(peer, rc_me, &rc_them) : std::vector<ibv_qp*>{};
+  if (!h.error.empty()) return h.error;
   std::set<uint32_t> seen;
   uint32_t next_round = 0;
   for (;;) {
@@ -402,6 +435,7 @@ std::string ud_receiver(int peer, int) {
   }
   (void)hear(peer, 20s);  // "end"
   destroy_qp(qp);
+  for (ibv_qp* q : rc) destroy_qp(q);
   // What host 1's engine dropped, by reason (a lost datagram that did arrive shows here).
   std::string drops = h.engine([](engine::Engine& e) {
     std::string d;
@@ -761,7 +795,19 @@ class NsVerbsFault : public perf::NsFabricSuite<NsVerbsFault> {
 };
 
 TEST_F(NsVerbsFault, Ud_SendersPortDown_NothingLostOnceTheDriverSeesIt) {
-  const auto [a, b] = run(ud_sender, ud_receiver, "down t0 h0 p1", "up t0 h0 p1");
+  const auto [a, b] =
+      run([](int p, int c) { return ud_sender(p, c, false); },
+          [](int p, int) { return ud_receiver(p, false); }, "down t0 h0 p1", "up t0 h0 p1");
+  EXPECT_EQ(a.rfind("OK", 0), 0u) << a;
+  EXPECT_EQ(b.rfind("OK", 0), 0u) << b;
+}
+
+// The far side: the receiver's T0 of plane 1. UD alone could not know; the RC QP to the same
+// host hears it in the receiver's ACKs, and the datagrams follow what the engine then holds.
+TEST_F(NsVerbsFault, Ud_ReceiversPortDown_NothingLostOnceItsAcksSaySo) {
+  const auto [a, b] =
+      run([](int p, int c) { return ud_sender(p, c, true); },
+          [](int p, int) { return ud_receiver(p, true); }, "down t0 h1 p1", "up t0 h1 p1");
   EXPECT_EQ(a.rfind("OK", 0), 0u) << a;
   EXPECT_EQ(b.rfind("OK", 0), 0u) << b;
 }
