@@ -129,11 +129,12 @@ struct Host {
   uint16_t ports_down() {
     return engine([](engine::Engine& e) { return e.ports_down(); });
   }
-  uint64_t retransmits(const std::vector<ibv_qp*>& qps) {
+  // A QpStats counter summed over `qps`.
+  uint64_t qp_sum(const std::vector<ibv_qp*>& qps, uint64_t engine::QpStats::*field) {
     return engine([&](engine::Engine& e) {
       uint64_t n = 0;
       for (ibv_qp* q : qps)
-        if (const engine::QpStats* s = e.qp_stats(q->qp_num)) n += s->tx_retransmits;
+        if (const engine::QpStats* s = e.qp_stats(q->qp_num)) n += s->*field;
       return n;
     });
   }
@@ -525,7 +526,7 @@ std::string atomic_requester(int peer, int ctl) {
     }
   }
   if (!faulted || !repaired) return "the run ended before the fault and repair were applied";
-  const uint64_t resent = h.retransmits(qps);
+  const uint64_t resent = h.qp_sum(qps, &engine::QpStats::tx_retransmits);
   if (!say(peer, "done")) return "host 1 gone";
   const auto final = hear(peer, 20s);
   if (!final) return "no final value from host 1";
@@ -624,11 +625,13 @@ std::string srq_sender(int peer, int ctl) {
     }
   }
   if (!faulted || !repaired) return "the run ended before the fault and repair were applied";
-  const uint64_t resent = h.retransmits(qps);
+  // Resends after RNR NAKs (the SRQ ran dry before the receiver posted more) count too.
+  const uint64_t resent = h.qp_sum(qps, &engine::QpStats::tx_retransmits);
+  const uint64_t rnr = h.qp_sum(qps, &engine::QpStats::rnr_naks);
   const auto r = hear(peer, 30s);
   for (ibv_qp* q : qps) destroy_qp(q);
   if (!r) return "no word from host 1";
-  return *r + ", resent " + std::to_string(resent);
+  return *r + ", resent " + std::to_string(resent) + " (RNR NAKs " + std::to_string(rnr) + ")";
 }
 
 // Host 1: one SRQ under kQps QPs, kSrqDepth receives posted and the limit armed at
