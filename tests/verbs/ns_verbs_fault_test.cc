@@ -724,8 +724,7 @@ std::string srq_receiver(int peer, int) {
 
 class NsVerbsFault : public perf::NsFabricSuite<NsVerbsFault> {
  public:
-  static constexpr perf::TestFabricSpec kFabric{"mrcvf",     2, /*gso=*/true, 1, 1, /*planes=*/4,
-                                                /*spines=*/4};
+  static constexpr perf::TestFabricSpec kFabric{.tag = "mrcvf", .planes = 4, .spines = 4};
 
  protected:
   using Role = std::function<std::string(int peer, int ctl)>;
