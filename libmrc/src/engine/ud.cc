@@ -103,9 +103,10 @@ Path Core::ud_path(const UdDest& d, Time now) {
   static const SharedHealth::Peer kNone;  // no RC QP to the peer yet: local holds only
   Time until;
   const uint16_t held = health.held(p ? *p : kNone, now, &until) | planes_drained;
+  const bool evs_held = health.ev_holds_end() > now;  // else no EV lookup per datagram
   auto usable = [&](const Path& x) {
     Time ev_until;
-    return !((held >> x.plane) & 1) && !health.ev_held(x.ev, now, &ev_until);
+    return !((held >> x.plane) & 1) && !(evs_held && health.ev_held(x.ev, now, &ev_until));
   };
   if (usable(d.path)) return d.path;
   UdPaths& u = it->second;
