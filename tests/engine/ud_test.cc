@@ -256,7 +256,9 @@ TEST(Ud, HeldPlane_DatagramLeavesOnAnotherPlaneOfThePeer) {
     if (out.empty()) return Path{0, 0xffff};
     const auto p = wire::decode(out[0].bytes);
     EXPECT_TRUE(p.ok());
-    if (p.ok()) EXPECT_EQ(p->common.ev, out[0].t.path.ev);  // the EV on the wire is the path's
+    if (p.ok()) {
+      EXPECT_EQ(p->common.ev, out[0].t.path.ev);  // the EV on the wire is the path's
+    }
     return out[0].t.path;
   };
   ASSERT_TRUE(a.eng.set_port_up(Time{1000}, 1, false).ok());
