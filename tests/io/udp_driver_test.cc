@@ -558,6 +558,25 @@ void post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths, uint
   });
 }
 
+// A plain UDP socket on ::1 (an ephemeral port, receives time out after 5 s) that a driver
+// can send to and that never answers; its address in *addr. -1 on failure.
+int plain_socket(sockaddr_in6* addr) {
+  const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const timeval tv{5, 0};  // a limit, not a measurement
+  *addr = sockaddr_in6{};
+  addr->sin6_family = AF_INET6;
+  addr->sin6_addr = in6addr_loopback;
+  socklen_t len = sizeof *addr;
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+      ::bind(fd, reinterpret_cast<sockaddr*>(addr), sizeof *addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(addr), &len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // ECN on an IPv4 plane: a probe sent CE-marked (IPv4 TOS) is seen as CE (the answer echoes
 // it), and the driver's own datagrams leave ECT(0) in the TOS byte.
 // One datagram from `fd` into `rx`: its length (-1, errno set, on error or timeout), and in
@@ -696,16 +715,9 @@ TEST(UdpDriver, WithEngineFlush_UnchangedDeadlineLeavesLoopAsleep) {
   cfg.planes.push_back(PlaneConfig{"::1", 0});
   auto d = make_driver(cfg);
   ASSERT_NE(d, nullptr);
-  const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);  // never answers
-  ASSERT_GE(fd, 0);
-  const timeval tv{5, 0};  // a limit, not a measurement
-  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
   sockaddr_in6 peer{};
-  peer.sin6_family = AF_INET6;
-  peer.sin6_addr = in6addr_loopback;
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer), 0);
-  socklen_t len = sizeof peer;
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&peer), &len), 0);
+  const int fd = plain_socket(&peer);  // never answers
+  ASSERT_GE(fd, 0);
   auto src = pattern(4000, 9);  // one packet
   // Ack timeout 1.07 s: the RTO, the engine's only deadline, stays ahead of the calls below.
   post_unanswered_write(*d, d->add_peer({peer}), {Path{1, 0}}, 0, src, 20);
@@ -740,18 +752,11 @@ TEST(UdpDriver, StevPath_FlowLabelOnEveryDatagram) {
   EXPECT_EQ(d->stev_path(0, 0x1234, 0x0100)->ev, a->ev) << "the same pair, the same EV";
   EXPECT_FALSE(d->stev_path(0, 0x100000, 0).ok());
   EXPECT_FALSE(d->stev_path(1, 1, 0).ok());
-  const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in6 peer{};
+  const int fd = plain_socket(&peer);
   ASSERT_GE(fd, 0);
   const int one = 1;
   ASSERT_EQ(::setsockopt(fd, IPPROTO_IPV6, kFlowInfo, &one, sizeof one), 0);
-  const timeval tv{5, 0};  // a limit, not a measurement
-  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
-  sockaddr_in6 peer{};
-  peer.sin6_family = AF_INET6;
-  peer.sin6_addr = in6addr_loopback;
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer), 0);
-  socklen_t len = sizeof peer;
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&peer), &len), 0);
   auto src = pattern(64 * 1024, 5);  // 16 packets: GSO messages on both EVs
   post_unanswered_write(*d, d->add_peer({peer}), {*a, *b}, 0, src);
   d->start();
