@@ -520,9 +520,10 @@ TEST_F(UdpPair, Idle_ThreadSleeps) {
 }
 
 // A QP of `d` toward `p` (a plain socket that never answers) on `paths`, with traffic class
-// `tclass`, and one WRITE of `src` posted on it (sent once the driver runs).
+// `tclass` and ack timeout `timeout` (1.024 us x 2^timeout), and one WRITE of `src` posted on
+// it (sent once the driver runs).
 void post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths, uint8_t tclass,
-                           std::vector<uint8_t>& src) {
+                           std::vector<uint8_t>& src, uint8_t timeout = QpAttr{}.timeout) {
   d.with_engine([&](Engine& e) {
     const CqId cq = *e.create_cq(64);
     QpInit init;
@@ -538,8 +539,11 @@ void post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths, uint
     at.remote_token = 6;
     at.paths = std::move(paths);
     at.traffic_class = tclass;
-    ASSERT_TRUE(
-        e.modify_qp(q, at, attr::kState | attr::kDest | attr::kPaths | attr::kTrafficClass).ok());
+    at.timeout = timeout;
+    ASSERT_TRUE(e.modify_qp(q, at,
+                            attr::kState | attr::kDest | attr::kPaths | attr::kTrafficClass |
+                                attr::kTimeout)
+                    .ok());
     at.state = QpState::kRts;
     ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
     const uint32_t lkey =
@@ -552,6 +556,25 @@ void post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths, uint
     wr.rkey = 1;
     ASSERT_TRUE(e.post_send(q, wr).ok());
   });
+}
+
+// A plain UDP socket on ::1 (an ephemeral port, receives time out after 5 s) that a driver
+// can send to and that never answers; its address in *addr. -1 on failure.
+int plain_socket(sockaddr_in6* addr) {
+  const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const timeval tv{5, 0};  // a limit, not a measurement
+  *addr = sockaddr_in6{};
+  addr->sin6_family = AF_INET6;
+  addr->sin6_addr = in6addr_loopback;
+  socklen_t len = sizeof *addr;
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+      ::bind(fd, reinterpret_cast<sockaddr*>(addr), sizeof *addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(addr), &len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 // ECN on an IPv4 plane: a probe sent CE-marked (IPv4 TOS) is seen as CE (the answer echoes
@@ -682,6 +705,38 @@ TEST(UdpDriver, TrafficClass_OnEveryDatagramOfTheQp) {
   }
 }
 
+// An app call that leaves the engine's deadline as it was (a WRITE posted behind a full
+// window) does not wake the sleeping loop: before, the loop's planned wakeup was a second
+// clock reading plus the wait, a few ns after the deadline, so every such call found the
+// deadline "earlier" and wrote the eventfd (one wakeup per WRITE posted; perf/RESULTS.md,
+// faces, 2026-11-26 (fbw)).
+TEST(UdpDriver, WithEngineFlush_UnchangedDeadlineLeavesLoopAsleep) {
+  UdpConfig cfg;
+  cfg.planes.push_back(PlaneConfig{"::1", 0});
+  auto d = make_driver(cfg);
+  ASSERT_NE(d, nullptr);
+  sockaddr_in6 peer{};
+  const int fd = plain_socket(&peer);  // never answers
+  ASSERT_GE(fd, 0);
+  auto src = pattern(4000, 9);  // one packet
+  // Ack timeout 1.07 s: the RTO, the engine's only deadline, stays ahead of the calls below.
+  post_unanswered_write(*d, d->add_peer({peer}), {Path{1, 0}}, 0, src, 20);
+  d->start();
+  uint8_t rx[8192];
+  ASSERT_GT(::recv(fd, rx, sizeof rx, 0), 0) << std::strerror(errno);  // sent: the RTO is armed
+  ASSERT_NE(d->with_engine([](Engine& e) { return e.next_deadline(); }), kNever);
+  std::this_thread::sleep_for(20ms);  // the loop goes back to sleep until the RTO
+  const uint64_t before = d->counters().loop_iterations;
+  for (int i = 0; i < 100; ++i) {
+    d->with_engine_flush([](Engine&) { return 0; });  // as a post that sends nothing
+    std::this_thread::sleep_for(200us);  // the loop would be back asleep before the next
+  }
+  const uint64_t rounds = d->counters().loop_iterations - before;
+  EXPECT_LE(rounds, 10u) << "the loop woke for calls that changed no deadline";
+  d->stop();
+  ::close(fd);
+}
+
 // Structured EVs (stev_path): each datagram carries its EV's IPv6 flow label, GSO messages
 // included (one label each), and nothing else; a plain socket reads the labels (IPV6_FLOWINFO).
 // IPv4 planes, labels over 20 bits and the srv6 mode are refused with a reason.
@@ -697,18 +752,11 @@ TEST(UdpDriver, StevPath_FlowLabelOnEveryDatagram) {
   EXPECT_EQ(d->stev_path(0, 0x1234, 0x0100)->ev, a->ev) << "the same pair, the same EV";
   EXPECT_FALSE(d->stev_path(0, 0x100000, 0).ok());
   EXPECT_FALSE(d->stev_path(1, 1, 0).ok());
-  const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in6 peer{};
+  const int fd = plain_socket(&peer);
   ASSERT_GE(fd, 0);
   const int one = 1;
   ASSERT_EQ(::setsockopt(fd, IPPROTO_IPV6, kFlowInfo, &one, sizeof one), 0);
-  const timeval tv{5, 0};  // a limit, not a measurement
-  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
-  sockaddr_in6 peer{};
-  peer.sin6_family = AF_INET6;
-  peer.sin6_addr = in6addr_loopback;
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&peer), sizeof peer), 0);
-  socklen_t len = sizeof peer;
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&peer), &len), 0);
   auto src = pattern(64 * 1024, 5);  // 16 packets: GSO messages on both EVs
   post_unanswered_write(*d, d->add_peer({peer}), {*a, *b}, 0, src);
   d->start();

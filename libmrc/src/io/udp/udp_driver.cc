@@ -863,11 +863,16 @@ void UdpDriver::run_once(Duration max_wait) {
     Time deadline = engine_->next_deadline();
     if (observer_) deadline = std::min(deadline, observer_->next_deadline());
     deadline = std::min(deadline, addresses_->next_deadline());
+    const Time t = cfg_.clock();
+    Time wake_at = wait == engine::kNever ? engine::kNever : t + wait;
     if (deadline != engine::kNever) {
-      const Time t = cfg_.clock();
       wait = std::min(wait, deadline > t ? deadline - t : Duration{0});
+      wake_at = std::min(wake_at, deadline);
     }
-    planned_wake_ns_ = wait == engine::kNever ? INT64_MAX : (cfg_.clock() + wait).count();
+    // The deadline itself, not a second clock reading plus the wait (a few ns later than it):
+    // flush_locked must find an unchanged deadline not earlier, or every post that leaves the
+    // timers as they were wakes the sleeping loop (an eventfd write and a loop round per WRITE).
+    planned_wake_ns_ = wake_at == engine::kNever ? INT64_MAX : wake_at.count();
     // Pollers hold the sockets (poll_progress): leave them out, but for a plane whose
     // queued sends wait for room (only the loop retries those), and wake when they stop.
     const int64_t until = poller_until_ns_.load(std::memory_order_relaxed);
