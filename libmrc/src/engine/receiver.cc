@@ -283,7 +283,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
         sg_copy_in(w.sg, d.offset, p.payload.data(), d.payload_len, cfg.copy);
       }
       act.kind = Action::kReadResp;
-      q.rto_retries = 0;  // the responder is alive: restart the wait for the rest
+      q.loss.rto_retries = 0;  // the responder is alive: restart the wait for the rest
       if (q.wait_since != kNever) q.wait_since = now;
       break;
     }
