@@ -618,7 +618,43 @@ struct Core {
   std::optional<Transmit> ud_transmit(Time now, std::span<uint8_t> buf);
 
   // receiver (receiver.cc)
+  /// A data packet for q: checked against the QP, its window and the memory it names, then
+  /// taken by its opcode's accept_* (placed, its in-order work queued) and received().
   void on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p);
+  /// One data packet on its way through on_data: what the checks of every opcode share.
+  struct RxData {
+    Qp& q;
+    const wire::Packet& p;
+    const RxInfo& rx;
+    Srq* xs;      // an XRC target QP: the message's XRC SRQ (else null)
+    uint32_t pd;  // the PD its memory is checked in (XRC: its SRQ's)
+    Action act;   // the in-order work at its message's last PSN (kNone: none)
+  };
+  // Each false when the packet was refused (counted, NACKed where the peer must hear of it).
+  bool accept_write(RxData& x);     // WRITE, WRITE_WITH_IMM
+  bool accept_send(RxData& x);      // SEND, SEND_WITH_IMM (and with invalidate)
+  bool accept_read_req(RxData& x);  // READ request: holds a response slot
+  bool accept_atomic(RxData& x);    // CMP_SWAP, FETCH_ADD: hold a response slot
+  bool accept_atomic_write(RxData& x);
+  bool accept_read_resp(RxData& x, Time now);  // our READ's (or atomic's) response
+  /// Counts `why` and NACKs the packet with `r`; false (for the accept_* to return).
+  bool refuse(RxData& x, Drop why, wire::NackReason r);
+  /// The receive of message `msn` is in q.rq (taken from the SRQ when the QP has one).
+  bool have_recv(RxData& x, uint32_t msn);
+  /// A READ or atomic holds one of the responder's kMaxReadResponses until its response is
+  /// acknowledged; past them it is refused (RNR) and resent.
+  bool take_response_slot(RxData& x);
+  /// The word an atomic request (`need` kRemoteAtomic, `len` 16) or an atomic write
+  /// (kRemoteWrite, 8) works on: the QP and the MR grant `need` (else NACK REMOTE_ACCESS),
+  /// `len` bytes sent to an address 8-byte aligned in the MR and in memory (else
+  /// REMOTE_INVALID, as IB treats a misaligned atomic); null once NACKed.
+  const Mr* atomic_word(RxData& x, uint32_t need, uint32_t len);
+  /// An accepted data packet: marked in the scoreboard, its action queued, the in-order work
+  /// run as cum passes it, and the ACK policy applied.
+  void received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, uint32_t ahead,
+                const Action& act);
+  /// The newest data packet's echo fields and path, for the next ACK.
+  void note_rx(Qp& q, Time now, const RxInfo& rx, const wire::CommonHeader& h);
   void receiver_timeout(Qp& q, Time now);
   size_t build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path);
   void nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r);
