@@ -110,6 +110,34 @@ TEST(Engine, PathStats_CountEveryPacketAndStartOverWithNewPaths) {
   for (const PathStats& p : l.a.eng.path_stats(l.a.qpn)) EXPECT_GT(p.tx_packets, 0u);  // sprayed
 }
 
+// path_stats into a caller's vector (what the observer's publisher calls per QP per publish):
+// the same counters as the snapshot, in the vector's own storage once it has room; an unknown
+// QP leaves it empty.
+TEST(Engine, PathStats_IntoCallersVectorReusesItsStorage) {
+  Loop l;
+  l.post_write(l.a, 1, 0, 16 * 4096, 0);
+  l.run();
+  ASSERT_EQ(l.poll(l.a).size(), 1u);
+  std::vector<PathStats> into(32);
+  const PathStats* storage = into.data();
+  ASSERT_TRUE(l.a.eng.path_stats(l.a.qpn, into));
+  const std::vector<PathStats> snap = l.a.eng.path_stats(l.a.qpn);
+  ASSERT_FALSE(snap.empty());
+  ASSERT_EQ(into.size(), snap.size());
+  EXPECT_EQ(into.data(), storage);
+  uint64_t sent = 0;
+  for (size_t i = 0; i < snap.size(); ++i) {
+    EXPECT_EQ(into[i].tx_packets, snap[i].tx_packets);
+    EXPECT_EQ(into[i].tx_bytes, snap[i].tx_bytes);
+    EXPECT_EQ(into[i].acked, snap[i].acked);
+    EXPECT_EQ(into[i].rtt_ns, snap[i].rtt_ns);
+    sent += into[i].tx_packets;
+  }
+  EXPECT_EQ(sent, 16u);
+  EXPECT_FALSE(l.a.eng.path_stats(Qpn{12345}, into));
+  EXPECT_TRUE(into.empty());
+}
+
 TEST(Engine, WriteImm_ConsumesReceiveWithImmediate) {
   Loop l;
   l.post_recv(l.b, 55, 0, 0);

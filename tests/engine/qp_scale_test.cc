@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -257,7 +258,7 @@ TEST(QpScale, DeadlineIsTheOneArmedQpsTimeout) {
   const Time sent = f.now;
   f.pump();
   ASSERT_EQ(dropped, 1u);
-  const Duration rto = RetryPolicy{QpAttr{}.timeout, 7, 0}.base();  // 1.024 us x 2^14
+  const Duration rto = RetryPolicy{QpAttr{}.timeout, 7, 0}.base();  // 1.024 us x 2^16
   EXPECT_EQ(f.a.next_deadline(), sent + rto);
   EXPECT_EQ(f.b.next_deadline(), kNever);
   f.now = sent + rto;
@@ -313,6 +314,31 @@ TEST(QpScale, IdleConnectedQpHoldsFewKib) {
   EXPECT_LE(per_qp, 8u << 10);  // "a few KiB" (before on-demand buffers: 909.6 KB)
   for (Qpn q : qps) ASSERT_TRUE(e.destroy_qp(q).ok());
   EXPECT_LE(g_live - before, size_t{64} << 10);  // the QP table itself stays
+}
+
+// Qp is laid out by heat: what a packet's send, receipt and ACK touch (the send state, the RTT
+// estimator, the loss detector, the receive state) lies in the first cache lines, together;
+// configuration and rarely used state lie after the stats, the attributes and the path set.
+TEST(QpScale, QpLayout_HotStateFirst) {
+  const auto q = std::make_unique<Qp>();
+  const auto base = reinterpret_cast<uintptr_t>(q.get());
+  const auto at = [&](const void* field) { return reinterpret_cast<uintptr_t>(field) - base; };
+  const size_t hot_end = at(&q->last_rx) + sizeof q->last_rx;
+  EXPECT_LE(hot_end, size_t{10 * 64});  // ten cache lines
+  for (const void* hot :
+       {static_cast<const void*>(&q->state), static_cast<const void*>(&q->timers),
+        static_cast<const void*>(&q->tx), static_cast<const void*>(&q->snd_una),
+        static_cast<const void*>(&q->sq), static_cast<const void*>(&q->retx),
+        static_cast<const void*>(&q->rtt), static_cast<const void*>(&q->loss),
+        static_cast<const void*>(&q->sb), static_cast<const void*>(&q->rq),
+        static_cast<const void*>(&q->acts), static_cast<const void*>(&q->ack_path)})
+    EXPECT_LT(at(hot), hot_end);
+  const size_t cold_begin = at(&q->cc_base);
+  EXPECT_GT(cold_begin, at(&q->paths));
+  for (const void* cold :
+       {static_cast<const void*>(&q->reads), static_cast<const void*>(&q->wait_since),
+        static_cast<const void*>(&q->ev_signals), static_cast<const void*>(&q->local_after)})
+    EXPECT_GE(at(cold), cold_begin);
 }
 
 // After one 6,000-byte WRITE and back to idle, the sender holds one WQE slot and the

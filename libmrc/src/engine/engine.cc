@@ -172,8 +172,8 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
   q.paths.clear_inflight();
   q.list_head = q.list_tail = kNoLink;
   q.paths.clear_tx();
-  q.rack_evs.clear();
-  q.tlp_go = false;
+  q.loss.rack_evs.clear();
+  q.loss.tlp_go = false;
   q.retx.clear();
   q.pending_reads = 0;
   q.timers.cancel_all();
@@ -686,15 +686,12 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
     q.bytes_in_flight = 0;
     q.paths.clear_inflight();
     q.paths.clear_tx();
-    q.rack_evs.clear();
+    q.loss.rack_evs.clear();
     // Shared path health of the peer; its RTT state seeds this QP's.
     q.health = &c.health.peer(s.peer);
     q.health_epoch = 0;
-    if (q.health->srtt > Duration{0}) {
-      q.srtt = q.health->srtt;
-      q.rttvar = q.health->rttvar;
-      q.min_rtt = q.health->min_rtt;
-    }
+    if (q.health->srtt > Duration{0})
+      q.rtt.seed(q.health->srtt, q.health->rttvar, q.health->min_rtt);
     c.start_cc(q);
   }
   if (grows) q.tx.assign(q.tx.size(), TxPkt{});  // nothing in flight: the ring may grow
@@ -1097,9 +1094,16 @@ const QpStats* Engine::qp_stats(Qpn qpn) const {
 }
 
 std::vector<PathStats> Engine::path_stats(Qpn qpn) const {
+  std::vector<PathStats> out;
+  path_stats(qpn, out);
+  return out;
+}
+
+bool Engine::path_stats(Qpn qpn, std::vector<PathStats>& out) const {
+  out.clear();
   const Qp* q = impl_->qp(qpn);
-  if (!q) return {};
-  std::vector<PathStats> out(q->paths.size());
+  if (!q) return false;
+  out.resize(q->paths.size());
   for (size_t i = 0; i < out.size(); ++i) {
     const PathSet::Ev& e = q->paths.ev(i);
     PathStats& s = out[i];
@@ -1115,7 +1119,7 @@ std::vector<PathStats> Engine::path_stats(Qpn qpn) const {
       s.probe_replies = q->ev_signals[i].probe_replies;
     }
   }
-  return out;
+  return true;
 }
 
 bool Engine::idle() const {

@@ -30,6 +30,7 @@
 #include "engine/nscc.h"
 #include "engine/paths.h"
 #include "engine/policy.h"
+#include "engine/retry.h"
 #include "engine/stats.h"
 #include "engine/types.h"
 
@@ -77,7 +78,8 @@ struct QpAttr {
   uint32_t remote_token = 0;       // token the remote QP expects in our packets (RTR)
   uint32_t local_token = 0;        // token peers must put in packets to us (kLocalToken);
                                    // front ends that learn it only at RTR (verbs) set it so
-  uint8_t timeout = 14;            // ack timeout 1.024 us x 2^timeout, 1..31 (OCP: <= 24); 0 = none
+  uint8_t timeout = kDefaultAckTimeout;  // ack timeout 1.024 us x 2^timeout, 1..31 (OCP: <= 24);
+                                         // 0 = none
   uint8_t retry_cnt_linear = 7;    // retries at the base timeout, 0..7
   uint8_t retry_cnt_exp = 0;       // then retries with doubling timeout, 0..25; 25 = forever
   uint8_t rnr_retry = 7;           // NO_RESOURCE retries; 7 = forever (verbs)
@@ -364,6 +366,10 @@ class Engine {
   /// snapshot (the engine keeps them in each EV's record, PathSet::Ev, next to what a
   /// packet touches); empty if no such QP.
   std::vector<PathStats> path_stats(Qpn qpn) const;
+  /// The same into `out` (cleared first, its capacity reused: no allocation once it has
+  /// grown, for callers that visit every QP, such as the observer's publisher); false, and
+  /// `out` empty, if no such QP.
+  bool path_stats(Qpn qpn, std::vector<PathStats>& out) const;
   /// The QP's EVs with their state, same order; null if no such QP.
   const PathSet* paths(Qpn qpn) const;
   /// The QP's congestion window counters; nullopt if no such QP or CC is off.

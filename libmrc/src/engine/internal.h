@@ -31,9 +31,11 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/loss.h"
 #include "engine/paths.h"
 #include "engine/policy.h"
 #include "engine/retry.h"
+#include "engine/rtt.h"
 #include "engine/sack.h"
 #include "engine/timers.h"
 #include "wire/wire.h"
@@ -274,86 +276,90 @@ struct AckTally {
 /// the window; kNoBlame (NACKed, or resent along with an RTO) does not.
 enum class LossKind : uint8_t { kRack, kTimeout, kNoBlame };
 
+/// One QP: its state split by concern (sender, receiver, RTT estimator, loss detector, paths)
+/// and laid out by heat. A 16,384-QP engine touches each QP's state only now and then, so every
+/// cache line of it that a packet touches is a miss: what a data packet's send, its receipt and
+/// its ACK touch comes first and together; what configuration, modify_qp, the observers and
+/// rare events touch comes last (QpScale.QpLayout_HotStateFirst checks the order).
 struct Qp {
+  // ======== hot: touched per packet sent, received or acknowledged ========
   Qpn qpn = 0;
-  QpInit init;
-  QpAttr attr;
   QpState state = QpState::kReset;
   RetryPolicy retry;
-  Timers timers;
-  Time scheduled = kNever;  // deadline currently in the engine's timer heap
   bool in_ready = false;    // in the engine's ready list
   bool in_ackq = false;     // in the engine's ACK list
-  QpStats stats;
-  std::vector<EvSignals> ev_signals;  // indexed like paths; empty until one counts (signals())
-  PathSet paths;
+  bool cc_auto = false;     // profile derived from EngineConfig, base RTT learned
+  Time scheduled = kNever;  // deadline currently in the engine's timer heap
+  Timers timers;
 
-  // ---- sender ----
-  SeqRing<SendWqe> sq;
-  SeqRing<SendWqe> rsp;
-  uint64_t pkt_wqe = 0;         // next sq_ WQE to packetize
-  uint64_t pkt_rsp = 0;         // next rsp_ WQE to packetize
-  uint32_t next_recv_msn = 0;   // next SEND/WRITE_IMM receive number at the peer
-  uint32_t next_read_msn = 0;   // next READ number
-  Fifo<uint64_t> reads;         // sq_ sequence numbers of READs awaiting their response
-  uint32_t reads_base_msn = 0;  // read number of reads.front()
+  // ---- send state ----
   // Ring indexed by PSN: holds [snd_nxt - tx.size(), snd_nxt), so every PSN in flight
   // and the newest freed ones. Empty until the first send; doubles (grow_tx) when the
   // PSNs in flight fill it, up to max_psn_range rounded up to a power of two.
   std::vector<TxPkt> tx;
   uint32_t tx_mask = 0;  // tx.size() - 1 (tx non-empty)
   uint32_t tx_cap = 0;   // most slots tx may grow to: max_psn_range at RTS, rounded up
-  uint32_t snd_una = 0;                               // oldest PSN not acked
-  uint32_t snd_nxt = 0;                               // next new PSN
+  uint32_t snd_una = 0;  // oldest PSN not acked
+  uint32_t snd_nxt = 0;  // next new PSN
   uint64_t list_head = kNoLink, list_tail = kNoLink;  // sent-order list (PSNs)
-  std::vector<uint16_t> rack_evs;  // EVs with a packet sent before one delivered on them
   bool list_empty() const { return list_head == kNoLink; }
   uint32_t oldest() const { return static_cast<uint32_t>(list_head); }  // !list_empty()
   uint32_t newest() const { return static_cast<uint32_t>(list_tail); }
-  Fifo<uint32_t> retx;        // lost PSNs to resend
-  uint32_t rto_retries = 0;   // consecutive timeouts without progress
-  bool tlp_sent = false;      // a tail loss probe went out since the last progress
-  bool tlp_go = false;        // the probe waits to be sent: it may pass a full window
-  Time wait_since = kNever;   // nothing in flight, yet waiting on the peer since (READ, no path)
-  Time last_ack_at{0};        // last ACK that acknowledged something
-  uint32_t rnr_retries = 0;
+  uint64_t xseq_next = 1;        // next transmission order number
+  uint64_t bytes_in_flight = 0;  // payload bytes of kInFlight packets
+  uint64_t pkt_wqe = 0;          // next sq WQE to packetize
+  uint64_t pkt_rsp = 0;          // next rsp WQE to packetize
+  SeqRing<SendWqe> sq;
+  SeqRing<SendWqe> rsp;
+  Fifo<uint32_t> retx;                   // lost PSNs to resend
   SharedHealth::Peer* health = nullptr;  // the engine's view of the peer (set at RTS)
   uint64_t health_epoch = 0;             // SharedHealth::epoch() when held planes were read
   Time health_recheck = kNever;          // when a hold read then ends
-  uint64_t xseq_next = 1;  // next transmission order number
-  uint32_t reo_mult = 1;   // RACK reorder window in units of min_rtt/4, grown by spurious losses
-  uint32_t since_spurious = 0;  // packets acked since the last spurious loss
-  uint64_t rack_xseq = 0;  // transmission order of the most recently sent packet known delivered
-  Duration srtt{0}, rttvar{0}, min_rtt{0};
-  Duration rack_rtt{0};          // send-to-ACK time of the latest first transmission acknowledged
-  std::optional<Nscc> cc;        // congestion window (RTS on; absent when CC is off)
-  bool cc_auto = false;          // profile derived from EngineConfig, base RTT learned
-  Duration cc_base{0};           // base RTT the auto profile is derived with (cc_auto)
-  Duration cc_learned{0};        // last estimate of cc_rtt taken into cc_base; 0 = none yet
-  BaseRttFilter cc_rtt;          // the learned base RTT (cc_auto)
-  uint64_t bytes_in_flight = 0;  // payload bytes of kInFlight packets
+  RttEstimator rtt;
+  LossDetector loss;
 
-  // ---- receiver ----
+  // ---- receive state ----
   RecvScoreboard sb;
+  uint32_t unacked = 0;      // data packets since our last ACK
+  uint32_t rq_base_msn = 0;  // receive number of rq.head()
   SeqRing<RecvWqe> rq;
-  uint32_t rq_base_msn = 0;    // receive number of rq.head()
   // Ring indexed by PSN & (size - 1) holding the pending actions, all at PSNs in
   // [sb.cum(), sb.cum() + acts.size()). Empty until a message needs one (WRITE needs
   // none); grows (grow_acts) to cover the farthest PSN ahead, up to recv_window.
   std::vector<Action> acts;
-  uint32_t pending_reads = 0;  // READ requests accepted, response not yet fully acked
-  uint32_t sq_wimms = 0;       // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
-  uint32_t ud_queued = 0;      // UD QPs: SENDs in Core::udq (max_send_wr bounds them)
+  Path ack_path;  // path of the newest data packet (ACKs go back on it)
+  Time last_rx_at{0};
+  wire::AckHeader last_rx;  // echo fields of the newest data packet (ack_flags, echo_*)
+
+  QpStats stats;
+  // Its first line (state, mtu, dest_qpn, remote_token) is read per packet; the rest is cold.
+  QpAttr attr;
+  QpInit init;
+  PathSet paths;
+
+  // ---- congestion window ----
+  std::optional<Nscc> cc;  // congestion window (RTS on; absent when CC is off)
+  BaseRttFilter cc_rtt;    // the learned base RTT (cc_auto)
+
+  // ======== cold: configuration, rare events, observers ========
+  Duration cc_base{0};       // base RTT the auto profile is derived with (cc_auto)
+  Duration cc_learned{0};    // last estimate of cc_rtt taken into cc_base; 0 = none yet
+  Time wait_since = kNever;  // nothing in flight, yet waiting on the peer since (READ, no path)
+  Time last_ack_at{0};       // last ACK that acknowledged something
+  uint32_t rnr_retries = 0;
+  uint32_t next_recv_msn = 0;         // next SEND/WRITE_IMM receive number at the peer
+  uint32_t next_read_msn = 0;         // next READ number
+  uint32_t reads_base_msn = 0;        // read number of reads.front()
+  Fifo<uint64_t> reads;               // sq sequence numbers of READs awaiting their response
+  uint32_t pending_reads = 0;         // READ requests accepted, response not yet fully acked
+  uint32_t sq_wimms = 0;              // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
+  uint32_t ud_queued = 0;             // UD QPs: SENDs in Core::udq (max_send_wr bounds them)
+  std::vector<EvSignals> ev_signals;  // indexed like paths; empty until one counts (signals())
   // Completions of local operations (Engine::post_local), each with the sq sequence number
   // every WQE before which must have completed first. A vector, not a deque: few and rare
   // (memory-window binds, invalidations), and a deque allocates on construction, which every
   // idle QP would pay (QpScale.IdleConnectedQpHoldsFewKib).
   std::vector<std::pair<uint64_t, Completion>> local_after;
-  uint32_t unacked = 0;        // data packets since our last ACK
-  bool ack_now = false;
-  wire::AckHeader last_rx;  // echo fields of the newest data packet (ack_flags, echo_*)
-  Path ack_path;            // path of the newest data packet (ACKs go back on it)
-  Time last_rx_at{0};
 
   TxPkt& pkt(uint32_t psn) { return tx[psn & tx_mask]; }
   /// EV i's rarer counters, allocated on first use.
@@ -365,8 +371,7 @@ struct Qp {
   /// Retransmission timeout now: the verbs timeout, never below the measured round trip
   /// (SRTT + 4 RTTVAR + the receiver's ACK delay), backed off by the retries so far.
   Duration rto(Duration ack_delay) const {
-    return retry.rto(rto_retries,
-                     srtt > Duration{0} ? srtt + 4 * rttvar + ack_delay : Duration{0});
+    return retry.rto(loss.rto_retries, rtt.rto_floor(ack_delay));
   }
 };
 
@@ -584,7 +589,7 @@ struct Core {
   /// The window holds no room for another packet; a pending tail loss probe goes anyway (a
   /// window of one or two packets can be filled by the very losses the probe is to reveal).
   bool cwnd_full(const Qp& q) const {
-    return q.cc && !q.tlp_go && q.bytes_in_flight > 0 && !q.cc->can_send(q.bytes_in_flight);
+    return q.cc && !q.loss.tlp_go && q.bytes_in_flight > 0 && !q.cc->can_send(q.bytes_in_flight);
   }
   // paths (engine.cc)
   void ev_events(Qp& q);  // turns ev_scratch into engine events, re-arms probes
@@ -621,7 +626,43 @@ struct Core {
   Path ud_path(const UdDest& d, Time now);
 
   // receiver (receiver.cc)
+  /// A data packet for q: checked against the QP, its window and the memory it names, then
+  /// taken by its opcode's accept_* (placed, its in-order work queued) and received().
   void on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p);
+  /// One data packet on its way through on_data: what the checks of every opcode share.
+  struct RxData {
+    Qp& q;
+    const wire::Packet& p;
+    const RxInfo& rx;
+    Srq* xs;      // an XRC target QP: the message's XRC SRQ (else null)
+    uint32_t pd;  // the PD its memory is checked in (XRC: its SRQ's)
+    Action act;   // the in-order work at its message's last PSN (kNone: none)
+  };
+  // Each false when the packet was refused (counted, NACKed where the peer must hear of it).
+  bool accept_write(RxData& x);     // WRITE, WRITE_WITH_IMM
+  bool accept_send(RxData& x);      // SEND, SEND_WITH_IMM (and with invalidate)
+  bool accept_read_req(RxData& x);  // READ request: holds a response slot
+  bool accept_atomic(RxData& x);    // CMP_SWAP, FETCH_ADD: hold a response slot
+  bool accept_atomic_write(RxData& x);
+  bool accept_read_resp(RxData& x, Time now);  // our READ's (or atomic's) response
+  /// Counts `why` and NACKs the packet with `r`; false (for the accept_* to return).
+  bool refuse(RxData& x, Drop why, wire::NackReason r);
+  /// The receive of message `msn` is in q.rq (taken from the SRQ when the QP has one).
+  bool have_recv(RxData& x, uint32_t msn);
+  /// A READ or atomic holds one of the responder's kMaxReadResponses until its response is
+  /// acknowledged; past them it is refused (RNR) and resent.
+  bool take_response_slot(RxData& x);
+  /// The word an atomic request (`need` kRemoteAtomic, `len` 16) or an atomic write
+  /// (kRemoteWrite, 8) works on: the QP and the MR grant `need` (else NACK REMOTE_ACCESS),
+  /// `len` bytes sent to an address 8-byte aligned in the MR and in memory (else
+  /// REMOTE_INVALID, as IB treats a misaligned atomic); null once NACKed.
+  const Mr* atomic_word(RxData& x, uint32_t need, uint32_t len);
+  /// An accepted data packet: marked in the scoreboard, its action queued, the in-order work
+  /// run as cum passes it, and the ACK policy applied.
+  void received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, uint32_t ahead,
+                const Action& act);
+  /// The newest data packet's echo fields and path, for the next ACK.
+  void note_rx(Qp& q, Time now, const RxInfo& rx, const wire::CommonHeader& h);
   void receiver_timeout(Qp& q, Time now);
   size_t build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path);
   void nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r);

@@ -299,7 +299,6 @@ class PathSet {
   bool admin_down_[kMaxPlanes] = {};
   uint16_t held_ = 0;           // planes held down by the engine's shared view (bit per plane)
   uint32_t evs_held_ = 0;       // EVs with Ev::held
-  Time plane_probe_sent_[kMaxPlanes] = {};
   bool plane_answered_[kMaxPlanes] = {};
   uint32_t drain_cursor_[kMaxPlanes] = {};
   Time plane_next_probe_[kMaxPlanes] = {};

@@ -34,8 +34,189 @@ void Core::nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason
   ctrl.push_back(c);
 }
 
+bool Core::refuse(RxData& x, Drop why, wire::NackReason r) {
+  stats.drop(why);
+  nack(x.q, x.p, x.rx, r);
+  return false;
+}
+
+bool Core::have_recv(RxData& x, uint32_t msn) {
+  Qp& q = x.q;
+  if (x.xs) return xrc_take(q, msn, *x.xs, x.p.data.xrc_srqn);
+  srq_take(q, msn);
+  return psn_diff(msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) < 0;
+}
+
+bool Core::take_response_slot(RxData& x) {
+  if (x.q.pending_reads >= kMaxReadResponses)
+    return refuse(x, Drop::kNoReceive, wire::NackReason::kNoResource);
+  ++x.q.pending_reads;
+  return true;
+}
+
+const Mr* Core::atomic_word(RxData& x, uint32_t need, uint32_t len) {
+  const wire::DataHeader& d = x.p.data;
+  if (!(x.q.attr.access & need)) {
+    refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteAccess);
+    return nullptr;
+  }
+  if (d.msg_len != len || d.payload_len != len || d.addr % 8 != 0) {
+    refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteInvalid);
+    return nullptr;
+  }
+  const Mr* m = mr_in(d.rkey, x.pd);
+  if (!m || !(m->access & need) || !m->covers(d.addr, wire::kAtomicLen)) {
+    refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteAccess);
+    return nullptr;
+  }
+  if (reinterpret_cast<uintptr_t>(m->at(d.addr)) % 8 != 0) {  // an iova unlike its memory
+    refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteInvalid);
+    return nullptr;
+  }
+  return m;
+}
+
+bool Core::accept_write(RxData& x) {
+  Qp& q = x.q;
+  const wire::CommonHeader& h = x.p.common;
+  const wire::DataHeader& d = x.p.data;
+  const bool imm = h.kind == wire::Kind::kWriteImm;
+  if (imm && q.attr.max_wimm_dest &&
+      psn_diff(d.msn, q.rq_base_msn) >= static_cast<int32_t>(q.attr.max_wimm_dest)) {
+    refuse(x, Drop::kWimmLimit, wire::NackReason::kRemoteInvalid);
+    fail_qp(q, WcStatus::kRemInvReqErr);
+    return false;
+  }
+  if (!(q.attr.access & access::kRemoteWrite))  // the QP grants no WRITE at all
+    return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteAccess);
+  if (imm) (void)have_recv(x, d.msn);
+  if (d.msg_len > 0) {
+    const Mr* m = mr_in(d.rkey, x.pd);
+    if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len))
+      return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteAccess);
+    if (imm && (h.flags & wire::flag::kLast) && !have_recv(x, d.msn))
+      return refuse(x, Drop::kNoReceive, wire::NackReason::kNoResource);
+    copy(m->at(d.addr + d.offset), x.p.payload.data(), d.payload_len);
+  } else if (imm && !have_recv(x, d.msn)) {
+    return refuse(x, Drop::kNoReceive, wire::NackReason::kNoResource);
+  }
+  if (imm) x.act.kind = Action::kWriteImm;
+  return true;
+}
+
+bool Core::accept_send(RxData& x) {
+  Qp& q = x.q;
+  const wire::CommonHeader& h = x.p.common;
+  const wire::DataHeader& d = x.p.data;
+  const int32_t idx = psn_diff(d.msn, q.rq_base_msn);
+  if (idx < 0) {  // its receive already completed: a forged or corrupt MSN
+    stats.drop(Drop::kDuplicate);
+    return false;
+  }
+  if (!have_recv(x, d.msn)) return refuse(x, Drop::kNoReceive, wire::NackReason::kNoResource);
+  RecvWqe& r = q.rq.at(q.rq.head() + static_cast<uint64_t>(idx));
+  if (d.msg_len > r.capacity)
+    return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteInvalid);
+  if (!resolve_recv(q, r)) {  // a bad or deregistered receive buffer: a local error, and the
+    // requester's SEND fails with a remote operation error, as from a verbs responder
+    nack(q, x.p, x.rx, wire::NackReason::kRemoteOperation);
+    fail_qp(q, WcStatus::kLocProtErr);
+    return false;
+  }
+  if (h.flags & wire::flag::kInvalidate) {  // SEND_WITH_INV: a window of this QP's PD
+    const Mr* w = mr_in(d.rkey, x.pd);
+    if (!w || !w->window) return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteAccess);
+    x.act.invalidate = true;
+    x.act.rkey = d.rkey;
+  }
+  if (d.payload_len) sg_copy_in(r.sg, d.offset, x.p.payload.data(), d.payload_len, cfg.copy);
+  x.act.kind = h.kind == wire::Kind::kSendImm ? Action::kRecvImm : Action::kRecv;
+  return true;
+}
+
+bool Core::accept_read_req(RxData& x) {
+  const wire::DataHeader& d = x.p.data;
+  if (!(x.q.attr.access & access::kRemoteRead))  // the QP grants no READ at all
+    return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteAccess);
+  if (d.msg_len > 0) {
+    const Mr* m = mr_in(d.rkey, x.pd);
+    if (!m || !(m->access & access::kRemoteRead) || !m->covers(d.addr, d.msg_len))
+      return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteAccess);
+  }
+  if (!take_response_slot(x)) return false;
+  x.act.kind = Action::kReadReq;
+  x.act.addr = d.addr;
+  x.act.rkey = d.rkey;
+  return true;
+}
+
+bool Core::accept_atomic(RxData& x) {
+  const wire::DataHeader& d = x.p.data;
+  const Mr* m = atomic_word(x, access::kRemoteAtomic, wire::kAtomicReqLen);
+  if (!m || !take_response_slot(x)) return false;
+  x.act.kind = Action::kAtomic;
+  x.act.addr = d.addr;
+  x.act.rkey = d.rkey;
+  x.act.cas = x.p.common.kind == wire::Kind::kCmpSwap;
+  x.act.compare_add = get_be64(x.p.payload.data());
+  x.act.swap = get_be64(x.p.payload.data() + 8);
+  return true;
+}
+
+bool Core::accept_atomic_write(RxData& x) {
+  const Mr* m = atomic_word(x, access::kRemoteWrite, wire::kAtomicLen);
+  if (!m) return false;
+  // Placed on arrival as a WRITE is, with one 64-bit store: a reader sees all 8 bytes or
+  // none of them (the bytes as sent: the word is the app's, in its byte order).
+  uint64_t v = 0;
+  std::memcpy(&v, x.p.payload.data(), sizeof v);
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(m->at(x.p.data.addr))).store(v);
+  return true;
+}
+
+bool Core::accept_read_resp(RxData& x, Time now) {
+  Qp& q = x.q;
+  const wire::DataHeader& d = x.p.data;
+  const int32_t idx = psn_diff(d.msn, q.reads_base_msn);
+  if (idx < 0 || static_cast<size_t>(idx) >= q.reads.size()) {
+    stats.drop(Drop::kBadAck);
+    return false;
+  }
+  const SendWqe& w = q.sq.at(q.reads[static_cast<size_t>(idx)]);
+  if (d.msg_len != w.len) {
+    stats.drop(Drop::kBadAck);
+    return false;
+  }
+  if (!live(w.sg)) {
+    fail_qp(q, WcStatus::kLocProtErr, q.reads[static_cast<size_t>(idx)]);
+    return false;
+  }
+  if (is_atomic(w.op)) {  // the value before the operation, big-endian on the wire
+    if (d.payload_len != wire::kAtomicLen) {
+      stats.drop(Drop::kBadAck);
+      return false;
+    }
+    const uint64_t v = get_be64(x.p.payload.data());
+    sg_copy_in(w.sg, 0, reinterpret_cast<const uint8_t*>(&v), sizeof v, cfg.copy);
+  } else if (d.payload_len) {
+    sg_copy_in(w.sg, d.offset, x.p.payload.data(), d.payload_len, cfg.copy);
+  }
+  x.act.kind = Action::kReadResp;
+  q.loss.rto_retries = 0;  // the responder is alive: restart the wait for the rest
+  if (q.wait_since != kNever) q.wait_since = now;
+  return true;
+}
+
+void Core::note_rx(Qp& q, Time now, const RxInfo& rx, const wire::CommonHeader& h) {
+  if (q.unacked == 0) q.last_rx.ack_flags = 0;
+  q.last_rx.echo_ev = h.ev;
+  q.last_rx.echo_psn = h.psn;
+  q.last_rx.echo_ts = h.ts;
+  q.last_rx_at = now;
+  q.ack_path = Path{h.ev, rx.plane};
+}
+
 void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
-  auto drop = [&](Drop d) { stats.drop(d); };
   const wire::CommonHeader& h = p.common;
   const wire::DataHeader& d = p.data;
   // The peer's word on its ports, as in its ACKs (Core::on_ack): a QP that only receives
@@ -46,24 +227,19 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
       health.set_reported_down(*q.health, d.ports_down);
     if (d.ports_down != 0) lose_planes(q, d.ports_down, now);
   }
+  RxData x{q, p, rx, nullptr, q.init.pd, {}};
   if (p.trimmed) {
-    drop(Drop::kTrimmed);
-    nack(q, p, rx,
-         (h.net_flags & wire::net_flag::kTrimmedLastHop) ? wire::NackReason::kTrimmedLastHop
-                                                         : wire::NackReason::kTrimmed);
+    refuse(x, Drop::kTrimmed,
+           (h.net_flags & wire::net_flag::kTrimmedLastHop) ? wire::NackReason::kTrimmedLastHop
+                                                           : wire::NackReason::kTrimmed);
     return;
   }
   const int32_t ahead = psn_diff(h.psn, q.sb.cum());
   if (ahead < 0 || q.sb.received(h.psn)) {
-    drop(Drop::kDuplicate);
+    stats.drop(Drop::kDuplicate);
     // Re-ACK (the sender may have missed ours), echoing this packet so its RTT
     // sample is this transmission's.
-    if (q.unacked == 0) q.last_rx.ack_flags = 0;
-    q.last_rx.echo_ev = h.ev;
-    q.last_rx.echo_psn = h.psn;
-    q.last_rx.echo_ts = h.ts;
-    q.last_rx_at = now;
-    q.ack_path = Path{h.ev, rx.plane};
+    note_rx(q, now, rx, h);
     want_ack(q);
     return;
   }
@@ -71,232 +247,67 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
                               ? std::min(q.attr.max_psn_range_dest, q.sb.window())
                               : q.sb.window();
   if (static_cast<uint32_t>(ahead) >= window) {
-    drop(Drop::kPsnOutOfWindow);
-    nack(q, p, rx, wire::NackReason::kPsnOutOfWindow);
+    refuse(x, Drop::kPsnOutOfWindow, wire::NackReason::kPsnOutOfWindow);
     return;
   }
   if (uint64_t{d.offset} + d.payload_len > d.msg_len) {
-    drop(Drop::kRemoteAccess);
-    nack(q, p, rx, wire::NackReason::kRemoteInvalid);
+    refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteInvalid);
     return;
   }
-  const bool last = h.flags & wire::flag::kLast;
   // An XRC target QP: the message's XRC SRQ (of the QP's domain) gives its receive, its CQ
   // and the PD its memory is checked in.
-  Srq* xs = nullptr;
-  uint32_t pd = q.init.pd;
   if (q.init.xrcd && h.kind != wire::Kind::kReadResp) {
-    xs = xrc_srq(q, d.xrc_srqn);
-    if (!xs) {
-      drop(Drop::kRemoteAccess);
-      nack(q, p, rx, wire::NackReason::kRemoteInvalid);
+    x.xs = xrc_srq(q, d.xrc_srqn);
+    if (!x.xs) {
+      refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteInvalid);
       return;
     }
-    pd = xs->xrc.pd;
+    x.pd = x.xs->xrc.pd;
   }
-  // The receive of message `msn` is in q.rq (taken from the SRQ when the QP has one).
-  auto have_recv = [&](uint32_t msn) {
-    if (xs) return xrc_take(q, msn, *xs, d.xrc_srqn);
-    srq_take(q, msn);
-    return psn_diff(msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) < 0;
-  };
-  // A READ or atomic holds one of the responder's kMaxReadResponses until its response is
-  // acknowledged; past them it is refused (RNR) and resent.
-  auto take_response_slot = [&] {
-    if (q.pending_reads >= kMaxReadResponses) {
-      drop(Drop::kNoReceive);
-      nack(q, p, rx, wire::NackReason::kNoResource);
-      return false;
-    }
-    ++q.pending_reads;
-    return true;
-  };
-  // The word an atomic request (CMP_SWAP, FETCH_ADD: `need` kRemoteAtomic, `len` 16) or an
-  // atomic write (kRemoteWrite, 8) works on: the QP and the MR grant `need` (else NACK
-  // REMOTE_ACCESS), `len` bytes sent to an address 8-byte aligned in the MR and in memory
-  // (else REMOTE_INVALID, as IB treats a misaligned atomic); null once NACKed.
-  auto atomic_word = [&](uint32_t need, uint32_t len) -> const Mr* {
-    auto refuse = [&](wire::NackReason r) -> const Mr* {
-      drop(Drop::kRemoteAccess);
-      nack(q, p, rx, r);
-      return nullptr;
-    };
-    if (!(q.attr.access & need)) return refuse(wire::NackReason::kRemoteAccess);
-    if (d.msg_len != len || d.payload_len != len || d.addr % 8 != 0)
-      return refuse(wire::NackReason::kRemoteInvalid);
-    const Mr* m = mr_in(d.rkey, pd);
-    if (!m || !(m->access & need) || !m->covers(d.addr, wire::kAtomicLen))
-      return refuse(wire::NackReason::kRemoteAccess);
-    if (reinterpret_cast<uintptr_t>(m->at(d.addr)) % 8 != 0)  // an iova unlike its memory
-      return refuse(wire::NackReason::kRemoteInvalid);
-    return m;
-  };
-  Action act;
-  act.psn = h.psn;
-  act.msn = d.msn;
-  act.imm = d.imm;
-  act.len = d.msg_len;
-  act.solicited = h.flags & wire::flag::kSolicited;
-  act.pd = pd;
-
+  x.act.psn = h.psn;
+  x.act.msn = d.msn;
+  x.act.imm = d.imm;
+  x.act.len = d.msg_len;
+  x.act.solicited = h.flags & wire::flag::kSolicited;
+  x.act.pd = x.pd;
+  bool ok = false;
   switch (h.kind) {
     case wire::Kind::kWrite:
-    case wire::Kind::kWriteImm: {
-      if (h.kind == wire::Kind::kWriteImm && q.attr.max_wimm_dest &&
-          psn_diff(d.msn, q.rq_base_msn) >= static_cast<int32_t>(q.attr.max_wimm_dest)) {
-        drop(Drop::kWimmLimit);
-        nack(q, p, rx, wire::NackReason::kRemoteInvalid);
-        fail_qp(q, WcStatus::kRemInvReqErr);
-        return;
-      }
-      if (!(q.attr.access & access::kRemoteWrite)) {  // the QP grants no WRITE at all
-        drop(Drop::kRemoteAccess);
-        nack(q, p, rx, wire::NackReason::kRemoteAccess);
-        return;
-      }
-      if (h.kind == wire::Kind::kWriteImm) (void)have_recv(d.msn);
-      if (d.msg_len > 0) {
-        const Mr* m = mr_in(d.rkey, pd);
-        if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) {
-          drop(Drop::kRemoteAccess);
-          nack(q, p, rx, wire::NackReason::kRemoteAccess);
-          return;
-        }
-        if (h.kind == wire::Kind::kWriteImm && last && !have_recv(d.msn)) {
-          drop(Drop::kNoReceive);
-          nack(q, p, rx, wire::NackReason::kNoResource);
-          return;
-        }
-        copy(m->at(d.addr + d.offset), p.payload.data(), d.payload_len);
-      } else if (h.kind == wire::Kind::kWriteImm && !have_recv(d.msn)) {
-        drop(Drop::kNoReceive);
-        nack(q, p, rx, wire::NackReason::kNoResource);
-        return;
-      }
-      if (h.kind == wire::Kind::kWriteImm) act.kind = Action::kWriteImm;
+    case wire::Kind::kWriteImm:
+      ok = accept_write(x);
       break;
-    }
     case wire::Kind::kSend:
-    case wire::Kind::kSendImm: {
-      const int32_t idx = psn_diff(d.msn, q.rq_base_msn);
-      if (idx < 0) {  // its receive already completed: a forged or corrupt MSN
-        drop(Drop::kDuplicate);
-        return;
-      }
-      if (!have_recv(d.msn)) {
-        drop(Drop::kNoReceive);
-        nack(q, p, rx, wire::NackReason::kNoResource);
-        return;
-      }
-      RecvWqe& r = q.rq.at(q.rq.head() + static_cast<uint64_t>(idx));
-      if (d.msg_len > r.capacity) {
-        drop(Drop::kRemoteAccess);
-        nack(q, p, rx, wire::NackReason::kRemoteInvalid);
-        return;
-      }
-      if (!resolve_recv(q, r)) {  // a bad or deregistered receive buffer: a local error, and the
-        // requester's SEND fails with a remote operation error, as from a verbs responder
-        nack(q, p, rx, wire::NackReason::kRemoteOperation);
-        fail_qp(q, WcStatus::kLocProtErr);
-        return;
-      }
-      if (h.flags & wire::flag::kInvalidate) {  // SEND_WITH_INV: a window of this QP's PD
-        const Mr* w = mr_in(d.rkey, pd);
-        if (!w || !w->window) {
-          drop(Drop::kRemoteAccess);
-          nack(q, p, rx, wire::NackReason::kRemoteAccess);
-          return;
-        }
-        act.invalidate = true;
-        act.rkey = d.rkey;
-      }
-      if (d.payload_len) sg_copy_in(r.sg, d.offset, p.payload.data(), d.payload_len, cfg.copy);
-      act.kind = h.kind == wire::Kind::kSendImm ? Action::kRecvImm : Action::kRecv;
+    case wire::Kind::kSendImm:
+      ok = accept_send(x);
       break;
-    }
-    case wire::Kind::kReadReq: {
-      if (!(q.attr.access & access::kRemoteRead)) {  // the QP grants no READ at all
-        drop(Drop::kRemoteAccess);
-        nack(q, p, rx, wire::NackReason::kRemoteAccess);
-        return;
-      }
-      if (h.kind == wire::Kind::kWriteImm) srq_take(q, d.msn);
-      if (d.msg_len > 0) {
-        const Mr* m = mr_in(d.rkey, pd);
-        if (!m || !(m->access & access::kRemoteRead) || !m->covers(d.addr, d.msg_len)) {
-          drop(Drop::kRemoteAccess);
-          nack(q, p, rx, wire::NackReason::kRemoteAccess);
-          return;
-        }
-      }
-      if (!take_response_slot()) return;
-      act.kind = Action::kReadReq;
-      act.addr = d.addr;
-      act.rkey = d.rkey;
+    case wire::Kind::kReadReq:
+      ok = accept_read_req(x);
       break;
-    }
     case wire::Kind::kCmpSwap:
-    case wire::Kind::kFetchAdd: {
-      const Mr* m = atomic_word(access::kRemoteAtomic, wire::kAtomicReqLen);
-      if (!m || !take_response_slot()) return;
-      act.kind = Action::kAtomic;
-      act.addr = d.addr;
-      act.rkey = d.rkey;
-      act.cas = h.kind == wire::Kind::kCmpSwap;
-      act.compare_add = get_be64(p.payload.data());
-      act.swap = get_be64(p.payload.data() + 8);
+    case wire::Kind::kFetchAdd:
+      ok = accept_atomic(x);
       break;
-    }
-    case wire::Kind::kAtomicWrite: {
-      const Mr* m = atomic_word(access::kRemoteWrite, wire::kAtomicLen);
-      if (!m) return;
-      // Placed on arrival as a WRITE is, with one 64-bit store: a reader sees all 8 bytes or
-      // none of them (the bytes as sent: the word is the app's, in its byte order).
-      uint64_t v = 0;
-      std::memcpy(&v, p.payload.data(), sizeof v);
-      std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(m->at(d.addr))).store(v);
+    case wire::Kind::kAtomicWrite:
+      ok = accept_atomic_write(x);
       break;
-    }
-    case wire::Kind::kReadResp: {
-      const int32_t idx = psn_diff(d.msn, q.reads_base_msn);
-      if (idx < 0 || static_cast<size_t>(idx) >= q.reads.size()) {
-        drop(Drop::kBadAck);
-        return;
-      }
-      const SendWqe& w = q.sq.at(q.reads[static_cast<size_t>(idx)]);
-      if (d.msg_len != w.len) {
-        drop(Drop::kBadAck);
-        return;
-      }
-      if (!live(w.sg)) {
-        fail_qp(q, WcStatus::kLocProtErr, q.reads[static_cast<size_t>(idx)]);
-        return;
-      }
-      if (is_atomic(w.op)) {  // the value before the operation, big-endian on the wire
-        if (d.payload_len != wire::kAtomicLen) {
-          drop(Drop::kBadAck);
-          return;
-        }
-        const uint64_t v = get_be64(p.payload.data());
-        sg_copy_in(w.sg, 0, reinterpret_cast<const uint8_t*>(&v), sizeof v, cfg.copy);
-      } else if (d.payload_len) {
-        sg_copy_in(w.sg, d.offset, p.payload.data(), d.payload_len, cfg.copy);
-      }
-      act.kind = Action::kReadResp;
-      q.rto_retries = 0;  // the responder is alive: restart the wait for the rest
-      if (q.wait_since != kNever) q.wait_since = now;
+    case wire::Kind::kReadResp:
+      ok = accept_read_resp(x, now);
       break;
-    }
     default:
-      return;
+      break;
   }
+  if (ok) received(q, now, rx, p, static_cast<uint32_t>(ahead), x.act);
+}
 
+void Core::received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, uint32_t ahead,
+                    const Action& act) {
+  const wire::CommonHeader& h = p.common;
   const bool had_holes = q.sb.has_holes();
   (void)q.sb.mark(h.psn);
   ++q.stats.rx_data_packets;
-  q.stats.rx_payload_bytes += d.payload_len;
-  if (last && act.kind != Action::kNone) {
-    if (static_cast<uint32_t>(ahead) >= q.acts.size()) grow_acts(q, static_cast<uint32_t>(ahead));
+  q.stats.rx_payload_bytes += p.data.payload_len;
+  if ((h.flags & wire::flag::kLast) && act.kind != Action::kNone) {
+    if (ahead >= q.acts.size()) grow_acts(q, ahead);
     q.acts[h.psn & (q.acts.size() - 1)] = act;
   }
   q.sb.advance([&](uint32_t psn) {
@@ -311,14 +322,9 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
   // ACK policy: at once on a hole or when one is filled (the filler may complete a message
   // whose last packet came first: its app may see the completion and close the QP before a
   // delayed ACK), on request or every ack_every packets; else delayed.
-  if (q.unacked == 0) q.last_rx.ack_flags = 0;
+  note_rx(q, now, rx, h);
   ++q.unacked;
-  q.last_rx.echo_ev = h.ev;
-  q.last_rx.echo_psn = h.psn;
-  q.last_rx.echo_ts = h.ts;
   if (rx.ecn_ce) q.last_rx.ack_flags |= wire::ack_flag::kEcnEcho;
-  q.last_rx_at = now;
-  q.ack_path = Path{h.ev, rx.plane};
   if ((h.flags & wire::flag::kAckReq) || had_holes || q.sb.has_holes() ||
       q.unacked >= cfg.ack_every) {
     want_ack(q);

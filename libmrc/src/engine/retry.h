@@ -35,7 +35,7 @@ inline constexpr uint8_t kRetryForever = 25;  // retry_cnt_exp value meaning "ne
 inline constexpr uint8_t kDefaultAckTimeout = 16;
 
 struct RetryPolicy {
-  uint8_t timeout = 14;  // exponent t
+  uint8_t timeout = kDefaultAckTimeout;  // exponent t
   uint8_t linear = 7;    // retries at the base timeout (0..7)
   uint8_t exp = 0;       // retries with doubling timeout (0..25)
 

@@ -276,7 +276,7 @@ inline void Core::ev_list_append(Qp& q, uint32_t psn) {
 
 void Core::ev_list_sync(Qp& q) {
   q.paths.clear_tx();
-  q.rack_evs.clear();
+  q.loss.rack_evs.clear();
   // Relink in sending order (the sent-order list's), so each EV's list keeps it.
   if (q.list_empty()) return;
   for (uint32_t psn = q.oldest();; psn = q.pkt(psn).next) {
@@ -324,7 +324,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     psn = q.retx[static_cast<size_t>(r)];
     q.retx.erase(static_cast<size_t>(r));
     ++q.stats.tx_retransmits;
-    q.tlp_go = false;
+    q.loss.tlp_go = false;
   } else {
     uint64_t& cursor = from_rsp ? q.pkt_rsp : q.pkt_wqe;
     SendWqe& w = from_rsp ? q.rsp.at(cursor) : q.sq.at(cursor);
@@ -436,8 +436,9 @@ void Core::arm_rto(Qp& q, Time now) {
     q.timers.set(Timer::kRto, rto == kNever ? kNever : q.pkt(q.oldest()).sent + rto);
     // Tail loss probe (RFC 8985 section 7): losses at the tail have no later packet
     // to reveal them; resending the newest one does, long before the RTO.
-    if (q.srtt > Duration{0} && !q.tlp_sent) {
-      const Time at = std::max(q.pkt(q.newest()).sent, q.last_ack_at) + 2 * q.srtt + cfg.ack_delay;
+    if (q.rtt.has_sample() && !q.loss.tlp_sent) {
+      const Time at =
+          std::max(q.pkt(q.newest()).sent, q.last_ack_at) + 2 * q.rtt.srtt() + cfg.ack_delay;
       if (at < q.timers.at(Timer::kRto)) q.timers.set(Timer::kTlp, at);
     }
     return;
@@ -513,17 +514,15 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   if (p.state != TxPkt::kInFlight && p.state != TxPkt::kLost) return;
   // Spurious loss: declared lost, yet acknowledged before a resend could be (RFC
   // 8985 7.2 adapts the reorder window the same way, from DSACKs we don't have).
-  if (p.state == TxPkt::kLost || (p.tx_count > 1 && now - p.sent < q.min_rtt / 2)) {
+  if (p.state == TxPkt::kLost || (p.tx_count > 1 && now - p.sent < q.rtt.min_rtt() / 2)) {
     ++q.stats.spurious_losses;
-    q.reo_mult = std::min<uint32_t>(q.reo_mult + 1, 64);
-    q.since_spurious = 0;
+    q.loss.on_spurious();
     // The window gives back what the loss took (the packet was only late, not lost): a
     // burst of late packets must not leave the window at a fraction of what the path holds.
     if (p.blamed && q.cc) q.cc->on_spurious_loss();
     p.blamed = false;
-  } else if (++q.since_spurious >= 16384 && q.reo_mult > 1) {
-    q.reo_mult /= 2;
-    q.since_spurious = 0;
+  } else {
+    q.loss.on_clean_ack();
   }
   if (p.state == TxPkt::kInFlight) {
     list_remove(q, psn);
@@ -533,7 +532,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
     // what RACK waits for on this path. Only unambiguous (first) transmissions.
     if (p.tx_count == 1) {
       q.paths.on_rtt(p.path, now - p.sent);
-      q.rack_rtt = now - p.sent;
+      q.loss.rack_rtt = now - p.sent;
     }
   }
   p.state = TxPkt::kAcked;
@@ -544,7 +543,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   if (q.health && health.counting(*q.health))
     health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
   if (health.ev_counting()) health.on_acked_ev(q.paths.ev(p.path).path.ev);
-  if (p.xseq > q.rack_xseq) q.rack_xseq = p.xseq;
+  q.loss.on_delivered(p.xseq);
   // Delivered on its EV: packets sent before it on the same EV are overdue. Only a first
   // transmission says which copy arrived (a resend's ACK may be for the original).
   if (p.tx_count == 1) {
@@ -552,8 +551,8 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
     if (p.xseq > e.rack_xseq) {
       e.rack_xseq = p.xseq;
       if (e.listed && q.pkt(e.tx_head).xseq < p.xseq &&
-          (q.rack_evs.empty() || q.rack_evs.back() != p.path))
-        q.rack_evs.push_back(p.path);
+          (q.loss.rack_evs.empty() || q.loss.rack_evs.back() != p.path))
+        q.loss.rack_evs.push_back(p.path);
     }
   }
   acked->bytes += p.len;
@@ -611,24 +610,16 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     rtt = now - echo - Duration{a.ack_delay_ns};
     if (rtt <= Duration{0}) rtt = now - echo;
     ++q.stats.rtt_samples;
-    if (q.srtt == Duration{0}) {
-      q.srtt = rtt;
-      q.rttvar = rtt / 2;
-      q.min_rtt = rtt;
-    } else {
-      const Duration err = rtt > q.srtt ? rtt - q.srtt : q.srtt - rtt;
-      q.rttvar = (3 * q.rttvar + err) / 4;
-      q.srtt = (7 * q.srtt + rtt) / 8;
-      q.min_rtt = std::min(q.min_rtt, rtt);
-    }
+    q.rtt.on_sample(rtt);
     if (q.health) {  // what a new QP to this peer starts from
-      q.health->srtt = q.srtt;
-      q.health->rttvar = q.rttvar;
-      q.health->min_rtt =
-          q.health->min_rtt == Duration{0} ? q.min_rtt : std::min(q.health->min_rtt, q.min_rtt);
+      q.health->srtt = q.rtt.srtt();
+      q.health->rttvar = q.rtt.rttvar();
+      q.health->min_rtt = q.health->min_rtt == Duration{0}
+                              ? q.rtt.min_rtt()
+                              : std::min(q.health->min_rtt, q.rtt.min_rtt());
     }
-    q.stats.srtt_ns = static_cast<uint64_t>(q.srtt.count());
-    q.stats.min_rtt_ns = static_cast<uint64_t>(q.min_rtt.count());
+    q.stats.srtt_ns = static_cast<uint64_t>(q.rtt.srtt().count());
+    q.stats.min_rtt_ns = static_cast<uint64_t>(q.rtt.min_rtt().count());
     if (echo_path >= 0)
       q.paths.tx(static_cast<size_t>(echo_path)).rtt_ns = static_cast<uint64_t>(rtt.count());
   }
@@ -654,9 +645,8 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
 
 void Core::after_acks(Qp& q, Time now, bool progress) {
   if (progress) {
-    q.rto_retries = 0;
+    q.loss.on_progress();
     q.rnr_retries = 0;
-    q.tlp_sent = false;
     q.last_ack_at = now;
   }
   detect_losses(q, now);
@@ -678,41 +668,37 @@ void Core::detect_losses(Qp& q, Time now) {
   //   of the QP's SRTT and its EV's send-to-ACK time) plus the spread of queueing
   //   between the paths: SRTT + 4 x RTTVAR, at most 2 x SRTT (an RTO must not come first).
   q.timers.cancel(Timer::kRack);
-  if (q.rack_evs.empty() && (q.list_empty() || q.pkt(q.oldest()).xseq >= q.rack_xseq))
+  if (q.loss.rack_evs.empty() && (q.list_empty() || q.pkt(q.oldest()).xseq >= q.loss.rack_xseq))
     return;  // nothing in flight was sent before a delivered packet (the common case)
-  // No RTT sample yet (only NACKs came back, or no timestamps): the send-to-ACK time of
-  // the latest packet delivered stands in for SRTT, rather than nothing (a 2 us window
-  // that declares a whole first window lost).
-  const Duration srtt = q.srtt > Duration{0} ? q.srtt : q.rack_rtt;
-  const Duration reo = std::min(q.reo_mult * std::max(q.min_rtt / 4, Duration{2000}),
-                                std::max(srtt, Duration{2000}));
+  const Duration reo = q.loss.reorder_window(q.rtt);
   Time next = kNever;
   size_t kept = 0;
-  for (size_t k = 0; k < q.rack_evs.size(); ++k) {
-    const uint16_t ev = q.rack_evs[k];
+  for (size_t k = 0; k < q.loss.rack_evs.size(); ++k) {
+    const uint16_t ev = q.loss.rack_evs[k];
     const PathSet::Ev& e = q.paths.ev(ev);
     while (e.listed) {
       const uint32_t psn = e.tx_head;
       const TxPkt& p = q.pkt(psn);
       if (p.xseq >= e.rack_xseq) break;
-      const Time deadline = p.sent + q.min_rtt + reo;
+      const Time deadline = p.sent + q.rtt.min_rtt() + reo;
       if (deadline > now) {
         next = std::min(next, deadline);
-        if (std::find(q.rack_evs.begin(), q.rack_evs.begin() + kept, ev) ==
-            q.rack_evs.begin() + kept)
-          q.rack_evs[kept++] = ev;
+        if (std::find(q.loss.rack_evs.begin(), q.loss.rack_evs.begin() + kept, ev) ==
+            q.loss.rack_evs.begin() + kept)
+          q.loss.rack_evs[kept++] = ev;
         break;
       }
       ++q.stats.fast_losses;
       mark_lost(q, psn, now, now, LossKind::kRack);
     }
   }
-  q.rack_evs.resize(kept);
-  const Duration spread = std::max(reo, std::min(srtt + 4 * q.rttvar, 2 * srtt));
+  q.loss.rack_evs.resize(kept);
+  const Duration srtt = q.loss.rack_srtt(q.rtt);
+  const Duration spread = q.loss.spread(q.rtt);
   while (!q.list_empty()) {
     const uint32_t psn = q.oldest();
     const TxPkt& p = q.pkt(psn);
-    if (p.xseq >= q.rack_xseq) break;
+    if (p.xseq >= q.loss.rack_xseq) break;
     const Time deadline = p.sent + std::max(srtt, q.paths.ev(p.path).srtt) + spread;
     if (deadline > now) {
       next = std::min(next, deadline);
@@ -779,7 +765,7 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
     case wire::NackReason::kNoPktBuffer:
     case wire::NackReason::kNoBitmap:
       if (p) {
-        const Time at = now + std::max(q.srtt, Duration{1000});
+        const Time at = now + std::max(q.rtt.srtt(), Duration{1000});
         mark_lost(q, n.nack_psn, now, at, LossKind::kNoBlame);
         if (!q.timers.pending(Timer::kRnr, now) || at < q.timers.at(Timer::kRnr))
           q.timers.set(Timer::kRnr, at);
@@ -799,11 +785,11 @@ void Core::sender_timeout(Qp& q, Time now) {
     make_ready(q);
   }
   if (q.timers.expired(Timer::kRack, now)) detect_losses(q, now);
-  if (q.timers.expired(Timer::kTlp, now) && !q.list_empty() && !q.tlp_sent) {
-    q.tlp_sent = true;
+  if (q.timers.expired(Timer::kTlp, now) && !q.list_empty() && !q.loss.tlp_sent) {
+    q.loss.tlp_sent = true;
     ++q.stats.tail_probes;
     mark_lost(q, q.newest(), now, now, LossKind::kNoBlame);
-    q.tlp_go = true;
+    q.loss.tlp_go = true;
   }
   if (q.timers.expired(Timer::kRto, now)) {
     const Duration rto = q.rto(cfg.ack_delay);
@@ -811,8 +797,8 @@ void Core::sender_timeout(Qp& q, Time now) {
     const bool wait_expired = q.list_empty() && q.wait_since != kNever && q.wait_since + rto <= now;
     if (in_flight_expired || wait_expired) {
       ++q.stats.rto_fired;
-      ++q.rto_retries;
-      if (q.retry.exhausted(q.rto_retries)) {
+      ++q.loss.rto_retries;
+      if (q.retry.exhausted(q.loss.rto_retries)) {
         fail_qp(q, WcStatus::kRetryExcErr,
                 q.list_empty() && !q.reads.empty() ? q.reads.front() : UINT64_MAX);
         return;

@@ -232,7 +232,8 @@ void Publisher::publish(Time now, engine::Engine& e, const io::UdpCounters& c) {
     const engine::QpStats* qs = e.qp_stats(qpn);
     if (!qs) continue;
     const engine::PathSet* ps = e.paths(qpn);
-    const auto pstats = e.path_stats(qpn);
+    e.path_stats(qpn, path_stats_);
+    const std::vector<engine::PathStats>& pstats = path_stats_;
     if (nq >= h.max_qps) {
       ++q_trunc;
       continue;

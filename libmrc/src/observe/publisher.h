@@ -120,6 +120,7 @@ class Publisher final : public io::DriverObserver {
   std::vector<Peer> peers_;
   std::unordered_map<uint64_t, std::unique_ptr<EvMemo>> memo_;  // (qpn << 32 | ev)
   std::unique_ptr<ProbeSession> probe_;
+  std::vector<engine::PathStats> path_stats_;  // one QP's, reused by publish() (no allocation)
 };
 
 }  // namespace mrc::observe
