@@ -772,8 +772,14 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
         fail_qp(q, WcStatus::kRnrRetryExcErr, p->rsp ? UINT64_MAX : p->wqe);
         return;
       }
-      mark_lost(q, n.nack_psn, now, now + cfg.rnr_delay, LossKind::kNoBlame);
-      if (!q.timers.pending(Timer::kRnr, now)) q.timers.set(Timer::kRnr, now + cfg.rnr_delay);
+      {
+        // The responder's timer; one that states none (an older engine): the default.
+        const Time at =
+            now + rnr_timer_wait((n.rnr_timer & wire::kRnrTimerStated) ? n.rnr_timer
+                                                                       : kDefaultMinRnrTimer);
+        mark_lost(q, n.nack_psn, now, at, LossKind::kNoBlame);
+        if (!q.timers.pending(Timer::kRnr, now)) q.timers.set(Timer::kRnr, at);
+      }
       break;
     case wire::NackReason::kPsnOutOfWindow:
     case wire::NackReason::kNoPktBuffer:
