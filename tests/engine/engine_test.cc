@@ -1226,11 +1226,15 @@ struct RnrWatch {
   }
 };
 
-void set_rnr(testing::Side& s, uint32_t mask, uint8_t rnr_retry, uint8_t min_rnr_timer) {
+// Side a (rnr_retry) sends one 1000-byte SEND to side b (min_rnr_timer), which has no receive.
+void start_rnr_send(Loop& l, RnrWatch& w, uint8_t rnr_retry, uint8_t min_rnr_timer) {
   QpAttr at;
   at.rnr_retry = rnr_retry;
   at.min_rnr_timer = min_rnr_timer;
-  ASSERT_TRUE(s.eng.modify_qp(s.qpn, at, mask).ok());
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kRnrRetry).ok());
+  ASSERT_TRUE(l.b.eng.modify_qp(l.b.qpn, at, attr::kMinRnrTimer).ok());
+  w.attach(l);
+  l.post_write(l.a, 1, 0, 1000, 0, Opcode::kSend);
 }
 
 }  // namespace
@@ -1239,12 +1243,9 @@ void set_rnr(testing::Side& s, uint32_t mask, uint8_t rnr_retry, uint8_t min_rnr
 // a receive posted 2 ms late is met by the first resend, so one retry is enough.
 TEST(Engine, Rnr_WaitsTheRespondersTimer) {
   Loop l;
-  set_rnr(l.a, attr::kRnrRetry, 1, 0);
-  set_rnr(l.b, attr::kMinRnrTimer, 0, 16);
   RnrWatch w;
-  w.attach(l);
   const Time start = l.now;
-  l.post_write(l.a, 1, 0, 1000, 0, Opcode::kSend);
+  start_rnr_send(l, w, 1, 16);
   l.run(2ms);
   EXPECT_TRUE(l.poll(l.a).empty());
   l.post_recv(l.b, 5, 0, 1000);
@@ -1268,11 +1269,8 @@ TEST(Engine, Rnr_WaitsTheRespondersTimer) {
 // RNR_RETRY_EXC_ERR; the responder that never posts a receive NACKs each of the N + 1 tries.
 TEST(Engine, Rnr_RetriesCountedThenRetryExceeded) {
   Loop l;
-  set_rnr(l.a, attr::kRnrRetry, 2, 0);
-  set_rnr(l.b, attr::kMinRnrTimer, 0, 14);
   RnrWatch w;
-  w.attach(l);
-  l.post_write(l.a, 1, 0, 1000, 0, Opcode::kSend);
+  start_rnr_send(l, w, 2, 14);
   l.run();
   auto c = l.poll(l.a);
   ASSERT_EQ(c.size(), 1u);
@@ -1291,11 +1289,8 @@ TEST(Engine, Rnr_RetriesCountedThenRetryExceeded) {
 // fires, and the message lands once the receive comes.
 TEST(Engine, Rnr_Retry7WaitsForever) {
   Loop l;
-  set_rnr(l.a, attr::kRnrRetry, 7, 0);
-  set_rnr(l.b, attr::kMinRnrTimer, 0, 0);
   RnrWatch w;
-  w.attach(l);
-  l.post_write(l.a, 1, 0, 1000, 0, Opcode::kSend);
+  start_rnr_send(l, w, 7, 0);
   l.run(8s);
   EXPECT_TRUE(l.poll(l.a).empty());
   EXPECT_EQ(l.a.eng.query_qp(l.a.qpn)->state, QpState::kRts);

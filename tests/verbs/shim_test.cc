@@ -240,7 +240,25 @@ TEST_F(ShimUnsupported, AnswersAgreeWithTheQueries) {
 // (ibv_alloc_mw, ibv_create_qp_ex's attr, a null context of ibv_query_port) dereference the
 // pointer in the application's own code before any library is reached: those crash with
 // every provider, the real ones included, and are not tested here.
-class ShimNullArgs : public ShimUnsupported {};
+class ShimNullArgs : public ShimUnsupported {
+ protected:
+  // A good RC QP's (ibv_qp_init_attr or _ex) or SRQ's attributes, but for what a test nulls.
+  template <class A>
+  A rc_qp_attr() const {
+    A a{};
+    a.send_cq = a.recv_cq = cq_;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = a.cap.max_recv_wr = 1;
+    return a;
+  }
+  template <class A>
+  static A srq_attr() {
+    A a{};
+    a.attr.max_wr = 4;
+    a.attr.max_sge = 1;
+    return a;
+  }
+};
 
 #define EXPECT_EINVAL(call, want) \
   do {                            \
@@ -250,19 +268,13 @@ class ShimNullArgs : public ShimUnsupported {};
   } while (0)
 
 TEST_F(ShimNullArgs, CreateQp_NullPdOrAttr) {
-  ibv_qp_init_attr a{};
-  a.send_cq = a.recv_cq = cq_;
-  a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = a.cap.max_recv_wr = 1;
+  auto a = rc_qp_attr<ibv_qp_init_attr>();
   EXPECT_EINVAL(ibv_create_qp(nullptr, &a), nullptr);
   EXPECT_EINVAL(ibv_create_qp(pd_, nullptr), nullptr);
 }
 
 TEST_F(ShimNullArgs, CreateQpEx_NullPd) {
-  ibv_qp_init_attr_ex a{};
-  a.send_cq = a.recv_cq = cq_;
-  a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = a.cap.max_recv_wr = 1;
+  auto a = rc_qp_attr<ibv_qp_init_attr_ex>();
   a.comp_mask = IBV_QP_INIT_ATTR_PD;  // the inline verb hands this to ibv_create_qp
   EXPECT_EINVAL(ibv_create_qp_ex(ctx_, &a), nullptr);
   a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;  // to mrc0's create_qp_ex
@@ -287,17 +299,13 @@ TEST_F(ShimNullArgs, QueryQp_NullQpOrAttr) {
 TEST_F(ShimNullArgs, DestroyQp_Null) { EXPECT_EINVAL(ibv_destroy_qp(nullptr), EINVAL); }
 
 TEST_F(ShimNullArgs, CreateSrq_NullPdOrAttr) {
-  ibv_srq_init_attr a{};
-  a.attr.max_wr = 4;
-  a.attr.max_sge = 1;
+  auto a = srq_attr<ibv_srq_init_attr>();
   EXPECT_EINVAL(ibv_create_srq(nullptr, &a), nullptr);
   EXPECT_EINVAL(ibv_create_srq(pd_, nullptr), nullptr);
 }
 
-TEST_F(ShimNullArgs, CreateSrqEx_NullPdOrAttr) {
-  ibv_srq_init_attr_ex a{};
-  a.attr.max_wr = 4;
-  a.attr.max_sge = 1;
+TEST_F(ShimNullArgs, CreateSrqEx_NullPd) {
+  auto a = srq_attr<ibv_srq_init_attr_ex>();
   a.comp_mask = IBV_SRQ_INIT_ATTR_PD;  // the inline verb hands this to ibv_create_srq
   EXPECT_EINVAL(ibv_create_srq_ex(ctx_, &a), nullptr);
   a.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ;  // to mrc0's create_srq_ex
@@ -306,9 +314,7 @@ TEST_F(ShimNullArgs, CreateSrqEx_NullPdOrAttr) {
 }
 
 TEST_F(ShimNullArgs, ModifyQuerySrq_NullSrqOrAttr) {
-  ibv_srq_init_attr init{};
-  init.attr.max_wr = 4;
-  init.attr.max_sge = 1;
+  auto init = srq_attr<ibv_srq_init_attr>();
   ibv_srq* srq = ibv_create_srq(pd_, &init);
   ASSERT_NE(srq, nullptr);
   ibv_srq_attr a{};
