@@ -93,8 +93,8 @@ wire::Packet packet_of(wire::Kind kind, uint32_t salt) {
   p.ack.ack_flags = wire::ack_flag::kEcnEcho;
   p.ack.ports_down = 0x0009;
   p.ack.sack = {0x5ull, 0, 0x8000000000000000ull, 0x1ull};
-  p.nack = {77, 78, 0x00020100, wire::NackReason::kNoResource, wire::kRnrTimerStated | 14,
-            0x0A0B0C0D0E0F1011ull};
+  p.nack = {77, 78, 0x00020100, wire::NackReason::kNoResource, 0, 0x0A0B0C0D0E0F1011ull};
+  p.nack.rnr_timer = static_cast<uint8_t>(wire::kRnrTimerStated | 14);
   p.probe_reply = {0x00010305, wire::ack_flag::kEcnEcho, 0x7777666655554444ull, 0x123456};
   p.addr.target_qpn = 900;
   p.addr.src_qpn = 901;
