@@ -1223,6 +1223,129 @@ TEST(Engine, Rnr_OneRetryPerEpisodeNotPerPacket) {
   EXPECT_EQ(c[0].status, WcStatus::kSuccess);
 }
 
+TEST(Engine, RnrTimerWait_IbTable) {
+  EXPECT_EQ(rnr_timer_wait(0), 655360us);  // the longest
+  EXPECT_EQ(rnr_timer_wait(1), 10us);
+  EXPECT_EQ(rnr_timer_wait(7), 120us);
+  EXPECT_EQ(rnr_timer_wait(12), 640us);
+  EXPECT_EQ(rnr_timer_wait(14), 1280us);
+  EXPECT_EQ(rnr_timer_wait(16), 2560us);
+  EXPECT_EQ(rnr_timer_wait(31), 491520us);
+  for (uint8_t c = 2; c < 32; ++c) EXPECT_GT(rnr_timer_wait(c), rnr_timer_wait(c - 1)) << int(c);
+}
+
+namespace {
+
+/// Watches an RNR episode on a Loop: when each SEND packet of side a left, and each NACK of b.
+struct RnrWatch {
+  std::vector<Time> sends;
+  std::vector<wire::NackHeader> nacks;
+  std::vector<Time> nack_times;
+  void attach(Loop& l) {
+    l.hook = [this, &l](int from, std::vector<uint8_t>& d) {
+      const wire::Packet p = peek(d);
+      if (from == 0 && p.common.kind == wire::Kind::kSend) sends.push_back(l.now);
+      if (from == 1 && p.common.kind == wire::Kind::kNack) {
+        nacks.push_back(p.nack);
+        nack_times.push_back(l.now);
+      }
+      return Loop::Verdict::kDeliver;
+    };
+  }
+};
+
+// Side a (rnr_retry) sends one 1000-byte SEND to side b (min_rnr_timer), which has no receive.
+void start_rnr_send(Loop& l, RnrWatch& w, uint8_t rnr_retry, uint8_t min_rnr_timer) {
+  QpAttr at;
+  at.rnr_retry = rnr_retry;
+  at.min_rnr_timer = min_rnr_timer;
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, at, attr::kRnrRetry).ok());
+  ASSERT_TRUE(l.b.eng.modify_qp(l.b.qpn, at, attr::kMinRnrTimer).ok());
+  w.attach(l);
+  l.post_write(l.a, 1, 0, 1000, 0, Opcode::kSend);
+}
+
+}  // namespace
+
+// The requester waits what the responder's NACK asks (code 16: 2.56 ms), not a fixed delay:
+// a receive posted 2 ms late is met by the first resend, so one retry is enough.
+TEST(Engine, Rnr_WaitsTheRespondersTimer) {
+  Loop l;
+  RnrWatch w;
+  const Time start = l.now;
+  start_rnr_send(l, w, 1, 16);
+  l.run(2ms);
+  EXPECT_TRUE(l.poll(l.a).empty());
+  l.post_recv(l.b, 5, 0, 1000);
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  ASSERT_EQ(l.poll(l.b).size(), 1u);
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->rnr_naks, 1u);
+  ASSERT_EQ(w.nacks.size(), 1u);
+  EXPECT_EQ(w.nacks[0].reason, wire::NackReason::kNoResource);
+  EXPECT_EQ(w.nacks[0].rnr_timer, wire::kRnrTimerStated | 16);
+  ASSERT_EQ(w.sends.size(), 2u);
+  const Time nack_arrived = w.nack_times[0] + l.latency;
+  EXPECT_GE(w.sends[1], nack_arrived + 2560us);
+  EXPECT_LT(w.sends[1], nack_arrived + 2560us + 100us);
+  EXPECT_GT(w.sends[1], start + 2ms);
+}
+
+// rnr_retry N: N resends, each after the responder's timer (code 14: 1.28 ms), then
+// RNR_RETRY_EXC_ERR; the responder that never posts a receive NACKs each of the N + 1 tries.
+TEST(Engine, Rnr_RetriesCountedThenRetryExceeded) {
+  Loop l;
+  RnrWatch w;
+  start_rnr_send(l, w, 2, 14);
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kRnrRetryExcErr);
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->rnr_naks, 3u);
+  ASSERT_EQ(w.sends.size(), 3u);
+  for (size_t i = 1; i < w.sends.size(); ++i) {
+    EXPECT_GE(w.sends[i] - w.sends[i - 1], 1280us) << i;
+    EXPECT_LT(w.sends[i] - w.sends[i - 1], 1280us + 100us) << i;
+  }
+  for (const auto& n : w.nacks) EXPECT_EQ(n.rnr_timer, wire::kRnrTimerStated | 14);
+}
+
+// rnr_retry 7 is "forever" (verbs): with the longest timer (code 0, 655.36 ms, rdma_cm's) the
+// requester keeps waiting through many timers, its ack timeout (about 1 ms here) never
+// fires, and the message lands once the receive comes.
+TEST(Engine, Rnr_Retry7WaitsForever) {
+  Loop l;
+  RnrWatch w;
+  start_rnr_send(l, w, 7, 0);
+  l.run(8s);
+  EXPECT_TRUE(l.poll(l.a).empty());
+  EXPECT_EQ(l.a.eng.query_qp(l.a.qpn)->state, QpState::kRts);
+  EXPECT_GE(w.sends.size(), 12u);  // 8 s / 655.36 ms
+  EXPECT_LE(w.sends.size(), 14u);
+  for (size_t i = 1; i < w.sends.size(); ++i) EXPECT_GE(w.sends[i] - w.sends[i - 1], 655360us);
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->rto_fired, 0u);
+  l.post_recv(l.b, 5, 0, 1000);
+  l.run();
+  auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+}
+
+// A QP whose front end sets no timer asks for the engine's default.
+TEST(Engine, Rnr_DefaultTimerInTheNack) {
+  Loop l;
+  RnrWatch w;
+  w.attach(l);
+  l.post_write(l.a, 1, 0, 1000, 0, Opcode::kSend);
+  l.run(1ms);
+  ASSERT_FALSE(w.nacks.empty());
+  EXPECT_EQ(w.nacks[0].rnr_timer, wire::kRnrTimerStated | kDefaultMinRnrTimer);
+  ASSERT_GE(w.sends.size(), 2u);
+  EXPECT_GE(w.sends[1] - w.nack_times[0] - l.latency, rnr_timer_wait(kDefaultMinRnrTimer));
+}
+
 TEST(Engine, Mr_KeysNeverComeBack) {
   Engine e;
   std::vector<uint8_t> buf(64);

@@ -191,6 +191,7 @@ std::string snapshot(const Engine& e, Qpn q) {
                      uint64_t(a.max_wimm), uint64_t(a.max_wimm_dest), uint64_t(a.access),
                      a.cc_rates.init_mbps, a.cc_rates.min_mbps, a.cc_rates.max_mbps})
     put_u(v);
+  put_u(a.min_rnr_timer);
   for (const auto* list : {&a.paths, &a.backup_paths}) {
     put_u(list->size());
     for (const Path& p : *list) put_u(uint64_t{p.ev} << 16 | p.plane);
@@ -224,6 +225,7 @@ TEST_F(QpState_, ModifyQp_RefusedForLastFieldChangesNothing) {
   a.retry_cnt_linear = 3;
   a.retry_cnt_exp = 5;
   a.rnr_retry = 2;
+  a.min_rnr_timer = 0;
   a.max_psn_range = 512;
   a.access = access::kRemoteWrite;
   a.max_wimm = a.max_wimm_dest = 8;
@@ -231,9 +233,9 @@ TEST_F(QpState_, ModifyQp_RefusedForLastFieldChangesNothing) {
   a.cc_rates.max_mbps = 1000;
   a.paths = {Path{7, 1}, Path{8, 2}};
   a.path_policy.loss_threshold = 0;  // the last field checked: refused
-  const uint32_t mask = attr::kMtu | attr::kTimeout | attr::kRetry | attr::kRnrRetry | attr::kMpr |
-                        attr::kAccess | attr::kWimm | attr::kCc | attr::kCcRates | attr::kPaths |
-                        attr::kPathPolicy | attr::kState;
+  const uint32_t mask = attr::kMtu | attr::kTimeout | attr::kRetry | attr::kRnrRetry |
+                        attr::kMinRnrTimer | attr::kMpr | attr::kAccess | attr::kWimm | attr::kCc |
+                        attr::kCcRates | attr::kPaths | attr::kPathPolicy | attr::kState;
   a.state = QpState::kSqd;
   auto why = e.check_modify_qp(q, a, mask);
   ASSERT_FALSE(why.ok());
@@ -248,6 +250,7 @@ TEST_F(QpState_, ModifyQp_RefusedForLastFieldChangesNothing) {
   EXPECT_NE(snapshot(e, q), before);
   EXPECT_EQ(e.query_qp(q)->state, QpState::kSqd);
   EXPECT_EQ(e.query_qp(q)->timeout, 20);
+  EXPECT_EQ(e.query_qp(q)->min_rnr_timer, 0);
   EXPECT_EQ(e.query_qp(q)->paths.size(), 2u);
 }
 
@@ -264,6 +267,7 @@ TEST_F(QpState_, CheckModifyQp_NamesTheField) {
       {attr::kRetry, [](QpAttr& a) { a.retry_cnt_linear = 8; }, "retry_cnt_linear"},
       {attr::kRetry, [](QpAttr& a) { a.retry_cnt_exp = 26; }, "retry_cnt_exp"},
       {attr::kRnrRetry, [](QpAttr& a) { a.rnr_retry = 8; }, "rnr_retry"},
+      {attr::kMinRnrTimer, [](QpAttr& a) { a.min_rnr_timer = 32; }, "min_rnr_timer"},
       {attr::kMpr, [](QpAttr& a) { a.max_psn_range = 0; }, "max_psn_range"},
       {attr::kPaths,
        [](QpAttr& a) {

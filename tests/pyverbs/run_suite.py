@@ -37,13 +37,9 @@ VENDOR_PREFIXES = ("test_mlx5", "test_efa")
 # ("known_errors", by reason) and not failing the run; one that passes is listed under
 # "known_now_pass" so it comes off this list. Each entry says why (docs/verbs-shim.md).
 KNOWN_ERRORS = {
-    # Passes alone; under load (CI's parallel ctest) the server's reply can beat the client's
-    # receive, which the test posts only after its own SEND completed, by more than the RNR
-    # retries cover: the engine waits a fixed 100 us per RNR NAK (EngineConfig::rnr_delay), not
-    # the responder's min_rnr_timer (the kernel's rdma_cm sets 0: 655 ms), so 5 retries last
-    # 0.5 ms. Fix: the NAK carries the responder's timer (docs/verbs-shim.md).
-    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_traffic_external_qp":
-        "RNR wait is a fixed 100 us, not the responder's min_rnr_timer",
+    # None. (test_rdmacm_async_traffic_external_qp was one until the requester waited the
+    # responder's min_rnr_timer after an RNR NAK: its client posts its receive only after its
+    # own SEND completed, and under load the server's reply came first.)
 }
 
 

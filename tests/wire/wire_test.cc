@@ -154,6 +154,7 @@ Packet distinctive_packet(Kind kind) {
   p.nack.nack_psn = 0x11223355;
   p.nack.echo_ev = 0x0000ABCD;
   p.nack.reason = NackReason::kPsnOutOfWindow;
+  p.nack.rnr_timer = static_cast<uint8_t>(kRnrTimerStated | 14);
   p.nack.echo_ts = 0x0FEDCBA987654321ull;
   p.probe_reply.echo_ev = 0xE0E1E2E3;
   p.probe_reply.probe_flags = ack_flag::kEcnEcho;
@@ -217,6 +218,7 @@ void expect_same_fields(const Packet& want, const Packet& got) {
     EXPECT_EQ(got.nack.nack_psn, want.nack.nack_psn);
     EXPECT_EQ(got.nack.echo_ev, want.nack.echo_ev);
     EXPECT_EQ(got.nack.reason, want.nack.reason);
+    EXPECT_EQ(got.nack.rnr_timer, want.nack.rnr_timer);
     EXPECT_EQ(got.nack.echo_ts, want.nack.echo_ts);
   } else if (k == Kind::kProbeReply) {
     EXPECT_EQ(got.probe_reply.echo_ev, want.probe_reply.echo_ev);
@@ -347,7 +349,7 @@ const uint8_t kNackBytes[] = {
     0x10, 0x20, 0x30, 0x40,                          // 32: cum_psn
     0x50, 0x60, 0x70, 0x80,                          // 36: nack_psn
     0x90, 0xA0, 0xB0, 0xC0,                          // 40: echo_ev
-    0x0B, 0x00, 0x00, 0x00,                          // 44: reason, reserved
+    0x0B, 0x00, 0x00, 0x00,                          // 44: reason, rnr_timer, reserved
     0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,  // 48: echo_ts
 };
 
@@ -790,6 +792,26 @@ TEST(Wire, Decode_AckPortsDownIsBigEndianAfterTheReservedByte) {
   const auto r = decode(b);
   ASSERT_TRUE(r.ok()) << describe(r);
   EXPECT_EQ(r->ack.ports_down, 0x0104);
+}
+
+TEST(Wire, Decode_NackRnrTimerIsTheByteAfterTheReason) {
+  Packet p = known_nack_packet();
+  p.nack.reason = NackReason::kNoResource;
+  p.nack.rnr_timer = static_cast<uint8_t>(kRnrTimerStated | 31);
+  Bytes b = encode_packet(p);
+  EXPECT_EQ(b[44], 0x0A);
+  EXPECT_EQ(b[45], 0x9F);
+  EXPECT_EQ(b[46], 0x00);
+  EXPECT_EQ(b[47], 0x00);
+  auto r = decode(b);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r->nack.rnr_timer, kRnrTimerStated | 31);
+  b[45] = 0x00;  // an older sender: not stated; covered by the CRC like any header byte
+  EXPECT_WIRE_ERROR(decode(b), WireError::kBadHeaderCrc);
+  reseal(b);
+  r = decode(b);
+  ASSERT_TRUE(r.ok()) << describe(r);
+  EXPECT_EQ(r->nack.rnr_timer, 0);
 }
 
 // ---- trimming --------------------------------------------------------------------------

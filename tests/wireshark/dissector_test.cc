@@ -93,7 +93,8 @@ wire::Packet packet_of(wire::Kind kind, uint32_t salt) {
   p.ack.ack_flags = wire::ack_flag::kEcnEcho;
   p.ack.ports_down = 0x0009;
   p.ack.sack = {0x5ull, 0, 0x8000000000000000ull, 0x1ull};
-  p.nack = {77, 78, 0x00020100, wire::NackReason::kNoResource, 0x0A0B0C0D0E0F1011ull};
+  p.nack = {77, 78, 0x00020100, wire::NackReason::kNoResource, 0, 0x0A0B0C0D0E0F1011ull};
+  p.nack.rnr_timer = static_cast<uint8_t>(wire::kRnrTimerStated | 14);
   p.probe_reply = {0x00010305, wire::ack_flag::kEcnEcho, 0x7777666655554444ull, 0x123456};
   p.addr.target_qpn = 900;
   p.addr.src_qpn = 901;
@@ -217,6 +218,8 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
                                            "mrc.ack.sack_psns",
                                            "mrc.nack.psn",
                                            "mrc.nack.reason",
+                                           "mrc.nack.rnr_timer",
+                                           "mrc.nack.rnr_wait_ms",
                                            "mrc.probe_reply.flags",
                                            "mrc.probe_reply.svc_ns",
                                            "mrc.addr.target_qpn",
@@ -287,6 +290,8 @@ TEST_F(Dissector, EveryKind_FieldsReadBackAsEncoded) {
       EXPECT_EQ(one(r, "mrc.nack.psn"), dec(p.nack.nack_psn));
       EXPECT_EQ(one(r, "mrc.echo_ev"), hex(p.nack.echo_ev, 8));
       EXPECT_EQ(one(r, "mrc.nack.reason"), hex(static_cast<uint8_t>(p.nack.reason), 2));
+      EXPECT_EQ(one(r, "mrc.nack.rnr_timer"), hex(p.nack.rnr_timer, 2));
+      EXPECT_EQ(one(r, "mrc.nack.rnr_wait_ms"), "1.28");  // code 14
       EXPECT_EQ(one(r, "mrc.echo_ts"), dec(p.nack.echo_ts));
     } else if (k == wire::Kind::kProbeReply) {
       EXPECT_EQ(one(r, "mrc.echo_ev"), hex(p.probe_reply.echo_ev, 8));

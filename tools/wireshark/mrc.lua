@@ -108,6 +108,8 @@ local F = {
   -- NACK
   nack_psn = ProtoField.uint32("mrc.nack.psn", "NACKed PSN", base.DEC),
   reason = ProtoField.uint8("mrc.nack.reason", "Reason", base.HEX, NACK_REASON),
+  rnr_timer = ProtoField.uint8("mrc.nack.rnr_timer", "RNR timer (0x80: stated | IB code 0..31)", base.HEX),
+  rnr_wait = ProtoField.double("mrc.nack.rnr_wait_ms", "RNR wait (ms)"),
   -- PROBE_REPLY
   probe_flags = ProtoField.uint8("mrc.probe_reply.flags", "Probe flags", base.HEX),
   svc_ns = ProtoField.uint24("mrc.probe_reply.svc_ns", "Answerer service time (ns)", base.DEC),
@@ -605,7 +607,15 @@ local function dissect_one(tvb, pinfo, root, o)
       tree:add(F.nack_psn, tvb(x + 4, 4))
       add_ev(tree, F.echo_ev, tvb(x + 8, 4))
       tree:add(F.reason, tvb(x + 12, 1))
-      tree:add(F.reserved, tvb(x + 13, 3))
+      local rnr = tvb(x + 13, 1):uint()
+      tree:add(F.rnr_timer, tvb(x + 13, 1))
+      if rnr >= 0x80 then  -- IB's RNR NAK timer table, in ms (code 0 is the longest)
+        local ms = { [0] = 655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48,
+                     0.64, 0.96, 1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72,
+                     40.96, 61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52 }
+        tree:add(F.rnr_wait, ms[rnr % 32]):set_generated()
+      end
+      tree:add(F.reserved, tvb(x + 14, 2))
       tree:add(F.echo_ts, tvb(x + 16, 8))
       local reason = tvb(x + 12, 1):uint()
       local rname = NACK_REASON[reason] or string.format("0x%02x", reason)

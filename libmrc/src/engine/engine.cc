@@ -578,6 +578,8 @@ Status<ModifyRefusal> check_modify(const Core& c, const Qp& q, const QpAttr& a, 
     return refuse(Error::kInvalidArgument, "retry_cnt_exp");
   if ((mask & attr::kRnrRetry) && a.rnr_retry > 7)
     return refuse(Error::kInvalidArgument, "rnr_retry");
+  if ((mask & attr::kMinRnrTimer) && a.min_rnr_timer > 31)
+    return refuse(Error::kInvalidArgument, "min_rnr_timer");
   if ((mask & attr::kMpr) && (a.max_psn_range == 0 || a.max_psn_range > c.cfg.recv_window))
     return refuse(Error::kInvalidArgument, "max_psn_range");
   if ((mask & attr::kCc) && a.cc && validate(*a.cc) != nullptr)
@@ -702,6 +704,15 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
 
 }  // namespace
 
+Duration rnr_timer_wait(uint8_t code) {
+  // Microseconds, by code (the IBTA table; code 0 is the longest).
+  static constexpr uint32_t kUs[32] = {
+      655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+      480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
+      20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
+  return std::chrono::microseconds(kUs[code & 31]);
+}
+
 void assign_attr(QpAttr& to, const QpAttr& from, uint32_t mask) {
   if (mask & attr::kState) to.state = from.state;
   if (mask & attr::kMtu) to.mtu = from.mtu;
@@ -719,6 +730,7 @@ void assign_attr(QpAttr& to, const QpAttr& from, uint32_t mask) {
     to.retry_cnt_exp = from.retry_cnt_exp;
   }
   if (mask & attr::kRnrRetry) to.rnr_retry = from.rnr_retry;
+  if (mask & attr::kMinRnrTimer) to.min_rnr_timer = from.min_rnr_timer;
   if (mask & attr::kMpr) to.max_psn_range = from.max_psn_range;
   if (mask & attr::kMprDest) to.max_psn_range_dest = from.max_psn_range_dest;
   if (mask & attr::kAccess) to.access = from.access;

@@ -48,7 +48,6 @@ struct EngineConfig {
   uint32_t max_cqs = 65536;
   uint32_t max_mrs = 1 << 20;
   uint32_t recv_window = 16384;  // PSNs a receiver tracks past its cumulative PSN (power of 2)
-  Duration rnr_delay{100'000};   // wait before resending after NO_RESOURCE (no receive posted)
   // Congestion control (NSCC). A QP without its own CC profile (QpAttr::cc) derives
   // one from these with NsccConfig::defaults.
   bool congestion_control = true;
@@ -67,6 +66,16 @@ struct EngineConfig {
   PayloadCopy copy = nullptr;          // nullptr: memcpy
 };
 
+/// IB's RNR NAK timer (IBTA spec vol. 1, table "Encoding for RNR NAK Timer Field"; verbs
+/// ibv_qp_attr::min_rnr_timer): code 1..31 is 0.01 ms .. 491.52 ms, roughly 1.5x apart; code 0
+/// is the longest, 655.36 ms. Codes above 31 have no meaning (modify_qp refuses them).
+Duration rnr_timer_wait(uint8_t code);
+
+/// The RNR timer of a QP whose front end sets none (OCP MRC, the NCCL plugin, tests): code 7,
+/// 0.12 ms. Verbs sets its own (ibv_modify_qp to RTR; rdma_cm sets 0, 655.36 ms, as the
+/// kernel's does).
+inline constexpr uint8_t kDefaultMinRnrTimer = 7;
+
 /// Attributes set by modify_qp, named as verbs/OCP name them.
 struct QpAttr {
   QpState state = QpState::kReset;
@@ -83,6 +92,11 @@ struct QpAttr {
   uint8_t retry_cnt_linear = 7;    // retries at the base timeout, 0..7
   uint8_t retry_cnt_exp = 0;       // then retries with doubling timeout, 0..25; 25 = forever
   uint8_t rnr_retry = 7;           // NO_RESOURCE retries; 7 = forever (verbs)
+  // As responder: how long a requester refused for want of a receive (NO_RESOURCE, "RNR")
+  // waits before it resends, as IB's 5-bit RNR NAK timer code (rnr_timer_wait; verbs
+  // min_rnr_timer). Sent in the NACK (wire::NackHeader::rnr_timer); the requester waits
+  // what the responder asks.
+  uint8_t min_rnr_timer = kDefaultMinRnrTimer;
   uint32_t max_psn_range = 1024;   // MPR: most PSNs in flight (OCP: units of 128 PSNs)
   // This QP's receive window (OCP mpr_dest x 128 PSNs): a data packet this many PSNs or more
   // past the cumulative PSN is NACKed PSN_OUT_OF_WINDOW (the sender resends it later). 0, or
@@ -140,6 +154,7 @@ inline constexpr uint32_t kCcRates = 1u << 15;     // cc_rates
 inline constexpr uint32_t kMprDest = 1u << 16;     // max_psn_range_dest
 inline constexpr uint32_t kTrafficClass = 1u << 17;  // traffic_class
 inline constexpr uint32_t kQkey = 1u << 18;          // qkey (UD QPs)
+inline constexpr uint32_t kMinRnrTimer = 1u << 19;   // min_rnr_timer
 }  // namespace attr
 
 /// Copies the fields `mask` names (attr::k*) from `from` into `to`; the others stay. kState

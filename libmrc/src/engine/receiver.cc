@@ -31,6 +31,8 @@ void Core::nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason
   c.nack.echo_ev = p.common.ev;
   c.nack.echo_ts = p.common.ts;
   c.nack.reason = r;
+  if (r == wire::NackReason::kNoResource)
+    c.nack.rnr_timer = static_cast<uint8_t>(wire::kRnrTimerStated | q.attr.min_rnr_timer);
   ctrl.push_back(c);
 }
 

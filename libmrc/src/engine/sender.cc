@@ -286,13 +286,15 @@ void Core::ev_list_sync(Qp& q) {
 }
 
 std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf) {
-  if (cwnd_full(q)) return std::nullopt;
   // Resends first, each on a different path than last time.
   while (!q.retx.empty() && stale_resend(q, q.retx.front())) q.retx.pop_front();
   Time wake;
   const long r = find_resend(q, now, &wake);
+  // The wake-up of a delayed resend (RNR, out of window) is armed even when the window is
+  // full: once the window opens, only a timer brings a resend that is not yet due.
   if (wake != kNever && (!q.timers.pending(Timer::kRnr, now) || wake < q.timers.at(Timer::kRnr)))
     q.timers.set(Timer::kRnr, wake);
+  if (cwnd_full(q)) return std::nullopt;
   const bool retransmit = r >= 0;
   const bool from_rsp = q.pkt_rsp != q.rsp.tail();
   // SQD: what is in flight still completes (resends), nothing new starts.
@@ -758,8 +760,14 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
         fail_qp(q, WcStatus::kRnrRetryExcErr, p->rsp ? UINT64_MAX : p->wqe);
         return;
       }
-      mark_lost(q, n.nack_psn, now, now + cfg.rnr_delay, LossKind::kNoBlame);
-      if (!q.timers.pending(Timer::kRnr, now)) q.timers.set(Timer::kRnr, now + cfg.rnr_delay);
+      {
+        // The responder's timer; one that states none (an older engine): the default.
+        const Time at =
+            now + rnr_timer_wait((n.rnr_timer & wire::kRnrTimerStated) ? n.rnr_timer
+                                                                       : kDefaultMinRnrTimer);
+        mark_lost(q, n.nack_psn, now, at, LossKind::kNoBlame);
+        if (!q.timers.pending(Timer::kRnr, now)) q.timers.set(Timer::kRnr, at);
+      }
       break;
     case wire::NackReason::kPsnOutOfWindow:
     case wire::NackReason::kNoPktBuffer:

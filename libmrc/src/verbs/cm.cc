@@ -389,7 +389,7 @@ int qp_attr(Service& s, Id* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
       a->dest_qp_num = id->peer.qpn;
       a->rq_psn = id->peer.psn;
       a->max_dest_rd_atomic = std::max<uint8_t>(id->responder_resources, 1);
-      a->min_rnr_timer = 12;
+      a->min_rnr_timer = 0;  // 655.36 ms, as the kernel's rdma_cm sets unless told
       a->ah_attr.is_global = 1;
       std::memcpy(a->ah_attr.grh.dgid.raw, id->peer.gid, 16);
       a->ah_attr.grh.sgid_index = 0;

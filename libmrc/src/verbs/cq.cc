@@ -317,6 +317,10 @@ ibv_cq* create_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* c
 }
 
 ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* a) {
+  if (!a) {
+    fail(EINVAL, "ibv_create_cq_ex: cq_attr is NULL");
+    return nullptr;
+  }
   const uint64_t supported = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
                              IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
                              IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |

@@ -289,6 +289,7 @@ ibv_port_attr port_attr(const Device& dev) {
 }
 
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* a) {
+  if (!a) return fail(EINVAL, "ibv_query_port(mrc0): port_attr is NULL");
   if (port != 1) return fail(EINVAL, "ibv_query_port(mrc0): no port %u (mrc0 has port 1)", port);
   *a = port_attr(*device_of(c));
   return 0;

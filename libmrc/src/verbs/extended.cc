@@ -33,6 +33,7 @@ ibv_odp_caps odp_caps() {
 
 int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size) {
+  if (!attr) return fail(EINVAL, "ibv_query_device_ex: attr is NULL");
   if (input && input->comp_mask)
     return fail(EINVAL, "ibv_query_device_ex: input comp_mask 0x%x (mrc0 knows none)",
                 input->comp_mask);

@@ -610,6 +610,14 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
     e.rnr_retry = std::min<uint8_t>(a->rnr_retry, 7);
     m |= engine::attr::kRnrRetry;
   }
+  if (mask & IBV_QP_MIN_RNR_TIMER) {
+    // The wait this QP asks of its requesters when it has no receive (RNR NAK timer code).
+    if (a->min_rnr_timer > 31)
+      return fail(EINVAL, "%s: QP %u: min_rnr_timer %u: IB's RNR timer codes are 0..31", verb, qpn,
+                  unsigned{a->min_rnr_timer});
+    e.min_rnr_timer = a->min_rnr_timer;
+    m |= engine::attr::kMinRnrTimer;
+  }
   if (mask & IBV_QP_ACCESS_FLAGS) {
     // The remote operations this QP serves as responder, checked next to each MR's access.
     // A UC QP serves WRITEs only (verbs: UC has no READ or atomics).

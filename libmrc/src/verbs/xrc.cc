@@ -86,6 +86,10 @@ int close_xrcd(ibv_xrcd* xrcd) {
 }
 
 ibv_srq* create_srq_ex(ibv_context* c, ibv_srq_init_attr_ex* a) {
+  if (!a) {
+    fail(EINVAL, "ibv_create_srq_ex: srq_init_attr_ex is NULL");
+    return nullptr;
+  }
   const uint32_t known =
       IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
   if (a->comp_mask & ~known) {

@@ -94,11 +94,13 @@ struct WireNackExt {
   Be32 nack_psn;
   Be32 echo_ev;
   uint8_t reason;
-  uint8_t reserved[3];
+  uint8_t rnr_timer;
+  uint8_t reserved[2];
   Be64 echo_ts;
 };
 static_assert(sizeof(WireNackExt) == kNackExtSize);
-static_assert(offsetof(WireNackExt, reason) == 12 && offsetof(WireNackExt, echo_ts) == 16);
+static_assert(offsetof(WireNackExt, reason) == 12 && offsetof(WireNackExt, rnr_timer) == 13 &&
+              offsetof(WireNackExt, echo_ts) == 16);
 
 struct WireProbeReplyExt {
   Be32 echo_ev;
@@ -264,6 +266,7 @@ void get_ext(const WireNack& h, Packet& p) {
   n.nack_psn = h.ext.nack_psn.get();
   n.echo_ev = h.ext.echo_ev.get();
   n.reason = static_cast<NackReason>(h.ext.reason);  // unknown codes pass: the engine decides
+  n.rnr_timer = h.ext.rnr_timer;
   n.echo_ts = h.ext.echo_ts.get();
 }
 
@@ -469,6 +472,7 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
       h.ext.nack_psn.set(n.nack_psn);
       h.ext.echo_ev.set(n.echo_ev);
       h.ext.reason = static_cast<uint8_t>(n.reason);
+      h.ext.rnr_timer = n.rnr_timer;
       std::memset(h.ext.reserved, 0, sizeof h.ext.reserved);
       h.ext.echo_ts.set(n.echo_ts);
       return seal(h, c.net_flags, out);

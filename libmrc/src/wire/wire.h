@@ -179,8 +179,15 @@ struct NackHeader {
   uint32_t nack_psn = 0;  // the PSN refused
   uint32_t echo_ev = 0;   // EV the refused packet came on
   NackReason reason = NackReason::kTrimmed;
+  // kNoResource: kRnrTimerStated | the responder's min_rnr_timer (IB's 5-bit RNR NAK timer
+  // code, 0..31: how long the requester waits before resending). 0: not stated (other
+  // reasons, older senders). Decode passes the byte through; the engine reads it.
+  uint8_t rnr_timer = 0;
   uint64_t echo_ts = 0;
 };
+
+/// NackHeader::rnr_timer: the low 5 bits hold a timer code.
+inline constexpr uint8_t kRnrTimerStated = 0x80;
 
 /// A PROBE_REPLY's svc_ns field is 24 bits: longer service times are sent as this.
 inline constexpr uint32_t kMaxProbeSvcNs = (1u << 24) - 1;
