@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -394,6 +395,54 @@ TEST(PathSet, SetPlanesHeld_CarriesNothingUntilReleased) {
   // Every plane held: the sprayer still returns EVs (it never stalls silently).
   s.set_planes_held(0xF);
   EXPECT_NE(s.next(-1), PathSet::kNoPath);
+}
+
+// QPs given rotated path lists (each starting on a different EV, as mrc-sim's hashed rotation
+// does) start their round robin on different planes: with plane 0 held (a port with no link),
+// a 32 KiB message's 8 packets fall on planes 1-3 evenly across QPs, not 3:3:2 (every QP
+// starting on plane 1, the lowest with weight), which left plane 3 idle a third of the time.
+TEST(PathSet, Next_FirstTurnsSpreadOverPlanesWithWeightAcrossQps) {
+  std::vector<Path> base;
+  for (uint32_t k = 0; k < 8; ++k)
+    for (uint16_t p = 0; p < 4; ++p) base.push_back(Path{p * 100u + k, p});
+  std::map<uint16_t, int> per_plane, first;
+  const int qps = 3000;
+  for (int q = 0; q < qps; ++q) {
+    std::vector<Path> active = base;
+    std::rotate(active.begin(), active.begin() + (q * 7) % active.size(), active.end());
+    PathSet s;
+    s.reset(active, {}, PathPolicy{});
+    s.set_planes_held(1u << 0);
+    for (int i = 0; i < 8; ++i) {
+      const uint16_t plane = s.ev(s.next(-1)).path.plane;
+      if (i == 0) ++first[plane];
+      ++per_plane[plane];
+    }
+  }
+  EXPECT_EQ(per_plane.count(0), 0u);
+  for (uint16_t p = 1; p < 4; ++p) {
+    EXPECT_NEAR(per_plane[p], qps * 8 / 3, qps * 8 / 100) << "plane " << p;
+    EXPECT_NEAR(first[p], qps / 3, qps / 20) << "plane " << p;
+  }
+}
+
+// One QP's round robin is unchanged by where it starts: every plane with weight takes one
+// turn in each round, so a long message spreads evenly whatever the first EV.
+TEST(PathSet, Next_AnyStartKeepsEachRoundEven) {
+  std::vector<Path> active;
+  for (uint32_t k = 0; k < 4; ++k)
+    for (uint16_t p = 0; p < 4; ++p) active.push_back(Path{p * 100u + k, p});
+  for (size_t shift = 0; shift < active.size(); ++shift) {
+    std::vector<Path> v = active;
+    std::rotate(v.begin(), v.begin() + static_cast<ptrdiff_t>(shift), v.end());
+    PathSet s;
+    s.reset(v, {}, PathPolicy{});
+    for (int round = 0; round < 50; ++round) {
+      std::set<uint16_t> planes;
+      for (int i = 0; i < 4; ++i) planes.insert(s.ev(s.next(-1)).path.plane);
+      ASSERT_EQ(planes.size(), 4u) << "shift " << shift << " round " << round;
+    }
+  }
 }
 
 // A plane the operator drained carries no data even when every other plane is held: the

@@ -208,8 +208,10 @@ TEST(Link, MarksEcnAtThreshold) {
 }
 
 TEST(Link, TrimsAboveThreshold) {
-  Pair p(LinkConfig{
-      .rate_bps = kOneBytePerNs, .trim_threshold_bytes = 2000, .trimmed_priority = false});
+  Pair p(LinkConfig{.rate_bps = kOneBytePerNs,
+                    .trim_threshold_bytes = 2000,
+                    .trimmed_priority = false,
+                    .control_priority = false});
   std::vector<std::vector<uint8_t>> sent;
   for (uint32_t i = 0; i < 6; ++i) {
     // #3 is an ACK and #5 a data packet of header size only: neither can be trimmed.
@@ -244,6 +246,26 @@ TEST(Link, TrimmedHeadersGoBeforeWaitingPackets) {
   // #0 in service, #1 waits, #2..#4 trimmed into the priority queue.
   EXPECT_EQ(p.nb.seqs(), (std::vector<uint32_t>{0, 2, 3, 4, 1}));
   EXPECT_EQ(p.nb.times(), ns({1072, 1144, 1216, 1288, 2360}));
+}
+
+// An ACK that arrives behind data waits in the priority queue (a switch's control class):
+// it leaves right after the packet in service, not behind the data; with control_priority
+// off it waits its turn.
+TEST(Link, ControlPacketsGoBeforeWaitingData) {
+  for (const bool prio : {true, false}) {
+    Pair p(LinkConfig{.rate_bps = kOneBytePerNs, .control_priority = prio});
+    for (uint32_t i = 0; i < 4; ++i)
+      p.na.send(p.b,
+                datagram(i, i == 3 ? 100 : 1000, i == 3 ? wire::Kind::kAck : wire::Kind::kWrite));
+    p.net.run_until(Time{1'000'000});
+    if (prio) {
+      EXPECT_EQ(p.nb.seqs(), (std::vector<uint32_t>{0, 3, 1, 2}));
+      EXPECT_EQ(p.nb.times(), ns({1000, 1100, 2100, 3100}));
+    } else {
+      EXPECT_EQ(p.nb.seqs(), (std::vector<uint32_t>{0, 1, 2, 3}));
+    }
+    EXPECT_EQ(p.net.link_stats(p.links.forward).dropped(), 0u);
+  }
 }
 
 TEST(Link, TrimOnLastHopSetsLastHopFlag) {

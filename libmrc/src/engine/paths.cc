@@ -1,6 +1,7 @@
 #include "engine/paths.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace mrc::engine {
 
@@ -50,6 +51,15 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
       ++usable_[pl];
     }
   }
+  // Picks the plane the round robin starts from when some plane has no weight
+  // (refresh_weights): a hash of the first active EV, a per-QP value.
+  tie_seed_ = 0;
+  for (const Ev& e : evs_) {
+    if (!e.active) continue;
+    uint64_t z = uint64_t{e.path.ev} * 0x9E3779B97F4A7C15ull;
+    tie_seed_ = static_cast<uint32_t>((z ^ (z >> 29)) >> 32);
+    break;
+  }
   count_[static_cast<size_t>(EvState::kGood)] = static_cast<uint32_t>(evs_.size());
   count_[static_cast<size_t>(EvState::kAssumedBad)] = 0;
   count_[static_cast<size_t>(EvState::kDenied)] = 0;
@@ -69,6 +79,23 @@ void PathSet::refresh_weights() {
         off ? 0 : int64_t{policy_.plane_weight[p]} * 1024 * std::min(usable_[p], floor) / floor;
     total_w_ += turn_[p].w;
     if (turn_[p].w == 0) no_weight_ |= static_cast<uint16_t>(1u << p);
+  }
+  // With every plane weighted, ties go to plane 0 first, then up (a round of P turns covers
+  // every plane whatever the start). With some plane weightless (held: a port with no link
+  // at either end), they go first to the k-th plane with weight, k = tie_seed_ mod their
+  // count: else every QP would start on the lowest weighted plane, and short messages (8
+  // packets over 3 planes: 3:3:2) would leave the highest plane idle a third of the time.
+  const auto all = static_cast<uint16_t>((1u << planes_) - 1);
+  const auto weighted = static_cast<uint16_t>(~no_weight_ & all);
+  tie_start_ = 0;
+  if (weighted == all || weighted == 0) return;
+  for (uint32_t k = tie_seed_ % static_cast<uint32_t>(std::popcount(weighted)), p = 0; p < planes_;
+       ++p) {
+    if (!(weighted >> p & 1u)) continue;
+    if (k-- == 0) {
+      tie_start_ = static_cast<uint16_t>(p);
+      break;
+    }
   }
 }
 
@@ -151,7 +178,7 @@ uint16_t PathSet::next(int avoid) {
   }
   int best = -1;
   const uint32_t off = no_weight_ | skip;
-  for (size_t p = 0; p < planes_; ++p) {
+  for (size_t j = 0, p = tie_start_; j < planes_; ++j, p = p + 1 == planes_ ? 0 : p + 1) {
     if (off >> p & 1u) continue;
     turn_[p].wrr += turn_[p].w;
     if (best < 0 || turn_[p].wrr > turn_[static_cast<size_t>(best)].wrr) best = static_cast<int>(p);

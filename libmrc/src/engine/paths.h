@@ -31,7 +31,11 @@
 // policer, a congested T0) keeps its ACKs longer, so it gets new packets only
 // as fast as it delivers them, and the window it would have queued goes to the
 // planes that move (healthy planes stay within a packet of their share, so the
-// order is then the round robin's). Inside a plane, EVs take turns. A retransmission avoids
+// order is then the round robin's). Where the round robin's weights tie, plane 0 goes first,
+// then up; while some plane has no weight (held: a port with no link), the first is instead
+// the k-th weighted plane, k from a hash of the first active EV (a per-QP value), so that
+// fresh QPs do not all start on the lowest weighted plane (8-packet messages over 3 planes
+// went 3:3:2). Inside a plane, EVs take turns. A retransmission avoids
 // the EV the packet was lost on. With no usable EV anywhere (everything bad),
 // the sprayer still returns a non-denied EV, round robin: the QP keeps trying
 // and its retry budget decides, it never stalls silently.
@@ -283,6 +287,8 @@ class PathSet {
   uint32_t inflight_total_ = 0;
   uint16_t planes_ = 0;          // 1 + highest plane in the set
   uint16_t no_weight_ = 0xFFFF;  // bit per plane: its Turn::w is 0
+  uint16_t tie_start_ = 0;       // the round robin's ties go to this plane first, then up
+  uint32_t tie_seed_ = 0;        // a hash of the first active EV: picks tie_start_
   uint16_t lossy_ = 0;           // planes whose latest acknowledged-or-lost data packet was lost
   // plane p's EVs: by_plane_[plane_begin_[p], plane_begin_[p+1])
   uint16_t plane_begin_[kMaxPlanes + 1] = {};

@@ -94,6 +94,7 @@ struct Fabric::State {
     c.ecn_ramp_bytes = cfg.ecn_ramp_bytes;
     c.trim_threshold_bytes = trimming ? cfg.trim_threshold_bytes : kUnlimited;
     c.trimmed_priority = cfg.trimmed_priority;
+    c.control_priority = cfg.control_priority;
     return c;
   }
 

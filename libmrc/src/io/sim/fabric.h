@@ -83,6 +83,7 @@ struct FabricConfig {
   uint64_t trim_threshold_bytes = 128 << 10;  // trim data at or above (when trimming is on)
   bool trimming = true;                       // initial state of set_trimming
   bool trimmed_priority = true;               // trimmed headers jump the queue
+  bool control_priority = true;               // so do ACKs, NACKs, probes (LinkConfig)
 };
 
 /// Direction of a cable: kUp is toward the spine (host->T0, T0->T1), kDown away from it.

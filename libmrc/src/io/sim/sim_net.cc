@@ -113,7 +113,7 @@ struct Link {
   bool blackhole = false;
   Rng rng;
   uint64_t arrivals = 0;  // since set_impairments, for the loss patterns
-  Fifo hi;                // trimmed headers (trimmed_priority)
+  Fifo hi;                // trimmed headers (trimmed_priority), control (control_priority)
   Fifo lo;
   uint32_t in_service = kNone;
   uint64_t queued = 0;  // bytes waiting + in service
@@ -382,7 +382,9 @@ struct SimNet::Impl {
     if (l.in_service == kNone) {
       l.frac = 0;  // idle: no remainder to carry
       start_tx(lid, pi);
-    } else if (trimmed && l.cfg.trimmed_priority) {
+    } else if ((trimmed && l.cfg.trimmed_priority) ||
+               (l.cfg.control_priority && p.size > 1 &&
+                !wire::is_data(static_cast<wire::Kind>(p.data[1])))) {
       l.hi.push(pi);
     } else {
       l.lo.push(pi);

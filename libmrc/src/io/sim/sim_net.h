@@ -45,6 +45,8 @@
 //        to wire::kDataHeaderSize bytes, net_flags |= kTrimmed (and
 //        kTrimmedLastHop when this link is the route's last), never dropped for
 //        it; with trimmed_priority it waits in a queue served before the rest;
+//      a packet that is not data (ACK, NACK, probe...) waits there too with
+//        control_priority;
 //      B + size > capacity_bytes: tail drop;
 //      B >= ecn_threshold_bytes: ECN CE set, with probability (B - threshold) /
 //        ecn_ramp_bytes while B is inside the ramp (WRED), always past it;
@@ -114,6 +116,10 @@ struct LinkConfig {
   // Trim data packets when the buffer holds at least this.
   uint64_t trim_threshold_bytes = kUnlimited;
   bool trimmed_priority = true;  // trimmed headers go before untrimmed packets
+  // ACKs, NACKs and every other packet that carries no data (not wire::is_data) wait in that
+  // priority queue too (a switch's control traffic class, as NDP serves its headers, ACKs and
+  // NACKs before data): else an ACK waits behind the data of a congested port.
+  bool control_priority = true;
 };
 
 /// Faults of one link; all off by default. Probabilities are per datagram arriving.
