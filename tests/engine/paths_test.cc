@@ -426,6 +426,24 @@ TEST(PathSet, Next_FirstTurnsSpreadOverPlanesWithWeightAcrossQps) {
   }
 }
 
+// A real host's driver gives every QP to a peer the same path list: the salt (the engine
+// passes the QP number) still spreads where their round robins start while a plane is held.
+TEST(PathSet, Next_SameListDifferentSaltsStartOnEveryPlaneWithWeight) {
+  std::vector<Path> active;
+  for (uint16_t p = 0; p < 4; ++p)
+    for (uint32_t k = 0; k < 4; ++k) active.push_back(Path{uint32_t{p} << 16 | k << 8, p});
+  std::map<uint16_t, int> first;
+  const int qps = 3000;
+  for (int q = 0; q < qps; ++q) {
+    PathSet s;
+    s.reset(active, {}, PathPolicy{}, static_cast<uint32_t>(q + 1));
+    s.set_planes_held(1u << 0);
+    ++first[s.ev(s.next(-1)).path.plane];
+  }
+  EXPECT_EQ(first.count(0), 0u);
+  for (uint16_t p = 1; p < 4; ++p) EXPECT_NEAR(first[p], qps / 3, qps / 20) << "plane " << p;
+}
+
 // One QP's round robin is unchanged by where it starts: every plane with weight takes one
 // turn in each round, so a long message spreads evenly whatever the first EV.
 TEST(PathSet, Next_AnyStartKeepsEachRoundEven) {

@@ -660,7 +660,7 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
   }
   if (mask & attr::kPathPolicy) q.paths.set_policy(s.path_policy);
   if (mask & attr::kPaths) {
-    q.paths.reset(s.paths, s.backup_paths, s.path_policy);
+    q.paths.reset(s.paths, s.backup_paths, s.path_policy, q.qpn);
     for (uint16_t p = 0; p < kMaxPlanes; ++p)
       if (c.planes_drained & (1u << p)) q.paths.set_plane_admin_down(p, true);
     q.ev_signals.clear();  // the new set's counters start from 0 (reset() zeroed the rest)

@@ -6,7 +6,7 @@
 namespace mrc::engine {
 
 void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
-                    const PathPolicy& p) {
+                    const PathPolicy& p, uint32_t salt) {
   policy_ = p;
   evs_.clear();
   evs_held_ = 0;
@@ -52,11 +52,11 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
     }
   }
   // Picks the plane the round robin starts from when some plane has no weight
-  // (refresh_weights): a hash of the first active EV, a per-QP value.
+  // (refresh_weights): a hash of the first active EV and the salt (the QP number).
   tie_seed_ = 0;
   for (const Ev& e : evs_) {
     if (!e.active) continue;
-    uint64_t z = uint64_t{e.path.ev} * 0x9E3779B97F4A7C15ull;
+    uint64_t z = (uint64_t{e.path.ev} ^ uint64_t{salt} << 32) * 0x9E3779B97F4A7C15ull;
     tie_seed_ = static_cast<uint32_t>((z ^ (z >> 29)) >> 32);
     break;
   }

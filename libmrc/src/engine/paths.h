@@ -33,7 +33,7 @@
 // planes that move (healthy planes stay within a packet of their share, so the
 // order is then the round robin's). Where the round robin's weights tie, plane 0 goes first,
 // then up; while some plane has no weight (held: a port with no link), the first is instead
-// the k-th weighted plane, k from a hash of the first active EV (a per-QP value), so that
+// the k-th weighted plane, k from a hash of the first active EV and the QP number, so that
 // fresh QPs do not all start on the lowest weighted plane (8-packet messages over 3 planes
 // went 3:3:2). Inside a plane, EVs take turns. A retransmission avoids
 // the EV the packet was lost on. With no usable EV anywhere (everything bad),
@@ -121,13 +121,13 @@ class PathSet {
     // ---- line 1: spraying, sending, acknowledging ----
     Path path;
     EvState state = EvState::kGood;
-    bool active = false;     // in the sprayed set (else a backup)
-    bool skip : 1 = false;   // pass over once
-    bool held : 1 = false;   // held by the engine's shared view of EVs (SharedHealth): passed over
+    bool active = false;      // in the sprayed set (else a backup)
+    bool skip : 1 = false;    // pass over once
+    bool held : 1 = false;    // held by the engine's shared view of EVs (SharedHealth): passed over
     bool listed : 1 = false;  // sender: tx_head / tx_tail hold a list (else no packet in it)
-    uint8_t backoff = 0;     // probe interval doublings (unanswered probes)
-    uint16_t losses = 0;     // losses in a row
-    uint16_t clean = 0;      // clean probe replies in a row
+    uint8_t backoff = 0;      // probe interval doublings (unanswered probes)
+    uint16_t losses = 0;      // losses in a row
+    uint16_t clean = 0;       // clean probe replies in a row
     // The sender's in-flight packets last sent on this EV, in sending order (PSNs; Core's
     // ev_list_*), and the transmission order of the newest first transmission on it known
     // delivered (RACK per EV).
@@ -153,7 +153,11 @@ class PathSet {
   static_assert(offsetof(Ev, srtt) + sizeof(Duration) == 64, "line 1 is what a packet touches");
 
   /// Replaces the set. Planes must be < kMaxPlanes. Events are not emitted for the reset.
-  void reset(std::span<const Path> active, std::span<const Path> backups, const PathPolicy& p);
+  /// `salt` (the engine passes the QP number) picks, with the first active EV, where the
+  /// round robin starts while some plane is held: QPs given the same path list (a real
+  /// host's driver gives every QP to a peer the same one) then start on different planes.
+  void reset(std::span<const Path> active, std::span<const Path> backups, const PathPolicy& p,
+             uint32_t salt = 0);
   const PathPolicy& policy() const { return policy_; }
   void set_policy(const PathPolicy& p) {
     policy_ = p;
@@ -288,7 +292,7 @@ class PathSet {
   uint16_t planes_ = 0;          // 1 + highest plane in the set
   uint16_t no_weight_ = 0xFFFF;  // bit per plane: its Turn::w is 0
   uint16_t tie_start_ = 0;       // the round robin's ties go to this plane first, then up
-  uint32_t tie_seed_ = 0;        // a hash of the first active EV: picks tie_start_
+  uint32_t tie_seed_ = 0;        // a hash of the first active EV and the salt: picks tie_start_
   uint16_t lossy_ = 0;           // planes whose latest acknowledged-or-lost data packet was lost
   // plane p's EVs: by_plane_[plane_begin_[p], plane_begin_[p+1])
   uint16_t plane_begin_[kMaxPlanes + 1] = {};
@@ -299,12 +303,12 @@ class PathSet {
   std::vector<uint16_t> bad_;                // indexes of ASSUMED_BAD EVs, ascending (probe order)
   uint32_t count_[3] = {};                   // EVs per EvState
   uint32_t target_active_[kMaxPlanes] = {};  // active EVs per plane at reset
-  uint32_t usable_[kMaxPlanes] = {};  // active GOOD EVs per plane
-  uint32_t active_[kMaxPlanes] = {};  // active EVs per plane
+  uint32_t usable_[kMaxPlanes] = {};         // active GOOD EVs per plane
+  uint32_t active_[kMaxPlanes] = {};         // active EVs per plane
   bool drained_[kMaxPlanes] = {};
   bool admin_down_[kMaxPlanes] = {};
-  uint16_t held_ = 0;           // planes held down by the engine's shared view (bit per plane)
-  uint32_t evs_held_ = 0;       // EVs with Ev::held
+  uint16_t held_ = 0;      // planes held down by the engine's shared view (bit per plane)
+  uint32_t evs_held_ = 0;  // EVs with Ev::held
   bool plane_answered_[kMaxPlanes] = {};
   uint32_t drain_cursor_[kMaxPlanes] = {};
   Time plane_next_probe_[kMaxPlanes] = {};
@@ -368,7 +372,7 @@ class SharedHealth {
   struct Peer {
     Duration srtt{0}, rttvar{0}, min_rtt{0};  // RTT state of the latest QP to this peer
     Plane plane[kMaxPlanes];
-    uint16_t counting = 0;  // bit per plane: its losses or backoff is not 0
+    uint16_t counting = 0;        // bit per plane: its losses or backoff is not 0
     uint16_t announced_down = 0;  // bit per plane: the peer said it is down (set_announced_down)
     uint16_t reported_down = 0;   // bit per plane: its latest ACK said it has no link there
   };
@@ -489,8 +493,8 @@ class SharedHealth {
   Policy policy_;
   std::unordered_map<PeerId, Peer> peers_;
   Plane local_[kMaxPlanes];
-  uint16_t local_counting_ = 0;  // bit per plane: local_[plane] losses or backoff not 0
-  uint16_t local_down_ = 0;      // bit per plane: our port has no link (set_local_down)
+  uint16_t local_counting_ = 0;              // bit per plane: local_[plane] losses or backoff not 0
+  uint16_t local_down_ = 0;                  // bit per plane: our port has no link (set_local_down)
   std::unordered_map<uint32_t, Plane> evs_;  // per EV value, any peer (same rules as a plane)
   uint32_t ev_counting_ = 0;                 // entries of evs_ whose losses or backoff is not 0
   Time ev_holds_end_{0};
