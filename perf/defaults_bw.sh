@@ -9,15 +9,25 @@
 #   mrc-perf  mrc-perf --duration SECS (1 MiB WRITEs, every byte verified): "healthy" figure
 # Record the output in perf/RESULTS.md.
 #
-# Usage: bash perf/defaults_bw.sh [seconds=8] [rounds=2] [rate=2]
+# Usage: [FRONTS="plugin shim perf"] bash perf/defaults_bw.sh [seconds=8] [rounds=2] [rate=2]
+# (FRONTS picks the front ends; only their targets are built)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SECS=${1:-8}
 ROUNDS=${2:-2}
 RATE=${3:-2}
 cmake --preset release --log-level=WARNING >/dev/null
-cmake --build --preset release --target nccl_bw nccl-net-mrc mrc_verbs_shim mrc-fabric mrc-perf \
-  --parallel "$(nproc)" >/dev/null
+FRONTS=${FRONTS:-plugin shim perf}
+targets=(mrc-fabric)  # only what the fronts asked for use
+for front in $FRONTS; do
+  case $front in
+    plugin) targets+=(nccl_bw nccl-net-mrc) ;;
+    shim) targets+=(mrc_verbs_shim) ;;
+    perf) targets+=(mrc-perf) ;;
+    *) echo "defaults_bw.sh: unknown front '$front' in FRONTS (plugin, shim, perf)" >&2; exit 2 ;;
+  esac
+done
+cmake --build --preset release --target "${targets[@]}" --parallel "$(nproc)" >/dev/null
 source perf/fabric_bw.sh
 fabric_up "dbw$$" "$RATE"
 
@@ -37,7 +47,7 @@ printf 'fabric: 4 planes x 4 spines, host ports %s Gbit/s (ceiling %s Gbit/s), %
   "$RATE" "$((4 * RATE))" "$SECS" "$ROUNDS"
 printf '%-9s %-28s %-28s %8s %8s %s\n' "front" "default (Gbit/s, each run)" \
   "base RTT 300 us (each run)" "default" "tuned" "default/tuned"
-for front in ${FRONTS:-plugin shim perf}; do
+for front in $FRONTS; do
   d="" t=""
   for ((r = 0; r < ROUNDS; ++r)); do
     if (( r % 2 == 0 )); then d+=" $($front 0)"; t+=" $($front 1)"

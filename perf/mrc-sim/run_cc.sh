@@ -8,16 +8,22 @@
 #   incast_{15,63}[_noecn]: 64 hosts, 15 x 2 MiB or 63 x 1 MiB into host 0, mrc and mrc-notrim;
 #     _noecn: 256 KiB drop-tail queues that mark nothing (--buffer 256K --ecn 1G)
 #   perm_{64,256}: permutation 8 MiB; a2a_{64,256}: all-to-all 32 KiB, 32 flows in flight
-#   *_nodd: the same with --no-delay-decrease (the branch's binary only: main has no such flag)
-# Usage: perf/mrc-sim/run_cc.sh OUT LABEL=MRC_SIM [LABEL=MRC_SIM...]
+#   *_nodd: the same with --no-delay-decrease (the branch's binary only: main has no such flag;
+#     skipped with DD=0)
+# MRC_SIM may carry arguments for every case after commas: nothing set vs the base RTT by hand
+# (issue 16) is `learned=build/tools/mrc-sim,--base-rtt-us,0 tuned=build/tools/mrc-sim`.
+# Usage: [DD=0] perf/mrc-sim/run_cc.sh OUT LABEL=MRC_SIM[,ARG...] [LABEL=MRC_SIM[,ARG...]...]
 set -eu
 OUT=$1; shift
 run() { # <bin> <dir> <case> <args...>
   rb=$1; rd=$2; rn=$3; shift 3
-  nice -n 10 "$rb" --no-progress -q --json "$rd/$rn.json" "$@" || echo "FAILED: $rn" >&2
+  # shellcheck disable=SC2086
+  nice -n 10 "$rb" --no-progress -q --json "$rd/$rn.json" "$@" $extra || echo "FAILED: $rn" >&2
 }
 for lb in "$@"; do
   label=${lb%%=*}; b=${lb#*=}; d=$OUT/$label; mkdir -p "$d"
+  extra=""
+  case $b in *,*) extra=$(printf %s "${b#*,}" | tr , ' '); b=${b%%,*} ;; esac
   noecn="--buffer 256K --ecn 1G"
   for n in 15 63; do
     bytes=2M; [ $n = 63 ] && bytes=1M
@@ -31,7 +37,7 @@ for lb in "$@"; do
   done
   # shellcheck disable=SC2086
   run "$b" "$d" perm_64_noecn --hosts 64 --pattern permutation --bytes 8M --transport mrc,mrc-notrim $noecn
-  if "$b" --help | grep -q -- --no-delay-decrease; then
+  if [ "${DD:-1}" != 0 ] && "$b" --help | grep -q -- --no-delay-decrease; then
     for c in "perm_64 --pattern permutation --bytes 8M --transport mrc,mrc-notrim" \
              "perm_64_noecn --pattern permutation --bytes 8M --transport mrc,mrc-notrim $noecn" \
              "a2a_64 --pattern alltoall --bytes 32K --window 32 --qps-on-demand --transport mrc,mrc-notrim" \

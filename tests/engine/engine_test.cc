@@ -1455,16 +1455,19 @@ TEST(Engine, Cc_LearnedBaseRttRisesAtMostTwiceTheSmallestSample) {
   for (int i = 0; i < 4; ++i) l.post_write(l.a, i, 0, 512 << 10, 0);
   l.run();
   EXPECT_EQ(l.poll(l.a).size(), 4u);
-  const uint64_t short_path = l.a.eng.cc_stats(l.a.qpn)->cwnd;
-  EXPECT_LE(short_path, 8192u);
-  EXPECT_LT(l.a.eng.cc_config(l.a.qpn)->base_rtt, 20'000u);
+  const NsccConfig short_path = *l.a.eng.cc_config(l.a.qpn);
+  EXPECT_LE(l.a.eng.cc_stats(l.a.qpn)->cwnd, 8192u);
   const uint64_t smallest = l.a.eng.qp_stats(l.a.qpn)->min_rtt_ns;
   ASSERT_GT(smallest, 0u);
+  // The loop's round trip is far below the spray allowance (4 packets at 2 Gbit/s, 66 us):
+  // the allowance is capped at the minimum, so the base is twice it (policy.h).
+  ASSERT_GT(spray_allowance(cfg, 4096, 1), Duration{4 * smallest});
+  EXPECT_EQ(short_path.base_rtt, 2 * smallest);
   l.latency = 200us;
   write_for(l, 12s);  // past the window: every sample now about 400 us
   const NsccConfig learned = *l.a.eng.cc_config(l.a.qpn);
-  EXPECT_EQ(learned.base_rtt, 2 * smallest);
-  EXPECT_GT(l.a.eng.cc_stats(l.a.qpn)->cwnd, short_path);
+  EXPECT_EQ(learned.base_rtt, 2 * (2 * smallest));  // kMaxRise x smallest, plus as much spray
+  EXPECT_GT(learned.max_cwnd, short_path.max_cwnd);
 }
 
 // Rate hints (QpAttr::cc_rates) ride on the automatic profile: the QP still learns its base

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 #include <utility>
 
 #include "engine/engine.h"
+#include "wire/wire.h"
 
 namespace mrc::engine {
 namespace {
@@ -111,6 +113,40 @@ TEST(BaseRttFilter, BurstIsAddedToTheMinimum) {
   BaseRttFilter floored(400us, 260us);
   floored.on_sample(Time{0}, 45us);
   EXPECT_EQ(floored.estimate(), 400us);
+}
+
+// One packet of MTU + data header per hop of the longest path (kSprayHops), at a plane port's
+// rate: 40 Gb/s over 4 planes, 4096 B: 4 x 4160 x 8 / 10 Gb/s = 13.3 us.
+TEST(SprayAllowance, OnePacketPerHopAtAPlanePort) {
+  EngineConfig c;
+  c.nic_bps = 40'000'000'000;
+  const double bits = (4096.0 + wire::kDataHeaderSize) * 8;
+  EXPECT_EQ(spray_allowance(c, 4096, 4), Duration{std::llround(kSprayHops * bits / 10.0)});
+  EXPECT_GT(spray_allowance(c, 4096, 4), 13us);
+  EXPECT_LT(spray_allowance(c, 4096, 4), 14us);
+  EXPECT_EQ(spray_allowance(c, 4096, 1), Duration{std::llround(kSprayHops * bits / 40.0)});
+  EXPECT_EQ(spray_allowance(c, 4096, 0), spray_allowance(c, 4096, 1));  // no paths yet: one
+  EXPECT_LT(spray_allowance(c, 1024, 4), spray_allowance(c, 4096, 4));
+  c.nic_bps = 0;
+  EXPECT_EQ(spray_allowance(c, 4096, 4), Duration{0});
+}
+
+// A lucky minimum (a sample that met no other QP's packet) is not the base: the spray
+// allowance is added to it, at most the minimum itself (a shorter path, a slower NIC), and
+// the driver's burst on top. Before, the estimate was the minimum alone (21.6 us here).
+TEST(BaseRttFilter, SprayIsAddedToTheMinimumUpToTheMinimum) {
+  BaseRttFilter f(Duration{0}, Duration{0}, 13us);
+  f.on_sample(Time{0}, 30us);
+  f.on_sample(Time{1'000}, 21600ns);
+  EXPECT_EQ(f.estimate(), 34600ns);
+  BaseRttFilter short_path(Duration{0}, Duration{0}, 13us);  // two hosts under one T0
+  short_path.on_sample(Time{0}, 10us);
+  EXPECT_EQ(short_path.estimate(), 20us);
+  BaseRttFilter burst(100us, 260us, 66us);  // a software datapath: burst and floor as before
+  burst.on_sample(Time{0}, 45us);
+  EXPECT_EQ(burst.estimate(), 350us);
+  burst.on_sample(Time{1'000}, 5us);
+  EXPECT_EQ(burst.estimate(), 270us);
 }
 
 TEST(BaseRttFilter, LuckyMinimumAgesOut) {

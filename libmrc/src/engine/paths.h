@@ -165,6 +165,8 @@ class PathSet {
   }
 
   size_t size() const { return evs_.size(); }
+  /// 1 + the highest plane of the set (0: no paths): the NIC ports the QP sprays over.
+  uint16_t planes() const { return planes_; }
   const Ev& ev(size_t i) const { return evs_[i]; }
   /// EV i's record for the sender's fields (tx_head, tx_tail, listed, rack_xseq, the
   /// counters): Core's sent-order lists and PathStats live there. Nothing else writes them.

@@ -1,8 +1,10 @@
 #include "engine/policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/engine.h"
+#include "wire/wire.h"
 
 namespace mrc::engine {
 
@@ -28,6 +30,13 @@ bool qp_transition_ok(QpState from, QpState to) {
 Duration cc_start_base_rtt(const EngineConfig& cfg) {
   if (cfg.base_rtt > Duration{0}) return cfg.base_rtt;
   return std::max(kBaseRttStart + cfg.send_burst, cfg.min_base_rtt);
+}
+
+Duration spray_allowance(const EngineConfig& cfg, uint32_t mtu, uint16_t planes) {
+  if (cfg.nic_bps == 0) return Duration{0};
+  const double port_bps = static_cast<double>(cfg.nic_bps) / std::max<uint16_t>(planes, 1);
+  const double bits = (static_cast<double>(mtu) + wire::kDataHeaderSize) * 8.0;
+  return Duration{std::llround(kSprayHops * bits / port_bps * 1e9)};
 }
 
 NsccConfig derived_cc(const EngineConfig& cfg, uint32_t mtu, Duration base_rtt) {
@@ -77,7 +86,10 @@ Duration BaseRttFilter::estimate() const {
     if (e > Duration{0} && (m == Duration{0} || e < m)) m = e;
   if (m == Duration{0}) return m;
   m = std::min(m, kMaxRise * anchor_);
-  return std::max(m + burst_, floor_);
+  // The queues a packet meets at the hops of its path are at most what the path itself adds:
+  // spray_ (kSprayHops packets) is capped by the minimum, which holds the packet's own
+  // serialization at each of its hops (a shorter path, or a NIC slower than configured).
+  return std::max(m + std::min(spray_, m) + burst_, floor_);
 }
 
 bool BaseRttFilter::moved(Duration in_use) const {

@@ -28,6 +28,21 @@ bool qp_transition_ok(QpState from, QpState to);
 /// (what BaseRttFilter would say of a kBaseRttStart sample).
 Duration cc_start_base_rtt(const EngineConfig& cfg);
 
+/// Hops of the longest path a learned base RTT allows for (engine/policy.h spray_allowance):
+/// host -> T0 -> T1 -> T0 -> host, the two-tier multi-plane Clos MRC is built for.
+inline constexpr int kSprayHops = 4;
+
+/// What a QP sending at line rate over sprayed paths meets on top of its smallest RTT sample:
+/// one packet (`mtu` plus the data header) ahead of it at each store-and-forward hop of the
+/// longest path (kSprayHops), at a plane port's rate (cfg.nic_bps / `planes`; `planes` 0
+/// counts as 1). A fabric loaded by spraying holds about that much at each port when nothing
+/// is congested: QPs sprayed over the same planes collide at random, and the smallest sample
+/// a busy QP takes is one that met none of it (a lucky minimum). mrc-sim, 64 hosts,
+/// permutation at line rate (perf/RESULTS.md 2026-11-26 nsccb): unloaded RTT 21.3 us,
+/// smallest samples 21.6-30.7 us, smoothed RTTs 29-49 us; this allowance is 13.3 us. 0 when
+/// cfg.nic_bps is 0.
+Duration spray_allowance(const EngineConfig& cfg, uint32_t mtu, uint16_t planes);
+
 /// NsccConfig::defaults for this engine's NIC, trimming and `mtu` with `base_rtt` (> 0): the
 /// constants of a QP without a CC profile once its base RTT is known.
 NsccConfig derived_cc(const EngineConfig& cfg, uint32_t mtu, Duration base_rtt);
@@ -56,7 +71,9 @@ NsccConfig with_rates(NsccConfig cc, const EngineConfig& cfg, uint32_t mtu, cons
 
 /// A QP's learned base RTT: the smallest RTT sample over a sliding window (the open epoch and
 /// the kEpochs before it, kEpoch each: 8-10 s), plus `burst` (EngineConfig::send_burst: what a
-/// busy QP's packets wait behind the driver's own bursts), and never below `floor`
+/// busy QP's packets wait behind the driver's own bursts) and plus `spray` (spray_allowance:
+/// what its packets meet at the fabric's ports when the fabric is busy but not congested; at
+/// most the minimum itself), and never below `floor`
 /// (EngineConfig::min_base_rtt). A minimum ages out after the window instead of sizing the
 /// window for the QP's life, and a path whose RTT rises (a longer route, a slower fabric) is
 /// followed. The anchor is a minimum over seconds because the samples of a busy QP carry the
@@ -64,7 +81,11 @@ NsccConfig with_rates(NsccConfig cc, const EngineConfig& cfg, uint32_t mtu, cons
 /// the queue never drains, grows the window that builds it (measured on the namespace fabric:
 /// a 1,280-sample window learned 415 us where 300 us is right). A lucky minimum (a sample that
 /// met no scheduling delay) is at most the datapath's own RTT below the true one, and
-/// `burst`, not the minimum, is most of the base on a software datapath. The engine
+/// `burst`, not the minimum, is most of the base on a software datapath. A lucky minimum on a
+/// sprayed fabric is a packet that met no other QP's packet at any port, which a QP at line
+/// rate seldom repeats: without `spray` the QPs with the luckiest minima got the smallest
+/// windows and set the completion time (mrc-sim 64-host permutation: 0.768 of ideal learned vs
+/// 0.949 with the base RTT set by hand; perf/RESULTS.md 2026-11-26 nsccb). The engine
 /// re-derives the QP's NSCC constants when moved() says the estimate left the one in use by
 /// more than 10%, and NSCC takes the estimate as its base RTT as given (NsccBase::kGiven): its
 /// queueing delay is RTT minus this estimate, never minus the QP's smallest sample (a lucky
@@ -83,8 +104,9 @@ class BaseRttFilter {
   static constexpr size_t kEpochs = 4;
   static constexpr int kMaxRise = 2;
 
-  explicit BaseRttFilter(Duration floor = Duration{0}, Duration burst = Duration{0})
-      : floor_(floor), burst_(burst) {}
+  explicit BaseRttFilter(Duration floor = Duration{0}, Duration burst = Duration{0},
+                         Duration spray = Duration{0})
+      : floor_(floor), burst_(burst), spray_(spray) {}
 
   /// One RTT sample (> 0; others are ignored) taken at `now` (non-decreasing).
   void on_sample(Time now, Duration rtt);
@@ -93,7 +115,11 @@ class BaseRttFilter {
     if (peer_min > Duration{0} && (anchor_ == Duration{0} || peer_min < anchor_))
       anchor_ = peer_min;
   }
-  /// max(floor, min(windowed minimum, kMaxRise x anchor) + burst); 0 before the first sample.
+  /// max(floor, m + min(spray, m) + burst) with m = min(windowed minimum, kMaxRise x anchor);
+  /// 0 before the first sample. spray is capped by m: the unloaded RTT holds the packet's own
+  /// serialization at each hop, so a path with fewer hops than kSprayHops (two hosts under one
+  /// T0, a loopback) or a NIC slower than EngineConfig::nic_bps says gets at most twice its
+  /// minimum.
   Duration estimate() const;
   /// True when estimate() differs from `in_use` by more than 10% (or in_use is 0 and there
   /// is an estimate).
@@ -102,6 +128,7 @@ class BaseRttFilter {
  private:
   Duration floor_;
   Duration burst_;
+  Duration spray_;
   std::array<Duration, kEpochs> mins_{};  // minimum of each closed epoch; 0 = none yet
   size_t next_ = 0;                       // the slot the open epoch closes into
   Duration cur_min_{0};                   // minimum of the open epoch; 0 = no sample yet

@@ -412,7 +412,8 @@ void Core::start_cc(Qp& q) {
   q.cc.reset();
   q.cc_auto = !q.attr.cc && !q.attr.cc_off && cfg.congestion_control && cfg.base_rtt == Duration{0};
   q.cc_base = cc_start_base_rtt(cfg);  // until measured
-  q.cc_rtt = BaseRttFilter{cfg.min_base_rtt, cfg.send_burst};
+  q.cc_rtt = BaseRttFilter{cfg.min_base_rtt, cfg.send_burst,
+                           spray_allowance(cfg, q.attr.mtu, q.paths.planes())};
   if (auto c = cc_config(q))
     q.cc.emplace(*c, q.attr.mtu, q.cc_auto ? NsccBase::kGiven : NsccBase::kProfile);
 }
