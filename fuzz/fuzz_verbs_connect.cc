@@ -16,7 +16,7 @@
 
 #include "input.h"
 #include "verbs/loopback_env.h"
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 #include "loop.h"
 
 namespace mrc::engine {

@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 #include "loop.h"
 
 // ---- heap accounting: bytes currently allocated with operator new ----------------------

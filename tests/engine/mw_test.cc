@@ -3,7 +3,7 @@
 // under a new key, the old key grants nothing; local completions come in posting order.
 #include <gtest/gtest.h>
 
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 #include "loop.h"
 
 namespace mrc::engine {

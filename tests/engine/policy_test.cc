@@ -1,13 +1,13 @@
 // The connection policy (engine/policy.h): QP transitions, the effective NSCC constants, rate
 // hints, and the learned base RTT.
-#include "engine/policy.h"
+#include "mrc/engine/policy.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 #include <utility>
 
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 
 namespace mrc::engine {
 namespace {

@@ -10,7 +10,7 @@
 #include <new>
 #include <vector>
 
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 #include "engine/internal.h"
 
 // ---- heap accounting: every operator new/delete of this test binary (all forms, so that

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/paths.h"
+#include "mrc/engine/paths.h"
 #include "expect.h"
 
 namespace mrc::mrcctl {

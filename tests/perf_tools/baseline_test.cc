@@ -1,5 +1,5 @@
 // Tests of tools/mrc-perf/baseline.h on two namespaces of our own joined by two veth "planes".
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 #include "baseline.h"
 
 #include <arpa/inet.h>

@@ -4,7 +4,7 @@
 // (UNREACHABLE), a reject with private data, connect/accept/establish with private data both
 // ways, data over the QPs the CM connected, disconnect at both ends, the port freed; QPs the
 // app made itself on the id's PD; RDMA_PS_UDP ids (UD QPs).
-#include "verbs/cm.h"
+#include "mrc/verbs/cm.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "loopback_env.h"
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs::cm {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "loopback_env.h"
 #include "open_device.h"
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 #include "wait_wc.h"
 
 namespace mrc::verbs {

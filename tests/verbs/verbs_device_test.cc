@@ -20,7 +20,7 @@
 #include "loopback_env.h"
 #include "open_device.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs {
 namespace {

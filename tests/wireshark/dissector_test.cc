@@ -11,7 +11,7 @@
 #include "srv6/config.h"
 #include "srv6/fabric.h"
 #include "tshark.h"
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::wireshark {
 namespace {

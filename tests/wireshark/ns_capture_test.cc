@@ -24,7 +24,7 @@
 #include "ns_test_fabric.h"
 #include "session.h"
 #include "tshark.h"
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::wireshark {
 namespace {

@@ -28,7 +28,7 @@
 #include <thread>
 
 #include "command.h"
-#include "common/fd.h"
+#include "mrc/common/fd.h"
 #include "delay_line.h"
 #include "gray.h"
 #include "srv6/config.h"

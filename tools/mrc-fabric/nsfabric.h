@@ -66,9 +66,9 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 #include "fault.h"
-#include "common/netns.h"  // mrc::in_netns: run a function (e.g. make a socket) inside a namespace
+#include "mrc/common/netns.h"  // mrc::in_netns: run a function (e.g. make a socket) inside a namespace
 #include "srv6/export_linux.h"
 #include "srv6/fabric.h"
 

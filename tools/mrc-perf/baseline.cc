@@ -1,5 +1,5 @@
 // iperf3 baselines (TCP, MPTCP): child processes, their JSON, the MPTCP path manager.
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 #include "baseline.h"
 
 #include <arpa/inet.h>

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 #include "matrix.h"
 #include "ns_handle.h"
 #include "soak.h"

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "srv6/fabric.h"
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::perf {
 

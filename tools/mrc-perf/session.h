@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 #include "mrc-sim/pattern.h"
 #include "mrc_run.h"
 #include "report.h"

@@ -4,9 +4,9 @@
 // rdma_establish@RDMACM_1.2) bind here as the ibv_* ones do (exports.map). Every id is an
 // mrc0 id: nothing is forwarded to the real librdmacm, which would take our objects for its
 // own (docs/verbs-shim.md, "rdma_cm").
-#include "observe/publisher.h"
-#include "verbs/cm.h"
-#include "verbs/verbs.h"
+#include "mrc/observe/publisher.h"
+#include "mrc/verbs/cm.h"
+#include "mrc/verbs/verbs.h"
 
 #include <cerrno>
 

@@ -21,8 +21,8 @@
 #include <map>
 #include <mutex>
 
-#include "observe/publisher.h"
-#include "verbs/verbs.h"
+#include "mrc/observe/publisher.h"
+#include "mrc/verbs/verbs.h"
 
 #undef ibv_get_device_list
 #undef ibv_query_port

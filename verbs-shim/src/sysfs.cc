@@ -9,7 +9,7 @@
 // The names are the ones glibc 2.36 programs import (stat, fstatat, statx are functions there;
 // __xstat and friends are what programs built against older glibc call).
 #undef _FORTIFY_SOURCE
-#include "verbs/sysfs.h"
+#include "mrc/verbs/sysfs.h"
 
 #include <dirent.h>
 #include <dlfcn.h>

@@ -29,13 +29,13 @@
 #include <optional>
 #include <vector>
 
-#include "engine/engine.h"
-#include "engine/paths.h"
-#include "engine/policy.h"
-#include "engine/retry.h"
+#include "mrc/engine/engine.h"
+#include "mrc/engine/paths.h"
+#include "mrc/engine/policy.h"
+#include "mrc/engine/retry.h"
 #include "engine/sack.h"
 #include "engine/timers.h"
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::engine {
 

@@ -1,8 +1,8 @@
-#include "engine/policy.h"
+#include "mrc/engine/policy.h"
 
 #include <algorithm>
 
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 
 namespace mrc::engine {
 

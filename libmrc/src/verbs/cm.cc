@@ -1,6 +1,6 @@
 // The connection manager over mrc0 (cm.h): ids, event channels, the CM service thread and
 // its TCP exchange (cm_wire.h), and the QP transitions a connection drives.
-#include "verbs/cm.h"
+#include "mrc/verbs/cm.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -30,7 +30,7 @@
 #include "verbs/cm_wire.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs::cm {
 namespace {

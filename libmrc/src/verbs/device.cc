@@ -14,8 +14,8 @@
 
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/sysfs.h"
-#include "verbs/verbs.h"
+#include "mrc/verbs/sysfs.h"
+#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs {
 

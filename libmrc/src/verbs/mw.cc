@@ -6,7 +6,7 @@
 
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs {
 

@@ -9,7 +9,7 @@
 #include "common/c_enum.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs {
 

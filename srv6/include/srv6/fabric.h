@@ -77,7 +77,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc::srv6 {
 

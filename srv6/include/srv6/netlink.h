@@ -20,7 +20,7 @@
 
 #include <string>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 #include "srv6/export_linux.h"
 
 namespace mrc::srv6 {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <utility>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc {
 

@@ -26,12 +26,12 @@
 #include <span>
 #include <vector>
 
-#include "common/result.h"
-#include "engine/nscc.h"
-#include "engine/paths.h"
-#include "engine/policy.h"
-#include "engine/stats.h"
-#include "engine/types.h"
+#include "mrc/common/result.h"
+#include "mrc/engine/nscc.h"
+#include "mrc/engine/paths.h"
+#include "mrc/engine/policy.h"
+#include "mrc/engine/stats.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::engine {
 

@@ -80,7 +80,7 @@
 
 #include <cstdint>
 
-#include "engine/types.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::engine {
 

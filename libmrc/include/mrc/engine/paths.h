@@ -58,7 +58,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/types.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::engine {
 

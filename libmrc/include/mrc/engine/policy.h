@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "engine/nscc.h"
-#include "engine/types.h"
+#include "mrc/engine/nscc.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::engine {
 

@@ -20,7 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "engine/types.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::engine {
 

@@ -55,8 +55,8 @@
 #include <optional>
 #include <string>
 
-#include "common/result.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/common/result.h"
+#include "mrc/io/udp/udp_driver.h"
 
 namespace mrc::io {
 

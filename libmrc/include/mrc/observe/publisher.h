@@ -45,10 +45,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/engine.h"
-#include "io/udp/observer.h"
-#include "io/udp/udp_driver.h"
-#include "observe/segment.h"
+#include "mrc/engine/engine.h"
+#include "mrc/io/udp/observer.h"
+#include "mrc/io/udp/udp_driver.h"
+#include "mrc/observe/segment.h"
 
 namespace mrc::observe {
 

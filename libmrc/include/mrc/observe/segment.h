@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
-#include "observe/layout.h"
+#include "mrc/common/result.h"
+#include "mrc/observe/layout.h"
 
 namespace mrc::observe {
 

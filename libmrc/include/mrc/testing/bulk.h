@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "testing/testbed.h"
+#include "mrc/testing/testbed.h"
 
 namespace mrc::sim {
 

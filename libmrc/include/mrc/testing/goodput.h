@@ -8,7 +8,7 @@
 #include <span>
 #include <string>
 
-#include "io/sim/sim_net.h"
+#include "mrc/io/sim/sim_net.h"
 
 namespace mrc::sim {
 

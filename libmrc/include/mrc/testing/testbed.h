@@ -9,9 +9,9 @@
 #include <span>
 #include <vector>
 
-#include "engine/engine.h"
-#include "engine/retry.h"
-#include "io/sim/sim_net.h"
+#include "mrc/engine/engine.h"
+#include "mrc/engine/retry.h"
+#include "mrc/io/sim/sim_net.h"
 
 namespace mrc::sim {
 

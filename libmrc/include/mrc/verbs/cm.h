@@ -53,7 +53,7 @@
 
 #include <cstdint>
 
-#include "verbs/rdma_cm_abi.h"
+#include "mrc/verbs/rdma_cm_abi.h"
 
 namespace mrc::verbs::cm {
 

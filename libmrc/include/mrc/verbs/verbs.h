@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 
 namespace mrc::io {
 struct UdpConfig;

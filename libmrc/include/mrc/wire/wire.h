@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <span>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc::wire {
 

@@ -62,8 +62,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/types.h"
-#include "io/sim/sim_net.h"
+#include "mrc/engine/types.h"
+#include "mrc/io/sim/sim_net.h"
 
 namespace mrc::sim {
 

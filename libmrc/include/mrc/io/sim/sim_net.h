@@ -85,8 +85,8 @@
 #include <optional>
 #include <span>
 
-#include "engine/engine.h"
-#include "engine/types.h"
+#include "mrc/engine/engine.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::sim {
 

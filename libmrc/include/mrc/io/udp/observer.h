@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
-#include "engine/engine.h"
-#include "engine/types.h"
+#include "mrc/common/result.h"
+#include "mrc/engine/engine.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::io {
 

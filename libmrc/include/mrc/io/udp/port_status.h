@@ -23,9 +23,9 @@
 #include <span>
 #include <vector>
 
-#include "engine/engine.h"
-#include "engine/types.h"
-#include "wire/wire.h"
+#include "mrc/engine/engine.h"
+#include "mrc/engine/types.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::io {
 

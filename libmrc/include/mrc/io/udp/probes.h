@@ -22,8 +22,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/types.h"
-#include "wire/wire.h"
+#include "mrc/engine/types.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::io {
 

@@ -27,13 +27,13 @@
 #include <tuple>
 #include <vector>
 
-#include "common/result.h"
-#include "engine/engine.h"
-#include "engine/types.h"
-#include "io/udp/observer.h"
-#include "io/udp/peer_addresses.h"
-#include "io/udp/port_status.h"
-#include "io/udp/probes.h"
+#include "mrc/common/result.h"
+#include "mrc/engine/engine.h"
+#include "mrc/engine/types.h"
+#include "mrc/io/udp/observer.h"
+#include "mrc/io/udp/peer_addresses.h"
+#include "mrc/io/udp/port_status.h"
+#include "mrc/io/udp/probes.h"
 #include "srv6/fabric.h"
 
 namespace mrc::io {
