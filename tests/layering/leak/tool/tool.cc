@@ -1,4 +1,4 @@
 // Fixture: a tool that reaches into the verbs device.
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 int main() { return 0; }
