@@ -991,7 +991,7 @@ Status<std::string> check_options(const Fabric& f, const Options& o) {
   return {};
 }
 
-// Every host's MRC configuration file (libmrc/src/io/config.h) under state_dir/hosts.
+// Every host's MRC configuration file (libmrc/include/mrc/io/config.h) under state_dir/hosts.
 Status<std::string> write_host_configs(const Fabric& f, const std::string& prefix) {
   const std::string dir = state_dir(prefix) + "/hosts";
   std::error_code ec;

@@ -33,6 +33,7 @@ int main() {
   // The UDP driver and the host configuration link too (not run: they need the host's planes).
   auto load = &mrc::io::load_host_config;
   if (load == nullptr) return 1;
-  std::printf("mrc c++ api: probe psn %u, cq %s\n", back->common.psn, n == 0 ? "empty" : "not empty");
+  std::printf("mrc c++ api: probe psn %u, cq %s\n", back->common.psn,
+              n == 0 ? "empty" : "not empty");
   return 0;
 }
