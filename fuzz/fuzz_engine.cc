@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "mrc/engine/engine.h"
 #include "input.h"
+#include "mrc/engine/engine.h"
 #include "mrc/wire/wire.h"
 
 using namespace mrc;

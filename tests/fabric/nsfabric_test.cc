@@ -25,8 +25,8 @@
 #include <utility>
 
 #include "command.h"
-#include "mrc/common/fd.h"
 #include "gray.h"
+#include "mrc/common/fd.h"
 #include "mrc/io/config.h"
 #include "srv6/netlink.h"
 

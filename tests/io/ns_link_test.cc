@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "mrc/common/netns.h"
 #include "hand_fabric.h"
 #include "io/udp/link_watch.h"
+#include "mrc/common/netns.h"
 #include "mrc/io/udp/udp_driver.h"
 #include "ns_test_fabric.h"
 

@@ -1,4 +1,4 @@
-// Connectionless probes (libmrc/include/mrc/io/udp/probes.h): the session and rate-limit logic in
+// Connectionless probes (mrc/io/udp/probes.h): the session and rate-limit logic in
 // virtual time, then two UdpDrivers on ::1 with no QP at all probing each other, a forger
 // whose replies are dropped, and a flood the answerer rate-limits.
 // Threading: the test thread talks to the drivers through with_probes / counters.

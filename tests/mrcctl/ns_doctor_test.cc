@@ -22,8 +22,8 @@
 #include <sstream>
 
 #include "fault.h"
-#include "mrc/io/config.h"
 #include "mrc/common/netns.h"
+#include "mrc/io/config.h"
 #include "mrc/io/udp/udp_driver.h"
 #include "nlohmann/json.hpp"
 #include "nsfabric.h"

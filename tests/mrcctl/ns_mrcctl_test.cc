@@ -29,11 +29,11 @@
 #include <thread>
 
 #include "expect.h"
-#include "mrc/io/config.h"
 #include "mrc/common/netns.h"
+#include "mrc/io/config.h"
 #include "mrc/io/udp/udp_driver.h"
-#include "nsfabric.h"
 #include "mrc/observe/publisher.h"
+#include "nsfabric.h"
 #include "run_cli.h"
 
 namespace mrc::mrcctl {

@@ -1,4 +1,4 @@
-// The connection manager (libmrc/include/mrc/verbs/cm.h) in one process over loopback planes: a
+// The connection manager (mrc/verbs/cm.h) in one process over loopback planes: a
 // listener and a connecting id on 127.0.0.1, their QPs on this process's mrc0. The CM state
 // machine: port spaces, calls out of order, a destination with nothing listening
 // (UNREACHABLE), a reject with private data, connect/accept/establish with private data both

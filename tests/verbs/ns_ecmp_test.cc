@@ -25,10 +25,10 @@
 
 #include "hand_fabric.h"
 #include "mrc/common/netns.h"
-#include "ns_test_fabric.h"
-#include "ns_tools.h"
 #include "mrc/observe/segment.h"
 #include "mrc/wire/wire.h"
+#include "ns_test_fabric.h"
+#include "ns_tools.h"
 
 namespace mrc::verbs {
 namespace {

@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "mrc/common/netns.h"
+#include "mrc/observe/segment.h"
 #include "ns_test_fabric.h"
 #include "ns_tools.h"
-#include "mrc/observe/segment.h"
 
 namespace mrc::verbs {
 namespace {

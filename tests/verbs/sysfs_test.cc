@@ -16,9 +16,9 @@
 #include <string>
 
 #include "loopback_env.h"
+#include "mrc/verbs/verbs.h"
 #include "open_device.h"
 #include "verbs/internal.h"
-#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <thread>
 
-#include "srv6/fabric.h"
 #include "mrc/wire/wire.h"
+#include "srv6/fabric.h"
 
 namespace mrc::perf {
 

@@ -12,10 +12,10 @@
 
 #include "mrc/engine/policy.h"
 #include "mrc/io/sim/fabric.h"
-#include "sink.h"
 #include "mrc/testing/goodput.h"
 #include "mrc/testing/testbed.h"
 #include "mrc/wire/wire.h"
+#include "sink.h"
 
 namespace mrc::msim {
 

@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "mrc/engine/engine.h"
+#include "mrc/testing/testbed.h"
 #include "pattern.h"
 #include "sink.h"
-#include "mrc/testing/testbed.h"
 #include "transport.h"
 
 namespace mrc::msim {

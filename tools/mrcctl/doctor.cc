@@ -25,8 +25,8 @@
 #include "mrc/io/config.h"
 #include "mrc/io/udp/link_mtu.h"
 #include "mrc/io/udp/udp_driver.h"
-#include "srv6/fabric.h"
 #include "mrc/wire/wire.h"
+#include "srv6/fabric.h"
 
 namespace mrc::mrcctl {
 namespace {

@@ -14,8 +14,8 @@
 
 #include "mrc/engine/policy.h"
 #include "mrc/io/udp/udp_driver.h"
-#include "verbs/internal.h"
 #include "mrc/verbs/verbs.h"
+#include "verbs/internal.h"
 
 namespace mrc::ocp {
 

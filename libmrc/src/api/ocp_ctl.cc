@@ -14,9 +14,9 @@
 
 #include "api/ocp.h"
 #include "mrc/io/udp/udp_driver.h"
+#include "mrc/verbs/verbs.h"
 #include "srv6/fabric.h"
 #include "verbs/internal.h"
-#include "mrc/verbs/verbs.h"
 
 namespace mrc::ocp {
 

@@ -29,12 +29,12 @@
 #include <optional>
 #include <vector>
 
+#include "engine/sack.h"
+#include "engine/timers.h"
 #include "mrc/engine/engine.h"
 #include "mrc/engine/paths.h"
 #include "mrc/engine/policy.h"
 #include "mrc/engine/retry.h"
-#include "engine/sack.h"
-#include "engine/timers.h"
 #include "mrc/wire/wire.h"
 
 namespace mrc::engine {

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "mrc/engine/policy.h"
-#include "srv6/fabric.h"
 #include "mrc/wire/wire.h"
+#include "srv6/fabric.h"
 
 namespace mrc::observe {
 

@@ -27,10 +27,10 @@
 #include <thread>
 #include <vector>
 
+#include "mrc/verbs/verbs.h"
 #include "verbs/cm_wire.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs::cm {
 namespace {

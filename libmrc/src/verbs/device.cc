@@ -12,10 +12,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "verbs/internal.h"
-#include "verbs/objects.h"
 #include "mrc/verbs/sysfs.h"
 #include "mrc/verbs/verbs.h"
+#include "verbs/internal.h"
+#include "verbs/objects.h"
 
 namespace mrc::verbs {
 

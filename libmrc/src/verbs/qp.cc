@@ -7,9 +7,9 @@
 
 #include "common/c_enum.h"
 #include "mrc/engine/retry.h"
+#include "mrc/verbs/verbs.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs {
 namespace {

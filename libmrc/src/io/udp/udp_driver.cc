@@ -23,9 +23,9 @@
 #include <numeric>
 #include <tuple>
 
+#include "io/udp/link_watch.h"
 #include "mrc/common/netns.h"
 #include "mrc/io/udp/link_mtu.h"
-#include "io/udp/link_watch.h"
 #include "mrc/wire/wire.h"
 
 namespace mrc::io {

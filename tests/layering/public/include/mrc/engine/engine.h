@@ -1,4 +1,4 @@
 // Fixture of tests/layering (public_headers): a public header that includes a private one.
 #pragma once
-#include "mrc/engine/types.h"
 #include "engine/internal.h"
+#include "mrc/engine/types.h"
