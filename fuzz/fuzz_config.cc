@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "io/config.h"
+#include "mrc/io/config.h"
 #include "srv6/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

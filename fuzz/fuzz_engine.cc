@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/engine.h"
 #include "input.h"
-#include "wire/wire.h"
+#include "mrc/engine/engine.h"
+#include "mrc/wire/wire.h"
 
 using namespace mrc;
 using namespace mrc::engine;

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "input.h"
+#include "mrc/verbs/verbs.h"
 #include "verbs/loopback_env.h"
-#include "verbs/verbs.h"
 
 namespace {
 

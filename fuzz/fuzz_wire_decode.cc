@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 using namespace mrc::wire;
 

@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "bench_main.h"
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 
 namespace {
 

@@ -38,7 +38,7 @@
 #include <sstream>
 #include <thread>
 
-#include "io/config.h"
+#include "mrc/io/config.h"
 #include "nccl_net_loader.h"
 
 namespace {

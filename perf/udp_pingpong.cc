@@ -20,7 +20,7 @@
 #include <cstring>
 #include <vector>
 
-#include "io/config.h"
+#include "mrc/io/config.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::nccl {
 

@@ -33,9 +33,9 @@
 #include <string>
 #include <vector>
 
-#include "common/fd.h"
-#include "common/result.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/common/fd.h"
+#include "mrc/common/result.h"
+#include "mrc/io/udp/udp_driver.h"
 
 namespace mrc::nccl {
 

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
-#include "engine/retry.h"
-#include "io/config.h"
+#include "mrc/common/result.h"
+#include "mrc/engine/retry.h"
+#include "mrc/io/config.h"
 
 namespace mrc::nccl {
 

@@ -17,14 +17,14 @@
 #include <vector>
 
 #include "control.h"
-#include "engine/engine.h"
-#include "engine/policy.h"
-#include "io/config.h"
-#include "common/netns.h"
-#include "io/udp/udp_driver.h"
 #include "knobs.h"
+#include "mrc/common/netns.h"
+#include "mrc/engine/engine.h"
+#include "mrc/engine/policy.h"
+#include "mrc/io/config.h"
+#include "mrc/io/udp/udp_driver.h"
+#include "mrc/observe/publisher.h"
 #include "mrc/version.h"
-#include "observe/publisher.h"
 
 namespace mrc::nccl {
 

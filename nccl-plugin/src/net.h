@@ -37,7 +37,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 #include "nccl_net_abi.h"
 
 namespace mrc::nccl {

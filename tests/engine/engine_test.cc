@@ -1,6 +1,6 @@
 // Engine behaviour over a back-to-back loop: operations, ordering,
 // reliability, protection, spoofing, errors.
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "engine/engine.h"
 #include "loop.h"
+#include "mrc/engine/engine.h"
 
 namespace mrc::engine {
 namespace {

@@ -15,8 +15,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/engine.h"
 #include "loop.h"
+#include "mrc/engine/engine.h"
 
 // ---- heap accounting: bytes currently allocated with operator new ----------------------
 namespace {

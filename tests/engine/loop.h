@@ -13,8 +13,8 @@
 #include <iterator>
 #include <vector>
 
-#include "engine/engine.h"
-#include "wire/wire.h"
+#include "mrc/engine/engine.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::engine::testing {
 

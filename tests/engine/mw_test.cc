@@ -3,8 +3,8 @@
 // under a new key, the old key grants nothing; local completions come in posting order.
 #include <gtest/gtest.h>
 
-#include "engine/engine.h"
 #include "loop.h"
+#include "mrc/engine/engine.h"
 
 namespace mrc::engine {
 namespace {

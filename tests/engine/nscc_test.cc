@@ -1,7 +1,7 @@
 // Nscc: UEC NSCC window rules case by case, OCP config defaults and validation, and a
 // closed-loop toy bottleneck (one queue: ECN ramp and trimming, or drop-tail without ECN) for
 // convergence and fairness.
-#include "engine/nscc.h"
+#include "mrc/engine/nscc.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // PathSet: spraying over planes and EVs, loss -> ASSUMED_BAD, backups, probes,
 // plane drain and restore, deny/allow, events, resends leaving lossy planes, held planes.
 // SharedHealth: per-peer and local plane holds, EV holds, their backoff and end.
-#include "engine/paths.h"
+#include "mrc/engine/paths.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The connection policy (engine/policy.h): QP transitions, the effective NSCC constants, rate
 // hints, and the learned base RTT.
-#include "engine/policy.h"
+#include "mrc/engine/policy.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <set>
 #include <utility>
 
-#include "engine/engine.h"
-#include "wire/wire.h"
+#include "mrc/engine/engine.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::engine {
 namespace {

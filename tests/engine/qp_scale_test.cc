@@ -11,8 +11,8 @@
 #include <new>
 #include <vector>
 
-#include "engine/engine.h"
 #include "engine/internal.h"
+#include "mrc/engine/engine.h"
 
 // ---- heap accounting: every operator new/delete of this test binary (all forms, so that
 // none falls through to a sanitizer's own and meets ours at free) ------------------------

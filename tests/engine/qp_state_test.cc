@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 
 namespace mrc::engine {
 namespace {

@@ -1,5 +1,5 @@
 // RetryPolicy: OCP MRC timeout exponent, linear then exponential retries, 25 = forever.
-#include "engine/retry.h"
+#include "mrc/engine/retry.h"
 
 #include <gtest/gtest.h>
 

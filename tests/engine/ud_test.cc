@@ -7,8 +7,8 @@
 #include <optional>
 #include <vector>
 
-#include "engine/engine.h"
-#include "wire/wire.h"
+#include "mrc/engine/engine.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::engine {
 namespace {

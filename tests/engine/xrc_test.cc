@@ -3,9 +3,9 @@
 // checks the message's memory in that SRQ's PD (engine.h QpInit::xrcd, SendWr::xrc_srqn).
 #include <gtest/gtest.h>
 
-#include "engine/engine.h"
 #include "loop.h"
-#include "wire/wire.h"
+#include "mrc/engine/engine.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::engine {
 namespace {

@@ -25,9 +25,9 @@
 #include <utility>
 
 #include "command.h"
-#include "common/fd.h"
 #include "gray.h"
-#include "io/config.h"
+#include "mrc/common/fd.h"
+#include "mrc/io/config.h"
 #include "srv6/netlink.h"
 
 namespace mrc::nsfabric {

@@ -24,10 +24,10 @@
 #include <thread>
 #include <vector>
 
-#include "common/fd.h"
-#include "common/netns.h"
-#include "io/udp/udp_driver.h"
-#include "wire/wire.h"
+#include "mrc/common/fd.h"
+#include "mrc/common/netns.h"
+#include "mrc/io/udp/udp_driver.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::nsfabric {
 namespace {

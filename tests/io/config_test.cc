@@ -1,5 +1,5 @@
 // Host configuration: defaults, file, environment overrides, and the errors that name the field.
-#include "io/config.h"
+#include "mrc/io/config.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

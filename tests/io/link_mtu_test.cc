@@ -1,7 +1,7 @@
 // io/udp/link_mtu.h: the payload a plane's link carries, and what UdpDriver makes of it
 // (max_payload, payload_mtu) on interfaces of known MTU in a namespace of the test's own
 // (prefix "mrcmtu" + pid, removed at the end, also on failure).
-#include "io/udp/link_mtu.h"
+#include "mrc/io/udp/link_mtu.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/netns.h"
-#include "io/udp/udp_driver.h"
-#include "wire/wire.h"
+#include "mrc/common/netns.h"
+#include "mrc/io/udp/udp_driver.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::io {
 namespace {

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#include "io/udp/udp_driver.h"
+#include "mrc/io/udp/udp_driver.h"
 
 namespace mrc::io {
 namespace {

@@ -19,10 +19,10 @@
 #include <thread>
 #include <vector>
 
-#include "common/netns.h"
 #include "hand_fabric.h"
 #include "io/udp/link_watch.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/common/netns.h"
+#include "mrc/io/udp/udp_driver.h"
 #include "ns_test_fabric.h"
 
 namespace mrc::io {

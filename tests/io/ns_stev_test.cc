@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "hand_fabric.h"
-#include "common/netns.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/common/netns.h"
+#include "mrc/io/udp/udp_driver.h"
 #include "ns_test_fabric.h"
 
 namespace mrc::io {

@@ -3,7 +3,7 @@
 // loopback, so each plane gets an address of its own; the planes are UDP/IPv4 through
 // IPv4-mapped dual-stack sockets). Threading: the test thread talks to drivers through
 // with_engine and their public calls only.
-#include "io/udp/peer_addresses.h"
+#include "mrc/io/udp/peer_addresses.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "io/udp/udp_driver.h"
+#include "mrc/io/udp/udp_driver.h"
 
 namespace mrc::io {
 namespace {

@@ -1,8 +1,8 @@
-// Connectionless probes (libmrc/src/io/udp/probes.h): the session and rate-limit logic in
+// Connectionless probes (mrc/io/udp/probes.h): the session and rate-limit logic in
 // virtual time, then two UdpDrivers on ::1 with no QP at all probing each other, a forger
 // whose replies are dropped, and a flood the answerer rate-limits.
 // Threading: the test thread talks to the drivers through with_probes / counters.
-#include "io/udp/probes.h"
+#include "mrc/io/udp/probes.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/fd.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/common/fd.h"
+#include "mrc/io/udp/udp_driver.h"
 
 namespace mrc::io {
 namespace {

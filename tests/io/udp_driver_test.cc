@@ -1,7 +1,7 @@
 // Two UDP drivers in one process on ::1, two planes each, progress threads running.
 // Threading: the test thread talks to the drivers through with_engine / peek_engine, and
 // receives in their place with poll_progress where a test says so.
-#include "io/udp/udp_driver.h"
+#include "mrc/io/udp/udp_driver.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/fd.h"
-#include "wire/wire.h"
+#include "mrc/common/fd.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::io {
 namespace {

@@ -1,52 +1,48 @@
-# Checks libmrc's public boundary: what code outside libmrc (the tools, the NCCL plugin, the
-# verbs shim, the benchmarks) may include from libmrc/src. Run as a script:
-#   cmake -DSRC=<libmrc/src> "-DCONSUMERS=<dir>;<dir>..." -P check_public.cmake
-# Internal headers (below: a layer's own state and helpers) are for the layer's sources and
-# its tests only. Every other header of SRC is public API, so no public header may include an
-# internal one (it would leak it), and no file under CONSUMERS may include one. Fails naming
-# every offending file and include. A header listed here that SRC does not have is an error,
-# so the list follows renames.
+# Checks libmrc's public boundary: libmrc/include/mrc/ (PUBLIC) is the C++ API, spelled
+# "mrc/<layer>/<file>.h"; every header of libmrc/src (SRC) is private, for the layer's own
+# sources and its tests (mrc_internal_headers). Run as a script:
+#   cmake -DSRC=<libmrc/src> -DPUBLIC=<libmrc/include/mrc> "-DCONSUMERS=<dir>;<dir>..."
+#         -P check_public.cmake
+# Fails naming every offending file and include when a public header includes a private one
+# (it would leak it to every user of the API), when a file under CONSUMERS (the tools, the
+# NCCL plugin, the verbs shim, the benchmarks) includes one, or when one header path is in
+# both trees (a private header re-added beside its public one). (public_headers.cmake proves
+# the public headers compile with only the public include folders.)
 cmake_minimum_required(VERSION 3.20)
-if(NOT DEFINED SRC OR NOT IS_DIRECTORY "${SRC}")
-  message(FATAL_ERROR "check_public: SRC='${SRC}' is not a folder (pass -DSRC=<libmrc/src>)")
-endif()
-get_filename_component(SRC "${SRC}" ABSOLUTE)
+foreach(v SRC PUBLIC)
+  if(NOT DEFINED ${v} OR NOT IS_DIRECTORY "${${v}}")
+    message(FATAL_ERROR "check_public: ${v}='${${v}}' is not a folder (see the file comment)")
+  endif()
+  get_filename_component(${v} "${${v}}" ABSOLUTE)
+endforeach()
 
-# The internal headers, relative to SRC.
-set(internal
-  engine/internal.h  # Core and Qp: the engine's state (engine.h is the API)
-  engine/sack.h      # the receiver's scoreboard, inside Qp
-  engine/timers.h    # the QP's timer array, inside Qp
-  verbs/internal.h   # the verbs device's helpers (peer lookup, logging)
-  verbs/objects.h    # the objects behind ibv_* handles (verbs.h is the API)
-  api/ocp.h          # the objects behind mrc_* handles (include/mrc/ is the API)
-)
+# The private headers, relative to SRC, as libmrc's sources spell them ("engine/internal.h").
+file(GLOB_RECURSE private RELATIVE "${SRC}" "${SRC}/*.h")
+file(GLOB_RECURSE public RELATIVE "${PUBLIC}" "${PUBLIC}/*.h")
+list(SORT private)
+list(SORT public)
 
 set(errors "")
-foreach(h IN LISTS internal)
-  if(NOT EXISTS "${SRC}/${h}")
-    string(APPEND errors "  ${h}: listed as internal, but ${SRC} has no such header\n")
+foreach(h IN LISTS public)
+  if(h IN_LIST private)
+    string(APPEND errors "  ${h}: both public (mrc/${h}) and private (${SRC}/${h})\n")
   endif()
 endforeach()
 
-# Appends to `errors` each include of an internal header in `file` (shown as `shown`).
+# Appends to `errors` each include of a private header in `file` (shown as `shown`).
 function(check_file file shown)
   file(STRINGS "${file}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"]+\"")
   foreach(line IN LISTS lines)
     string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*" "\\1" inc "${line}")
-    if(inc IN_LIST internal)
-      string(APPEND errors "  ${shown} includes \"${inc}\", an internal header of libmrc\n")
+    if(inc IN_LIST private)
+      string(APPEND errors "  ${shown} includes \"${inc}\", a private header of libmrc\n")
     endif()
   endforeach()
   set(errors "${errors}" PARENT_SCOPE)
 endfunction()
 
-file(GLOB_RECURSE headers RELATIVE "${SRC}" "${SRC}/*.h")
-list(SORT headers)
-foreach(h IN LISTS headers)
-  if(NOT h IN_LIST internal)
-    check_file("${SRC}/${h}" "public header ${h}")
-  endif()
+foreach(h IN LISTS public)
+  check_file("${PUBLIC}/${h}" "public header mrc/${h}")
 endforeach()
 
 foreach(dir IN LISTS CONSUMERS)
@@ -62,5 +58,7 @@ foreach(dir IN LISTS CONSUMERS)
 endforeach()
 
 if(errors)
-  message(FATAL_ERROR "check_public: libmrc's internal headers reached from outside:\n${errors}")
+  message(FATAL_ERROR "check_public: libmrc's private headers reached from outside:\n${errors}")
 endif()
+list(LENGTH public n)
+message(STATUS "check_public: ${n} public headers under ${PUBLIC}; none includes a private one")

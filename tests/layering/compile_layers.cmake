@@ -1,12 +1,13 @@
-# Checks that each layer of libmrc/src compiles against only the layers below it: for each
-# layer, one translation unit that includes every header of the layer is compiled
-# (-fsyntax-only) with an include path that holds that layer and the layers of a lower rank
-# (layers.cmake) and nothing else of SRC, so an upward or sideways include, however it is
-# spelled, is a missing file. (check_layers.cmake reads the include lines of every file; this
-# proves the headers stand on what is below them.) Run as a script:
-#   cmake -DSRC=<libmrc/src> -DCXX=<c++ compiler> -DWORK=<scratch folder>
-#         "-DINCLUDES=<dir>;<dir>..." -P compile_layers.cmake
-# INCLUDES: the include folders outside SRC the headers may use (libmrc/include, srv6/include).
+# Checks that each layer of libmrc compiles against only the layers below it: for each layer,
+# one translation unit that includes every header of the layer (its private headers in SRC,
+# its public ones in PUBLIC) is compiled (-fsyntax-only) with an include path that holds that
+# layer and the layers of a lower rank (layers.cmake), in both trees, and nothing else of SRC
+# or PUBLIC but PUBLIC's own files (the OCP headers, mrc/version.h), so an upward or sideways
+# include, however it is spelled, is a missing file. (check_layers.cmake reads the include
+# lines of every file; this proves the headers stand on what is below them.) Run as a script:
+#   cmake -DSRC=<libmrc/src> [-DPUBLIC=<libmrc/include/mrc>] -DCXX=<c++ compiler>
+#         -DWORK=<scratch folder> "-DINCLUDES=<dir>;<dir>..." -P compile_layers.cmake
+# INCLUDES: the include folders outside libmrc the headers may use (srv6/include).
 # Fails naming each layer that does not compile, with the compiler's first lines.
 cmake_minimum_required(VERSION 3.20)
 foreach(v SRC CXX WORK)
@@ -18,22 +19,48 @@ if(NOT IS_DIRECTORY "${SRC}")
   message(FATAL_ERROR "compile_layers: SRC='${SRC}' is not a folder")
 endif()
 get_filename_component(SRC "${SRC}" ABSOLUTE)
+set(roots "${SRC}")
+if(DEFINED PUBLIC)
+  if(NOT IS_DIRECTORY "${PUBLIC}")
+    message(FATAL_ERROR "compile_layers: PUBLIC='${PUBLIC}' is not a folder")
+  endif()
+  get_filename_component(PUBLIC "${PUBLIC}" ABSOLUTE)
+  list(APPEND roots "${PUBLIC}")
+endif()
 include(${CMAKE_CURRENT_LIST_DIR}/layers.cmake)
 
 file(REMOVE_RECURSE "${WORK}")
 set(errors "")
 set(checked "")
-libmrc_layers("${SRC}" layers)
+libmrc_layers("${roots}" layers)
 foreach(layer IN LISTS layers)
-  # WORK/<layer>/inc: links to this layer and the layers below it.
+  # WORK/<layer>/inc: links to this layer and the layers below it (private: inc/<layer>,
+  # public: inc/mrc/<layer>), and to PUBLIC's files.
   set(inc "${WORK}/${layer}/inc")
-  file(MAKE_DIRECTORY "${inc}")
+  file(MAKE_DIRECTORY "${inc}/mrc")
   foreach(other IN LISTS layers)
     if(other STREQUAL layer OR rank_${other} LESS rank_${layer})
-      file(CREATE_LINK "${SRC}/${other}" "${inc}/${other}" SYMBOLIC)
+      if(IS_DIRECTORY "${SRC}/${other}")
+        file(CREATE_LINK "${SRC}/${other}" "${inc}/${other}" SYMBOLIC)
+      endif()
+      if(DEFINED PUBLIC AND IS_DIRECTORY "${PUBLIC}/${other}")
+        file(CREATE_LINK "${PUBLIC}/${other}" "${inc}/mrc/${other}" SYMBOLIC)
+      endif()
     endif()
   endforeach()
-  file(GLOB_RECURSE headers RELATIVE "${SRC}" "${SRC}/${layer}/*.h")
+  set(headers "")
+  if(DEFINED PUBLIC)
+    file(GLOB top_files RELATIVE "${PUBLIC}" "${PUBLIC}/*")
+    foreach(t IN LISTS top_files)
+      if(NOT IS_DIRECTORY "${PUBLIC}/${t}")
+        file(CREATE_LINK "${PUBLIC}/${t}" "${inc}/mrc/${t}" SYMBOLIC)
+      endif()
+    endforeach()
+    file(GLOB_RECURSE headers RELATIVE "${PUBLIC}" "${PUBLIC}/${layer}/*.h")
+    list(TRANSFORM headers PREPEND "mrc/")
+  endif()
+  file(GLOB_RECURSE private RELATIVE "${SRC}" "${SRC}/${layer}/*.h")
+  list(APPEND headers ${private})
   list(SORT headers)
   if(NOT headers)
     continue()

@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "io/sim/fabric.h"
+#include "mrc/io/sim/fabric.h"
 
 namespace mrc::msim {
 namespace {

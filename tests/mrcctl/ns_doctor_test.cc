@@ -22,9 +22,9 @@
 #include <sstream>
 
 #include "fault.h"
-#include "io/config.h"
-#include "common/netns.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/common/netns.h"
+#include "mrc/io/config.h"
+#include "mrc/io/udp/udp_driver.h"
 #include "nlohmann/json.hpp"
 #include "nsfabric.h"
 

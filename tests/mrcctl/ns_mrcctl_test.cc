@@ -29,11 +29,11 @@
 #include <thread>
 
 #include "expect.h"
-#include "io/config.h"
-#include "common/netns.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/common/netns.h"
+#include "mrc/io/config.h"
+#include "mrc/io/udp/udp_driver.h"
+#include "mrc/observe/publisher.h"
 #include "nsfabric.h"
-#include "observe/publisher.h"
 #include "run_cli.h"
 
 namespace mrc::mrcctl {

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/paths.h"
 #include "expect.h"
+#include "mrc/engine/paths.h"
 
 namespace mrc::mrcctl {
 namespace {

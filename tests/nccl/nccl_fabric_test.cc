@@ -13,7 +13,7 @@
 #include <regex>
 
 #include "hand_fabric.h"
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 #include "ns_test_fabric.h"
 #include "ns_tools.h"
 #include "plugin_harness.h"

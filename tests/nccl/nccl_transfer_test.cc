@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "control.h"  // tools/mrcctl: the device's control socket
-#include "observe/segment.h"
+#include "mrc/observe/segment.h"
 #include "plugin_harness.h"
 
 namespace mrc::nccl::harness {

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "control.h"
-#include "io/udp/udp_driver.h"
-#include "observe/publisher.h"
-#include "observe/segment.h"
+#include "mrc/io/udp/udp_driver.h"
+#include "mrc/observe/publisher.h"
+#include "mrc/observe/segment.h"
 
 namespace mrc::observe::testing {
 

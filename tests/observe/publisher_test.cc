@@ -2,7 +2,7 @@
 // shows while data moves, EV events, and the control channel (deny/allow, drain, probe,
 // cc) as mrcctl's client (tools/mrcctl/control.h) drives it. MRC_STATS=0, or a driver with no
 // publisher attached (attach_publisher), publishes nothing.
-#include "observe/publisher.h"
+#include "mrc/observe/publisher.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // Tests of observe/segment.cc: the segment layout round trip, the seqlock (no torn
 // snapshot while a writer runs), version and magic checks, stale-segment removal.
-#include "observe/segment.h"
+#include "mrc/observe/segment.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

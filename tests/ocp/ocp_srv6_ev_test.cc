@@ -21,7 +21,7 @@
 #include <fstream>
 #include <string>
 
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 #include "mrc/mrc.h"
 #include "mrc/mrc_ctl.h"
 #include "srv6/config.h"

@@ -58,6 +58,7 @@ lib="\\./usr/lib/${multiarch}/"
 has libmrc1 "${lib}libmrc\.so\.${version}" "${lib}libmrc\.so\.1 -> libmrc\.so\.${version}"
 has libmrc-dev "${lib}libmrc\.so -> libmrc\.so\.1" "${lib}lib_mrc\.so -> libmrc\.so\.1" \
   '\./usr/include/mrc/mrc\.h' '\./usr/include/mrc/mrc_ctl\.h' "${lib}pkgconfig/mrc\.pc" \
+  '\./usr/include/mrc/engine/engine\.h' '\./usr/include/mrc/io/udp/udp_driver\.h' \
   "${lib}cmake/mrc/mrc-config\.cmake" "${lib}cmake/mrc/mrc-targets\.cmake"
 has mrc-verbs-shim "${lib}libmrc-verbs-shim\.so"
 has nccl-net-mrc "${lib}libnccl-net-mrc\.so"

@@ -2,7 +2,9 @@
 # Install.TreeConsumer_FindPackageAndPkgConfig: `cmake --install` of libmrc (components lib,
 # dev) into a fresh prefix, then a C program outside the tree (consumer/) built against it
 # three times: find_package(mrc CONFIG), pkg-config, and lib_mrc.so linked by path as OCP
-# makefiles do; each run. Needs the build tree built.
+# makefiles do; each run. A C++ program (consumer_cpp.cc) is built with find_package against
+# the installed C++ API (<mrc/engine/engine.h>, ...) and run; the private headers and the
+# simulator's are not installed. Needs the build tree built.
 #
 # Usage: install_tree_test.sh BUILD_DIR CONSUMER_SRC VERSION
 set -euo pipefail
@@ -19,6 +21,14 @@ done
 for f in libmrc.so libmrc.so.1 lib_mrc.so mrc.h mrc_ctl.h mrc-config.cmake mrc.pc; do
   [[ -n "$(find "$prefix" -name "$f")" ]] || { echo "FAIL: $f not installed"; exit 1; }
 done
+# The C++ API, without libmrc's private headers (libmrc/src) and the simulator's.
+inc=$prefix/include/mrc
+for f in engine/engine.h io/udp/udp_driver.h io/config.h wire/wire.h verbs/verbs.h srv6/fabric.h; do
+  [[ -f "$inc/$f" ]] || { echo "FAIL: mrc/$f not installed"; exit 1; }
+done
+for f in engine/internal.h verbs/objects.h io/sim testing; do
+  [[ ! -e "$inc/$f" ]] || { echo "FAIL: mrc/$f installed (private)"; exit 1; }
+done
 ocp=$(find "$prefix" -name lib_mrc.so)
 [[ "$(readlink "$ocp")" == libmrc.so.1 ]] || { echo "FAIL: lib_mrc.so -> $(readlink "$ocp")"; exit 1; }
 
@@ -32,6 +42,10 @@ cmake --build "$tmp/cm" >"$tmp/cm-build.log" 2>&1 ||
 got=$("$tmp/cm/consumer")
 [[ "$got" == "$want" ]] || { echo "FAIL: CMake consumer printed '$got', want '$want'"; exit 1; }
 echo "find_package: $got"
+want_cpp="mrc c++ api: probe psn 7, cq empty"
+got=$("$tmp/cm/consumer_cpp")
+[[ "$got" == "$want_cpp" ]] || { echo "FAIL: C++ consumer printed '$got', want '$want_cpp'"; exit 1; }
+echo "find_package (C++ API): $got"
 
 # 2. pkg-config
 pc=$(dirname "$(find "$prefix" -name mrc.pc)")

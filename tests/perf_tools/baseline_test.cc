@@ -1,5 +1,4 @@
 // Tests of tools/mrc-perf/baseline.h on two namespaces of our own joined by two veth "planes".
-#include "common/netns.h"
 #include "baseline.h"
 
 #include <arpa/inet.h>
@@ -16,6 +15,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "mrc/common/netns.h"
 
 namespace mrc::perf {
 namespace {

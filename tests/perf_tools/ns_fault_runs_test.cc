@@ -15,7 +15,7 @@
 
 #include "command.h"
 #include "gray.h"
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 #include "ns_handle.h"
 #include "ns_test_fabric.h"
 #include "report.h"

@@ -7,7 +7,7 @@
 
 #include <optional>
 
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 #include "ns_handle.h"
 #include "ns_test_fabric.h"
 #include "run_cli.h"

@@ -58,12 +58,11 @@
 #include <thread>
 #include <vector>
 
-#include "engine/stats.h"
-#include "common/netns.h"
+#include "mrc/common/netns.h"
+#include "mrc/engine/stats.h"
+#include "mrc/wire/wire.h"
 #include "ns_handle.h"
 #include "ns_test_fabric.h"
-#include "wire/wire.h"
-
 
 namespace mrc::perf {
 namespace {

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 #include "ns_handle.h"
 #include "ns_test_fabric.h"
 #include "session.h"

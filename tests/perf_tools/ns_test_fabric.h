@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/netns.h"
-#include "common/result.h"
+#include "mrc/common/netns.h"
+#include "mrc/common/result.h"
 #include "nsfabric.h"
 
 // MRC_TEST_ASAN: defined under AddressSanitizer, which keeps freed memory in quarantine (256 MiB

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "testing/testbed.h"
+#include "mrc/testing/testbed.h"
 
 namespace mrc {
 namespace {

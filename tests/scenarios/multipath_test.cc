@@ -11,10 +11,10 @@
 #include <set>
 #include <span>
 
-#include "io/sim/fabric.h"
-#include "testing/bulk.h"
-#include "testing/goodput.h"
-#include "testing/testbed.h"
+#include "mrc/io/sim/fabric.h"
+#include "mrc/testing/bulk.h"
+#include "mrc/testing/goodput.h"
+#include "mrc/testing/testbed.h"
 
 namespace mrc {
 namespace {

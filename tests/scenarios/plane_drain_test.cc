@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "testing/bulk.h"
+#include "mrc/testing/bulk.h"
 #include "two_hosts.h"
 
 namespace mrc {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "testing/testbed.h"
+#include "mrc/testing/testbed.h"
 
 namespace mrc {
 namespace {

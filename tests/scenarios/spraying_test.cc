@@ -12,7 +12,7 @@
 
 #include <memory>
 
-#include "testing/bulk.h"
+#include "mrc/testing/bulk.h"
 #include "two_hosts.h"
 
 namespace mrc {

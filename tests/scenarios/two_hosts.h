@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "io/sim/fabric.h"
-#include "testing/testbed.h"
+#include "mrc/io/sim/fabric.h"
+#include "mrc/testing/testbed.h"
 
 namespace mrc::sim {
 

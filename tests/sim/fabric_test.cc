@@ -1,6 +1,6 @@
 // Tests of the simulated two-tier multi-plane fabric, with scripted fake hosts (no engine).
 // Threading: single-threaded tests.
-#include "io/sim/fabric.h"
+#include "mrc/io/sim/fabric.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::sim {
 namespace {

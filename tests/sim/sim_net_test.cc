@@ -1,6 +1,6 @@
 // Tests of the simulated network itself, with scripted fake nodes (no engine).
 // Threading: single-threaded tests.
-#include "io/sim/sim_net.h"
+#include "mrc/io/sim/sim_net.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::sim {
 namespace {

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "hand_fabric.h"
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 #include "srv6/config.h"
 
 namespace mrc::srv6 {

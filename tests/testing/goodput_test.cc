@@ -1,6 +1,6 @@
 // Tests of the goodput meter and Jain's fairness index (testing/goodput.h) on a bare SimNet
 // with synthetic byte counters. Threading: single-threaded tests.
-#include "testing/goodput.h"
+#include "mrc/testing/goodput.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
-// The connection manager (libmrc/src/verbs/cm.h) in one process over loopback planes: a
+// The connection manager (mrc/verbs/cm.h) in one process over loopback planes: a
 // listener and a connecting id on 127.0.0.1, their QPs on this process's mrc0. The CM state
 // machine: port spaces, calls out of order, a destination with nothing listening
 // (UNREACHABLE), a reject with private data, connect/accept/establish with private data both
 // ways, data over the QPs the CM connected, disconnect at both ends, the port freed; QPs the
 // app made itself on the id's PD; RDMA_PS_UDP ids (UD QPs).
-#include "verbs/cm.h"
+#include "mrc/verbs/cm.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "loopback_env.h"
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs::cm {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "io/udp/udp_driver.h"
+#include "mrc/io/udp/udp_driver.h"
 #include "verbs/internal.h"
 
 namespace mrc::verbs {

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "command.h"
-#include "common/result.h"
-#include "common/netns.h"
+#include "mrc/common/netns.h"
+#include "mrc/common/result.h"
 
 namespace mrc::verbs {
 

@@ -24,11 +24,11 @@
 #include <vector>
 
 #include "hand_fabric.h"
-#include "common/netns.h"
+#include "mrc/common/netns.h"
+#include "mrc/observe/segment.h"
+#include "mrc/wire/wire.h"
 #include "ns_test_fabric.h"
 #include "ns_tools.h"
-#include "observe/segment.h"
-#include "wire/wire.h"
 
 namespace mrc::verbs {
 namespace {

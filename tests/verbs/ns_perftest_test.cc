@@ -21,10 +21,10 @@
 #include <thread>
 #include <vector>
 
-#include "common/netns.h"
+#include "mrc/common/netns.h"
+#include "mrc/observe/segment.h"
 #include "ns_test_fabric.h"
 #include "ns_tools.h"
-#include "observe/segment.h"
 
 namespace mrc::verbs {
 namespace {

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 
 namespace mrc::verbs {
 

@@ -46,13 +46,13 @@
 #include <thread>
 #include <vector>
 
-#include "common/netns.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/common/netns.h"
+#include "mrc/io/udp/udp_driver.h"
 #include "ns_test_fabric.h"
 #include "open_device.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs {
 namespace {

@@ -2,7 +2,7 @@
 // by loopback_env.h). Threading: test thread.
 #pragma once
 
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs::testing {
 

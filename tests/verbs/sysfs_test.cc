@@ -2,7 +2,7 @@
 // ibv_query_device / ibv_query_port / ibv_query_gid, follows the kernel's layout (links resolve,
 // the device directory names the plane ports' interfaces), is written faithfully to a directory,
 // and the path rewrite takes exactly the tree's paths.
-#include "verbs/sysfs.h"
+#include "mrc/verbs/sysfs.h"
 
 #include <gtest/gtest.h>
 #include <net/if.h>
@@ -16,9 +16,9 @@
 #include <string>
 
 #include "loopback_env.h"
+#include "mrc/verbs/verbs.h"
 #include "open_device.h"
 #include "verbs/internal.h"
-#include "verbs/verbs.h"
 
 namespace mrc::verbs {
 namespace {

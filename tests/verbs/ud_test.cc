@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "loopback_env.h"
+#include "mrc/verbs/verbs.h"
 #include "open_device.h"
-#include "verbs/verbs.h"
 #include "wait_wc.h"
 
 namespace mrc::verbs {

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "loopback_env.h"
+#include "mrc/verbs/verbs.h"
 #include "open_device.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
 
 namespace mrc::verbs {
 namespace {

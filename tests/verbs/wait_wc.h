@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "verbs/verbs.h"
+#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs::testing {
 

@@ -1,6 +1,6 @@
 // Tests of the wire format (libmrc/src/wire/wire.cc): layout, round trips, every decode error,
 // trimming, CRC coverage, and decode of random and mutated datagrams against a reference.
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 #include <gtest/gtest.h>
 

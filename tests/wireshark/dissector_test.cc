@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "mrc/wire/wire.h"
 #include "srv6/config.h"
 #include "srv6/fabric.h"
 #include "tshark.h"
-#include "wire/wire.h"
 
 namespace mrc::wireshark {
 namespace {

@@ -20,11 +20,11 @@
 #include <regex>
 #include <set>
 
+#include "mrc/wire/wire.h"
 #include "ns_handle.h"
 #include "ns_test_fabric.h"
 #include "session.h"
 #include "tshark.h"
-#include "wire/wire.h"
 
 namespace mrc::wireshark {
 namespace {

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "io/sim/fabric.h"
-#include "testing/bulk.h"
-#include "testing/goodput.h"
-#include "testing/testbed.h"
+#include "mrc/io/sim/fabric.h"
+#include "mrc/testing/bulk.h"
+#include "mrc/testing/goodput.h"
+#include "mrc/testing/testbed.h"
 
 namespace {
 

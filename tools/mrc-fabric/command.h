@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc::nsfabric {
 

@@ -23,7 +23,7 @@
 
 #include "command.h"
 #include "gray.h"
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 
 namespace mrc::nsfabric {
 namespace {

@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc::nsfabric {
 

@@ -53,7 +53,7 @@
 #include <variant>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc::nsfabric {
 

@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc::nsfabric {
 

@@ -28,9 +28,9 @@
 #include <thread>
 
 #include "command.h"
-#include "common/fd.h"
 #include "delay_line.h"
 #include "gray.h"
+#include "mrc/common/fd.h"
 #include "srv6/config.h"
 #include "srv6/export_linux.h"
 #include "srv6/netlink.h"
@@ -991,7 +991,7 @@ Status<std::string> check_options(const Fabric& f, const Options& o) {
   return {};
 }
 
-// Every host's MRC configuration file (libmrc/src/io/config.h) under state_dir/hosts.
+// Every host's MRC configuration file (mrc/io/config.h) under state_dir/hosts.
 Status<std::string> write_host_configs(const Fabric& f, const std::string& prefix) {
   const std::string dir = state_dir(prefix) + "/hosts";
   std::error_code ec;

@@ -29,7 +29,7 @@
 //                up, mgmt_address(H)/16, no other route) and h<H> in P-mgmt, a port of
 //                br<H / kMgmtHostsPerBridge>. No fault touches it; status() shows it.
 //   host configs state_dir(P)/hosts/h<H>.json per host (host_config()): libmrc's host
-//                configuration (libmrc/src/io/config.h) with path_mode "srv6", the state
+//                configuration (mrc/io/config.h) with path_mode "srv6", the state
 //                directory's fabric.json and host H, so that
 //                  ip netns exec P-h<H> env MRC_CONFIG=<that file> <program>
 //                runs a program as host H on its port addresses.
@@ -66,9 +66,9 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
 #include "fault.h"
-#include "common/netns.h"  // mrc::in_netns: run a function (e.g. make a socket) inside a namespace
+#include "mrc/common/netns.h"  // mrc::in_netns: run a function (e.g. make a socket) inside a namespace
+#include "mrc/common/result.h"
 #include "srv6/export_linux.h"
 #include "srv6/fabric.h"
 

@@ -12,8 +12,8 @@
 #include <system_error>
 #include <vector>
 
-#include "common/fd.h"
-#include "common/netns.h"
+#include "mrc/common/fd.h"
+#include "mrc/common/netns.h"
 
 namespace mrc::nsfabric::tc_bpf {
 namespace {

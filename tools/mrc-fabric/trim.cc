@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/fd.h"
-#include "common/netns.h"
+#include "mrc/common/fd.h"
+#include "mrc/common/netns.h"
 #include "tc_bpf.h"
 #include "trim.skel.h"
 #include "trim_shared.h"

@@ -28,7 +28,7 @@
 #include <functional>
 #include <string>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc::nsfabric {
 

@@ -1,5 +1,4 @@
 // iperf3 baselines (TCP, MPTCP): child processes, their JSON, the MPTCP path manager.
-#include "common/netns.h"
 #include "baseline.h"
 
 #include <arpa/inet.h>
@@ -22,6 +21,8 @@
 #include <sstream>
 #include <thread>
 #include <utility>
+
+#include "mrc/common/netns.h"
 
 extern char** environ;
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc::perf {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "common/netns.h"
 #include "matrix.h"
+#include "mrc/common/netns.h"
 #include "ns_handle.h"
 #include "soak.h"
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 #include "session.h"
 
 namespace mrc::perf {

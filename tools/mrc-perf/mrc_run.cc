@@ -11,9 +11,9 @@
 #include <random>
 #include <thread>
 
-#include "engine/paths.h"
-#include "observe/publisher.h"
-#include "wire/wire.h"
+#include "mrc/engine/paths.h"
+#include "mrc/observe/publisher.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::perf {
 

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "baseline.h"
-#include "common/result.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/common/result.h"
+#include "mrc/io/udp/udp_driver.h"
 
 namespace mrc::perf {
 

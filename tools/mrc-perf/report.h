@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 #include "mrc_run.h"
 
 namespace mrc::perf {

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "mrc/wire/wire.h"
 #include "srv6/fabric.h"
-#include "wire/wire.h"
 
 namespace mrc::perf {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
 #include "mrc-sim/pattern.h"
+#include "mrc/common/result.h"
 #include "mrc_run.h"
 #include "report.h"
 #include "srv6/fabric.h"

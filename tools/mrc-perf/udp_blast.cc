@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "baseline.h"
-#include "common/fd.h"
-#include "common/netns.h"
-#include "io/udp/link_mtu.h"
+#include "mrc/common/fd.h"
+#include "mrc/common/netns.h"
+#include "mrc/io/udp/link_mtu.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103

@@ -16,9 +16,9 @@
 #include <cstdint>
 #include <string>
 
-#include "common/result.h"
-#include "engine/types.h"
-#include "io/sim/fabric.h"
+#include "mrc/common/result.h"
+#include "mrc/engine/types.h"
+#include "mrc/io/sim/fabric.h"
 
 namespace mrc::msim {
 

@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc::msim {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 #include "options.h"
 #include "run.h"
 

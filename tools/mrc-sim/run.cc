@@ -10,12 +10,12 @@
 #include <cstring>
 #include <random>
 
-#include "engine/policy.h"
-#include "io/sim/fabric.h"
+#include "mrc/engine/policy.h"
+#include "mrc/io/sim/fabric.h"
+#include "mrc/testing/goodput.h"
+#include "mrc/testing/testbed.h"
+#include "mrc/wire/wire.h"
 #include "sink.h"
-#include "testing/goodput.h"
-#include "testing/testbed.h"
-#include "wire/wire.h"
 
 namespace mrc::msim {
 

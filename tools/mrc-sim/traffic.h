@@ -27,10 +27,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
+#include "mrc/testing/testbed.h"
 #include "pattern.h"
 #include "sink.h"
-#include "testing/testbed.h"
 #include "transport.h"
 
 namespace mrc::msim {

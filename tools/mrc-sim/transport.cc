@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "io/sim/fabric.h"
+#include "mrc/io/sim/fabric.h"
 
 namespace mrc::msim {
 

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/types.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::msim {
 

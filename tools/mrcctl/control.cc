@@ -12,7 +12,7 @@
 #include <fstream>
 #include <vector>
 
-#include "observe/layout.h"
+#include "mrc/observe/layout.h"
 
 namespace mrc::mrcctl {
 

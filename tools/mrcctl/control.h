@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc::mrcctl {
 

@@ -22,11 +22,11 @@
 #include <sstream>
 #include <thread>
 
-#include "io/config.h"
-#include "io/udp/link_mtu.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/io/config.h"
+#include "mrc/io/udp/link_mtu.h"
+#include "mrc/io/udp/udp_driver.h"
+#include "mrc/wire/wire.h"
 #include "srv6/fabric.h"
-#include "wire/wire.h"
 
 namespace mrc::mrcctl {
 namespace {

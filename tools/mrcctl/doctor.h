@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 #include "view.h"
 
 namespace mrc::mrcctl {

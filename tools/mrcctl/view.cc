@@ -10,9 +10,9 @@
 #include <map>
 #include <sstream>
 
-#include "engine/paths.h"
-#include "engine/stats.h"
-#include "engine/types.h"
+#include "mrc/engine/paths.h"
+#include "mrc/engine/stats.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::mrcctl {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "observe/segment.h"
+#include "mrc/observe/segment.h"
 
 namespace mrc::mrcctl {
 

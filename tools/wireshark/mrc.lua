@@ -1,5 +1,5 @@
 -- Wireshark dissector for the MRC wire format (docs/wire-format.md; the encoder and decoder it
--- mirrors are libmrc/src/wire/wire.h and wire.cc). Use: docs/wireshark.md.
+-- mirrors are libmrc/include/mrc/wire/wire.h and libmrc/src/wire/wire.cc). Use: docs/wireshark.md.
 --
 --   tshark -X lua_script:mrc.lua -r run.pcap            (or copy into ~/.local/lib/wireshark/plugins)
 --

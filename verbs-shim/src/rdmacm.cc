@@ -1,14 +1,14 @@
 // librdmacm's application API, exported by libmrc-verbs-shim.so over libmrc's connection
-// manager (libmrc/src/verbs/cm.h), so rping, perftest -R and other rdma_cm programs run over
+// manager (mrc/verbs/cm.h), so rping, perftest -R and other rdma_cm programs run over
 // mrc0 unmodified. The programs' versioned references (rdma_connect@RDMACM_1.0,
 // rdma_establish@RDMACM_1.2) bind here as the ibv_* ones do (exports.map). Every id is an
 // mrc0 id: nothing is forwarded to the real librdmacm, which would take our objects for its
 // own (docs/verbs-shim.md, "rdma_cm").
-#include "observe/publisher.h"
-#include "verbs/cm.h"
-#include "verbs/verbs.h"
-
 #include <cerrno>
+
+#include "mrc/observe/publisher.h"
+#include "mrc/verbs/cm.h"
+#include "mrc/verbs/verbs.h"
 
 namespace cm = mrc::verbs::cm;
 

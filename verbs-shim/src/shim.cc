@@ -1,6 +1,6 @@
 // libmrc-verbs-shim.so: LD_PRELOAD it and unmodified verbs programs (perftest, ibv_devinfo,
 // ibv_rc_pingpong) run over MRC. It exports every ibv_* symbol those programs import; each
-// goes to libmrc's software verbs device (libmrc/src/verbs/verbs.h) for MRC objects, and to
+// goes to libmrc's software verbs device (mrc/verbs/verbs.h) for MRC objects, and to
 // the real libibverbs (dlvsym RTLD_NEXT, at the version the program asked for) for real
 // devices, which the device list shows after mrc0 when the host has any.
 //
@@ -21,8 +21,8 @@
 #include <map>
 #include <mutex>
 
-#include "observe/publisher.h"
-#include "verbs/verbs.h"
+#include "mrc/observe/publisher.h"
+#include "mrc/verbs/verbs.h"
 
 #undef ibv_get_device_list
 #undef ibv_query_port

@@ -1,7 +1,7 @@
 // The shim's answer to programs that read mrc0's sysfs entries (UCX, rdma-core's tests, NCCL's
 // IB transport): it interposes the libc calls that take a path (open, fopen, stat and its
 // variants, statx, access, getxattr and listxattr, opendir, readlink, realpath) and sends paths
-// that name mrc0's tree to a private copy of it (libmrc/src/verbs/sysfs.h), written at the first
+// that name mrc0's tree to a private copy of it (mrc/verbs/sysfs.h), written at the first
 // such call into /dev/shm/mrc-sysfs.<pid>.XXXXXX and removed at exit. Every other path goes to libc
 // unchanged, as do relative paths (a program that chdirs into /sys is not served). Threading: any
 // thread; the copy is made once per process (a forked child makes its own) under a mutex.
@@ -9,7 +9,7 @@
 // The names are the ones glibc 2.36 programs import (stat, fstatat, statx are functions there;
 // __xstat and friends are what programs built against older glibc call).
 #undef _FORTIFY_SOURCE
-#include "verbs/sysfs.h"
+#include "mrc/verbs/sysfs.h"
 
 #include <dirent.h>
 #include <dlfcn.h>

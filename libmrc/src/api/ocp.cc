@@ -12,10 +12,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/policy.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/engine/policy.h"
+#include "mrc/io/udp/udp_driver.h"
+#include "mrc/verbs/verbs.h"
 #include "verbs/internal.h"
-#include "verbs/verbs.h"
 
 namespace mrc::ocp {
 

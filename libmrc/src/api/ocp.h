@@ -40,9 +40,9 @@
 
 #include "api/ev_fields.h"
 #include "common/c_enum.h"
-#include "engine/nscc.h"
-#include "engine/retry.h"
-#include "engine/types.h"
+#include "mrc/engine/nscc.h"
+#include "mrc/engine/retry.h"
+#include "mrc/engine/types.h"
 #include "mrc/mrc.h"
 #include "mrc/mrc_ctl.h"
 #include "verbs/objects.h"

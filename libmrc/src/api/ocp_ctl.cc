@@ -13,10 +13,10 @@
 #include <thread>
 
 #include "api/ocp.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/io/udp/udp_driver.h"
+#include "mrc/verbs/verbs.h"
 #include "srv6/fabric.h"
 #include "verbs/internal.h"
-#include "verbs/verbs.h"
 
 namespace mrc::ocp {
 

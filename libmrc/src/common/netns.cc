@@ -1,4 +1,4 @@
-#include "common/netns.h"
+#include "mrc/common/netns.h"
 
 #include <fcntl.h>
 #include <sched.h>

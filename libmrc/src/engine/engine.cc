@@ -1,6 +1,6 @@
 // Engine: resource tables, the QP state machine, datagram dispatch, the
 // transmit scheduler and timers. Sending is in sender.cc, receiving in receiver.cc.
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 
 #include <algorithm>
 #include <bit>

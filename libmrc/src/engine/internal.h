@@ -30,15 +30,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/engine.h"
 #include "engine/loss.h"
-#include "engine/paths.h"
-#include "engine/policy.h"
-#include "engine/retry.h"
 #include "engine/rtt.h"
 #include "engine/sack.h"
 #include "engine/timers.h"
-#include "wire/wire.h"
+#include "mrc/engine/engine.h"
+#include "mrc/engine/paths.h"
+#include "mrc/engine/policy.h"
+#include "mrc/engine/retry.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::engine {
 
@@ -51,8 +51,8 @@ struct Mr {
   uint64_t iova = 0;
   uint64_t len = 0;
   uint32_t access = 0;
-  uint32_t pd = 0;   // protection domain: only QPs of the same one use it
-  uint32_t key = 0;  // 0: free slot
+  uint32_t pd = 0;       // protection domain: only QPs of the same one use it
+  uint32_t key = 0;      // 0: free slot
   bool window = false;   // a memory window (mw.cc): bound to part of an MR, or to nothing
   uint32_t parent = 0;   // window: the key of the MR it is bound to (0: unbound)
   uint32_t windows = 0;  // MR: windows bound to it (no deregistering or reregistering then)
@@ -98,9 +98,9 @@ struct SendWqe {
   uint32_t sent = 0;   // packets given a PSN so far
   uint32_t acked = 0;  // packets acknowledged
   uint32_t first_psn = 0;
-  uint32_t req_psn = 0;    // READ response: the PSN of the peer's READ request
-  bool read_done = false;  // READ: the whole response arrived
-  bool fence = false;      // waits for earlier READs before its first packet (SendWr::fence)
+  uint32_t req_psn = 0;     // READ response: the PSN of the peer's READ request
+  bool read_done = false;   // READ: the whole response arrived
+  bool fence = false;       // waits for earlier READs before its first packet (SendWr::fence)
   bool invalidate = false;  // SEND: the peer invalidates window `rkey` (SendWr::invalidate)
   uint32_t xrc_srqn = 0;    // XRC initiator: the peer's SRQ (SendWr::xrc_srqn); responses 0
   WcStatus status = WcStatus::kSuccess;
@@ -206,8 +206,8 @@ struct TxPkt {
   uint8_t plane = 0;    // plane of the last transmission (PathSet's in-flight count)
   bool blamed = false;  // declared lost by RACK or an RTO, and its window took the MTU
   Time sent{0};         // last transmission
-  uint64_t xseq = 0;   // transmission order of the last transmission (QP-wide counter)
-  Time not_before{0};  // earliest resend (RNR delay)
+  uint64_t xseq = 0;    // transmission order of the last transmission (QP-wide counter)
+  Time not_before{0};   // earliest resend (RNR delay)
   // Links (PSNs) of the sent-order list and of its EV's list; a link to the packet's own
   // PSN means none (a packet never follows itself). 32 bits each keep the record at 64 bytes.
   uint32_t prev = 0, next = 0;
@@ -410,7 +410,7 @@ struct Core {
 
   EngineConfig cfg;
   EngineStats stats;
-  std::vector<Mr> mrs;  // slot index = key >> 8
+  std::vector<Mr> mrs;    // slot index = key >> 8
   std::vector<Srq> srqs;  // id = index + 1
   std::deque<uint32_t> free_mrs;
   // Registered MRs: what EngineConfig::max_mrs caps (mrs may hold more slots: freed, retired).
@@ -421,9 +421,9 @@ struct Core {
   size_t live_qps = 0;
   uint16_t planes_drained = 0;  // Engine::set_plane_drained, bit per plane
   SharedHealth health;          // path health shared by the QPs (paths.h)
-  std::deque<Qpn> ready;     // QPs that may have data to send
-  std::deque<Qpn> ackq;      // QPs owing an ACK
-  std::deque<Control> ctrl;  // NACKs, probe replies
+  std::deque<Qpn> ready;        // QPs that may have data to send
+  std::deque<Qpn> ackq;         // QPs owing an ACK
+  std::deque<Control> ctrl;     // NACKs, probe replies
   std::deque<Event> events;
   struct Deadline {
     Time at;
@@ -437,10 +437,10 @@ struct Core {
     uint32_t cursor = 0;      // the next to try when a datagram's own path is held
   };
   std::unordered_map<PeerId, UdPaths> ud_paths;  // by peer (ud.cc ud_path)
-  UdOut ud_sending;            // the UD datagram poll_transmit returned last: its payload
-  wire::Packet rx_pkt;         // decode target, reused (no per-datagram init)
-  wire::Packet tx_pkt;         // encode source, reused
-  uint32_t burst = 0;          // packets the front ready QP sent in a row
+  UdOut ud_sending;     // the UD datagram poll_transmit returned last: its payload
+  wire::Packet rx_pkt;  // decode target, reused (no per-datagram init)
+  wire::Packet tx_pkt;  // encode source, reused
+  uint32_t burst = 0;   // packets the front ready QP sent in a row
 
   /// tx_pkt with its common header set for a packet of `q` to its peer.
   wire::Packet& tx_header(const Qp& q, wire::Kind kind, uint32_t ev, uint32_t psn, Time now) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/rtt.h"
-#include "engine/types.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::engine {
 

@@ -1,5 +1,5 @@
 // Names of the engine's enums, for logs, errors and tests.
-#include "engine/engine.h"
+#include "mrc/engine/engine.h"
 
 namespace mrc::engine {
 

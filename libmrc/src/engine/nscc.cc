@@ -1,4 +1,4 @@
-#include "engine/nscc.h"
+#include "mrc/engine/nscc.h"
 
 #include <algorithm>
 #include <cassert>

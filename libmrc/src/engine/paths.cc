@@ -1,4 +1,4 @@
-#include "engine/paths.h"
+#include "mrc/engine/paths.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,10 +1,10 @@
-#include "engine/policy.h"
+#include "mrc/engine/policy.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "engine/engine.h"
-#include "wire/wire.h"
+#include "mrc/engine/engine.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::engine {
 

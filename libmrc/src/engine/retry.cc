@@ -1,4 +1,4 @@
-#include "engine/retry.h"
+#include "mrc/engine/retry.h"
 
 namespace mrc::engine {
 

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "engine/types.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::engine {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::engine {
 

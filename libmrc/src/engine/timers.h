@@ -5,7 +5,7 @@
 #include <array>
 #include <cstddef>
 
-#include "engine/types.h"
+#include "mrc/engine/types.h"
 
 namespace mrc::engine {
 

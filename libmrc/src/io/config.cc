@@ -1,5 +1,5 @@
 // nlohmann exceptions stay inside this file.
-#include "io/config.h"
+#include "mrc/io/config.h"
 
 #include <arpa/inet.h>
 

@@ -1,6 +1,6 @@
 // A device's statistics snapshots and control commands (publisher.h).
 // Threading: under the owning driver's mutex only.
-#include "observe/publisher.h"
+#include "mrc/observe/publisher.h"
 
 #include <arpa/inet.h>
 #include <sys/socket.h>
@@ -14,9 +14,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "engine/policy.h"
+#include "mrc/engine/policy.h"
+#include "mrc/wire/wire.h"
 #include "srv6/fabric.h"
-#include "wire/wire.h"
 
 namespace mrc::observe {
 

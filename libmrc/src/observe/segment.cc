@@ -1,6 +1,6 @@
 // Live-statistics segments: shm files, seqlock, stale removal (segment.h).
 // Threading: see segment.h.
-#include "observe/segment.h"
+#include "mrc/observe/segment.h"
 
 #include <dirent.h>
 #include <fcntl.h>

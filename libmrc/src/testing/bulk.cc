@@ -1,4 +1,4 @@
-#include "testing/bulk.h"
+#include "mrc/testing/bulk.h"
 
 #include <cstring>
 #include <random>

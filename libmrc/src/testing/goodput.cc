@@ -1,4 +1,4 @@
-#include "testing/goodput.h"
+#include "mrc/testing/goodput.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,9 +1,9 @@
-#include "testing/testbed.h"
+#include "mrc/testing/testbed.h"
 
 #include <cstdio>
 #include <cstdlib>
 
-#include "io/sim/fabric.h"
+#include "mrc/io/sim/fabric.h"
 
 namespace mrc::sim {
 

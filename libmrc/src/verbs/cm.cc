@@ -1,6 +1,6 @@
 // The connection manager over mrc0 (cm.h): ids, event channels, the CM service thread and
 // its TCP exchange (cm_wire.h), and the QP transitions a connection drives.
-#include "verbs/cm.h"
+#include "mrc/verbs/cm.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -27,10 +27,10 @@
 #include <thread>
 #include <vector>
 
+#include "mrc/verbs/verbs.h"
 #include "verbs/cm_wire.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
 
 namespace mrc::verbs::cm {
 namespace {

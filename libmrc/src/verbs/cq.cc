@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "mrc/verbs/verbs.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
 
 namespace mrc::verbs {
 

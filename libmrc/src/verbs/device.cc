@@ -12,10 +12,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "mrc/verbs/sysfs.h"
+#include "mrc/verbs/verbs.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/sysfs.h"
-#include "verbs/verbs.h"
 
 namespace mrc::verbs {
 

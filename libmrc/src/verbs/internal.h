@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
-#include "engine/engine.h"
-#include "engine/types.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/common/result.h"
+#include "mrc/engine/engine.h"
+#include "mrc/engine/types.h"
+#include "mrc/io/udp/udp_driver.h"
 #include "srv6/fabric.h"
 #include "verbs/objects.h"
 

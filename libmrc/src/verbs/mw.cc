@@ -4,9 +4,9 @@
 // and checks their keys at the responder as it checks an MR's.
 #include <cerrno>
 
+#include "mrc/verbs/verbs.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
 
 namespace mrc::verbs {
 

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
-#include "engine/types.h"
-#include "io/config.h"
-#include "io/udp/udp_driver.h"
+#include "mrc/engine/engine.h"
+#include "mrc/engine/types.h"
+#include "mrc/io/config.h"
+#include "mrc/io/udp/udp_driver.h"
 
 namespace mrc::verbs {
 

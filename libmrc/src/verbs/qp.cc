@@ -6,10 +6,10 @@
 #include <cstring>
 
 #include "common/c_enum.h"
-#include "engine/retry.h"
+#include "mrc/engine/retry.h"
+#include "mrc/verbs/verbs.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
 
 namespace mrc::verbs {
 namespace {

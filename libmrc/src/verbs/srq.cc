@@ -3,9 +3,9 @@
 // (engine: Engine::create_srq, QpInit::srq). Threading: as verbs.h.
 #include <cerrno>
 
+#include "mrc/verbs/verbs.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
 
 namespace mrc::verbs {
 

@@ -1,6 +1,6 @@
 // The sysfs tree of mrc0 (sysfs.h): generated from the device, written to a directory, and the
 // path rewrite onto that copy.
-#include "verbs/sysfs.h"
+#include "mrc/verbs/sysfs.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -7,9 +7,9 @@
 #include <cstring>
 
 #include "common/c_enum.h"
+#include "mrc/verbs/verbs.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
 
 namespace mrc::verbs {
 

@@ -9,9 +9,9 @@
 #include <cerrno>
 
 #include "common/c_enum.h"
+#include "mrc/verbs/verbs.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
 
 namespace mrc::verbs {
 

@@ -1,6 +1,6 @@
 // Encode and decode of the MRC headers declared in wire.h.
 // Threading: pure functions, no state.
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 #include <bit>
 #include <cassert>

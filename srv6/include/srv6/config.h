@@ -36,7 +36,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 #include "srv6/fabric.h"
 
 namespace mrc::srv6 {

@@ -9,7 +9,7 @@
 //     address per plane. The generated plan written out explicitly (config.h dump_explicit)
 //     makes an equal Fabric: same addresses, paths and exports.
 //
-// Topology (the same shape as libmrc/src/io/sim/fabric.h)
+// Topology (the same shape as mrc/io/sim/fabric.h)
 // --------
 // H hosts, P planes. In each plane p: T T0s and S T1 spines (the same T and S in every plane).
 // Each host has one NIC port per plane, cabled to T0(p, t0_of(host)) (the same T0 index in
@@ -77,7 +77,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 
 namespace mrc::srv6 {
 

@@ -2,7 +2,7 @@
 // export_linux.h, and interface admin state. Threading: each call opens its own netlink
 // socket in the namespace of the calling thread, so calls on different threads (in
 // different namespaces) are independent. To program another namespace, call from a thread
-// that entered it (mrc::in_netns, libmrc/src/common/netns.h).
+// that entered it (mrc::in_netns, mrc/common/netns.h).
 //
 // apply() leaves the same state as running ip_commands(plan) on the same namespace, with
 // replace semantics, so it may be called again to restore a plan:
@@ -20,7 +20,7 @@
 
 #include <string>
 
-#include "common/result.h"
+#include "mrc/common/result.h"
 #include "srv6/export_linux.h"
 
 namespace mrc::srv6 {

@@ -46,7 +46,7 @@ struct {
 } trim_counters SEC(".maps");
 
 /* Byte offsets from the start of the frame: Ethernet, then IPv6 without extension headers or
- * IPv4 without options, then UDP, then the MRC common header (libmrc/src/wire/wire.h). */
+ * IPv4 without options, then UDP, then the MRC common header (mrc/wire/wire.h). */
 enum {
   kOffIp = ETH_HLEN,
   kOffIp6PayloadLen = kOffIp + 4,

@@ -1,4 +1,4 @@
-#include "io/sim/fabric.h"
+#include "mrc/io/sim/fabric.h"
 
 #include <algorithm>
 #include <array>

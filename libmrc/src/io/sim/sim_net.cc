@@ -1,6 +1,6 @@
 // The simulated network: event loop, links, impairments, node draining (model in sim_net.h).
 // Threading: single-threaded, as SimNet.
-#include "io/sim/sim_net.h"
+#include "mrc/io/sim/sim_net.h"
 
 #include <algorithm>
 #include <array>
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::sim {
 namespace {

@@ -1,4 +1,4 @@
-#include "io/udp/link_mtu.h"
+#include "mrc/io/udp/link_mtu.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "wire/wire.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::io {
 namespace {

@@ -17,7 +17,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "io/udp/link_mtu.h"
+#include "mrc/io/udp/link_mtu.h"
 
 namespace mrc::io {
 namespace {

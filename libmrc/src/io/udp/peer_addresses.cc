@@ -1,4 +1,4 @@
-#include "io/udp/peer_addresses.h"
+#include "mrc/io/udp/peer_addresses.h"
 
 #include <sys/random.h>
 

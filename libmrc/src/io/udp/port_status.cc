@@ -1,4 +1,4 @@
-#include "io/udp/port_status.h"
+#include "mrc/io/udp/port_status.h"
 
 namespace mrc::io {
 

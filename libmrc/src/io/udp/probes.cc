@@ -1,4 +1,4 @@
-#include "io/udp/probes.h"
+#include "mrc/io/udp/probes.h"
 
 #include <sys/random.h>
 

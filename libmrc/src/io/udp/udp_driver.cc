@@ -1,4 +1,4 @@
-#include "io/udp/udp_driver.h"
+#include "mrc/io/udp/udp_driver.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -23,10 +23,10 @@
 #include <numeric>
 #include <tuple>
 
-#include "common/netns.h"
-#include "io/udp/link_mtu.h"
 #include "io/udp/link_watch.h"
-#include "wire/wire.h"
+#include "mrc/common/netns.h"
+#include "mrc/io/udp/link_mtu.h"
+#include "mrc/wire/wire.h"
 
 namespace mrc::io {
 

@@ -1,4 +1,4 @@
 // Fixture: a tool that reaches into the verbs device.
+#include "mrc/verbs/verbs.h"
 #include "verbs/objects.h"
-#include "verbs/verbs.h"
 int main() { return 0; }

@@ -1,0 +1,509 @@
+// Path (EV) health of one QP: which EVs carry data and in what order (spraying),
+// when an EV is declared bad, how it is probed and brought back.
+// Threading: owned by its QP (engine thread).
+//
+// A QP holds its active EVs (QpAttr::paths, typically 16 per plane) and
+// backups (QpAttr::backup_paths); all live in one array, indexed by the
+// `path` of each packet record. Per EV:
+//
+//   GOOD         carries data. A trim NACK or an ECN echo sets a one-time skip
+//                mark: the sprayer passes it over once (SKIP in MRC terms).
+//   ASSUMED_BAD  carries no data; probed every probe_interval (doubling while
+//                probes go unanswered, up to probe_interval_max, back to
+//                probe_interval on a reply); after probes_to_good clean
+//                replies in a row it is GOOD again.
+//                Entered after loss_threshold losses in a row on the EV
+//                (RACK, i.e. later packets on other EVs were acknowledged),
+//                or at once on a retransmission timeout. Trims never count.
+//   DENIED       set by the controller; never used nor probed until allowed.
+//
+// Active set: an EV that goes bad leaves the active set and the first GOOD backup
+// of the same plane takes its place; an EV that comes back rejoins the active
+// set if its plane is short, else the backups.
+//
+// Spraying: planes take turns by smooth weighted round robin, weight =
+// plane_weight x min(1, usable EVs / min_active_per_plane), so a plane that
+// has lost paths beyond its backups carries less, and a plane with no usable
+// EV carries nothing. The turn is passed over when its plane holds more than
+// its weight's share of the QP's packets in flight (by an eighth, plus one
+// packet): the packet goes to the plane least loaded for its weight instead.
+// A plane that drains slower than the others (a port negotiated down, a
+// policer, a congested T0) keeps its ACKs longer, so it gets new packets only
+// as fast as it delivers them, and the window it would have queued goes to the
+// planes that move (healthy planes stay within a packet of their share, so the
+// order is then the round robin's). Where the round robin's weights tie, plane 0 goes first,
+// then up; while some plane has no weight (held: a port with no link), the first is instead
+// the k-th weighted plane, k from a hash of the first active EV and the QP number, so that
+// fresh QPs do not all start on the lowest weighted plane (8-packet messages over 3 planes
+// went 3:3:2). Inside a plane, EVs take turns. A retransmission avoids
+// the EV the packet was lost on. With no usable EV anywhere (everything bad),
+// the sprayer still returns a non-denied EV, round robin: the QP keeps trying
+// and its retry budget decides, it never stalls silently.
+//
+// Plane drain: when every EV of a plane is bad the plane is drained and probed
+// as a whole, one probe per probe_interval; an EV that answers is probed again, one that
+// does not hands over to the next EV of the plane. After probes_to_good clean replies in
+// a row the whole plane is GOOD again (EVs still dead then fail again on their own).
+//
+// Every state change is an EvEvent (EV, plane, old, new, reason).
+//
+// Reverse paths: the receiver sends each ACK (and NACK, probe reply) back on
+// the EV and plane the data came on, so an ACK path is always one the data
+// sender currently judges GOOD. A broken reverse direction shows up at the
+// sender as unacknowledged packets (RACK, TLP, RTO) and failed probes, which
+// are round trips; a QP that only receives needs no path state of its own.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "mrc/engine/types.h"
+
+namespace mrc::engine {
+
+enum class EvState : uint8_t { kGood, kAssumedBad, kDenied };
+const char* to_string(EvState s);
+
+enum class EvReason : uint8_t {
+  kLoss,           // loss_threshold packets in a row lost on it
+  kTimeout,        // a retransmission timeout hit a packet on it
+  kProbeClean,     // probes_to_good clean probe replies
+  kPlaneDrained,   // every EV of its plane is bad (reported once per plane, on the last EV)
+  kPlaneRestored,  // its drained plane answered probes again
+  kDenied,         // controller
+  kAllowed,        // controller lifted a deny; probing starts
+};
+const char* to_string(EvReason r);
+
+/// How a QP judges and probes its paths (OCP EV profile and our knobs).
+struct PathPolicy {
+  uint32_t min_active_per_plane = 4;  // ev_min_active: below it a plane's weight shrinks
+  uint32_t loss_threshold = 2;        // losses in a row (RACK) that make an EV ASSUMED_BAD
+  uint32_t probes_to_good = 3;        // clean probe replies in a row that make it GOOD
+  Duration probe_interval{100'000};   // between probes of one bad EV (or of a drained plane)...
+  Duration probe_interval_max{2'000'000};  // ...doubling per unanswered probe up to this
+  uint32_t plane_weight[kMaxPlanes] = {1, 1, 1, 1, 1, 1, 1, 1,
+                                       1, 1, 1, 1, 1, 1, 1, 1};  // capacity by plane
+};
+
+struct EvEvent {
+  uint32_t ev = 0;
+  uint16_t plane = 0;
+  EvState from = EvState::kGood;
+  EvState to = EvState::kGood;
+  EvReason reason = EvReason::kLoss;
+  Time at{0};
+};
+
+/// A probe to send now on EV `index`.
+struct ProbeRequest {
+  uint16_t index = 0;
+  uint32_t seq = 0;
+};
+
+class PathSet {
+ public:
+  /// One EV: its health (PathSet's) and what the sender keeps per EV (Core's: the list of
+  /// its packets in flight, its counters; PathSet only resets them), in one 128-byte record,
+  /// so that a QP whose records have left the caches (thousands of QPs, each active in turn)
+  /// pays one cache line per packet, not a line in each of three arrays. Line 1 holds all
+  /// that sending a data packet on the EV and acknowledging it touch (the sprayer's flags,
+  /// the path, the sent-order list, the per-packet counters, srtt); line 2 what losses,
+  /// probes, state changes and observers use, and the RTT sample of the packet an ACK
+  /// echoes (once per ACK: no room left in line 1). 128-byte aligned: the two lines are the
+  /// pair a CPU's adjacent-line prefetcher fetches together.
+  struct alignas(128) Ev {
+    // ---- line 1: spraying, sending, acknowledging ----
+    Path path;
+    EvState state = EvState::kGood;
+    bool active = false;      // in the sprayed set (else a backup)
+    bool skip : 1 = false;    // pass over once
+    bool held : 1 = false;    // held by the engine's shared view of EVs (SharedHealth): passed over
+    bool listed : 1 = false;  // sender: tx_head / tx_tail hold a list (else no packet in it)
+    uint8_t backoff = 0;      // probe interval doublings (unanswered probes)
+    uint16_t losses = 0;      // losses in a row
+    uint16_t clean = 0;       // clean probe replies in a row
+    // The sender's in-flight packets last sent on this EV, in sending order (PSNs; Core's
+    // ev_list_*), and the transmission order of the newest first transmission on it known
+    // delivered (RACK per EV).
+    uint32_t tx_head = 0, tx_tail = 0;
+    uint64_t rack_xseq = 0;
+    uint64_t tx_packets = 0;  // PathStats::tx_packets, tx_bytes, acked (the sender counts)
+    uint64_t tx_bytes = 0;
+    uint64_t acked = 0;
+    Duration srtt{0};  // smoothed send-to-ACK time of data on this EV
+    // ---- line 2: losses, probes, state changes ----
+    uint64_t lost = 0;  // PathStats::lost, trims, rtt_ns (the sender counts)
+    uint64_t trims = 0;
+    uint64_t rtt_ns = 0;
+    uint32_t probe_seq = 0;  // seq of the latest probe sent (0: none)
+    uint32_t reply_seq = 0;  // probe_seq when last answered (equal: nothing outstanding)
+    Time probe_sent{0};
+    Time next_probe = kNever;
+    Time since{0};                         // time of the last state change
+    uint32_t changes = 0;                  // state changes so far (observers diff snapshots)
+    EvReason reason = EvReason::kAllowed;  // why it entered `state` (meaningful once changes > 0)
+  };
+  static_assert(sizeof(Ev) == 128);
+  static_assert(offsetof(Ev, srtt) + sizeof(Duration) == 64, "line 1 is what a packet touches");
+
+  /// Replaces the set. Planes must be < kMaxPlanes. Events are not emitted for the reset.
+  /// `salt` (the engine passes the QP number) picks, with the first active EV, where the
+  /// round robin starts while some plane is held: QPs given the same path list (a real
+  /// host's driver gives every QP to a peer the same one) then start on different planes.
+  void reset(std::span<const Path> active, std::span<const Path> backups, const PathPolicy& p,
+             uint32_t salt = 0);
+  const PathPolicy& policy() const { return policy_; }
+  void set_policy(const PathPolicy& p) {
+    policy_ = p;
+    refresh_weights();
+  }
+
+  size_t size() const { return evs_.size(); }
+  /// 1 + the highest plane of the set (0: no paths): the NIC ports the QP sprays over.
+  uint16_t planes() const { return planes_; }
+  const Ev& ev(size_t i) const { return evs_[i]; }
+  /// EV i's record for the sender's fields (tx_head, tx_tail, listed, rack_xseq, the
+  /// counters): Core's sent-order lists and PathStats live there. Nothing else writes them.
+  Ev& tx(size_t i) { return evs_[i]; }
+  /// Empties every EV's sent-order list and forgets its newest delivered packet (the
+  /// sender's in-flight state was reset, or the set was: Core relinks what is in flight).
+  void clear_tx() {
+    for (Ev& e : evs_) {
+      e.listed = false;
+      e.rack_xseq = 0;
+    }
+  }
+  std::span<const Ev> evs() const { return evs_; }
+  /// Index of `ev`, or -1.
+  int find(uint32_t ev) const;
+
+  static constexpr uint16_t kNoPath = 0xFFFF;
+  /// The EV for the next data packet; `avoid` (an index or -1: the EV a resent packet
+  /// was lost on) is skipped when another choice exists. A resend also leaves its plane,
+  /// and every plane whose latest data packet was lost (RACK or RTO, any EV: a T0 or a
+  /// port down shows as losses on every EV of the plane, which a short QP sees only once
+  /// or twice each), when another plane may carry data. kNoPath when every EV is denied.
+  uint16_t next(int avoid);
+
+  // ---- Feedback (each may append to `out`) ----------------------------------------------
+  void on_acked(uint16_t i) {  // per packet acknowledged: inline
+    evs_[i].losses = 0;
+    if (lossy_) lossy_ &= static_cast<uint16_t>(~(1u << evs_[i].path.plane));
+  }
+  /// A data packet went out on `plane` / left the network (acknowledged or declared lost):
+  /// the per-plane packets in flight that balance the planes (see Spraying above).
+  void on_sent(uint16_t plane) {
+    ++turn_[plane].inflight;
+    ++inflight_total_;
+  }
+  void on_left(uint16_t plane) {
+    if (turn_[plane].inflight == 0) return;  // a clear_inflight() came in between
+    --turn_[plane].inflight;
+    --inflight_total_;
+  }
+  /// Nothing is in flight any more (the QP's send state was reset).
+  void clear_inflight() {
+    for (Turn& t : turn_) t.inflight = 0;
+    inflight_total_ = 0;
+  }
+  uint32_t inflight(uint16_t plane) const { return plane < kMaxPlanes ? turn_[plane].inflight : 0; }
+  /// A send-to-ACK sample of a data packet on EV i (EWMA 1/8).
+  void on_rtt(uint16_t i, Duration rtt) {
+    Duration& s = evs_[i].srtt;
+    s = s == Duration{0} ? rtt : (7 * s + rtt) / 8;
+  }
+  void on_lost(uint16_t i, bool timeout, Time now, std::vector<EvEvent>& out);
+  /// Trim NACK or ECN echo: skip once.
+  void on_congestion(uint16_t i);
+
+  // ---- Probes ---------------------------------------------------------------------------
+  /// Earliest time poll_probes has work (kNever when nothing is bad).
+  Time next_probe_time() const;
+  /// Probes due at `now`, appended to `out`; marks them outstanding.
+  void poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<EvEvent>& events);
+  /// A probe reply for EV index i with sequence seq; ecn: it came back marked.
+  void on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now, std::vector<EvEvent>& out);
+
+  // ---- Controller -----------------------------------------------------------------------
+  /// Deny (true) or allow (false) an EV. False if no such EV.
+  bool deny(uint32_t ev, bool on, Time now, std::vector<EvEvent>& out);
+
+  /// EVs per state (kept as counters), and planes drained.
+  uint32_t count(EvState s) const { return count_[static_cast<size_t>(s)]; }
+  bool plane_drained(uint16_t plane) const { return plane < kMaxPlanes && drained_[plane]; }
+
+  /// Planes the engine's shared view holds down for this QP's peer (SharedHealth, bit per
+  /// plane): weight 0, like an administrative drain, until the view lets them go.
+  void set_planes_held(uint16_t mask);
+  uint16_t planes_held() const { return held_; }
+  /// EV i is held by the engine's shared view of EVs (SharedHealth::ev_held): the sprayer
+  /// passes over it while its plane has another usable EV (unlike skip, every time).
+  void set_ev_held(uint16_t i, bool held) {
+    if (evs_[i].held == held) return;
+    evs_[i].held = held;
+    evs_held_ = held ? evs_held_ + 1 : evs_held_ - 1;
+  }
+  uint32_t evs_held() const { return evs_held_; }
+
+  /// Administrative drain (controller), unlike the automatic drain above: a plane that
+  /// is admin-down gets weight 0, so no data is sprayed on it (retransmissions included),
+  /// while its EVs keep their state, counters and probing. Survives reset(). Only the
+  /// "nothing usable anywhere" fallback of next() may still pick one of its EVs.
+  void set_plane_admin_down(uint16_t plane, bool down);
+  bool plane_admin_down(uint16_t plane) const { return plane < kMaxPlanes && admin_down_[plane]; }
+
+ private:
+  void set_state(uint16_t i, EvState to, EvReason why, Time now, std::vector<EvEvent>& out);
+  Duration probe_gap(uint8_t backoff) const;
+  void leave_active(uint16_t i);
+  void rejoin(uint16_t i);
+  bool plane_all_bad(uint16_t plane) const;
+  int pick_in_plane(uint16_t plane, int avoid);
+  /// `best` unless it holds more than its share of the packets in flight among the planes
+  /// not in `off`; then the plane least loaded for its weight.
+  int balance(int best, uint32_t off) const;
+  void refresh_weights();  // after usable_ or the policy changes
+  /// EV indexes of `plane`, in index order.
+  std::span<const uint16_t> plane_evs(uint16_t plane) const {
+    return {by_plane_.data() + plane_begin_[plane], by_plane_.data() + plane_begin_[plane + 1]};
+  }
+
+  // Memory: one array of EVs, one of their indexes grouped by plane, one sorted
+  // (ev, index) table and the ASSUMED_BAD list; per-plane state is inline (planes < kMaxPlanes).
+  // No work here scans every EV except reset(): spraying looks at one plane's EVs from
+  // its cursor on, probing walks the ASSUMED_BAD list, counts are counters.
+  // What a packet touches (next(), on_sent / on_left, on_acked) comes first, the
+  // sprayer's per-plane state interleaved (Turn): a QP of a few planes whose state has
+  // left the caches pays three or four lines for it, not one per array.
+  struct Turn {
+    int64_t wrr = 0;        // smooth weighted round robin state
+    int64_t w = 0;          // current weight of the plane
+    uint32_t inflight = 0;  // data packets in flight on the plane (on_sent / on_left)
+    uint32_t cursor = 0;    // next EV of the plane to try (pick_in_plane)
+  };
+  std::vector<Ev> evs_;
+  std::vector<uint16_t> by_plane_;  // EV indexes grouped by plane
+  int64_t total_w_ = 0;
+  uint32_t inflight_total_ = 0;
+  uint16_t planes_ = 0;          // 1 + highest plane in the set
+  uint16_t no_weight_ = 0xFFFF;  // bit per plane: its Turn::w is 0
+  uint16_t tie_start_ = 0;       // the round robin's ties go to this plane first, then up
+  uint32_t tie_seed_ = 0;        // a hash of the first active EV and the salt: picks tie_start_
+  uint16_t lossy_ = 0;           // planes whose latest acknowledged-or-lost data packet was lost
+  // plane p's EVs: by_plane_[plane_begin_[p], plane_begin_[p+1])
+  uint16_t plane_begin_[kMaxPlanes + 1] = {};
+  Turn turn_[kMaxPlanes] = {};
+  // The rest: losses, probes, the controller, reset().
+  PathPolicy policy_;
+  std::vector<std::pair<uint32_t, uint16_t>> index_;  // (ev, index), sorted by ev
+  std::vector<uint16_t> bad_;                // indexes of ASSUMED_BAD EVs, ascending (probe order)
+  uint32_t count_[3] = {};                   // EVs per EvState
+  uint32_t target_active_[kMaxPlanes] = {};  // active EVs per plane at reset
+  uint32_t usable_[kMaxPlanes] = {};         // active GOOD EVs per plane
+  uint32_t active_[kMaxPlanes] = {};         // active EVs per plane
+  bool drained_[kMaxPlanes] = {};
+  bool admin_down_[kMaxPlanes] = {};
+  uint16_t held_ = 0;      // planes held down by the engine's shared view (bit per plane)
+  uint32_t evs_held_ = 0;  // EVs with Ev::held
+  bool plane_answered_[kMaxPlanes] = {};
+  uint32_t drain_cursor_[kMaxPlanes] = {};
+  Time plane_next_probe_[kMaxPlanes] = {};
+  uint8_t plane_backoff_[kMaxPlanes] = {};
+  uint32_t plane_clean_[kMaxPlanes] = {};
+  uint32_t fallback_cursor_ = 0;
+  uint32_t next_seq_ = 1;
+};
+
+/// Path health shared by all QPs of one engine, so that what one QP learns about a plane
+/// is not rediscovered by every other (short QPs never see loss_threshold losses in a row
+/// on one of their own EVs). Threading: owned by the engine (engine thread).
+///
+/// Two views of each plane (local NIC port), both fed by every QP:
+///   per peer    losses in a row on a plane towards one peer (a T0 or T1 on the far side
+///               down): `peer_losses` of them hold the plane down for that peer;
+///   local       losses in a row on a plane towards any peer (our own port or T0 down):
+///               `local_losses` of them hold the plane down for every peer.
+/// Only losses that blame an EV count (RACK, RTO); trims and NACKs never do. Any data
+/// packet acknowledged on the plane ends the run of losses and the backoff. A held plane
+/// gets weight 0 in the sprayer of every QP concerned (PathSet::set_planes_held) for
+/// `hold`, doubling each time it is held again without an acknowledgement in between,
+/// up to `hold_max`; when the hold ends the QPs spray on it again, which is the probe: an
+/// acknowledgement clears it, losses hold it again. A QP that drains a plane of its own
+/// (PathSet, every EV of it bad) holds it for the peer while it probes it, and releases
+/// it when the plane answers. QPs pick changes up lazily, before their next send
+/// (epoch() moves on every change; held() says when a hold ends).
+///
+/// A third view, per EV value towards any peer: `ev_losses` blamed losses in a row on one
+/// EV value, with no packet sent on that value (to any peer) acknowledged in between, hold
+/// that EV for every QP that sprays on it (PathSet::set_ev_held: passed over while its plane
+/// has another usable EV), with the same backoff. It finds a dead spine in an all-to-all of
+/// short QPs, where every QP sees the dead EVs once or twice and no peer gets three losses
+/// on a plane, provided the same EV value takes the same first hops towards every peer (the
+/// SRv6 fabric and the simulated one: the EV names the spine). Where it does not (an ECMP
+/// hash of the whole 5-tuple), packets on the value to other peers are acknowledged, which
+/// ends the run: no hold, nothing lost but the lookup.
+/// When an EV hold runs out with no acknowledgement on the EV since, the EV is not sprayed
+/// on again to find out (data lost again, and found lost only by each QP's loss detection):
+/// the first QP that looks sends one PROBE on it (ev_probe_due) and the EV stays held, the
+/// hold doubled as after a loss, until a probe reply on it (or, after an acknowledgement on
+/// it, until the running hold ends).
+///
+/// Each peer entry also keeps the RTT state of the latest QP that measured one to that
+/// peer (SRTT, RTT variance, min RTT): a new QP to the peer starts from it rather than
+/// from nothing, so its first loss-detection windows fit the queues of the moment.
+class SharedHealth {
+ public:
+  struct Policy {
+    uint16_t peer_losses = 3;      // losses in a row on (peer, plane) that hold it down
+    uint16_t local_losses = 16;    // losses in a row on a plane, any peer, that hold it
+    uint16_t ev_losses = 3;        // losses in a row on one EV value, any peer, that hold it
+    Duration hold{100'000};        // first hold, ns...
+    Duration hold_max{2'000'000};  // ...doubling per hold without an ACK in between
+  };
+  struct Plane {
+    Time held_until{0};
+    uint16_t losses = 0;  // blamed losses in a row
+    uint8_t backoff = 0;  // holds since the last acknowledgement
+  };
+  struct Peer {
+    Duration srtt{0}, rttvar{0}, min_rtt{0};  // RTT state of the latest QP to this peer
+    Plane plane[kMaxPlanes];
+    uint16_t counting = 0;        // bit per plane: its losses or backoff is not 0
+    uint16_t announced_down = 0;  // bit per plane: the peer said it is down (set_announced_down)
+    uint16_t reported_down = 0;   // bit per plane: its latest ACK said it has no link there
+  };
+
+  SharedHealth() = default;
+  explicit SharedHealth(const Policy& p) : policy_(p) {}
+  const Policy& policy() const { return policy_; }
+
+  /// The entry of `peer`, created on first use; references stay valid for the engine's life.
+  Peer& peer(PeerId peer) { return peers_[peer]; }
+  /// The entry of `peer`, or null if no QP to it was made.
+  const Peer* find(PeerId peer) const {
+    const auto it = peers_.find(peer);
+    return it == peers_.end() ? nullptr : &it->second;
+  }
+  size_t peers() const { return peers_.size(); }
+
+  /// A blamed loss (RACK or RTO) of a packet sent on `plane` to `p`. True if it started a hold.
+  bool on_lost(Peer& p, uint16_t plane, Time now);
+  /// A QP to `p` drained `plane` (every EV of it bad, PathSet): hold it for the peer until
+  /// at least `until` (the QP's next plane probe); the QP refreshes this while it probes.
+  void hold_until(Peer& p, uint16_t plane, Time until, Time now);
+  /// A QP to `p` found `plane` answering again (its drained plane restored): no hold.
+  void release(Peer& p, uint16_t plane);
+  /// A data packet sent on `plane` to `p` was acknowledged.
+  void on_acked(Peer& p, uint16_t plane) {
+    const auto bit = static_cast<uint16_t>(1u << plane);
+    if (p.counting & bit) {  // written only when it changes
+      p.plane[plane].losses = p.plane[plane].backoff = 0;
+      p.counting &= static_cast<uint16_t>(~bit);
+    }
+    if (local_counting_ & bit) {
+      local_[plane].losses = local_[plane].backoff = 0;
+      local_counting_ &= static_cast<uint16_t>(~bit);
+    }
+  }
+  /// False when no plane towards `p` (nor any local plane) has a run of losses or a backoff
+  /// to end: on_acked would change nothing, whatever the plane (the per-packet fast path).
+  bool counting(const Peer& p) const { return (p.counting | local_counting_) != 0; }
+  /// The peer's own word on its planes (an OCP PORT_STATUS_UPDATE it sent, bit p: its plane p
+  /// is down): those planes are held for it, with no end, until it says they are up again.
+  void set_announced_down(Peer& p, uint16_t planes) {
+    if (p.announced_down == planes) return;
+    p.announced_down = planes;
+    ++epoch_;
+  }
+  /// What the peer's latest ACK says of its plane ports (wire::AckHeader::ports_down, bit p:
+  /// its port p has no link, so nothing sent to it on plane p arrives): those planes are held
+  /// for it, with no end, until an ACK of it says otherwise.
+  void set_reported_down(Peer& p, uint16_t planes) {
+    if (p.reported_down == planes) return;
+    p.reported_down = planes;
+    ++epoch_;
+  }
+  /// This host's own plane ports with no link (its driver's word, Engine::set_port_up): held
+  /// for every peer, with no end, until the link is back; and sent to peers in every ACK.
+  void set_local_down(uint16_t planes) {
+    if (local_down_ == planes) return;
+    local_down_ = planes;
+    ++epoch_;
+  }
+  uint16_t local_down() const { return local_down_; }
+  /// Planes held down for `p` at `now` (bit per plane), announced, reported and local link
+  /// downs included; *until: when the earliest timed hold of them ends (kNever if none).
+  uint16_t held(const Peer& p, Time now, Time* until) const;
+  const Plane& local(uint16_t plane) const { return local_[plane]; }
+
+  /// A blamed loss (RACK or RTO) of a packet sent on EV value `ev`, to any peer. True if it
+  /// started a hold of that EV.
+  bool on_lost_ev(uint32_t ev, Time now);
+  /// False when no EV value has a run of losses or a backoff: on_acked_ev would change
+  /// nothing (the per-packet fast path; check it before looking the EV up).
+  bool ev_counting() const { return ev_counting_ != 0; }
+  /// A data packet sent on EV value `ev` (to any peer) was acknowledged.
+  void on_acked_ev(uint32_t ev) {
+    if (ev_counting_ == 0) return;
+    const auto it = evs_.find(ev);
+    if (it == evs_.end() || (it->second.losses == 0 && it->second.backoff == 0)) return;
+    if (it->second.backoff != 0) --ev_backoff_;
+    it->second.losses = it->second.backoff = 0;
+    --ev_counting_;
+  }
+  /// The hold of EV value `ev` has run out with no acknowledgement on the EV since it began:
+  /// rather than let every QP test it with data (lost again, each loss found only by loss
+  /// detection), one QP tests it with a PROBE. True claims that probe for the caller, who
+  /// sends it on the EV now; the EV is held again meanwhile, for the next, doubled, hold
+  /// (the probe's timeout: no reply by then, the next QP to look probes again). A reply
+  /// (on_probe_reply_ev) ends it at once; a packet acknowledged on the EV meanwhile lets the
+  /// running hold end with no probe after it. False: no probe due.
+  bool ev_probe_due(uint32_t ev, Time now);
+  /// A probe reply came back on EV value `ev` (from any peer): the EV carries packets; its
+  /// run of losses and backoff end, and so does its hold.
+  void on_probe_reply_ev(uint32_t ev, Time now);
+  uint64_t ev_probes() const { return ev_probes_; }  // probes claimed by ev_probe_due (counter)
+  /// Whether EV value `ev` is held at `now`: a hold runs, or one ran and no acknowledgement
+  /// or probe reply came on the EV since (its probe is due: ev_probe_due). If so, *until:
+  /// when the running hold ends (at most `now` when the probe is due).
+  bool ev_held(uint32_t ev, Time now, Time* until) const {
+    const auto it = evs_.find(ev);
+    if (it == evs_.end() || (it->second.held_until <= now && it->second.backoff == 0)) return false;
+    *until = it->second.held_until;
+    return true;
+  }
+  /// At or after this time no EV is held (Time{0} if none ever was; kNever while some EV
+  /// waits for an acknowledgement or a probe reply after its hold).
+  Time ev_holds_end() const { return ev_backoff_ > 0 ? kNever : ev_holds_end_; }
+
+  /// Moves on every new hold and every change of a peer's announced planes.
+  uint64_t epoch() const { return epoch_; }
+  uint64_t holds() const { return holds_; }  // holds started, peer and local (counter)
+
+ private:
+  /// One blamed loss on `pl` (plane `plane`, whose bit in `counting` says it is counting).
+  bool hold(Plane& pl, uint16_t& counting, uint16_t plane, uint16_t threshold, Time now);
+  /// The length of a hold after `backoff` holds with no acknowledgement in between.
+  Duration hold_for(uint8_t backoff) const;
+
+  Policy policy_;
+  std::unordered_map<PeerId, Peer> peers_;
+  Plane local_[kMaxPlanes];
+  uint16_t local_counting_ = 0;              // bit per plane: local_[plane] losses or backoff not 0
+  uint16_t local_down_ = 0;                  // bit per plane: our port has no link (set_local_down)
+  std::unordered_map<uint32_t, Plane> evs_;  // per EV value, any peer (same rules as a plane)
+  uint32_t ev_counting_ = 0;                 // entries of evs_ whose losses or backoff is not 0
+  Time ev_holds_end_{0};
+  uint64_t epoch_ = 1;
+  uint64_t holds_ = 0;
+  uint64_t ev_probes_ = 0;
+  uint32_t ev_backoff_ = 0;  // entries of evs_ whose backoff is not 0 (held, not answered)
+};
+
+}  // namespace mrc::engine

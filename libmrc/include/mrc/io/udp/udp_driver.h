@@ -1,0 +1,444 @@
+// The UDP datapath (IPv6; IPv4 planes as IPv4-mapped addresses): one engine, one socket per
+// plane, a progress thread that feeds the engine datagrams and time and sends what it hands
+// out (engine.h's driver loop). Front ends (the verbs device, the NCCL plugin, mrc-perf) make
+// one per device and reach the engine only through with_engine; app threads that poll for
+// completions may receive themselves (poll_progress, UdpConfig::poller_progress).
+// Threading: every public method is thread-safe. The engine is owned here and touched only
+// under the driver's mutex (with_engine, or the progress loop); step() and start()/stop()
+// must not run concurrently with each other. The loop, the wire mapping (PathMode, ECN, GSO,
+// GRO, checksums, IPv4), send buffers, probes, peers learnt on the wire, namespaces and the
+// observer are described in docs/fabric.md ("The UDP driver").
+#pragma once
+
+#include <netinet/in.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <ctime>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "mrc/common/result.h"
+#include "mrc/engine/engine.h"
+#include "mrc/engine/types.h"
+#include "mrc/io/udp/observer.h"
+#include "mrc/io/udp/peer_addresses.h"
+#include "mrc/io/udp/port_status.h"
+#include "mrc/io/udp/probes.h"
+#include "srv6/fabric.h"
+
+namespace mrc::io {
+
+class LinkWatch;
+
+/// The driver's only clock read: CLOCK_MONOTONIC as engine::Time.
+engine::Time now();
+
+inline constexpr uint16_t kDefaultUdpPort = 4791;  // the RoCEv2 port, as MRC uses
+inline constexpr size_t kBatch = 32;               // messages per recvmmsg
+inline constexpr size_t kTxBurst = 256;            // datagrams polled from the engine per round
+inline constexpr size_t kMaxGsoSegments = 64;      // kernel's UDP_MAX_SEGMENTS
+inline constexpr size_t kMaxGsoBytes = 65000;      // UDP payload of one GSO message (IPv6 limit)
+
+/// How a Transmit's path becomes a destination (see the file comment).
+enum class PathMode : uint8_t { kDirect, kSrv6, kEcmp };
+
+/// One local plane port.
+struct PlaneConfig {
+  std::string address = "::";       // IPv6 literal to bind, optionally with %scope; an IPv4
+                                    // plane as its mapped form ::ffff:a.b.c.d
+  uint16_t port = kDefaultUdpPort;  // 0: ephemeral (see UdpDriver::local_address)
+};
+
+struct UdpConfig {
+  engine::EngineConfig engine;
+  std::vector<PlaneConfig> planes;  // index = plane number; at least one
+  PathMode path_mode = PathMode::kDirect;
+  std::shared_ptr<const srv6::Fabric> fabric;  // kSrv6: the fabric this host is part of
+  uint32_t local_host = 0;                     // kSrv6: this host's id in `fabric`
+  uint16_t peer_port = kDefaultUdpPort;        // kSrv6: the port peers listen on
+  uint32_t ecmp_source_ports = 16;             // kEcmp: sending sockets per plane (1..256)
+  // kDirect/kEcmp: other hosts' addresses, one entry per host, index = plane (address and
+  // port): add_peer_at finds a peer known by any one of them here.
+  std::vector<std::vector<sockaddr_in6>> known_peers;
+  bool peer_query = true;  // kDirect/kEcmp: learn_addresses asks peers on the wire
+  bool zero_udp_checksum = false;              // UDP_NO_CHECK6_TX/RX (see above); no GSO
+  bool gso = true;                             // UDP_SEGMENT for same-destination runs
+  bool gro = true;                             // UDP_GRO on receive
+  bool busy_poll = false;                      // progress thread never sleeps (latency)
+  // poll_progress does the work in the polling app thread (see the file comment); false:
+  // it returns false at once and only the progress thread receives. Off by default: on the
+  // 2-core shared VM the project measures on, with more busy threads than cores, moving the
+  // receive from the progress thread (nice -10, woken by the kernel) to app pollers (nice 0,
+  // queued behind other work) made ib_*_lat slower (perf/RESULTS.md 2026-11-26, issue 17).
+  // Turn it on where the polling threads have cores of their own.
+  bool poller_progress = false;
+  std::string netns;                           // make sockets in this netns; "" = current
+  int socket_buffer_bytes = 4 << 20;           // SO_SNDBUF/SO_RCVBUF asked for (kernel may cap)
+  // Nice value of the progress thread (-20..19; 0 leaves it). Below 0 it preempts app
+  // threads that spin (perftest, NCCL's proxy) at once when a datagram arrives, as a NIC's
+  // engine would not compete with them. Best effort: needs CAP_SYS_NICE.
+  int progress_nice = 0;
+  engine::Time (*clock)() = &now;              // replaceable for tests; the only clock
+  // Makes the driver's observer in create() (observer.h); empty: none. Front ends set it
+  // with observe::attach_publisher.
+  ObserverFactory observer;
+};
+
+/// How long kMaxGsoBytes (65,000 B) take at a plane port's rate (engine.nic_bps shared by the
+/// planes): the least the driver hands the kernel for one plane at once when the window
+/// allows. A round polls up to kTxBurst datagrams from the engine and sends each plane's
+/// share in one sendmmsg, as GSO messages of up to kMaxGsoBytes each or, without GSO, as
+/// single datagrams, so a burst can be longer than this. It is EngineConfig::send_burst of
+/// the driver's engine: 260 us at 2 Gbit/s per port. 0 without planes or NIC rate.
+engine::Duration send_burst(const UdpConfig& c);
+
+/// Plain counters that only grow; read as a snapshot with counters().
+struct UdpCounters {
+  uint64_t datagrams_sent = 0;
+  uint64_t bytes_sent = 0;  // UDP payload bytes
+  uint64_t datagrams_received = 0;
+  uint64_t bytes_received = 0;
+  uint64_t sendmmsg_calls = 0;
+  uint64_t gso_messages = 0;       // messages that carried several datagrams
+  uint64_t gso_disabled = 0;       // planes that fell back to single datagrams
+  uint64_t gro_messages = 0;       // received messages that held several datagrams
+  uint64_t recvmmsg_calls = 0;     // those that read, or came from the loop (poll_progress
+                                   // rounds that read nothing are not counted)
+  uint64_t poller_rounds = 0;      // poll_progress calls that fed the engine (app threads' work)
+  uint64_t send_eagain = 0;      // a socket was full; the rest of its batch waited
+  uint64_t send_enobufs = 0;     // dropped by the host
+  uint64_t send_errors = 0;      // other send errors (dropped)
+  uint64_t recv_errors = 0;      // recvmmsg errors other than EAGAIN
+  uint64_t recv_truncated = 0;   // datagrams above kTransmitBufferSize (dropped)
+  uint64_t no_route = 0;         // Transmit to an unknown peer or plane (dropped)
+  uint64_t loop_iterations = 0;  // wakeups of the loop (idle: stays flat)
+  uint64_t timeouts = 0;         // on_timeout calls
+  // Connectionless probes (io/udp/probes.h).
+  uint64_t probes_answered = 0;        // probes to dst_qpn 0 answered
+  uint64_t probes_rate_limited = 0;    // ...not answered: over Probes::kAnswersPerSecond
+  uint64_t probe_replies_dropped = 0;  // replies with no open session's token (forged, late)
+  // Peer address queries (io/udp/peer_addresses.h).
+  uint64_t addr_queries_sent = 0;
+  uint64_t addr_queries_answered = 0;
+  uint64_t addr_queries_refused = 0;       // no local QP expects its token (a stranger, or a
+                                           // QP not yet at RTR: the asker retries)
+  uint64_t addr_queries_rate_limited = 0;  // not answered: over kAnswersPerSecond
+  uint64_t addr_replies_accepted = 0;      // peers whose plane addresses were learnt
+  uint64_t addr_replies_dropped = 0;       // replies that answer no open query (forged, late)
+  uint64_t addr_peers_unanswered = 0;      // learnings that gave up: the peer stays on one address
+  // Port status updates (io/udp/port_status.h).
+  uint64_t port_status_sent = 0;          // updates sent (send_port_status)
+  uint64_t port_status_applied = 0;       // peers' updates applied (and acknowledged)
+  uint64_t port_status_refused = 0;       // updates no local QP is bound to (a stranger's)
+  uint64_t port_status_acks_dropped = 0;  // acks of no open update, and malformed ones
+  // Plane port link (io/udp/link_watch.h).
+  uint64_t port_link_changes = 0;  // Engine::set_port_up calls: a watched port's link went
+                                   // down or came back (a port down at start counts once)
+};
+
+class UdpDriver {
+ public:
+  /// Opens and binds one socket per plane. Errors name the address and port.
+  static Result<std::unique_ptr<UdpDriver>, std::string> create(const UdpConfig& cfg);
+  ~UdpDriver();  // stops the thread if running
+  UdpDriver(const UdpDriver&) = delete;
+  UdpDriver& operator=(const UdpDriver&) = delete;
+
+  size_t planes() const { return sockets_.size(); }
+  /// The configuration it runs with: create()'s, with engine.send_burst filled in (send_burst).
+  const UdpConfig& config() const { return cfg_; }
+  /// The address a plane socket is bound to (with the real port if 0 was asked).
+  sockaddr_in6 local_address(uint16_t plane) const;
+  /// Largest payload (QpAttr::mtu) every plane's link carries (io/udp/link_mtu.h): 8192 on
+  /// jumbo (9000-byte) links, 1024 on 1500-byte ones.
+  uint32_t max_payload() const { return max_payload_; }
+  /// The payload front ends give their QPs: `configured` (HostConfig::mtu) when every plane's
+  /// link carries it, the largest they carry when it is 0; else an error naming the plane,
+  /// its link MTU and the largest payload that fits.
+  Result<uint32_t, std::string> payload_mtu(uint32_t configured) const;
+
+  /// A remote host: its address for each plane (index = plane); kDirect and
+  /// kEcmp. The returned id is what QpAttr::peer takes. A plane without an
+  /// address drops (no_route).
+  engine::PeerId add_peer(std::vector<sockaddr_in6> per_plane_addresses);
+  /// kDirect/kEcmp: a remote host known by one address (a verbs GID), at `ports` (one per
+  /// local plane: hosts are configured alike). Its address per plane from
+  /// UdpConfig::known_peers when an entry holds `known`; else every plane sends to `known`
+  /// (at its port) until learn_addresses() learns better. Same `known`, same id.
+  engine::PeerId add_peer_at(const in6_addr& known, std::span<const uint16_t> ports);
+  /// Asks `peer` (made by add_peer_at, not from the table) for its plane addresses through
+  /// QP `qpn` (at RTR toward it; the query is bound to its tokens). Returns at once; the
+  /// addresses change when the reply comes. False when nothing was started: not such a peer,
+  /// already learnt or learning, peer_query off, or no such QP.
+  bool learn_addresses(engine::PeerId peer, engine::Qpn qpn);
+  /// A peer's current destination on each plane (first spine): what add_peer_at and learning
+  /// made of it. Empty for an unknown peer.
+  std::vector<sockaddr_in6> peer_addresses(engine::PeerId peer) const;
+  /// kSrv6: a host of the fabric by id; its uSID paths are computed here. `ports`: the UDP
+  /// port of each of its planes (a process with ephemeral ports, learnt by a front end's
+  /// handshake); empty: UdpConfig::peer_port on every plane. This host itself is a peer too
+  /// (one path a plane, to its own port address and bound port: QPs and address handles of
+  /// one host that talk to each other, as an MPI rank's own endpoint does).
+  Result<engine::PeerId, std::string> add_fabric_peer(uint32_t host,
+                                                      std::span<const uint16_t> ports = {});
+  /// kSrv6: the EVs to spray on toward `host`, one per plane and spine (k = 0),
+  /// plane-major, as QpAttr::paths takes them. Empty when not in kSrv6 mode.
+  std::vector<engine::Path> fabric_paths(uint32_t host) const;
+  /// The EVs a QP toward `host` sprays on, as QpAttr::paths takes them, in every mode: kSrv6
+  /// fabric_paths(host); kDirect 4 EVs per plane; kEcmp one per source port and plane
+  /// (`host` is unused outside kSrv6). EV = plane << 16 | k << 8.
+  std::vector<engine::Path> spray_paths(uint32_t host) const;
+  /// kSrv6: a path whose destination is `dst` itself, as a controller spelled it (a uSID
+  /// segment list in the plane's block, ending at the peer; the OCP API's explicit SRv6
+  /// EVs), not the one the fabric derives for an EV. Sent to any peer on that path, a
+  /// datagram goes to `dst` at that peer's port. The EV is kExplicitEv | plane << 16 | i
+  /// (i counts the plane's distinct addresses); the same address gives the same EV. Errors:
+  /// not kSrv6, plane out of range, an address outside the plane's block, more than
+  /// kMaxExplicitPerPlane addresses.
+  static constexpr uint32_t kExplicitEv = 1u << 31;
+  static constexpr size_t kMaxExplicitPerPlane = 4096;
+  Result<engine::Path, std::string> explicit_path(uint16_t plane, const srv6::Ipv6& dst);
+  /// kDirect/kEcmp, IPv6 planes: a structured EV (the OCP API's STEV format): its datagrams
+  /// carry IPv6 flow label `label` (20 bits; 0: the kernel's own, auto_flowlabels), written per
+  /// sendmsg (IPV6_FLOWINFO_SEND and sin6_flowinfo, set on the plane's sockets by the first
+  /// one; a GSO message is one label, so GSO stays on), and in kEcmp mode leave from the
+  /// source-port socket that `sport` picks as a spray EV's low 16 bits do (route()). Linux
+  /// (4.x on) needs no lease (IPV6_FLOWLABEL_MGR) for a label unless some socket of the netns
+  /// holds one exclusively; then the kernel refuses the others' labels (EINVAL, counted as
+  /// send errors). EV = kStevEv | plane << 16 | i (i counts the plane's distinct (label,
+  /// sport)); the same pair gives the same EV. A peer's ACK that echoes an EV it does not know
+  /// goes without a label. Errors: another mode, plane out of range or IPv4, a label over 20
+  /// bits, more than kMaxStevPerPlane pairs.
+  static constexpr uint32_t kStevEv = 1u << 30;
+  static constexpr size_t kMaxStevPerPlane = 4096;
+  Result<engine::Path, std::string> stev_path(uint16_t plane, uint32_t label, uint16_t sport);
+  /// The path policy for a QP that sprays on spray_paths(): kSrv6 sets
+  /// min_active_per_plane to the spines a plane needs to carry a full T0's host ports
+  /// (srv6::spines_for_full_t0 at the NIC rate per plane), so a dead spine costs its plane
+  /// no share while the rest carry the port; other modes keep PathPolicy's defaults.
+  engine::PathPolicy spray_policy() const;
+  /// The engine attributes that connect a QP to `peer` at RTR, as every front end (verbs
+  /// device, NCCL plugin) connects one: the peer, its QP and the token it expects (kDest),
+  /// spray_paths(host) (kPaths) and spray_policy() (kPathPolicy); kRtrMask names them. The
+  /// front end adds its own (MTU, PSNs, timeout, CC...) and calls Engine::connect_qp.
+  static constexpr uint32_t kRtrMask =
+      engine::attr::kDest | engine::attr::kPaths | engine::attr::kPathPolicy;
+  engine::QpAttr rtr_attr(engine::PeerId peer, uint32_t host, engine::Qpn dest_qpn,
+                          uint32_t remote_token) const;
+
+  /// Runs f(engine) under the driver's mutex, then wakes the progress thread
+  /// so what f posted goes out promptly. Returns what f returns. Do not keep
+  /// references into the engine past f.
+  template <class F>
+  decltype(auto) with_engine(F&& f) {
+    struct Wake {
+      UdpDriver* d;
+      ~Wake() {
+        d->activity_.fetch_add(1, std::memory_order_release);
+        d->wake();
+      }
+    } wake_after_unlock{this};  // destroyed after `lock`
+    std::lock_guard lock(mu_);
+    return f(*engine_);
+  }
+
+  /// As with_engine, and then sends what f queued from the caller's thread, under the same
+  /// lock: a posted message leaves without waiting for the progress thread to wake (one
+  /// thread wakeup less per message; what latency-bound apps feel). The thread is woken
+  /// only when it must run sooner than it planned (an earlier timer) or a socket was full.
+  /// f must return a value.
+  template <class F>
+  decltype(auto) with_engine_flush(F&& f) {
+    bool must_wake = false;
+    struct After {
+      UdpDriver* d;
+      bool& wake;
+      ~After() {
+        d->activity_.fetch_add(1, std::memory_order_release);
+        if (wake) d->wake();
+      }
+    } after_unlock{this, must_wake};  // destroyed after `lock`
+    std::lock_guard lock(mu_);
+    auto r = f(*engine_);
+    must_wake = flush_locked();
+    return r;
+  }
+
+  /// The poller's turn (see the file comment): for a thread that waits for a completion and
+  /// found none. Receives what the plane sockets hold (one batch each, no waiting), feeds it
+  /// to the engine and sends what that produced, in the caller's thread, and keeps the
+  /// progress thread off the sockets for kPollerGrace. Never blocks: returns false at once
+  /// when UdpConfig::poller_progress is off, when the loop or another poller is receiving,
+  /// and when nothing came; true when it fed the engine (activity() has grown: poll the CQ
+  /// again). Timers stay with the progress thread. Works whether or not the thread is started.
+  bool poll_progress();
+
+  /// Runs f(Probes&) under the driver's mutex: connectionless probes of paths to a peer
+  /// (io/udp/probes.h), answered by the peer's driver with no QP on either side. Probes
+  /// leave at once; replies are collected by the progress loop.
+  template <class F>
+  decltype(auto) with_probes(F&& f) {
+    std::lock_guard lock(mu_);
+    return f(*probes_);
+  }
+  /// OCP PORT_STATUS_UPDATE (io/udp/port_status.h): tells the host of local QP `qpn`'s peer
+  /// (the QP connected, at RTR or later: the update is bound to the pair's tokens) which of this
+  /// host's planes are up (bit p of `ports_up`: plane p), on `path`, with DSCP bits `tclass`
+  /// (as Probes::send) and sequence `seq`. The peer's driver holds the planes that are down
+  /// for this host on all its QPs to it (Engine::set_peer_planes_down) and acknowledges; the
+  /// acks come from take_port_status_acks(). False: no such connected QP, no route, or the
+  /// socket refused it.
+  bool send_port_status(engine::Qpn qpn, engine::Path path, uint32_t ports_up, uint32_t seq,
+                        uint8_t tclass = 0);
+  /// The acks of send_port_status's updates received since the last call.
+  std::vector<PortStatusUpdates::Ack> take_port_status_acks();
+  /// The clock the driver and its engine run on (UdpConfig::clock).
+  engine::Time now() const { return cfg_.clock(); }
+
+  /// As with_engine, without waking the progress thread: for calls that only
+  /// drain or read (poll_cq, poll_event, stats) and so give it nothing to send.
+  /// Front ends poll completions with this in tight loops.
+  template <class F>
+  decltype(auto) peek_engine(F&& f) {
+    std::lock_guard lock(mu_);
+    return f(*engine_);
+  }
+
+  /// Grows whenever the engine may hold new completions or events: in every round in
+  /// which the loop fed it datagrams or timeouts (before that round's transmissions, so a
+  /// peer answering them cannot get ahead of it), and after every with_engine. A poller
+  /// reads it before draining and skips the engine (and its mutex) while it stays put.
+  uint64_t activity() const { return activity_.load(std::memory_order_acquire); }
+
+  /// Called by the loop after every iteration that fed the engine (datagrams, timeouts),
+  /// without the mutex held: front ends that must wake sleepers (completion channels) check
+  /// their CQs here. Set before start(); keep it short.
+  void set_on_progress(std::function<void()> f) { on_progress_ = std::move(f); }
+
+  /// Starts the progress thread (idempotent).
+  void start();
+  /// Stops and joins it (idempotent); returns promptly.
+  void stop();
+  /// One loop iteration in the caller's thread, waiting up to max_wait for
+  /// something to do. Only while the thread is not started.
+  void step(engine::Duration max_wait);
+
+  UdpCounters counters() const;
+
+  /// Whether plane port `plane` has link (io/udp/link_watch.h); true for a plane whose link
+  /// is not watched.
+  bool port_link_up(uint16_t plane) const;
+  /// Why planes' links are not watched (one line each; written to stderr at create() when
+  /// MRC_DEBUG is set). Empty when every plane is watched.
+  const std::vector<std::string>& link_watch_notes() const { return link_notes_; }
+
+ private:
+  struct Plane;
+  struct Slot;
+  struct Route;
+  struct Scratch;
+  explicit UdpDriver(const UdpConfig& cfg);
+  void wake();
+  bool flush_locked();  // under mu_: transmit now; true if the loop must be woken
+  void run_once(engine::Duration max_wait);
+  // Under rx_mu_, without mu_: one recvmmsg on a plane socket; the datagrams read, or
+  // -errno (EAGAIN: none). Counted by feed_received.
+  int receive_batch(size_t plane);
+  // Under mu_ and rx_mu_: a batch of receive_batch's (r as it returned) to the engine.
+  void feed_received(size_t plane, int r, engine::Time t);
+  void transmit(engine::Time t);                               // under mu_
+  bool flush_pending(size_t plane);                            // under mu_; true when all sent
+  void send_slots(size_t plane, std::vector<size_t>& slots);   // under mu_
+  std::optional<Route> route(const engine::Transmit& tx) const;  // under mu_; none: no route
+  // The socket a datagram of EV `ev` leaves from: kEcmp's source-port socket its low 16 bits
+  // pick (spray_paths' k << 8 | salt), else the plane port's.
+  static int source_fd(const Plane& pl, uint32_t ev);
+  // Under mu_: a connectionless probe or reply (io/udp/probes.h) that came on `plane` from
+  // `from`; false: not one (malformed: the engine counts it).
+  // `stamp`: the kernel's receive time (SO_TIMESTAMPNS, CLOCK_REALTIME; 0 if none), where the
+  // answer's service time starts.
+  bool connectionless(size_t plane, const sockaddr_in6& from, bool ecn, const timespec& stamp,
+                      std::span<const uint8_t> bytes, engine::Time t);
+  // Under mu_: a PORT_STATUS or PORT_STATUS_ACK (port_status.h) that came on `plane`.
+  void port_status_message(size_t plane, const sockaddr_in6& from, std::span<const uint8_t> bytes,
+                           engine::Time t);
+  // Under mu_: one datagram on `path` to `peer` (route()), with DSCP bits `tclass` (0: the
+  // socket's); false if there is no route or the socket refused it. Probes and updates.
+  bool send_datagram(engine::PeerId peer, engine::Path path, std::span<const uint8_t> bytes,
+                     uint8_t tclass);
+  // Under mu_: an ADDR_QUERY or ADDR_REPLY (peer_addresses.h) that came on `plane`.
+  void address_message(size_t plane, const sockaddr_in6& from, std::span<const uint8_t> bytes,
+                       engine::Time t);
+  void send_address_queries(engine::Time t);  // under mu_: those due
+  // Under mu_: add_fabric_peer.
+  engine::PeerId add_peer_locked(std::vector<sockaddr_in6> per_plane_addresses);
+  Result<engine::PeerId, std::string> add_fabric_peer_locked(uint32_t host,
+                                                             std::span<const uint16_t> ports);
+
+  UdpConfig cfg_;
+  std::vector<std::unique_ptr<Plane>> sockets_;
+  uint32_t max_payload_ = 0;  // smallest payload_for_link over the planes (create)
+  int event_fd_ = -1;
+  // poll_progress (times in ns of CLOCK_MONOTONIC, io::now: thread scheduling, not protocol
+  // time). Pollers hold the sockets until poller_until_ns_ (the last poll + kPollerGrace).
+  // The loop sleeps through that on a timerfd: it arms it to poller_until_ns_ itself before
+  // each such sleep (so it always wakes), and pollers push it later while they keep polling
+  // (re-armed once less than half the grace is left of poller_timer_ns_, when it fires as
+  // last armed), so a loop whose app polls without pause stays asleep.
+  int poller_timer_fd_ = -1;
+  std::atomic<int64_t> poller_until_ns_{0};
+  std::atomic<int64_t> poller_timer_ns_{0};
+  void arm_poller_timer(int64_t at_ns);
+  // The sockets' receive side (Plane's rx buffers, Scratch::got): the loop's receive rounds
+  // or one poll_progress at a time. Taken before mu_, never while holding it.
+  std::mutex rx_mu_;
+
+  mutable std::mutex mu_;  // guards engine_, peers_, counters_, pending queues
+  std::unique_ptr<engine::Engine> engine_;
+  // peers_[peer][plane][spine]: destination (kSrv6: one per spine; else one).
+  std::vector<std::vector<std::vector<sockaddr_in6>>> peers_;
+  // explicit_path: the addresses per plane, and the destinations made from them per
+  // (peer, plane, index) with the peer's port (a map: route() hands out stable pointers).
+  std::vector<std::vector<srv6::Ipv6>> explicit_;
+  mutable std::map<std::tuple<engine::PeerId, uint16_t, uint32_t>, sockaddr_in6> explicit_to_;
+  // stev_path: (flow label, source port) per plane, and the destinations made from them per
+  // (peer, plane, index), the peer's address with the label (a map: stable pointers).
+  struct Stev {
+    uint32_t label = 0;
+    uint16_t sport = 0;
+    bool operator==(const Stev&) const = default;
+  };
+  std::vector<std::vector<Stev>> stev_;
+  mutable std::map<std::tuple<engine::PeerId, uint16_t, uint32_t>, sockaddr_in6> stev_to_;
+  // add_peer_at: peers by their known address (16 bytes + port), and which may be learnt.
+  std::map<std::array<uint8_t, 16>, engine::PeerId> peers_at_;     // under mu_
+  std::map<engine::PeerId, std::vector<sockaddr_in6>> learnable_;  // under mu_
+  std::unique_ptr<PeerAddresses> addresses_;                       // under mu_
+  UdpCounters counters_;
+  std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
+  std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
+  std::unique_ptr<Probes> probes_;     // under mu_
+  PortStatusUpdates port_status_;      // under mu_
+  std::unique_ptr<DriverObserver> observer_;  // under mu_; null: none attached (or MRC_STATS=0)
+  std::unique_ptr<LinkWatch> link_watch_;     // under mu_; null: no plane's link is watched
+  std::vector<std::string> link_notes_;       // set by create(), then read-only
+  void link_changes(engine::Time t);          // under mu_: link_watch_'s news to the engine
+
+  std::function<void()> on_progress_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> activity_{0};
+  int64_t planned_wake_ns_ = 0;  // under mu_: when the sleeping loop wakes by itself (ns)
+};
+
+}  // namespace mrc::io

@@ -1,0 +1,2 @@
+// Fixture: the public verbs API.
+#pragma once

@@ -1,2 +1,0 @@
-// Fixture.
-#pragma once

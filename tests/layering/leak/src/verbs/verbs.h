@@ -1,0 +1,2 @@
+// Fixture: a private header re-added beside its public one.
+#pragma once
