@@ -206,7 +206,15 @@ TEST_F(NsMrcctl, PathsEventsProbeDrain_WithTransferRunning) {
   ASSERT_TRUE(fault.ok());
   const int64_t t_fault = mono_ns();
   ASSERT_TRUE(fab_->apply(*fault).ok());
-  std::this_thread::sleep_for(500ms);
+  // Until `paths` shows the path bad (the detection bound below), then its state is sampled.
+  for (const auto until = std::chrono::steady_clock::now() + 1500ms;
+       std::chrono::steady_clock::now() < until;) {
+    bool seen = false;
+    for (const auto& p : json_of({"paths", "h1", "--json"}))
+      seen = seen || (p["path"] == "p0.s1" && p["state"] == "ASSUMED_BAD");
+    if (seen) break;
+    std::this_thread::sleep_for(50ms);
+  }
   const auto bad = state_counts("ASSUMED_BAD", n);
   const Json probe_broken = json_of({"probe", "h1", "--json"});
 
@@ -237,14 +245,12 @@ TEST_F(NsMrcctl, PathsEventsProbeDrain_WithTransferRunning) {
   ASSERT_GE(first_bad_ns, 0) << "no ASSUMED_BAD event for p0.s1 in " << parsed << " events";
   std::printf("FIGURES blackhole t1 p0 s1: p0.s1 ASSUMED_BAD after %.1f ms\n",
               (first_bad_ns - t_fault) / 1e6);
-  // The engine detects in tens of ms (45 ms in release on an idle machine); the bound leaves
-  // room for a loaded CI machine, where the test's own threads wait for a core (173 ms seen
-  // at load 16 in release, 152 ms under AddressSanitizer, which slows every datagram).
-#if defined(__SANITIZE_ADDRESS__)
-  constexpr int64_t kDetectNs = 400'000'000;
-#else
-  constexpr int64_t kDetectNs = 250'000'000;
-#endif
+  // The engine detects in tens of ms (10-45 ms in release on an idle machine); the bound is
+  // there to catch a path that is never or only slowly declared bad, not to time the engine
+  // (mrc-perf's fault runs measure detection). On a loaded CI machine the test's own threads
+  // wait for a core: 173 ms seen at load 16, 463 ms and once 951 ms while ctest ran namespace
+  // tests in parallel; 152 ms under AddressSanitizer, which slows every datagram.
+  constexpr int64_t kDetectNs = 1'500'000'000;
   EXPECT_LE(first_bad_ns - t_fault, kDetectNs)
       << "detected after " << (first_bad_ns - t_fault) / 1e6 << " ms";
   EXPECT_EQ(mostly(bad, n), std::set<std::string>{"p0.s1"}) << "paths that stayed ASSUMED_BAD";
