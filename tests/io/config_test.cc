@@ -115,6 +115,26 @@ TEST(HostConfig, MinBaseRtt_DefaultAndOverride) {
   EXPECT_EQ(r->udp.engine.min_base_rtt, std::chrono::microseconds(40));
 }
 
+TEST(HostConfig, Numbers_OutOfRangeNamedNotConverted) {
+  // Found by fuzz_config: a huge base_rtt_us overflowed the conversion to nanoseconds.
+  const Getenv none = env_of({});
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "base_rtt_us": 1e26})", "a.json", none))
+                .find("a.json: /base_rtt_us: must be a number 0..1e+07, got 1e+26"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "nic_gbps": 1e300})", "a.json", none))
+                .find("/nic_gbps: must be a number 0..100000"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
+                                       env_of({{"MRC_MIN_BASE_RTT_US", "inf"}})))
+                .find("MRC_MIN_BASE_RTT_US: must be a number 0..1e+07, got inf"),
+            std::string::npos);
+  auto r = parse_host_config(R"({"planes": ["::1"], "base_rtt_us": 1e7, "nic_gbps": 400})", "a.json",
+                             none);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->udp.engine.base_rtt, std::chrono::seconds(10));
+  EXPECT_EQ(r->udp.engine.nic_bps, 400'000'000'000ULL);
+}
+
 TEST(HostConfig, Parse_ErrorsNameTheField) {
   const Getenv none = env_of({});
   EXPECT_NE(error_of(parse_host_config(R"({"prot": 1})", "a.json", none)).find("a.json: /prot: unknown field"),

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -62,14 +63,22 @@ int to_nice(const std::string& where, const std::string& s) {
   return static_cast<int>(v);
 }
 
-double to_double(const std::string& where, const std::string& s) {
+// A number in [0, hi]: `hi` keeps every later conversion (to nanoseconds, bits per second)
+// inside int64, and NaN and infinity out.
+double to_double(const std::string& where, const std::string& s, double hi) {
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !(v >= 0)) {
-    throw Bad{where + ": must be a number >= 0, got " + s};
+  if (s.empty() || *end != '\0' || !(v >= 0) || !(v <= hi)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "0..%g", hi);
+    throw Bad{where + ": must be a number " + range + ", got " + s};
   }
   return v;
 }
+
+// Upper bounds for the numeric fields: 100 Tb/s of NIC, 10 s of round trip.
+constexpr double kMaxNicGbps = 100'000;
+constexpr double kMaxRttUs = 10'000'000;
 
 bool to_bool(const std::string& where, const std::string& s) {
   if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
@@ -104,9 +113,9 @@ void from_json(const json& j, const std::string& src, Fields& f) {
       if (!v.is_number_unsigned()) throw Bad{where + ": must be an unsigned integer, got " + v.dump()};
       return to_uint(where, std::to_string(v.get<uint64_t>()), lo, hi);
     };
-    auto number = [&]() {
+    auto number = [&](double hi) {
       if (!v.is_number()) throw Bad{where + ": must be a number, got " + v.dump()};
-      return to_double(where, v.dump());
+      return to_double(where, v.dump(), hi);
     };
     if (key == "path_mode") f.path_mode = str();
     else if (key == "fabric") f.fabric = str();
@@ -155,9 +164,9 @@ void from_json(const json& j, const std::string& src, Fields& f) {
       }
       f.peers_source = src + ": /peers";
     } else if (key == "nic_gbps")
-      f.nic_gbps = number();
-    else if (key == "base_rtt_us") f.base_rtt_us = number();
-    else if (key == "min_base_rtt_us") f.min_base_rtt_us = number();
+      f.nic_gbps = number(kMaxNicGbps);
+    else if (key == "base_rtt_us") f.base_rtt_us = number(kMaxRttUs);
+    else if (key == "min_base_rtt_us") f.min_base_rtt_us = number(kMaxRttUs);
     else if (key == "progress_nice") {
       if (!v.is_number_integer()) throw Bad{where + ": must be an integer, got " + v.dump()};
       f.progress_nice = to_nice(where, v.dump());
@@ -196,9 +205,9 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
     }
     f.peers_source = n;
   });
-  get("MRC_NIC_GBPS", [&](auto n, auto v) { f.nic_gbps = to_double(n, v); });
-  get("MRC_BASE_RTT_US", [&](auto n, auto v) { f.base_rtt_us = to_double(n, v); });
-  get("MRC_MIN_BASE_RTT_US", [&](auto n, auto v) { f.min_base_rtt_us = to_double(n, v); });
+  get("MRC_NIC_GBPS", [&](auto n, auto v) { f.nic_gbps = to_double(n, v, kMaxNicGbps); });
+  get("MRC_BASE_RTT_US", [&](auto n, auto v) { f.base_rtt_us = to_double(n, v, kMaxRttUs); });
+  get("MRC_MIN_BASE_RTT_US", [&](auto n, auto v) { f.min_base_rtt_us = to_double(n, v, kMaxRttUs); });
   get("MRC_PROGRESS_NICE", [&](auto n, auto v) { f.progress_nice = to_nice(n, v); });
 }
 
