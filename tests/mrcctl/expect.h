@@ -232,6 +232,11 @@ inline const std::map<std::string, T> kDeviceShape = {{"pid", T::kUint},
                                                       {"addr_replies_accepted", T::kUint},
                                                       {"addr_replies_dropped", T::kUint},
                                                       {"addr_peers_unanswered", T::kUint},
+                                                      {"port_status_sent", T::kUint},
+                                                      {"port_status_applied", T::kUint},
+                                                      {"port_status_refused", T::kUint},
+                                                      {"port_status_acks_dropped", T::kUint},
+                                                      {"port_link_changes", T::kUint},
                                                       {"generation", T::kUint},
                                                       {"age_s", T::kNumber}};
 inline const std::map<std::string, T> kPortShape = {

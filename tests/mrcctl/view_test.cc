@@ -155,6 +155,31 @@ TEST(View, DevicesJson_PeerAddressQueryCounters) {
   EXPECT_EQ(sample(samples, "mrc_udp_addr_peers_unanswered_total", {{"device", "mrc0"}}), 8);
 }
 
+TEST(View, DevicesJson_PortCounters) {
+  // An operator chasing a flapping port sees its link changes and the port status updates in
+  // the devices document and the metrics.
+  Snapshot s = make_snapshot();
+  s.device.port_status_sent = 1;
+  s.device.port_status_applied = 2;
+  s.device.port_status_refused = 3;
+  s.device.port_status_acks_dropped = 4;
+  s.device.port_link_changes = 5;
+  const std::vector<Snapshot> snaps{s};
+  const Json dev = devices_json(snaps, Filter{}, 3'000'000'000);
+  EXPECT_EQ(dev[0]["port_status_sent"], 1);
+  EXPECT_EQ(dev[0]["port_status_acks_dropped"], 4);
+  EXPECT_EQ(dev[0]["port_link_changes"], 5);
+  const auto samples = parse_exposition(metrics_text(snaps));
+  const std::pair<const char*, double> want[] = {{"port_status_sent", 1},
+                                                 {"port_status_applied", 2},
+                                                 {"port_status_refused", 3},
+                                                 {"port_status_acks_dropped", 4},
+                                                 {"port_link_changes", 5}};
+  for (const auto& [n, v] : want)
+    EXPECT_EQ(sample(samples, std::string("mrc_udp_") + n + "_total", {{"device", "mrc0"}}), v)
+        << n;
+}
+
 TEST(View, EventsJson_FollowReturnsOnlyNew) {
   std::vector<Snapshot> snaps{make_snapshot()};
   std::vector<std::pair<std::string, uint64_t>> from;

@@ -307,5 +307,49 @@ TEST(Publisher, AttachPublisher_OnlyAttachedDriversPublish) {
   EXPECT_EQ(read_all(::getpid()).size(), before + 1);
 }
 
+// The driver's port counters reach the segment, and a port's link change alone (no datagram,
+// no timer, no application call) is published: an operator watching `mrcctl devices` sees it.
+TEST(Publisher, PortCounters_PublishedAndALinkChangeAloneRepublishes) {
+  io::UdpConfig cfg;
+  cfg.planes = {io::PlaneConfig{"::1", 0}};
+  sockaddr_in6 local{};
+  local.sin6_family = AF_INET6;
+  local.sin6_addr = in6addr_loopback;
+  std::string why;
+  auto pub = Publisher::create(cfg, {local}, io::DriverHooks{}, &why);
+  ASSERT_NE(pub, nullptr) << why;
+  Engine e;
+  io::UdpCounters c;
+  c.port_status_sent = 1;
+  c.port_status_applied = 2;
+  c.port_status_refused = 3;
+  c.port_status_acks_dropped = 4;
+  c.port_link_changes = 1;
+  Time now{1'000'000'000};
+  pub->tick(now, e, c, false, true);
+  const std::string name = segment_name(::getpid(), pub->index());
+  auto s = read_segment(name);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->device.port_status_sent, 1u);
+  EXPECT_EQ(s->device.port_status_applied, 2u);
+  EXPECT_EQ(s->device.port_status_refused, 3u);
+  EXPECT_EQ(s->device.port_status_acks_dropped, 4u);
+  EXPECT_EQ(s->device.port_link_changes, 1u);
+  const uint64_t gen = s->generation;
+
+  now += Duration{20'000'000'000};  // past any publish interval
+  pub->tick(now, e, c, false, false);
+  s = read_segment(name);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->generation, gen) << "nothing moved: no new snapshot";
+  c.port_link_changes = 2;
+  now += Duration{20'000'000'000};
+  pub->tick(now, e, c, false, false);
+  s = read_segment(name);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_GT(s->generation, gen) << "the link change alone was not published";
+  EXPECT_EQ(s->device.port_link_changes, 2u);
+}
+
 }  // namespace
 }  // namespace mrc::observe

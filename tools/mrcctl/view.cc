@@ -75,6 +75,15 @@ std::array<std::pair<const char*, uint64_t>, 7> addr_query_counters(
            {"addr_peers_unanswered", d.addr_peers_unanswered}}};
 }
 
+// The port status and port link counters (io/udp/port_status.h, io/udp/link_watch.h).
+std::array<std::pair<const char*, uint64_t>, 5> port_counters(const observe::DeviceRecord& d) {
+  return {{{"port_status_sent", d.port_status_sent},
+           {"port_status_applied", d.port_status_applied},
+           {"port_status_refused", d.port_status_refused},
+           {"port_status_acks_dropped", d.port_status_acks_dropped},
+           {"port_link_changes", d.port_link_changes}}};
+}
+
 }  // namespace
 
 std::string peer_name(const Snapshot& s, uint32_t id) {
@@ -153,6 +162,7 @@ Json devices_json(const std::vector<Snapshot>& snaps, const Filter& f, int64_t n
              {"generation", s.generation},
              {"age_s", s.published_ns > 0 ? Json((now_ns - s.published_ns) / 1e9) : Json()}});
     for (const auto& [name, v] : addr_query_counters(d)) out.back()[name] = v;
+    for (const auto& [name, v] : port_counters(d)) out.back()[name] = v;
   }
   return out;
 }
@@ -616,6 +626,9 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
     for (const auto& [n, v] : addr_query_counters(d))
       x.add(std::string("mrc_udp_") + n + "_total", "counter",
             std::string("Peer address queries: ") + n + ".", dev, static_cast<double>(v));
+    for (const auto& [n, v] : port_counters(d))
+      x.add(std::string("mrc_udp_") + n + "_total", "counter",
+            std::string("Plane ports: ") + n + ".", dev, static_cast<double>(v));
     x.add("mrc_udp_gso_disabled_planes", "gauge",
           "Planes whose device refused UDP GSO (they send single datagrams).", dev,
           static_cast<double>(u.gso_disabled));

@@ -120,17 +120,16 @@ Path Core::ud_path(const UdDest& d, Time now) {
 }
 
 void Core::on_ud(Qp& q, const wire::Packet& p) {
-  auto drop = [&](Drop d) { ++stats.drops[static_cast<size_t>(d)]; };
   const wire::DataHeader& d = p.data;
-  if (!q.init.ud || p.common.kind != wire::Kind::kUdSend) return drop(Drop::kUnknownQp);
-  if (p.common.token != q.attr.qkey) return drop(Drop::kBadToken);  // verbs: a Q_Key mismatch
+  if (!q.init.ud || p.common.kind != wire::Kind::kUdSend) return stats.drop(Drop::kUnknownQp);
+  if (p.common.token != q.attr.qkey) return stats.drop(Drop::kBadToken);  // verbs: a Q_Key mismatch
   if (q.state != QpState::kRtr && q.state != QpState::kRts && q.state != QpState::kSqd)
-    return drop(Drop::kQpNotReady);
-  if (p.trimmed) return drop(Drop::kTrimmed);  // unreliable: a trimmed datagram is lost
+    return stats.drop(Drop::kQpNotReady);
+  if (p.trimmed) return stats.drop(Drop::kTrimmed);  // unreliable: a trimmed datagram is lost
   if (d.offset != 0 || d.msg_len != d.payload_len || d.payload_len < wire::kUdGrhLen)
-    return drop(Drop::kMalformed);
+    return stats.drop(Drop::kMalformed);
   if (q.init.srq) srq_take(q, q.rq_base_msn);
-  if (q.rq.empty()) return drop(Drop::kNoReceive);  // no RNR for UD: the datagram is lost
+  if (q.rq.empty()) return stats.drop(Drop::kNoReceive);  // no RNR for UD: the datagram is lost
   RecvWqe& r = q.rq.at(q.rq.head());
   Completion c;
   c.wr_id = r.wr_id;

@@ -178,7 +178,8 @@ void Publisher::tick(Time now, engine::Engine& e, const io::UdpCounters& c, bool
   // What moves when anything happens: datagrams, timer runs, QPs made, plane admin.
   const uint64_t sig = es.rx_datagrams * 1000003u + es.tx_datagrams * 7919u + c.timeouts * 31u +
                        e.max_qpn() * 131u + e.drained_planes() + c.datagrams_sent +
-                       c.datagrams_received * 13u;  // also what only the driver took (queries)
+                       c.datagrams_received * 13u +  // also what only the driver took (queries)
+                       c.port_link_changes * 17u;   // a port's link, with no datagram moving
   if (sig != signature_) {
     signature_ = sig;
     dirty_ = true;
@@ -223,6 +224,11 @@ void Publisher::publish(Time now, engine::Engine& e, const io::UdpCounters& c) {
   d.addr_replies_accepted = c.addr_replies_accepted;
   d.addr_replies_dropped = c.addr_replies_dropped;
   d.addr_peers_unanswered = c.addr_peers_unanswered;
+  d.port_status_sent = c.port_status_sent;
+  d.port_status_applied = c.port_status_applied;
+  d.port_status_refused = c.port_status_refused;
+  d.port_status_acks_dropped = c.port_status_acks_dropped;
+  d.port_link_changes = c.port_link_changes;
 
   const uint64_t gen = h.generation + 1;
   uint32_t nq = 0, ne = 0, q_trunc = 0, e_trunc = 0;

@@ -119,6 +119,10 @@ struct DeviceRecord {
   // Peer address queries (io::UdpCounters, io/udp/peer_addresses.h).
   uint64_t addr_queries_sent, addr_queries_answered, addr_queries_refused,
       addr_queries_rate_limited, addr_replies_accepted, addr_replies_dropped, addr_peers_unanswered;
+  // Port status updates and plane port links (io::UdpCounters, io/udp/port_status.h and
+  // io/udp/link_watch.h).
+  uint64_t port_status_sent, port_status_applied, port_status_refused, port_status_acks_dropped,
+      port_link_changes;
 };
 
 /// One QP: engine::QpStats and its congestion control.

@@ -21,8 +21,6 @@ struct LinkInfo {
 
 constexpr uint32_t kMaxHops = 3;  // T0->T1, T1->T0, T0->host
 
-double seconds(Duration d) { return static_cast<double>(d.count()) * 1e-9; }
-
 std::string gbps(uint64_t bps) {
   char b[32];
   std::snprintf(b, sizeof b, "%g Gb/s", static_cast<double>(bps) * 1e-9);
