@@ -179,7 +179,7 @@ void Publisher::tick(Time now, engine::Engine& e, const io::UdpCounters& c, bool
   const uint64_t sig = es.rx_datagrams * 1000003u + es.tx_datagrams * 7919u + c.timeouts * 31u +
                        e.max_qpn() * 131u + e.drained_planes() + c.datagrams_sent +
                        c.datagrams_received * 13u +  // also what only the driver took (queries)
-                       c.port_link_changes * 17u;   // a port's link, with no datagram moving
+                       c.port_link_changes * 17u;    // a port's link, with no datagram moving
   if (sig != signature_) {
     signature_ = sig;
     dirty_ = true;
