@@ -196,7 +196,7 @@ UdpDriver::UdpDriver(const UdpConfig& cfg)
       scratch_(std::make_unique<Scratch>()) {}
 
 uint32_t auto_progress_threads(size_t planes, unsigned cpus) {
-  (void)planes;
+  (void)planes;  // the inputs a measured rule for machines with cores to spare will take
   (void)cpus;
   return 1;
 }

@@ -1,10 +1,11 @@
 // The UDP datapath (IPv6; IPv4 planes as IPv4-mapped addresses): one engine, one socket per
-// plane, a progress thread that feeds the engine datagrams and time and sends what it hands
-// out (engine.h's driver loop). Front ends (the verbs device, the NCCL plugin, mrc-perf) make
-// one per device and reach the engine only through with_engine; app threads that poll for
-// completions may receive themselves (poll_progress, UdpConfig::poller_progress).
+// plane, progress threads (one by default, up to one per plane: progress_threads) that feed
+// the engine datagrams and time and send what it hands out (engine.h's driver loop). Front
+// ends (the verbs device, the NCCL plugin, mrc-perf) make one per device and reach the
+// engine only through with_engine; app threads that poll for completions may receive
+// themselves (poll_progress, UdpConfig::poller_progress).
 // Threading: every public method is thread-safe. The engine is owned here and touched only
-// under the driver's mutex (with_engine, or the progress loop); step() and start()/stop()
+// under the driver's mutex (with_engine, or a progress thread); step() and start()/stop()
 // must not run concurrently with each other. The loop, the wire mapping (PathMode, ECN, GSO,
 // GRO, checksums, IPv4), send buffers, probes, peers learnt on the wire, namespaces and the
 // observer are described in docs/fabric.md ("The UDP driver").
@@ -111,8 +112,9 @@ struct UdpConfig {
 engine::Duration send_burst(const UdpConfig& c);
 
 /// The progress threads UdpConfig::progress_threads = 0 gives `planes` planes when the
-/// process may run on `cpus` CPUs: 1 (see the definition for why; perf/RESULTS.md
-/// 2026-11-26 (cores) has the measurement it follows).
+/// process may run on `cpus` CPUs: 1 for now. The one measurement (2-core VM, 2 planes,
+/// perf/RESULTS.md 2026-11-26 (cores)) found 2 threads 1.18x the CPU per byte and 0.80x the
+/// Gbit/s of 1; machines with a core per plane to spare are not measured yet.
 uint32_t auto_progress_threads(size_t planes, unsigned cpus);
 
 /// Plain counters that only grow; read as a snapshot with counters().
