@@ -113,8 +113,8 @@ engine::Duration send_burst(const UdpConfig& c);
 
 /// The progress threads UdpConfig::progress_threads = 0 gives `planes` planes when the
 /// process may run on `cpus` CPUs: 1 for now. The one measurement (2-core VM, 2 planes,
-/// perf/RESULTS.md 2026-11-26 (cores)) found 2 threads 1.18x the CPU per byte and 0.80x the
-/// Gbit/s of 1; machines with a core per plane to spare are not measured yet.
+/// perf/RESULTS.md 2026-11-26 (cores)) found 2 threads 1.18-1.27x the CPU per byte and
+/// 0.80-0.83x the Gbit/s of 1; machines with a core per plane to spare are not measured.
 uint32_t auto_progress_threads(size_t planes, unsigned cpus);
 
 /// Plain counters that only grow; read as a snapshot with counters().
