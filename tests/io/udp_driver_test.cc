@@ -231,6 +231,49 @@ class UdpPairBase {
     return wr;
   }
 
+  // After a WRITE, once both engines are idle with no timer, no progress thread of either
+  // driver wakes (loop_iterations stays flat), and stop() returns promptly.
+  void idle_threads_sleep() {
+    // Some traffic first, then wait for both engines to settle.
+    auto& src = keep(pattern(1 << 20, 5));
+    auto& dst = keep(std::vector<uint8_t>(src.size(), 0));
+    const uint32_t lkey = reg(0, src);
+    const uint32_t rkey = reg(1, dst);
+    Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
+    SendWr wr;
+    wr.opcode = Opcode::kWrite;
+    wr.sg = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+    wr.rkey = rkey;
+    post(0, wr);
+    ASSERT_EQ(wait_cq(0, 1, "WRITE").size(), 1u);
+
+    const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+    auto settled = [&] {
+      for (auto& h : hosts_) {
+        if (!h.drv->with_engine([](Engine& e) { return e.idle() && e.next_deadline() == kNever; }))
+          return false;
+      }
+      return true;
+    };
+    while (!settled()) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "engines never went idle";
+      std::this_thread::sleep_for(10ms);
+    }
+    std::this_thread::sleep_for(20ms);  // let the wakeups our polling caused run out
+    uint64_t before[2], after[2];
+    for (int i = 0; i < 2; ++i) before[i] = hosts_[i].drv->counters().loop_iterations;
+    std::this_thread::sleep_for(200ms);
+    for (int i = 0; i < 2; ++i) after[i] = hosts_[i].drv->counters().loop_iterations;
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_LE(after[i] - before[i], 5u) << "host " << i << " loop spun while idle";
+    }
+
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto& h : hosts_) h.drv->stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "stop() did not return promptly";
+  }
+
   // An app that polled for a while (its driver's progress thread has stepped back) and stops.
   void poll_then_stop(int host) {
     const auto until = std::chrono::steady_clock::now() + 5ms;
@@ -354,6 +397,8 @@ TEST_P(UdpPairThreads, Stop_JoinsEveryThreadAndRestarts) {
   auto [a, b] = write_16mib();
   EXPECT_EQ(b.other_thread_rounds > 0, threads() > 1);
 }
+
+TEST_P(UdpPairThreads, Idle_EveryThreadSleeps) { idle_threads_sleep(); }
 
 std::string threads_name(const ::testing::TestParamInfo<std::pair<size_t, uint32_t>>& info) {
   return std::to_string(info.param.first) + "Planes" + std::to_string(info.param.second) +
@@ -552,46 +597,7 @@ TEST_F(UdpPair, WriteImm_200InOrder) {
   EXPECT_TRUE(src == dst);
 }
 
-TEST_F(UdpPair, Idle_ThreadSleeps) {
-  // Some traffic first, then wait for both engines to settle.
-  auto& src = keep(pattern(1 << 20, 5));
-  auto& dst = keep(std::vector<uint8_t>(src.size(), 0));
-  const uint32_t lkey = reg(0, src);
-  const uint32_t rkey = reg(1, dst);
-  Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
-  SendWr wr;
-  wr.opcode = Opcode::kWrite;
-  wr.sg = {&sge, 1};
-  wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-  wr.rkey = rkey;
-  post(0, wr);
-  ASSERT_EQ(wait_cq(0, 1, "WRITE").size(), 1u);
-
-  const auto until = std::chrono::steady_clock::now() + kWaitLimit;
-  auto settled = [&] {
-    for (auto& h : hosts_) {
-      if (!h.drv->with_engine([](Engine& e) { return e.idle() && e.next_deadline() == kNever; }))
-        return false;
-    }
-    return true;
-  };
-  while (!settled()) {
-    ASSERT_LT(std::chrono::steady_clock::now(), until) << "engines never went idle";
-    std::this_thread::sleep_for(10ms);
-  }
-  std::this_thread::sleep_for(20ms);  // let the wakeups our polling caused run out
-  uint64_t before[2], after[2];
-  for (int i = 0; i < 2; ++i) before[i] = hosts_[i].drv->counters().loop_iterations;
-  std::this_thread::sleep_for(200ms);
-  for (int i = 0; i < 2; ++i) after[i] = hosts_[i].drv->counters().loop_iterations;
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_LE(after[i] - before[i], 5u) << "host " << i << " loop spun while idle";
-  }
-
-  const auto t0 = std::chrono::steady_clock::now();
-  for (auto& h : hosts_) h.drv->stop();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "stop() did not return promptly";
-}
+TEST_F(UdpPair, Idle_ThreadSleeps) { idle_threads_sleep(); }
 
 // A QP of `d` toward `p` (a plain socket that never answers) on `paths`, with traffic class
 // `tclass` and ack timeout `timeout` (1.024 us x 2^timeout), and one WRITE of `src` posted on
