@@ -19,6 +19,10 @@
 # Usage: bash perf/bytes_per_core.sh [seconds=10] [rounds=3]
 # BEFORE=<path of an mrc-perf kept from before a change> adds its two MRC runs to each round
 # (before-mrc, before-no-verify), alternating with the build's, and prints after / before.
+# Progress threads (UdpConfig::progress_threads, one per plane at most): PLANES=<n> (default 1)
+# makes the fabric n planes x 1 spine; THREADS="1 2" runs, in each round, MRC verified with
+# each of those thread counts (mrc-t1, mrc-t2: `mrc-perf --progress-threads`) and the ceiling
+# in place of the kinds above, and prints each against the first.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SECS=${1:-10}
@@ -29,7 +33,12 @@ command -v perf >/dev/null || { echo "bytes_per_core.sh: needs perf (Debian: lin
 cmake --preset release --log-level=WARNING >/dev/null
 cmake --build --preset release --target mrc-fabric mrc-perf --parallel "$(nproc)" >/dev/null
 source perf/fabric_bw.sh
-fabric_up "bpc$$" 0 1 1
+PLANES=${PLANES:-1}
+[[ $PLANES =~ ^[1-9][0-9]*$ ]] || { echo "bytes_per_core.sh: PLANES must be a positive integer, got '$PLANES'" >&2; exit 2; }
+for t in ${THREADS:-}; do
+  [[ $t =~ ^[1-9][0-9]*$ ]] || { echo "bytes_per_core.sh: THREADS must list positive integers, got '$THREADS'" >&2; exit 2; }
+done
+fabric_up "bpc$$" 0 "$PLANES" 1
 
 # one <kind>: "<kind> <CPU ms> <payload bytes> <seconds>" of one run.
 one() {
@@ -40,6 +49,7 @@ one() {
     mrc | before-mrc) ;;
     no-verify | before-no-verify) args+=(--no-verify) ;;
     ceiling) args+=(--no-mrc --baseline udp-ceiling) ;;
+    mrc-t*) args+=(--progress-threads "${kind#mrc-t}") ;;
   esac
   perf stat -x, -o "$WORK/$kind.stat" -e task-clock -- "$bin" "${args[@]}" \
     > "$out" 2>&1 || { cat "$out" >&2; exit 1; }
@@ -56,12 +66,17 @@ one() {
   echo "$kind $ms $bytes $SECS"
 }
 
-echo "fabric: 2 hosts, 1 plane x 1 spine, unshaped; $SECS s per run, $ROUNDS rounds; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "fabric: 2 hosts, $PLANES plane(s) x 1 spine, unshaped; $SECS s per run, $ROUNDS rounds; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '  %-10s %12s %14s %12s %10s %8s\n' run "CPU ms" "payload B" "ns CPU/KiB" Gbit/s CPUs
 KINDS=(mrc no-verify ceiling)
 if [[ -n ${BEFORE:-} ]]; then
   [[ -x $BEFORE ]] || { echo "bytes_per_core.sh: BEFORE=$BEFORE is not an executable" >&2; exit 2; }
   KINDS=(before-mrc mrc before-no-verify no-verify ceiling)
+fi
+if [[ -n ${THREADS:-} ]]; then
+  KINDS=()
+  for t in $THREADS; do KINDS+=("mrc-t$t"); done
+  KINDS+=(ceiling)
 fi
 for ((r = 0; r < ROUNDS; r++)); do
   for kind in "${KINDS[@]}"; do
@@ -72,6 +87,17 @@ done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 cpk() { awk -v k="$1" '$1 == k {print $2 * 1e6 / $3 * 1024}' "$WORK/all" | median; }
 gbps() { awk -v k="$1" '$1 == k {print $3 * 8 / $4 / 1e9}' "$WORK/all" | median; }
+if [[ -n ${THREADS:-} ]]; then
+  C=$(cpk ceiling) FIRST=${KINDS[0]}
+  for k in "${KINDS[@]}"; do
+    [[ $k == ceiling ]] && continue
+    printf '%s: median ns of CPU per KiB %.1f (ceiling / it %.2f, it / %s %.2f), Gbit/s %.2f (it / %s %.2f)\n' \
+      "$k" "$(cpk "$k")" "$(echo "$C / $(cpk "$k")" | bc -l)" "$FIRST" "$(echo "$(cpk "$k") / $(cpk "$FIRST")" | bc -l)" \
+      "$(gbps "$k")" "$FIRST" "$(echo "$(gbps "$k") / $(gbps "$FIRST")" | bc -l)"
+  done
+  printf 'ceiling: median ns of CPU per KiB %.1f, Gbit/s %.2f\n' "$C" "$(gbps ceiling)"
+  exit 0
+fi
 M=$(cpk mrc) N=$(cpk no-verify) C=$(cpk ceiling)
 printf 'median ns of CPU per KiB: MRC verified %.1f (%.2f Gbit/s), not verified %.1f (%.2f Gbit/s), ceiling %.1f (%.2f Gbit/s)\n' \
   "$M" "$(gbps mrc)" "$N" "$(gbps no-verify)" "$C" "$(gbps ceiling)"

@@ -53,6 +53,28 @@ TEST(HostConfig, PollerProgress_OffByDefaultFileThenEnvironment) {
   EXPECT_FALSE(e->udp.poller_progress);
 }
 
+TEST(HostConfig, ProgressThreads_AutoByDefaultFileThenEnvironmentBadNamed) {
+  auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_EQ(d->udp.progress_threads, 0u);
+  auto f = parse_host_config(R"({"planes": ["::1", "::2"], "progress_threads": 2})", "a.json",
+                             env_of({}));
+  ASSERT_TRUE(f.ok()) << f.error();
+  EXPECT_EQ(f->udp.progress_threads, 2u);
+  auto e = parse_host_config(R"({"planes": ["::1"], "progress_threads": 2})", "a.json",
+                             env_of({{"MRC_PROGRESS_THREADS", "4"}}));
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_EQ(e->udp.progress_threads, 4u);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "progress_threads": 17})", "a.json",
+                                       env_of({})))
+                .find("a.json: /progress_threads: must be 0..16, got 17"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
+                                       env_of({{"MRC_PROGRESS_THREADS", "two"}})))
+                .find("MRC_PROGRESS_THREADS: must be 0..16, got two"),
+            std::string::npos);
+}
+
 // packaging/mrc.json.example, installed as /etc/mrc/mrc.json.example (mrc-common): it parses,
 // and apart from the plane addresses (which have no default) it spells the defaults, so a copy
 // with this host's addresses behaves as MRC_PLANES alone would.
@@ -83,6 +105,7 @@ TEST(HostConfig, InstalledExample_ParsesToTheDefaultsButPlanes) {
   EXPECT_EQ(e.poller_progress, d.poller_progress);
   EXPECT_EQ(e.netns, d.netns);
   EXPECT_EQ(e.progress_nice, d.progress_nice);
+  EXPECT_EQ(e.progress_threads, d.progress_threads);
   EXPECT_EQ(e.known_peers.size(), d.known_peers.size());
   EXPECT_EQ(e.engine.nic_bps, d.engine.nic_bps);
   EXPECT_EQ(e.engine.base_rtt, d.engine.base_rtt);

@@ -6,9 +6,11 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -54,12 +56,13 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
   return v;
 }
 
-// Two hosts, one RC QP pair between them spraying over 4 EVs on each of 2 planes.
+// Two hosts, one RC QP pair between them spraying over 8 EVs spread on 2 planes (planes_).
 class UdpPairBase {
  protected:
   virtual ~UdpPairBase() = default;
   virtual void tweak(UdpConfig&) {}  // a variant's configuration of both drivers
   bool start_threads_ = true;        // false: only poll_progress / step drive the drivers
+  size_t planes_ = 2;
 
   struct Host {
     std::unique_ptr<UdpDriver> drv;
@@ -70,7 +73,7 @@ class UdpPairBase {
 
   void set_up() {
     for (auto& h : hosts_) {
-      UdpConfig cfg = loopback_config(2);
+      UdpConfig cfg = loopback_config(planes_);
       cfg.poller_progress = true;  // every pair runs with pollers able to take the sockets
       tweak(cfg);
       h.drv = make_driver(cfg);
@@ -87,7 +90,9 @@ class UdpPairBase {
     }
     for (int i = 0; i < 2; ++i) {
       UdpDriver& remote = *hosts_[1 - i].drv;
-      hosts_[i].other = hosts_[i].drv->add_peer({remote.local_address(0), remote.local_address(1)});
+      std::vector<sockaddr_in6> at;
+      for (uint16_t p = 0; p < planes_; ++p) at.push_back(remote.local_address(p));
+      hosts_[i].other = hosts_[i].drv->add_peer(at);
     }
     uint32_t token[2] = {0x1234567u, 0x7654321u};
     for (int i = 0; i < 2; ++i) {
@@ -100,7 +105,7 @@ class UdpPairBase {
     }
     std::vector<Path> paths;
     for (uint32_t ev = 0; ev < 8; ++ev)
-      paths.push_back(Path{ev + 1, static_cast<uint16_t>(ev % 2)});
+      paths.push_back(Path{ev + 1, static_cast<uint16_t>(ev % planes_)});
     for (int i = 0; i < 2; ++i) {
       Host& h = hosts_[i];
       h.drv->with_engine([&](Engine& e) {
@@ -226,6 +231,49 @@ class UdpPairBase {
     return wr;
   }
 
+  // After a WRITE, once both engines are idle with no timer, no progress thread of either
+  // driver wakes (loop_iterations stays flat), and stop() returns promptly.
+  void idle_threads_sleep() {
+    // Some traffic first, then wait for both engines to settle.
+    auto& src = keep(pattern(1 << 20, 5));
+    auto& dst = keep(std::vector<uint8_t>(src.size(), 0));
+    const uint32_t lkey = reg(0, src);
+    const uint32_t rkey = reg(1, dst);
+    Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
+    SendWr wr;
+    wr.opcode = Opcode::kWrite;
+    wr.sg = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+    wr.rkey = rkey;
+    post(0, wr);
+    ASSERT_EQ(wait_cq(0, 1, "WRITE").size(), 1u);
+
+    const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+    auto settled = [&] {
+      for (auto& h : hosts_) {
+        if (!h.drv->with_engine([](Engine& e) { return e.idle() && e.next_deadline() == kNever; }))
+          return false;
+      }
+      return true;
+    };
+    while (!settled()) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "engines never went idle";
+      std::this_thread::sleep_for(10ms);
+    }
+    std::this_thread::sleep_for(20ms);  // let the wakeups our polling caused run out
+    uint64_t before[2], after[2];
+    for (int i = 0; i < 2; ++i) before[i] = hosts_[i].drv->counters().loop_iterations;
+    std::this_thread::sleep_for(200ms);
+    for (int i = 0; i < 2; ++i) after[i] = hosts_[i].drv->counters().loop_iterations;
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_LE(after[i] - before[i], 5u) << "host " << i << " loop spun while idle";
+    }
+
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto& h : hosts_) h.drv->stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "stop() did not return promptly";
+  }
+
   // An app that polled for a while (its driver's progress thread has stepped back) and stops.
   void poll_then_stop(int host) {
     const auto until = std::chrono::steady_clock::now() + 5ms;
@@ -312,6 +360,77 @@ INSTANTIATE_TEST_SUITE_P(Variants, UdpPairVariant,
                                            Variant::kEcmp, Variant::kBusyPoll, Variant::kIpv4Ecmp,
                                            Variant::kIpv4ZeroChecksum),
                          variant_name);
+
+// N progress threads (UdpConfig::progress_threads): (planes, threads asked).
+class UdpPairThreads : public UdpPairBase,
+                       public ::testing::TestWithParam<std::pair<size_t, uint32_t>> {
+ protected:
+  UdpPairThreads() { planes_ = GetParam().first; }
+  void tweak(UdpConfig& c) override { c.progress_threads = GetParam().second; }
+  void SetUp() override { set_up(); }
+  void TearDown() override { tear_down(); }
+  size_t threads() const { return std::min<size_t>(GetParam().first, GetParam().second); }
+};
+
+// Every byte arrives over the planes of every thread, and threads other than the first fed
+// the engine on both sides (data on the receiver, ACKs on the sender).
+TEST_P(UdpPairThreads, Write_16MiBVerifiedEveryThreadReceives) {
+  for (auto& h : hosts_) EXPECT_EQ(h.drv->progress_threads(), threads());
+  auto [a, b] = write_16mib();
+  std::printf("%zu threads: receiver %llu of %llu loop rounds by threads 1..\n", threads(),
+              (unsigned long long)b.other_thread_rounds, (unsigned long long)b.loop_iterations);
+  EXPECT_EQ(a.other_thread_rounds > 0, threads() > 1);
+  EXPECT_EQ(b.other_thread_rounds > 0, threads() > 1);
+  EXPECT_EQ(b.recv_errors, 0u);
+}
+
+// stop() joins every thread (a hang here fails the test by its timeout), and a restarted
+// driver carries a verified WRITE again.
+TEST_P(UdpPairThreads, Stop_JoinsEveryThreadAndRestarts) {
+  for (auto& h : hosts_) h.drv->stop();
+  for (auto& h : hosts_) h.drv->stop();  // idempotent
+  const uint64_t idle = hosts_[1].drv->counters().loop_iterations;
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(hosts_[1].drv->counters().loop_iterations, idle) << "a thread still runs";
+  for (auto& h : hosts_) h.drv->start();
+  for (auto& h : hosts_) h.drv->start();  // idempotent
+  auto [a, b] = write_16mib();
+  EXPECT_EQ(b.other_thread_rounds > 0, threads() > 1);
+}
+
+TEST_P(UdpPairThreads, Idle_EveryThreadSleeps) { idle_threads_sleep(); }
+
+std::string threads_name(const ::testing::TestParamInfo<std::pair<size_t, uint32_t>>& info) {
+  return std::to_string(info.param.first) + "Planes" + std::to_string(info.param.second) +
+         "Threads";
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, UdpPairThreads,
+                         ::testing::Values(std::pair<size_t, uint32_t>{2, 1},
+                                           std::pair<size_t, uint32_t>{2, 2},
+                                           std::pair<size_t, uint32_t>{4, 4},
+                                           std::pair<size_t, uint32_t>{3, 2},
+                                           std::pair<size_t, uint32_t>{2, 8}),
+                         threads_name);
+
+TEST(UdpDriver, Create_ProgressThreadsAutoClampedAndBadNamed) {
+  UdpConfig cfg = loopback_config(2);
+  auto d = make_driver(cfg);
+  ASSERT_NE(d, nullptr);
+  cpu_set_t set;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof set, &set), 0);
+  EXPECT_EQ(d->progress_threads(),
+            std::min<size_t>(2, auto_progress_threads(2, static_cast<unsigned>(CPU_COUNT(&set)))));
+  cfg.progress_threads = 16;  // more than planes: one per plane
+  d = make_driver(cfg);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->progress_threads(), 2u);
+  cfg.progress_threads = 17;
+  auto bad = UdpDriver::create(cfg);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("progress_threads must be 0..16 (0: auto), got 17"), std::string::npos)
+      << bad.error();
+}
 
 TEST_F(UdpPair, Write_GsoAndGroCoalesce) {
   auto [a, b] = write_16mib();
@@ -478,46 +597,7 @@ TEST_F(UdpPair, WriteImm_200InOrder) {
   EXPECT_TRUE(src == dst);
 }
 
-TEST_F(UdpPair, Idle_ThreadSleeps) {
-  // Some traffic first, then wait for both engines to settle.
-  auto& src = keep(pattern(1 << 20, 5));
-  auto& dst = keep(std::vector<uint8_t>(src.size(), 0));
-  const uint32_t lkey = reg(0, src);
-  const uint32_t rkey = reg(1, dst);
-  Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
-  SendWr wr;
-  wr.opcode = Opcode::kWrite;
-  wr.sg = {&sge, 1};
-  wr.remote_addr = reinterpret_cast<uint64_t>(dst.data());
-  wr.rkey = rkey;
-  post(0, wr);
-  ASSERT_EQ(wait_cq(0, 1, "WRITE").size(), 1u);
-
-  const auto until = std::chrono::steady_clock::now() + kWaitLimit;
-  auto settled = [&] {
-    for (auto& h : hosts_) {
-      if (!h.drv->with_engine([](Engine& e) { return e.idle() && e.next_deadline() == kNever; }))
-        return false;
-    }
-    return true;
-  };
-  while (!settled()) {
-    ASSERT_LT(std::chrono::steady_clock::now(), until) << "engines never went idle";
-    std::this_thread::sleep_for(10ms);
-  }
-  std::this_thread::sleep_for(20ms);  // let the wakeups our polling caused run out
-  uint64_t before[2], after[2];
-  for (int i = 0; i < 2; ++i) before[i] = hosts_[i].drv->counters().loop_iterations;
-  std::this_thread::sleep_for(200ms);
-  for (int i = 0; i < 2; ++i) after[i] = hosts_[i].drv->counters().loop_iterations;
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_LE(after[i] - before[i], 5u) << "host " << i << " loop spun while idle";
-  }
-
-  const auto t0 = std::chrono::steady_clock::now();
-  for (auto& h : hosts_) h.drv->stop();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "stop() did not return promptly";
-}
+TEST_F(UdpPair, Idle_ThreadSleeps) { idle_threads_sleep(); }
 
 // A QP of `d` toward `p` (a plain socket that never answers) on `paths`, with traffic class
 // `tclass` and ack timeout `timeout` (1.024 us x 2^timeout), and one WRITE of `src` posted on

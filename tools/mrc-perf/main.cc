@@ -133,6 +133,11 @@ int main(int argc, char** argv) {
   app.add_option("--mpr", o.max_psn_range, "most packets in flight per QP (max PSN range)")
       ->capture_default_str();
   app.add_flag("!--no-cc", o.congestion_control, "congestion control off (a window of MPR only)");
+  app.add_option("--progress-threads", o.progress_threads,
+                 "each endpoint's UDP driver progress threads, at most one per plane (0: the "
+                 "driver's default)")
+      ->check(CLI::Range(0u, 16u))
+      ->capture_default_str();
   app.add_option("--csv", o.csv, "per-interval goodput, every run (CSV)");
   app.add_option("--png", o.png, "plot of --csv (gnuplot); needs --csv");
   app.add_option("--title", o.title, "plot title");

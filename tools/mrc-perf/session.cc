@@ -244,6 +244,7 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
       // One checksum over the payload: the UDP one, or MRC's own where UDP's is off.
       c.engine.payload_crc = o.trimming;
       c.engine.congestion_control = o.congestion_control;
+      c.progress_threads = o.progress_threads;
       c.engine.base_rtt = engine::Duration{static_cast<int64_t>(o.base_rtt_us * 1e3)};
       if (fab.port_gbps > 0)
         c.engine.nic_bps = static_cast<uint64_t>(fab.port_gbps * 1e9 * f.config().planes);

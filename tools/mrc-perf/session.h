@@ -89,6 +89,8 @@ struct SessionOptions {
   // send_burst).
   double base_rtt_us = 0;
   bool congestion_control = true;
+  // Each endpoint's UDP driver progress threads (UdpConfig::progress_threads); 0: its default.
+  uint32_t progress_threads = 0;
   uint32_t max_psn_range = 1024;  // packets in flight per QP at most (MPR)
   std::string csv, png, title;
   bool quiet = false;       // no line per second

@@ -41,6 +41,7 @@ struct Fields {
   double base_rtt_us = 0;
   double min_base_rtt_us = 100;
   int progress_nice = -10;
+  uint32_t progress_threads = 0;  // 0: the driver's auto_progress_threads
 };
 
 uint32_t to_uint(const std::string& where, const std::string& s, uint32_t lo, uint32_t hi) {
@@ -167,6 +168,8 @@ void from_json(const json& j, const std::string& src, Fields& f) {
       f.nic_gbps = number(kMaxNicGbps);
     else if (key == "base_rtt_us") f.base_rtt_us = number(kMaxRttUs);
     else if (key == "min_base_rtt_us") f.min_base_rtt_us = number(kMaxRttUs);
+    else if (key == "progress_threads")
+      f.progress_threads = uint(0, engine::kMaxPlanes);
     else if (key == "progress_nice") {
       if (!v.is_number_integer()) throw Bad{where + ": must be an integer, got " + v.dump()};
       f.progress_nice = to_nice(where, v.dump());
@@ -209,6 +212,8 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
   get("MRC_BASE_RTT_US", [&](auto n, auto v) { f.base_rtt_us = to_double(n, v, kMaxRttUs); });
   get("MRC_MIN_BASE_RTT_US", [&](auto n, auto v) { f.min_base_rtt_us = to_double(n, v, kMaxRttUs); });
   get("MRC_PROGRESS_NICE", [&](auto n, auto v) { f.progress_nice = to_nice(n, v); });
+  get("MRC_PROGRESS_THREADS",
+      [&](auto n, auto v) { f.progress_threads = to_uint(n, v, 0, engine::kMaxPlanes); });
 }
 
 constexpr size_t kMaxFileBytes = 16 << 20;  // a fabric file of the published scale is far less
@@ -336,6 +341,7 @@ HostConfig build(const Fields& f, std::string sources) {
   u.engine.base_rtt = engine::Duration{static_cast<int64_t>(f.base_rtt_us * 1000)};
   u.engine.min_base_rtt = engine::Duration{static_cast<int64_t>(f.min_base_rtt_us * 1000)};
   u.progress_nice = f.progress_nice;
+  u.progress_threads = f.progress_threads;
   return hc;
 }
 

@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -122,10 +123,8 @@ struct UdpDriver::Plane {
 
 /// Buffers reused by every loop iteration, so the datapath does not allocate.
 struct UdpDriver::Scratch {
-  // Progress loop (its thread, or step()'s caller): one entry per plane socket (+ eventfd).
-  std::vector<pollfd> fds;
-  // The receive side (under rx_mu_): receive_batch's result per plane, or kNotRead, and
-  // poll_progress's readiness test of the plane sockets.
+  // poll_progress (under rx_mu_): receive_batch's result per plane, or kNotRead, and its
+  // readiness test of the plane sockets.
   std::vector<int> got;
   std::vector<pollfd> poller_fds;
   // Transmit (under mu_): a burst's slots per plane, and one plane's messages.
@@ -142,6 +141,22 @@ struct UdpDriver::Scratch {
   static constexpr size_t kTxControl = CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(int));
   std::vector<std::array<uint8_t, kTxControl>> control =
       std::vector<std::array<uint8_t, kTxControl>>(kTxBurst);
+};
+
+/// One progress thread's share: its planes (their sockets' receive side is its alone) and
+/// its loop buffers. Shard 0 (and step()'s, every plane) has thread 0's other duties.
+struct UdpDriver::Shard {
+  size_t index = 0;            // into shards_
+  std::vector<size_t> planes;  // plane numbers it receives on
+  int wake_fd = -1;            // thread 0: event_fd_; else its own eventfd (closed here)
+  std::mutex own_rx_mu;
+  std::mutex* rx_mu = nullptr;  // its planes' receive side: thread 0's is rx_mu_ (pollers')
+  std::vector<pollfd> fds;      // its plane sockets, then wake_fd and thread 0's fds
+  std::vector<int> got;         // per plane: receive_batch's result, or kNotRead
+  std::thread thread;
+  ~Shard() {
+    if (index != 0 && wake_fd >= 0) ::close(wake_fd);
+  }
 };
 
 /// Where one datagram goes, and from which socket.
@@ -179,6 +194,12 @@ UdpDriver::UdpDriver(const UdpConfig& cfg)
       engine_(std::make_unique<engine::Engine>(cfg_.engine)),
       tx_slots_(kTxBurst),
       scratch_(std::make_unique<Scratch>()) {}
+
+uint32_t auto_progress_threads(size_t planes, unsigned cpus) {
+  (void)planes;  // the inputs a measured rule for machines with cores to spare will take
+  (void)cpus;
+  return 1;
+}
 
 UdpDriver::~UdpDriver() {
   stop();
@@ -276,6 +297,10 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
     return Err("udp driver: ecmp_source_ports must be 1..256, got " +
                std::to_string(cfg.ecmp_source_ports));
   }
+  if (cfg.progress_threads > engine::kMaxPlanes) {
+    return Err("udp driver: progress_threads must be 0..16 (0: auto), got " +
+               std::to_string(cfg.progress_threads));
+  }
   std::unique_ptr<UdpDriver> d(new UdpDriver(cfg));
   d->event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (d->event_fd_ < 0) return Err("udp driver: eventfd: " + errno_text(errno));
@@ -347,6 +372,31 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
     return {};
   });
   if (!made.ok()) return Err(made.error());
+  // The progress threads' shares: plane p to thread p % threads.
+  size_t threads = cfg.progress_threads;
+  if (threads == 0) {
+    cpu_set_t set;
+    const unsigned cpus =
+        ::sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 1;
+    threads = auto_progress_threads(d->sockets_.size(), cpus);
+  }
+  threads = std::clamp<size_t>(threads, 1, d->sockets_.size());
+  for (size_t k = 0; k < threads; ++k) {
+    auto sh = std::make_unique<Shard>();
+    sh->index = k;
+    sh->rx_mu = k == 0 ? &d->rx_mu_ : &sh->own_rx_mu;
+    sh->wake_fd = k == 0 ? d->event_fd_ : ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (sh->wake_fd < 0) return Err("udp driver: eventfd: " + errno_text(errno));
+    for (size_t p = k; p < d->sockets_.size(); p += threads) sh->planes.push_back(p);
+    d->shards_.push_back(std::move(sh));
+  }
+  for (size_t p = 0; p < d->sockets_.size(); ++p)
+    d->plane_shard_.push_back(static_cast<uint32_t>(p % threads));
+  d->step_shard_ = std::make_unique<Shard>();
+  d->step_shard_->rx_mu = &d->rx_mu_;
+  d->step_shard_->wake_fd = d->event_fd_;
+  d->step_shard_->planes.resize(d->sockets_.size());
+  std::iota(d->step_shard_->planes.begin(), d->step_shard_->planes.end(), size_t{0});
   if (std::getenv("MRC_DEBUG") != nullptr)
     for (const std::string& line : d->link_notes_)
       std::fprintf(stderr, "mrc-udp: debug: %s\n", line.c_str());
@@ -822,8 +872,18 @@ UdpCounters UdpDriver::counters() const {
 bool UdpDriver::flush_locked() {
   transmit(cfg_.clock());
   bool blocked = false;
-  for (const auto& p : sockets_) blocked = blocked || !p->pending.empty();
+  for (size_t p = 0; p < sockets_.size(); ++p)
+    blocked = blocked || (!sockets_[p]->pending.empty() && plane_shard_[p] == 0);
+  wake_pending_owners(*shards_[0]);  // the other threads' planes wait for room on their own
   return blocked || engine_->next_deadline().count() < planned_wake_ns_;
+}
+
+void UdpDriver::wake_pending_owners(const Shard& from) {
+  if (!started_ || shards_.size() == 1) return;  // step() or one thread: it serves every plane
+  const uint64_t one = 1;
+  for (size_t p = 0; p < sockets_.size(); ++p)
+    if (!sockets_[p]->pending.empty() && plane_shard_[p] != from.index)
+      (void)!::write(shards_[plane_shard_[p]]->wake_fd, &one, sizeof one);
 }
 
 void UdpDriver::wake() {
@@ -833,31 +893,49 @@ void UdpDriver::wake() {
 }
 
 void UdpDriver::start() {
-  if (thread_.joinable()) return;
+  if (started_) return;
   stop_.store(false);
-  thread_ = std::thread([this] {
-    if (cfg_.progress_nice != 0)  // best effort: needs CAP_SYS_NICE to go below 0
-      (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), cfg_.progress_nice);
-    while (!stop_.load(std::memory_order_relaxed)) run_once(engine::kNever);
-  });
+  {
+    std::lock_guard lock(mu_);  // wake_pending_owners reads it under mu_
+    started_ = true;
+  }
+  for (auto& sh : shards_) {
+    sh->thread = std::thread([this, s = sh.get()] {
+      if (cfg_.progress_nice != 0)  // best effort: needs CAP_SYS_NICE to go below 0
+        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), cfg_.progress_nice);
+      while (!stop_.load(std::memory_order_relaxed)) run_once(*s, engine::kNever);
+    });
+  }
 }
 
 void UdpDriver::stop() {
-  if (!thread_.joinable()) return;
+  if (!started_) return;
   stop_.store(true);
-  wake();
-  thread_.join();
+  const uint64_t one = 1;
+  for (auto& sh : shards_) (void)!::write(sh->wake_fd, &one, sizeof one);
+  for (auto& sh : shards_) sh->thread.join();
+  std::lock_guard lock(mu_);
+  started_ = false;
 }
 
-void UdpDriver::step(Duration max_wait) { run_once(max_wait); }
+void UdpDriver::step(Duration max_wait) { run_once(*step_shard_, max_wait); }
 
-void UdpDriver::run_once(Duration max_wait) {
+void UdpDriver::run_once(Shard& s, Duration max_wait) {
   const size_t n = sockets_.size();
+  const size_t m = s.planes.size();
+  const bool first = s.index == 0;  // thread 0 (or step()): timers, wakeups, observer, links
   Time wait = cfg_.busy_poll ? Duration{0} : max_wait;
-  std::vector<pollfd>& fds = scratch_->fds;
-  fds.resize(n + 4);
+  std::vector<pollfd>& fds = s.fds;
+  fds.resize(m + 4);
   bool stepped_back = false;
-  {
+  if (!first) {  // threads 1..: their sockets, nothing else
+    std::lock_guard lock(mu_);
+    ++counters_.loop_iterations;
+    for (size_t i = 0; i < m; ++i) {
+      const bool pending = !sockets_[s.planes[i]]->pending.empty();
+      fds[i] = {sockets_[s.planes[i]]->fd, static_cast<short>(POLLIN | (pending ? POLLOUT : 0)), 0};
+    }
+  } else {
     std::lock_guard lock(mu_);
     ++counters_.loop_iterations;
     Time deadline = engine_->next_deadline();
@@ -878,16 +956,18 @@ void UdpDriver::run_once(Duration max_wait) {
     const int64_t until = poller_until_ns_.load(std::memory_order_relaxed);
     stepped_back = io::now().count() < until;
     if (stepped_back) arm_poller_timer(until);
-    for (size_t p = 0; p < n; ++p) {
+    for (size_t i = 0; i < m; ++i) {
+      const size_t p = s.planes[i];
       const bool pending = !sockets_[p]->pending.empty();
-      fds[p] = {stepped_back && !pending ? -1 : sockets_[p]->fd,
+      fds[i] = {stepped_back && !pending ? -1 : sockets_[p]->fd,
                 static_cast<short>(POLLIN | (pending ? POLLOUT : 0)), 0};
     }
   }
-  fds[n] = {event_fd_, POLLIN, 0};
-  fds[n + 1] = {observer_ ? observer_->control_fd() : -1, POLLIN, 0};  // -1: ignored
-  fds[n + 2] = {stepped_back ? poller_timer_fd_ : -1, POLLIN, 0};
-  fds[n + 3] = {link_watch_ ? link_watch_->fd() : -1, POLLIN, 0};  // fd fixed at create()
+  fds[m] = {s.wake_fd, POLLIN, 0};
+  // -1: ignored (threads 1.. watch only their sockets and wake_fd).
+  fds[m + 1] = {first && observer_ ? observer_->control_fd() : -1, POLLIN, 0};
+  fds[m + 2] = {first && stepped_back ? poller_timer_fd_ : -1, POLLIN, 0};
+  fds[m + 3] = {first && link_watch_ ? link_watch_->fd() : -1, POLLIN, 0};  // fixed at create()
 
   timespec ts{};
   timespec* tsp = nullptr;
@@ -897,16 +977,16 @@ void UdpDriver::run_once(Duration max_wait) {
     tsp = &ts;
   }
   const int ready = ::ppoll(fds.data(), fds.size(), tsp, nullptr);
-  if (ready > 0 && (fds[n].revents & POLLIN)) {
+  if (ready > 0 && (fds[m].revents & POLLIN)) {
     uint64_t v;
-    (void)!::read(event_fd_, &v, sizeof v);
+    (void)!::read(s.wake_fd, &v, sizeof v);
   }
-  if (ready > 0 && (fds[n + 2].revents & POLLIN)) {
+  if (ready > 0 && (fds[m + 2].revents & POLLIN)) {
     // The pollers' time may be over: the next round looks (poller_until_ns_).
     uint64_t v;
     (void)!::read(poller_timer_fd_, &v, sizeof v);
   }
-  if (ready > 0 && (fds[n + 3].revents & POLLIN)) {
+  if (ready > 0 && (fds[m + 3].revents & POLLIN)) {
     // Before this round's receive and transmit: nothing more leaves on a port with no link.
     std::lock_guard lock(mu_);
     link_changes(cfg_.clock());
@@ -916,23 +996,26 @@ void UdpDriver::run_once(Duration max_wait) {
   // and transmit after each round so ACKs and data interleave. The receive side is taken
   // only when a socket is readable: a round for timers or an app call leaves it to pollers.
   bool readable = false;
-  for (size_t p = 0; p < n; ++p)
-    readable = readable || (ready > 0 && fds[p].fd >= 0 && (fds[p].revents & POLLIN));
-  std::unique_lock rx(rx_mu_, std::defer_lock);
+  for (size_t i = 0; i < m; ++i)
+    readable = readable || (ready > 0 && fds[i].fd >= 0 && (fds[i].revents & POLLIN));
+  std::unique_lock rx(*s.rx_mu, std::defer_lock);
   if (readable) rx.lock();
-  std::vector<int>& got = scratch_->got;  // under rx
+  std::vector<int>& got = s.got;  // under rx
   if (readable) got.assign(n, kNotRead);
+  bool wake_first = false;  // threads 1..: the engine's deadline moved before thread 0's wake
   for (size_t round = 0; round < kMaxRxRounds; ++round) {
     bool full = false;
-    for (size_t p = 0; p < n && readable; ++p) {
-      const bool read = round == 0 ? fds[p].fd >= 0 && (fds[p].revents & POLLIN)
+    for (size_t i = 0; i < m && readable; ++i) {
+      const size_t p = s.planes[i];
+      const bool read = round == 0 ? fds[i].fd >= 0 && (fds[i].revents & POLLIN)
                                    : got[p] == static_cast<int>(kBatch);
       got[p] = read ? receive_batch(p) : kNotRead;
       full = full || got[p] == static_cast<int>(kBatch);
     }
     std::lock_guard lock(mu_);
     const Time t = cfg_.clock();
-    for (size_t p = 0; p < n && readable; ++p) feed_received(p, got[p], t);
+    for (size_t i = 0; i < m && readable; ++i) feed_received(s.planes[i], got[s.planes[i]], t);
+    if (!first && readable) ++counters_.other_thread_rounds;
     if (engine_->next_deadline() <= t) {
       ++counters_.timeouts;
       engine_->on_timeout(t);
@@ -942,13 +1025,16 @@ void UdpDriver::run_once(Duration max_wait) {
     // a poller must be able to see those completions by then.
     activity_.fetch_add(1, std::memory_order_release);
     transmit(t);
+    wake_pending_owners(s);
+    if (!first) wake_first = engine_->next_deadline().count() < planned_wake_ns_;
     if (!full) break;
   }
   if (rx.owns_lock()) rx.unlock();
+  if (wake_first) wake();
   if (on_progress_) on_progress_();
-  if (observer_) {
-    const bool commands = ready > 0 && (fds[n + 1].revents & POLLIN);
-    const bool app_call = ready > 0 && (fds[n].revents & POLLIN);
+  if (first && observer_) {
+    const bool commands = ready > 0 && (fds[m + 1].revents & POLLIN);
+    const bool app_call = ready > 0 && (fds[m].revents & POLLIN);
     std::lock_guard lock(mu_);
     observer_->tick(cfg_.clock(), *engine_, counters_, commands, app_call);
   }
@@ -972,7 +1058,8 @@ bool UdpDriver::poll_progress() {
   std::vector<pollfd>& ready = scratch_->poller_fds;
   if (n > 1) {
     ready.resize(n);
-    for (size_t p = 0; p < n; ++p) ready[p] = {sockets_[p]->fd, POLLIN, 0};
+    for (size_t p = 0; p < n; ++p)  // thread 0's planes: the others' are their threads'
+      ready[p] = {plane_shard_[p] == 0 ? sockets_[p]->fd : -1, POLLIN, 0};
     const timespec zero{};
     if (::ppoll(ready.data(), n, &zero, nullptr) <= 0) return false;
   }

@@ -1,10 +1,11 @@
 // The UDP datapath (IPv6; IPv4 planes as IPv4-mapped addresses): one engine, one socket per
-// plane, a progress thread that feeds the engine datagrams and time and sends what it hands
-// out (engine.h's driver loop). Front ends (the verbs device, the NCCL plugin, mrc-perf) make
-// one per device and reach the engine only through with_engine; app threads that poll for
-// completions may receive themselves (poll_progress, UdpConfig::poller_progress).
+// plane, progress threads (one by default, up to one per plane: progress_threads) that feed
+// the engine datagrams and time and send what it hands out (engine.h's driver loop). Front
+// ends (the verbs device, the NCCL plugin, mrc-perf) make one per device and reach the
+// engine only through with_engine; app threads that poll for completions may receive
+// themselves (poll_progress, UdpConfig::poller_progress).
 // Threading: every public method is thread-safe. The engine is owned here and touched only
-// under the driver's mutex (with_engine, or the progress loop); step() and start()/stop()
+// under the driver's mutex (with_engine, or a progress thread); step() and start()/stop()
 // must not run concurrently with each other. The loop, the wire mapping (PathMode, ECN, GSO,
 // GRO, checksums, IPv4), send buffers, probes, peers learnt on the wire, namespaces and the
 // observer are described in docs/fabric.md ("The UDP driver").
@@ -88,6 +89,14 @@ struct UdpConfig {
   // threads that spin (perftest, NCCL's proxy) at once when a datagram arrives, as a NIC's
   // engine would not compete with them. Best effort: needs CAP_SYS_NICE.
   int progress_nice = 0;
+  // Progress threads start() runs (1..engine::kMaxPlanes; 0: auto_progress_threads). Thread
+  // k serves the plane sockets p with p % threads == k (a plane's socket and receive buffers
+  // are one thread's), more threads than planes are as many as planes. Every thread feeds
+  // the one engine under the driver's mutex, so a QP's state is touched by one thread at a
+  // time; what runs in parallel is each plane's waiting, recvmmsg (the kernel's copy out of
+  // the socket) and parsing. Thread 0 also serves timers, app wakeups, the observer, link
+  // changes and poll_progress's planes (a poller takes thread 0's planes only).
+  uint32_t progress_threads = 0;
   engine::Time (*clock)() = &now;              // replaceable for tests; the only clock
   // Makes the driver's observer in create() (observer.h); empty: none. Front ends set it
   // with observe::attach_publisher.
@@ -101,6 +110,12 @@ struct UdpConfig {
 /// single datagrams, so a burst can be longer than this. It is EngineConfig::send_burst of
 /// the driver's engine: 260 us at 2 Gbit/s per port. 0 without planes or NIC rate.
 engine::Duration send_burst(const UdpConfig& c);
+
+/// The progress threads UdpConfig::progress_threads = 0 gives `planes` planes when the
+/// process may run on `cpus` CPUs: 1 for now. The one measurement (2-core VM, 2 planes,
+/// perf/RESULTS.md 2026-11-26 (cores)) found 2 threads 1.18-1.27x the CPU per byte and
+/// 0.80-0.83x the Gbit/s of 1; machines with a core per plane to spare are not measured.
+uint32_t auto_progress_threads(size_t planes, unsigned cpus);
 
 /// Plain counters that only grow; read as a snapshot with counters().
 struct UdpCounters {
@@ -122,6 +137,8 @@ struct UdpCounters {
   uint64_t recv_truncated = 0;   // datagrams above kTransmitBufferSize (dropped)
   uint64_t no_route = 0;         // Transmit to an unknown peer or plane (dropped)
   uint64_t loop_iterations = 0;  // wakeups of the loop (idle: stays flat)
+  uint64_t other_thread_rounds = 0;  // ...of those, rounds of progress threads 1.. that fed
+                                     // the engine (their planes' datagrams)
   uint64_t timeouts = 0;         // on_timeout calls
   // Connectionless probes (io/udp/probes.h).
   uint64_t probes_answered = 0;        // probes to dst_qpn 0 answered
@@ -155,6 +172,9 @@ class UdpDriver {
   UdpDriver& operator=(const UdpDriver&) = delete;
 
   size_t planes() const { return sockets_.size(); }
+  /// The progress threads start() runs: UdpConfig::progress_threads (0: auto), at most one
+  /// per plane.
+  size_t progress_threads() const { return shards_.size(); }
   /// The configuration it runs with: create()'s, with engine.send_burst filled in (send_burst).
   const UdpConfig& config() const { return cfg_; }
   /// The address a plane socket is bound to (with the real port if 0 was asked).
@@ -325,12 +345,12 @@ class UdpDriver {
   /// their CQs here. Set before start(); keep it short.
   void set_on_progress(std::function<void()> f) { on_progress_ = std::move(f); }
 
-  /// Starts the progress thread (idempotent).
+  /// Starts the progress threads (progress_threads(); idempotent).
   void start();
-  /// Stops and joins it (idempotent); returns promptly.
+  /// Stops and joins them (idempotent); returns promptly.
   void stop();
-  /// One loop iteration in the caller's thread, waiting up to max_wait for
-  /// something to do. Only while the thread is not started.
+  /// One loop iteration in the caller's thread over every plane, waiting up to max_wait for
+  /// something to do. Only while the threads are not started.
   void step(engine::Duration max_wait);
 
   UdpCounters counters() const;
@@ -347,10 +367,14 @@ class UdpDriver {
   struct Slot;
   struct Route;
   struct Scratch;
+  struct Shard;
   explicit UdpDriver(const UdpConfig& cfg);
-  void wake();
+  void wake();  // thread 0 (event_fd_)
+  // Under mu_, after a round of thread `from`: wakes the other threads whose planes have
+  // queued sends (only a plane's own thread waits for room on its socket).
+  void wake_pending_owners(const Shard& from);
   bool flush_locked();  // under mu_: transmit now; true if the loop must be woken
-  void run_once(engine::Duration max_wait);
+  void run_once(Shard& s, engine::Duration max_wait);
   // Under rx_mu_, without mu_: one recvmmsg on a plane socket; the datagrams read, or
   // -errno (EAGAIN: none). Counted by feed_received.
   int receive_batch(size_t plane);
@@ -435,7 +459,12 @@ class UdpDriver {
   void link_changes(engine::Time t);          // under mu_: link_watch_'s news to the engine
 
   std::function<void()> on_progress_;
-  std::thread thread_;
+  // The progress threads' shares of the planes (shards_[0]: thread 0's, with event_fd_),
+  // and step()'s: every plane, as thread 0.
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::unique_ptr<Shard> step_shard_;
+  std::vector<uint32_t> plane_shard_;  // plane -> index into shards_
+  bool started_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> activity_{0};
   int64_t planned_wake_ns_ = 0;  // under mu_: when the sleeping loop wakes by itself (ns)
