@@ -252,9 +252,7 @@ void Core::tm_read_done(Qp& q, uint64_t seq) {
   c.wr_id = t.wr_id;
   c.opcode = WcOpcode::kTmRecv;
   c.qpn = q.qpn;
-  c.tm_flags = tm_flag::kDataValid;
-  c.tag = t.msg.tag;
-  c.tm_priv = t.msg.priv;
+  c.tm_flags = tm_flag::kDataValid;  // no kMatch: tag and app context were in the first
   c.byte_len = t.msg.len;
   complete(q, t.msg.cq, c);
 }

@@ -316,10 +316,10 @@ class Engine {
   /// (the tag is used up): EAGER's data without the header, kTmRecv with kMatch | kDataValid;
   /// RNDV: kTmRecv with kMatch, then the receiver READs the requester's buffer (RVH) into the
   /// tag's over the same QP, sends the requester a 16-byte FIN (tmh::kFin, same app context and
-  /// tag) and completes kTmRecv with kDataValid (byte_len the length read). Otherwise the whole
-  /// message takes the next plain receive of the SRQ: EAGER/RNDV unmatched are unexpected
-  /// (kTmRecv, no flags; counted for phase sync, SrqTm), NO_TAG completes kTmNoTag, anything
-  /// else (shorter than 16 bytes, FIN, another opcode, WRITE_WITH_IMM) kRecv.
+  /// tag) and completes kTmRecv with kDataValid (byte_len the length read; no tag: that came with
+  /// kMatch). Otherwise the whole message takes the next plain receive of the SRQ: EAGER/RNDV
+  /// unmatched are unexpected (kTmRecv, no flags; counted for phase sync, SrqTm), NO_TAG completes
+  /// kTmNoTag, anything else (shorter than 16 bytes, FIN, another opcode, WRITE_WITH_IMM) kRecv.
   Result<uint32_t, Error> create_tm_srq(uint32_t max_wr, CqId cq, uint32_t max_tags);
   /// kAdd returns the tag's handle (kQueueFull at max_tags), the others 0. kInvalidArgument:
   /// no such tag-matching SRQ, or more than kMaxSge SGEs. A kDel of a handle used up or
