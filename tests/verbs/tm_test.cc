@@ -15,6 +15,7 @@
 #include "loopback_env.h"
 #include "mrc/verbs/verbs.h"
 #include "open_device.h"
+#include "to_rts.h"
 
 namespace mrc::verbs {
 namespace {
@@ -53,38 +54,7 @@ Cqe next(ibv_cq_ex* cq, std::chrono::milliseconds limit = 5s) {
   return c;
 }
 
-// RESET -> INIT -> RTR -> RTS towards `dest` on this device (GID 0), MTU 1024 so that a few KiB
-// take several packets.
-int to_rts(ibv_context* ctx, ibv_qp* q, uint32_t dest) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (int r =
-          modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    return r;
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = dest;
-  a.max_dest_rd_atomic = 16;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.port_num = 1;
-  if (int r = query_gid(ctx, 1, 0, &a.ah_attr.grh.dgid)) return r;
-  if (int r = modify_qp(q, &a,
-                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    return r;
-  a = ibv_qp_attr{};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 16;
-  return modify_qp(q, &a,
-                   IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-}
+using testing::to_rts;
 
 // A requester (plain RC QP, its own receive queue) and a responder on a tag-matching SRQ; both
 // CQs are CQ_ex with IBV_WC_EX_WITH_TM_INFO. Buffers: the requester's `out` (what it sends or

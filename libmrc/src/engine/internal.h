@@ -43,6 +43,23 @@
 
 namespace mrc::engine {
 
+/// Big-endian fields of payloads the engine reads or writes itself (atomic operands and
+/// results, tag-matching headers).
+inline uint64_t get_be64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+inline uint32_t get_be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+inline void put_be64(uint8_t* p, uint64_t v) {
+  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
+}
+inline void put_be32(uint8_t* p, uint32_t v) {
+  for (int i = 3; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
+}
+
 /// "No PSN" in the sent-order list links: wider than a PSN, since every 32-bit value is one.
 inline constexpr uint64_t kNoLink = UINT64_MAX;
 inline constexpr uint32_t kMaxReadResponses = 128;  // READs a responder runs at once

@@ -10,14 +10,6 @@
 
 namespace mrc::engine {
 
-namespace {
-uint64_t get_be64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  return v;
-}
-}  // namespace
-
 void Core::nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r) {
   ++q.stats.tx_nacks;
   if (ctrl.size() >= 4 * 4096) return;  // the sender's timeout covers a NACK we could not queue

@@ -55,10 +55,6 @@ WcOpcode wc_opcode(Opcode op) {
   return WcOpcode::kSend;
 }
 
-void put_be64(uint8_t* p, uint64_t v) {
-  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
-}
-
 bool fatal_reason(wire::NackReason r) {
   return r == wire::NackReason::kRemoteAccess || r == wire::NackReason::kRemoteInvalid ||
          r == wire::NackReason::kRemoteOperation;

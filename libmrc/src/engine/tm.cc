@@ -7,19 +7,6 @@
 
 namespace mrc::engine {
 
-namespace {
-
-uint64_t be64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  return v;
-}
-uint32_t be32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
-
-}  // namespace
-
 void Core::make_tm(uint32_t id, CqId cq, uint32_t max_tags) {
   Srq& s = srqs[id - 1];
   s.tm = std::make_shared<SrqTm>();
@@ -111,12 +98,12 @@ bool Core::tm_take(RxData& x, Srq& s, uint32_t msn) {
     if (op == tmh::kNoTag) {
       m.kind = TmMsg::kNoTag;
     } else if (op == tmh::kEager || rndv) {
-      m.priv = be32(h + 4);
-      m.tag = be64(h + 8);
+      m.priv = get_be32(h + 4);
+      m.tag = get_be64(h + 8);
       if (rndv) {
-        m.va = be64(h + 16);
-        m.rkey = be32(h + 24);
-        m.len = be32(h + 28);
+        m.va = get_be64(h + 16);
+        m.rkey = get_be32(h + 24);
+        m.len = get_be32(h + 28);
       }
       auto it = std::find_if(t.tags.begin(), t.tags.end(), [&](const TmTag& g) {
         return g.active && ((m.tag ^ g.tag) & g.mask) == 0;
@@ -239,8 +226,8 @@ void Core::tm_read_done(Qp& q, uint64_t seq) {
   const TmRead t = it->second;
   tm_reads.erase(it);
   uint8_t fin[tmh::kLen] = {tmh::kFin};
-  for (int i = 0; i < 4; ++i) fin[4 + i] = static_cast<uint8_t>(t.msg.priv >> (24 - 8 * i));
-  for (int i = 0; i < 8; ++i) fin[8 + i] = static_cast<uint8_t>(t.msg.tag >> (56 - 8 * i));
+  put_be32(fin + 4, t.msg.priv);
+  put_be64(fin + 8, t.msg.tag);
   const Sge g{reinterpret_cast<uintptr_t>(fin), sizeof fin, 0};
   SendWr wr;
   wr.opcode = Opcode::kSend;
