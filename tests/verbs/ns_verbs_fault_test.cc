@@ -23,10 +23,15 @@
 //   SRQ: 4 QPs into one SRQ of host 1 with its limit armed, host 1 posting more receives
 //     each time the limit event fires; host 1's T0 of plane 1 goes down and up. Every
 //     message arrives once, in order per QP, byte for byte, and the limit event fired.
+//   Tag matching: the same 4 QPs into one tag-matching SRQ with a tag posted for every message
+//     (800 eager messages, several packets each); through the same fault every message
+//     matches its own tag, once, in order per QP, its data byte for byte in the tag's buffer.
 // Skips (saying why) where namespaces cannot be made. The fabric is removed at the end, also
 // on failure; the children are waited for by their pids (killed by pid after a time limit).
+#include <endian.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <infiniband/tm_types.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -48,11 +53,11 @@
 
 #include "mrc/common/netns.h"
 #include "mrc/io/udp/udp_driver.h"
+#include "mrc/verbs/verbs.h"
 #include "ns_test_fabric.h"
 #include "open_device.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
-#include "mrc/verbs/verbs.h"
 
 namespace mrc::verbs {
 namespace {
@@ -575,9 +580,18 @@ uint8_t msg_byte(uint32_t q, uint32_t seq, uint32_t i) {
   return static_cast<uint8_t>(q * 29 + seq * 13 + i * 3 + 5);
 }
 
+// Tag matching (tm_receiver): messages start with a TM header (EAGER, tag = QP index << 32 |
+// message number), their (number, QP) after it; fewer of them, so that every one has a tag.
+constexpr uint32_t kTmMsgsPerQp = 200;
+uint32_t tm_msg_len(uint32_t q, uint32_t seq) {
+  return 24 + (q * 977 + seq * 1531) % (kMaxMsg - 24);
+}
+
 // Host 0: kQps senders, kMsgsPerQp messages each (16 B..8 KiB, up to 16 in flight per QP);
-// the fault (host 1's T0 of plane 1) at a third, the repair at two thirds.
-std::string srq_sender(int peer, int ctl) {
+// the fault (host 1's T0 of plane 1) at a third, the repair at two thirds. `tm`: tagged
+// messages (kTmMsgsPerQp each, 24 B..8 KiB) for tm_receiver.
+std::string srq_sender(int peer, int ctl, bool tm = false) {
+  const uint32_t per_qp = tm ? kTmMsgsPerQp : kMsgsPerQp;
   Host h;
   constexpr uint32_t kWindow = 16;
   if (!h.open(size_t{kQps} * kWindow * kMaxMsg, 0)) return h.error;
@@ -588,11 +602,18 @@ std::string srq_sender(int peer, int ctl) {
   auto post_one = [&](uint32_t q) {
     const uint32_t seq = posted[q];
     const size_t off = (size_t{q} * kWindow + seq % kWindow) * kMaxMsg;
-    const uint32_t len = msg_len(q, seq);
+    const uint32_t len = tm ? tm_msg_len(q, seq) : msg_len(q, seq);
     uint8_t* p = h.buf.data() + off;
     for (uint32_t i = 0; i < len; ++i) p[i] = msg_byte(q, seq, i);
-    std::memcpy(p, &seq, 4);
-    std::memcpy(p + 4, &q, 4);
+    const uint32_t at = tm ? sizeof(ibv_tmh) : 0;
+    std::memcpy(p + at, &seq, 4);
+    std::memcpy(p + at + 4, &q, 4);
+    if (tm) {
+      ibv_tmh th{};
+      th.opcode = IBV_TMH_EAGER;
+      th.tag = htobe64(uint64_t{q} << 32 | seq);
+      std::memcpy(p, &th, sizeof th);
+    }
     ibv_sge s{h.at(off), len, h.mr->lkey};
     ibv_send_wr wr{};
     wr.wr_id = q;
@@ -608,7 +629,7 @@ std::string srq_sender(int peer, int ctl) {
   for (uint32_t q = 0; q < kQps; ++q)
     for (uint32_t k = 0; k < kWindow; ++k)
       if (!post_one(q)) return "ibv_post_send failed";
-  const uint32_t total = kQps * kMsgsPerQp;
+  const uint32_t total = kQps * per_qp;
   uint32_t completed = 0;
   bool faulted = false, repaired = false;
   while (completed < total) {
@@ -621,7 +642,7 @@ std::string srq_sender(int peer, int ctl) {
     for (const ibv_wc& wc : wcs) {
       ++completed;
       const auto q = static_cast<uint32_t>(wc.wr_id);
-      if (posted[q] < kMsgsPerQp && !post_one(q)) return "ibv_post_send failed";
+      if (posted[q] < per_qp && !post_one(q)) return "ibv_post_send failed";
     }
   }
   if (!faulted || !repaired) return "the run ended before the fault and repair were applied";
@@ -718,6 +739,92 @@ std::string srq_receiver(int peer, int) {
                           std::to_string(events) + " limit events";
   say(peer, (events > 0 ? "OK " : "FAIL no SRQ limit event; ") + out);
   return events > 0 ? "OK " + out : "FAIL no SRQ limit event";
+}
+
+// Host 1: one tag-matching SRQ under kQps QPs with a tag for every message posted before the
+// senders start (unsignalled TAG_ADDs); every message must match its tag (TM_RECV with MATCH
+// and DATA_VALID, the tag's buffer holding the data without the header), once, in order per QP.
+// A few plain receives catch what does not match: any use of one fails the run.
+std::string tm_receiver(int peer, int) {
+  Host h;
+  const size_t tagged = size_t{kQps} * kTmMsgsPerQp * kMaxMsg;
+  if (!h.open(tagged + 16 * kMaxMsg, 0)) return h.error;
+  ibv_srq_init_attr_ex sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  sa.comp_mask =
+      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+  sa.srq_type = IBV_SRQT_TM;
+  sa.pd = h.pd;
+  sa.cq = h.cq;
+  sa.tm_cap.max_num_tags = kQps * kTmMsgsPerQp;
+  sa.tm_cap.max_ops = 16;
+  ibv_srq* srq = create_srq_ex(h.ctx, &sa);
+  if (!srq) return "ibv_create_srq_ex (TM) failed";
+  for (uint32_t k = 0; k < 16; ++k) {
+    ibv_sge g{h.at(tagged + size_t{k} * kMaxMsg), kMaxMsg, h.mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = UINT32_MAX;
+    wr.sg_list = &g;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    if (post_srq_recv(srq, &wr, &bad)) return "ibv_post_srq_recv failed";
+  }
+  for (uint32_t q = 0; q < kQps; ++q)
+    for (uint32_t seq = 0; seq < kTmMsgsPerQp; ++seq) {
+      const uint32_t k = q * kTmMsgsPerQp + seq;
+      ibv_sge g{h.at(size_t{k} * kMaxMsg), kMaxMsg, h.mr->lkey};
+      ibv_ops_wr w{};
+      w.opcode = IBV_WR_TAG_ADD;
+      w.tm.add.recv_wr_id = k;
+      w.tm.add.sg_list = &g;
+      w.tm.add.num_sge = 1;
+      w.tm.add.tag = uint64_t{q} << 32 | seq;
+      w.tm.add.mask = ~0ull;
+      ibv_ops_wr* bad = nullptr;
+      if (post_srq_ops(srq, &w, &bad)) return "ibv_post_srq_ops (TAG_ADD) failed";
+    }
+  Info them;
+  const std::vector<ibv_qp*> qps = h.rc_pairs(peer, Info{}, &them, srq);
+  if (!h.error.empty()) return h.error;
+  std::map<uint32_t, uint32_t> by_qpn;  // our QP number -> the sender's index
+  for (int i = 0; i < kQps; ++i) by_qpn[qps[i]->qp_num] = static_cast<uint32_t>(i);
+  uint32_t next[kQps] = {}, received = 0;
+  const uint32_t total = kQps * kTmMsgsPerQp;
+  while (received < total) {
+    const auto wcs = h.poll(64, 20ms);
+    if (!h.error.empty()) return h.error;
+    for (const ibv_wc& wc : wcs) {
+      const auto it = by_qpn.find(wc.qp_num);
+      if (it == by_qpn.end()) return "a receive on QP " + std::to_string(wc.qp_num);
+      if (wc.opcode != IBV_WC_TM_RECV || wc.wc_flags != (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID) ||
+          wc.wr_id == UINT32_MAX)
+        return "a message did not match its tag (opcode " + std::to_string(wc.opcode) + ", flags " +
+               std::to_string(wc.wc_flags) + ")";
+      const uint32_t q = it->second, seq = next[q];
+      if (wc.wr_id != uint64_t{q} * kTmMsgsPerQp + seq)
+        return "QP " + std::to_string(q) + " expected message " + std::to_string(seq) +
+               ", got tag buffer " + std::to_string(wc.wr_id);
+      const uint8_t* p = h.buf.data() + wc.wr_id * kMaxMsg;
+      uint32_t got_seq, got_q;
+      std::memcpy(&got_seq, p, 4);
+      std::memcpy(&got_q, p + 4, 4);
+      if (got_q != q || got_seq != seq) return "message " + std::to_string(seq) + ": wrong data";
+      if (wc.byte_len != tm_msg_len(q, seq) - sizeof(ibv_tmh))
+        return "message " + std::to_string(seq) + ": wrong length";
+      for (uint32_t i = 8; i < wc.byte_len; ++i)
+        if (p[i] != msg_byte(q, seq, i + sizeof(ibv_tmh)))
+          return "message " + std::to_string(seq) + " of QP " + std::to_string(q) + ": byte " +
+                 std::to_string(i) + " differs";
+      ++next[q];
+      ++received;
+    }
+  }
+  for (ibv_qp* q : qps) destroy_qp(q);
+  destroy_srq(srq);
+  const std::string out = "received " + std::to_string(received) + " tagged messages, all matched";
+  say(peer, "OK " + out);
+  return "OK " + out;
 }
 
 // ---- The fixture -------------------------------------------------------------------------
@@ -821,7 +928,17 @@ TEST_F(NsVerbsFault, Atomics_PlaneDownAndUp_EachIncrementOnceCounterExact) {
 }
 
 TEST_F(NsVerbsFault, Srq_PlaneDownAndUp_EveryMessageOnceInOrderLimitEventFires) {
-  const auto [a, b] = run(srq_sender, srq_receiver, "down t0 h1 p1", "up t0 h1 p1");
+  const auto [a, b] = run([](int p, int c) { return srq_sender(p, c); }, srq_receiver,
+                          "down t0 h1 p1", "up t0 h1 p1");
+  EXPECT_EQ(a.rfind("OK", 0), 0u) << a;
+  EXPECT_EQ(b.rfind("OK", 0), 0u) << b;
+}
+
+// Tag matching through the same fault: 4 QPs into one tag-matching SRQ, 800 eager messages
+// (24 B..8 KiB, several packets each, sprayed over 4 planes), each matched to its own tag.
+TEST_F(NsVerbsFault, TagMatching_PlaneDownAndUp_EveryMessageMatchedOnceInOrder) {
+  const auto [a, b] = run([](int p, int c) { return srq_sender(p, c, true); }, tm_receiver,
+                          "down t0 h1 p1", "up t0 h1 p1");
   EXPECT_EQ(a.rfind("OK", 0), 0u) << a;
   EXPECT_EQ(b.rfind("OK", 0), 0u) << b;
 }
