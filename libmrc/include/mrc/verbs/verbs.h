@@ -112,7 +112,8 @@ ibv_pd* import_pd(ibv_context* c, uint32_t handle);
 void unimport_pd(ibv_pd* pd);
 ibv_mr* import_mr(ibv_pd* pd, uint32_t handle);
 void unimport_mr(ibv_mr* mr);
-/// ibv_query_device_ex: query_device's attributes, phys_port_cnt_ex (1) and the ODP caps.
+/// ibv_query_device_ex: query_device's attributes, phys_port_cnt_ex (1), the ODP caps and
+/// tm_caps (tm.cc).
 int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size);
 
