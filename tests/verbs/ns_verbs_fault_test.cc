@@ -26,8 +26,11 @@
 //   Tag matching: the same 4 QPs into one tag-matching SRQ with a tag posted for every message
 //     (800 eager messages, several packets each); through the same fault every message
 //     matches its own tag, once, in order per QP, its data byte for byte in the tag's buffer.
+//     Then 800 rendezvous requests the same way: each matched, its data READ by host 1 across
+//     the fabric into the tag's buffer byte for byte, and a FIN with its tag back to host 0.
 // Skips (saying why) where namespaces cannot be made. The fabric is removed at the end, also
 // on failure; the children are waited for by their pids (killed by pid after a time limit).
+#include <arpa/inet.h>
 #include <endian.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -176,7 +179,8 @@ struct Host {
     ibv_qp_attr i{};
     i.qp_state = IBV_QPS_INIT;
     i.port_num = 1;
-    i.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+    i.qp_access_flags =  // READ: a tag-matching receiver fetches a rendezvous
+        IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ;
     if (modify_qp(q, &i, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
       return fail("RC QP to INIT"), nullptr;
     return q;
@@ -741,11 +745,96 @@ std::string srq_receiver(int peer, int) {
   return events > 0 ? "OK " + out : "FAIL no SRQ limit event";
 }
 
+// Host 0, rendezvous: each message is a 32-byte request (TMH RNDV + RVH naming its data in
+// host 0's memory, kept until host 1's FIN for it arrives) on each of kQps QPs, up to 8 in
+// flight per QP; the fault at a third of the FINs, the repair at two thirds. Every FIN must
+// carry the request's tag and app context, in order per QP.
+std::string rndv_sender(int peer, int ctl) {
+  Host h;
+  constexpr uint32_t kWindow = 8;
+  const size_t data = size_t{kQps} * kWindow * kMaxMsg, hdrs = size_t{kQps} * kWindow * 64;
+  if (!h.open(data + 2 * hdrs, IBV_ACCESS_REMOTE_READ)) return h.error;
+  Info them;
+  const std::vector<ibv_qp*> qps = h.rc_pairs(peer, Info{}, &them);
+  if (!h.error.empty()) return h.error;
+  uint32_t posted[kQps] = {}, fins[kQps] = {};
+  auto post_one = [&](uint32_t q) {
+    const uint32_t seq = posted[q], slot = q * kWindow + seq % kWindow;
+    uint8_t* p = h.buf.data() + size_t{slot} * kMaxMsg;
+    const uint32_t len = tm_msg_len(q, seq) - sizeof(ibv_tmh);
+    for (uint32_t i = 0; i < len; ++i) p[i] = msg_byte(q, seq, i + sizeof(ibv_tmh));
+    std::memcpy(p, &seq, 4);
+    std::memcpy(p + 4, &q, 4);
+    uint8_t* r = h.buf.data() + data + size_t{slot} * 64;
+    ibv_tmh th{};
+    th.opcode = IBV_TMH_RNDV;
+    th.app_ctx = htonl(seq);
+    th.tag = htobe64(uint64_t{q} << 32 | seq);
+    ibv_rvh rv{};
+    rv.va = htobe64(reinterpret_cast<uintptr_t>(p));
+    rv.rkey = htonl(h.mr->rkey);
+    rv.len = htonl(len);
+    std::memcpy(r, &th, sizeof th);
+    std::memcpy(r + sizeof th, &rv, sizeof rv);
+    ibv_sge fs{h.at(data + hdrs + size_t{slot} * 64), 64, h.mr->lkey};  // where its FIN lands
+    ibv_recv_wr rw{};
+    rw.wr_id = q;
+    rw.sg_list = &fs;
+    rw.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    if (post_recv(qps[q], &rw, &rbad)) return false;
+    ibv_sge s{h.at(data + size_t{slot} * 64), sizeof th + sizeof rv, h.mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = q;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    if (post_send(qps[q], &wr, &bad)) return false;
+    ++posted[q];
+    return true;
+  };
+  for (uint32_t q = 0; q < kQps; ++q)
+    for (uint32_t k = 0; k < kWindow; ++k)
+      if (!post_one(q)) return "posting a rendezvous request failed";
+  const uint32_t total = kQps * kTmMsgsPerQp;
+  uint32_t done = 0;
+  bool faulted = false, repaired = false;
+  while (done < total) {
+    if (!faulted && done >= total / 3) faulted = fault(ctl, false);
+    if (faulted && !repaired && done >= 2 * total / 3) repaired = fault(ctl, true);
+    const auto wcs = h.poll(64, 10s);
+    if (wcs.empty())
+      return "FINs stalled at " + std::to_string(done) + " of " + std::to_string(total);
+    if (!h.error.empty()) return h.error;
+    for (const ibv_wc& wc : wcs) {
+      if (wc.opcode != IBV_WC_RECV) continue;  // a request's own send completion
+      const auto q = static_cast<uint32_t>(wc.wr_id);
+      const uint32_t seq = fins[q], slot = q * kWindow + seq % kWindow;
+      ibv_tmh fin{};
+      std::memcpy(&fin, h.buf.data() + data + hdrs + size_t{slot} * 64, sizeof fin);
+      if (wc.byte_len != sizeof fin || fin.opcode != IBV_TMH_FIN ||
+          be64toh(fin.tag) != (uint64_t{q} << 32 | seq) || ntohl(fin.app_ctx) != seq)
+        return "QP " + std::to_string(q) + ": a wrong FIN for request " + std::to_string(seq);
+      ++fins[q];
+      ++done;
+      if (posted[q] < kTmMsgsPerQp && !post_one(q)) return "posting a rendezvous request failed";
+    }
+  }
+  if (!faulted || !repaired) return "the run ended before the fault and repair were applied";
+  const uint64_t resent = h.qp_sum(qps, &engine::QpStats::tx_retransmits);
+  const auto r = hear(peer, 30s);
+  for (ibv_qp* q : qps) destroy_qp(q);
+  if (!r) return "no word from host 1";
+  return *r + ", resent " + std::to_string(resent);
+}
+
 // Host 1: one tag-matching SRQ under kQps QPs with a tag for every message posted before the
 // senders start (unsignalled TAG_ADDs); every message must match its tag (TM_RECV with MATCH
 // and DATA_VALID, the tag's buffer holding the data without the header), once, in order per QP.
 // A few plain receives catch what does not match: any use of one fails the run.
-std::string tm_receiver(int peer, int) {
+std::string tm_receiver(int peer, int, bool rndv = false) {
   Host h;
   const size_t tagged = size_t{kQps} * kTmMsgsPerQp * kMaxMsg;
   if (!h.open(tagged + 16 * kMaxMsg, 0)) return h.error;
@@ -789,7 +878,7 @@ std::string tm_receiver(int peer, int) {
   if (!h.error.empty()) return h.error;
   std::map<uint32_t, uint32_t> by_qpn;  // our QP number -> the sender's index
   for (int i = 0; i < kQps; ++i) by_qpn[qps[i]->qp_num] = static_cast<uint32_t>(i);
-  uint32_t next[kQps] = {}, received = 0;
+  uint32_t next[kQps] = {}, received = 0, matched = 0;
   const uint32_t total = kQps * kTmMsgsPerQp;
   while (received < total) {
     const auto wcs = h.poll(64, 20ms);
@@ -797,8 +886,14 @@ std::string tm_receiver(int peer, int) {
     for (const ibv_wc& wc : wcs) {
       const auto it = by_qpn.find(wc.qp_num);
       if (it == by_qpn.end()) return "a receive on QP " + std::to_string(wc.qp_num);
-      if (wc.opcode != IBV_WC_TM_RECV || wc.wc_flags != (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID) ||
-          wc.wr_id == UINT32_MAX)
+      // A rendezvous matches first (MATCH), its data is valid once READ (DATA_VALID).
+      if (rndv && wc.opcode == IBV_WC_TM_RECV && wc.wc_flags == IBV_WC_TM_MATCH &&
+          wc.wr_id != UINT32_MAX) {
+        ++matched;
+        continue;
+      }
+      const unsigned want = rndv ? IBV_WC_TM_DATA_VALID : (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID);
+      if (wc.opcode != IBV_WC_TM_RECV || wc.wc_flags != want || wc.wr_id == UINT32_MAX)
         return "a message did not match its tag (opcode " + std::to_string(wc.opcode) + ", flags " +
                std::to_string(wc.wc_flags) + ")";
       const uint32_t q = it->second, seq = next[q];
@@ -822,7 +917,10 @@ std::string tm_receiver(int peer, int) {
   }
   for (ibv_qp* q : qps) destroy_qp(q);
   destroy_srq(srq);
-  const std::string out = "received " + std::to_string(received) + " tagged messages, all matched";
+  if (rndv && matched != total) return "FAIL " + std::to_string(matched) + " MATCH completions";
+  const std::string out =
+      "received " + std::to_string(received) +
+      (rndv ? " rendezvous messages, all matched and read" : " tagged messages, all matched");
   say(peer, "OK " + out);
   return "OK " + out;
 }
@@ -937,8 +1035,19 @@ TEST_F(NsVerbsFault, Srq_PlaneDownAndUp_EveryMessageOnceInOrderLimitEventFires) 
 // Tag matching through the same fault: 4 QPs into one tag-matching SRQ, 800 eager messages
 // (24 B..8 KiB, several packets each, sprayed over 4 planes), each matched to its own tag.
 TEST_F(NsVerbsFault, TagMatching_PlaneDownAndUp_EveryMessageMatchedOnceInOrder) {
-  const auto [a, b] = run([](int p, int c) { return srq_sender(p, c, true); }, tm_receiver,
-                          "down t0 h1 p1", "up t0 h1 p1");
+  const auto [a, b] =
+      run([](int p, int c) { return srq_sender(p, c, true); },
+          [](int p, int c) { return tm_receiver(p, c); }, "down t0 h1 p1", "up t0 h1 p1");
+  EXPECT_EQ(a.rfind("OK", 0), 0u) << a;
+  EXPECT_EQ(b.rfind("OK", 0), 0u) << b;
+}
+
+// Rendezvous through the same fault: 800 requests, each matched to its tag, its data READ by
+// host 1 into the tag's buffer across the fabric, then a FIN back to host 0.
+TEST_F(NsVerbsFault, TagMatching_Rendezvous_PlaneDownAndUp_EveryReadAndFinOnce) {
+  const auto [a, b] = run(
+      rndv_sender, [](int p, int c) { return tm_receiver(p, c, true); }, "down t0 h1 p1",
+      "up t0 h1 p1");
   EXPECT_EQ(a.rfind("OK", 0), 0u) << a;
   EXPECT_EQ(b.rfind("OK", 0), 0u) << b;
 }
