@@ -167,6 +167,19 @@ struct Host {
     return out;
   }
 
+  // A signalled SEND of [addr, addr + len) of buf on `q`; false if the post fails.
+  bool send(ibv_qp* q, uint64_t addr, uint32_t len, uint64_t wr_id) {
+    ibv_sge s{addr, len, mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    return post_send(q, &wr, &bad) == 0;
+  }
+
   ibv_qp* rc_qp(ibv_srq* srq = nullptr) {
     ibv_qp_init_attr a{};
     a.send_cq = a.recv_cq = cq;
@@ -573,6 +586,32 @@ std::string atomic_responder(int peer, int) {
   return "OK counter " + std::to_string(v);
 }
 
+// Host 0's loop in the SRQ and tag-matching tests: polls until `total` completions were
+// counted, asking for the fault at a third of them and the repair at two thirds. `on_wc` sees
+// each completion: "" counts it, "-" skips it, anything else is the failure returned. "" when
+// all came and the fault and repair were both applied.
+std::string run_with_fault(Host& h, int ctl, uint32_t total, const char* what,
+                           const std::function<std::string(const ibv_wc&)>& on_wc) {
+  uint32_t done = 0;
+  bool faulted = false, repaired = false;
+  while (done < total) {
+    if (!faulted && done >= total / 3) faulted = fault(ctl, false);
+    if (faulted && !repaired && done >= 2 * total / 3) repaired = fault(ctl, true);
+    const auto wcs = h.poll(64, 10s);
+    if (wcs.empty())
+      return std::string(what) + " stalled at " + std::to_string(done) + " of " +
+             std::to_string(total);
+    if (!h.error.empty()) return h.error;
+    for (const ibv_wc& wc : wcs) {
+      const std::string r = on_wc(wc);
+      if (r == "-") continue;
+      if (!r.empty()) return r;
+      ++done;
+    }
+  }
+  return faulted && repaired ? "" : "the run ended before the fault and repair were applied";
+}
+
 // ---- SRQ ---------------------------------------------------------------------------------
 
 constexpr uint32_t kMsgsPerQp = 400;
@@ -618,38 +657,18 @@ std::string srq_sender(int peer, int ctl, bool tm = false) {
       th.tag = htobe64(uint64_t{q} << 32 | seq);
       std::memcpy(p, &th, sizeof th);
     }
-    ibv_sge s{h.at(off), len, h.mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = q;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    if (post_send(qps[q], &wr, &bad)) return false;
+    if (!h.send(qps[q], h.at(off), len, q)) return false;
     ++posted[q];
     return true;
   };
   for (uint32_t q = 0; q < kQps; ++q)
     for (uint32_t k = 0; k < kWindow; ++k)
       if (!post_one(q)) return "ibv_post_send failed";
-  const uint32_t total = kQps * per_qp;
-  uint32_t completed = 0;
-  bool faulted = false, repaired = false;
-  while (completed < total) {
-    if (!faulted && completed >= total / 3) faulted = fault(ctl, false);
-    if (faulted && !repaired && completed >= 2 * total / 3) repaired = fault(ctl, true);
-    const auto wcs = h.poll(64, 10s);
-    if (wcs.empty())
-      return "sends stalled at " + std::to_string(completed) + " of " + std::to_string(total);
-    if (!h.error.empty()) return h.error;
-    for (const ibv_wc& wc : wcs) {
-      ++completed;
-      const auto q = static_cast<uint32_t>(wc.wr_id);
-      if (posted[q] < per_qp && !post_one(q)) return "ibv_post_send failed";
-    }
-  }
-  if (!faulted || !repaired) return "the run ended before the fault and repair were applied";
+  const std::string run = run_with_fault(h, ctl, kQps * per_qp, "sends", [&](const ibv_wc& wc) {
+    const auto q = static_cast<uint32_t>(wc.wr_id);
+    return posted[q] < per_qp && !post_one(q) ? "ibv_post_send failed" : "";
+  });
+  if (!run.empty()) return run;
   // Resends after RNR NAKs (the SRQ ran dry before the receiver posted more) count too.
   const uint64_t resent = h.qp_sum(qps, &engine::QpStats::tx_retransmits);
   const uint64_t rnr = h.qp_sum(qps, &engine::QpStats::rnr_naks);
@@ -783,46 +802,28 @@ std::string rndv_sender(int peer, int ctl) {
     rw.num_sge = 1;
     ibv_recv_wr* rbad = nullptr;
     if (post_recv(qps[q], &rw, &rbad)) return false;
-    ibv_sge s{h.at(data + size_t{slot} * 64), sizeof th + sizeof rv, h.mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = q;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    if (post_send(qps[q], &wr, &bad)) return false;
+    if (!h.send(qps[q], h.at(data + size_t{slot} * 64), sizeof th + sizeof rv, q)) return false;
     ++posted[q];
     return true;
   };
   for (uint32_t q = 0; q < kQps; ++q)
     for (uint32_t k = 0; k < kWindow; ++k)
       if (!post_one(q)) return "posting a rendezvous request failed";
-  const uint32_t total = kQps * kTmMsgsPerQp;
-  uint32_t done = 0;
-  bool faulted = false, repaired = false;
-  while (done < total) {
-    if (!faulted && done >= total / 3) faulted = fault(ctl, false);
-    if (faulted && !repaired && done >= 2 * total / 3) repaired = fault(ctl, true);
-    const auto wcs = h.poll(64, 10s);
-    if (wcs.empty())
-      return "FINs stalled at " + std::to_string(done) + " of " + std::to_string(total);
-    if (!h.error.empty()) return h.error;
-    for (const ibv_wc& wc : wcs) {
-      if (wc.opcode != IBV_WC_RECV) continue;  // a request's own send completion
-      const auto q = static_cast<uint32_t>(wc.wr_id);
-      const uint32_t seq = fins[q], slot = q * kWindow + seq % kWindow;
-      ibv_tmh fin{};
-      std::memcpy(&fin, h.buf.data() + data + hdrs + size_t{slot} * 64, sizeof fin);
-      if (wc.byte_len != sizeof fin || fin.opcode != IBV_TMH_FIN ||
-          be64toh(fin.tag) != (uint64_t{q} << 32 | seq) || ntohl(fin.app_ctx) != seq)
-        return "QP " + std::to_string(q) + ": a wrong FIN for request " + std::to_string(seq);
-      ++fins[q];
-      ++done;
-      if (posted[q] < kTmMsgsPerQp && !post_one(q)) return "posting a rendezvous request failed";
-    }
-  }
-  if (!faulted || !repaired) return "the run ended before the fault and repair were applied";
+  const std::string run =
+      run_with_fault(h, ctl, kQps * kTmMsgsPerQp, "FINs", [&](const ibv_wc& wc) -> std::string {
+        if (wc.opcode != IBV_WC_RECV) return "-";  // a request's own send completion
+        const auto q = static_cast<uint32_t>(wc.wr_id);
+        const uint32_t seq = fins[q], slot = q * kWindow + seq % kWindow;
+        ibv_tmh fin{};
+        std::memcpy(&fin, h.buf.data() + data + hdrs + size_t{slot} * 64, sizeof fin);
+        if (wc.byte_len != sizeof fin || fin.opcode != IBV_TMH_FIN ||
+            be64toh(fin.tag) != (uint64_t{q} << 32 | seq) || ntohl(fin.app_ctx) != seq)
+          return "QP " + std::to_string(q) + ": a wrong FIN for request " + std::to_string(seq);
+        ++fins[q];
+        return posted[q] < kTmMsgsPerQp && !post_one(q) ? "posting a rendezvous request failed"
+                                                        : "";
+      });
+  if (!run.empty()) return run;
   const uint64_t resent = h.qp_sum(qps, &engine::QpStats::tx_retransmits);
   const auto r = hear(peer, 30s);
   for (ibv_qp* q : qps) destroy_qp(q);
