@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "mrc/engine/engine.h"
+#include "mrc/io/sim/fabric.h"
+#include "mrc/testing/bulk.h"
+#include "mrc/testing/testbed.h"
 #include "mrc/wire/wire.h"
 
 namespace mrc::engine {
@@ -287,6 +290,130 @@ TEST(Ud, HeldPlane_DatagramLeavesOnAnotherPlaneOfThePeer) {
   ASSERT_TRUE(a.eng.set_port_up(Time{1000}, 1, false).ok());
   EXPECT_EQ(sent_on(10).plane, 1);
   EXPECT_EQ(a.eng.stats().ud_rerouted, 6u);
+}
+
+// The same on the simulated fabric, with the hold learned rather than told: 2 hosts, 4 planes
+// x 4 spines, host 1's T0 of plane 2 down. A UD stream from host 0 whose datagrams all name
+// plane-2 paths arrives whole while the fault lasts, because the RC QP's losses there make the
+// shared path health hold plane 2 for host 1 and every datagram leaves on another plane of the
+// AH's paths (set_ud_paths); with the fault repaired and the hold run out, the same datagrams
+// go on their plane-2 paths again (no reroute) and arrive. Without set_ud_paths the stream is
+// lost while plane 2 is down. Deterministic: virtual time, fixed seed.
+TEST(Ud, PlaneHeldByPathHealth_OnTheSimFabric_StreamMovesOffAndComesBack) {
+  EngineConfig ec;
+  ec.nic_bps = 40'000'000'000;
+  ec.base_rtt = std::chrono::microseconds(20);
+  sim::Testbed tb(sim::SimConfig{11}, ec);
+  tb.add_host();
+  tb.add_host();
+  sim::FabricConfig fc;
+  fc.hosts = 2;
+  fc.host_port_bps = fc.uplink_bps = 10'000'000'000;
+  sim::Fabric fab(tb.net(), fc);
+  // A UD QP and a CQ of its own on each host (the testbed's CQ belongs to the bulk WRITE).
+  struct UdHost {
+    CqId cq = 0;
+    Qpn qpn = 0;
+    std::vector<uint8_t> mem = std::vector<uint8_t>(1 << 16, 0);
+    uint32_t key = 0;
+  } ud[2];
+  for (PeerId h : {0u, 1u}) {
+    Engine& e = tb.engine(h);
+    ud[h].cq = e.create_cq(1024).value();
+    QpInit init;
+    init.send_cq = init.recv_cq = ud[h].cq;
+    init.ud = true;
+    ud[h].qpn = e.create_qp(init).value();
+    ud[h].key = tb.register_mr(h, ud[h].mem);
+    QpAttr a;
+    a.qkey = kQkey;
+    for (QpState st : {QpState::kInit, QpState::kRtr, QpState::kRts}) {
+      a.state = st;
+      ASSERT_TRUE(e.modify_qp(ud[h].qpn, a, attr::kState | attr::kQkey).ok());
+    }
+  }
+  const std::vector<Path> paths = fab.paths(0, 1, 4);
+  std::vector<Path> on2;
+  for (const Path& p : paths)
+    if (p.plane == 2) on2.push_back(p);
+  ASSERT_EQ(on2.size(), 4u);
+  constexpr uint32_t kLen = 200, kSlot = 256;
+  // 16 datagrams from host 0, each naming a plane-2 path; how many reached host 1 intact.
+  uint8_t seed = 0;
+  auto stream = [&]() {
+    Engine& rx = tb.engine(1);
+    for (uint32_t i = 0; i < 16; ++i) {
+      Sge g{reinterpret_cast<uint64_t>(&ud[1].mem[i * kSlot]), kSlot, ud[1].key};
+      EXPECT_TRUE(rx.post_recv(ud[1].qpn, RecvWr{i, {&g, 1}}).ok());
+    }
+    ++seed;
+    for (uint32_t i = 0; i < 16; ++i) {
+      for (uint32_t k = 0; k < kLen; ++k)
+        ud[0].mem[i * kSlot + k] = static_cast<uint8_t>(seed * 31 + i * 7 + k);
+      UdDest d;
+      d.peer = 1;
+      d.path = on2[i % on2.size()];
+      d.qpn = ud[1].qpn;
+      d.qkey = kQkey;
+      Sge g{reinterpret_cast<uint64_t>(&ud[0].mem[i * kSlot]), kLen, ud[0].key};
+      SendWr wr;
+      wr.wr_id = i;
+      wr.opcode = Opcode::kSend;
+      wr.sg = {&g, 1};
+      wr.ud = &d;
+      EXPECT_TRUE(tb.engine(0).post_send(ud[0].qpn, wr).ok());
+    }
+    // Until all 16 are in (behind the bulk WRITE's queues they take a while), or 20 ms.
+    tb.net().run_until([&] { return rx.cq_depth(ud[1].cq) >= 16; },
+                       tb.net().now() + Duration{20'000'000});
+    std::vector<Completion> c(64);
+    c.resize(tb.engine(0).poll_cq(ud[0].cq, c));
+    EXPECT_EQ(c.size(), 16u);  // every send completes once handed to the network
+    c.resize(64);
+    c.resize(rx.poll_cq(ud[1].cq, c));
+    uint32_t intact = 0;
+    for (const Completion& k : c) {
+      const uint8_t* got = &ud[1].mem[k.wr_id * kSlot + wire::kUdGrhLen];
+      const uint8_t* sent = &ud[0].mem[k.wr_id * kSlot];
+      if (k.status == WcStatus::kSuccess && k.byte_len == wire::kUdGrhLen + kLen &&
+          std::memcmp(got, sent, kLen) == 0)
+        ++intact;
+    }
+    return intact;
+  };
+  tb.engine(0).set_ud_paths(1, paths);
+  EXPECT_EQ(stream(), 16u) << "healthy fabric";
+  EXPECT_EQ(tb.engine(0).stats().ud_rerouted, 0u);
+
+  fab.t0_down(2, 1);  // host 1 loses plane 2: whatever is sent to it there is dropped
+  const auto rc = tb.connect(0, 1, paths, [] {
+    QpAttr a;
+    a.timeout = 14;
+    a.retry_cnt_exp = 7;
+    return a;
+  }());
+  // Light (one 16 KiB WRITE at a time): queues stay short, so a datagram meets no tail drop.
+  sim::BulkWrite bulk(tb, 0, 1, rc, sim::BulkWrite::Config{16 << 10, 1, 1});
+  for (int i = 0; i < 200 && !(tb.engine(0).held_planes(1, tb.net().now()) & (1u << 2)); ++i)
+    bulk.run_until(tb.net().now() + Duration{100'000}, Duration{10'000});
+  ASSERT_TRUE(tb.engine(0).held_planes(1, tb.net().now()) & (1u << 2))
+      << "the RC QP's losses never held plane 2";
+  EXPECT_EQ(stream(), 16u) << "datagrams went into the dead plane";
+  EXPECT_EQ(tb.engine(0).stats().ud_rerouted, 16u);
+
+  // Repaired: the plane hold runs out and the RC QP's traffic, sprayed on plane 2 again, is
+  // acknowledged there, which also clears the holds of plane 2's EV values (an EV whose hold ran
+  // out with no acknowledgement stays passed over until one comes).
+  fab.t0_up(2, 1);
+  for (int i = 0; i < 400 && tb.engine(0).held_planes(1, tb.net().now()) != 0; ++i)
+    bulk.run_until(tb.net().now() + Duration{100'000}, Duration{10'000});
+  ASSERT_EQ(tb.engine(0).held_planes(1, tb.net().now()), 0u) << "the hold never ended";
+  bulk.run_until(tb.net().now() + Duration{5'000'000}, Duration{10'000});
+  bulk.stop_posting();
+  bulk.run_until(tb.net().now() + Duration{2'000'000}, Duration{10'000});
+  EXPECT_TRUE(bulk.ok()) << bulk.first_error();
+  EXPECT_EQ(stream(), 16u);
+  EXPECT_EQ(tb.engine(0).stats().ud_rerouted, 16u) << "rerouted with no hold";
 }
 
 }  // namespace

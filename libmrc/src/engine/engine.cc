@@ -124,6 +124,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
   if (!ev_scratch.empty()) ev_events(q);  // path changes that led here are this QP's
   const bool was_error = q.state == QpState::kError;
   q.state = QpState::kError;
+  if (!tm_msgs.empty() || !tm_reads.empty()) tm_forget(q.qpn);  // its receives flush
   if (culprit == UINT64_MAX && !q.sq.empty()) culprit = q.sq.head();
   auto flush_local = [&](uint64_t upto) {  // local completions posted before WQE `upto`
     while (!q.local_after.empty() && q.local_after.front().first <= upto) {
@@ -440,11 +441,25 @@ Result<uint32_t, Error> Engine::create_srq(uint32_t max_wr, const XrcSrqInit& xr
   return static_cast<uint32_t>(i + 1);
 }
 
+Result<uint32_t, Error> Engine::create_tm_srq(uint32_t max_wr, CqId cq, uint32_t max_tags) {
+  Core& c = *impl_;
+  if (max_tags == 0 || max_tags > (1u << 16)) return Err{Error::kInvalidArgument};
+  if (cq == 0 || cq > c.cqs.size() || !c.cqs[cq - 1].live) return Err{Error::kNoSuchCq};
+  auto id = create_srq(max_wr);
+  if (id) c.make_tm(*id, cq, max_tags);
+  return id;
+}
+
+Result<uint32_t, Error> Engine::post_srq_op(uint32_t srq, const SrqOp& op) {
+  return impl_->post_srq_op(srq, op);
+}
+
 Status<Error> Engine::destroy_srq(uint32_t id) {
   Srq* s = impl_->srq(id);
   if (!s) return Err{Error::kInvalidArgument};
   if (s->users) return Err{Error::kBadState};
   if (s->xrc.xrcd) --impl_->cqs[s->xrc.cq - 1].users;
+  if (s->tm) --impl_->cqs[s->tm->cq - 1].users;
   *s = Srq{};
   return {};
 }
@@ -627,6 +642,7 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
   const QpState to = (mask & attr::kState) ? a.state : q.state;
   const QpState from = q.state;
   if (to == QpState::kReset) {  // drop everything, keep the number and CQs
+    c.tm_forget(q.qpn);
     // Its completions not yet polled go too, as rdma-core's providers clean a CQ of a QP
     // reset (mlx5_cq_clean): a QP restarted after an error does not find its flushes.
     for (const CqId id : {q.init.send_cq, q.init.recv_cq})  // live: the QP holds them
@@ -803,6 +819,7 @@ Status<Error> Engine::destroy_qp(Qpn qpn) {
   for (CqId id : {q->init.send_cq, q->init.recv_cq})
     if (id) --c.cqs[id - 1].users;
   if (q->init.srq) --c.srqs[q->init.srq - 1].users;
+  c.tm_forget(qpn);
   c.qps[qpn - 1].reset();
   c.free_qpns.push_back(qpn);
   --c.live_qps;

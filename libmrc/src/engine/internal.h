@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -41,6 +42,23 @@
 #include "mrc/wire/wire.h"
 
 namespace mrc::engine {
+
+/// Big-endian fields of payloads the engine reads or writes itself (atomic operands and
+/// results, tag-matching headers).
+inline uint64_t get_be64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+inline uint32_t get_be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+inline void put_be64(uint8_t* p, uint64_t v) {
+  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
+}
+inline void put_be32(uint8_t* p, uint32_t v) {
+  for (int i = 3; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
+}
 
 /// "No PSN" in the sent-order list links: wider than a PSN, since every 32-bit value is one.
 inline constexpr uint64_t kNoLink = UINT64_MAX;
@@ -395,6 +413,43 @@ struct Cq {
   bool live = false;
 };
 
+/// One tagged buffer of a tag-matching SRQ (Engine::post_srq_op kAdd).
+struct TmTag {
+  uint32_t handle = 0;
+  uint64_t tag = 0, mask = 0;
+  uint64_t wr_id = 0;   // SrqOp::recv_wr_id: its kTmRecv completions'
+  std::vector<Sge> sg;  // checked when data lands, as a receive's (resolve_recv)
+  uint64_t capacity = 0;
+  bool active = true;  // added while the SRQ was in sync: matches; else only after a sync
+};
+
+/// The tag-matching part of an SRQ (Engine::create_tm_srq). Phase sync, as verbs has it: every
+/// unexpected message adds one to `unexpected`; the app reports how many it handled
+/// (SrqOp::unexpected_cnt -> `synced`); while they differ the SRQ is out of sync and a tag added
+/// then does not match until they agree again.
+struct SrqTm {
+  CqId cq = 0;  // every completion of the SRQ: receives and tag operations
+  uint32_t max_tags = 0;
+  std::vector<TmTag> tags;  // in posting order (matching takes the first that fits)
+  uint32_t next_handle = 1;
+  uint32_t unexpected = 0;
+  uint32_t synced = 0;
+  bool in_sync() const { return unexpected == synced; }
+};
+
+/// How a message to a QP on a tag-matching SRQ was classified when its first packet came
+/// (Core::tm_take), kept until its receive completes (Core::tm_msgs).
+struct TmMsg {
+  enum Kind : uint8_t { kPlain, kNoTag, kUnexpected, kEager, kRndv };
+  Kind kind = kPlain;
+  uint32_t priv = 0;  // the header's app context
+  uint64_t tag = 0;
+  uint64_t va = 0;  // kRndv: the requester's buffer (rendezvous header)
+  uint32_t rkey = 0;
+  uint32_t len = 0;
+  CqId cq = 0;  // the SRQ's
+};
+
 struct Srq {
   std::deque<RecvWqe> q;  // posted, not yet taken by a QP
   uint32_t max_wr = 0;
@@ -402,6 +457,7 @@ struct Srq {
   uint32_t users = 0;  // QPs using it
   bool live = false;
   XrcSrqInit xrc;  // xrc.xrcd nonzero: an XRC SRQ, named by messages to XRC target QPs
+  std::shared_ptr<SrqTm> tm;  // a tag-matching SRQ (create_tm_srq), else null
 };
 
 /// Engine::Impl: owns everything; sender.cc and receiver.cc add its methods.
@@ -524,7 +580,9 @@ struct Core {
   void fail_qp(Qp& q, WcStatus cause, uint64_t culprit = UINT64_MAX, bool fatal_event = true);
 
   // sender (sender.cc)
-  Status<Error> post_send(Qp& q, const SendWr& wr);
+  /// `internal`: a WR of the engine's own (a rendezvous READ or FIN, tm.cc): past max_send_wr,
+  /// and completing only on error whatever sq_sig_all says.
+  Status<Error> post_send(Qp& q, const SendWr& wr, bool internal = false);
   bool has_data(const Qp& q, Time now) const;
   /// The next new WQE must wait: it is fenced and an earlier READ is still outstanding, or
   /// it is a READ or atomic and kMaxReadResponses of them are outstanding (what a responder
@@ -637,6 +695,7 @@ struct Core {
     Srq* xs;      // an XRC target QP: the message's XRC SRQ (else null)
     uint32_t pd;  // the PD its memory is checked in (XRC: its SRQ's)
     Action act;   // the in-order work at its message's last PSN (kNone: none)
+    bool tm_wait = false;  // tm_take: the message cannot be classified yet (refuse_no_recv)
   };
   // Each false when the packet was refused (counted, NACKed where the peer must hear of it).
   bool accept_write(RxData& x);     // WRITE, WRITE_WITH_IMM
@@ -649,6 +708,44 @@ struct Core {
   bool refuse(RxData& x, Drop why, wire::NackReason r);
   /// The receive of message `msn` is in q.rq (taken from the SRQ when the QP has one).
   bool have_recv(RxData& x, uint32_t msn);
+  /// have_recv's refusal: NACKed NO_RESOURCE (RNR), or PSN_OUT_OF_WINDOW (resent a little
+  /// later, no loss blamed) when a tag-matching SRQ's message must wait for its first packet
+  /// or an earlier message's (RxData::tm_wait).
+  bool refuse_no_recv(RxData& x);
+
+  // ---- tag matching (tm.cc) ----
+  /// Makes SRQ `id` a tag-matching one (Engine::create_tm_srq; `cq` checked, held).
+  void make_tm(uint32_t id, CqId cq, uint32_t max_tags);
+  Result<uint32_t, Error> post_srq_op(uint32_t srq, const SrqOp& op);
+  // Messages of QPs on a tag-matching SRQ, classified and not yet completed, by (QP, MSN);
+  // rendezvous READs in flight, by (QP, send WQE sequence number).
+  std::map<std::pair<Qpn, uint32_t>, TmMsg> tm_msgs;
+  struct TmRead {
+    TmMsg msg;
+    uint64_t wr_id = 0;  // the tag's
+  };
+  std::map<std::pair<Qpn, uint64_t>, TmRead> tm_reads;
+  /// have_recv for a QP on tag-matching SRQ `s`: receive number `msn` is classified in MSN
+  /// order at its first packet (a SEND's TM header matched against the tags, or a plain SRQ
+  /// receive taken) and its slot filled in q.rq; false with x.tm_wait when it must wait.
+  bool tm_take(RxData& x, Srq& s, uint32_t msn);
+  /// The classification of `msn` of `q`, or null.
+  const TmMsg* tm_msg(Qpn q, uint32_t msn) const {
+    auto it = tm_msgs.find({q, msn});
+    return it == tm_msgs.end() ? nullptr : &it->second;
+  }
+  /// accept_send's placement of a SEND packet into receive `r` classified as `m`: an eager
+  /// match skips the TM header, a rendezvous match places nothing. False: too long for `r`.
+  bool tm_place(const TmMsg* m, RecvWqe& r, const wire::DataHeader& d, const uint8_t* payload);
+  /// run_action's receive completion `c` of `q` (receive `r`, number `msn`): the TM fields of
+  /// its class. A rendezvous match completes `c` itself and starts its READ (the FIN and the
+  /// second completion follow in tm_read_done): false, the caller completes nothing.
+  bool tm_recv_done(Qp& q, uint32_t msn, const RecvWqe& r, Completion& c);
+  /// complete_sends popped send WQE `seq`: if it was a rendezvous READ, the requester gets its
+  /// FIN and the tag its kDataValid completion.
+  void tm_read_done(Qp& q, uint64_t seq);
+  /// Forgets q's tag-matching state (its receives flushed or the QP gone).
+  void tm_forget(Qpn q);
   /// A READ or atomic holds one of the responder's kMaxReadResponses until its response is
   /// acknowledged; past them it is refused (RNR) and resent.
   bool take_response_slot(RxData& x);

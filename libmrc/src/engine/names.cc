@@ -69,6 +69,10 @@ const char* to_string(WcStatus s) {
       return "transport retry counter exceeded";
     case WcStatus::kRnrRetryExcErr:
       return "RNR retry counter exceeded";
+    case WcStatus::kTmErr:
+      return "tag matching operation failed";
+    case WcStatus::kTmRndvIncomplete:
+      return "rendezvous incomplete";
   }
   return "?";
 }

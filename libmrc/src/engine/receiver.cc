@@ -10,14 +10,6 @@
 
 namespace mrc::engine {
 
-namespace {
-uint64_t get_be64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  return v;
-}
-}  // namespace
-
 void Core::nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r) {
   ++q.stats.tx_nacks;
   if (ctrl.size() >= 4 * 4096) return;  // the sender's timeout covers a NACK we could not queue
@@ -45,8 +37,14 @@ bool Core::refuse(RxData& x, Drop why, wire::NackReason r) {
 bool Core::have_recv(RxData& x, uint32_t msn) {
   Qp& q = x.q;
   if (x.xs) return xrc_take(q, msn, *x.xs, x.p.data.xrc_srqn);
+  if (Srq* s = srq(q.init.srq); s && s->tm) return tm_take(x, *s, msn);
   srq_take(q, msn);
   return psn_diff(msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) < 0;
+}
+
+bool Core::refuse_no_recv(RxData& x) {
+  return x.tm_wait ? refuse(x, Drop::kPsnOutOfWindow, wire::NackReason::kPsnOutOfWindow)
+                   : refuse(x, Drop::kNoReceive, wire::NackReason::kNoResource);
 }
 
 bool Core::take_response_slot(RxData& x) {
@@ -96,11 +94,10 @@ bool Core::accept_write(RxData& x) {
     const Mr* m = mr_in(d.rkey, x.pd);
     if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len))
       return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteAccess);
-    if (imm && (h.flags & wire::flag::kLast) && !have_recv(x, d.msn))
-      return refuse(x, Drop::kNoReceive, wire::NackReason::kNoResource);
+    if (imm && (h.flags & wire::flag::kLast) && !have_recv(x, d.msn)) return refuse_no_recv(x);
     copy(m->at(d.addr + d.offset), x.p.payload.data(), d.payload_len);
   } else if (imm && !have_recv(x, d.msn)) {
-    return refuse(x, Drop::kNoReceive, wire::NackReason::kNoResource);
+    return refuse_no_recv(x);
   }
   if (imm) x.act.kind = Action::kWriteImm;
   return true;
@@ -115,9 +112,10 @@ bool Core::accept_send(RxData& x) {
     stats.drop(Drop::kDuplicate);
     return false;
   }
-  if (!have_recv(x, d.msn)) return refuse(x, Drop::kNoReceive, wire::NackReason::kNoResource);
+  if (!have_recv(x, d.msn)) return refuse_no_recv(x);
   RecvWqe& r = q.rq.at(q.rq.head() + static_cast<uint64_t>(idx));
-  if (d.msg_len > r.capacity)
+  const TmMsg* tm = tm_msgs.empty() ? nullptr : tm_msg(q.qpn, d.msn);
+  if (!tm && d.msg_len > r.capacity)
     return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteInvalid);
   if (!resolve_recv(q, r)) {  // a bad or deregistered receive buffer: a local error, and the
     // requester's SEND fails with a remote operation error, as from a verbs responder
@@ -131,7 +129,12 @@ bool Core::accept_send(RxData& x) {
     x.act.invalidate = true;
     x.act.rkey = d.rkey;
   }
-  if (d.payload_len) sg_copy_in(r.sg, d.offset, x.p.payload.data(), d.payload_len, cfg.copy);
+  if (tm) {  // a tag-matching SRQ's message (tm.cc)
+    if (!tm_place(tm, r, d, x.p.payload.data()))
+      return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteInvalid);
+  } else if (d.payload_len) {
+    sg_copy_in(r.sg, d.offset, x.p.payload.data(), d.payload_len, cfg.copy);
+  }
   x.act.kind = h.kind == wire::Kind::kSendImm ? Action::kRecvImm : Action::kRecv;
   return true;
 }
@@ -365,9 +368,10 @@ void Core::run_action(Qp& q, Action& a) {
         c.has_inv = true;
         c.imm = a.rkey;
       }
+      const bool emit = tm_msgs.empty() || tm_recv_done(q, a.msn, r, c);
       q.rq.pop();
       ++q.rq_base_msn;
-      complete(q, cq, c);
+      if (emit) complete(q, cq, c);
       break;
     }
     case Action::kReadReq:

@@ -55,10 +55,6 @@ WcOpcode wc_opcode(Opcode op) {
   return WcOpcode::kSend;
 }
 
-void put_be64(uint8_t* p, uint64_t v) {
-  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
-}
-
 bool fatal_reason(wire::NackReason r) {
   return r == wire::NackReason::kRemoteAccess || r == wire::NackReason::kRemoteInvalid ||
          r == wire::NackReason::kRemoteOperation;
@@ -66,12 +62,12 @@ bool fatal_reason(wire::NackReason r) {
 
 }  // namespace
 
-Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
+Status<Error> Core::post_send(Qp& q, const SendWr& wr, bool internal) {
   if (q.init.ud) return ud_post_send(q, wr);
   if (wr.invalidate && wr.opcode != Opcode::kSend) return Err{Error::kInvalidArgument};
   if (q.state == QpState::kReset || q.state == QpState::kInit || q.state == QpState::kRtr)
     return Err{Error::kBadState};
-  if (q.sq.full()) return Err{Error::kQueueFull};
+  if (q.sq.full() && !internal) return Err{Error::kQueueFull};
   if (wr.opcode == Opcode::kWriteImm && q.attr.max_wimm && q.sq_wimms >= q.attr.max_wimm)
     return Err{Error::kWimmLimit};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
@@ -114,7 +110,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr) {
   }
   w.wr_id = wr.wr_id;
   w.op = wr.opcode;
-  w.signaled = wr.signaled || q.init.sq_sig_all;
+  w.signaled = wr.signaled || (q.init.sq_sig_all && !internal);
   w.solicited = wr.solicited;
   w.is_read_resp = false;
   w.remote_addr = wr.remote_addr;
@@ -842,7 +838,9 @@ void Core::complete_sends(Qp& q) {
       complete(q, q.init.send_cq, c);
     }
     if (w.op == Opcode::kWriteImm) --q.sq_wimms;
+    const uint64_t seq = q.sq.head();
     q.sq.pop();
+    if (!tm_reads.empty()) tm_read_done(q, seq);  // a rendezvous READ (tm.cc)
   }
   complete_local(q);
   while (!q.rsp.empty() && q.rsp.head() != q.pkt_rsp) {

@@ -47,6 +47,21 @@ ibv_wc to_wc(const engine::Completion& c) {
     case engine::WcOpcode::kLocalInv:
       w.opcode = IBV_WC_LOCAL_INV;
       break;
+    case engine::WcOpcode::kTmAdd:
+      w.opcode = IBV_WC_TM_ADD;
+      break;
+    case engine::WcOpcode::kTmDel:
+      w.opcode = IBV_WC_TM_DEL;
+      break;
+    case engine::WcOpcode::kTmSync:
+      w.opcode = IBV_WC_TM_SYNC;
+      break;
+    case engine::WcOpcode::kTmRecv:
+      w.opcode = IBV_WC_TM_RECV;
+      break;
+    case engine::WcOpcode::kTmNoTag:
+      w.opcode = IBV_WC_TM_NO_TAG;
+      break;
   }
   w.byte_len = c.byte_len;
   w.qp_num = c.qpn;
@@ -58,6 +73,10 @@ ibv_wc to_wc(const engine::Completion& c) {
     w.wc_flags |= IBV_WC_WITH_INV;
     w.invalidated_rkey = c.imm;
   }
+  // Tag matching (tm.cc): the tag and app context are read with ibv_wc_read_tm_info.
+  if (c.tm_flags & engine::tm_flag::kSyncReq) w.wc_flags |= IBV_WC_TM_SYNC_REQ;
+  if (c.tm_flags & engine::tm_flag::kMatch) w.wc_flags |= IBV_WC_TM_MATCH;
+  if (c.tm_flags & engine::tm_flag::kDataValid) w.wc_flags |= IBV_WC_TM_DATA_VALID;
   if (c.src_qpn) {  // a UD receive: its buffer starts with the sender's GRH (ud.cc)
     w.src_qp = c.src_qpn;
     w.wc_flags |= IBV_WC_GRH;
@@ -263,6 +282,11 @@ __be32 cqx_imm(ibv_cq_ex* c) {
 uint32_t cqx_qp_num(ibv_cq_ex* c) { return cq_ex_of(c)->cur.qpn; }
 uint32_t cqx_src_qp(ibv_cq_ex* c) { return cq_ex_of(c)->cur.src_qpn; }
 unsigned cqx_flags(ibv_cq_ex* c) { return to_wc(cq_ex_of(c)->cur).wc_flags; }
+void cqx_tm_info(ibv_cq_ex* c, ibv_wc_tm_info* t) {
+  const engine::Completion& k = cq_ex_of(c)->cur;
+  t->tag = k.tag;
+  t->priv = k.tm_priv;
+}
 
 Cq* make_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch) {
   if (cqe < 1 || static_cast<uint32_t>(cqe) > kMaxCqe) {
@@ -301,6 +325,7 @@ Cq* make_cq(ibv_context* c, int cqe, void* cq_context, ibv_comp_channel* ch) {
   x.read_slid = &cqx_zero32;
   x.read_sl = &cqx_zero8;
   x.read_dlid_path_bits = &cqx_zero8;
+  x.read_tm_info = &cqx_tm_info;
   if (ch) ++ch->refcnt;
   return q;
 }
@@ -321,13 +346,14 @@ ibv_cq_ex* create_cq_ex(ibv_context* c, ibv_cq_init_attr_ex* a) {
     fail(EINVAL, "ibv_create_cq_ex: cq_attr is NULL");
     return nullptr;
   }
-  const uint64_t supported = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
-                             IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
-                             IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-                             IBV_WC_EX_WITH_DLID_PATH_BITS;
+  const uint64_t supported = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+                             IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+                             IBV_WC_EX_WITH_DLID_PATH_BITS | IBV_WC_EX_WITH_TM_INFO;
   if (a->wc_flags & ~supported) {
-    fail(EOPNOTSUPP, "ibv_create_cq_ex: wc_flags 0x%llx are not supported by mrc0 (timestamps, "
-         "tags)", static_cast<unsigned long long>(a->wc_flags & ~supported));
+    fail(EOPNOTSUPP,
+         "ibv_create_cq_ex: wc_flags 0x%llx are not supported by mrc0 (timestamps, "
+         "flow tags, CVLAN)",
+         static_cast<unsigned long long>(a->wc_flags & ~supported));
     return nullptr;
   }
   if (a->comp_vector >= static_cast<uint32_t>(c->num_comp_vectors)) {

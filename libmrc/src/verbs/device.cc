@@ -187,6 +187,7 @@ ibv_context* open_device(ibv_device* d) {
   v.close_xrcd = &close_xrcd;
   v.create_srq_ex = &create_srq_ex;
   v.get_srq_num = &get_srq_num;
+  v.post_srq_ops = &post_srq_ops;  // tm.cc
   ibv_context& c = v.context;
   c.device = d;
   c.cmd_fd = ctx->cmd_fd;

@@ -46,6 +46,7 @@ int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
   // XRC moves data as RC does (xrc.cc), through the same engine paths.
   a.xrc_odp_caps = a.odp_caps.per_transport_caps.rc_odp_caps;
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
+  a.tm_caps = tm_caps();  // tm.cc
   // An older caller's struct is a prefix of ours; a newer one's tail stays zero.
   std::memset(attr, 0, attr_size);
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));

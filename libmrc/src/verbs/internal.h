@@ -103,8 +103,15 @@ int to_errno(engine::Error e);
 engine::QpState to_engine(ibv_qp_state s);
 ibv_wc to_wc(const engine::Completion& c);
 
-/// ibv_create_srq's work (srq.cc), for an XRC SRQ too (xrc.xrcd nonzero, `xrcd` its handle).
-ibv_srq* make_srq(ibv_pd* pd, ibv_srq_init_attr* a, const engine::XrcSrqInit& xrc, Xrcd* xrcd);
+/// A tag-matching SRQ's CQ (engine id) and tag list size (create_tm_srq).
+struct TmSrqInit {
+  engine::CqId cq = 0;
+  uint32_t max_tags = 0;
+};
+/// ibv_create_srq's work (srq.cc), for an XRC SRQ too (xrc.xrcd nonzero, `xrcd` its handle)
+/// and a tag-matching one (`tm` set: Engine::create_tm_srq).
+ibv_srq* make_srq(ibv_pd* pd, ibv_srq_init_attr* a, const engine::XrcSrqInit& xrc, Xrcd* xrcd,
+                  const TmSrqInit* tm = nullptr);
 
 /// ibv_post_recv and ibv_post_srq_recv: a chain of receive WRs handed to the engine in one
 /// call, as a post is (with_engine_flush: a receive gives the progress thread nothing to do,

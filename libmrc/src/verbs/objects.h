@@ -119,6 +119,7 @@ struct Srq {
   uint32_t max_wr = 0;
   uint32_t max_sge = 0;
   Xrcd* xrcd = nullptr;  // an XRC SRQ's domain (ibv_create_srq_ex, IBV_SRQT_XRC), else null
+  bool tm = false;       // a tag-matching SRQ (IBV_SRQT_TM, tm.cc)
 };
 inline Srq* srq_of(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
 

@@ -11,15 +11,18 @@ namespace mrc::verbs {
 
 ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* a) { return make_srq(pd, a, {}, nullptr); }
 
-ibv_srq* make_srq(ibv_pd* pd, ibv_srq_init_attr* a, const engine::XrcSrqInit& xrc, Xrcd* xrcd) {
+ibv_srq* make_srq(ibv_pd* pd, ibv_srq_init_attr* a, const engine::XrcSrqInit& xrc, Xrcd* xrcd,
+                  const TmSrqInit* tm) {
   if (!a || a->attr.max_wr == 0 || a->attr.max_wr > kMaxQpWr || a->attr.max_sge == 0 ||
       a->attr.max_sge > engine::kMaxSge) {
     fail(EINVAL, "ibv_create_srq: max_wr 1..%u and max_sge 1..%u", kMaxQpWr, engine::kMaxSge);
     return nullptr;
   }
   Device* dev = device_of(pd->context);
-  auto id = dev->driver->with_engine(
-      [&](engine::Engine& e) { return e.create_srq(a->attr.max_wr, xrc); });
+  auto id = dev->driver->with_engine([&](engine::Engine& e) {
+    return tm ? e.create_tm_srq(a->attr.max_wr, tm->cq, tm->max_tags)
+              : e.create_srq(a->attr.max_wr, xrc);
+  });
   if (!id) {
     fail(to_errno(id.error()), "ibv_create_srq: %s", engine::to_string(id.error()));
     return nullptr;
@@ -30,6 +33,7 @@ ibv_srq* make_srq(ibv_pd* pd, ibv_srq_init_attr* a, const engine::XrcSrqInit& xr
   s->max_wr = a->attr.max_wr;
   s->max_sge = a->attr.max_sge;
   s->xrcd = xrcd;
+  s->tm = tm != nullptr;
   if (xrcd) ++xrcd->users;
   ibv_srq& b = s->srq;
   b.context = pd->context;

@@ -90,16 +90,17 @@ ibv_srq* create_srq_ex(ibv_context* c, ibv_srq_init_attr_ex* a) {
     fail(EINVAL, "ibv_create_srq_ex: srq_init_attr_ex is NULL");
     return nullptr;
   }
-  const uint32_t known =
-      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  const uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+                         IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
   if (a->comp_mask & ~known) {
-    fail(EOPNOTSUPP, "ibv_create_srq_ex: comp_mask 0x%x is not supported by mrc0 (tag matching)",
+    fail(EOPNOTSUPP, "ibv_create_srq_ex: comp_mask 0x%x is not supported by mrc0",
          a->comp_mask & ~known);
     return nullptr;
   }
   const int type = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? raw(a->srq_type) : IBV_SRQT_BASIC;
-  if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) {
-    fail(EOPNOTSUPP, "ibv_create_srq_ex: SRQ type %d is not supported by mrc0 (BASIC, XRC)", type);
+  if (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC && type != IBV_SRQT_TM) {
+    fail(EOPNOTSUPP, "ibv_create_srq_ex: SRQ type %d is not supported by mrc0 (BASIC, XRC, TM)",
+         type);
     return nullptr;
   }
   if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd || a->pd->context != c) {
@@ -109,6 +110,7 @@ ibv_srq* create_srq_ex(ibv_context* c, ibv_srq_init_attr_ex* a) {
   // ibv_srq_init_attr_ex starts as ibv_srq_init_attr does.
   auto* base = reinterpret_cast<ibv_srq_init_attr*>(a);
   if (type == IBV_SRQT_BASIC) return make_srq(a->pd, base, {}, nullptr);
+  if (type == IBV_SRQT_TM) return create_tm_srq(c, a);  // tm.cc
   if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !a->xrcd || a->xrcd->context != c ||
       !(a->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !a->cq || a->cq->context != c) {
     fail(EINVAL, "ibv_create_srq_ex: an XRC SRQ needs an XRCD and a CQ of this context");

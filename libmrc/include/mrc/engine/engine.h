@@ -204,6 +204,36 @@ struct XrcSrqInit {
   uint32_t pd = 0;  // the PD its receive buffers and the messages' memory are checked in
 };
 
+/// One operation on a tag-matching SRQ's tag list (Engine::post_srq_op; verbs ibv_ops_wr).
+struct SrqOp {
+  enum Kind : uint8_t { kAdd, kDel, kSync };
+  Kind kind = kAdd;
+  uint64_t wr_id = 0;    // of the operation's completion (kTmAdd, kTmDel, kTmSync)
+  bool signaled = true;  // complete on success (a failed kDel always completes)
+  // Carries the app's count of unexpected messages handled (verbs IBV_OPS_TM_SYNC); kSync
+  // always does.
+  bool sync = false;
+  uint32_t unexpected_cnt = 0;
+  uint32_t handle = 0;      // kDel: the tag's, as kAdd returned it
+  uint64_t recv_wr_id = 0;  // kAdd: the wr_id of the tag's kTmRecv completions
+  uint64_t tag = 0;         // kAdd: a message matches if (its tag ^ tag) & mask == 0
+  uint64_t mask = 0;
+  std::span<const Sge> sg;  // kAdd: the tag's buffer (at most kMaxSge; checked when data lands)
+};
+
+/// Tag-matching message header (verbs' TMH, rdma-core Documentation/tag_matching.md): the
+/// first 16 bytes of a SEND to a QP on a tag-matching SRQ. Byte 0 the operation, 4..7 the app
+/// context, 8..15 the tag, both big-endian; a rendezvous request adds 16 bytes (RVH): the
+/// requester's address (16..23), rkey (24..27) and length (28..31), big-endian.
+namespace tmh {
+inline constexpr size_t kLen = 16;
+inline constexpr size_t kRvhLen = 16;
+inline constexpr uint8_t kNoTag = 0;  // not matched: a plain SRQ receive, kTmNoTag
+inline constexpr uint8_t kRndv = 1;   // rendezvous request: the receiver READs the data
+inline constexpr uint8_t kFin = 2;    // rendezvous done: the receiver's answer to the requester
+inline constexpr uint8_t kEager = 3;  // the data follows the header
+}  // namespace tmh
+
 /// Metadata a driver passes with each received datagram.
 struct RxInfo {
   uint16_t plane = 0;   // local port it arrived on
@@ -276,6 +306,25 @@ class Engine {
   /// Receives waiting in `srq` (0 for no such SRQ), and its armed limit.
   size_t srq_depth(uint32_t srq) const;
   uint32_t srq_limit(uint32_t srq) const;
+
+  // ---- Tag matching (tm.cc; verbs IBV_SRQT_TM, ibv_post_srq_ops) -------------------------
+  /// A tag-matching SRQ: an SRQ (as create_srq) that also holds up to max_tags tagged buffers
+  /// (post_srq_op). Every completion of its receives and operations goes to `cq`. A SEND to a QP
+  /// on it is classified when its first packet lands, in MSN order per QP (a later message's,
+  /// or a non-first packet of a message not yet classified, is NACKed PSN_OUT_OF_WINDOW and
+  /// resent): a TM header (tmh) EAGER or RNDV whose tag matches a tag goes to that tag's buffer
+  /// (the tag is used up): EAGER's data without the header, kTmRecv with kMatch | kDataValid;
+  /// RNDV: kTmRecv with kMatch, then the receiver READs the requester's buffer (RVH) into the
+  /// tag's over the same QP, sends the requester a 16-byte FIN (tmh::kFin, same app context and
+  /// tag) and completes kTmRecv with kDataValid (byte_len the length read; no tag: that came with
+  /// kMatch). Otherwise the whole message takes the next plain receive of the SRQ: EAGER/RNDV
+  /// unmatched are unexpected (kTmRecv, no flags; counted for phase sync, SrqTm), NO_TAG completes
+  /// kTmNoTag, anything else (shorter than 16 bytes, FIN, another opcode, WRITE_WITH_IMM) kRecv.
+  Result<uint32_t, Error> create_tm_srq(uint32_t max_wr, CqId cq, uint32_t max_tags);
+  /// kAdd returns the tag's handle (kQueueFull at max_tags), the others 0. kInvalidArgument:
+  /// no such tag-matching SRQ, or more than kMaxSge SGEs. A kDel of a handle used up or
+  /// unknown completes kTmErr. A completion carries tm_flag::kSyncReq while out of sync.
+  Result<uint32_t, Error> post_srq_op(uint32_t srq, const SrqOp& op);
 
   Result<Qpn, Error> create_qp(const QpInit& init);
   /// State transitions as verbs: RESET->INIT->RTR->RTS, any->ERROR, any->RESET,

@@ -142,6 +142,8 @@ enum class WcStatus : uint8_t {
   kRemOpErr = 11,
   kRetryExcErr = 12,
   kRnrRetryExcErr = 13,
+  kTmErr = 22,             // a tag-matching SRQ operation failed (Engine::post_srq_op: no such tag)
+  kTmRndvIncomplete = 23,  // a matched rendezvous the receiver could not READ (too long)
 };
 const char* to_string(WcStatus s);
 
@@ -156,8 +158,22 @@ enum class WcOpcode : uint8_t {
   kFetchAdd,
   kBindMw,
   kLocalInv,
-  kAtomicWrite
+  kAtomicWrite,
+  // Tag-matching SRQs (Engine::create_tm_srq): a tag list operation done (post_srq_op), a
+  // message matched or unexpected (kTmRecv), a message whose header says NO_TAG (kTmNoTag).
+  kTmAdd,
+  kTmDel,
+  kTmSync,
+  kTmRecv,
+  kTmNoTag
 };
+
+/// Completion::tm_flags (verbs IBV_WC_TM_SYNC_REQ, IBV_WC_TM_MATCH, IBV_WC_TM_DATA_VALID).
+namespace tm_flag {
+inline constexpr uint8_t kSyncReq = 1;    // the SRQ is out of sync: report the unexpected count
+inline constexpr uint8_t kMatch = 2;      // the message matched a tag: `tag`, `tm_priv` valid
+inline constexpr uint8_t kDataValid = 4;  // the tag's buffer holds the data (byte_len bytes)
+}  // namespace tm_flag
 
 struct Completion {
   uint64_t wr_id = 0;
@@ -170,6 +186,9 @@ struct Completion {
   uint32_t imm = 0;       // host order, when has_imm
   Qpn src_qpn = 0;        // UD receives: the sending QP (their buffer starts with its GRH)
   bool has_inv = false;   // a SEND_WITH_INV's receive: `imm` is the window key it invalidated
+  uint8_t tm_flags = 0;   // tag matching (tm_flag::*)
+  uint32_t tm_priv = 0;   // tm_flag::kMatch: the message header's app context (host order)
+  uint64_t tag = 0;       // tm_flag::kMatch: the message's tag
 };
 
 enum class EventType : uint8_t {

@@ -82,8 +82,21 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
 ibv_xrcd* open_xrcd(ibv_context* c, ibv_xrcd_init_attr* attr);
 int close_xrcd(ibv_xrcd* xrcd);  // EBUSY while XRC SRQs or target QPs use the handle
 /// ibv_create_srq_ex: IBV_SRQT_BASIC as create_srq; IBV_SRQT_XRC needs a PD, an XRCD and a
-/// CQ; tag matching (IBV_SRQT_TM): EOPNOTSUPP.
+/// CQ; IBV_SRQT_TM (tag matching, tm.cc) a PD, a CQ and IBV_SRQ_INIT_ATTR_TM.
 ibv_srq* create_srq_ex(ibv_context* c, ibv_srq_init_attr_ex* attr);
+// ---- Tag matching (tm.cc; docs/verbs-shim.md "Tag matching") ------------------------------
+/// The tag-matching SRQ of ibv_create_srq_ex (IBV_SRQT_TM): tm_cap.max_num_tags 1..kTmMaxTags,
+/// max_ops 1..kTmMaxOps; its completions (receives, tag operations) go to attr->cq.
+ibv_srq* create_tm_srq(ibv_context* c, ibv_srq_init_attr_ex* attr);
+/// ibv_post_srq_ops on a tag-matching SRQ: IBV_WR_TAG_ADD (sets wr->tm.handle), _DEL, _SYNC;
+/// flags IBV_OPS_SIGNALED, IBV_OPS_TM_SYNC. The first WR refused is *bad (its errno returned).
+int post_srq_ops(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad);
+/// ibv_query_device_ex's tm_caps: RC, kTmMaxTags tags, kTmMaxOps operations, engine::kMaxSge
+/// SGEs per tag, a rendezvous header of up to kTmMaxRndvHdr bytes.
+ibv_tm_caps tm_caps();
+inline constexpr uint32_t kTmMaxTags = 1024;
+inline constexpr uint32_t kTmMaxOps = 1024;
+inline constexpr uint32_t kTmMaxRndvHdr = 64;
 int get_srq_num(ibv_srq* srq, uint32_t* srq_num);  // the engine's id: what XRC senders name
 
 /// ibv_alloc_parent_domain: a PD that stands for attr->pd (its MRs and QPs are in it); the
@@ -99,7 +112,8 @@ ibv_pd* import_pd(ibv_context* c, uint32_t handle);
 void unimport_pd(ibv_pd* pd);
 ibv_mr* import_mr(ibv_pd* pd, uint32_t handle);
 void unimport_mr(ibv_mr* mr);
-/// ibv_query_device_ex: query_device's attributes, phys_port_cnt_ex (1) and the ODP caps.
+/// ibv_query_device_ex: query_device's attributes, phys_port_cnt_ex (1), the ODP caps and
+/// tm_caps (tm.cc).
 int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size);
 
