@@ -765,7 +765,8 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   }
   int err = 0;
   driver_of(qp).with_engine_flush([&](engine::Engine& e) {
-    engine::Sge sges[engine::kMaxSge];
+    Scratch<engine::Sge, engine::kMaxSge> sge_room;  // convert fills the WR's num_sge
+    engine::Sge* const sges = sge_room.v;
     for (ibv_send_wr* w = wr; w; w = w->next) {
       if (raw(w->opcode) == IBV_WR_BIND_MW || raw(w->opcode) == IBV_WR_LOCAL_INV) {
         // A window bound or invalidated now, its completion in order (mw.cc).
