@@ -3,8 +3,10 @@
 // Names shared with the MRC plugin for NCCL mean the same there and here:
 //   NCCL_MRC_TIMEOUT            QP ack timeout exponent t: 1.024 us x 2^t (1..24)       [16]
 //   NCCL_MRC_RETRY_CNT_LINEAR   retries at that timeout (0..7)                          [7]
-//   NCCL_MRC_RETRY_CNT_EXP      then retries with doubling timeout (0..25, 25 = forever) [3]
-//                               defaults: a QP whose paths all stay dead fails in ~1.5 s
+//   NCCL_MRC_RETRY_CNT_EXP      then retries with doubling timeout (0..25, 25 = forever) [5]
+//                               defaults (timeout, retries, MPR): the connection policy
+//                               every face shares (engine/retry.h, engine.h), so a QP whose
+//                               paths all stay dead fails in ~8.9 s, as an OCP or verbs one
 //   NCCL_MRC_QP_HINT_ENABLE     pass the CC rate hints below to the QP (0/1)             [1]
 //   NCCL_MRC_CC_INIT_RATE       starting rate, Mbit/s, 0 = none (the window starts full) [0]
 //   NCCL_MRC_CC_MIN_RATE        lowest rate the window may fall to, Mbit/s, 0 = none     [0]
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "mrc/common/result.h"
+#include "mrc/engine/engine.h"
 #include "mrc/engine/retry.h"
 #include "mrc/io/config.h"
 
@@ -33,14 +36,14 @@ namespace mrc::nccl {
 
 struct Knobs {
   uint8_t timeout = engine::kDefaultAckTimeout;
-  uint8_t retry_cnt_linear = 7;
-  uint8_t retry_cnt_exp = 3;
+  uint8_t retry_cnt_linear = engine::kDefaultRetryLinear;
+  uint8_t retry_cnt_exp = engine::kDefaultRetryExp;
   bool qp_hint = true;
   uint64_t cc_init_mbps = 0, cc_min_mbps = 0, cc_max_mbps = 0;
   std::vector<std::string> config_files;  // empty: libmrc's own lookup
   std::vector<uint32_t> devices;          // empty: all
   std::string ctrl_addr;                  // empty: plane 0's address
-  uint32_t max_psn_range = 1024;
+  uint32_t max_psn_range = engine::kDefaultMaxPsnRange;
   uint32_t qps_per_conn = 1;
 };
 

@@ -144,7 +144,10 @@ class Loop {
     at.state = QpState::kRts;
     at.sq_psn = first_psn;
     at.timeout = 10;  // ~1 ms
-    ASSERT_TRUE(s.eng.modify_qp(s.qpn, at, attr::kState | attr::kSqPsn | attr::kTimeout).ok());
+    at.retry_cnt_exp = 0;  // a verbs budget: 7 retries at ~1 ms, then failure (tests time it)
+    ASSERT_TRUE(
+        s.eng.modify_qp(s.qpn, at, attr::kState | attr::kSqPsn | attr::kTimeout | attr::kRetry)
+            .ok());
   }
 
   void pump() {

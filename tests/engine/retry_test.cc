@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "mrc/engine/engine.h"
+
 namespace mrc::engine {
 namespace {
 
@@ -54,6 +56,24 @@ TEST(RetryPolicy, Exhausted_AfterLinearPlusExp) {
 TEST(RetryPolicy, Exhausted_NeverWhenExpIs25) {
   RetryPolicy p{10, 7, kRetryForever};
   EXPECT_FALSE(p.exhausted(1000000));
+}
+
+// The connection policy's budget (what every face gives a QP whose app set none): QpAttr's
+// defaults are RetryPolicy's, and a silent peer fails the QP after 7 + 2 + 4 + ... + 64 = 133
+// bases of 67.1 ms, 8.9 s. The faces' tests compare their defaults with QpAttr's.
+TEST(RetryPolicy, Default_IsTheConnectionPolicy) {
+  const QpAttr a;
+  const RetryPolicy p;
+  EXPECT_EQ(a.timeout, p.timeout);
+  EXPECT_EQ(a.retry_cnt_linear, p.linear);
+  EXPECT_EQ(a.retry_cnt_exp, p.exp);
+  EXPECT_EQ(p.base(), Duration{67108864});
+  Duration waited{0};  // until the timeout that finds the budget spent
+  uint32_t timeouts = 0;
+  while (!p.exhausted(timeouts)) waited += p.rto(timeouts++);
+  EXPECT_EQ(timeouts, 13u);  // 12 retries, then failure
+  EXPECT_EQ(waited, 133 * p.base());
+  EXPECT_EQ(a.max_psn_range, 1024u);
 }
 
 }  // namespace

@@ -136,7 +136,7 @@ TEST(Knobs, DefaultsAndValues) {
   ASSERT_TRUE(k.ok());
   EXPECT_EQ(k->timeout, 16);
   EXPECT_EQ(k->retry_cnt_linear, 7);
-  EXPECT_EQ(k->retry_cnt_exp, 3);
+  EXPECT_EQ(k->retry_cnt_exp, 5);
   EXPECT_TRUE(k->qp_hint);
   EXPECT_EQ(k->qps_per_conn, 1u);
   k = read_knobs(env({{"NCCL_MRC_TIMEOUT", "20"},
@@ -154,6 +154,18 @@ TEST(Knobs, DefaultsAndValues) {
   EXPECT_EQ(k->devices, (std::vector<uint32_t>{1, 0}));
   EXPECT_EQ(k->ctrl_addr, "fd00::5");
   EXPECT_EQ(k->qps_per_conn, 4u);
+}
+
+// With nothing set, the plugin's QPs get the connection policy every face uses (the engine's
+// QpAttr defaults): no timeout, retry budget or window of the plugin's own.
+TEST(Knobs, Defaults_AreTheConnectionPolicy) {
+  auto k = read_knobs(env({}));
+  ASSERT_TRUE(k.ok());
+  const engine::QpAttr policy;
+  EXPECT_EQ(k->timeout, policy.timeout);
+  EXPECT_EQ(k->retry_cnt_linear, policy.retry_cnt_linear);
+  EXPECT_EQ(k->retry_cnt_exp, policy.retry_cnt_exp);
+  EXPECT_EQ(k->max_psn_range, policy.max_psn_range);
 }
 
 TEST(Knobs, BadValues_NameTheVariable) {

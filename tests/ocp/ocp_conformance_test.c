@@ -477,9 +477,10 @@ int main(void)
 	struct mrc_qp *qc = mrc_create_qp(app, &qi);
 	REQUIRE(qa && qb && qc, "mrc_create_qp: errno %d", errno);
         {
-          /* Defaults of a QP the app set nothing on: the ack timeout is the one every face gives
-           * (16: 67.1 ms, a verbs program's timeout 14 and the NCCL plugin's), not a shorter
-           * one of the OCP API's own that fires spurious timeouts on a loaded host. */
+          /* Defaults of a QP the app set nothing on: the connection policy every face gives
+           * (engine::QpAttr's defaults, RetryPolicy.Default_IsTheConnectionPolicy): timeout 16
+           * (67.1 ms, a verbs program's timeout 14), retry 7 + 5, MPR 1024 PSNs; none of the
+           * OCP API's own. */
           struct ibv_qp_attr dv;
           struct mrc_qp_attr dm;
           struct mrc_qp_init_attr di;

@@ -1043,6 +1043,35 @@ TEST_F(Verbs, QpEx_WrApi_And_CqEx) {
   EXPECT_EQ(destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
 }
 
+// What a verbs program leaves unset at RTR is the connection policy every face uses (the
+// engine's QpAttr defaults), except that a responder retries forever (verbs: a responder never
+// fails for its requester's silence); what it sets at RTS is its own (perftest: timeout 14,
+// retry_cnt 7, linear only).
+TEST_F(Verbs, ModifyQp_UnsetAtRtrIsTheConnectionPolicy) {
+  qp_[0] = make_qp(0);
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(connect(qp_[0], 0xabcdef, /*rts=*/false), 0);
+  auto engine_attr = [&] {
+    return qp_of(qp_[0])->ctx->dev->driver->peek_engine(
+        [&](engine::Engine& e) { return e.query_qp(qp_[0]->qp_num).value(); });
+  };
+  const engine::QpAttr policy;
+  engine::QpAttr a = engine_attr();
+  EXPECT_EQ(a.timeout, policy.timeout);
+  EXPECT_EQ(a.retry_cnt_linear, policy.retry_cnt_linear);
+  EXPECT_EQ(a.retry_cnt_exp, engine::kRetryForever);
+  EXPECT_EQ(a.max_psn_range, policy.max_psn_range);
+  ibv_qp_attr s{};
+  s.qp_state = IBV_QPS_RTS;
+  s.timeout = 14;  // 4.096 us x 2^14 = 1.024 us x 2^16
+  s.retry_cnt = 3;
+  ASSERT_EQ(modify_qp(qp_[0], &s, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT), 0);
+  a = engine_attr();
+  EXPECT_EQ(a.timeout, 16);
+  EXPECT_EQ(a.retry_cnt_linear, 3);
+  EXPECT_EQ(a.retry_cnt_exp, 0);
+}
+
 TEST_F(Verbs, DeadPeer_RetryExceeded_AndQpFatalAsyncEvent) {
   qp_[0] = make_qp(0);
   ASSERT_EQ(to_init(qp_[0]), 0);

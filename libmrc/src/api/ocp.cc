@@ -85,6 +85,19 @@ constexpr int kVerbsIgnored = IBV_QP_PORT | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                               IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE | IBV_QP_QKEY |
                               IBV_QP_EN_SQD_ASYNC_NOTIFY;
 
+// What a new (or reset) QP's attributes are: the connection policy's window, ack timeout and
+// retry budget (engine::QpAttr's defaults, which every face uses), the largest WIMM limits.
+mrc_qp_attr default_qp_attr() {
+  const engine::QpAttr policy;
+  mrc_qp_attr a{};
+  a.mpr.mpr = a.mpr.mpr_dest = static_cast<uint8_t>(policy.max_psn_range / 128);
+  a.wimm.max_wimm = a.wimm.max_wimm_dest = kMaxWimm;
+  a.timeout = policy.timeout;
+  a.retry.linear_cnt = policy.retry_cnt_linear;
+  a.retry.exp_cnt = policy.retry_cnt_exp;
+  return a;
+}
+
 uint8_t max_mpr(const verbs::Device& dev) {
   return static_cast<uint8_t>(std::min<uint32_t>(255, dev.cfg.udp.engine.recv_window / 128));
 }
@@ -626,11 +639,7 @@ struct mrc_qp* mrc_create_qp(struct mrc_context* mrc_ctx, struct mrc_qp_init_att
   qp->ctx = mrc_ctx;
   qp->vqp = vqp;
   qp->init = *a;
-  qp->attr.mpr.mpr = qp->attr.mpr.mpr_dest = kDefaultMpr;
-  qp->attr.wimm.max_wimm = qp->attr.wimm.max_wimm_dest = kMaxWimm;
-  qp->attr.timeout = kDefaultTimeout;
-  qp->attr.retry.linear_cnt = kDefaultRetryLinear;
-  qp->attr.retry.exp_cnt = kDefaultRetryExp;
+  qp->attr = default_qp_attr();
   ++a->send_cq->qps;
   ++a->recv_cq->qps;
   {
@@ -893,12 +902,7 @@ int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
   }
   // Applied: bindings, the profile's EV rules, and what query returns. Nothing here fails.
   if (to == IBV_QPS_RESET) {  // a reset QP forgets its connection, hint and profiles
-    next = mrc_qp_attr{};
-    next.mpr.mpr = next.mpr.mpr_dest = kDefaultMpr;
-    next.wimm.max_wimm = next.wimm.max_wimm_dest = kMaxWimm;
-    next.timeout = kDefaultTimeout;
-    next.retry.linear_cnt = kDefaultRetryLinear;
-    next.retry.exp_cnt = kDefaultRetryExp;
+    next = default_qp_attr();
     ev_profile.reset();
     cc_profile.reset();
   }

@@ -63,14 +63,9 @@ inline constexpr uint32_t kMaxEvs = 1u << 20;  // over all profiles
 inline constexpr int kMaxEvFields = 32;        // fields of an EV format or EV profile
 inline constexpr const char* kNscc = "uet-1.0-nscc";
 
-// MRC QP attribute defaults (what a QP gets for an attribute the app never set).
-inline constexpr uint8_t kDefaultMpr = 8;        // 1024 PSNs: the engine's default window
-inline constexpr uint8_t kDefaultTimeout = engine::kDefaultAckTimeout;  // 67.1 ms
-inline constexpr uint8_t kDefaultRetryLinear = 7;
-// Then 5 doublings: a silent peer fails the QP after waits of 7 + (2 + 4 + ... + 64) = 133
-// bases, 8.9 s at 67.1 ms (engine::RetryPolicy; the former 16.8 ms base with 7 doublings:
-// 517 x 16.8 ms = 8.7 s).
-inline constexpr uint8_t kDefaultRetryExp = 5;
+// MRC QP attribute defaults: what a QP gets for an attribute the app never set. The window,
+// ack timeout and retry budget are the connection policy every face shares (engine::QpAttr's
+// defaults: retry.h, engine.h); default_qp_attr() (ocp.cc) reads them from there.
 inline constexpr uint8_t kMaxTimeout = 24;       // 17.2 s (OCP)
 inline constexpr uint8_t kMaxRetryLinear = 7;
 inline constexpr uint8_t kMaxRetryExp = 25;      // 25 = retry forever

@@ -401,7 +401,8 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
     act = drv.activity();
   }
   // In chunks of 64 until n are read or the CQ is empty: a short count means empty.
-  engine::Completion buf[64];
+  Scratch<engine::Completion, 64> chunk;  // filled by Engine::poll_cq, read up to what it gave
+  engine::Completion* const buf = chunk.v;
   size_t got = 0;
   for (;;) {
     const size_t want = std::min<size_t>(static_cast<size_t>(n) - got, 64);

@@ -660,15 +660,14 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
     e.sq_psn = e.remote_token >> 8;
     m |= io::UdpDriver::kRtrMask | engine::attr::kLocalToken | engine::attr::kRqPsn |
          engine::attr::kSqPsn;
-    if (!(mask & IBV_QP_TIMEOUT)) {
-      // A responder that stays in RTR never sets a timeout, which verbs takes as "none";
-      // its READ responses still need one: 67 ms, retried for as long as the QP lives.
-      e.timeout = engine::kDefaultAckTimeout;
-      m |= engine::attr::kTimeout;
-    }
+    // What the program leaves unset at RTR is the connection policy's (e's defaults, the
+    // values every face uses), except one verbs rule: a responder that stays in RTR never
+    // sets a timeout or retry count, yet its READ responses need both, and a verbs responder
+    // never fails for its requester's silence, so it retries for as long as the QP lives.
+    // A requester sets both at RTS (perftest: retry_cnt 7), its own choice.
+    if (!(mask & IBV_QP_TIMEOUT)) m |= engine::attr::kTimeout;
     if (!(mask & IBV_QP_RETRY_CNT)) {
-      e.retry_cnt_linear = 7;
-      e.retry_cnt_exp = 25;
+      e.retry_cnt_exp = engine::kRetryForever;
       m |= engine::attr::kRetry;
     }
   }
@@ -766,7 +765,8 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   }
   int err = 0;
   driver_of(qp).with_engine_flush([&](engine::Engine& e) {
-    engine::Sge sges[engine::kMaxSge];
+    Scratch<engine::Sge, engine::kMaxSge> sge_room;  // convert fills the WR's num_sge
+    engine::Sge* const sges = sge_room.v;
     for (ibv_send_wr* w = wr; w; w = w->next) {
       if (raw(w->opcode) == IBV_WR_BIND_MW || raw(w->opcode) == IBV_WR_LOCAL_INV) {
         // A window bound or invalidated now, its completion in order (mw.cc).

@@ -76,6 +76,12 @@ Duration rnr_timer_wait(uint8_t code);
 /// kernel's does).
 inline constexpr uint8_t kDefaultMinRnrTimer = 7;
 
+/// The PSN window (MPR) of a QP whose front end sets none: 1,024 PSNs (OCP mpr 8, in units of
+/// 128), 8 MiB in flight at MTU 8192, more than one port's bandwidth-delay product at the
+/// round trips a software transport sees. The OCP API's default mpr and the NCCL plugin's
+/// NCCL_MRC_MAX_PSN_RANGE default are this.
+inline constexpr uint32_t kDefaultMaxPsnRange = 1024;
+
 /// Attributes set by modify_qp, named as verbs/OCP name them.
 struct QpAttr {
   QpState state = QpState::kReset;
@@ -89,15 +95,16 @@ struct QpAttr {
                                          // front ends that learn it only at RTR (verbs) set it so
   uint8_t timeout = kDefaultAckTimeout;  // ack timeout 1.024 us x 2^timeout, 1..31 (OCP: <= 24);
                                          // 0 = none
-  uint8_t retry_cnt_linear = 7;          // retries at the base timeout, 0..7
-  uint8_t retry_cnt_exp = 0;             // then retries with doubling timeout, 0..25; 25 = forever
+  uint8_t retry_cnt_linear = kDefaultRetryLinear;  // retries at the base timeout, 0..7
+  uint8_t retry_cnt_exp = kDefaultRetryExp;        // then retries with doubling timeout, 0..25;
+                                                   // 25 = forever
   uint8_t rnr_retry = 7;                 // NO_RESOURCE retries; 7 = forever (verbs)
   // As responder: how long a requester refused for want of a receive (NO_RESOURCE, "RNR")
   // waits before it resends, as IB's 5-bit RNR NAK timer code (rnr_timer_wait; verbs
   // min_rnr_timer). Sent in the NACK (wire::NackHeader::rnr_timer); the requester waits
   // what the responder asks.
   uint8_t min_rnr_timer = kDefaultMinRnrTimer;
-  uint32_t max_psn_range = 1024;  // MPR: most PSNs in flight (OCP: units of 128 PSNs)
+  uint32_t max_psn_range = kDefaultMaxPsnRange;  // MPR: most PSNs in flight (OCP: units of 128)
   // This QP's receive window (OCP mpr_dest x 128 PSNs): a data packet this many PSNs or more
   // past the cumulative PSN is NACKed PSN_OUT_OF_WINDOW (the sender resends it later). 0, or
   // above EngineConfig::recv_window: recv_window.

@@ -1,6 +1,7 @@
 // The connection policy: the decisions every front end (OCP API, verbs layer, NCCL plugin,
 // the observer's cc_show) shares, each in one function. A default changes here and every
 // face gets it; the faces pass their overrides (a CC profile, rate hints), never re-derive.
+// The attribute defaults (ack timeout, retry budget, window) are QpAttr's (engine.h, retry.h).
 // Threading: pure functions, and BaseRttFilter is owned by one QP (the engine's thread).
 #pragma once
 

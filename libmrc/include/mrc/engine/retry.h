@@ -34,10 +34,21 @@ inline constexpr uint8_t kRetryForever = 25;  // retry_cnt_exp value meaning "ne
 /// longer than that (perf/RESULTS.md, issue 23).
 inline constexpr uint8_t kDefaultAckTimeout = 16;
 
+/// The retry budget every front end gives a QP whose application set none (the OCP API's
+/// QP defaults, the NCCL plugin with NCCL_MRC_RETRY_CNT_* unset, engine::QpAttr): 7 retries
+/// at the base timeout, then 5 with a doubling one. A silent peer fails the QP after waits of
+/// 7 + (2 + 4 + ... + 64) = 133 bases, 8.9 s at 67.1 ms: long enough to ride out a spine or
+/// plane that reboots (probes bring its paths back), short enough that a dead peer is
+/// reported while the job can still react. One value for every face, so that a face's
+/// throughput or failure time never depends on which face it is (issue 23); a face that
+/// differs does so because its application asked (a verbs program's retry_cnt).
+inline constexpr uint8_t kDefaultRetryLinear = 7;
+inline constexpr uint8_t kDefaultRetryExp = 5;
+
 struct RetryPolicy {
   uint8_t timeout = kDefaultAckTimeout;  // exponent t
-  uint8_t linear = 7;    // retries at the base timeout (0..7)
-  uint8_t exp = 0;       // retries with doubling timeout (0..25)
+  uint8_t linear = kDefaultRetryLinear;  // retries at the base timeout (0..7)
+  uint8_t exp = kDefaultRetryExp;        // retries with doubling timeout (0..25)
 
   /// 1.024 us x 2^timeout; kNever for timeout 0.
   Duration base() const {
