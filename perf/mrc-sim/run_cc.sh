@@ -4,14 +4,17 @@
 # (e.g. main's copied aside, then the branch's) into OUT/<label>/<case>.json, then prints one
 # markdown table per case: efficiency, retransmits, RTOs, trims, drops, and the first 4 base
 # RTTs' trims / retransmits / drops and NSCC's cuts, side by side. About 3 minutes per binary
-# on one core.
-#   incast_{15,63}[_noecn]: 64 hosts, 15 x 2 MiB or 63 x 1 MiB into host 0, mrc and mrc-notrim;
-#     _noecn: 256 KiB drop-tail queues that mark nothing (--buffer 256K --ecn 1G)
-#   perm_{64,256}: permutation 8 MiB; a2a_{64,256}: all-to-all 32 KiB, 32 flows in flight
-#   *_nodd: the same with --no-delay-decrease (the branch's binary only: main has no such flag;
-#     skipped with DD=0)
-# MRC_SIM may carry arguments for every case after commas: nothing set vs the base RTT by hand
-# (issue 16) is `learned=build/tools/mrc-sim,--base-rtt-us,0 tuned=build/tools/mrc-sim`.
+# on one core (about 6 with the 256-host incasts and permutation without ECN).
+#   incast_{15,63}[_256][_noecn]: 64 (256) hosts, 15 x 2 MiB or 63 x 1 MiB into host 0, mrc and
+#     mrc-notrim; _noecn: 256 KiB drop-tail queues that mark nothing (--buffer 256K --ecn 1G)
+#   perm_{64,256}: permutation 8 MiB (mrc; _noecn: mrc and mrc-notrim, drop-tail as above);
+#   a2a_{64,256}: all-to-all 32 KiB, 32 flows in flight
+#   *_nodd: the same with --no-delay-decrease (skipped with DD=0, or by a binary without the
+#     flag); the rule off is a CC profile, which learns no base RTT: compare _dd and _nodd
+#     under a label with the base RTT set (e.g. --base-rtt-us,-1)
+# MRC_SIM may carry arguments for every case after commas: nothing set (mrc-sim's default: the
+# engines learn the base RTT) vs the fabric's base RTT set by hand (issue 16) is
+# `learned=build/tools/mrc-sim tuned=build/tools/mrc-sim,--base-rtt-us,-1`.
 # Usage: [DD=0] perf/mrc-sim/run_cc.sh OUT LABEL=MRC_SIM[,ARG...] [LABEL=MRC_SIM[,ARG...]...]
 set -eu
 OUT=$1; shift
@@ -25,18 +28,19 @@ for lb in "$@"; do
   extra=""
   case $b in *,*) extra=$(printf %s "${b#*,}" | tr , ' '); b=${b%%,*} ;; esac
   noecn="--buffer 256K --ecn 1G"
-  for n in 15 63; do
-    bytes=2M; [ $n = 63 ] && bytes=1M
-    run "$b" "$d" incast_$n --hosts 64 --pattern incast --incast-senders $n --bytes $bytes --transport mrc,mrc-notrim
-    # shellcheck disable=SC2086
-    run "$b" "$d" incast_${n}_noecn --hosts 64 --pattern incast --incast-senders $n --bytes $bytes --transport mrc,mrc-notrim $noecn
-  done
   for h in 64 256; do
+    sfx=""; [ $h = 256 ] && sfx=_256
+    for n in 15 63; do
+      bytes=2M; [ $n = 63 ] && bytes=1M
+      run "$b" "$d" incast_$n$sfx --hosts $h --pattern incast --incast-senders $n --bytes $bytes --transport mrc,mrc-notrim
+      # shellcheck disable=SC2086
+      run "$b" "$d" incast_$n${sfx}_noecn --hosts $h --pattern incast --incast-senders $n --bytes $bytes --transport mrc,mrc-notrim $noecn
+    done
     run "$b" "$d" perm_$h --hosts $h --pattern permutation --bytes 8M --transport mrc
     run "$b" "$d" a2a_$h --hosts $h --pattern alltoall --bytes 32K --window 32 --qps-on-demand --transport mrc
+    # shellcheck disable=SC2086
+    run "$b" "$d" perm_${h}_noecn --hosts $h --pattern permutation --bytes 8M --transport mrc,mrc-notrim $noecn
   done
-  # shellcheck disable=SC2086
-  run "$b" "$d" perm_64_noecn --hosts 64 --pattern permutation --bytes 8M --transport mrc,mrc-notrim $noecn
   if [ "${DD:-1}" != 0 ] && "$b" --help | grep -q -- --no-delay-decrease; then
     for c in "perm_64 --pattern permutation --bytes 8M --transport mrc,mrc-notrim" \
              "perm_64_noecn --pattern permutation --bytes 8M --transport mrc,mrc-notrim $noecn" \

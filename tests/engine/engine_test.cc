@@ -1470,6 +1470,43 @@ TEST(Engine, Cc_LearnedBaseRttRisesAtMostTwiceTheSmallestSample) {
   EXPECT_GT(learned.max_cwnd, short_path.max_cwnd);
 }
 
+// A QP that starts behind a queue it cannot see drain (an incast's far senders: the receiver's
+// port fills before their first packet reaches it) learns the queue as its base RTT from data
+// samples alone, and its larger window and target then starve the QPs that learned the true
+// one (mrc-sim 64 hosts, 63 -> 1 on drop-tail ports: 0.87-0.89 of the hand-set figure). A
+// learned QP sends one PROBE at its first sign of congestion (a CE mark, a loss): control
+// packets skip the data queue (a switch's control class), and the reply's RTT plus the spray
+// allowance (what a data packet's own
+// serialization adds at kSprayHops hops) is a base sample. Here every data packet of a waits
+// 200 us more than control does, and is CE-marked: the base follows the probe, not the queue
+// (old rule: 2 x 210 us and more). A QP whose base RTT is set by hand sends no probe.
+TEST(Engine, Cc_ProbeAtFirstCongestionSamplesTheBaseRttBehindAQueue) {
+  EngineConfig cfg;
+  cfg.nic_bps = 100'000'000'000;
+  Loop l(1000, cfg);
+  l.extra_delay = [](int from, const std::vector<uint8_t>& d) {
+    return from == 0 && wire::is_data(peek(d).common.kind) ? Duration{200us} : Duration{0};
+  };
+  l.ecn_ce = true;  // the queue marks: the first CE echo sends the probe
+  for (int i = 0; i < 4; ++i) l.post_write(l.a, i, 0, 512 << 10, 0);
+  l.run();
+  EXPECT_EQ(l.poll(l.a).size(), 4u);
+  EXPECT_EQ(l.a.eng.stats().tx_by_kind[static_cast<size_t>(wire::Kind::kProbe)], 1u);
+  EXPECT_GE(l.a.eng.qp_stats(l.a.qpn)->min_rtt_ns, 210'000u);  // every data sample queued
+  const Duration spray = spray_allowance(cfg, 4096, 2);        // the loop's paths: 2 planes
+  // The probe's round trip is 2 x 5 us: the base is that plus the allowance, twice (policy.h).
+  EXPECT_EQ(Duration{l.a.eng.cc_config(l.a.qpn)->base_rtt}, 10us + 2 * spray);
+
+  cfg.base_rtt = 30us;
+  Loop h(1000, cfg);
+  h.ecn_ce = true;
+  h.post_write(h.a, 1, 0, 512 << 10, 0);
+  h.run();
+  EXPECT_EQ(h.poll(h.a).size(), 1u);
+  EXPECT_EQ(h.a.eng.stats().tx_by_kind[static_cast<size_t>(wire::Kind::kProbe)], 0u);
+  EXPECT_EQ(h.a.eng.cc_config(h.a.qpn)->base_rtt, 30'000u);
+}
+
 // Rate hints (QpAttr::cc_rates) ride on the automatic profile: the QP still learns its base
 // RTT, and its windows are rate x the learned base, re-sized when it moves. Before, a hinted
 // QP got a fixed profile sized at the starting base RTT (12 us) and never learned.

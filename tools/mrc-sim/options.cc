@@ -120,10 +120,13 @@ ParseOutcome parse_cli(int argc, const char* const* argv, Options& o, std::strin
   app.add_option("--mpr", o.mpr, "max PSN range per QP (and receive window)")
       ->capture_default_str();
   app.add_option("--base-rtt-us", o.base_rtt_us,
-                 "the engines' base RTT for congestion control, us (default: the fabric's "
-                 "unloaded RTT through a spine)");
+                 "the engines' base RTT for congestion control, us, set by hand (default 0: each "
+                 "QP learns it, as the engine does with nothing configured; -1: the fabric's "
+                 "figure, twice the unloaded RTT through a spine)");
   app.add_flag("!--no-delay-decrease", o.delay_decrease,
-               "switch NSCC's delay-based decrease off (an A/B of it; the engines' default is on)");
+               "switch NSCC's delay-based decrease off (an A/B of it; the engines' default is on): "
+               "the engines' constants as a profile, which learns no base RTT (sized at "
+               "--base-rtt-us, or the fabric's figure when it is learned)");
   app.add_option(
          "--fault", o.faults,
          "'TIME NAME ARGS', repeatable; TIME like 2ms, 300us, 0.01 (s) or 50% (of the "

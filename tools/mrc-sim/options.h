@@ -42,7 +42,7 @@ struct Options {
   uint32_t mtu = 4096;
   uint32_t mpr = 256;          // max_psn_range; the engine's receive window is sized to it
   uint8_t timeout = 10;        // ack timeout exponent: 1.024 us x 2^10 ~ 1 ms
-  double base_rtt_us = -1;     // the engines' base RTT (NSCC); -1: base_rtt() of the fabric
+  double base_rtt_us = 0;      // the engines' base RTT (NSCC), us; 0: learned; < 0: base_rtt()
   bool delay_decrease = true;  // NSCC's delay-based decrease (NsccConfig::delay_decrease)
   // Faults ('TIME NAME ARGS', faults.h) and the run.
   std::vector<std::string> faults;

@@ -90,7 +90,9 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   ec.copy = &VerifySink::copy;
   ec.nic_bps = uint64_t{o.planes} * o.host_bps();
   ec.trimming = t != Transport::kMrcNoTrim;
-  ec.base_rtt = o.base_rtt_us >= 0 ? us(o.base_rtt_us) : base_rtt(o);
+  ec.base_rtt = o.base_rtt_us > 0   ? us(o.base_rtt_us)
+                : o.base_rtt_us < 0 ? base_rtt(o)
+                                    : Duration{0};
   ec.recv_window = o.mpr;
   sim::SimConfig net_cfg{o.seed};
   net_cfg.max_datagram = std::max(sim::kDatagram4K, wire::kMaxHeaderSize + size_t{o.mtu});
@@ -128,7 +130,9 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   tc.attr.retry_cnt_exp = 7;
   tc.seed = o.seed;
   if (!o.delay_decrease) {  // the engines' own constants, as a profile, with the rule off
-    tc.attr.cc = engine::effective_cc(ec, o.mtu);
+    engine::EngineConfig pc = ec;  // a profile learns nothing: sized at a base RTT
+    if (pc.base_rtt == Duration{0}) pc.base_rtt = base_rtt(o);
+    tc.attr.cc = engine::effective_cc(pc, o.mtu);
     if (tc.attr.cc) tc.attr.cc->delay_decrease = 0;
   }
   Traffic traffic(tb, w, sink, source, src_off, tc);
@@ -139,7 +143,7 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
     net.at(f.at, [&fab, f] { apply(f, fab); });
     r.faults.emplace_back(static_cast<double>(f.at.count()) * 1e-9, f.text);
   }
-  const Duration first = kFirstRtts * ec.base_rtt;
+  const Duration first = kFirstRtts * (ec.base_rtt > Duration{0} ? ec.base_rtt : base_rtt(o));
   r.first_s = static_cast<double>(first.count()) * 1e-9;
   bool first_taken = false;
   const auto take_first = [&] {

@@ -53,15 +53,17 @@ struct RunResult {
   bool ok() const { return failure.empty(); }
 };
 
-/// How many of the engines' base RTTs RunResult::first_* cover: a window of 1.5 BDP takes 1.5
+/// How many of the engines' base RTTs (the one set by hand, else base_rtt() of the fabric)
+/// RunResult::first_* cover: a window of 1.5 BDP takes 1.5
 /// of them to leave the NIC at line rate, the signals it raises one more to come back, and the
 /// resends they cause another.
 inline constexpr int kFirstRtts = 4;
 
 /// The fabric's capacity as Options give it.
 Capacity capacity(const Options& o);
-/// The engines' base RTT (NSCC): twice the unloaded round trip of an MTU packet through a
-/// spine (4 store-and-forward hops out, 4 back), see run.cc.
+/// The fabric's base RTT for NSCC, what `--base-rtt-us -1` sets by hand (by default the engines
+/// learn theirs): twice the unloaded round trip of an MTU packet through a spine (4
+/// store-and-forward hops out, 4 back), see run.cc.
 engine::Duration base_rtt(const Options& o);
 
 /// Runs `w` under `t` with `faults` (parsed against this fabric).

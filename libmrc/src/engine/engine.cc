@@ -258,8 +258,10 @@ void Core::on_probe_reply(Qp& q, Time now, const wire::Packet& p) {
     return;
   }
   const auto echo = Time{static_cast<int64_t>(p.probe_reply.echo_ts)};
-  if (echo <= now)
+  if (echo <= now) {
     q.paths.tx(static_cast<size_t>(i)).rtt_ns = static_cast<uint64_t>((now - echo).count());
+    learn_base_rtt(q, now, now - echo + q.cc_rtt.spray());
+  }
   ++q.signals(static_cast<uint16_t>(i)).probe_replies;
   health.on_probe_reply_ev(p.probe_reply.echo_ev, now);  // the EV carries packets, any peer
   q.paths.on_probe_reply(static_cast<uint16_t>(i), p.common.psn,

@@ -307,6 +307,7 @@ struct Qp {
   bool in_ready = false;    // in the engine's ready list
   bool in_ackq = false;     // in the engine's ACK list
   bool cc_auto = false;     // profile derived from EngineConfig, base RTT learned
+  bool cc_probed = false;   // sent the PROBE of a learned base RTT (Core::probe_base_rtt)
   Time scheduled = kNever;  // deadline currently in the engine's timer heap
   Timers timers;
 
@@ -639,6 +640,12 @@ struct Core {
   // A fresh window for q from its profile (Qp::cc absent when there is none), learning its
   // base RTT when the profile is the automatic one.
   void start_cc(Qp& q);
+  // One base RTT sample for q.cc_rtt (a QP with CC that learns its base: cc_auto; else nothing),
+  // re-deriving the QP's NSCC constants when the estimate moves (policy.h BaseRttFilter).
+  void learn_base_rtt(Qp& q, Time now, Duration rtt);
+  // Once per QP that learns its base RTT (cc_auto), at its first sign of congestion (a CE mark,
+  // a loss): one PROBE, whose reply is a base sample that skipped the data queue.
+  void probe_base_rtt(Qp& q);
   // The constants q's window should run with now: its profile, or the automatic one derived
   // with cc_base; rate hints applied. nullopt: no window (CC off, no profile).
   std::optional<NsccConfig> cc_config(const Qp& q) const;

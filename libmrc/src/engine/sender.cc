@@ -412,6 +412,7 @@ void Core::start_cc(Qp& q) {
                            spray_allowance(cfg, q.attr.mtu, q.paths.planes())};
   if (auto c = cc_config(q))
     q.cc.emplace(*c, q.attr.mtu, q.cc_auto ? NsccBase::kGiven : NsccBase::kProfile);
+  q.cc_probed = false;
 }
 
 std::optional<NsccConfig> Core::cc_config(const Qp& q) const {
@@ -420,6 +421,22 @@ std::optional<NsccConfig> Core::cc_config(const Qp& q) const {
       q.cc_auto ? derived_cc(cfg, q.attr.mtu, q.cc_base) : effective_cc(cfg, q.attr.mtu, q.attr.cc);
   if (!c) return c;
   return with_rates(*c, cfg, q.attr.mtu, q.attr.cc_rates);
+}
+
+void Core::learn_base_rtt(Qp& q, Time now, Duration rtt) {
+  if (!q.cc || !q.cc_auto || rtt <= Duration{0}) return;
+  if (q.health) q.cc_rtt.set_anchor(q.health->min_rtt);
+  q.cc_rtt.on_sample(now, rtt);
+  if (q.cc_rtt.moved(q.cc_learned)) {  // learned base RTT moved: re-derive the profile
+    q.cc_base = q.cc_learned = q.cc_rtt.estimate();
+    reconfig_cc(q);
+  }
+}
+
+void Core::probe_base_rtt(Qp& q) {
+  if (q.cc_probed || !q.cc || !q.cc_auto || q.paths.size() == 0) return;
+  q.cc_probed = true;
+  send_probe(q, 0, 0);
 }
 
 void Core::reconfig_cc(Qp& q) {
@@ -486,6 +503,7 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
         ++stats.plane_holds;
       if (q.health && health.on_lost_ev(q.paths.ev(p.path).path.ev, now)) ++stats.ev_holds;
       if (q.cc) q.cc->on_loss(now);
+      probe_base_rtt(q);
       p.blamed = true;
     }
   }
@@ -627,15 +645,9 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     ++q.signals(static_cast<uint16_t>(echo_path)).ecn_marks;
     q.paths.on_congestion(static_cast<uint16_t>(echo_path));
   }
+  if (ecn) probe_base_rtt(q);
   if (q.cc) {
-    if (q.cc_auto && rtt > Duration{0}) {
-      if (q.health) q.cc_rtt.set_anchor(q.health->min_rtt);
-      q.cc_rtt.on_sample(now, rtt);
-      if (q.cc_rtt.moved(q.cc_learned)) {  // learned base RTT moved: re-derive the profile
-        q.cc_base = q.cc_learned = q.cc_rtt.estimate();
-        reconfig_cc(q);
-      }
-    }
+    learn_base_rtt(q, now, rtt);
     if (acked.packets > 0) q.cc->on_ack(now, acked.bytes, rtt, ecn, q.bytes_in_flight);
   }
   if (a.ports_down != 0) lose_planes(q, a.ports_down, now);
@@ -741,6 +753,8 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
     case wire::NackReason::kTrimmedLastHop:
       if (p) {
         ++q.paths.tx(p->path).trims;
+        if (n.echo_ts != 0 && Time{static_cast<int64_t>(n.echo_ts)} <= now)
+          learn_base_rtt(q, now, now - Time{static_cast<int64_t>(n.echo_ts)});
         q.paths.on_congestion(p->path);
         if (q.cc)
           q.cc->on_nack_trim(now, p->len,

@@ -92,6 +92,23 @@ NsccConfig with_rates(NsccConfig cc, const EngineConfig& cfg, uint32_t mtu, cons
 /// queueing delay is RTT minus this estimate, never minus the QP's smallest sample (a lucky
 /// one would put every sample of a busy QP above the target delay).
 ///
+/// Samples that skip the data queue. The engine feeds the filter the RTT of every ACK (the
+/// data packet's round trip less the receiver's hold), and two more kinds: the NACK of a
+/// trimmed packet (its header jumped the full queue that trimmed it), and the reply to the one
+/// PROBE a learned QP sends at its first sign of congestion (a CE mark or a loss: a queue it
+/// may have started behind), taken plus the spray allowance
+/// (a probe is header-sized: the allowance is what a data packet's own serialization adds at
+/// kSprayHops hops at a plane port's rate). Switches serve trimmed headers, ACKs and probes in
+/// a control class ahead of data (NDP; the OCP MRC switch profile gives trimmed packets a
+/// priority share); where they do not, these samples queue as data does and the minimum is
+/// what it would have been. Without them a QP that starts behind a queue that never drains
+/// while it runs learns that queue as its base RTT: an incast's far senders (the receiver's
+/// port fills before their first packet reaches it) learnt 148-170 us where 21 us is bare,
+/// their windows and targets then never let the delay-based decrease fire, and the senders
+/// under the receiver's T0, which learnt the bare figure, were starved (mrc-sim 64 hosts,
+/// 63 -> 1 into 256 KiB drop-tail ports: 0.87-0.89 of the hand-set figure, 0.97-0.98 with
+/// them; perf/RESULTS.md 2026-11-26 incast).
+///
 /// The windowed minimum may follow a rising RTT only up to kMaxRise x the anchor: the
 /// smallest sample this QP, or any QP to the same peer (set_anchor: SharedHealth's per-peer
 /// minimum), ever took. Without that bound, QPs that share a port and never let its queue
@@ -125,6 +142,8 @@ class BaseRttFilter {
   /// True when estimate() differs from `in_use` by more than 10% (or in_use is 0 and there
   /// is an estimate).
   bool moved(Duration in_use) const;
+  /// The spray allowance given at construction (what a PROBE's sample is taken plus).
+  Duration spray() const { return spray_; }
 
  private:
   Duration floor_;
