@@ -1632,14 +1632,7 @@ TEST(Engine, Ack_LastPacketOfAMessageAckedInTheSamePass) {
 TEST(Engine, Read_ResponseLeavesInThePassThatTakesTheRequest) {
   Loop l;
   fill(l.b.mem, 0, 8, 3);
-  Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 8, l.a.key};
-  SendWr wr;
-  wr.wr_id = 5;
-  wr.opcode = Opcode::kRead;
-  wr.sg = {&sge, 1};
-  wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data());
-  wr.rkey = l.b.key;
-  ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  l.post_write(l.a, 5, 0, 8, 0, Opcode::kRead);  // 8 bytes of b's memory into a's
   const auto req = sent_now(l, l.a);
   ASSERT_EQ(req.size(), 1u);
   ASSERT_EQ(peek(req[0]).common.kind, wire::Kind::kReadReq);

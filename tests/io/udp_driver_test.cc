@@ -587,6 +587,16 @@ int plain_socket(sockaddr_in6* addr) {
   return fd;
 }
 
+// A driver with one plane on ::1 and a plain socket that never answers (fd, its address in
+// peer): for tests that watch what the driver sends and when. Null if either failed.
+std::unique_ptr<UdpDriver> driver_and_silent_peer(int& fd, sockaddr_in6& peer) {
+  fd = plain_socket(&peer);
+  if (fd < 0) return nullptr;
+  UdpConfig cfg;
+  cfg.planes.push_back(PlaneConfig{"::1", 0});
+  return make_driver(cfg);
+}
+
 // ECN on an IPv4 plane: a probe sent CE-marked (IPv4 TOS) is seen as CE (the answer echoes
 // it), and the driver's own datagrams leave ECT(0) in the TOS byte.
 // One datagram from `fd` into `rx`: its length (-1, errno set, on error or timeout), and in
@@ -721,13 +731,10 @@ TEST(UdpDriver, TrafficClass_OnEveryDatagramOfTheQp) {
 // deadline "earlier" and wrote the eventfd (one wakeup per WRITE posted; perf/RESULTS.md,
 // faces, 2026-11-26 (fbw)).
 TEST(UdpDriver, WithEngineFlush_UnchangedDeadlineLeavesLoopAsleep) {
-  UdpConfig cfg;
-  cfg.planes.push_back(PlaneConfig{"::1", 0});
-  auto d = make_driver(cfg);
-  ASSERT_NE(d, nullptr);
+  int fd = -1;
   sockaddr_in6 peer{};
-  const int fd = plain_socket(&peer);  // never answers
-  ASSERT_GE(fd, 0);
+  auto d = driver_and_silent_peer(fd, peer);
+  ASSERT_NE(d, nullptr);
   auto src = pattern(4000, 9);  // one packet
   // Ack timeout 1.07 s: the RTO, the engine's only deadline, stays ahead of the calls below.
   post_unanswered_write(*d, d->add_peer({peer}), {Path{1, 0}}, 0, src, 20);
@@ -752,13 +759,10 @@ TEST(UdpDriver, WithEngineFlush_UnchangedDeadlineLeavesLoopAsleep) {
 // (issue 17: a loop round, two context switches and a lock per message), and the alarm still
 // fires: the RTO retransmits on time.
 TEST(UdpDriver, WithEngineFlush_EarlierDeadlineMovesTheAlarmNotTheLoop) {
-  UdpConfig cfg;
-  cfg.planes.push_back(PlaneConfig{"::1", 0});
-  auto d = make_driver(cfg);
-  ASSERT_NE(d, nullptr);
+  int fd = -1;
   sockaddr_in6 peer{};
-  const int fd = plain_socket(&peer);  // never answers
-  ASSERT_GE(fd, 0);
+  auto d = driver_and_silent_peer(fd, peer);
+  ASSERT_NE(d, nullptr);
   const PeerId p = d->add_peer({peer});
   d->start();
   // Idle: no deadline (with_engine wakes the loop once: the sleep lets it settle).
