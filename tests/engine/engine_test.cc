@@ -28,6 +28,17 @@ bool same(const std::vector<uint8_t>& x, uint64_t xo, const std::vector<uint8_t>
   return std::equal(x.begin() + xo, x.begin() + xo + len, y.begin() + yo);
 }
 
+// The datagrams side `s` of `l` sends without any time passing (whole: header and payload).
+std::vector<std::vector<uint8_t>> sent_now(Loop& l, testing::Side& s) {
+  std::vector<uint8_t> buf(kTransmitBufferSize);
+  std::vector<std::vector<uint8_t>> out;
+  while (auto t = s.eng.poll_transmit(l.now, buf)) {
+    out.emplace_back(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(t->header_len));
+    out.back().insert(out.back().end(), t->payload.begin(), t->payload.end());
+  }
+  return out;
+}
+
 TEST(Engine, Write_PlacesEveryByteAndCompletes) {
   Loop l;
   fill(l.a.mem, 0, 100000, 1);
@@ -1624,6 +1635,54 @@ TEST(Engine, Ack_PacketThatFillsAHoleIsAckedAtOnce) {
   ASSERT_EQ(acks.size(), 1u) << "the filler's ACK waited for ack_delay";
   EXPECT_EQ(acks[0].common.kind, wire::Kind::kAck);
   EXPECT_EQ(acks[0].ack.cum_psn, peek(data[2]).common.psn + 1);
+}
+
+// A small message's round trip costs no timer (issue 17): the receiver ACKs a message's last
+// packet in the on_datagram call that takes it (the sender asks for it: kAckReq), not
+// ack_delay later, and the sender completes in the call that takes the ACK.
+TEST(Engine, Ack_LastPacketOfAMessageAckedInTheSamePass) {
+  for (const Opcode op : {Opcode::kWrite, Opcode::kSend}) {
+    SCOPED_TRACE(op == Opcode::kWrite ? "write" : "send");
+    Loop l;
+    if (op == Opcode::kSend) l.post_recv(l.b, 7, 0, 64);
+    l.post_write(l.a, 1, 0, 8, 0, op);  // one packet: ack_every (2) alone would delay its ACK
+    const auto data = sent_now(l, l.a);
+    ASSERT_EQ(data.size(), 1u);
+    l.b.eng.on_datagram(l.now, RxInfo{0, false}, data[0]);
+    const auto acks = sent_now(l, l.b);
+    ASSERT_EQ(acks.size(), 1u) << "the last packet's ACK waited for a timer";
+    EXPECT_EQ(peek(acks[0]).common.kind, wire::Kind::kAck);
+    EXPECT_EQ(peek(acks[0]).ack.cum_psn, peek(data[0]).common.psn + 1);
+    EXPECT_EQ(l.b.eng.next_deadline(), kNever) << "an ACK timer left armed";
+    EXPECT_EQ(l.poll(l.b).size(), op == Opcode::kSend ? 1u : 0u);
+    l.a.eng.on_datagram(l.now, RxInfo{0, false}, acks[0]);
+    const auto c = l.poll(l.a);
+    ASSERT_EQ(c.size(), 1u) << "the sender did not complete on the ACK";
+    EXPECT_EQ(c[0].wr_id, 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  }
+}
+
+// A READ's responder answers in the on_datagram call that takes the request (no timer, no
+// second pass: the responder's app never polls, as ib_read_lat's server does not), and the
+// requester completes in the call that takes the response.
+TEST(Engine, Read_ResponseLeavesInThePassThatTakesTheRequest) {
+  Loop l;
+  fill(l.b.mem, 0, 8, 3);
+  l.post_write(l.a, 5, 0, 8, 0, Opcode::kRead);  // 8 bytes of b's memory into a's
+  const auto req = sent_now(l, l.a);
+  ASSERT_EQ(req.size(), 1u);
+  ASSERT_EQ(peek(req[0]).common.kind, wire::Kind::kReadReq);
+  l.b.eng.on_datagram(l.now, RxInfo{0, false}, req[0]);
+  const auto resp = sent_now(l, l.b);
+  EXPECT_TRUE(std::any_of(resp.begin(), resp.end(), [](const auto& d) {
+    return peek(d).common.kind == wire::Kind::kReadResp;
+  })) << "the response waited for a timer or a second pass";
+  for (const auto& d : resp) l.a.eng.on_datagram(l.now, RxInfo{0, false}, d);
+  const auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), 1u) << "the requester did not complete on the response";
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(same(l.b.mem, 0, l.a.mem, 0, 8));
 }
 
 TEST(Engine, ResizeCq_KeepsItsCompletionsRefusesFewerSlots) {

@@ -602,9 +602,12 @@ TEST_F(UdpPair, Idle_ThreadSleeps) { idle_threads_sleep(); }
 // A QP of `d` toward `p` (a plain socket that never answers) on `paths`, with traffic class
 // `tclass` and ack timeout `timeout` (1.024 us x 2^timeout), and one WRITE of `src` posted on
 // it (sent once the driver runs).
+// flush: posted through with_engine_flush (the WRITE leaves from the caller's thread, as a
+// front end's post does) instead of with_engine (the progress loop sends it).
 void post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths, uint8_t tclass,
-                           std::vector<uint8_t>& src, uint8_t timeout = QpAttr{}.timeout) {
-  d.with_engine([&](Engine& e) {
+                           std::vector<uint8_t>& src, uint8_t timeout = QpAttr{}.timeout,
+                           bool flush = false) {
+  auto post = [&](Engine& e) {
     const CqId cq = *e.create_cq(64);
     QpInit init;
     init.send_cq = init.recv_cq = cq;
@@ -635,7 +638,14 @@ void post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths, uint
     wr.remote_addr = 0x1000;
     wr.rkey = 1;
     ASSERT_TRUE(e.post_send(q, wr).ok());
-  });
+  };
+  if (flush)
+    d.with_engine_flush([&](Engine& e) {
+      post(e);
+      return 0;
+    });
+  else
+    d.with_engine(post);
 }
 
 // A plain UDP socket on ::1 (an ephemeral port, receives time out after 5 s) that a driver
@@ -655,6 +665,16 @@ int plain_socket(sockaddr_in6* addr) {
     return -1;
   }
   return fd;
+}
+
+// A driver with one plane on ::1 and a plain socket that never answers (fd, its address in
+// peer): for tests that watch what the driver sends and when. Null if either failed.
+std::unique_ptr<UdpDriver> driver_and_silent_peer(int& fd, sockaddr_in6& peer) {
+  fd = plain_socket(&peer);
+  if (fd < 0) return nullptr;
+  UdpConfig cfg;
+  cfg.planes.push_back(PlaneConfig{"::1", 0});
+  return make_driver(cfg);
 }
 
 // ECN on an IPv4 plane: a probe sent CE-marked (IPv4 TOS) is seen as CE (the answer echoes
@@ -791,13 +811,10 @@ TEST(UdpDriver, TrafficClass_OnEveryDatagramOfTheQp) {
 // deadline "earlier" and wrote the eventfd (one wakeup per WRITE posted; perf/RESULTS.md,
 // faces, 2026-11-26 (fbw)).
 TEST(UdpDriver, WithEngineFlush_UnchangedDeadlineLeavesLoopAsleep) {
-  UdpConfig cfg;
-  cfg.planes.push_back(PlaneConfig{"::1", 0});
-  auto d = make_driver(cfg);
-  ASSERT_NE(d, nullptr);
+  int fd = -1;
   sockaddr_in6 peer{};
-  const int fd = plain_socket(&peer);  // never answers
-  ASSERT_GE(fd, 0);
+  auto d = driver_and_silent_peer(fd, peer);
+  ASSERT_NE(d, nullptr);
   auto src = pattern(4000, 9);  // one packet
   // Ack timeout 1.07 s: the RTO, the engine's only deadline, stays ahead of the calls below.
   post_unanswered_write(*d, d->add_peer({peer}), {Path{1, 0}}, 0, src, 20);
@@ -813,6 +830,37 @@ TEST(UdpDriver, WithEngineFlush_UnchangedDeadlineLeavesLoopAsleep) {
   }
   const uint64_t rounds = d->counters().loop_iterations - before;
   EXPECT_LE(rounds, 10u) << "the loop woke for calls that changed no deadline";
+  d->stop();
+  ::close(fd);
+}
+
+// A post that arms a timer earlier than the sleeping loop planned (the first RTO of an idle
+// driver: a latency ping-pong's every message) moves the loop's alarm instead of waking it
+// (issue 17: a loop round, two context switches and a lock per message), and the alarm still
+// fires: the RTO retransmits on time.
+TEST(UdpDriver, WithEngineFlush_EarlierDeadlineMovesTheAlarmNotTheLoop) {
+  int fd = -1;
+  sockaddr_in6 peer{};
+  auto d = driver_and_silent_peer(fd, peer);
+  ASSERT_NE(d, nullptr);
+  const PeerId p = d->add_peer({peer});
+  d->start();
+  // Idle: no deadline (with_engine wakes the loop once: the sleep lets it settle).
+  ASSERT_EQ(d->with_engine([](Engine& e) { return e.next_deadline(); }), kNever);
+  std::this_thread::sleep_for(20ms);
+  const UdpCounters before = d->counters();
+  auto src = pattern(4000, 9);  // one packet
+  // Ack timeout 16 (268 ms): no RTO during the check below, even on a loaded machine.
+  post_unanswered_write(*d, p, {Path{1, 0}}, 0, src, 16, /*flush=*/true);
+  uint8_t rx[8192];
+  ASSERT_GT(::recv(fd, rx, sizeof rx, 0), 0) << std::strerror(errno);  // sent by this thread
+  std::this_thread::sleep_for(30ms);
+  const UdpCounters after = d->counters();
+  EXPECT_EQ(after.loop_iterations, before.loop_iterations) << "the post woke the loop";
+  EXPECT_EQ(after.timeouts, before.timeouts);
+  // The alarm: the RTO fires and the WRITE goes out again (within the socket's 5 s limit).
+  ASSERT_GT(::recv(fd, rx, sizeof rx, 0), 0) << "no retransmission: the alarm never rang";
+  EXPECT_GT(d->counters().timeouts, before.timeouts);
   d->stop();
   ::close(fd);
 }

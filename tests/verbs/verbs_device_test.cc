@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,6 +75,7 @@ class Verbs : public ::testing::Test {
         EXPECT_EQ(dereg_mr(mr_[i]), 0);
       }
     }
+    for (ibv_comp_channel* ch : channels_) EXPECT_EQ(destroy_comp_channel(ch), 0);
     if (pd_) {
       EXPECT_EQ(dealloc_pd(pd_), 0);
     }
@@ -195,12 +198,77 @@ class Verbs : public ::testing::Test {
                                             offsetof(verbs_context, context));
   }
 
+  // cq_[0] and cq_[1] replaced by CQs of their own completion channels (before make_pair).
+  void cqs_on_channels() {
+    for (int i = 0; i < 2; ++i) {
+      channels_.push_back(create_comp_channel(ctx_));
+      ASSERT_NE(channels_.back(), nullptr);
+      ASSERT_EQ(destroy_cq(cq_[i]), 0);
+      cq_[i] = create_cq(ctx_, 256, nullptr, channels_.back(), 0);
+      ASSERT_NE(cq_[i], nullptr);
+    }
+  }
+
+  // A SEND/RECV ping-pong of `rounds` 8-byte messages between two app threads, one per QP of
+  // make_pair (side 0 sends round r, side 1 answers it), each taking its completions one at a
+  // time with wait(side, &wc) (false: none came). Every receive is posted before the peer can
+  // send into it (no RNR); every message's bytes, status and opcode are checked.
+  void send_ping_pong(int rounds, const std::function<bool(int, ibv_wc*)>& wait) {
+    ASSERT_NO_FATAL_FAILURE(make_pair());
+    for (int i = 0; i < 2; ++i) ASSERT_EQ(post_r(qp_[i], at(i), 8, mr_[i]->lkey), 0);
+    auto side = [&](int i) {
+      int sends_done = 0;
+      auto next = [&](ibv_wc_opcode want) {  // true: a completion of kind `want` came
+        ibv_wc wc{};
+        if (!wait(i, &wc)) return false;
+        if (wc.status != IBV_WC_SUCCESS || wc.opcode != want) return false;
+        return true;
+      };
+      // The receive of a round, counting the SEND completions that come before it.
+      auto until_recv = [&] {
+        for (;;) {
+          ibv_wc wc{};
+          if (!wait(i, &wc) || wc.status != IBV_WC_SUCCESS) return false;
+          if (wc.opcode == IBV_WC_RECV) return true;
+          if (wc.opcode != IBV_WC_SEND) return false;
+          ++sends_done;
+        }
+      };
+      for (int r = 0; r < rounds; ++r) {
+        const uint64_t mine = 2 * static_cast<uint64_t>(r) + static_cast<uint64_t>(i);
+        uint64_t got = 0;
+        if (i == 1) {  // the answer: wait for round r, post the next receive, answer
+          if (!until_recv()) return ADD_FAILURE() << "side 1: no receive at round " << r;
+          std::memcpy(&got, buf_[1].data(), 8);
+          if (got != mine - 1) return ADD_FAILURE() << "side 1 got " << got << " at round " << r;
+          EXPECT_EQ(post_r(qp_[1], at(1), 8, mr_[1]->lkey), 0);
+        }
+        const size_t src = 4096 + 8 * static_cast<size_t>(r);  // not reused before completion
+        std::memcpy(buf_[i].data() + src, &mine, 8);
+        if (post(qp_[i], IBV_WR_SEND, at(i, src), 8, mr_[i]->lkey) != 0)
+          return ADD_FAILURE() << "side " << i << ": post_send failed at round " << r;
+        if (i == 0) {
+          if (!until_recv()) return ADD_FAILURE() << "side 0: no answer at round " << r;
+          std::memcpy(&got, buf_[0].data(), 8);
+          if (got != mine + 1) return ADD_FAILURE() << "side 0 got " << got << " at round " << r;
+          EXPECT_EQ(post_r(qp_[0], at(0), 8, mr_[0]->lkey), 0);
+        }
+      }
+      for (; sends_done < rounds; ++sends_done)
+        if (!next(IBV_WC_SEND)) return ADD_FAILURE() << "side " << i << ": a SEND never completed";
+    };
+    std::thread t1(side, 1);
+    side(0);
+    t1.join();
+  }
+
   int qp_access_ = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;  // to_init's
   ibv_context* ctx_ = nullptr;
   ibv_pd* pd_ = nullptr;
   std::vector<uint8_t> buf_[2];
   ibv_mr* mr_[2] = {};
   ibv_cq* cq_[2] = {};
+  std::vector<ibv_comp_channel*> channels_;  // destroyed after the CQs
   std::vector<ibv_qp*> qp_ = std::vector<ibv_qp*>(2, nullptr);
 };
 
@@ -990,6 +1058,89 @@ TEST_F(Verbs, CompletionChannel_RealFdWakesOnCompletion) {
   qp_[0] = nullptr;
   EXPECT_EQ(destroy_cq(cq), 0);
   EXPECT_EQ(destroy_comp_channel(ch), 0);
+}
+
+// Progress never depends on the application polling (issue 17): each way an app waits for
+// its peer carries a ping-pong between two app threads, on the device's defaults (the progress
+// thread receives and answers; poller_progress off). Run under TSan (tsan preset).
+constexpr int kPingPongRounds = 100;
+
+// Asleep on a completion channel: the app calls poll_cq only after the channel woke it.
+TEST_F(Verbs, Progress_AppSleepingOnCompletionChannel_PingPongCompletes) {
+  ASSERT_NO_FATAL_FAILURE(cqs_on_channels());
+  std::atomic<int> sleeps{0};
+  send_ping_pong(kPingPongRounds, [&](int i, ibv_wc* wc) {
+    ibv_comp_channel* ch = channels_[static_cast<size_t>(i)];
+    for (;;) {
+      if (poll_cq(cq_[i], 1, wc) == 1) return true;  // what the last wakeup brought
+      if (req_notify_cq(cq_[i], 0) != 0) return false;
+      if (poll_cq(cq_[i], 1, wc) == 1) return true;  // what came before the arming
+      pollfd p{ch->fd, POLLIN, 0};
+      if (::poll(&p, 1, 5000) != 1) return false;  // asleep until the channel wakes it
+      ibv_cq* ev_cq = nullptr;
+      void* ev_ctx = nullptr;
+      if (get_cq_event(ch, &ev_cq, &ev_ctx) != 0 || ev_cq != cq_[i]) return false;
+      ack_cq_events(ev_cq, 1);
+      sleeps.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  EXPECT_GT(sleeps.load(), 0) << "no thread ever slept: the test did not test sleeping";
+}
+
+// Polling the CQ without pause, as perftest and NCCL's proxy do.
+TEST_F(Verbs, Progress_AppPollingCq_PingPongCompletes) {
+  send_ping_pong(kPingPongRounds, [&](int i, ibv_wc* wc) {
+    *wc = wait_wc(cq_[i]);
+    return wc->status != IBV_WC_GENERAL_ERR;
+  });
+}
+
+// An app spinning on memory, as ib_write_lat waits for the peer's WRITE: a plain read of
+// memory the device writes, with no call into it (not instrumented: a NIC's DMA).
+__attribute__((no_sanitize("thread"), noinline)) uint64_t spin_read(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int b = 7; b >= 0; --b) v = (v << 8) | static_cast<const volatile uint8_t*>(p)[b];
+  return v;
+}
+
+// Spinning on memory, never polling the CQ: unsignalled WRITEs, more rounds than the send
+// queue holds (64), so the ACKs must retire them with no poll_cq either. (On a loaded 2-core
+// machine a round here takes ms, not the polling tests' 0.1-0.2 ms: spinners without a
+// syscall spend their share of the CPU; the same spin with a sched_yield runs in about 0.3 ms.)
+TEST_F(Verbs, Progress_AppSpinningOnMemory_WritePingPongCompletes) {
+  ASSERT_NO_FATAL_FAILURE(make_pair());
+  constexpr int kRounds = kPingPongRounds;  // > 64
+  auto side = [&](int i) {
+    for (int r = 0; r < kRounds; ++r) {
+      // Side 0 writes 2r + 1 into side 1's memory; side 1 answers 2r + 2.
+      if (i == 1) {
+        const uint64_t want = 2 * static_cast<uint64_t>(r) + 1;
+        const auto end = std::chrono::steady_clock::now() + 5s;
+        while (spin_read(buf_[1].data()) != want)
+          if (std::chrono::steady_clock::now() > end)
+            return ADD_FAILURE() << "side 1: WRITE " << want << " never landed";
+      }
+      const uint64_t mine = 2 * static_cast<uint64_t>(r) + 1 + static_cast<uint64_t>(i);
+      std::memcpy(buf_[i].data() + 4096, &mine, 8);
+      // Inline, unsignalled: nothing to poll for.
+      if (post(qp_[i], IBV_WR_RDMA_WRITE, at(i, 4096), 8, mr_[i]->lkey, at(1 - i), mr_[1 - i]->rkey,
+               IBV_SEND_INLINE) != 0)
+        return ADD_FAILURE() << "side " << i << ": post_send refused at round " << r
+                             << " (send queue full: unsignalled WRITEs never retired?)";
+      if (i == 0) {
+        const auto end = std::chrono::steady_clock::now() + 5s;
+        while (spin_read(buf_[0].data()) != mine + 1)
+          if (std::chrono::steady_clock::now() > end)
+            return ADD_FAILURE() << "side 0: WRITE " << mine + 1 << " never landed";
+      }
+    }
+  };
+  std::thread t1(side, 1);
+  side(0);
+  t1.join();
+  ibv_wc wc{};
+  EXPECT_EQ(poll_cq(cq_[0], 1, &wc), 0) << "an unsignalled WRITE completed";
+  EXPECT_EQ(poll_cq(cq_[1], 1, &wc), 0);
 }
 
 TEST_F(Verbs, QpEx_WrApi_And_CqEx) {

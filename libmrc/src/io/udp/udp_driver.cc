@@ -205,6 +205,7 @@ UdpDriver::~UdpDriver() {
   stop();
   if (event_fd_ >= 0) ::close(event_fd_);
   if (poller_timer_fd_ >= 0) ::close(poller_timer_fd_);
+  if (deadline_timer_fd_ >= 0) ::close(deadline_timer_fd_);
 }
 
 namespace {
@@ -306,6 +307,8 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
   if (d->event_fd_ < 0) return Err("udp driver: eventfd: " + errno_text(errno));
   d->poller_timer_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   if (d->poller_timer_fd_ < 0) return Err("udp driver: timerfd: " + errno_text(errno));
+  d->deadline_timer_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (d->deadline_timer_fd_ < 0) return Err("udp driver: timerfd: " + errno_text(errno));
 
   // Sockets are made where the configuration says (a thread inside cfg.netns).
   auto made = in_netns(cfg.netns, [&]() -> Status<std::string> {
@@ -870,12 +873,26 @@ UdpCounters UdpDriver::counters() const {
 }
 
 bool UdpDriver::flush_locked() {
-  transmit(cfg_.clock());
+  const Time t = cfg_.clock();
+  transmit(t);
   bool blocked = false;
   for (size_t p = 0; p < sockets_.size(); ++p)
     blocked = blocked || (!sockets_[p]->pending.empty() && plane_shard_[p] == 0);
   wake_pending_owners(*shards_[0]);  // the other threads' planes wait for room on their own
-  return blocked || engine_->next_deadline().count() < planned_wake_ns_;
+  if (blocked) return true;  // only the loop retries queued sends: it must look now
+  const Time deadline = engine_->next_deadline();
+  if (deadline.count() >= planned_wake_ns_) return false;
+  // A timer earlier than the sleeping loop planned (a post's RTO): move its alarm instead of
+  // waking it (one timerfd_settime here, no loop round: issue 17's wakeup per message).
+  // Relative to cfg_.clock(), as the loop's own sleep is.
+  const int64_t in_ns = std::max<int64_t>((deadline - t).count(), 1);
+  itimerspec at{};
+  at.it_value.tv_sec = static_cast<time_t>(in_ns / 1'000'000'000);
+  at.it_value.tv_nsec = static_cast<long>(in_ns % 1'000'000'000);
+  if (::timerfd_settime(deadline_timer_fd_, 0, &at, nullptr) != 0) return true;
+  deadline_timer_armed_ = true;
+  planned_wake_ns_ = deadline.count();
+  return false;
 }
 
 void UdpDriver::wake_pending_owners(const Shard& from) {
@@ -926,7 +943,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
   const bool first = s.index == 0;  // thread 0 (or step()): timers, wakeups, observer, links
   Time wait = cfg_.busy_poll ? Duration{0} : max_wait;
   std::vector<pollfd>& fds = s.fds;
-  fds.resize(m + 4);
+  fds.resize(m + 5);
   bool stepped_back = false;
   if (!first) {  // threads 1..: their sockets, nothing else
     std::lock_guard lock(mu_);
@@ -951,6 +968,12 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     // flush_locked must find an unchanged deadline not earlier, or every post that leaves the
     // timers as they were wakes the sleeping loop (an eventfd write and a loop round per WRITE).
     planned_wake_ns_ = wake_at == engine::kNever ? INT64_MAX : wake_at.count();
+    // This sleep's timeout covers every deadline now: an alarm an app call set is spent.
+    if (deadline_timer_armed_) {
+      const itimerspec off{};
+      (void)::timerfd_settime(deadline_timer_fd_, 0, &off, nullptr);
+      deadline_timer_armed_ = false;
+    }
     // Pollers hold the sockets (poll_progress): leave them out, but for a plane whose
     // queued sends wait for room (only the loop retries those), and wake when they stop.
     const int64_t until = poller_until_ns_.load(std::memory_order_relaxed);
@@ -968,6 +991,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
   fds[m + 1] = {first && observer_ ? observer_->control_fd() : -1, POLLIN, 0};
   fds[m + 2] = {first && stepped_back ? poller_timer_fd_ : -1, POLLIN, 0};
   fds[m + 3] = {first && link_watch_ ? link_watch_->fd() : -1, POLLIN, 0};  // fixed at create()
+  fds[m + 4] = {first ? deadline_timer_fd_ : -1, POLLIN, 0};  // armed by app calls after this
 
   timespec ts{};
   timespec* tsp = nullptr;
@@ -985,6 +1009,10 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     // The pollers' time may be over: the next round looks (poller_until_ns_).
     uint64_t v;
     (void)!::read(poller_timer_fd_, &v, sizeof v);
+  }
+  if (ready > 0 && (fds[m + 4].revents & POLLIN)) {
+    uint64_t v;  // a timer an app call set is due: this round runs it
+    (void)!::read(deadline_timer_fd_, &v, sizeof v);
   }
   if (ready > 0 && (fds[m + 3].revents & POLLIN)) {
     // Before this round's receive and transmit: nothing more leaves on a port with no link.

@@ -275,7 +275,8 @@ class UdpDriver {
   /// As with_engine, and then sends what f queued from the caller's thread, under the same
   /// lock: a posted message leaves without waiting for the progress thread to wake (one
   /// thread wakeup less per message; what latency-bound apps feel). The thread is woken
-  /// only when it must run sooner than it planned (an earlier timer) or a socket was full.
+  /// only when a socket was full; a timer earlier than it planned (a post's RTO) moves its
+  /// alarm (a timerfd) instead, so a post never costs a loop round.
   /// f must return a value.
   template <class F>
   decltype(auto) with_engine_flush(F&& f) {
@@ -468,6 +469,12 @@ class UdpDriver {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> activity_{0};
   int64_t planned_wake_ns_ = 0;  // under mu_: when the sleeping loop wakes by itself (ns)
+  // An app call (flush_locked) that makes an engine deadline earlier than planned_wake_ns_
+  // arms this timerfd (relative, so a test clock works as the loop's timeout does) rather
+  // than waking the loop; the loop watches it and disarms it before each sleep, whose own
+  // timeout then covers every deadline.
+  int deadline_timer_fd_ = -1;
+  bool deadline_timer_armed_ = false;  // under mu_
 };
 
 }  // namespace mrc::io
