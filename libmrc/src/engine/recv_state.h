@@ -69,7 +69,7 @@ struct RecvState {
   /// The slot of the action at `psn` (acts non-empty, psn within sb.cum() + acts.size()).
   Action& act(uint32_t psn) { return acts[psn & (acts.size() - 1)]; }
   /// Grows acts (16 slots at first, then doubling) to hold an action `ahead` PSNs past the
-  /// scoreboard's cum; the pending actions keep their PSNs.
+  /// scoreboard's cum; the pending actions keep their PSNs. (Defined in receiver.cc.)
   void grow_acts(uint32_t ahead);
 };
 

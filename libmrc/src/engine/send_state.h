@@ -102,9 +102,11 @@ struct SendState {
   /// flight, so snd_nxt cannot be given out before grow() (or an ACK).
   bool ring_full() const { return inflight() >= tx.size(); }
   /// Doubles tx (16 slots at first, at most tx_cap), keeping each record at its PSN.
+  /// (grow and restart are defined in sender.cc.)
   void grow();
-  /// Starts sending from `psn` with nothing in flight: the ring emptied (it grows again with
-  /// what is sent), the sent-order list empty.
+  /// Starts sending from `psn` with nothing in flight (RTR -> RTS: nothing was sent, so the
+  /// sent-order list is empty): the ring emptied (it grows again with what is sent), no bytes
+  /// in flight.
   void restart(uint32_t psn);
 };
 
