@@ -479,6 +479,52 @@ TEST(PathSet, Next_EveryOtherPlaneHeld_DrainedPlaneStillCarriesNothing) {
   EXPECT_EQ(s.next(-1), PathSet::kNoPath);
 }
 
+// Per-plane state is sized to the planes in use, not to kMaxPlanes (an idle QP's path set was
+// ~1.2 KB, most of it 16 planes' arrays): the object holds no per-plane array.
+TEST(PathSet, Reset_PerPlaneStateSizedToThePlanesInUse) {
+  EXPECT_LE(sizeof(PathSet), size_t{320});
+  PathSet s = make();  // 4 planes
+  EXPECT_EQ(s.planes(), 4u);
+  // Reset to 16 planes, one EV each: every plane carries its turn.
+  std::vector<Path> wide;
+  for (uint16_t p = 0; p < kMaxPlanes; ++p) wide.push_back(Path{1000u + p, p});
+  s.reset(wide, {}, PathPolicy{});
+  EXPECT_EQ(s.planes(), kMaxPlanes);
+  std::set<uint16_t> planes;
+  for (int i = 0; i < kMaxPlanes; ++i) planes.insert(s.ev(s.next(-1)).path.plane);
+  EXPECT_EQ(planes.size(), size_t{kMaxPlanes});
+}
+
+// A reset to fewer planes keeps the in-flight counts of the planes it keeps; a packet that
+// leaves a plane the set no longer has changes nothing (no count underflows).
+TEST(PathSet, Reset_FewerPlanesKeepsInFlightOfThoseKept) {
+  PathSet s = make();
+  s.on_sent(0);
+  s.on_sent(3);
+  std::vector<Path> two{Path{1, 0}, Path{2, 1}};
+  s.reset(two, {}, PathPolicy{});
+  EXPECT_EQ(s.planes(), 2u);
+  EXPECT_EQ(s.inflight(0), 1u);
+  EXPECT_EQ(s.inflight(3), 0u);
+  s.on_left(3);  // sent on plane 3 before the reset
+  s.on_left(0);
+  EXPECT_EQ(s.inflight(0), 0u);
+}
+
+// An administrative drain is kept for any plane, even one the set does not have yet.
+TEST(PathSet, SetPlaneAdminDown_SurvivesResetToMorePlanes) {
+  PathSet s;
+  std::vector<Path> one{Path{1, 0}};
+  s.reset(one, {}, PathPolicy{});
+  s.set_plane_admin_down(5, true);
+  EXPECT_TRUE(s.plane_admin_down(5));
+  std::vector<Path> six;
+  for (uint16_t p = 0; p < 6; ++p) six.push_back(Path{10u + p, p});
+  s.reset(six, {}, PathPolicy{});
+  EXPECT_TRUE(s.plane_admin_down(5));
+  for (int i = 0; i < 60; ++i) EXPECT_NE(s.ev(s.next(-1)).path.plane, 5u);
+}
+
 TEST(SharedHealth, OnLost_PeerLossesInARowHoldThePlaneForThatPeer) {
   SharedHealth h;
   SharedHealth::Peer& a = h.peer(1);

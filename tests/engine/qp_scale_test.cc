@@ -284,15 +284,19 @@ TEST(QpScale, DeadlineIsTheOneArmedQpsTimeout) {
 }
 
 // What an idle connected QP holds: the Qp itself, its EVs (one record each: state, counters,
-// sent-order list; the path list in its attributes, the EV index) and the allocator's
-// rounding on each of those blocks.
+// sent-order list; the path list in its attributes, the EV index), its path set's per-plane
+// state (the sprayer's and the health's: 56 bytes a plane, for the planes in use only) and the
+// allocator's rounding on each of those blocks.
 // No send, receive or in-flight ring, no bitmap: those grow with use.
 size_t idle_qp_bound() {
   const size_t per_ev =
       sizeof(PathSet::Ev) + sizeof(Path) + sizeof(std::pair<uint32_t, uint16_t>) + sizeof(uint16_t);
-  constexpr size_t kBlocks = 5;     // Qp, attr.paths, evs, index, by-plane list
+  constexpr size_t kPlanes = 4;     // kPaths over 4 planes (connect)
+  constexpr size_t kPerPlane = 56;  // PathSet's Turn (24 bytes) and PlaneState (32)
+  constexpr size_t kBlocks = 7;     // Qp, attr.paths, evs, index, by-plane list, 2 per-plane
   constexpr size_t kRounding = 64;  // per block: malloc's header and size classes, alignment
-  return sizeof(Qp) + kPaths * per_ev + kBlocks * kRounding + 2 * sizeof(void*);  // + table slot
+  return sizeof(Qp) + kPaths * per_ev + kPlanes * kPerPlane + kBlocks * kRounding +
+         2 * sizeof(void*);  // + table slot
 }
 
 TEST(QpScale, IdleConnectedQpHoldsFewKib) {
@@ -323,15 +327,15 @@ TEST(QpScale, QpLayout_HotStateFirst) {
   const auto q = std::make_unique<Qp>();
   const auto base = reinterpret_cast<uintptr_t>(q.get());
   const auto at = [&](const void* field) { return reinterpret_cast<uintptr_t>(field) - base; };
-  const size_t hot_end = at(&q->last_rx) + sizeof q->last_rx;
+  const size_t hot_end = at(&q->rcv) + sizeof q->rcv;
   EXPECT_LE(hot_end, size_t{10 * 64});  // ten cache lines
   for (const void* hot :
        {static_cast<const void*>(&q->state), static_cast<const void*>(&q->timers),
-        static_cast<const void*>(&q->tx), static_cast<const void*>(&q->snd_una),
-        static_cast<const void*>(&q->sq), static_cast<const void*>(&q->retx),
+        static_cast<const void*>(&q->snd.tx), static_cast<const void*>(&q->snd.snd_una),
+        static_cast<const void*>(&q->snd.sq), static_cast<const void*>(&q->snd.retx),
         static_cast<const void*>(&q->rtt), static_cast<const void*>(&q->loss),
-        static_cast<const void*>(&q->sb), static_cast<const void*>(&q->rq),
-        static_cast<const void*>(&q->acts), static_cast<const void*>(&q->ack_path)})
+        static_cast<const void*>(&q->rcv.sb), static_cast<const void*>(&q->rcv.rq),
+        static_cast<const void*>(&q->rcv.acts), static_cast<const void*>(&q->rcv.ack_path)})
     EXPECT_LT(at(hot), hot_end);
   const size_t cold_begin = at(&q->cc_base);
   EXPECT_GT(cold_begin, at(&q->paths));

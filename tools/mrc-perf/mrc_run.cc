@@ -554,6 +554,7 @@ Result<MrcRunResult, std::string> Runner::run() {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
+  std::vector<PathStats> pst;  // one QP's path counters, reused (Engine::path_stats)
   for (Stream& s : streams_) {
     for (int i = 0; i < 2; ++i) {
       end(s, i).drv->with_engine([&](Engine& e) {
@@ -562,7 +563,8 @@ Result<MrcRunResult, std::string> Runner::run() {
           res_.rtos += st->rto_fired;
           res_.spurious += st->spurious_losses;
         }
-        for (const PathStats& p : e.path_stats(s.qp[i])) res_.trims_seen += p.trims;
+        e.path_stats(s.qp[i], pst);
+        for (const PathStats& p : pst) res_.trims_seen += p.trims;
         const QpStats* st = e.qp_stats(s.qp[i]);
         auto cc = e.cc_stats(s.qp[i]);
         if (i == s.source && st && res_.cc.empty()) {
@@ -578,7 +580,6 @@ Result<MrcRunResult, std::string> Runner::run() {
                         cc ? (unsigned long long)cc->increases() : 0ull);
           res_.cc = b;
           const PathSet* ps = e.paths(s.qp[i]);
-          const auto pst = e.path_stats(s.qp[i]);
           for (size_t k = 0; ps && k < ps->size() && k < pst.size(); ++k) {
             const PathSet::Ev& ev = ps->ev(k);
             std::snprintf(b, sizeof b, "  ev 0x%05x plane %u  %-11s %10llu sent %8llu lost %6.0f us\n",

@@ -104,7 +104,8 @@ void Traffic::connect(uint32_t ci) {
 void Traffic::add_stats(uint32_t h, Qpn q) {
   const Engine& e = tb_.engine(h);
   if (const QpStats* s = e.qp_stats(q)) accumulate(closed_, *s);
-  for (const PathStats& p : e.path_stats(q)) closed_trims_ += p.trims;
+  e.path_stats(q, path_stats_);
+  for (const PathStats& p : path_stats_) closed_trims_ += p.trims;
   if (const auto cc = e.cc_stats(q)) {
     closed_cuts_.ecn += cc->decreases;
     closed_cuts_.delay += cc->delay_decreases;
@@ -299,8 +300,10 @@ uint64_t Traffic::trims_seen() const {
   uint64_t n = closed_trims_;
   for (uint32_t h = 0; h < w_.spec.hosts; ++h) {
     const Engine& e = tb_.engine(h);
-    for (Qpn q = 1; q <= e.max_qpn(); ++q)
-      for (const PathStats& p : e.path_stats(q)) n += p.trims;
+    for (Qpn q = 1; q <= e.max_qpn(); ++q) {
+      e.path_stats(q, path_stats_);
+      for (const PathStats& p : path_stats_) n += p.trims;
+    }
   }
   return n;
 }

@@ -120,6 +120,7 @@ class Traffic {
   std::vector<uint8_t> msg_done_;  // bit 0: verified at the receiver, bit 1: send completed
   engine::QpStats closed_;         // of QPs destroyed on demand
   uint64_t closed_trims_ = 0;
+  mutable std::vector<engine::PathStats> path_stats_;  // one QP's, reused (Engine::path_stats)
   CcCuts closed_cuts_;  // of QPs destroyed on demand
   uint64_t live_qps_ = 0;
   void on_input(engine::PeerId h);

@@ -26,9 +26,9 @@ std::unique_ptr<Qp> new_qp(Qpn qpn, const QpInit& init) {
   auto q = std::make_unique<Qp>();
   q->qpn = qpn;
   q->init = init;
-  q->sq.init(init.max_send_wr);
-  q->rq.init(init.max_recv_wr);
-  q->rsp.init(kMaxReadResponses);
+  q->snd.sq.init(init.max_send_wr);
+  q->rcv.rq.init(init.max_recv_wr);
+  q->snd.rsp.init(kMaxReadResponses);
   q->retry = RetryPolicy{q->attr.timeout, q->attr.retry_cnt_linear, q->attr.retry_cnt_exp};
   return q;
 }
@@ -125,7 +125,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
   const bool was_error = q.state == QpState::kError;
   q.state = QpState::kError;
   if (!tm_msgs.empty() || !tm_reads.empty()) tm_forget(q.qpn);  // its receives flush
-  if (culprit == UINT64_MAX && !q.sq.empty()) culprit = q.sq.head();
+  if (culprit == UINT64_MAX && !q.snd.sq.empty()) culprit = q.snd.sq.head();
   auto flush_local = [&](uint64_t upto) {  // local completions posted before WQE `upto`
     while (!q.local_after.empty() && q.local_after.front().first <= upto) {
       Completion k = q.local_after.front().second;
@@ -134,9 +134,9 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
       q.local_after.erase(q.local_after.begin());
     }
   };
-  for (uint64_t s = q.sq.head(); s != q.sq.tail(); ++s) {
+  for (uint64_t s = q.snd.sq.head(); s != q.snd.sq.tail(); ++s) {
     flush_local(s);
-    const SendWqe& w = q.sq.at(s);
+    const SendWqe& w = q.snd.sq.at(s);
     Completion c;
     c.wr_id = w.wr_id;
     c.status = s == culprit ? cause : WcStatus::kWrFlushErr;
@@ -150,14 +150,14 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
     complete(q, q.init.send_cq, c);
   }
   flush_local(UINT64_MAX);
-  q.sq.clear();
+  q.snd.sq.clear();
   q.sq_wimms = 0;
-  q.pkt_wqe = q.sq.tail();
-  q.rsp.clear();
-  q.pkt_rsp = q.rsp.tail();
+  q.snd.pkt_wqe = q.snd.sq.tail();
+  q.snd.rsp.clear();
+  q.snd.pkt_rsp = q.snd.rsp.tail();
   q.reads.clear();
-  for (uint64_t s = q.rq.head(); s != q.rq.tail(); ++s) {
-    const RecvWqe& r = q.rq.at(s);
+  for (uint64_t s = q.rcv.rq.head(); s != q.rcv.rq.tail(); ++s) {
+    const RecvWqe& r = q.rcv.rq.at(s);
     if (r.pending) continue;  // an XRC slot no receive was taken for
     Completion c;
     c.wr_id = r.wr_id;
@@ -166,16 +166,16 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
     c.qpn = q.qpn;
     complete(q, r.cq ? r.cq : q.init.recv_cq, c);
   }
-  q.rq.clear();
-  for (auto& p : q.tx) p = TxPkt{};
-  q.snd_una = q.snd_nxt;
-  q.bytes_in_flight = 0;
+  q.rcv.rq.clear();
+  for (auto& p : q.snd.tx) p = TxPkt{};
+  q.snd.snd_una = q.snd.snd_nxt;
+  q.snd.bytes_in_flight = 0;
   q.paths.clear_inflight();
-  q.list_head = q.list_tail = kNoLink;
+  q.snd.list_head = q.snd.list_tail = kNoLink;
   q.paths.clear_tx();
   q.loss.rack_evs.clear();
   q.loss.tlp_go = false;
-  q.retx.clear();
+  q.snd.retx.clear();
   q.pending_reads = 0;
   q.timers.cancel_all();
   if (!was_error && fatal_event) push_event(Event{EventType::kQpFatal, q.qpn, 0, cause});
@@ -501,15 +501,15 @@ uint32_t Engine::srq_limit(uint32_t id) const {
 }
 
 bool Core::xrc_take(Qp& q, uint32_t msn, Srq& s, uint32_t srqn) {
-  const int32_t idx = psn_diff(msn, q.rq_base_msn);
+  const int32_t idx = psn_diff(msn, q.rcv.rq_base_msn);
   if (idx < 0) return false;
-  while (q.rq.size() <= static_cast<uint64_t>(idx)) {  // hold the slots of messages to come
-    if (q.rq.full()) return false;
-    q.rq.next() = RecvWqe{};
-    q.rq.next().pending = true;
-    q.rq.push();
+  while (q.rcv.rq.size() <= static_cast<uint64_t>(idx)) {  // hold the slots of messages to come
+    if (q.rcv.rq.full()) return false;
+    q.rcv.rq.next() = RecvWqe{};
+    q.rcv.rq.next().pending = true;
+    q.rcv.rq.push();
   }
-  RecvWqe& slot = q.rq.at(q.rq.head() + static_cast<uint64_t>(idx));
+  RecvWqe& slot = q.rcv.rq.at(q.rcv.rq.head() + static_cast<uint64_t>(idx));
   if (!slot.pending) return true;  // an earlier packet of the message took it
   if (s.q.empty()) return false;
   slot = std::move(s.q.front());
@@ -530,12 +530,12 @@ bool Core::xrc_take(Qp& q, uint32_t msn, Srq& s, uint32_t srqn) {
 
 void Core::srq_take(Qp& q, uint32_t msn) {
   Srq* s = srq(q.init.srq);
-  const int32_t idx = psn_diff(msn, q.rq_base_msn);
+  const int32_t idx = psn_diff(msn, q.rcv.rq_base_msn);
   if (!s || idx < 0) return;
   bool took = false;
-  while (q.rq.size() <= static_cast<uint64_t>(idx) && !s->q.empty() && !q.rq.full()) {
-    q.rq.next() = std::move(s->q.front());
-    q.rq.push();
+  while (q.rcv.rq.size() <= static_cast<uint64_t>(idx) && !s->q.empty() && !q.rcv.rq.full()) {
+    q.rcv.rq.next() = std::move(s->q.front());
+    q.rcv.rq.push();
     s->q.pop_front();
     took = true;
   }
@@ -620,7 +620,7 @@ Status<ModifyRefusal> check_modify(const Core& c, const Qp& q, const QpAttr& a, 
   if (needs_peer && to == QpState::kRtr && q.state == QpState::kInit && !(mask & attr::kPaths))
     return refuse(Error::kInvalidArgument, "paths");
   if ((mask & attr::kMtu) && q.state >= QpState::kRtr && q.state != QpState::kError &&
-      a.mtu != q.attr.mtu && (!q.sq.empty() || !q.rsp.empty() || q.inflight() > 0))
+      a.mtu != q.attr.mtu && (!q.snd.sq.empty() || !q.snd.rsp.empty() || q.snd.inflight() > 0))
     return refuse(Error::kBadState, "mtu");
   if (mask & attr::kPathPolicy) {
     const PathPolicy& pp = a.path_policy;
@@ -634,7 +634,7 @@ Status<ModifyRefusal> check_modify(const Core& c, const Qp& q, const QpAttr& a, 
   if (to == QpState::kRts && mpr > c.cfg.recv_window)
     return refuse(Error::kInvalidArgument, "max_psn_range");
   const bool live = sends_in(q.state);
-  if (live && (mask & attr::kMpr) && mpr > q.tx_cap && q.inflight() > 0)
+  if (live && (mask & attr::kMpr) && mpr > q.snd.tx_cap && q.snd.inflight() > 0)
     return refuse(Error::kBadState, "max_psn_range");
   return {};
 }
@@ -684,26 +684,23 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
     q.ev_signals.clear();  // the new set's counters start from 0 (reset() zeroed the rest)
     q.timers.cancel(Timer::kProbe);
     // In-flight records keep path indexes; clamp them to the new set.
-    for (auto& p : q.tx)
+    for (auto& p : q.snd.tx)
       if (p.path >= q.paths.size()) p.path = 0;
     c.ev_list_sync(q);
     q.health_epoch = 0;  // held planes apply to the new set
   }
   q.retry = RetryPolicy{s.timeout, s.retry_cnt_linear, s.retry_cnt_exp};
   if (entering && to == QpState::kRtr) {
-    q.sb.reset(s.rq_psn, c.cfg.recv_window);
-    q.acts.clear();  // grows with the first message that needs one (grow_acts)
+    q.rcv.sb.reset(s.rq_psn, c.cfg.recv_window);
+    q.rcv.acts.clear();  // grows with the first message that needs one (grow_acts())
   }
   // The in-flight ring is sized to the PSN range when the QP starts to send, and may grow on
   // a live QP (check_modify: only while nothing is in flight).
   // (A UD QP has no PSNs, window or peer: nothing starts.)
   const bool starts = entering && to == QpState::kRts && from == QpState::kRtr && !q.init.ud;
-  const bool grows = live && (mask & attr::kMpr) && s.max_psn_range > q.tx_cap;
+  const bool grows = live && (mask & attr::kMpr) && s.max_psn_range > q.snd.tx_cap;
   if (starts) {
-    q.tx.clear();  // grows with what is in flight (grow_tx)
-    q.tx_mask = 0;
-    q.snd_una = q.snd_nxt = s.sq_psn;
-    q.bytes_in_flight = 0;
+    q.snd.restart(s.sq_psn);
     q.paths.clear_inflight();
     q.paths.clear_tx();
     q.loss.rack_evs.clear();
@@ -714,8 +711,8 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
       q.rtt.seed(q.health->srtt, q.health->rttvar, q.health->min_rtt);
     c.start_cc(q);
   }
-  if (grows) q.tx.assign(q.tx.size(), TxPkt{});  // nothing in flight: the ring may grow
-  if (starts || grows) q.tx_cap = std::bit_ceil(s.max_psn_range);
+  if (grows) q.snd.tx.assign(q.snd.tx.size(), TxPkt{});  // nothing in flight: the ring may grow
+  if (starts || grows) q.snd.tx_cap = std::bit_ceil(s.max_psn_range);
   q.state = to;
   if (to == QpState::kRts) c.make_ready(q);
 }
@@ -851,9 +848,9 @@ Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
   if (!q) return Err{Error::kNoSuchQp};
   if (q->state == QpState::kReset) return Err{Error::kBadState};
   if (q->init.srq || q->init.xrcd) return Err{Error::kInvalidArgument};  // from an SRQ
-  if (q->rq.full()) return Err{Error::kQueueFull};
+  if (q->rcv.rq.full()) return Err{Error::kQueueFull};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
-  RecvWqe& r = q->rq.next();
+  RecvWqe& r = q->rcv.rq.next();
   r.posted.clear();
   r.sg.clear();
   r.capacity = 0;
@@ -863,7 +860,7 @@ Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
     r.capacity += s.length;
   }
   r.wr_id = wr.wr_id;
-  q->rq.push();
+  q->rcv.rq.push();
   if (q->state == QpState::kError) c.fail_qp(*q, WcStatus::kWrFlushErr);
   return {};
 }
@@ -1158,7 +1155,8 @@ bool Engine::idle() const {
   if (!c.ctrl.empty() || !c.ackq.empty() || !c.udq.empty()) return false;
   for (const auto& q : c.qps) {
     if (!q) continue;
-    if (q->inflight() > 0 || q->pkt_wqe != q->sq.tail() || q->pkt_rsp != q->rsp.tail())
+    if (q->snd.inflight() > 0 || q->snd.pkt_wqe != q->snd.sq.tail() ||
+        q->snd.pkt_rsp != q->snd.rsp.tail())
       return false;
   }
   return true;

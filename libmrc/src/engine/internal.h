@@ -3,22 +3,11 @@
 // machine, dispatch), sender.cc and receiver.cc.
 // Threading: single-threaded, like Engine.
 //
-// Sender (requester) half of a QP:
-//   sq_   app send WQEs, completed in posting order
-//   rsp_  READ responses this QP owes its peer (internal, never completed to the app)
-//   tx_   one record per PSN in flight [snd_una, snd_nxt), ring indexed by PSN
-//   sent-order list: the in-flight PSNs ordered by last transmission time;
-//         its head drives the RTO and the cross-EV loss backstop
-//   per EV, the same list restricted to the packets last sent on that EV (head and tail
-//         in the EV's record, PathSet::Ev): a path keeps its packets in order, so one
-//         acknowledged on an EV reveals the losses of those sent before it on the same EV
-//         (RACK per EV, detect_losses)
-//   retx_ PSNs declared lost, to resend on a different path
-// Receiver (responder) half:
-//   sb_    RecvScoreboard (cum PSN + bitmap)
-//   rq_    posted receives; receive #msn is rq_[msn - rq_base_msn_]
-//   acts_  in-order work at the last PSN of a message (complete a receive,
-//          run a READ, finish our READ), run as cum passes that PSN
+// A QP's send state (send_state.h) and receive state (recv_state.h) are types of their own;
+// per EV, the sender also keeps the list of its packets in flight last sent on that EV (head
+// and tail in the EV's record, PathSet::Ev): a path keeps its packets in order, so one
+// acknowledged on an EV reveals the losses of those sent before it on the same EV (RACK per
+// EV, detect_losses).
 #pragma once
 
 #include <algorithm>
@@ -32,8 +21,11 @@
 #include <vector>
 
 #include "engine/loss.h"
+#include "engine/queues.h"
+#include "engine/recv_state.h"
 #include "engine/rtt.h"
 #include "engine/sack.h"
+#include "engine/send_state.h"
 #include "engine/timers.h"
 #include "mrc/engine/engine.h"
 #include "mrc/engine/paths.h"
@@ -60,8 +52,6 @@ inline void put_be32(uint8_t* p, uint32_t v) {
   for (int i = 3; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
 }
 
-/// "No PSN" in the sent-order list links: wider than a PSN, since every 32-bit value is one.
-inline constexpr uint64_t kNoLink = UINT64_MAX;
 inline constexpr uint32_t kMaxReadResponses = 128;  // READs a responder runs at once
 
 struct Mr {
@@ -83,13 +73,6 @@ struct Mr {
   }
 };
 
-/// A contiguous piece of local memory a message reads from or writes to.
-struct Seg {
-  uint8_t* host = nullptr;
-  uint32_t len = 0;
-  uint32_t key = 0;  // the MR it lies in; checked before every use (deregistered: refused)
-};
-
 /// Copies between a scatter/gather list and a flat buffer at a byte offset.
 /// Returns false if [offset, offset + n) is outside the list.
 bool sg_copy_out(const std::vector<Seg>& sg, uint64_t offset, uint8_t* dst, size_t n,
@@ -99,176 +82,12 @@ bool sg_copy_in(const std::vector<Seg>& sg, uint64_t offset, const uint8_t* src,
 /// The span [offset, offset + n) if it lies within one segment, else empty.
 std::span<const uint8_t> sg_contiguous(const std::vector<Seg>& sg, uint64_t offset, size_t n);
 
-struct SendWqe {
-  uint64_t wr_id = 0;
-  Opcode op = Opcode::kWrite;
-  bool signaled = true;
-  bool solicited = false;
-  bool is_read_resp = false;  // in rsp_: data we owe for the peer's READ #msn
-  uint64_t remote_addr = 0;
-  uint32_t rkey = 0;
-  uint32_t imm = 0;
-  uint32_t msn = 0;  // SEND/WRITE_IMM: receive number at the peer; READ: read number
-  uint64_t len = 0;
-  std::vector<Seg> sg;  // local memory (for READ: where the response lands)
-  std::vector<uint8_t> inline_buf;
-  uint32_t npkts = 0;  // packets in the message (READ request: 1)
-  uint32_t sent = 0;   // packets given a PSN so far
-  uint32_t acked = 0;  // packets acknowledged
-  uint32_t first_psn = 0;
-  uint32_t req_psn = 0;     // READ response: the PSN of the peer's READ request
-  bool read_done = false;   // READ: the whole response arrived
-  bool fence = false;       // waits for earlier READs before its first packet (SendWr::fence)
-  bool invalidate = false;  // SEND: the peer invalidates window `rkey` (SendWr::invalidate)
-  uint32_t xrc_srqn = 0;    // XRC initiator: the peer's SRQ (SendWr::xrc_srqn); responses 0
-  WcStatus status = WcStatus::kSuccess;
-};
-
-/// Ring of WQEs addressed by absolute sequence number, holding at most `capacity`
-/// (full() past it). Storage grows on demand (powers of two, up to the capacity
-/// rounded up), so a queue that is never used costs no memory. Only the live
-/// range [head, tail) is kept across growth; next() is the slot at tail (valid
-/// until the next push or growth), filled before push() makes it live.
-template <typename T>
-class SeqRing {
- public:
-  void init(uint32_t capacity) {
-    slots_.clear();
-    slots_.shrink_to_fit();
-    cap_ = capacity;
-    head_ = tail_ = 0;
-  }
-  bool full() const { return tail_ - head_ >= cap_; }
-  bool empty() const { return tail_ == head_; }
-  uint64_t size() const { return tail_ - head_; }
-  uint64_t head() const { return head_; }
-  uint64_t tail() const { return tail_; }
-  /// Storage slots allocated (memory accounting).
-  size_t slots() const { return slots_.size(); }
-  T& at(uint64_t seq) { return slots_[seq & (slots_.size() - 1)]; }
-  const T& at(uint64_t seq) const { return slots_[seq & (slots_.size() - 1)]; }
-  T& next() {
-    if (tail_ - head_ >= slots_.size()) grow();
-    return at(tail_);
-  }
-  T& push() {
-    T& t = next();
-    ++tail_;
-    return t;
-  }
-  void pop() { ++head_; }
-  void clear() { head_ = tail_; }
-
- private:
-  void grow() {
-    const size_t n = slots_.empty() ? 1 : 2 * slots_.size();
-    std::vector<T> bigger(n);
-    for (uint64_t s = head_; s != tail_; ++s) bigger[s & (n - 1)] = std::move(at(s));
-    slots_.swap(bigger);
-  }
-
-  std::vector<T> slots_;
-  uint32_t cap_ = 0;
-  uint64_t head_ = 0, tail_ = 0;
-};
-
-/// FIFO of small values (PSNs, WQE sequence numbers): a ring that allocates on
-/// its first push and grows by doubling. (std::deque allocates on construction.)
-template <typename T>
-class Fifo {
- public:
-  bool empty() const { return head_ == tail_; }
-  size_t size() const { return tail_ - head_; }
-  T& operator[](size_t i) { return buf_[(head_ + i) & (buf_.size() - 1)]; }
-  const T& operator[](size_t i) const { return buf_[(head_ + i) & (buf_.size() - 1)]; }
-  T& front() { return (*this)[0]; }
-  const T& front() const { return (*this)[0]; }
-  void push_back(const T& v) {
-    if (size() == buf_.size()) grow();
-    buf_[tail_++ & (buf_.size() - 1)] = v;
-  }
-  void pop_front() { ++head_; }
-  /// Removes element i, keeping the order of the others.
-  void erase(size_t i) {
-    for (size_t k = i; k + 1 < size(); ++k) (*this)[k] = (*this)[k + 1];
-    --tail_;
-  }
-  void clear() { head_ = tail_ = 0; }
-  size_t capacity() const { return buf_.size(); }
-
- private:
-  void grow() {
-    const size_t n = buf_.empty() ? 4 : 2 * buf_.size();
-    std::vector<T> bigger(n);
-    for (size_t i = 0; i < size(); ++i) bigger[i] = (*this)[i];
-    tail_ = size();
-    head_ = 0;
-    buf_.swap(bigger);
-  }
-
-  std::vector<T> buf_;
-  size_t head_ = 0, tail_ = 0;
-};
-
-/// One PSN in flight.
-struct TxPkt {
-  enum State : uint8_t { kFree, kInFlight, kLost, kAcked };
-  uint64_t wqe = 0;     // sequence number in sq_ or rsp_
-  uint32_t offset = 0;  // byte offset in the message
-  uint16_t len = 0;     // payload bytes
-  uint16_t path = 0;    // index into the QP's paths of the last transmission
-  uint8_t state = kFree;
-  bool rsp = false;  // wqe indexes rsp_ (else sq_)
-  bool first = false, last = false;
-  uint8_t tx_count = 0;
-  uint8_t plane = 0;    // plane of the last transmission (PathSet's in-flight count)
-  bool blamed = false;  // declared lost by RACK or an RTO, and its window took the MTU
-  Time sent{0};         // last transmission
-  uint64_t xseq = 0;    // transmission order of the last transmission (QP-wide counter)
-  Time not_before{0};   // earliest resend (RNR delay)
-  // Links (PSNs) of the sent-order list and of its EV's list; a link to the packet's own
-  // PSN means none (a packet never follows itself). 32 bits each keep the record at 64 bytes.
-  uint32_t prev = 0, next = 0;
-  uint32_t ev_prev = 0, ev_next = 0;
-};
-static_assert(sizeof(TxPkt) == 64);
-
 /// Per EV of a QP, the PathStats counters that are neither per packet nor per loss (those
 /// are in the EV's record, PathSet::Ev): allocated with the first of them (Qp::ev_signals).
 struct EvSignals {
   uint64_t ecn_marks = 0;
   uint64_t probes = 0;
   uint64_t probe_replies = 0;
-};
-
-struct RecvWqe {
-  uint64_t wr_id = 0;
-  std::vector<Sge> posted;  // as the app posted them (length > 0), checked when data lands
-  std::vector<Seg> sg;      // `posted` resolved by Core::resolve_recv for the packet at hand
-  uint64_t capacity = 0;
-  // XRC target QPs (QpInit::xrcd): the SRQ's CQ and PD this receive came with; `pending`: a
-  // slot held for a message whose first packet has not come yet (xrc_take), no receive in it.
-  CqId cq = 0;
-  uint32_t pd = 0;
-  bool pending = false;
-};
-
-/// In-order work the receiver runs when cum passes `psn` (the message's last PSN).
-struct Action {
-  enum Kind : uint8_t { kNone, kRecv, kRecvImm, kWriteImm, kReadReq, kReadResp, kAtomic };
-  Kind kind = kNone;
-  bool solicited = false;
-  uint32_t psn = 0;  // the message's last PSN
-  uint32_t msn = 0;
-  uint32_t imm = 0;
-  uint32_t len = 0;
-  uint64_t addr = 0;  // READ request, atomic: remote (our) VA
-  uint32_t rkey = 0;
-  bool cas = false;          // atomic: compare-and-swap (else fetch-and-add)
-  uint64_t compare_add = 0;  // atomic operands (host order)
-  uint64_t swap = 0;
-  bool invalidate = false;  // kRecv: invalidate window `rkey` (SEND_WITH_INV)
-  uint32_t pd = 0;          // the PD the message's memory is checked in (XRC: its SRQ's)
 };
 
 /// A control packet waiting to be sent: NACKs, probes, probe replies (ACKs are
@@ -311,44 +130,13 @@ struct Qp {
   Time scheduled = kNever;  // deadline currently in the engine's timer heap
   Timers timers;
 
-  // ---- send state ----
-  // Ring indexed by PSN: holds [snd_nxt - tx.size(), snd_nxt), so every PSN in flight
-  // and the newest freed ones. Empty until the first send; doubles (grow_tx) when the
-  // PSNs in flight fill it, up to max_psn_range rounded up to a power of two.
-  std::vector<TxPkt> tx;
-  uint32_t tx_mask = 0;  // tx.size() - 1 (tx non-empty)
-  uint32_t tx_cap = 0;   // most slots tx may grow to: max_psn_range at RTS, rounded up
-  uint32_t snd_una = 0;  // oldest PSN not acked
-  uint32_t snd_nxt = 0;  // next new PSN
-  uint64_t list_head = kNoLink, list_tail = kNoLink;  // sent-order list (PSNs)
-  bool list_empty() const { return list_head == kNoLink; }
-  uint32_t oldest() const { return static_cast<uint32_t>(list_head); }  // !list_empty()
-  uint32_t newest() const { return static_cast<uint32_t>(list_tail); }
-  uint64_t xseq_next = 1;        // next transmission order number
-  uint64_t bytes_in_flight = 0;  // payload bytes of kInFlight packets
-  uint64_t pkt_wqe = 0;          // next sq WQE to packetize
-  uint64_t pkt_rsp = 0;          // next rsp WQE to packetize
-  SeqRing<SendWqe> sq;
-  SeqRing<SendWqe> rsp;
-  Fifo<uint32_t> retx;                   // lost PSNs to resend
+  SendState snd;                         // what a packet's send and its ACK touch (send_state.h)
   SharedHealth::Peer* health = nullptr;  // the engine's view of the peer (set at RTS)
   uint64_t health_epoch = 0;             // SharedHealth::epoch() when held planes were read
   Time health_recheck = kNever;          // when a hold read then ends
   RttEstimator rtt;
   LossDetector loss;
-
-  // ---- receive state ----
-  RecvScoreboard sb;
-  uint32_t unacked = 0;      // data packets since our last ACK
-  uint32_t rq_base_msn = 0;  // receive number of rq.head()
-  SeqRing<RecvWqe> rq;
-  // Ring indexed by PSN & (size - 1) holding the pending actions, all at PSNs in
-  // [sb.cum(), sb.cum() + acts.size()). Empty until a message needs one (WRITE needs
-  // none); grows (grow_acts) to cover the farthest PSN ahead, up to recv_window.
-  std::vector<Action> acts;
-  Path ack_path;  // path of the newest data packet (ACKs go back on it)
-  Time last_rx_at{0};
-  wire::AckHeader last_rx;  // echo fields of the newest data packet (ack_flags, echo_*)
+  RecvState rcv;  // what a data packet's receipt and its ACK touch (recv_state.h)
 
   QpStats stats;
   // Its first line (state, mtu, dest_qpn, remote_token) is read per packet; the rest is cold.
@@ -380,13 +168,11 @@ struct Qp {
   // idle QP would pay (QpScale.IdleConnectedQpHoldsFewKib).
   std::vector<std::pair<uint64_t, Completion>> local_after;
 
-  TxPkt& pkt(uint32_t psn) { return tx[psn & tx_mask]; }
   /// EV i's rarer counters, allocated on first use.
   EvSignals& signals(uint16_t i) {
     if (ev_signals.size() < paths.size()) ev_signals.resize(paths.size());
     return ev_signals[i];
   }
-  size_t inflight() const { return snd_nxt - snd_una; }
   /// Retransmission timeout now: the verbs timeout, never below the measured round trip
   /// (SRTT + 4 RTTVAR + the receiver's ACK delay), backed off by the retries so far.
   Duration rto(Duration ack_delay) const {
@@ -461,10 +247,14 @@ struct Srq {
   std::shared_ptr<SrqTm> tm;  // a tag-matching SRQ (create_tm_srq), else null
 };
 
-/// Engine::Impl: owns everything; sender.cc and receiver.cc add its methods.
-struct Core {
+/// Engine::Impl: owns everything; sender.cc and receiver.cc add its methods. Public: what the
+/// Engine API (engine.cc's Engine:: functions and their helpers) may call and read; private:
+/// the steps of the sender, the receiver, the path and UD machinery, which only Core's own
+/// methods call.
+class Core {
+ public:
+  // ---- Engine's (engine.cc): what its API calls, and the tables it reads and writes ----
   explicit Core(const EngineConfig& c);
-
   EngineConfig cfg;
   EngineStats stats;
   std::vector<Mr> mrs;    // slot index = key >> 8
@@ -494,11 +284,8 @@ struct Core {
     uint32_t cursor = 0;      // the next to try when a datagram's own path is held
   };
   std::unordered_map<PeerId, UdPaths> ud_paths;  // by peer (ud.cc ud_path)
-  UdOut ud_sending;     // the UD datagram poll_transmit returned last: its payload
-  wire::Packet rx_pkt;  // decode target, reused (no per-datagram init)
-  wire::Packet tx_pkt;  // encode source, reused
-  uint32_t burst = 0;   // packets the front ready QP sent in a row
-
+  wire::Packet rx_pkt;                           // decode target, reused (no per-datagram init)
+  uint32_t burst = 0;                            // packets the front ready QP sent in a row
   /// tx_pkt with its common header set for a packet of `q` to its peer.
   wire::Packet& tx_header(const Qp& q, wire::Kind kind, uint32_t ev, uint32_t psn, Time now) {
     wire::CommonHeader& h = tx_pkt.common;
@@ -516,45 +303,17 @@ struct Core {
     return tx_pkt;
   }
 
-  void copy(void* dst, const void* src, size_t n) const { cfg.copy(dst, src, n); }
-
   // lookup
   Qp* qp(Qpn qpn);
   const Mr* mr(uint32_t key) const;
   /// The MR of `key` if `q` may use it (same protection domain), else null.
   const Mr* mr(uint32_t key, const Qp& q) const { return mr_in(key, q.init.pd); }
-  /// The MR of `key` if it is in protection domain `pd`, else null.
-  const Mr* mr_in(uint32_t key, uint32_t pd) const {
-    const Mr* m = mr(key);
-    return m && m->pd == pd ? m : nullptr;
-  }
-  /// For an XRC target QP: the XRC SRQ of q's domain that `srqn` names, else null.
-  Srq* xrc_srq(const Qp& q, uint32_t srqn) {
-    Srq* s = srq(srqn);
-    return s && s->xrc.xrcd && s->xrc.xrcd == q.init.xrcd ? s : nullptr;
-  }
-  /// For an XRC target QP: makes receive number `msn` one of `s`'s (slots before it are held
-  /// for their own messages' SRQs); false when `s` has none left (RNR) or q.rq is full.
-  bool xrc_take(Qp& q, uint32_t msn, Srq& s, uint32_t srqn);
-  /// Every segment still lies in a registered MR (none was deregistered since).
-  /// Resolves r.posted into r.sg against the MRs as they are now (key of q's pd, range, local
-  /// write); false if one fails (the receive's local protection error).
-  bool resolve_recv(const Qp& q, RecvWqe& r) const;
-  /// For a QP on an SRQ: moves receives from the SRQ into q.rq, in order, until receive
-  /// number `msn` is there (or the SRQ or q.rq's room runs out); raises the SRQ's limit event.
-  void srq_take(Qp& q, uint32_t msn);
   Srq* srq(uint32_t id) {
     return id == 0 || id > srqs.size() || !srqs[id - 1].live ? nullptr : &srqs[id - 1];
-  }
-  bool live(const std::vector<Seg>& sg) const {
-    for (const Seg& g : sg)
-      if (!mr(g.key)) return false;
-    return true;
   }
 
   // scheduling
   void make_ready(Qp& q);
-  void want_ack(Qp& q);
   /// Puts q's next timer in the heap if it is earlier than the entry already there
   /// (a later one is found when that entry fires).
   void reschedule(Qp& q) {
@@ -565,14 +324,8 @@ struct Core {
     std::push_heap(heap.begin(), heap.end(), std::greater<>{});
     if (heap.size() > 1024 + 2 * heap_kept) compact_heap();
   }
-  /// Drops the stale entries (those that are not the one their QP's `scheduled` names).
-  /// Visits the heap's entries only, never the QPs that have none; runs after at least
-  /// 1,024 + the entries it kept last time were added, so O(1) per insertion.
-  void compact_heap();
-  size_t heap_kept = 0;  // entries the last compaction kept
 
   // completions / errors
-  void complete(Qp& q, CqId cq, const Completion& c);
   /// Moves q to ERROR: the WQE `culprit` (an sq_ sequence number, or the
   /// oldest when UINT64_MAX) completes with `cause`, every other WR with
   /// WR_FLUSH_ERR; emits kQpFatal unless `fatal_event` is false (the app moved the QP to
@@ -584,16 +337,119 @@ struct Core {
   /// `internal`: a WR of the engine's own (a rendezvous READ or FIN, tm.cc): past max_send_wr,
   /// and completing only on error whatever sq_sig_all says.
   Status<Error> post_send(Qp& q, const SendWr& wr, bool internal = false);
+  std::optional<Transmit> send_data(Qp& q, Time now, std::span<uint8_t> buf);
+  void on_ack(Qp& q, Time now, const wire::Packet& p);
+  void on_nack(Qp& q, Time now, const wire::Packet& p);
+  void sender_timeout(Qp& q, Time now);
+  /// Empties every EV's list and relinks what is in flight (after the path set changed).
+  void ev_list_sync(Qp& q);
+  /// Packets in flight on `planes` (bit per plane) can no longer arrive (a port with no link,
+  /// ours or the peer's): lost now, with no blame (no EV, plane or window pays), for resending
+  /// on the other planes. Nothing to do (the per-ACK case) unless one of those planes has
+  /// packets of q in flight.
+  void lose_planes(Qp& q, uint16_t planes, Time now);
+  // A fresh window for q from its profile (Qp::cc absent when there is none), learning its
+  // base RTT when the profile is the automatic one.
+  void start_cc(Qp& q);
+  // One base RTT sample for q.cc_rtt (a QP with CC that learns its base: cc_auto; else nothing),
+  // re-deriving the QP's NSCC constants when the estimate moves (policy.h BaseRttFilter).
+  void learn_base_rtt(Qp& q, Time now, Duration rtt);
+  // Once per QP that learns its base RTT (cc_auto), at its first sign of congestion (a CE mark,
+  // a loss): one PROBE, whose reply is a base sample that skipped the data queue.
+  void probe_base_rtt(Qp& q);
+  // Gives q's live window cc_config(q), keeping the window (q.cc is set).
+  void reconfig_cc(Qp& q);
+
+  // tag matching (tm.cc): the Engine API's part
+  /// Makes SRQ `id` a tag-matching one (Engine::create_tm_srq; `cq` checked, held).
+  void make_tm(uint32_t id, CqId cq, uint32_t max_tags);
+  Result<uint32_t, Error> post_srq_op(uint32_t srq, const SrqOp& op);
+  /// Forgets q's tag-matching state (its receives flushed or the QP gone).
+  void tm_forget(Qpn q);
+
+  // paths (engine.cc)
+  void ev_events(Qp& q);  // turns ev_scratch into engine events, re-arms probes
+  void path_timeout(Qp& q, Time now);
+  void on_probe_reply(Qp& q, Time now, const wire::Packet& p);
+  std::vector<EvEvent> ev_scratch;
+
+  // memory windows (mw.cc)
+  /// Leaves window `w` bound to nothing (its MR's count of windows drops).
+  void unbind(Mr& w);
+  /// Unbinds the window of `key` if it is one of `pd`; false if not.
+  bool invalidate_window(uint32_t key, uint32_t pd);
+  /// Engine::bind_mw and Engine::post_local.
+  Status<Error> bind_window(uint32_t key, uint32_t new_key, uint32_t mr, uint64_t addr,
+                            uint64_t len, uint32_t access, uint32_t pd);
+  Status<Error> post_local(Qpn qpn, uint64_t wr_id, WcOpcode op, bool signaled);
+
+  // unreliable datagrams (ud.cc)
+  /// A datagram for a UD QP (or a UD_SEND for another): Q_Key and state checked, the next
+  /// receive takes the GRH and data, or it is dropped and counted. Never answered.
+  void on_ud(Qp& q, const wire::Packet& p);
+  /// The next queued UD SEND as a datagram (its send completes now), or nullopt.
+  std::optional<Transmit> ud_transmit(Time now, std::span<uint8_t> buf);
+
+  // receiver (receiver.cc)
+  /// A data packet for q: checked against the QP, its window and the memory it names, then
+  /// taken by its opcode's accept_* (placed, its in-order work queued) and received().
+  void on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p);
+  void receiver_timeout(Qp& q, Time now);
+  size_t build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path);
+  void nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r);
+
+ private:
+  // ---- Core's own steps: called only from Core's methods (sender.cc, receiver.cc, ud.cc,
+  // mw.cc, engine.cc's Core:: functions), never by the Engine API directly ----
+  UdOut ud_sending;     // the UD datagram poll_transmit returned last: its payload
+  wire::Packet tx_pkt;  // encode source, reused
+  void copy(void* dst, const void* src, size_t n) const { cfg.copy(dst, src, n); }
+
+  // lookup
+  /// The MR of `key` if it is in protection domain `pd`, else null.
+  const Mr* mr_in(uint32_t key, uint32_t pd) const {
+    const Mr* m = mr(key);
+    return m && m->pd == pd ? m : nullptr;
+  }
+  /// For an XRC target QP: the XRC SRQ of q's domain that `srqn` names, else null.
+  Srq* xrc_srq(const Qp& q, uint32_t srqn) {
+    Srq* s = srq(srqn);
+    return s && s->xrc.xrcd && s->xrc.xrcd == q.init.xrcd ? s : nullptr;
+  }
+  /// For an XRC target QP: makes receive number `msn` one of `s`'s (slots before it are held
+  /// for their own messages' SRQs); false when `s` has none left (RNR) or q.rcv.rq is full.
+  bool xrc_take(Qp& q, uint32_t msn, Srq& s, uint32_t srqn);
+  /// Every segment still lies in a registered MR (none was deregistered since).
+  /// Resolves r.posted into r.sg against the MRs as they are now (key of q's pd, range, local
+  /// write); false if one fails (the receive's local protection error).
+  bool resolve_recv(const Qp& q, RecvWqe& r) const;
+  /// For a QP on an SRQ: moves receives from the SRQ into q.rcv.rq, in order, until receive
+  /// number `msn` is there (or the SRQ or q.rcv.rq's room runs out); raises the SRQ's limit event.
+  void srq_take(Qp& q, uint32_t msn);
+  bool live(const std::vector<Seg>& sg) const {
+    for (const Seg& g : sg)
+      if (!mr(g.key)) return false;
+    return true;
+  }
+
+  // scheduling
+  void want_ack(Qp& q);
+  /// Drops the stale entries (those that are not the one their QP's `scheduled` names).
+  /// Visits the heap's entries only, never the QPs that have none; runs after at least
+  /// 1,024 + the entries it kept last time were added, so O(1) per insertion.
+  void compact_heap();
+  size_t heap_kept = 0;  // entries the last compaction kept
+
+  // completions / errors
+  void complete(Qp& q, CqId cq, const Completion& c);
+
+  // sender (sender.cc)
   bool has_data(const Qp& q, Time now) const;
   /// The next new WQE must wait: it is fenced and an earlier READ is still outstanding, or
   /// it is a READ or atomic and kMaxReadResponses of them are outstanding (what a responder
   /// runs at once: more would be refused with RNR NACKs and resent, as an IB requester
   /// holds READs and atomics past its initiator depth).
   bool fenced(const Qp& q) const;
-  std::optional<Transmit> send_data(Qp& q, Time now, std::span<uint8_t> buf);
-  void on_ack(Qp& q, Time now, const wire::Packet& p);
-  void on_nack(Qp& q, Time now, const wire::Packet& p);
-  void sender_timeout(Qp& q, Time now);
   void complete_sends(Qp& q);
   void read_response_done(Qp& q, uint32_t msn);
   void queue_read_response(Qp& q, const Action& a);
@@ -604,10 +460,6 @@ struct Core {
   /// NACKs the peer's READ request `req_psn` with REMOTE_ACCESS after it was
   /// accepted (its MR was deregistered since): the requester fails that READ.
   void refuse_read(Qp& q, uint32_t req_psn);
-  /// Doubles q.tx (16 slots at first, at most tx_cap), keeping each record at its PSN.
-  void grow_tx(Qp& q);
-  /// Grows q.acts to hold an action `ahead` PSNs past the scoreboard's cum.
-  void grow_acts(Qp& q, uint32_t ahead);
   /// Unlinks psn from the sent-order list and its EV's list. The list operations run for
   /// every packet sent and acknowledged: inline, defined in sender.cc (their only user).
   inline void list_remove(Qp& q, uint32_t psn);
@@ -615,8 +467,6 @@ struct Core {
   inline void list_append(Qp& q, uint32_t psn);
   /// Links psn (its path set) at the tail of its EV's list only.
   inline void ev_list_append(Qp& q, uint32_t psn);
-  /// Empties every EV's list and relinks what is in flight (after the path set changed).
-  void ev_list_sync(Qp& q);
   /// Applies the shared view's held planes to q's sprayer if they may have changed.
   void sync_health(Qp& q, Time now) {  // per packet sent: the fast check inline
     if (!q.health || (q.health_epoch == health.epoch() && now < q.health_recheck)) return;
@@ -626,74 +476,40 @@ struct Core {
   // send) takes the probes of EV holds that ran out (SharedHealth::ev_probe_due).
   void resync_health(Qp& q, Time now);
   void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);
-  /// Packets in flight on `planes` (bit per plane) can no longer arrive (a port with no link,
-  /// ours or the peer's): lost now, with no blame (no EV, plane or window pays), for resending
-  /// on the other planes. Nothing to do (the per-ACK case) unless one of those planes has
-  /// packets of q in flight.
-  void lose_planes(Qp& q, uint16_t planes, Time now);
   void ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked);
   void ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked);
   void detect_losses(Qp& q, Time now);
   void after_acks(Qp& q, Time now, bool progress);
   void arm_rto(Qp& q, Time now);
   bool waiting_on_peer(const Qp& q) const;
-  // A fresh window for q from its profile (Qp::cc absent when there is none), learning its
-  // base RTT when the profile is the automatic one.
-  void start_cc(Qp& q);
-  // One base RTT sample for q.cc_rtt (a QP with CC that learns its base: cc_auto; else nothing),
-  // re-deriving the QP's NSCC constants when the estimate moves (policy.h BaseRttFilter).
-  void learn_base_rtt(Qp& q, Time now, Duration rtt);
-  // Once per QP that learns its base RTT (cc_auto), at its first sign of congestion (a CE mark,
-  // a loss): one PROBE, whose reply is a base sample that skipped the data queue.
-  void probe_base_rtt(Qp& q);
   // The constants q's window should run with now: its profile, or the automatic one derived
   // with cc_base; rate hints applied. nullopt: no window (CC off, no profile).
   std::optional<NsccConfig> cc_config(const Qp& q) const;
-  // Gives q's live window cc_config(q), keeping the window (q.cc is set).
-  void reconfig_cc(Qp& q);
   /// The window holds no room for another packet; a pending tail loss probe goes anyway (a
   /// window of one or two packets can be filled by the very losses the probe is to reveal).
   bool cwnd_full(const Qp& q) const {
-    return q.cc && !q.loss.tlp_go && q.bytes_in_flight > 0 && !q.cc->can_send(q.bytes_in_flight);
+    return q.cc && !q.loss.tlp_go && q.snd.bytes_in_flight > 0 &&
+           !q.cc->can_send(q.snd.bytes_in_flight);
   }
+
   // paths (engine.cc)
-  void ev_events(Qp& q);  // turns ev_scratch into engine events, re-arms probes
-  void path_timeout(Qp& q, Time now);
   /// Queues a PROBE of q on its EV `index`; seq: PathSet's probe sequence (0: a probe of
   /// the shared view, SharedHealth::ev_probe_due, which PathSet does not count).
   void send_probe(Qp& q, uint16_t index, uint32_t seq);
-  void on_probe_reply(Qp& q, Time now, const wire::Packet& p);
-  std::vector<EvEvent> ev_scratch;
   std::vector<ProbeRequest> probe_scratch;
   uint32_t events_dropped = 0;
   void push_event(const Event& e);
 
   // memory windows (mw.cc)
-  /// Leaves window `w` bound to nothing (its MR's count of windows drops).
-  void unbind(Mr& w);
-  /// Unbinds the window of `key` if it is one of `pd`; false if not.
-  bool invalidate_window(uint32_t key, uint32_t pd);
   /// Writes q's local completions whose turn has come (every WQE before them completed).
   void complete_local(Qp& q);
-  /// Engine::bind_mw and Engine::post_local.
-  Status<Error> bind_window(uint32_t key, uint32_t new_key, uint32_t mr, uint64_t addr,
-                            uint64_t len, uint32_t access, uint32_t pd);
-  Status<Error> post_local(Qpn qpn, uint64_t wr_id, WcOpcode op, bool signaled);
 
   // unreliable datagrams (ud.cc)
   Status<Error> ud_post_send(Qp& q, const SendWr& wr);
-  /// A datagram for a UD QP (or a UD_SEND for another): Q_Key and state checked, the next
-  /// receive takes the GRH and data, or it is dropped and counted. Never answered.
-  void on_ud(Qp& q, const wire::Packet& p);
-  /// The next queued UD SEND as a datagram (its send completes now), or nullopt.
-  std::optional<Transmit> ud_transmit(Time now, std::span<uint8_t> buf);
   /// The path a datagram to `d` takes at `now`: d.path unless held (Engine::set_ud_paths).
   Path ud_path(const UdDest& d, Time now);
 
   // receiver (receiver.cc)
-  /// A data packet for q: checked against the QP, its window and the memory it names, then
-  /// taken by its opcode's accept_* (placed, its in-order work queued) and received().
-  void on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p);
   /// One data packet on its way through on_data: what the checks of every opcode share.
   struct RxData {
     Qp& q;
@@ -713,17 +529,14 @@ struct Core {
   bool accept_read_resp(RxData& x, Time now);  // our READ's (or atomic's) response
   /// Counts `why` and NACKs the packet with `r`; false (for the accept_* to return).
   bool refuse(RxData& x, Drop why, wire::NackReason r);
-  /// The receive of message `msn` is in q.rq (taken from the SRQ when the QP has one).
+  /// The receive of message `msn` is in q.rcv.rq (taken from the SRQ when the QP has one).
   bool have_recv(RxData& x, uint32_t msn);
   /// have_recv's refusal: NACKed NO_RESOURCE (RNR), or PSN_OUT_OF_WINDOW (resent a little
   /// later, no loss blamed) when a tag-matching SRQ's message must wait for its first packet
   /// or an earlier message's (RxData::tm_wait).
   bool refuse_no_recv(RxData& x);
 
-  // ---- tag matching (tm.cc) ----
-  /// Makes SRQ `id` a tag-matching one (Engine::create_tm_srq; `cq` checked, held).
-  void make_tm(uint32_t id, CqId cq, uint32_t max_tags);
-  Result<uint32_t, Error> post_srq_op(uint32_t srq, const SrqOp& op);
+  // ---- tag matching (tm.cc): the receiver's part ----
   // Messages of QPs on a tag-matching SRQ, classified and not yet completed, by (QP, MSN);
   // rendezvous READs in flight, by (QP, send WQE sequence number).
   std::map<std::pair<Qpn, uint32_t>, TmMsg> tm_msgs;
@@ -734,7 +547,7 @@ struct Core {
   std::map<std::pair<Qpn, uint64_t>, TmRead> tm_reads;
   /// have_recv for a QP on tag-matching SRQ `s`: receive number `msn` is classified in MSN
   /// order at its first packet (a SEND's TM header matched against the tags, or a plain SRQ
-  /// receive taken) and its slot filled in q.rq; false with x.tm_wait when it must wait.
+  /// receive taken) and its slot filled in q.rcv.rq; false with x.tm_wait when it must wait.
   bool tm_take(RxData& x, Srq& s, uint32_t msn);
   /// The classification of `msn` of `q`, or null.
   const TmMsg* tm_msg(Qpn q, uint32_t msn) const {
@@ -751,8 +564,6 @@ struct Core {
   /// complete_sends popped send WQE `seq`: if it was a rendezvous READ, the requester gets its
   /// FIN and the tag its kDataValid completion.
   void tm_read_done(Qp& q, uint64_t seq);
-  /// Forgets q's tag-matching state (its receives flushed or the QP gone).
-  void tm_forget(Qpn q);
   /// A READ or atomic holds one of the responder's kMaxReadResponses until its response is
   /// acknowledged; past them it is refused (RNR) and resent.
   bool take_response_slot(RxData& x);
@@ -767,9 +578,6 @@ struct Core {
                 const Action& act);
   /// The newest data packet's echo fields and path, for the next ACK.
   void note_rx(Qp& q, Time now, const RxInfo& rx, const wire::CommonHeader& h);
-  void receiver_timeout(Qp& q, Time now);
-  size_t build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path);
-  void nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r);
   void run_action(Qp& q, Action& a);
 };
 

@@ -24,7 +24,7 @@ bool Core::invalidate_window(uint32_t key, uint32_t pd) {
 }
 
 void Core::complete_local(Qp& q) {
-  while (!q.local_after.empty() && q.local_after.front().first <= q.sq.head()) {
+  while (!q.local_after.empty() && q.local_after.front().first <= q.snd.sq.head()) {
     complete(q, q.init.send_cq, q.local_after.front().second);
     q.local_after.erase(q.local_after.begin());
   }
@@ -66,7 +66,7 @@ Status<Error> Core::post_local(Qpn qpn, uint64_t wr_id, WcOpcode op, bool signal
   k.wr_id = wr_id;
   k.opcode = op;
   k.qpn = qpn;
-  q->local_after.emplace_back(q->sq.tail(), k);
+  q->local_after.emplace_back(q->snd.sq.tail(), k);
   c.complete_local(*q);  // at once when nothing was posted before it
   return {};
 }

@@ -26,29 +26,30 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
   // Sorted by EV, then index: among equal EVs the first given comes first (find returns it).
   std::sort(index_.begin(), index_.end());
   planes_ = planes;
-  for (uint16_t pl = 0; pl < kMaxPlanes; ++pl) {
-    turn_[pl].cursor = 0;
-    target_active_[pl] = 0;
-    turn_[pl].wrr = 0;
-    usable_[pl] = 0;
-    active_[pl] = 0;
+  // Per-plane state for the planes in use. Packets in flight keep their planes' counts (the
+  // set may change under a live QP); those on a plane the new set lacks are forgotten.
+  turn_.resize(planes);
+  plane_.assign(planes, PlaneState{});
+  inflight_total_ = 0;
+  for (Turn& t : turn_) {
+    t.wrr = 0;
+    t.cursor = 0;
+    inflight_total_ += t.inflight;
   }
   // by_plane_: EV indexes grouped by plane (counting sort keeps index order).
   uint16_t n_in[kMaxPlanes] = {};
   for (const Ev& e : evs_) ++n_in[e.path.plane];
-  plane_begin_[0] = 0;
-  for (uint16_t pl = 0; pl < kMaxPlanes; ++pl)
-    plane_begin_[pl + 1] = static_cast<uint16_t>(plane_begin_[pl] + n_in[pl]);
-  by_plane_.resize(evs_.size());
   uint16_t fill[kMaxPlanes];
-  std::copy(plane_begin_, plane_begin_ + kMaxPlanes, fill);
+  for (uint16_t pl = 0, begin = 0; pl < planes; begin = static_cast<uint16_t>(begin + n_in[pl++]))
+    turn_[pl].begin = fill[pl] = begin;
+  by_plane_.resize(evs_.size());
   for (size_t i = 0; i < evs_.size(); ++i) {
     const uint16_t pl = evs_[i].path.plane;
     by_plane_[fill[pl]++] = static_cast<uint16_t>(i);
     if (evs_[i].active) {
-      ++target_active_[pl];
-      ++active_[pl];
-      ++usable_[pl];
+      ++plane_[pl].target_active;
+      ++plane_[pl].active;
+      ++plane_[pl].usable;
     }
   }
   // Picks the plane the round robin starts from when some plane has no weight
@@ -63,7 +64,7 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
   count_[static_cast<size_t>(EvState::kGood)] = static_cast<uint32_t>(evs_.size());
   count_[static_cast<size_t>(EvState::kAssumedBad)] = 0;
   count_[static_cast<size_t>(EvState::kDenied)] = 0;
-  for (auto& d : drained_) d = false;
+  drained_ = answered_ = 0;
   lossy_ = 0;
   fallback_cursor_ = 0;
   refresh_weights();
@@ -74,9 +75,10 @@ void PathSet::refresh_weights() {
   total_w_ = 0;
   no_weight_ = 0;
   for (size_t p = 0; p < planes_; ++p) {
-    const bool off = admin_down_[p] || (held_ >> p & 1u);
+    const bool off = ((admin_down_ | held_) >> p) & 1u;
     turn_[p].w =
-        off ? 0 : int64_t{policy_.plane_weight[p]} * 1024 * std::min(usable_[p], floor) / floor;
+        off ? 0
+            : int64_t{policy_.plane_weight[p]} * 1024 * std::min(plane_[p].usable, floor) / floor;
     total_w_ += turn_[p].w;
     if (turn_[p].w == 0) no_weight_ |= static_cast<uint16_t>(1u << p);
   }
@@ -127,7 +129,7 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
         if (fallback < 0) fallback = list[pos];
         continue;
       }
-      turn_[plane].cursor = static_cast<uint32_t>(pos + 1);
+      turn_[plane].cursor = static_cast<uint16_t>(pos + 1);
       return list[pos];
     }
   }
@@ -197,7 +199,7 @@ uint16_t PathSet::next(int avoid) {
   int fallback = kNoPath;
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (fallback_cursor_ + k) % n;
-    if (evs_[i].state == EvState::kDenied || admin_down_[evs_[i].path.plane]) continue;
+    if (evs_[i].state == EvState::kDenied || plane_admin_down(evs_[i].path.plane)) continue;
     fallback = static_cast<int>(i);
     if (static_cast<int>(i) == avoid && n > 1) continue;
     fallback_cursor_ = static_cast<uint32_t>(i + 1);
@@ -231,14 +233,14 @@ void PathSet::leave_active(uint16_t i) {
   if (!e.active) return;
   const uint16_t pl = e.path.plane;
   e.active = false;
-  --active_[pl];
+  --plane_[pl].active;
   // The first GOOD backup of the same plane (in the order given) takes its place.
   for (uint16_t j : plane_evs(pl)) {
     Ev& b = evs_[j];
     if (!b.active && b.state == EvState::kGood) {
       b.active = true;
-      ++active_[pl];
-      ++usable_[pl];
+      ++plane_[pl].active;
+      ++plane_[pl].usable;
       return;
     }
   }
@@ -247,10 +249,11 @@ void PathSet::leave_active(uint16_t i) {
 void PathSet::rejoin(uint16_t i) {
   Ev& e = evs_[i];
   const uint16_t pl = e.path.plane;
-  if (active_[pl] < target_active_[pl]) {
+  PlaneState& ps = plane_[pl];
+  if (ps.active < ps.target_active) {
     e.active = true;
-    ++active_[pl];
-    ++usable_[pl];
+    ++ps.active;
+    ++ps.usable;
   }
 }
 
@@ -259,7 +262,7 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
   const EvState from = e.state;
   if (from == to) return;
   const uint16_t pl = e.path.plane;
-  if (from == EvState::kGood && e.active) --usable_[pl];
+  if (from == EvState::kGood && e.active) --plane_[pl].usable;
   --count_[static_cast<size_t>(from)];
   ++count_[static_cast<size_t>(to)];
   if (from == EvState::kAssumedBad) bad_.erase(std::find(bad_.begin(), bad_.end(), i));
@@ -281,12 +284,13 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
     case EvState::kAssumedBad:
       leave_active(i);
       e.next_probe = now + policy_.probe_interval;
-      if (!drained_[pl] && plane_all_bad(pl)) {
-        drained_[pl] = true;
-        plane_clean_[pl] = 0;
-        plane_answered_[pl] = true;
-        plane_backoff_[pl] = 0;
-        plane_next_probe_[pl] = now + policy_.probe_interval;
+      if (!plane_drained(pl) && plane_all_bad(pl)) {
+        drained_ |= static_cast<uint16_t>(1u << pl);
+        answered_ |= static_cast<uint16_t>(1u << pl);
+        PlaneState& ps = plane_[pl];
+        ps.clean = 0;
+        ps.backoff = 0;
+        ps.next_probe = now + policy_.probe_interval;
         out.push_back(EvEvent{e.path.ev, pl, to, to, EvReason::kPlaneDrained, now});
       }
       break;
@@ -306,42 +310,44 @@ Duration PathSet::probe_gap(uint8_t backoff) const {
 
 Time PathSet::next_probe_time() const {
   Time t = kNever;
-  for (size_t p = 0; p < planes_; ++p)
-    if (drained_[p]) t = std::min(t, plane_next_probe_[p]);
+  for (uint16_t p = 0; p < planes_; ++p)
+    if (plane_drained(p)) t = std::min(t, plane_[p].next_probe);
   for (uint16_t i : bad_)
-    if (!drained_[evs_[i].path.plane]) t = std::min(t, evs_[i].next_probe);
+    if (!plane_drained(evs_[i].path.plane)) t = std::min(t, evs_[i].next_probe);
   return t;
 }
 
 void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<EvEvent>&) {
   // A probe still unanswered when the next one is due counts as lost: the run of
   // clean replies restarts and the interval doubles (up to probe_interval_max).
-  for (size_t p = 0; p < planes_; ++p) {
-    if (!drained_[p] || plane_next_probe_[p] > now) continue;
-    const std::span<const uint16_t> list = plane_evs(static_cast<uint16_t>(p));
+  for (uint16_t p = 0; p < planes_; ++p) {
+    PlaneState& ps = plane_[p];
+    if (!plane_drained(p) || ps.next_probe > now) continue;
+    const std::span<const uint16_t> list = plane_evs(p);
+    const auto bit = static_cast<uint16_t>(1u << p);
     // The EV that answered the last probe is probed again (a plane with one live path among
     // dead ones comes back through it); one that did not answer hands over to the next.
-    if (!plane_answered_[p]) {
-      plane_clean_[p] = 0;
-      if (plane_backoff_[p] < 16) ++plane_backoff_[p];
-      drain_cursor_[p] = static_cast<uint32_t>((drain_cursor_[p] + 1) % list.size());
+    if (!(answered_ & bit)) {
+      ps.clean = 0;
+      if (ps.backoff < 16) ++ps.backoff;
+      ps.drain_cursor = static_cast<uint32_t>((ps.drain_cursor + 1) % list.size());
     }
     for (size_t k = 0; k < list.size(); ++k) {
-      const uint16_t i = list[(drain_cursor_[p] + k) % list.size()];
+      const uint16_t i = list[(ps.drain_cursor + k) % list.size()];
       if (evs_[i].state != EvState::kAssumedBad) continue;
-      drain_cursor_[p] = static_cast<uint32_t>((drain_cursor_[p] + k) % list.size());
+      ps.drain_cursor = static_cast<uint32_t>((ps.drain_cursor + k) % list.size());
       Ev& e = evs_[i];
       e.probe_seq = next_seq_++;
       e.probe_sent = now;
-      plane_answered_[p] = false;
+      answered_ &= static_cast<uint16_t>(~bit);
       out.push_back(ProbeRequest{i, e.probe_seq});
       break;
     }
-    plane_next_probe_[p] = now + probe_gap(plane_backoff_[p]);
+    ps.next_probe = now + probe_gap(ps.backoff);
   }
   for (uint16_t i : bad_) {  // ascending, as EV order
     Ev& e = evs_[i];
-    if (drained_[e.path.plane] || e.next_probe > now) continue;
+    if (plane_drained(e.path.plane) || e.next_probe > now) continue;
     if (e.probe_seq != e.reply_seq) {
       e.clean = 0;
       if (e.backoff < 16) ++e.backoff;
@@ -361,13 +367,14 @@ void PathSet::on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now,
   e.reply_seq = e.probe_seq;  // answered: older probes in flight no longer count as lost
   e.backoff = 0;
   const uint16_t pl = e.path.plane;
-  if (drained_[pl]) {
-    plane_answered_[pl] = true;
-    plane_backoff_[pl] = 0;
-    plane_next_probe_[pl] = std::min(plane_next_probe_[pl], now + policy_.probe_interval);
-    plane_clean_[pl] = ecn ? 0 : plane_clean_[pl] + 1;
-    if (plane_clean_[pl] < policy_.probes_to_good) return;
-    drained_[pl] = false;
+  if (plane_drained(pl)) {
+    PlaneState& ps = plane_[pl];
+    answered_ |= static_cast<uint16_t>(1u << pl);
+    ps.backoff = 0;
+    ps.next_probe = std::min(ps.next_probe, now + policy_.probe_interval);
+    ps.clean = ecn ? 0 : ps.clean + 1;
+    if (ps.clean < policy_.probes_to_good) return;
+    drained_ &= static_cast<uint16_t>(~(1u << pl));
     for (uint16_t j : plane_evs(pl))
       if (evs_[j].state == EvState::kAssumedBad)
         set_state(j, EvState::kGood, EvReason::kPlaneRestored, now, out);
@@ -481,7 +488,8 @@ uint16_t SharedHealth::held(const Peer& p, Time now, Time* until) const {
 
 void PathSet::set_plane_admin_down(uint16_t plane, bool down) {
   if (plane >= kMaxPlanes) return;
-  admin_down_[plane] = down;
+  const auto bit = static_cast<uint16_t>(1u << plane);
+  admin_down_ = down ? admin_down_ | bit : admin_down_ & static_cast<uint16_t>(~bit);
   refresh_weights();
 }
 

@@ -18,7 +18,7 @@ void Core::nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason
   c.qpn = q.qpn;
   c.path = Path{p.common.ev, rx.plane};
   c.psn = p.common.psn;
-  c.nack.cum_psn = q.sb.cum();
+  c.nack.cum_psn = q.rcv.sb.cum();
   c.nack.nack_psn = p.common.psn;
   c.nack.echo_ev = p.common.ev;
   c.nack.echo_ts = p.common.ts;
@@ -39,7 +39,7 @@ bool Core::have_recv(RxData& x, uint32_t msn) {
   if (x.xs) return xrc_take(q, msn, *x.xs, x.p.data.xrc_srqn);
   if (Srq* s = srq(q.init.srq); s && s->tm) return tm_take(x, *s, msn);
   srq_take(q, msn);
-  return psn_diff(msn, q.rq_base_msn + static_cast<uint32_t>(q.rq.size())) < 0;
+  return psn_diff(msn, q.rcv.rq_base_msn + static_cast<uint32_t>(q.rcv.rq.size())) < 0;
 }
 
 bool Core::refuse_no_recv(RxData& x) {
@@ -82,7 +82,7 @@ bool Core::accept_write(RxData& x) {
   const wire::DataHeader& d = x.p.data;
   const bool imm = h.kind == wire::Kind::kWriteImm;
   if (imm && q.attr.max_wimm_dest &&
-      psn_diff(d.msn, q.rq_base_msn) >= static_cast<int32_t>(q.attr.max_wimm_dest)) {
+      psn_diff(d.msn, q.rcv.rq_base_msn) >= static_cast<int32_t>(q.attr.max_wimm_dest)) {
     refuse(x, Drop::kWimmLimit, wire::NackReason::kRemoteInvalid);
     fail_qp(q, WcStatus::kRemInvReqErr);
     return false;
@@ -107,13 +107,13 @@ bool Core::accept_send(RxData& x) {
   Qp& q = x.q;
   const wire::CommonHeader& h = x.p.common;
   const wire::DataHeader& d = x.p.data;
-  const int32_t idx = psn_diff(d.msn, q.rq_base_msn);
+  const int32_t idx = psn_diff(d.msn, q.rcv.rq_base_msn);
   if (idx < 0) {  // its receive already completed: a forged or corrupt MSN
     stats.drop(Drop::kDuplicate);
     return false;
   }
   if (!have_recv(x, d.msn)) return refuse_no_recv(x);
-  RecvWqe& r = q.rq.at(q.rq.head() + static_cast<uint64_t>(idx));
+  RecvWqe& r = q.rcv.rq.at(q.rcv.rq.head() + static_cast<uint64_t>(idx));
   const TmMsg* tm = tm_msgs.empty() ? nullptr : tm_msg(q.qpn, d.msn);
   if (!tm && d.msg_len > r.capacity)
     return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteInvalid);
@@ -187,7 +187,7 @@ bool Core::accept_read_resp(RxData& x, Time now) {
     stats.drop(Drop::kBadAck);
     return false;
   }
-  const SendWqe& w = q.sq.at(q.reads[static_cast<size_t>(idx)]);
+  const SendWqe& w = q.snd.sq.at(q.reads[static_cast<size_t>(idx)]);
   if (d.msg_len != w.len) {
     stats.drop(Drop::kBadAck);
     return false;
@@ -213,12 +213,12 @@ bool Core::accept_read_resp(RxData& x, Time now) {
 }
 
 void Core::note_rx(Qp& q, Time now, const RxInfo& rx, const wire::CommonHeader& h) {
-  if (q.unacked == 0) q.last_rx.ack_flags = 0;
-  q.last_rx.echo_ev = h.ev;
-  q.last_rx.echo_psn = h.psn;
-  q.last_rx.echo_ts = h.ts;
-  q.last_rx_at = now;
-  q.ack_path = Path{h.ev, rx.plane};
+  if (q.rcv.unacked == 0) q.rcv.last_rx.ack_flags = 0;
+  q.rcv.last_rx.echo_ev = h.ev;
+  q.rcv.last_rx.echo_psn = h.psn;
+  q.rcv.last_rx.echo_ts = h.ts;
+  q.rcv.last_rx_at = now;
+  q.rcv.ack_path = Path{h.ev, rx.plane};
 }
 
 void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
@@ -239,8 +239,8 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
                                                            : wire::NackReason::kTrimmed);
     return;
   }
-  const int32_t ahead = psn_diff(h.psn, q.sb.cum());
-  if (ahead < 0 || q.sb.received(h.psn)) {
+  const int32_t ahead = psn_diff(h.psn, q.rcv.sb.cum());
+  if (ahead < 0 || q.rcv.sb.received(h.psn)) {
     stats.drop(Drop::kDuplicate);
     // Re-ACK (the sender may have missed ours), echoing this packet so its RTT
     // sample is this transmission's.
@@ -249,8 +249,8 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     return;
   }
   const uint32_t window = q.attr.max_psn_range_dest
-                              ? std::min(q.attr.max_psn_range_dest, q.sb.window())
-                              : q.sb.window();
+                              ? std::min(q.attr.max_psn_range_dest, q.rcv.sb.window())
+                              : q.rcv.sb.window();
   if (static_cast<uint32_t>(ahead) >= window) {
     refuse(x, Drop::kPsnOutOfWindow, wire::NackReason::kPsnOutOfWindow);
     return;
@@ -307,17 +307,17 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
 void Core::received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, uint32_t ahead,
                     const Action& act) {
   const wire::CommonHeader& h = p.common;
-  const bool had_holes = q.sb.has_holes();
-  (void)q.sb.mark(h.psn);
+  const bool had_holes = q.rcv.sb.has_holes();
+  (void)q.rcv.sb.mark(h.psn);
   ++q.stats.rx_data_packets;
   q.stats.rx_payload_bytes += p.data.payload_len;
   if ((h.flags & wire::flag::kLast) && act.kind != Action::kNone) {
-    if (ahead >= q.acts.size()) grow_acts(q, ahead);
-    q.acts[h.psn & (q.acts.size() - 1)] = act;
+    if (ahead >= q.rcv.acts.size()) q.rcv.grow_acts(ahead);
+    q.rcv.act(h.psn) = act;
   }
-  q.sb.advance([&](uint32_t psn) {
-    if (q.acts.empty()) return;
-    Action& a = q.acts[psn & (q.acts.size() - 1)];
+  q.rcv.sb.advance([&](uint32_t psn) {
+    if (q.rcv.acts.empty()) return;
+    Action& a = q.rcv.act(psn);
     if (a.kind != Action::kNone) {
       run_action(q, a);
       a.kind = Action::kNone;
@@ -328,23 +328,23 @@ void Core::received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, ui
   // whose last packet came first: its app may see the completion and close the QP before a
   // delayed ACK), on request or every ack_every packets; else delayed.
   note_rx(q, now, rx, h);
-  ++q.unacked;
-  if (rx.ecn_ce) q.last_rx.ack_flags |= wire::ack_flag::kEcnEcho;
-  if ((h.flags & wire::flag::kAckReq) || had_holes || q.sb.has_holes() ||
-      q.unacked >= cfg.ack_every) {
+  ++q.rcv.unacked;
+  if (rx.ecn_ce) q.rcv.last_rx.ack_flags |= wire::ack_flag::kEcnEcho;
+  if ((h.flags & wire::flag::kAckReq) || had_holes || q.rcv.sb.has_holes() ||
+      q.rcv.unacked >= cfg.ack_every) {
     want_ack(q);
   } else if (q.timers.at(Timer::kAck) == kNever) {
     q.timers.set(Timer::kAck, now + cfg.ack_delay);
   }
 }
 
-void Core::grow_acts(Qp& q, uint32_t ahead) {
-  size_t n = q.acts.empty() ? 16 : 2 * q.acts.size();
+void RecvState::grow_acts(uint32_t ahead) {
+  size_t n = acts.empty() ? 16 : 2 * acts.size();
   while (n <= ahead) n *= 2;
   std::vector<Action> bigger(n);
-  for (const Action& a : q.acts)
+  for (const Action& a : acts)
     if (a.kind != Action::kNone) bigger[a.psn & (n - 1)] = a;
-  q.acts.swap(bigger);
+  acts.swap(bigger);
 }
 
 void Core::run_action(Qp& q, Action& a) {
@@ -353,8 +353,9 @@ void Core::run_action(Qp& q, Action& a) {
     case Action::kRecvImm:
     case Action::kWriteImm: {
       // Cannot happen with an honest peer:
-      if (q.rq.empty() || a.msn != q.rq_base_msn || q.rq.at(q.rq.head()).pending) return;
-      const RecvWqe& r = q.rq.at(q.rq.head());
+      if (q.rcv.rq.empty() || a.msn != q.rcv.rq_base_msn || q.rcv.rq.at(q.rcv.rq.head()).pending)
+        return;
+      const RecvWqe& r = q.rcv.rq.at(q.rcv.rq.head());
       const CqId cq = r.cq ? r.cq : q.init.recv_cq;  // XRC: the SRQ's
       Completion c;
       c.wr_id = r.wr_id;
@@ -369,8 +370,8 @@ void Core::run_action(Qp& q, Action& a) {
         c.imm = a.rkey;
       }
       const bool emit = tm_msgs.empty() || tm_recv_done(q, a.msn, r, c);
-      q.rq.pop();
-      ++q.rq_base_msn;
+      q.rcv.rq.pop();
+      ++q.rcv.rq_base_msn;
       if (emit) complete(q, cq, c);
       break;
     }
@@ -391,28 +392,29 @@ void Core::run_action(Qp& q, Action& a) {
 void Core::receiver_timeout(Qp& q, Time now) {
   if (q.timers.expired(Timer::kAck, now)) {
     q.timers.cancel(Timer::kAck);
-    if (q.unacked > 0) want_ack(q);
+    if (q.rcv.unacked > 0) want_ack(q);
   }
 }
 
 size_t Core::build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path) {
-  wire::Packet& pk = tx_header(q, wire::Kind::kAck, q.ack_path.ev, 0, now);
+  wire::Packet& pk = tx_header(q, wire::Kind::kAck, q.rcv.ack_path.ev, 0, now);
   wire::AckHeader& a = pk.ack;
-  a = q.last_rx;
+  a = q.rcv.last_rx;
   a.ports_down = health.local_down();
-  a.cum_psn = q.sb.cum();
+  a.cum_psn = q.rcv.sb.cum();
   const int32_t ahead = psn_diff(a.echo_psn, a.cum_psn);
   a.sack_base = ahead < static_cast<int32_t>(wire::kSackBits) ? a.cum_psn
                                                               : a.echo_psn - (wire::kSackBits - 1);
-  a.sack = q.sb.sack(a.sack_base);
+  a.sack = q.rcv.sb.sack(a.sack_base);
   a.ack_delay_ns =
-      q.unacked ? static_cast<uint32_t>(std::min<int64_t>((now - q.last_rx_at).count(), UINT32_MAX))
-                : 0;
-  q.unacked = 0;
-  q.last_rx.ack_flags = 0;
+      q.rcv.unacked
+          ? static_cast<uint32_t>(std::min<int64_t>((now - q.rcv.last_rx_at).count(), UINT32_MAX))
+          : 0;
+  q.rcv.unacked = 0;
+  q.rcv.last_rx.ack_flags = 0;
   q.timers.cancel(Timer::kAck);
   ++q.stats.tx_acks;
-  *path = q.ack_path;
+  *path = q.rcv.ack_path;
   return wire::encode_header(pk, {}, buf);
 }
 

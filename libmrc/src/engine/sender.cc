@@ -67,7 +67,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr, bool internal) {
   if (wr.invalidate && wr.opcode != Opcode::kSend) return Err{Error::kInvalidArgument};
   if (q.state == QpState::kReset || q.state == QpState::kInit || q.state == QpState::kRtr)
     return Err{Error::kBadState};
-  if (q.sq.full() && !internal) return Err{Error::kQueueFull};
+  if (q.snd.sq.full() && !internal) return Err{Error::kQueueFull};
   if (wr.opcode == Opcode::kWriteImm && q.attr.max_wimm && q.sq_wimms >= q.attr.max_wimm)
     return Err{Error::kWimmLimit};
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
@@ -85,7 +85,7 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr, bool internal) {
   const bool is_inline = wr.inline_data && !is_read_like(wr.opcode);
   if (is_inline && len > kMaxInline) return Err{Error::kTooLarge};
 
-  SendWqe& w = q.sq.next();
+  SendWqe& w = q.snd.sq.next();
   w.sg.clear();
   w.inline_buf.clear();
   if (is_inline) {
@@ -139,13 +139,13 @@ Status<Error> Core::post_send(Qp& q, const SendWr& wr, bool internal) {
     case Opcode::kCmpSwap:
     case Opcode::kFetchAdd:
       w.msn = q.next_read_msn++;
-      q.reads.push_back(q.sq.tail());
+      q.reads.push_back(q.snd.sq.tail());
       break;
     case Opcode::kWrite:
     case Opcode::kAtomicWrite:  // a WRITE of 8 bytes: no receive, no response
       break;
   }
-  q.sq.push();
+  q.snd.sq.push();
   if (q.state == QpState::kError) {
     fail_qp(q, WcStatus::kWrFlushErr);
     return {};
@@ -158,17 +158,17 @@ namespace {
 
 bool stale_resend(const Qp& q, uint32_t psn) {
   // Acknowledged since it was queued (the slot may already hold a newer PSN).
-  return psn_diff(psn, q.snd_una) < 0 || q.tx[psn & q.tx_mask].state != TxPkt::kLost;
+  return psn_diff(psn, q.snd.snd_una) < 0 || q.snd.tx[psn & q.snd.tx_mask].state != TxPkt::kLost;
 }
 
-/// Index in q.retx of the first resend allowed at `now`, or -1; *wake: the
+/// Index in q.snd.retx of the first resend allowed at `now`, or -1; *wake: the
 /// earliest time a delayed one (RNR, out of window) is allowed.
 long find_resend(const Qp& q, Time now, Time* wake) {
   *wake = kNever;
-  for (size_t i = 0; i < q.retx.size(); ++i) {
-    const uint32_t psn = q.retx[i];
+  for (size_t i = 0; i < q.snd.retx.size(); ++i) {
+    const uint32_t psn = q.snd.retx[i];
     if (stale_resend(q, psn)) continue;
-    const Time nb = q.tx[psn & q.tx_mask].not_before;
+    const Time nb = q.snd.tx[psn & q.snd.tx_mask].not_before;
     if (nb <= now) return static_cast<long>(i);
     *wake = std::min(*wake, nb);
   }
@@ -182,13 +182,13 @@ bool Core::has_data(const Qp& q, Time now) const {
   if (cwnd_full(q)) return false;
   Time wake;
   if (find_resend(q, now, &wake) >= 0) return true;
-  if (q.state != QpState::kRts || q.inflight() >= q.attr.max_psn_range) return false;
-  return q.pkt_rsp != q.rsp.tail() || (q.pkt_wqe != q.sq.tail() && !fenced(q));
+  if (q.state != QpState::kRts || q.snd.inflight() >= q.attr.max_psn_range) return false;
+  return q.snd.pkt_rsp != q.snd.rsp.tail() || (q.snd.pkt_wqe != q.snd.sq.tail() && !fenced(q));
 }
 
 bool Core::fenced(const Qp& q) const {
-  if (q.pkt_wqe == q.sq.tail()) return false;
-  const SendWqe& w = q.sq.at(q.pkt_wqe);
+  if (q.snd.pkt_wqe == q.snd.sq.tail()) return false;
+  const SendWqe& w = q.snd.sq.at(q.snd.pkt_wqe);
   if (w.sent != 0) return false;
   // READs and atomics start in posting order, so those started and not complete are the
   // ones numbered from reads_base_msn up to this one's.
@@ -196,50 +196,60 @@ bool Core::fenced(const Qp& q) const {
       psn_diff(w.msn, q.reads_base_msn) >= static_cast<int32_t>(kMaxReadResponses))
     return true;
   // q.reads holds every READ not yet complete, in posting order.
-  return w.fence && !q.reads.empty() && q.reads.front() < q.pkt_wqe;
+  return w.fence && !q.reads.empty() && q.reads.front() < q.snd.pkt_wqe;
 }
 
 bool Core::waiting_on_peer(const Qp& q) const {
   // A READ whose request was acknowledged waits for its response; data that no
   // path may carry (every EV denied) waits for one. The retry budget bounds both.
-  if (!q.reads.empty()) return true;
-  const bool pending = !q.retx.empty() || q.pkt_rsp != q.rsp.tail() || q.pkt_wqe != q.sq.tail();
+  // A READ awaiting its response keeps its WQE in the SQ: an empty SQ (the common case when
+  // nothing is in flight) answers without reading `reads` (cold, Qp's last lines).
+  if (!q.snd.sq.empty() && !q.reads.empty()) return true;
+  const bool pending =
+      !q.snd.retx.empty() || q.snd.pkt_rsp != q.snd.rsp.tail() || q.snd.pkt_wqe != q.snd.sq.tail();
   return pending && q.paths.count(EvState::kDenied) == q.paths.size();
 }
 
-void Core::grow_tx(Qp& q) {
-  const size_t old = q.tx.size();
-  const size_t n = std::min<size_t>(old == 0 ? 16 : 2 * old, q.tx_cap);
+void SendState::grow() {
+  const size_t old = tx.size();
+  const size_t n = std::min<size_t>(old == 0 ? 16 : 2 * old, tx_cap);
   std::vector<TxPkt> bigger(n);
   for (size_t k = 1; k <= old; ++k) {  // the ring holds [snd_nxt - old, snd_nxt)
-    const uint32_t psn = q.snd_nxt - static_cast<uint32_t>(k);
-    bigger[psn & (n - 1)] = q.tx[psn & q.tx_mask];
+    const uint32_t psn = snd_nxt - static_cast<uint32_t>(k);
+    bigger[psn & (n - 1)] = tx[psn & tx_mask];
   }
-  q.tx.swap(bigger);
-  q.tx_mask = static_cast<uint32_t>(n - 1);
+  tx.swap(bigger);
+  tx_mask = static_cast<uint32_t>(n - 1);
+}
+
+void SendState::restart(uint32_t psn) {
+  tx.clear();  // grows with what is in flight (grow())
+  tx_mask = 0;
+  snd_una = snd_nxt = psn;
+  bytes_in_flight = 0;
 }
 
 inline void Core::list_append(Qp& q, uint32_t psn) {
-  TxPkt& p = q.pkt(psn);
+  TxPkt& p = q.snd.pkt(psn);
   p.next = psn;
-  if (!q.list_empty()) {
-    p.prev = q.newest();
-    q.pkt(q.newest()).next = psn;
+  if (!q.snd.list_empty()) {
+    p.prev = q.snd.newest();
+    q.snd.pkt(q.snd.newest()).next = psn;
   } else {
     p.prev = psn;
-    q.list_head = psn;
+    q.snd.list_head = psn;
   }
-  q.list_tail = psn;
+  q.snd.list_tail = psn;
   ev_list_append(q, psn);
 }
 
 inline void Core::ev_list_append(Qp& q, uint32_t psn) {
-  TxPkt& p = q.pkt(psn);
+  TxPkt& p = q.snd.pkt(psn);
   PathSet::Ev& e = q.paths.tx(p.path);
   p.ev_next = psn;
   if (e.listed) {
     p.ev_prev = e.tx_tail;
-    q.pkt(p.ev_prev).ev_next = psn;
+    q.snd.pkt(p.ev_prev).ev_next = psn;
   } else {
     p.ev_prev = psn;
     e.tx_head = psn;
@@ -249,17 +259,17 @@ inline void Core::ev_list_append(Qp& q, uint32_t psn) {
 }
 
 [[gnu::always_inline]] inline void Core::list_remove(Qp& q, uint32_t psn) {
-  TxPkt& p = q.pkt(psn);
+  TxPkt& p = q.snd.pkt(psn);
   const bool first = p.prev == psn, last = p.next == psn;
-  if (!first) q.pkt(p.prev).next = last ? p.prev : p.next;
-  if (!last) q.pkt(p.next).prev = first ? p.next : p.prev;
-  if (first) q.list_head = last ? kNoLink : p.next;
-  if (last) q.list_tail = first ? kNoLink : p.prev;
+  if (!first) q.snd.pkt(p.prev).next = last ? p.prev : p.next;
+  if (!last) q.snd.pkt(p.next).prev = first ? p.next : p.prev;
+  if (first) q.snd.list_head = last ? kNoLink : p.next;
+  if (last) q.snd.list_tail = first ? kNoLink : p.prev;
   p.prev = p.next = psn;
   PathSet::Ev& e = q.paths.tx(p.path);
   const bool ev_first = p.ev_prev == psn, ev_last = p.ev_next == psn;
-  if (!ev_first) q.pkt(p.ev_prev).ev_next = ev_last ? p.ev_prev : p.ev_next;
-  if (!ev_last) q.pkt(p.ev_next).ev_prev = ev_first ? p.ev_next : p.ev_prev;
+  if (!ev_first) q.snd.pkt(p.ev_prev).ev_next = ev_last ? p.ev_prev : p.ev_next;
+  if (!ev_last) q.snd.pkt(p.ev_next).ev_prev = ev_first ? p.ev_next : p.ev_prev;
   if (ev_first && ev_last) {
     e.listed = false;
   } else if (ev_first) {
@@ -274,16 +284,16 @@ void Core::ev_list_sync(Qp& q) {
   q.paths.clear_tx();
   q.loss.rack_evs.clear();
   // Relink in sending order (the sent-order list's), so each EV's list keeps it.
-  if (q.list_empty()) return;
-  for (uint32_t psn = q.oldest();; psn = q.pkt(psn).next) {
+  if (q.snd.list_empty()) return;
+  for (uint32_t psn = q.snd.oldest();; psn = q.snd.pkt(psn).next) {
     ev_list_append(q, psn);
-    if (psn == q.newest()) break;
+    if (psn == q.snd.newest()) break;
   }
 }
 
 std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf) {
   // Resends first, each on a different path than last time.
-  while (!q.retx.empty() && stale_resend(q, q.retx.front())) q.retx.pop_front();
+  while (!q.snd.retx.empty() && stale_resend(q, q.snd.retx.front())) q.snd.retx.pop_front();
   Time wake;
   const long r = find_resend(q, now, &wake);
   // The wake-up of a delayed resend (RNR, out of window) is armed even when the window is
@@ -292,25 +302,25 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     q.timers.set(Timer::kRnr, wake);
   if (cwnd_full(q)) return std::nullopt;
   const bool retransmit = r >= 0;
-  const bool from_rsp = q.pkt_rsp != q.rsp.tail();
+  const bool from_rsp = q.snd.pkt_rsp != q.snd.rsp.tail();
   // SQD: what is in flight still completes (resends), nothing new starts.
-  if (!retransmit && (q.state != QpState::kRts || q.inflight() >= q.attr.max_psn_range ||
-                      (!from_rsp && (q.pkt_wqe == q.sq.tail() || fenced(q)))))
+  if (!retransmit && (q.state != QpState::kRts || q.snd.inflight() >= q.attr.max_psn_range ||
+                      (!from_rsp && (q.snd.pkt_wqe == q.snd.sq.tail() || fenced(q)))))
     return std::nullopt;
   // The memory must still be registered: an app that deregistered it must not
   // have its freed pages sent (nor a READ response served from them).
   {
-    const bool rsp = retransmit ? q.pkt(q.retx[static_cast<size_t>(r)]).rsp : from_rsp;
-    const uint64_t seq =
-        retransmit ? q.pkt(q.retx[static_cast<size_t>(r)]).wqe : (from_rsp ? q.pkt_rsp : q.pkt_wqe);
-    const SendWqe& w = rsp ? q.rsp.at(seq) : q.sq.at(seq);
+    const bool rsp = retransmit ? q.snd.pkt(q.snd.retx[static_cast<size_t>(r)]).rsp : from_rsp;
+    const uint64_t seq = retransmit ? q.snd.pkt(q.snd.retx[static_cast<size_t>(r)]).wqe
+                                    : (from_rsp ? q.snd.pkt_rsp : q.snd.pkt_wqe);
+    const SendWqe& w = rsp ? q.snd.rsp.at(seq) : q.snd.sq.at(seq);
     if (!live(w.sg)) {
       if (rsp) refuse_read(q, w.req_psn);
       fail_qp(q, WcStatus::kLocProtErr, rsp ? UINT64_MAX : seq);
       return std::nullopt;
     }
   }
-  const int avoid = retransmit ? q.pkt(q.retx[static_cast<size_t>(r)]).path : -1;
+  const int avoid = retransmit ? q.snd.pkt(q.snd.retx[static_cast<size_t>(r)]).path : -1;
   sync_health(q, now);
   const uint16_t path_index = q.paths.next(avoid);
   if (path_index == PathSet::kNoPath) {  // every EV denied: wait (arm_rto bounds it)
@@ -319,16 +329,16 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   }
   uint32_t psn;
   if (retransmit) {
-    psn = q.retx[static_cast<size_t>(r)];
-    q.retx.erase(static_cast<size_t>(r));
+    psn = q.snd.retx[static_cast<size_t>(r)];
+    q.snd.retx.erase(static_cast<size_t>(r));
     ++q.stats.tx_retransmits;
     q.loss.tlp_go = false;
   } else {
-    uint64_t& cursor = from_rsp ? q.pkt_rsp : q.pkt_wqe;
-    SendWqe& w = from_rsp ? q.rsp.at(cursor) : q.sq.at(cursor);
-    if (q.inflight() >= q.tx.size()) grow_tx(q);
-    psn = q.snd_nxt++;
-    TxPkt& p = q.pkt(psn);
+    uint64_t& cursor = from_rsp ? q.snd.pkt_rsp : q.snd.pkt_wqe;
+    SendWqe& w = from_rsp ? q.snd.rsp.at(cursor) : q.snd.sq.at(cursor);
+    if (q.snd.ring_full()) q.snd.grow();
+    psn = q.snd.snd_nxt++;
+    TxPkt& p = q.snd.pkt(psn);
     p.wqe = cursor;
     p.rsp = from_rsp;
     p.offset = w.sent * q.attr.mtu;
@@ -346,15 +356,15 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     ++q.stats.tx_data_packets;
     q.stats.tx_payload_bytes += p.len;
   }
-  q.pkt(psn).path = path_index;
+  q.snd.pkt(psn).path = path_index;
 
-  TxPkt& p = q.pkt(psn);
-  const SendWqe& w = p.rsp ? q.rsp.at(p.wqe) : q.sq.at(p.wqe);
+  TxPkt& p = q.snd.pkt(psn);
+  const SendWqe& w = p.rsp ? q.snd.rsp.at(p.wqe) : q.snd.sq.at(p.wqe);
   p.state = TxPkt::kInFlight;
   p.sent = now;
-  p.xseq = q.xseq_next++;
+  p.xseq = q.snd.xseq_next++;
   ++p.tx_count;
-  q.bytes_in_flight += p.len;
+  q.snd.bytes_in_flight += p.len;
   p.plane = static_cast<uint8_t>(q.paths.ev(p.path).path.plane);
   q.paths.on_sent(p.plane);
   list_append(q, psn);
@@ -447,14 +457,14 @@ void Core::reconfig_cc(Qp& q) {
 void Core::arm_rto(Qp& q, Time now) {
   q.timers.cancel(Timer::kTlp);
   const Duration rto = q.rto(cfg.ack_delay);
-  if (!q.list_empty()) {
+  if (!q.snd.list_empty()) {
     q.wait_since = kNever;
-    q.timers.set(Timer::kRto, rto == kNever ? kNever : q.pkt(q.oldest()).sent + rto);
+    q.timers.set(Timer::kRto, rto == kNever ? kNever : q.snd.pkt(q.snd.oldest()).sent + rto);
     // Tail loss probe (RFC 8985 section 7): losses at the tail have no later packet
     // to reveal them; resending the newest one does, long before the RTO.
     if (q.rtt.has_sample() && !q.loss.tlp_sent) {
-      const Time at =
-          std::max(q.pkt(q.newest()).sent, q.last_ack_at) + 2 * q.rtt.srtt() + cfg.ack_delay;
+      const Time at = std::max(q.snd.pkt(q.snd.newest()).sent, q.last_ack_at) + 2 * q.rtt.srtt() +
+                      cfg.ack_delay;
       if (at < q.timers.at(Timer::kRto)) q.timers.set(Timer::kTlp, at);
     }
     return;
@@ -489,14 +499,14 @@ void Core::resync_health(Qp& q, Time now) {
 }
 
 void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why) {
-  TxPkt& p = q.pkt(psn);
+  TxPkt& p = q.snd.pkt(psn);
   if (p.state == TxPkt::kInFlight) {
     list_remove(q, psn);
     p.state = TxPkt::kLost;
-    q.bytes_in_flight -= p.len;
+    q.snd.bytes_in_flight -= p.len;
     q.paths.on_left(p.plane);
     ++q.paths.tx(p.path).lost;
-    q.retx.push_back(psn);
+    q.snd.retx.push_back(psn);
     if (why != LossKind::kNoBlame) {  // RACK or RTO: blame the EV (and its plane), tell CC
       q.paths.on_lost(p.path, why == LossKind::kTimeout, now, ev_scratch);
       if (q.health && health.on_lost(*q.health, q.paths.ev(p.path).path.plane, now))
@@ -515,9 +525,9 @@ void Core::lose_planes(Qp& q, uint16_t planes, Time now) {
   for (uint16_t m = planes; m != 0; m &= static_cast<uint16_t>(m - 1))
     any = any || q.paths.inflight(static_cast<uint16_t>(std::countr_zero(m))) > 0;
   if (!any) return;
-  uint64_t psn = q.list_head;
+  uint64_t psn = q.snd.list_head;
   while (psn != kNoLink) {
-    const TxPkt& p = q.pkt(static_cast<uint32_t>(psn));
+    const TxPkt& p = q.snd.pkt(static_cast<uint32_t>(psn));
     const uint64_t next = p.next == psn ? kNoLink : p.next;
     if (planes & (1u << p.plane))
       mark_lost(q, static_cast<uint32_t>(psn), now, now, LossKind::kNoBlame);
@@ -527,7 +537,7 @@ void Core::lose_planes(Qp& q, uint16_t planes, Time now) {
 }
 
 void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
-  TxPkt& p = q.pkt(psn);
+  TxPkt& p = q.snd.pkt(psn);
   if (p.state != TxPkt::kInFlight && p.state != TxPkt::kLost) return;
   // Spurious loss: declared lost, yet acknowledged before a resend could be (RFC
   // 8985 7.2 adapts the reorder window the same way, from DSACKs we don't have).
@@ -543,7 +553,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   }
   if (p.state == TxPkt::kInFlight) {
     list_remove(q, psn);
-    q.bytes_in_flight -= p.len;
+    q.snd.bytes_in_flight -= p.len;
     q.paths.on_left(p.plane);
     // Time to acknowledgement of this EV (send to ACK, with the receiver's coalescing):
     // what RACK waits for on this path. Only unambiguous (first) transmissions.
@@ -553,7 +563,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
     }
   }
   p.state = TxPkt::kAcked;
-  SendWqe& w = p.rsp ? q.rsp.at(p.wqe) : q.sq.at(p.wqe);
+  SendWqe& w = p.rsp ? q.snd.rsp.at(p.wqe) : q.snd.sq.at(p.wqe);
   ++w.acked;
   ++q.paths.tx(p.path).acked;
   q.paths.on_acked(p.path);
@@ -567,7 +577,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
     PathSet::Ev& e = q.paths.tx(p.path);
     if (p.xseq > e.rack_xseq) {
       e.rack_xseq = p.xseq;
-      if (e.listed && q.pkt(e.tx_head).xseq < p.xseq &&
+      if (e.listed && q.snd.pkt(e.tx_head).xseq < p.xseq &&
           (q.loss.rack_evs.empty() || q.loss.rack_evs.back() != p.path))
         q.loss.rack_evs.push_back(p.path);
     }
@@ -578,25 +588,25 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
 
 void Core::ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked) {
   // PSNs below snd_una are already freed.
-  while (psn_diff(cum, q.snd_una) > 0) {
-    ack_psn(q, q.snd_una, now, acked);
-    q.pkt(q.snd_una).state = TxPkt::kFree;
-    ++q.snd_una;
+  while (psn_diff(cum, q.snd.snd_una) > 0) {
+    ack_psn(q, q.snd.snd_una, now, acked);
+    q.snd.pkt(q.snd.snd_una).state = TxPkt::kFree;
+    ++q.snd.snd_una;
   }
 }
 
 void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   const wire::AckHeader& a = pk.ack;
-  if (psn_diff(a.cum_psn, q.snd_nxt) > 0) {
+  if (psn_diff(a.cum_psn, q.snd.snd_nxt) > 0) {
     stats.drop(Drop::kBadAck);
     return;
   }
   ++q.stats.rx_acks;
   // Which path the echoed packet went on: its record is still in the ring.
   int echo_path = -1;
-  if (psn_diff(q.snd_nxt, a.echo_psn) > 0 &&
-      psn_diff(q.snd_nxt, a.echo_psn) <= static_cast<int64_t>(q.tx.size())) {
-    const TxPkt& e = q.pkt(a.echo_psn);
+  if (psn_diff(q.snd.snd_nxt, a.echo_psn) > 0 &&
+      psn_diff(q.snd.snd_nxt, a.echo_psn) <= static_cast<int64_t>(q.snd.tx.size())) {
+    const TxPkt& e = q.snd.pkt(a.echo_psn);
     if (e.path < q.paths.size() && q.paths.ev(e.path).path.ev == a.echo_ev) echo_path = e.path;
   }
   // The peer's word on its ports: every QP to it stops sending on a dead one; what this QP
@@ -611,13 +621,13 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
       const int b = std::countr_zero(bits);
       bits &= bits - 1;
       const uint32_t psn = a.sack_base + static_cast<uint32_t>(64 * k + b);
-      if (psn_diff(psn, q.snd_una) >= 0 && psn_diff(psn, q.snd_nxt) < 0)
+      if (psn_diff(psn, q.snd.snd_una) >= 0 && psn_diff(psn, q.snd.snd_nxt) < 0)
         ack_psn(q, psn, now, &acked);
     }
   }
-  while (q.snd_una != q.snd_nxt && q.pkt(q.snd_una).state == TxPkt::kAcked) {
-    q.pkt(q.snd_una).state = TxPkt::kFree;
-    ++q.snd_una;
+  while (q.snd.snd_una != q.snd.snd_nxt && q.snd.pkt(q.snd.snd_una).state == TxPkt::kAcked) {
+    q.snd.pkt(q.snd.snd_una).state = TxPkt::kFree;
+    ++q.snd.snd_una;
   }
 
   // RTT from the echoed timestamp, minus the time the receiver held the ACK.
@@ -648,7 +658,7 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   if (ecn) probe_base_rtt(q);
   if (q.cc) {
     learn_base_rtt(q, now, rtt);
-    if (acked.packets > 0) q.cc->on_ack(now, acked.bytes, rtt, ecn, q.bytes_in_flight);
+    if (acked.packets > 0) q.cc->on_ack(now, acked.bytes, rtt, ecn, q.snd.bytes_in_flight);
   }
   if (a.ports_down != 0) lose_planes(q, a.ports_down, now);
   after_acks(q, now, acked.packets > 0);
@@ -679,7 +689,8 @@ void Core::detect_losses(Qp& q, Time now) {
   //   of the QP's SRTT and its EV's send-to-ACK time) plus the spread of queueing
   //   between the paths: SRTT + 4 x RTTVAR, at most 2 x SRTT (an RTO must not come first).
   q.timers.cancel(Timer::kRack);
-  if (q.loss.rack_evs.empty() && (q.list_empty() || q.pkt(q.oldest()).xseq >= q.loss.rack_xseq))
+  if (q.loss.rack_evs.empty() &&
+      (q.snd.list_empty() || q.snd.pkt(q.snd.oldest()).xseq >= q.loss.rack_xseq))
     return;  // nothing in flight was sent before a delivered packet (the common case)
   const Duration reo = q.loss.reorder_window(q.rtt);
   Time next = kNever;
@@ -689,7 +700,7 @@ void Core::detect_losses(Qp& q, Time now) {
     const PathSet::Ev& e = q.paths.ev(ev);
     while (e.listed) {
       const uint32_t psn = e.tx_head;
-      const TxPkt& p = q.pkt(psn);
+      const TxPkt& p = q.snd.pkt(psn);
       if (p.xseq >= e.rack_xseq) break;
       const Time deadline = p.sent + q.rtt.min_rtt() + reo;
       if (deadline > now) {
@@ -706,9 +717,9 @@ void Core::detect_losses(Qp& q, Time now) {
   q.loss.rack_evs.resize(kept);
   const Duration srtt = q.loss.rack_srtt(q.rtt);
   const Duration spread = q.loss.spread(q.rtt);
-  while (!q.list_empty()) {
-    const uint32_t psn = q.oldest();
-    const TxPkt& p = q.pkt(psn);
+  while (!q.snd.list_empty()) {
+    const uint32_t psn = q.snd.oldest();
+    const TxPkt& p = q.snd.pkt(psn);
     if (p.xseq >= q.loss.rack_xseq) break;
     const Time deadline = p.sent + std::max(srtt, q.paths.ev(p.path).srtt) + spread;
     if (deadline > now) {
@@ -723,7 +734,7 @@ void Core::detect_losses(Qp& q, Time now) {
 
 void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
   const wire::NackHeader& n = pk.nack;
-  if (psn_diff(n.nack_psn, q.snd_nxt) >= 0 || psn_diff(n.cum_psn, q.snd_nxt) > 0) {
+  if (psn_diff(n.nack_psn, q.snd.snd_nxt) >= 0 || psn_diff(n.cum_psn, q.snd.snd_nxt) > 0) {
     stats.drop(Drop::kBadAck);
     return;
   }
@@ -731,9 +742,9 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
   AckTally acked;
   ack_through(q, n.cum_psn, now, &acked);
   if (q.cc && acked.packets > 0)
-    q.cc->on_ack(now, acked.bytes, Duration{0}, false, q.bytes_in_flight);
-  const bool in_flight = psn_diff(n.nack_psn, q.snd_una) >= 0;
-  TxPkt* p = in_flight ? &q.pkt(n.nack_psn) : nullptr;
+    q.cc->on_ack(now, acked.bytes, Duration{0}, false, q.snd.bytes_in_flight);
+  const bool in_flight = psn_diff(n.nack_psn, q.snd.snd_una) >= 0;
+  TxPkt* p = in_flight ? &q.snd.pkt(n.nack_psn) : nullptr;
   if (p && p->state != TxPkt::kInFlight && p->state != TxPkt::kLost) p = nullptr;
 
   if (fatal_reason(n.reason)) {
@@ -744,7 +755,7 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
     uint64_t culprit = UINT64_MAX;
     if (p && !p->rsp) culprit = p->wqe;
     for (size_t i = 0; i < q.reads.size(); ++i)  // an acknowledged READ refused later: by PSN
-      if (!p && q.sq.at(q.reads[i]).first_psn == n.nack_psn) culprit = q.reads[i];
+      if (!p && q.snd.sq.at(q.reads[i]).first_psn == n.nack_psn) culprit = q.reads[i];
     fail_qp(q, st, culprit);
     return;
   }
@@ -758,7 +769,7 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
         q.paths.on_congestion(p->path);
         if (q.cc)
           q.cc->on_nack_trim(now, p->len,
-                             q.bytes_in_flight - (p->state == TxPkt::kInFlight ? p->len : 0));
+                             q.snd.bytes_in_flight - (p->state == TxPkt::kInFlight ? p->len : 0));
         mark_lost(q, n.nack_psn, now, now, LossKind::kNoBlame);
       }
       break;
@@ -804,22 +815,24 @@ void Core::sender_timeout(Qp& q, Time now) {
     make_ready(q);
   }
   if (q.timers.expired(Timer::kRack, now)) detect_losses(q, now);
-  if (q.timers.expired(Timer::kTlp, now) && !q.list_empty() && !q.loss.tlp_sent) {
+  if (q.timers.expired(Timer::kTlp, now) && !q.snd.list_empty() && !q.loss.tlp_sent) {
     q.loss.tlp_sent = true;
     ++q.stats.tail_probes;
-    mark_lost(q, q.newest(), now, now, LossKind::kNoBlame);
+    mark_lost(q, q.snd.newest(), now, now, LossKind::kNoBlame);
     q.loss.tlp_go = true;
   }
   if (q.timers.expired(Timer::kRto, now)) {
     const Duration rto = q.rto(cfg.ack_delay);
-    const bool in_flight_expired = !q.list_empty() && q.pkt(q.oldest()).sent + rto <= now;
-    const bool wait_expired = q.list_empty() && q.wait_since != kNever && q.wait_since + rto <= now;
+    const bool in_flight_expired =
+        !q.snd.list_empty() && q.snd.pkt(q.snd.oldest()).sent + rto <= now;
+    const bool wait_expired =
+        q.snd.list_empty() && q.wait_since != kNever && q.wait_since + rto <= now;
     if (in_flight_expired || wait_expired) {
       ++q.stats.rto_fired;
       ++q.loss.rto_retries;
       if (q.retry.exhausted(q.loss.rto_retries)) {
         fail_qp(q, WcStatus::kRetryExcErr,
-                q.list_empty() && !q.reads.empty() ? q.reads.front() : UINT64_MAX);
+                q.snd.list_empty() && !q.reads.empty() ? q.reads.front() : UINT64_MAX);
         return;
       }
       q.wait_since = kNever;  // the next wait starts now, with the backed-off timeout
@@ -827,9 +840,9 @@ void Core::sender_timeout(Qp& q, Time now) {
       // older than the timeout blames its EV; what is younger is resent too, or
       // the oldest survivor would set the next, doubled, timeout and the window
       // would drain one packet per timeout.
-      while (!q.list_empty()) {
-        const bool expired = q.pkt(q.oldest()).sent + rto <= now;
-        mark_lost(q, q.oldest(), now, now, expired ? LossKind::kTimeout : LossKind::kNoBlame);
+      while (!q.snd.list_empty()) {
+        const bool expired = q.snd.pkt(q.snd.oldest()).sent + rto <= now;
+        mark_lost(q, q.snd.oldest(), now, now, expired ? LossKind::kTimeout : LossKind::kNoBlame);
       }
     }
   }
@@ -839,8 +852,8 @@ void Core::sender_timeout(Qp& q, Time now) {
 }
 
 void Core::complete_sends(Qp& q) {
-  while (!q.sq.empty() && q.sq.head() != q.pkt_wqe) {
-    SendWqe& w = q.sq.at(q.sq.head());
+  while (!q.snd.sq.empty() && q.snd.sq.head() != q.snd.pkt_wqe) {
+    SendWqe& w = q.snd.sq.at(q.snd.sq.head());
     if (w.acked < w.npkts) break;
     if (is_read_like(w.op) && !w.read_done) break;
     if (w.signaled) {
@@ -852,22 +865,22 @@ void Core::complete_sends(Qp& q) {
       complete(q, q.init.send_cq, c);
     }
     if (w.op == Opcode::kWriteImm) --q.sq_wimms;
-    const uint64_t seq = q.sq.head();
-    q.sq.pop();
+    const uint64_t seq = q.snd.sq.head();
+    q.snd.sq.pop();
     if (!tm_reads.empty()) tm_read_done(q, seq);  // a rendezvous READ (tm.cc)
   }
   complete_local(q);
-  while (!q.rsp.empty() && q.rsp.head() != q.pkt_rsp) {
-    SendWqe& w = q.rsp.at(q.rsp.head());
+  while (!q.snd.rsp.empty() && q.snd.rsp.head() != q.snd.pkt_rsp) {
+    SendWqe& w = q.snd.rsp.at(q.snd.rsp.head());
     if (w.acked < w.npkts) break;
-    q.rsp.pop();
+    q.snd.rsp.pop();
     --q.pending_reads;
   }
 }
 
 void Core::read_response_done(Qp& q, uint32_t msn) {
   if (q.reads.empty() || msn != q.reads_base_msn) return;
-  q.sq.at(q.reads.front()).read_done = true;
+  q.snd.sq.at(q.reads.front()).read_done = true;
   q.reads.pop_front();
   ++q.reads_base_msn;
   complete_sends(q);
@@ -878,9 +891,9 @@ void Core::refuse_read(Qp& q, uint32_t req_psn) {
   Control c;
   c.kind = wire::Kind::kNack;
   c.qpn = q.qpn;
-  c.path = q.ack_path;
+  c.path = q.rcv.ack_path;
   c.psn = req_psn;
-  c.nack.cum_psn = q.sb.cum();
+  c.nack.cum_psn = q.rcv.sb.cum();
   c.nack.nack_psn = req_psn;
   c.nack.reason = wire::NackReason::kRemoteAccess;
   ctrl.push_back(c);
@@ -894,7 +907,7 @@ void Core::queue_read_response(Qp& q, const Action& a) {
     refuse_read(q, a.psn);
     return;
   }
-  SendWqe& w = q.rsp.push();
+  SendWqe& w = q.snd.rsp.push();
   w = SendWqe{};
   w.is_read_resp = true;
   w.op = Opcode::kRead;
@@ -921,7 +934,7 @@ void Core::execute_atomic(Qp& q, const Action& a) {
     word.compare_exchange_strong(before, a.swap);  // `before` = the value found, either way
   else
     before = word.fetch_add(a.compare_add);
-  SendWqe& w = q.rsp.push();
+  SendWqe& w = q.snd.rsp.push();
   w = SendWqe{};
   w.is_read_resp = true;
   w.op = Opcode::kRead;

@@ -77,17 +77,17 @@ Result<uint32_t, Error> Core::post_srq_op(uint32_t id, const SrqOp& op) {
 bool Core::tm_take(RxData& x, Srq& s, uint32_t msn) {
   Qp& q = x.q;
   SrqTm& t = *s.tm;
-  const int32_t idx = psn_diff(msn, q.rq_base_msn);
+  const int32_t idx = psn_diff(msn, q.rcv.rq_base_msn);
   if (idx < 0) return false;
-  if (static_cast<uint64_t>(idx) < q.rq.size()) return true;  // an earlier packet classified it
+  if (static_cast<uint64_t>(idx) < q.rcv.rq.size()) return true;  // an earlier packet classified it
   const wire::DataHeader& d = x.p.data;
   const bool send = x.p.common.kind == wire::Kind::kSend || x.p.common.kind == wire::Kind::kSendImm;
   // In MSN order, from the message's first packet (the one with the header).
-  if (static_cast<uint64_t>(idx) > q.rq.size() || (send && d.offset != 0)) {
+  if (static_cast<uint64_t>(idx) > q.rcv.rq.size() || (send && d.offset != 0)) {
     x.tm_wait = true;
     return false;
   }
-  if (q.rq.full()) return false;
+  if (q.rcv.rq.full()) return false;
   TmMsg m;
   m.cq = t.cq;
   const uint8_t* h = x.p.payload.data();
@@ -109,13 +109,13 @@ bool Core::tm_take(RxData& x, Srq& s, uint32_t msn) {
         return g.active && ((m.tag ^ g.tag) & g.mask) == 0;
       });
       if (it != t.tags.end()) {
-        RecvWqe& r = q.rq.next();
+        RecvWqe& r = q.rcv.rq.next();
         r = RecvWqe{};
         r.wr_id = it->wr_id;
         r.posted = std::move(it->sg);
         r.capacity = it->capacity;
         r.cq = t.cq;
-        q.rq.push();
+        q.rcv.rq.push();
         t.tags.erase(it);
         m.kind = rndv ? TmMsg::kRndv : TmMsg::kEager;
         tm_msgs[{q.qpn, msn}] = m;
@@ -127,10 +127,10 @@ bool Core::tm_take(RxData& x, Srq& s, uint32_t msn) {
   }
   if (s.q.empty()) return false;  // RNR, as any SRQ without receives
   if (m.kind == TmMsg::kUnexpected) ++t.unexpected;
-  RecvWqe& r = q.rq.next();
+  RecvWqe& r = q.rcv.rq.next();
   r = std::move(s.q.front());
   r.cq = t.cq;
-  q.rq.push();
+  q.rcv.rq.push();
   s.q.pop_front();
   if (s.limit && s.q.size() < s.limit) {
     s.limit = 0;
@@ -216,7 +216,7 @@ bool Core::tm_recv_done(Qp& q, uint32_t msn, const RecvWqe& r, Completion& c) {
     complete(q, m.cq, fail);
     return false;
   }
-  tm_reads[{q.qpn, q.sq.tail() - 1}] = TmRead{m, wr.wr_id};
+  tm_reads[{q.qpn, q.snd.sq.tail() - 1}] = TmRead{m, wr.wr_id};
   return false;
 }
 

@@ -128,9 +128,9 @@ void Core::on_ud(Qp& q, const wire::Packet& p) {
   if (p.trimmed) return stats.drop(Drop::kTrimmed);  // unreliable: a trimmed datagram is lost
   if (d.offset != 0 || d.msg_len != d.payload_len || d.payload_len < wire::kUdGrhLen)
     return stats.drop(Drop::kMalformed);
-  if (q.init.srq) srq_take(q, q.rq_base_msn);
-  if (q.rq.empty()) return stats.drop(Drop::kNoReceive);  // no RNR for UD: the datagram is lost
-  RecvWqe& r = q.rq.at(q.rq.head());
+  if (q.init.srq) srq_take(q, q.rcv.rq_base_msn);
+  if (q.rcv.rq.empty()) return stats.drop(Drop::kNoReceive);  // no RNR for UD: the datagram is lost
+  RecvWqe& r = q.rcv.rq.at(q.rcv.rq.head());
   Completion c;
   c.wr_id = r.wr_id;
   c.opcode = WcOpcode::kRecv;
@@ -150,8 +150,8 @@ void Core::on_ud(Qp& q, const wire::Packet& p) {
     ++q.stats.rx_data_packets;
     q.stats.rx_payload_bytes += d.payload_len - wire::kUdGrhLen;
   }
-  q.rq.pop();
-  ++q.rq_base_msn;
+  q.rcv.rq.pop();
+  ++q.rcv.rq_base_msn;
   complete(q, q.init.recv_cq, c);
 }
 

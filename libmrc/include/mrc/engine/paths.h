@@ -203,7 +203,8 @@ class PathSet {
     ++inflight_total_;
   }
   void on_left(uint16_t plane) {
-    if (turn_[plane].inflight == 0) return;  // a clear_inflight() came in between
+    // A clear_inflight() came in between, or a reset() left the plane out.
+    if (plane >= planes_ || turn_[plane].inflight == 0) return;
     --turn_[plane].inflight;
     --inflight_total_;
   }
@@ -212,7 +213,7 @@ class PathSet {
     for (Turn& t : turn_) t.inflight = 0;
     inflight_total_ = 0;
   }
-  uint32_t inflight(uint16_t plane) const { return plane < kMaxPlanes ? turn_[plane].inflight : 0; }
+  uint32_t inflight(uint16_t plane) const { return plane < planes_ ? turn_[plane].inflight : 0; }
   /// A send-to-ACK sample of a data packet on EV i (EWMA 1/8).
   void on_rtt(uint16_t i, Duration rtt) {
     Duration& s = evs_[i].srtt;
@@ -236,7 +237,9 @@ class PathSet {
 
   /// EVs per state (kept as counters), and planes drained.
   uint32_t count(EvState s) const { return count_[static_cast<size_t>(s)]; }
-  bool plane_drained(uint16_t plane) const { return plane < kMaxPlanes && drained_[plane]; }
+  bool plane_drained(uint16_t plane) const {
+    return plane < kMaxPlanes && (drained_ >> plane & 1u);
+  }
 
   /// Planes the engine's shared view holds down for this QP's peer (SharedHealth, bit per
   /// plane): weight 0, like an administrative drain, until the view lets them go.
@@ -256,7 +259,9 @@ class PathSet {
   /// while its EVs keep their state, counters and probing. Survives reset(). Only the
   /// "nothing usable anywhere" fallback of next() may still pick one of its EVs.
   void set_plane_admin_down(uint16_t plane, bool down);
-  bool plane_admin_down(uint16_t plane) const { return plane < kMaxPlanes && admin_down_[plane]; }
+  bool plane_admin_down(uint16_t plane) const {
+    return plane < kMaxPlanes && (admin_down_ >> plane & 1u);
+  }
 
  private:
   void set_state(uint16_t i, EvState to, EvReason why, Time now, std::vector<EvEvent>& out);
@@ -268,27 +273,44 @@ class PathSet {
   /// `best` unless it holds more than its share of the packets in flight among the planes
   /// not in `off`; then the plane least loaded for its weight.
   int balance(int best, uint32_t off) const;
-  void refresh_weights();  // after usable_ or the policy changes
+  void refresh_weights();  // after PlaneState::usable or the policy changes
   /// EV indexes of `plane`, in index order.
   std::span<const uint16_t> plane_evs(uint16_t plane) const {
-    return {by_plane_.data() + plane_begin_[plane], by_plane_.data() + plane_begin_[plane + 1]};
+    const size_t end = plane + 1u < planes_ ? turn_[plane + 1u].begin : by_plane_.size();
+    return {by_plane_.data() + turn_[plane].begin, by_plane_.data() + end};
   }
 
   // Memory: one array of EVs, one of their indexes grouped by plane, one sorted
-  // (ev, index) table and the ASSUMED_BAD list; per-plane state is inline (planes < kMaxPlanes).
+  // (ev, index) table, the ASSUMED_BAD list, and two per-plane arrays sized to the planes
+  // in use (planes(), set by reset(): 4 planes cost 4 entries, not kMaxPlanes; an idle QP's
+  // path set is ~250 bytes of per-plane state instead of ~930), the sprayer's (Turn, hot) and
+  // the health machinery's (PlaneState, cold). Per-plane flags are bits of a uint16_t.
   // No work here scans every EV except reset(): spraying looks at one plane's EVs from
   // its cursor on, probing walks the ASSUMED_BAD list, counts are counters.
   // What a packet touches (next(), on_sent / on_left, on_acked) comes first, the
   // sprayer's per-plane state interleaved (Turn): a QP of a few planes whose state has
-  // left the caches pays three or four lines for it, not one per array.
+  // left the caches pays a line or two for it, not one per array.
   struct Turn {
     int64_t wrr = 0;        // smooth weighted round robin state
     int64_t w = 0;          // current weight of the plane
     uint32_t inflight = 0;  // data packets in flight on the plane (on_sent / on_left)
-    uint32_t cursor = 0;    // next EV of the plane to try (pick_in_plane)
+    uint16_t cursor = 0;    // next EV of the plane to try (pick_in_plane)
+    uint16_t begin = 0;     // the plane's EVs: by_plane_[begin, the next plane's begin)
+  };
+  static_assert(sizeof(Turn) == 24);
+  /// A plane's health when it is not sprayed on: active set bookkeeping and plane probing.
+  struct PlaneState {
+    Time next_probe{0};          // drained: when the plane is probed next
+    uint32_t target_active = 0;  // active EVs at reset
+    uint32_t usable = 0;         // active GOOD EVs
+    uint32_t active = 0;         // active EVs
+    uint32_t drain_cursor = 0;   // drained: the EV (of the plane's) probed next
+    uint32_t clean = 0;          // drained: clean probe replies in a row
+    uint8_t backoff = 0;         // drained: probe interval doublings
   };
   std::vector<Ev> evs_;
   std::vector<uint16_t> by_plane_;  // EV indexes grouped by plane
+  std::vector<Turn> turn_;          // per plane in use (planes_ entries)
   int64_t total_w_ = 0;
   uint32_t inflight_total_ = 0;
   uint16_t planes_ = 0;          // 1 + highest plane in the set
@@ -296,26 +318,17 @@ class PathSet {
   uint16_t tie_start_ = 0;       // the round robin's ties go to this plane first, then up
   uint32_t tie_seed_ = 0;        // a hash of the first active EV and the salt: picks tie_start_
   uint16_t lossy_ = 0;           // planes whose latest acknowledged-or-lost data packet was lost
-  // plane p's EVs: by_plane_[plane_begin_[p], plane_begin_[p+1])
-  uint16_t plane_begin_[kMaxPlanes + 1] = {};
-  Turn turn_[kMaxPlanes] = {};
   // The rest: losses, probes, the controller, reset().
+  uint16_t drained_ = 0;           // bit per plane: every EV of it bad (probed as a whole)
+  uint16_t answered_ = 0;          // bit per drained plane: its last probe was answered
+  uint16_t admin_down_ = 0;        // bit per plane (any plane < kMaxPlanes; survives reset())
+  uint16_t held_ = 0;              // planes held down by the engine's shared view (bit per plane)
+  uint32_t count_[3] = {};         // EVs per EvState (read when a QP's sending stops: kept near)
+  std::vector<PlaneState> plane_;  // per plane in use (planes_ entries)
   PathPolicy policy_;
   std::vector<std::pair<uint32_t, uint16_t>> index_;  // (ev, index), sorted by ev
-  std::vector<uint16_t> bad_;                // indexes of ASSUMED_BAD EVs, ascending (probe order)
-  uint32_t count_[3] = {};                   // EVs per EvState
-  uint32_t target_active_[kMaxPlanes] = {};  // active EVs per plane at reset
-  uint32_t usable_[kMaxPlanes] = {};         // active GOOD EVs per plane
-  uint32_t active_[kMaxPlanes] = {};         // active EVs per plane
-  bool drained_[kMaxPlanes] = {};
-  bool admin_down_[kMaxPlanes] = {};
-  uint16_t held_ = 0;      // planes held down by the engine's shared view (bit per plane)
-  uint32_t evs_held_ = 0;  // EVs with Ev::held
-  bool plane_answered_[kMaxPlanes] = {};
-  uint32_t drain_cursor_[kMaxPlanes] = {};
-  Time plane_next_probe_[kMaxPlanes] = {};
-  uint8_t plane_backoff_[kMaxPlanes] = {};
-  uint32_t plane_clean_[kMaxPlanes] = {};
+  std::vector<uint16_t> bad_;  // indexes of ASSUMED_BAD EVs, ascending (probe order)
+  uint32_t evs_held_ = 0;      // EVs with Ev::held
   uint32_t fallback_cursor_ = 0;
   uint32_t next_seq_ = 1;
 };

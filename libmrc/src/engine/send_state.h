@@ -1,0 +1,113 @@
+// A QP's send (requester) state: the WQEs it sends and the READ responses it owes, and
+// one record per PSN in flight with the sent-order list through them. The sender's logic is
+// Core's (sender.cc), which also keeps each EV's list of its packets in the EV's record
+// (PathSet::Ev); this type holds the state and what needs nothing else (indexing, growth).
+// Threading: plain value type, owned by its QP (engine thread).
+//
+//   sq    app send WQEs, completed in posting order
+//   rsp   READ responses this QP owes its peer (internal, never completed to the app)
+//   tx    one record per PSN in flight [snd_una, snd_nxt), ring indexed by PSN
+//   sent-order list: the in-flight PSNs ordered by last transmission time;
+//         its head drives the RTO and the cross-EV loss backstop
+//   retx  PSNs declared lost, to resend on a different path
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/queues.h"
+#include "mrc/engine/engine.h"
+
+namespace mrc::engine {
+
+/// "No PSN" in the sent-order list links: wider than a PSN, since every 32-bit value is one.
+inline constexpr uint64_t kNoLink = UINT64_MAX;
+
+struct SendWqe {
+  uint64_t wr_id = 0;
+  Opcode op = Opcode::kWrite;
+  bool signaled = true;
+  bool solicited = false;
+  bool is_read_resp = false;  // in rsp_: data we owe for the peer's READ #msn
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint32_t imm = 0;
+  uint32_t msn = 0;  // SEND/WRITE_IMM: receive number at the peer; READ: read number
+  uint64_t len = 0;
+  std::vector<Seg> sg;  // local memory (for READ: where the response lands)
+  std::vector<uint8_t> inline_buf;
+  uint32_t npkts = 0;  // packets in the message (READ request: 1)
+  uint32_t sent = 0;   // packets given a PSN so far
+  uint32_t acked = 0;  // packets acknowledged
+  uint32_t first_psn = 0;
+  uint32_t req_psn = 0;     // READ response: the PSN of the peer's READ request
+  bool read_done = false;   // READ: the whole response arrived
+  bool fence = false;       // waits for earlier READs before its first packet (SendWr::fence)
+  bool invalidate = false;  // SEND: the peer invalidates window `rkey` (SendWr::invalidate)
+  uint32_t xrc_srqn = 0;    // XRC initiator: the peer's SRQ (SendWr::xrc_srqn); responses 0
+  WcStatus status = WcStatus::kSuccess;
+};
+
+/// One PSN in flight.
+struct TxPkt {
+  enum State : uint8_t { kFree, kInFlight, kLost, kAcked };
+  uint64_t wqe = 0;     // sequence number in sq_ or rsp_
+  uint32_t offset = 0;  // byte offset in the message
+  uint16_t len = 0;     // payload bytes
+  uint16_t path = 0;    // index into the QP's paths of the last transmission
+  uint8_t state = kFree;
+  bool rsp = false;  // wqe indexes rsp_ (else sq_)
+  bool first = false, last = false;
+  uint8_t tx_count = 0;
+  uint8_t plane = 0;    // plane of the last transmission (PathSet's in-flight count)
+  bool blamed = false;  // declared lost by RACK or an RTO, and its window took the MTU
+  Time sent{0};         // last transmission
+  uint64_t xseq = 0;    // transmission order of the last transmission (QP-wide counter)
+  Time not_before{0};   // earliest resend (RNR delay)
+  // Links (PSNs) of the sent-order list and of its EV's list; a link to the packet's own
+  // PSN means none (a packet never follows itself). 32 bits each keep the record at 64 bytes.
+  uint32_t prev = 0, next = 0;
+  uint32_t ev_prev = 0, ev_next = 0;
+};
+static_assert(sizeof(TxPkt) == 64);
+
+/// The hot send state, laid out as a packet's send and ACK touch it (Qp puts it in its hot
+/// block). The rarer send bookkeeping (READ numbers, local completions) stays in Qp's cold part.
+struct SendState {
+  // Ring indexed by PSN: holds [snd_nxt - tx.size(), snd_nxt), so every PSN in flight
+  // and the newest freed ones. Empty until the first send; doubles (grow()) when the
+  // PSNs in flight fill it, up to max_psn_range rounded up to a power of two.
+  std::vector<TxPkt> tx;
+  uint32_t tx_mask = 0;  // tx.size() - 1 (tx non-empty)
+  uint32_t tx_cap = 0;   // most slots tx may grow to: max_psn_range at RTS, rounded up
+  uint32_t snd_una = 0;  // oldest PSN not acked
+  uint32_t snd_nxt = 0;  // next new PSN
+  uint64_t list_head = kNoLink, list_tail = kNoLink;  // sent-order list (PSNs)
+  uint64_t xseq_next = 1;                             // next transmission order number
+  uint64_t bytes_in_flight = 0;                       // payload bytes of kInFlight packets
+  uint64_t pkt_wqe = 0;                               // next sq WQE to packetize
+  uint64_t pkt_rsp = 0;                               // next rsp WQE to packetize
+  SeqRing<SendWqe> sq;
+  SeqRing<SendWqe> rsp;
+  Fifo<uint32_t> retx;  // lost PSNs to resend
+
+  TxPkt& pkt(uint32_t psn) { return tx[psn & tx_mask]; }
+  const TxPkt& pkt(uint32_t psn) const { return tx[psn & tx_mask]; }
+  /// PSNs given out and not yet cumulatively acknowledged.
+  size_t inflight() const { return snd_nxt - snd_una; }
+  bool list_empty() const { return list_head == kNoLink; }
+  uint32_t oldest() const { return static_cast<uint32_t>(list_head); }  // !list_empty()
+  uint32_t newest() const { return static_cast<uint32_t>(list_tail); }
+  /// The ring is full: every slot holds a PSN of [snd_nxt - tx.size(), snd_nxt) still in
+  /// flight, so snd_nxt cannot be given out before grow() (or an ACK).
+  bool ring_full() const { return inflight() >= tx.size(); }
+  /// Doubles tx (16 slots at first, at most tx_cap), keeping each record at its PSN.
+  /// (grow and restart are defined in sender.cc.)
+  void grow();
+  /// Starts sending from `psn` with nothing in flight (RTR -> RTS: nothing was sent, so the
+  /// sent-order list is empty): the ring emptied (it grows again with what is sent), no bytes
+  /// in flight.
+  void restart(uint32_t psn);
+};
+
+}  // namespace mrc::engine
