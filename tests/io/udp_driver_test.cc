@@ -1019,7 +1019,16 @@ TEST_F(UdpPair, PollProgress_PollingAppCompletes) {
   auto& b_dst = keep(std::vector<uint8_t>(64, 0));
   const uint32_t a_lkey = reg(0, a_src), a_rkey = reg(0, a_dst);
   const uint32_t b_lkey = reg(1, b_src), b_rkey = reg(1, b_dst);
-  for (int i = 0; i < kRounds; ++i) {
+  // Which thread receives a datagram is the scheduler's choice: a poller holds the sockets
+  // for kPollerGrace (10 us) after its last poll, and on a loaded machine the progress thread
+  // can take every one of 100 rounds. So rounds go on (up to 10 s) until a poller has
+  // received once; a poller that never receives fails.
+  auto poller_rounds = [&] {
+    return hosts_[0].drv->counters().poller_rounds + hosts_[1].drv->counters().poller_rounds;
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int i = 0;
+       i < kRounds || (poller_rounds() == 0 && std::chrono::steady_clock::now() < until); ++i) {
     Sge sge;
     post(0, rdma_wr(Opcode::kWrite, 2 * i, a_src, a_lkey, b_dst, b_rkey, sge));
     auto ca = wait_cq(0, 1, "host 0's WRITE", /*spin=*/true);
@@ -1033,8 +1042,8 @@ TEST_F(UdpPair, PollProgress_PollingAppCompletes) {
   for (auto& h : hosts_) h.drv->with_engine([](Engine&) {});  // orders the writes before reads
   EXPECT_TRUE(a_src == b_dst);
   EXPECT_TRUE(b_src == a_dst);
-  EXPECT_GT(hosts_[0].drv->counters().poller_rounds + hosts_[1].drv->counters().poller_rounds, 0u)
-      << "the polling apps never received: the progress threads did all the work";
+  EXPECT_GT(poller_rounds(), 0u)
+      << "the polling apps never received in 10 s: the progress threads did all the work";
 }
 
 // An app that polled (its progress thread stepped back) and then sleeps on a completion
