@@ -4,7 +4,6 @@
 #include <netdb.h>
 #include <netinet/udp.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -195,12 +194,6 @@ UdpDriver::UdpDriver(const UdpConfig& cfg)
       tx_slots_(kTxBurst),
       scratch_(std::make_unique<Scratch>()) {}
 
-uint32_t auto_progress_threads(size_t planes, unsigned cpus) {
-  (void)planes;  // the inputs a measured rule for machines with cores to spare will take
-  (void)cpus;
-  return 1;
-}
-
 UdpDriver::~UdpDriver() {
   stop();
   if (event_fd_ >= 0) ::close(event_fd_);
@@ -376,14 +369,9 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
   });
   if (!made.ok()) return Err(made.error());
   // The progress threads' shares: plane p to thread p % threads.
-  size_t threads = cfg.progress_threads;
-  if (threads == 0) {
-    cpu_set_t set;
-    const unsigned cpus =
-        ::sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 1;
-    threads = auto_progress_threads(d->sockets_.size(), cpus);
-  }
-  threads = std::clamp<size_t>(threads, 1, d->sockets_.size());
+  const size_t threads =
+      std::clamp<size_t>(cfg.progress_threads == 0 ? kDefaultProgressThreads : cfg.progress_threads,
+                         1, d->sockets_.size());
   for (size_t k = 0; k < threads; ++k) {
     auto sh = std::make_unique<Shard>();
     sh->index = k;
@@ -880,19 +868,23 @@ bool UdpDriver::flush_locked() {
     blocked = blocked || (!sockets_[p]->pending.empty() && plane_shard_[p] == 0);
   wake_pending_owners(*shards_[0]);  // the other threads' planes wait for room on their own
   if (blocked) return true;  // only the loop retries queued sends: it must look now
+  return !move_alarm_locked(t);
+}
+
+bool UdpDriver::move_alarm_locked(Time t) {
   const Time deadline = engine_->next_deadline();
-  if (deadline.count() >= planned_wake_ns_) return false;
-  // A timer earlier than the sleeping loop planned (a post's RTO): move its alarm instead of
-  // waking it (one timerfd_settime here, no loop round: issue 17's wakeup per message).
-  // Relative to cfg_.clock(), as the loop's own sleep is.
+  if (deadline.count() >= planned_wake_ns_) return true;
+  // A timer earlier than thread 0's sleep planned (a post's RTO, or one another thread's round
+  // set): move its alarm instead of waking it (one timerfd_settime, no loop round: issue 17's
+  // wakeup per message). Relative to cfg_.clock(), as the loop's own sleep is.
   const int64_t in_ns = std::max<int64_t>((deadline - t).count(), 1);
   itimerspec at{};
   at.it_value.tv_sec = static_cast<time_t>(in_ns / 1'000'000'000);
   at.it_value.tv_nsec = static_cast<long>(in_ns % 1'000'000'000);
-  if (::timerfd_settime(deadline_timer_fd_, 0, &at, nullptr) != 0) return true;
+  if (::timerfd_settime(deadline_timer_fd_, 0, &at, nullptr) != 0) return false;
   deadline_timer_armed_ = true;
   planned_wake_ns_ = deadline.count();
-  return false;
+  return true;
 }
 
 void UdpDriver::wake_pending_owners(const Shard& from) {
@@ -1030,7 +1022,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
   if (readable) rx.lock();
   std::vector<int>& got = s.got;  // under rx
   if (readable) got.assign(n, kNotRead);
-  bool wake_first = false;  // threads 1..: the engine's deadline moved before thread 0's wake
+  bool wake_first = false;  // threads 1..: thread 0's alarm could not be moved (wake it)
   for (size_t round = 0; round < kMaxRxRounds; ++round) {
     bool full = false;
     for (size_t i = 0; i < m && readable; ++i) {
@@ -1054,7 +1046,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     activity_.fetch_add(1, std::memory_order_release);
     transmit(t);
     wake_pending_owners(s);
-    if (!first) wake_first = engine_->next_deadline().count() < planned_wake_ns_;
+    if (!first && !move_alarm_locked(t)) wake_first = true;
     if (!full) break;
   }
   if (rx.owns_lock()) rx.unlock();

@@ -89,7 +89,7 @@ struct UdpConfig {
   // threads that spin (perftest, NCCL's proxy) at once when a datagram arrives, as a NIC's
   // engine would not compete with them. Best effort: needs CAP_SYS_NICE.
   int progress_nice = 0;
-  // Progress threads start() runs (1..engine::kMaxPlanes; 0: auto_progress_threads). Thread
+  // Progress threads start() runs (1..engine::kMaxPlanes; 0: kDefaultProgressThreads). Thread
   // k serves the plane sockets p with p % threads == k (a plane's socket and receive buffers
   // are one thread's), more threads than planes are as many as planes. Every thread feeds
   // the one engine under the driver's mutex, so a QP's state is touched by one thread at a
@@ -111,11 +111,11 @@ struct UdpConfig {
 /// the driver's engine: 260 us at 2 Gbit/s per port. 0 without planes or NIC rate.
 engine::Duration send_burst(const UdpConfig& c);
 
-/// The progress threads UdpConfig::progress_threads = 0 gives `planes` planes when the
-/// process may run on `cpus` CPUs: 1 for now. The one measurement (2-core VM, 2 planes,
-/// perf/RESULTS.md 2026-11-26 (cores)) found 2 threads 1.18-1.27x the CPU per byte and
-/// 0.80-0.83x the Gbit/s of 1; machines with a core per plane to spare are not measured.
-uint32_t auto_progress_threads(size_t planes, unsigned cpus);
+/// The progress threads UdpConfig::progress_threads = 0 gives: 1. The one measurement (2-core
+/// VM, 2 planes, perf/RESULTS.md 2026-11-26 (cores)) found 2 threads 1.18-1.27x the CPU per
+/// byte and 0.80-0.83x the Gbit/s of 1; machines with a core per plane to spare are not
+/// measured, so no rule by planes or cores yet.
+inline constexpr uint32_t kDefaultProgressThreads = 1;
 
 /// Plain counters that only grow; read as a snapshot with counters().
 struct UdpCounters {
@@ -375,6 +375,9 @@ class UdpDriver {
   // queued sends (only a plane's own thread waits for room on its socket).
   void wake_pending_owners(const Shard& from);
   bool flush_locked();  // under mu_: transmit now; true if the loop must be woken
+  // Under mu_, at `t`: an engine deadline earlier than thread 0's planned wake moves its alarm
+  // (deadline_timer_fd_); false if that failed and thread 0 must be woken instead.
+  bool move_alarm_locked(engine::Time t);
   void run_once(Shard& s, engine::Duration max_wait);
   // Under rx_mu_, without mu_: one recvmmsg on a plane socket; the datagrams read, or
   // -errno (EAGAIN: none). Counted by feed_received.
@@ -469,10 +472,10 @@ class UdpDriver {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> activity_{0};
   int64_t planned_wake_ns_ = 0;  // under mu_: when the sleeping loop wakes by itself (ns)
-  // An app call (flush_locked) that makes an engine deadline earlier than planned_wake_ns_
-  // arms this timerfd (relative, so a test clock works as the loop's timeout does) rather
-  // than waking the loop; the loop watches it and disarms it before each sleep, whose own
-  // timeout then covers every deadline.
+  // An app call (flush_locked) or another thread's round that makes an engine deadline earlier
+  // than planned_wake_ns_ arms this timerfd (move_alarm_locked; relative, so a test clock works
+  // as the loop's timeout does) rather than waking the loop; the loop watches it and disarms it
+  // before each sleep, whose own timeout then covers every deadline.
   int deadline_timer_fd_ = -1;
   bool deadline_timer_armed_ = false;  // under mu_
 };
