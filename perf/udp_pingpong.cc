@@ -8,6 +8,11 @@
 //   server:  udp_pingpong --role server --peer-host 1 [--port 4800] [--busy]
 //   client:  udp_pingpong --role client --peer-host 0 [--iters 1000] [--size 2] [--busy]
 // --busy polls the socket without sleeping (as perftest spins on memory / its CQ).
+// Without a fabric (e.g. two processes on loopback addresses, as the shim's planes can be):
+//   server:  udp_pingpong --role server --address 127.0.1.1 [--port 4800] [--busy]
+//   client:  udp_pingpong --role client --address 127.0.2.1 --peer 127.0.1.1 [...]
+// binds --address (IPv4 or IPv6) instead of the host config's plane-0 address and sends to
+// --peer; the server answers where each ping came from.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -18,11 +23,23 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "mrc/io/config.h"
 
 namespace {
+
+// An IPv6 address, or an IPv4 one as its IPv4-mapped form (::ffff:a.b.c.d); false if neither.
+bool parse_address(const std::string& text, in6_addr* out) {
+  if (::inet_pton(AF_INET6, text.c_str(), out) == 1) return true;
+  in_addr v4{};
+  if (::inet_pton(AF_INET, text.c_str(), &v4) != 1) return false;
+  std::memset(out, 0, sizeof *out);
+  out->s6_addr[10] = out->s6_addr[11] = 0xff;
+  std::memcpy(&out->s6_addr[12], &v4, 4);
+  return true;
+}
 
 ssize_t recv_one(int fd, void* buf, size_t n, bool busy, sockaddr_in6* from) {
   socklen_t len = sizeof *from;
@@ -42,29 +59,61 @@ int main(int argc, char** argv) {
   uint16_t port = 4800;
   int iters = 1000, size = 2;
   bool busy = false;
+  std::string address, peer;
   app.add_option("--role", role, "server or client")->required()->check(CLI::IsMember({"server", "client"}));
-  app.add_option("--peer-host", peer_host, "the other end's fabric host id")->required();
+  auto* host_opt = app.add_option("--peer-host", peer_host, "the other end's fabric host id");
+  auto* addr_opt = app.add_option("--address", address, "bind this address (no fabric: with --peer at the client)");
+  app.add_option("--peer", peer, "no fabric: the server's address (client)")->needs(addr_opt);
+  host_opt->excludes(addr_opt);
   app.add_option("--port", port, "UDP port of the server");
   app.add_option("--iters", iters, "pings")->check(CLI::Range(1, 10'000'000));
   app.add_option("--size", size, "bytes per ping")->check(CLI::Range(1, 8192));
   app.add_flag("--busy", busy, "poll without sleeping");
   CLI11_PARSE(app, argc, argv);
-
-  auto cfg = mrc::io::load_host_config();
-  if (!cfg) {
-    std::fprintf(stderr, "udp_pingpong: %s\n", cfg.error().c_str());
-    return 2;
-  }
-  const auto& u = cfg->udp;
-  if (u.path_mode != mrc::io::PathMode::kSrv6 || !u.fabric) {
-    std::fprintf(stderr, "udp_pingpong: the host config is not an SRv6 fabric host\n");
-    return 2;
+  // Where this end binds, where the client sends, and how the server answers (nullopt: to the
+  // ping's source; else along the fabric path p0.s0 toward the client, as MRC's ACKs go).
+  sockaddr_in6 me{}, to{};
+  me.sin6_family = to.sin6_family = AF_INET6;
+  me.sin6_port = htons(role == "server" ? port : 0);
+  to.sin6_port = htons(port);
+  std::optional<mrc::io::HostConfig> cfg;
+  if (!address.empty()) {
+    if (!parse_address(address, &me.sin6_addr)) {
+      std::fprintf(stderr, "udp_pingpong: --address: not an IPv4 or IPv6 address: %s\n", address.c_str());
+      return 2;
+    }
+    if (role == "client" && !parse_address(peer, &to.sin6_addr)) {
+      std::fprintf(stderr, "udp_pingpong: --peer: the client needs the server's address, got '%s'\n",
+                   peer.c_str());
+      return 2;
+    }
+  } else {
+    if (host_opt->count() == 0) {
+      std::fprintf(stderr, "udp_pingpong: give --peer-host (fabric) or --address (no fabric)\n");
+      return 2;
+    }
+    auto loaded = mrc::io::load_host_config();
+    if (!loaded) {
+      std::fprintf(stderr, "udp_pingpong: %s\n", loaded.error().c_str());
+      return 2;
+    }
+    cfg = std::move(*loaded);
+    const auto& u = cfg->udp;
+    if (u.path_mode != mrc::io::PathMode::kSrv6 || !u.fabric) {
+      std::fprintf(stderr, "udp_pingpong: the host config is not an SRv6 fabric host\n");
+      return 2;
+    }
+    std::memcpy(&me.sin6_addr, u.fabric->host_address(u.local_host, 0).data(), 16);
+    if (role == "client") {
+      auto path = u.fabric->path_for_ev(u.local_host, peer_host, 0);  // plane 0, spine 0
+      if (!path) {
+        std::fprintf(stderr, "udp_pingpong: %s\n", path.error().c_str());
+        return 2;
+      }
+      std::memcpy(&to.sin6_addr, path->dst.data(), 16);
+    }
   }
   const int fd = ::socket(AF_INET6, SOCK_DGRAM, 0);
-  sockaddr_in6 me{};
-  me.sin6_family = AF_INET6;
-  me.sin6_port = htons(role == "server" ? port : 0);
-  std::memcpy(&me.sin6_addr, u.fabric->host_address(u.local_host, 0).data(), 16);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof me) != 0) {
     std::perror("udp_pingpong: bind");
     return 2;
@@ -76,22 +125,14 @@ int main(int argc, char** argv) {
       const ssize_t n = recv_one(fd, buf.data(), buf.size(), busy, &from);
       if (n < 0) return 1;
       if (n == 1 && buf[0] == 'q') return 0;  // the client is done
-      // Answer along the fabric path p0.s0 toward the client, as MRC's ACKs go.
-      auto back = u.fabric->path_for_ev(u.local_host, peer_host, 0);
-      if (!back) return 1;
-      std::memcpy(&from.sin6_addr, back->dst.data(), 16);
+      if (cfg) {
+        auto back = cfg->udp.fabric->path_for_ev(cfg->udp.local_host, peer_host, 0);
+        if (!back) return 1;
+        std::memcpy(&from.sin6_addr, back->dst.data(), 16);
+      }
       ::sendto(fd, buf.data(), n, 0, reinterpret_cast<sockaddr*>(&from), sizeof from);
     }
   }
-  auto path = u.fabric->path_for_ev(u.local_host, peer_host, 0);  // plane 0, spine 0
-  if (!path) {
-    std::fprintf(stderr, "udp_pingpong: %s\n", path.error().c_str());
-    return 2;
-  }
-  sockaddr_in6 to{};
-  to.sin6_family = AF_INET6;
-  to.sin6_port = htons(port);
-  std::memcpy(&to.sin6_addr, path->dst.data(), 16);
   std::vector<double> us;
   for (int i = 0; i < iters + 10; ++i) {  // 10 to warm up (neighbour discovery)
     const auto t0 = std::chrono::steady_clock::now();
