@@ -211,6 +211,23 @@ TEST(HostConfig, Load_Srv6FromFabricFileDerivesPlanes) {
   EXPECT_NE(error_of(missing).find("MRC_CONFIG: cannot read /nonexistent/mrc.json"), std::string::npos);
 }
 
+TEST(HostConfig, FabricFile_Over16MiBRefusedNamingTheFile) {
+  char path[] = "/tmp/mrc-config-test-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  { std::ofstream(path) << std::string((16u << 20) + 1, ' '); }
+  char cfg_path[] = "/tmp/mrc-config-test-XXXXXX";
+  const int fd2 = ::mkstemp(cfg_path);
+  ASSERT_GE(fd2, 0);
+  ::close(fd2);
+  { std::ofstream(cfg_path) << R"({"path_mode": "srv6", "fabric": ")" << path << R"(", "host": 0})"; }
+  auto r = load_host_config(env_of({{"MRC_CONFIG", cfg_path}}));
+  std::remove(path);
+  std::remove(cfg_path);
+  EXPECT_NE(error_of(r).find(std::string(path) + ": larger than 16 MiB"), std::string::npos) << error_of(r);
+}
+
 std::string text_of(const sockaddr_in6& a) {
   char s[INET6_ADDRSTRLEN];
   ::inet_ntop(AF_INET6, &a.sin6_addr, s, sizeof s);

@@ -225,9 +225,12 @@ std::string read_file(const std::string& path) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Bad{path + ": cannot read: " + std::strerror(errno)};
-  std::string text(kMaxFileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
+  // Read in pieces up to one past the limit (no 16 MiB buffer for a file of a few hundred bytes).
+  std::string text;
+  char piece[64 * 1024];
+  while (text.size() <= kMaxFileBytes && in.read(piece, sizeof piece).gcount() > 0) {
+    text.append(piece, static_cast<size_t>(in.gcount()));
+  }
   if (text.size() > kMaxFileBytes) throw Bad{path + ": larger than 16 MiB"};
   return text;
 }
