@@ -740,51 +740,6 @@ TEST(Engine, MultiSge_GathersAcrossSegments) {
   EXPECT_TRUE(same(l.a.mem, 100000, l.b.mem, 6000, 3));
 }
 
-// Bytes through each of EngineConfig's copy hooks (counted by the hooks below).
-uint64_t copied_in = 0;
-uint64_t copied_out = 0;
-void count_in(void* d, const void* s, size_t n) {
-  copied_in += n;
-  std::memcpy(d, s, n);
-}
-void count_out(void* d, const void* s, size_t n) {
-  copied_out += n;
-  std::memcpy(d, s, n);
-}
-
-// A WRITE of 3 SGEs whose packets cross them: the receiver's placements go through `copy`,
-// the sender's gathers through `copy_out`, or through `copy` when copy_out is not set.
-TEST(Engine, PayloadCopy_PlacesWithCopyGathersWithCopyOut) {
-  for (const bool own_out : {true, false}) {
-    EngineConfig cfg;
-    cfg.copy = &count_in;
-    if (own_out) cfg.copy_out = &count_out;
-    copied_in = copied_out = 0;
-    Loop l(1000, cfg);
-    fill(l.a.mem, 0, 300000, 12);
-    Sge sg[3] = {{reinterpret_cast<uint64_t>(l.a.mem.data()) + 0, 1000, l.a.key},
-                 {reinterpret_cast<uint64_t>(l.a.mem.data()) + 200000, 5000, l.a.key},
-                 {reinterpret_cast<uint64_t>(l.a.mem.data()) + 100000, 3, l.a.key}};
-    SendWr wr;
-    wr.sg = sg;
-    wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data());
-    wr.rkey = l.b.key;
-    ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
-    l.run();
-    EXPECT_TRUE(same(l.a.mem, 0, l.b.mem, 0, 1000));
-    EXPECT_TRUE(same(l.a.mem, 200000, l.b.mem, 1000, 5000));
-    EXPECT_TRUE(same(l.a.mem, 100000, l.b.mem, 6000, 3));
-    const uint64_t placed = 6003;  // each received byte once (no loss in this loop)
-    if (own_out) {
-      EXPECT_EQ(copied_in, placed);
-      EXPECT_GT(copied_out, 0u);  // the packets that cross an SGE were gathered
-    } else {
-      EXPECT_GT(copied_in, placed);  // placements and gathers alike
-      EXPECT_EQ(copied_out, 0u);
-    }
-  }
-}
-
 TEST(Engine, Inline_CopiedAtPostTime) {
   Loop l;
   std::vector<uint8_t> small(64, 0x5a);

@@ -78,7 +78,6 @@ std::span<const uint8_t> sg_contiguous(const std::vector<Seg>& sg, uint64_t offs
 
 Core::Core(const EngineConfig& c) : cfg(c) {
   if (!cfg.copy) cfg.copy = default_copy;
-  if (!cfg.copy_out) cfg.copy_out = cfg.copy;
   mrs.emplace_back();  // slot 0 is never used, so no key is 0
   uint32_t w = 64;
   while (w < cfg.recv_window) w <<= 1;

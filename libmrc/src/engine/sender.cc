@@ -404,7 +404,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
       payload = sg_contiguous(w.sg, p.offset, p.len);
       if (payload.empty()) {  // crosses SGEs: gather after the header
         uint8_t* dst = buf.data() + wire::kDataHeaderSize;
-        sg_copy_out(w.sg, p.offset, dst, p.len, cfg.copy_out);
+        sg_copy_out(w.sg, p.offset, dst, p.len, cfg.copy);
         payload = {dst, p.len};
       }
     }

@@ -36,7 +36,7 @@ Status<Error> Core::ud_post_send(Qp& q, const SendWr& wr) {
     }
     const size_t at = o.bytes.size();
     o.bytes.resize(at + s.length);
-    cfg.copy_out(o.bytes.data() + at, p, s.length);
+    copy(o.bytes.data() + at, p, s.length);
   }
   o.qpn = q.qpn;
   o.dst = *wr.ud;

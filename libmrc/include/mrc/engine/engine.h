@@ -63,11 +63,7 @@ struct EngineConfig {
   // base RTT adds it to the measured minimum (engine/policy.h BaseRttFilter).
   Duration send_burst{0};
   bool trimming = true;        // the fabric trims (target delay 0.75 base RTT, else 1.0)
-  PayloadCopy copy = nullptr;  // into registered memory (received payloads); nullptr: memcpy
-  // Out of registered memory into the engine's own buffers, which the driver reads at once (a
-  // packet's payload that crosses SGEs, a UD datagram): nullptr: `copy`. A driver whose
-  // `copy` bypasses the cache (io/udp: stream_copy) keeps these cached.
-  PayloadCopy copy_out = nullptr;
+  PayloadCopy copy = nullptr;  // nullptr: memcpy
 };
 
 /// IB's RNR NAK timer (IBTA spec vol. 1, table "Encoding for RNR NAK Timer Field"; verbs

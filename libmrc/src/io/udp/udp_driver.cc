@@ -23,7 +23,6 @@
 #include <numeric>
 #include <tuple>
 
-#include "common/stream_copy.h"
 #include "io/udp/link_watch.h"
 #include "mrc/common/netns.h"
 #include "mrc/io/udp/link_mtu.h"
@@ -175,16 +174,8 @@ struct UdpDriver::Slot {
 
 namespace {
 
-void cached_copy(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
-
-// The engine settings the driver owns when the caller left them unset: the send burst and
-// the payload copy (UdpConfig::engine).
-UdpConfig with_driver_defaults(UdpConfig c) {
+UdpConfig with_send_burst(UdpConfig c) {
   if (c.engine.send_burst == engine::Duration{0}) c.engine.send_burst = send_burst(c);
-  if (!c.engine.copy) {
-    c.engine.copy = &stream_copy;
-    if (!c.engine.copy_out) c.engine.copy_out = &cached_copy;
-  }
   return c;
 }
 
@@ -198,7 +189,7 @@ engine::Duration send_burst(const UdpConfig& c) {
 }
 
 UdpDriver::UdpDriver(const UdpConfig& cfg)
-    : cfg_(with_driver_defaults(cfg)),
+    : cfg_(with_send_burst(cfg)),
       engine_(std::make_unique<engine::Engine>(cfg_.engine)),
       tx_slots_(kTxBurst),
       scratch_(std::make_unique<Scratch>()) {}

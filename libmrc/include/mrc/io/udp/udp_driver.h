@@ -61,10 +61,6 @@ struct PlaneConfig {
 };
 
 struct UdpConfig {
-  // The engine's settings. Left unset, the driver sets send_burst (io::send_burst) and copy:
-  // stream_copy (common/stream_copy.h), non-temporal stores for payloads of 1 KiB and more,
-  // since a received payload's destination is registered memory this thread does not read
-  // (perf/RESULTS.md 2026-11-27 (bpc), issue 17); copy_out stays memcpy.
   engine::EngineConfig engine;
   std::vector<PlaneConfig> planes;  // index = plane number; at least one
   PathMode path_mode = PathMode::kDirect;
