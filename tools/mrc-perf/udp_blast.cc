@@ -248,15 +248,16 @@ Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
   // rx may count a send that tx has not yet counted.
   const double loss =
       tx_segments ? std::max(0.0, 100.0 * (1.0 - double(rx_segments) / tx_segments)) : 0;
-  char line[320];
+  char line[400];
   std::snprintf(line, sizeof line,
                 "udp-ceiling: %d sender(s) [%s] -> [%s]:%u, %zu B segments x %zu per send; "
+                "memory: %zu B sent from, %zu B received into; "
                 "sent %.2f Gbit/s %spps, received %.2f Gbit/s %spps (%llu segments), "
                 "%.1f%% not received",
                 spec.streams, spec.client_addrs[0].c_str(), spec.server_addrs[0].c_str(), spec.port,
-                segment, send_bytes / segment, tx_bytes * 8 / d / 1e9,
-                rate(tx_segments / d).c_str(), r.mean_gbps, rate(rx_segments / d).c_str(),
-                static_cast<unsigned long long>(rx_segments), loss);
+                segment, send_bytes / segment, sends * send_bytes, slots * kRecvBuf,
+                tx_bytes * 8 / d / 1e9, rate(tx_segments / d).c_str(), r.mean_gbps,
+                rate(rx_segments / d).c_str(), static_cast<unsigned long long>(rx_segments), loss);
   r.detail = line;
   return r;
 }
