@@ -12,9 +12,14 @@
 #   mrc        mrc-perf, 1 MiB WRITEs x 8 outstanding, every byte verified (its default)
 #   no-verify  the same, --no-verify (as perftest counts)
 #   ceiling    mrc-perf --no-mrc --baseline udp-ceiling (GSO senders, a GRO receiver that counts)
+#   ceiling-app  the same with MRC's memory footprint (--ceiling-memory 16M): its sender reads,
+#              and its receiver lands, in turn through 16 MiB each, as MRC's sender reads and its
+#              receiver places 2 x 8 outstanding x 1 MiB of registered memory (mostly out of
+#              cache; the plain ceiling reuses one 64 KiB send and 1 MiB of receive buffers)
 # Runs alternate ROUNDS times so load hits each alike; prints every run and, per kind, the
 # median ns of CPU per KiB, Gbit/s and CPUs busy, and ceiling / MRC of the CPU per byte
-# (target >= 0.8 not verified, >= 0.7 verified). Record the output in perf/RESULTS.md.
+# (target >= 0.8 not verified, >= 0.7 verified), then the same against ceiling-app. Record the
+# output in perf/RESULTS.md.
 #
 # Usage: bash perf/bytes_per_core.sh [seconds=10] [rounds=3]
 # BEFORE=<path of an mrc-perf kept from before a change> adds its two MRC runs to each round
@@ -49,13 +54,14 @@ one() {
     mrc | before-mrc) ;;
     no-verify | before-no-verify) args+=(--no-verify) ;;
     ceiling) args+=(--no-mrc --baseline udp-ceiling) ;;
+    ceiling-app) args+=(--no-mrc --baseline udp-ceiling --ceiling-memory 16M) ;;
     mrc-t*) args+=(--progress-threads "${kind#mrc-t}") ;;
   esac
   perf stat -x, -o "$WORK/$kind.stat" -e task-clock -- "$bin" "${args[@]}" \
     > "$out" 2>&1 || { cat "$out" >&2; exit 1; }
   local ms bytes
   ms=$(awk -F, '$3 == "task-clock" {print $1}' "$WORK/$kind.stat")
-  if [[ $kind == ceiling ]]; then
+  if [[ $kind == ceiling* ]]; then
     # "received <Gbit/s> Gbit/s" over the run's seconds
     bytes=$(grep -o 'received [0-9.]* Gbit/s' "$out" | awk -v s="$SECS" '{printf "%.0f", $2 * 1e9 / 8 * s}')
   else
@@ -68,10 +74,10 @@ one() {
 
 echo "fabric: 2 hosts, $PLANES plane(s) x 1 spine, unshaped; $SECS s per run, $ROUNDS rounds; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '  %-10s %12s %14s %12s %10s %8s\n' run "CPU ms" "payload B" "ns CPU/KiB" Gbit/s CPUs
-KINDS=(mrc no-verify ceiling)
+KINDS=(mrc no-verify ceiling ceiling-app)
 if [[ -n ${BEFORE:-} ]]; then
   [[ -x $BEFORE ]] || { echo "bytes_per_core.sh: BEFORE=$BEFORE is not an executable" >&2; exit 2; }
-  KINDS=(before-mrc mrc before-no-verify no-verify ceiling)
+  KINDS=(before-mrc mrc before-no-verify no-verify ceiling ceiling-app)
 fi
 if [[ -n ${THREADS:-} ]]; then
   KINDS=()
@@ -103,6 +109,9 @@ printf 'median ns of CPU per KiB: MRC verified %.1f (%.2f Gbit/s), not verified 
   "$M" "$(gbps mrc)" "$N" "$(gbps no-verify)" "$C" "$(gbps ceiling)"
 printf 'ceiling / MRC, CPU per byte: verified %.2f (target >= 0.7), not verified %.2f (target >= 0.8)\n' \
   "$(echo "$C / $M" | bc -l)" "$(echo "$C / $N" | bc -l)"
+A=$(cpk ceiling-app)
+printf 'ceiling-app (16 MiB each side): %.1f ns of CPU per KiB (%.2f Gbit/s), %.2f of the ceiling'"'"'s CPU per byte; ceiling-app / MRC: verified %.2f, not verified %.2f\n' \
+  "$A" "$(gbps ceiling-app)" "$(echo "$A / $C" | bc -l)" "$(echo "$A / $M" | bc -l)" "$(echo "$A / $N" | bc -l)"
 if [[ -n ${BEFORE:-} ]]; then
   BM=$(cpk before-mrc) BN=$(cpk before-no-verify)
   printf 'before: ns of CPU per KiB verified %.1f, not verified %.1f; after / before: %.2f, %.2f\n' \

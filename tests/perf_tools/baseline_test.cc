@@ -165,6 +165,25 @@ TEST_F(BaselineTest, RunUdpCeiling_TwoSeconds) {
   std::cout << r->detail << "\n";
 }
 
+// udp_app_bytes: the senders read, and the receiver lands, in turn through that much memory
+// (rounded up to whole sends and 64 KiB receive buffers); unset, one send and 16 buffers.
+TEST_F(BaselineTest, RunUdpCeiling_AppMemoryIsUsed) {
+  spec_.duration_s = 1;
+  auto r = run_udp_ceiling(spec_);
+  ASSERT_TRUE(r.ok()) << r.error();
+  // 65507 / 8264 = 7 segments of 8264 B per send
+  EXPECT_NE(r->detail.find("memory: 57848 B sent from, 1048576 B received into"), std::string::npos)
+      << r->detail;
+  spec_.udp_app_bytes = 4 << 20;
+  r = run_udp_ceiling(spec_);
+  ASSERT_TRUE(r.ok()) << r.error();
+  // ceil(4 MiB / 57848 B) = 73 sends; 64 receive buffers
+  EXPECT_NE(r->detail.find("memory: 4222904 B sent from, 4194304 B received into"),
+            std::string::npos)
+      << r->detail;
+  EXPECT_GT(r->mean_gbps, 0) << r->detail;
+}
+
 // Unset, the segment is an MRC data packet for the client's link: 8192 B of payload + 72 B of
 // MRC header on 9000-byte links (the fixture's), 1024 + 72 on 1500-byte links.
 TEST_F(BaselineTest, RunUdpCeiling_SegmentFollowsTheLinkMtu) {

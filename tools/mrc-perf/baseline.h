@@ -45,6 +45,14 @@ struct BaselineSpec {
   // 1500) plus its 72-byte data header. Else as given; the path MTU must hold it plus 48 B of
   // IPv6 + UDP headers.
   uint32_t udp_segment_bytes = 0;
+  // "App memory" of the UDP ceiling: each sender reads its sends in turn from this many bytes
+  // (one 64 KiB send after the next) and the receiver lands its GRO datagrams in turn into as
+  // many (64 KiB each). 0 (default): one send's worth and kBatch receive buffers, reused (in
+  // cache: the kernel's copies at their fastest). MRC reads each message from, and lands it
+  // in, registered memory (mrc-perf: 2 x outstanding x size on each side, 16 MiB by default,
+  // mostly out of cache); as many bytes here make the ceiling's kernel copies touch as cold
+  // memory, with no copy of MRC's own. Rounded up to whole sends / receive buffers.
+  size_t udp_app_bytes = 0;
   // Called at each interval boundary with the elapsed time (s), so a caller can apply faults
   // on schedule. May be empty; must not throw. For iperf3 runs the clock starts when the
   // client is started, a few ms before iperf3's own interval clock.

@@ -124,6 +124,12 @@ int main(int argc, char** argv) {
                                     "fault words; undone at the end of each run)");
   app.add_option("--baseline", baselines, "tcp, mptcp or udp-ceiling; repeatable; run after MRC");
   app.add_flag("--no-mrc", no_mrc, "run only the baselines");
+  std::string ceiling_memory;
+  app.add_option("--ceiling-memory", ceiling_memory,
+                 "udp-ceiling: its senders read their sends, and its receiver lands what comes, "
+                 "in turn through this many bytes each (K, M suffixes; default: one send and 16 "
+                 "receive buffers, reused, in cache), as MRC moves its messages between 2 x "
+                 "outstanding x size of registered memory on each side");
   app.add_flag("--trim", trim, "the fabric trims: zero UDP checksums (so no GSO), engine told");
   app.add_flag("--no-gso", no_gso, "MRC sends single datagrams (no UDP GSO)");
   app.add_flag("--ecmp", o.ecmp,
@@ -247,8 +253,11 @@ int main(int argc, char** argv) {
   }
   auto parsed_op = perf::parse_op(op);
   auto parsed_size = parse_size(size);
-  for (const auto& r : {parsed_op.ok() ? std::string() : parsed_op.error(),
-                        parsed_size.ok() ? std::string() : parsed_size.error()}) {
+  auto parsed_memory = parse_size(ceiling_memory.empty() ? "1" : ceiling_memory);
+  for (const auto& r :
+       {parsed_op.ok() ? std::string() : parsed_op.error(),
+        parsed_size.ok() ? std::string() : parsed_size.error(),
+        parsed_memory.ok() ? std::string() : "--ceiling-memory: " + parsed_memory.error()}) {
     if (!r.empty()) {
       std::fprintf(stderr, "mrc-perf: %s\n", r.c_str());
       return 2;
@@ -256,6 +265,7 @@ int main(int argc, char** argv) {
   }
   o.op = *parsed_op;
   o.msg_bytes = *parsed_size;
+  o.ceiling_memory_bytes = ceiling_memory.empty() ? 0 : *parsed_memory;
   o.mrc = !no_mrc;
   o.trimming = trim;
   o.gso = !no_gso;

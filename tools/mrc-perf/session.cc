@@ -358,6 +358,7 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
     spec.server_addrs = addrs[1];
     spec.duration_s = std::max(1.0, std::round(o.duration_s));
     spec.interval_s = std::max(0.1, o.interval_s);
+    spec.udp_app_bytes = o.ceiling_memory_bytes;
     TickFaults ticks(o.faults, fab);
     spec.on_tick = [&](double t) { ticks.tick(t); };
     if (!o.quiet) std::printf("  running baseline %s for %.0f s\n", to_string(b), spec.duration_s);

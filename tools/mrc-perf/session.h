@@ -80,6 +80,7 @@ struct SessionOptions {
   bool latency = false;  // a latency run: one message in flight, completions polled every 2 us
   bool mrc = true;                  // run MRC (false: baselines only)
   std::vector<Baseline> baselines;  // run after MRC, in this order
+  size_t ceiling_memory_bytes = 0;  // udp-ceiling: BaselineSpec::udp_app_bytes
   std::vector<TimedFault> faults;   // applied in every run; undone at the end of each
   bool trimming = false;            // the fabric trims: zero UDP checksums (no GSO), engine told so
   bool gso = true, gro = true;

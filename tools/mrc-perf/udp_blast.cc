@@ -75,14 +75,16 @@ struct Counters {
   std::atomic<uint64_t> segments{0};  // datagrams as sent (GSO segments)
 };
 
-void receive(int fd, const std::atomic<bool>& stop, Counters& rx) {
-  std::vector<char> data(kBatch * kRecvBuf);
+// Receive buffers: `slots` of kRecvBuf (at least kBatch), used kBatch at a time in turn.
+void receive(int fd, size_t slots, const std::atomic<bool>& stop, Counters& rx) {
+  std::vector<char> data(slots * kRecvBuf);
+  size_t next = 0;
   alignas(cmsghdr) char control[kBatch][CMSG_SPACE(sizeof(int))];
   iovec iov[kBatch];
   mmsghdr msgs[kBatch];
   while (!stop.load(std::memory_order_relaxed)) {
     for (int i = 0; i < kBatch; ++i) {
-      iov[i] = {data.data() + i * kRecvBuf, kRecvBuf};
+      iov[i] = {data.data() + (next + i) % slots * kRecvBuf, kRecvBuf};
       msgs[i] = {};
       msgs[i].msg_hdr.msg_iov = &iov[i];
       msgs[i].msg_hdr.msg_iovlen = 1;
@@ -90,6 +92,7 @@ void receive(int fd, const std::atomic<bool>& stop, Counters& rx) {
       msgs[i].msg_hdr.msg_controllen = sizeof control[i];
     }
     const int n = recvmmsg(fd, msgs, kBatch, MSG_WAITFORONE, nullptr);
+    if (n > 0) next = (next + static_cast<size_t>(n)) % slots;
     for (int i = 0; i < n; ++i) {
       const uint64_t len = msgs[i].msg_len;
       uint64_t segment = len;
@@ -107,12 +110,16 @@ void receive(int fd, const std::atomic<bool>& stop, Counters& rx) {
 }
 
 // Sends until `stop`; the first hard error stops this sender and is kept in `error`.
-void blast(int fd, size_t send_bytes, size_t segment, const std::atomic<bool>& stop, Counters& tx,
-           std::string& error, std::atomic<int>& failed) {
-  const std::vector<char> buf(send_bytes, 0);
+// Each send is the next send_bytes of a source of `sends` of them, in turn.
+void blast(int fd, size_t send_bytes, size_t sends, size_t segment, const std::atomic<bool>& stop,
+           Counters& tx, std::string& error, std::atomic<int>& failed) {
+  const std::vector<char> buf(send_bytes * sends, 0);
   const uint64_t segments = (send_bytes + segment - 1) / segment;
+  size_t next = 0;
   while (!stop.load(std::memory_order_relaxed)) {
-    if (send(fd, buf.data(), buf.size(), 0) >= 0) {
+    const char* from = buf.data() + next * send_bytes;
+    next = next + 1 == sends ? 0 : next + 1;
+    if (send(fd, from, send_bytes, 0) >= 0) {
       tx.bytes.fetch_add(send_bytes, std::memory_order_relaxed);
       tx.segments.fetch_add(segments, std::memory_order_relaxed);
       continue;
@@ -167,6 +174,8 @@ Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
     return Err("udp_segment_bytes must be 1.." + std::to_string(kMaxSend) + ", got " +
                std::to_string(segment));
   const size_t send_bytes = kMaxSend / segment * segment;
+  const size_t sends = std::max<size_t>(1, (spec.udp_app_bytes + send_bytes - 1) / send_bytes);
+  const size_t slots = std::max<size_t>(kBatch, (spec.udp_app_bytes + kRecvBuf - 1) / kRecvBuf);
 
   UniqueFd rx_fd;
   auto s = mrc::in_netns(spec.server_netns, [&]() -> Status<std::string> {
@@ -203,11 +212,11 @@ Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
   std::atomic<int> failed{0};  // senders that stopped on an error
   Counters rx, tx;
   std::vector<std::string> errors(tx_fds.size());
-  std::thread receiver(receive, rx_fd.get(), std::cref(stop), std::ref(rx));
+  std::thread receiver(receive, rx_fd.get(), slots, std::cref(stop), std::ref(rx));
   std::vector<std::thread> senders;
   for (size_t i = 0; i < tx_fds.size(); ++i) {
-    senders.emplace_back(blast, tx_fds[i].get(), send_bytes, segment, std::cref(stop), std::ref(tx),
-                         std::ref(errors[i]), std::ref(failed));
+    senders.emplace_back(blast, tx_fds[i].get(), send_bytes, sends, segment, std::cref(stop),
+                         std::ref(tx), std::ref(errors[i]), std::ref(failed));
   }
 
   BaselineResult r;
@@ -239,15 +248,16 @@ Result<BaselineResult, std::string> run_udp_ceiling(const BaselineSpec& spec) {
   // rx may count a send that tx has not yet counted.
   const double loss =
       tx_segments ? std::max(0.0, 100.0 * (1.0 - double(rx_segments) / tx_segments)) : 0;
-  char line[320];
+  char line[400];
   std::snprintf(line, sizeof line,
                 "udp-ceiling: %d sender(s) [%s] -> [%s]:%u, %zu B segments x %zu per send; "
+                "memory: %zu B sent from, %zu B received into; "
                 "sent %.2f Gbit/s %spps, received %.2f Gbit/s %spps (%llu segments), "
                 "%.1f%% not received",
                 spec.streams, spec.client_addrs[0].c_str(), spec.server_addrs[0].c_str(), spec.port,
-                segment, send_bytes / segment, tx_bytes * 8 / d / 1e9,
-                rate(tx_segments / d).c_str(), r.mean_gbps, rate(rx_segments / d).c_str(),
-                static_cast<unsigned long long>(rx_segments), loss);
+                segment, send_bytes / segment, sends * send_bytes, slots * kRecvBuf,
+                tx_bytes * 8 / d / 1e9, rate(tx_segments / d).c_str(), r.mean_gbps,
+                rate(rx_segments / d).c_str(), static_cast<unsigned long long>(rx_segments), loss);
   r.detail = line;
   return r;
 }
