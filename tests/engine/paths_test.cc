@@ -731,5 +731,33 @@ TEST(SharedHealth, Counting_TrueWhileARunOrBackoffWaitsForAnAck) {
   EXPECT_FALSE(h.counting(a));
 }
 
+// prefetch_next() is a hint to the CPU (thousands of QPs: the EVs the next packets use,
+// fetched ahead): the EVs it names stay inside the set whatever planes are in use (plane 1
+// has no EV here, plane 3's EVs are all bad), and the round robin picks what it would
+// have picked without it.
+TEST(PathSet, PrefetchNext_LeavesTheRoundRobinAsItWas) {
+  std::vector<Path> active;
+  for (uint32_t k = 0; k < 3; ++k)
+    for (const uint16_t p : {0, 2, 3}) active.push_back(Path{p * 100u + k, p});
+  PathSet plain, hinted;
+  plain.reset(active, {}, PathPolicy{}, 7);
+  hinted.reset(active, {}, PathPolicy{}, 7);
+  std::vector<EvEvent> ev;
+  for (uint32_t k = 0; k < 3; ++k) {
+    for (PathSet* s : {&plain, &hinted})
+      for (int i = 0; i < 3; ++i)
+        s->on_lost(static_cast<uint16_t>(s->find(300 + k)), false, Time{0}, ev);
+  }
+  hinted.prefetch_next();
+  for (int i = 0; i < 40; ++i) {
+    const uint16_t want = plain.next(-1);
+    hinted.prefetch_next();
+    ASSERT_EQ(hinted.next(-1), want) << "packet " << i;
+    ASSERT_NE(plain.ev(want).path.plane, 3) << "packet " << i;
+  }
+  PathSet empty;
+  empty.prefetch_next();
+  EXPECT_EQ(empty.next(-1), PathSet::kNoPath);
+}
 }  // namespace
 }  // namespace mrc::engine

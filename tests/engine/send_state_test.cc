@@ -37,6 +37,23 @@ TEST(SendState, Grow_KeepsEachRecordAtItsPsnAcrossWrap) {
   for (uint32_t psn = s.snd_una; psn != s.snd_nxt; ++psn) EXPECT_EQ(s.pkt(psn).offset, psn);
 }
 
+// A hint to the CPU only: an empty ring (nothing sent yet) is not indexed, a full one
+// (snd_nxt's slot still holds the oldest PSN in flight) keeps every record.
+TEST(SendState, PrefetchNext_ChangesNothing) {
+  SendState s;
+  s.tx_cap = 16;
+  s.prefetch_next();
+  EXPECT_TRUE(s.tx.empty());
+  s.grow();
+  while (!s.ring_full()) {
+    s.pkt(s.snd_nxt).offset = s.snd_nxt;
+    ++s.snd_nxt;
+    s.prefetch_next();
+  }
+  EXPECT_EQ(s.inflight(), 16u);
+  for (uint32_t psn = s.snd_una; psn != s.snd_nxt; ++psn) EXPECT_EQ(s.pkt(psn).offset, psn);
+}
+
 TEST(SendState, Restart_EmptiesTheRingAndStartsAtThePsn) {
   SendState s;
   s.tx_cap = 64;

@@ -100,6 +100,10 @@ void Core::make_ready(Qp& q) {
   if (q.in_ready || !sends_in(q.state)) return;
   q.in_ready = true;
   ready.push_back(q.qpn);
+  // Its turn comes after the QPs ahead of it: their sends hide the fetch of what its
+  // first packet writes (cold when thousands of QPs take turns).
+  q.snd.prefetch_next();
+  q.paths.prefetch_next();
 }
 
 void Core::want_ack(Qp& q) {

@@ -130,10 +130,19 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
         continue;
       }
       turn_[plane].cursor = static_cast<uint16_t>(pos + 1);
+      // The plane's next EV is the likely one for this QP's next packet on the plane.
+      __builtin_prefetch(&evs_[list[pos + 1 == n ? 0 : pos + 1]], 1);
       return list[pos];
     }
   }
   return fallback;
+}
+
+void PathSet::prefetch_next() const {
+  for (uint16_t p = 0; p < planes_; ++p) {
+    const std::span<const uint16_t> list = plane_evs(p);
+    if (!list.empty()) __builtin_prefetch(&evs_[list[turn_[p].cursor % list.size()]], 1);
+  }
 }
 
 int PathSet::balance(int best, uint32_t off) const {

@@ -101,6 +101,13 @@ struct SendState {
   /// The ring is full: every slot holds a PSN of [snd_nxt - tx.size(), snd_nxt) still in
   /// flight, so snd_nxt cannot be given out before grow() (or an ACK).
   bool ring_full() const { return inflight() >= tx.size(); }
+  /// Asks the CPU to fetch the record the next new PSN will use (snd_nxt's slot), for
+  /// writing, so that a QP whose state left the caches (thousands of QPs, each active in
+  /// turn) does not wait for it when it sends: called when the QP has data to send and
+  /// after each new PSN. A hint only: no state changes, nothing read.
+  void prefetch_next() const {
+    if (!tx.empty()) __builtin_prefetch(&tx[snd_nxt & tx_mask], 1);
+  }
   /// Doubles tx (16 slots at first, at most tx_cap), keeping each record at its PSN.
   /// (grow and restart are defined in sender.cc.)
   void grow();

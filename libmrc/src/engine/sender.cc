@@ -338,6 +338,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     SendWqe& w = from_rsp ? q.snd.rsp.at(cursor) : q.snd.sq.at(cursor);
     if (q.snd.ring_full()) q.snd.grow();
     psn = q.snd.snd_nxt++;
+    q.snd.prefetch_next();
     TxPkt& p = q.snd.pkt(psn);
     p.wqe = cursor;
     p.rsp = from_rsp;

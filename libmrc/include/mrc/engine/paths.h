@@ -190,6 +190,11 @@ class PathSet {
   /// port down shows as losses on every EV of the plane, which a short QP sees only once
   /// or twice each), when another plane may carry data. kNoPath when every EV is denied.
   uint16_t next(int avoid);
+  /// Asks the CPU to fetch, for writing, the record of the EV each plane's round robin
+  /// would pick next (next() does the same for the plane it picked from), so that a QP
+  /// whose records left the caches (thousands of QPs, each active in turn) finds them
+  /// there when it sends. A hint only: no state changes.
+  void prefetch_next() const;
 
   // ---- Feedback (each may append to `out`) ----------------------------------------------
   void on_acked(uint16_t i) {  // per packet acknowledged: inline
