@@ -67,6 +67,53 @@ TEST(QpState, SendsIn_RtsAndSqdOnly) {
   EXPECT_TRUE(sends_in(QpState::kSqd));
 }
 
+TEST(QpState, ConnectedIn_RtrRtsAndSqdOnly) {
+  for (QpState s : {QpState::kReset, QpState::kInit, QpState::kError})
+    EXPECT_FALSE(connected_in(s)) << to_string(s);
+  for (QpState s : {QpState::kRtr, QpState::kRts, QpState::kSqd})
+    EXPECT_TRUE(connected_in(s)) << to_string(s);
+}
+
+TEST(QpState, TakesSendsIn_RtsSqdAndErrorOnly) {
+  for (QpState s : {QpState::kReset, QpState::kInit, QpState::kRtr})
+    EXPECT_FALSE(takes_sends_in(s)) << to_string(s);
+  for (QpState s : {QpState::kRts, QpState::kSqd, QpState::kError})
+    EXPECT_TRUE(takes_sends_in(s)) << to_string(s);
+}
+
+TEST(QpState, ConfigurableIn_AllButResetAndError) {
+  for (QpState s : {QpState::kReset, QpState::kError})
+    EXPECT_FALSE(configurable_in(s)) << to_string(s);
+  for (QpState s : {QpState::kInit, QpState::kRtr, QpState::kRts, QpState::kSqd})
+    EXPECT_TRUE(configurable_in(s)) << to_string(s);
+}
+
+// Each helper is the engine's own rule: a post is refused exactly where takes_sends_in says
+// no, and a modify without a state change exactly where configurable_in says no.
+TEST_F(QpState_, Helpers_MatchTheEngine) {
+  auto check = [&] {
+    const QpState s = e.query_qp(q)->state;
+    SendWr wr;
+    wr.opcode = Opcode::kSend;
+    const auto posted = e.post_send(q, wr);
+    EXPECT_EQ(posted.ok() || posted.error() != Error::kBadState, takes_sends_in(s)) << to_string(s);
+    QpAttr a;
+    a.timeout = 10;
+    EXPECT_EQ(e.modify_qp(q, a, attr::kTimeout).ok(), configurable_in(s)) << to_string(s);
+  };
+  check();  // RESET
+  ASSERT_TRUE(to(QpState::kInit).ok());
+  check();
+  ASSERT_TRUE(to(QpState::kRtr, attr::kDest | attr::kPaths, rtr_attr()).ok());
+  check();
+  ASSERT_TRUE(to(QpState::kRts).ok());
+  check();
+  ASSERT_TRUE(to(QpState::kSqd).ok());
+  check();
+  ASSERT_TRUE(to(QpState::kError).ok());
+  check();
+}
+
 // The plane limit (kMaxPlanes) at its edge: the last plane is taken, the next one refused
 // with the field named, and the QP stays in INIT.
 TEST_F(QpState_, Rtr_PlaneBeyondLimitRefused) {

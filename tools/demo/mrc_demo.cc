@@ -231,8 +231,6 @@ void setup(Run& r) {
   at.mtu = 4096;
   at.max_psn_range = 1024;
   at.timeout = 14;  // 16.8 ms
-  at.retry_cnt_linear = 7;
-  at.retry_cnt_exp = 7;
   at.backup_paths = r.fabric->backup_paths(a, b, kBackupsPerPlane);
   r.qp = r.tb.connect(a, b, r.paths, at);
   for (const engine::Path& p : r.paths) r.ev_state[p.ev] = EvState::kGood;

@@ -276,10 +276,9 @@ Status<std::string> Runner::connect(Stream& s, int init, Op op) {
     auto mtu = d.payload_mtu(spec_.mtu);  // both ends' links must carry it
     if (!mtu.ok()) return Err(mtu.error());
     at.mtu = std::min(*mtu, end(s, 1 - i).drv->max_payload());
-    at.retry_cnt_exp = 7;
     at.max_psn_range = spec_.max_psn_range;
     at.path_policy.min_active_per_plane = spec_.min_active_per_plane;
-    constexpr uint32_t kMask = io::UdpDriver::kRtrMask | attr::kMtu | attr::kRetry | attr::kMpr;
+    constexpr uint32_t kMask = io::UdpDriver::kRtrMask | attr::kMtu | attr::kMpr;
     auto st = d.with_engine([&](Engine& e) -> Status<std::string> {
       QpAttr init;
       init.state = QpState::kInit;

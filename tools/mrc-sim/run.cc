@@ -126,8 +126,6 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   tc.attr.mtu = o.mtu;
   tc.attr.max_psn_range = o.mpr;
   tc.attr.timeout = o.timeout;
-  tc.attr.retry_cnt_linear = 7;
-  tc.attr.retry_cnt_exp = 7;
   tc.seed = o.seed;
   if (!o.delay_decrease) {  // the engines' own constants, as a profile, with the rule off
     engine::EngineConfig pc = ec;  // a profile learns nothing: sized at a base RTT

@@ -341,6 +341,272 @@ int check_hint_attr(const char* fn, const mrc_qp_hint_attr& a, int mask) {
   return 0;
 }
 
+// mrc_modify_qp's steps: checks that build a plan and change nothing (each returns 0, or -1
+// with errno set and the problem logged), then the one verbs modify that applies the plan, then
+// commit_modify, which cannot fail.
+struct ModifyPlan {
+  ibv_qp_state cur = IBV_QPS_RESET, to = IBV_QPS_RESET;
+  bool to_rtr = false;                             // INIT -> RTR: the QP connects
+  mrc_qp_attr next{};                              // the MRC attributes query returns afterwards
+  std::optional<uint64_t> ev_profile, cc_profile;  // the profiles bound afterwards
+  // At RTR, from the profiles: the EV profile's paths, the CC profile's constants (or none).
+  std::vector<engine::Path> profile_evs;
+  std::optional<engine::NsccConfig> profile_cc;
+  bool profile_cc_off = false;  // its CC profile's algorithm is NULL: no congestion control
+  // The verbs modify, with the MRC attributes as engine attributes applied in the same engine
+  // call (verbs::EngineOverrides).
+  ibv_qp_attr v{};
+  int vm = 0;
+  verbs::EngineOverrides ov;
+};
+
+// The masks, the state transition and what RTR needs.
+int check_modify(const mrc_qp* qp, const ibv_qp_attr* vattr, int vattr_mask,
+                 const mrc_qp_attr* mrc_attr, int mrc_attr_mask, ModifyPlan& p) {
+  const uint32_t qpn = qp->vqp->qp_num;
+  if ((vattr_mask && !vattr) || (mrc_attr_mask && !mrc_attr))
+    return fail(EINVAL, "mrc_modify_qp: QP %u: a mask is set but its attributes are NULL", qpn);
+  if (vattr_mask & ~(kVerbsUsed | kVerbsIgnored))
+    return fail(EINVAL, "mrc_modify_qp: QP %u: IBV_QP_* bits 0x%x are not attributes of MRC QPs",
+                qpn, vattr_mask & ~(kVerbsUsed | kVerbsIgnored));
+  if (mrc_attr_mask & ~kQpAttrMask)
+    return fail(EINVAL, "mrc_modify_qp: QP %u: unknown MRC mask bits 0x%x", qpn,
+                mrc_attr_mask & ~kQpAttrMask);
+  const ibv_qp_state cur = qp->vqp->state;
+  const bool has_state = vattr_mask & IBV_QP_STATE;
+  if (has_state && (raw(vattr->qp_state) < IBV_QPS_RESET || raw(vattr->qp_state) > IBV_QPS_ERR))
+    return fail(EINVAL, "mrc_modify_qp: QP %u: qp_state %d", qpn, raw(vattr->qp_state));
+  const ibv_qp_state to = has_state ? vattr->qp_state : cur;
+  if ((vattr_mask & IBV_QP_CUR_STATE) && raw(vattr->cur_qp_state) != cur)
+    return fail(EINVAL, "mrc_modify_qp: QP %u: cur_qp_state %d, but the QP is in %s", qpn,
+                raw(vattr->cur_qp_state), state_name(cur));
+  if (has_state &&
+      (to == IBV_QPS_SQE || !engine::qp_transition_ok(verbs::to_engine(cur), verbs::to_engine(to))))
+    return fail(EINVAL, "mrc_modify_qp: QP %u: no transition %s -> %s", qpn, state_name(cur),
+                state_name(to));
+  const bool to_rtr = has_state && cur == IBV_QPS_INIT && to == IBV_QPS_RTR;
+  if (to_rtr && (vattr_mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) != (IBV_QP_AV | IBV_QP_DEST_QPN))
+    return fail(EINVAL, "mrc_modify_qp: QP %u: RTR needs IBV_QP_AV and IBV_QP_DEST_QPN", qpn);
+  if ((vattr_mask & IBV_QP_PATH_MTU) &&
+      (raw(vattr->path_mtu) < IBV_MTU_256 || raw(vattr->path_mtu) > IBV_MTU_4096))
+    return fail(EINVAL, "mrc_modify_qp: QP %u: path_mtu %d", qpn, raw(vattr->path_mtu));
+  p.cur = cur;
+  p.to = to;
+  p.to_rtr = to_rtr;
+  p.next = qp->attr;
+  p.ev_profile = qp->ev_profile;
+  p.cc_profile = qp->cc_profile;
+  return 0;
+}
+
+// The MRC attributes' ranges, into p.next.
+int check_mrc_limits(const mrc_qp* qp, const mrc_qp_attr* m, int mm, ModifyPlan& p) {
+  const uint32_t qpn = qp->vqp->qp_num;
+  mrc_qp_attr& next = p.next;
+  const uint8_t mpr_max = max_mpr(*qp->ctx->dev);
+  if (mm & MRC_QP_MAX_WIMM) {
+    if (m->wimm.max_wimm < 1 || m->wimm.max_wimm > kMaxWimm)
+      return fail(EINVAL, "mrc_modify_qp: QP %u: max_wimm %u out of range 1..%u", qpn,
+                  m->wimm.max_wimm, kMaxWimm);
+    next.wimm.max_wimm = m->wimm.max_wimm;
+  }
+  if (mm & MRC_QP_MAX_WIMM_DEST) {
+    if (m->wimm.max_wimm_dest < 1 || m->wimm.max_wimm_dest > kMaxWimm)
+      return fail(EINVAL, "mrc_modify_qp: QP %u: max_wimm_dest %u out of range 1..%u", qpn,
+                  m->wimm.max_wimm_dest, kMaxWimm);
+    next.wimm.max_wimm_dest = m->wimm.max_wimm_dest;
+  }
+  if (mm & MRC_QP_MPR) {
+    if (m->mpr.mpr < 1 || m->mpr.mpr > mpr_max)
+      return fail(EINVAL, "mrc_modify_qp: QP %u: mpr %u out of range 1..%u (units of 128 PSNs)",
+                  qpn, m->mpr.mpr, mpr_max);
+    next.mpr.mpr = m->mpr.mpr;
+  }
+  if (mm & MRC_QP_MPR_DEST) {
+    if (m->mpr.mpr_dest < 1 || m->mpr.mpr_dest > mpr_max)
+      return fail(EINVAL, "mrc_modify_qp: QP %u: mpr_dest %u out of range 1..%u", qpn,
+                  m->mpr.mpr_dest, mpr_max);
+    next.mpr.mpr_dest = m->mpr.mpr_dest;
+  }
+  if (mm & MRC_QP_TIMEOUT) {
+    if (m->timeout > kMaxTimeout)
+      return fail(EINVAL, "mrc_modify_qp: QP %u: timeout %u above %u (1.024 us x 2^timeout)", qpn,
+                  m->timeout, kMaxTimeout);
+    next.timeout = m->timeout;
+  }
+  if (mm & MRC_QP_RETRY_CNT) {
+    if (m->retry.linear_cnt > kMaxRetryLinear || m->retry.exp_cnt > kMaxRetryExp)
+      return fail(EINVAL, "mrc_modify_qp: QP %u: retry linear %u (max %u), exp %u (max %u)", qpn,
+                  m->retry.linear_cnt, kMaxRetryLinear, m->retry.exp_cnt, kMaxRetryExp);
+    next.retry = m->retry;
+  }
+  if (mm & MRC_QP_CAP) {
+    const uint32_t known = MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED | MRC_QP_CAP_DYNAMIC_MPR |
+                           MRC_QP_CAP_SVC_TIME_DEST_UNSUPPORTED;
+    if (m->cap & ~known)
+      return fail(EINVAL, "mrc_modify_qp: QP %u: unknown cap bits 0x%x", qpn, m->cap & ~known);
+    if (m->cap & MRC_QP_CAP_DYNAMIC_MPR)
+      return fail(EINVAL,
+                  "mrc_modify_qp: QP %u: cap MRC_QP_CAP_DYNAMIC_MPR: dynamic MPR is not "
+                  "supported (the device has no MRC_DEVICE_CAP_DYNAMIC_MPR)",
+                  qpn);
+    next.cap = m->cap;
+  }
+  if (mm & MRC_QP_VENDOR_CFG) std::memcpy(next.vendor_cfg, m->vendor_cfg, sizeof next.vendor_cfg);
+  return 0;
+}
+
+// The hint and the profiles: set at INIT only; into p.next and p's profiles.
+int check_bindings(const mrc_qp* qp, const mrc_qp_attr* m, int mm, ModifyPlan& p) {
+  const uint32_t qpn = qp->vqp->qp_num;
+  const int binding = MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID;
+  const bool at_init = (p.cur == IBV_QPS_RESET && p.to == IBV_QPS_INIT) ||
+                       (p.cur == IBV_QPS_INIT && (p.to == IBV_QPS_INIT || p.to == IBV_QPS_RTR));
+  if ((mm & binding) && !at_init)
+    return fail(EINVAL,
+                "mrc_modify_qp: QP %u: the hint and the EV/CC profiles are set at INIT "
+                "(the QP is in %s)",
+                qpn, state_name(p.cur));
+  if ((mm & MRC_QP_HINT) && m->qp_hint && !owns(qp->ctx, m->qp_hint))
+    return fail(EINVAL, "mrc_modify_qp: QP %u: the hint is not one of this context's", qpn);
+  if (mm & MRC_QP_HINT) p.next.qp_hint = m->qp_hint;
+  if (mm & MRC_QP_EV_PROFILE_ID) {
+    p.next.profile.ev_profile_id = m->profile.ev_profile_id;
+    p.ev_profile = m->profile.ev_profile_id;
+  }
+  if (mm & MRC_QP_CC_PROFILE_ID) {
+    p.next.profile.cc_profile_id = m->profile.cc_profile_id;
+    p.cc_profile = m->profile.cc_profile_id;
+  }
+  return 0;
+}
+
+// Profiles named must be ONLINE; at RTR the QP takes its EVs from its EV profile and its
+// NSCC constants from its CC profile. One look under the controller's lock.
+int look_up_profiles(const mrc_qp* qp, int mm, ModifyPlan& p) {
+  const uint32_t qpn = qp->vqp->qp_num;
+  Controller& c = controller();
+  std::lock_guard lock(c.mu);
+  if (mm & MRC_QP_EV_PROFILE_ID) {
+    auto it = c.ev.find(*p.ev_profile);
+    if (it == c.ev.end() || it->second.state != MRC_CTL_PROFILE_ONLINE)
+      return fail(ENOENT, "mrc_modify_qp: QP %u: EV profile %llu is not ONLINE", qpn,
+                  static_cast<unsigned long long>(*p.ev_profile));
+  }
+  if (mm & MRC_QP_CC_PROFILE_ID) {
+    auto it = c.cc.find(*p.cc_profile);
+    if (it == c.cc.end() || it->second.state != MRC_CTL_PROFILE_ONLINE)
+      return fail(ENOENT, "mrc_modify_qp: QP %u: CC profile %llu is not ONLINE", qpn,
+                  static_cast<unsigned long long>(*p.cc_profile));
+  }
+  if (p.to_rtr && p.ev_profile) {
+    auto it = c.ev.find(*p.ev_profile);
+    if (it == c.ev.end() || it->second.state != MRC_CTL_PROFILE_ONLINE)
+      return fail(ENOENT, "mrc_modify_qp: QP %u: its EV profile %llu is no longer ONLINE", qpn,
+                  static_cast<unsigned long long>(*p.ev_profile));
+    p.profile_evs = profile_paths(it->second);
+  }
+  if (p.to_rtr && p.cc_profile) {
+    auto it = c.cc.find(*p.cc_profile);
+    p.profile_cc_off = it != c.cc.end() && it->second.no_cc;
+    p.profile_cc = cc_config(c, *p.cc_profile);
+  }
+  return 0;
+}
+
+// The verbs attributes, and the MRC ones as engine attributes. The app's own IBV_QP_TIMEOUT /
+// RETRY_CNT are ignored (kVerbsIgnored); the QP's go in their place (in the verbs attributes
+// too, for query).
+void plan_attrs(const mrc_qp* qp, const ibv_qp_attr* vattr, int vattr_mask, int mm, ModifyPlan& p) {
+  const mrc_qp_attr& next = p.next;
+  const bool to_rtr = p.to_rtr;
+  ibv_qp_attr& v = p.v;
+  int& vm = p.vm;
+  verbs::EngineOverrides& ov = p.ov;
+  engine::QpAttr& ea = ov.attr;
+  v = vattr ? *vattr : ibv_qp_attr{};
+  vm = vattr_mask & kVerbsUsed & ~IBV_QP_CUR_STATE;
+  const bool live = p.to != IBV_QPS_RESET && p.to != IBV_QPS_ERR &&
+                    (to_rtr || engine::connected_in(verbs::to_engine(p.cur)));
+  if (to_rtr) {
+    if (!p.profile_evs.empty()) {  // else the verbs device's spray paths
+      ea.paths = std::move(p.profile_evs);
+      ov.mask |= engine::attr::kPaths;
+    }
+    if (p.profile_cc_off) {
+      ea.cc_off = true;
+      ov.mask |= engine::attr::kCc;
+    } else if (p.profile_cc) {
+      ea.cc = p.profile_cc;
+      ov.mask |= engine::attr::kCc;
+    }
+    ea.cc_rates = qp_cc_rates(next.qp_hint);
+    if (ea.cc_rates.any()) ov.mask |= engine::attr::kCcRates;
+  }
+  if (live && (to_rtr || (mm & MRC_QP_TIMEOUT))) {
+    ea.timeout = std::max<uint8_t>(next.timeout, 1);  // engine: 0 would mean "no timeout"
+    v.timeout = ea.timeout;
+    vm |= IBV_QP_TIMEOUT;
+    ov.mask |= engine::attr::kTimeout;
+  }
+  if (live && (to_rtr || (mm & MRC_QP_RETRY_CNT))) {
+    ea.retry_cnt_linear = next.retry.linear_cnt;
+    ea.retry_cnt_exp = next.retry.exp_cnt;
+    v.retry_cnt = next.retry.linear_cnt;
+    vm |= IBV_QP_RETRY_CNT;
+    ov.mask |= engine::attr::kRetry;
+  }
+  // MPR: set at RTR; on a connected QP it may change (the engine: a window grows only while
+  // nothing is in flight, else EBUSY).
+  if (to_rtr || (live && (mm & MRC_QP_MPR) && next.mpr.mpr != qp->attr.mpr.mpr)) {
+    ea.max_psn_range = uint32_t{next.mpr.mpr} * 128;
+    ov.mask |= engine::attr::kMpr;
+  }
+  // MPR_DEST: this QP's receive window, from RTR on (the engine NACKs PSNs past it).
+  if (live && (to_rtr || (mm & MRC_QP_MPR_DEST))) {
+    ea.max_psn_range_dest = uint32_t{next.mpr.mpr_dest} * 128;
+    ov.mask |= engine::attr::kMprDest;
+  }
+  // The WRITE_WITH_IMM limits, enforced by the engine from RTR on (see engine::QpAttr).
+  if (live && (to_rtr || (mm & (MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST)))) {
+    ea.max_wimm = next.wimm.max_wimm;
+    ea.max_wimm_dest = next.wimm.max_wimm_dest;
+    ov.mask |= engine::attr::kWimm;
+  }
+}
+
+// Applied: bindings, the profile's EV rules, and what query returns. Nothing here fails.
+void commit_modify(mrc_qp* qp, ModifyPlan& p) {
+  const uint32_t qpn = qp->vqp->qp_num;
+  if (p.to == IBV_QPS_RESET) {  // a reset QP forgets its connection, hint and profiles
+    p.next = default_qp_attr();
+    p.ev_profile.reset();
+    p.cc_profile.reset();
+  }
+  if (p.next.qp_hint != qp->attr.qp_hint) {
+    if (qp->attr.qp_hint) --qp->attr.qp_hint->qps;
+    if (p.next.qp_hint) ++p.next.qp_hint->qps;
+  }
+  {
+    Controller& c = controller();
+    std::lock_guard lock(c.mu);
+    if (p.to_rtr && p.ev_profile)
+      if (auto it = c.ev.find(*p.ev_profile); it != c.ev.end())
+        sync_qp(*qp->ctx->dev, qpn, it->second, false);
+    if (p.ev_profile != qp->ev_profile || p.cc_profile != qp->cc_profile) {
+      unbind(c, qp, qpn);
+      // A profile that went away since the check above is not bound; RTR then refuses.
+      if (auto it = p.ev_profile ? c.ev.find(*p.ev_profile) : c.ev.end(); it != c.ev.end())
+        it->second.qpns.insert(qpn);
+      if (auto it = p.cc_profile ? c.cc.find(*p.cc_profile) : c.cc.end(); it != c.cc.end())
+        it->second.qpns.insert(qpn);
+      qp->ev_profile = p.ev_profile;
+      qp->cc_profile = p.cc_profile;
+    }
+  }
+  qp->attr = p.next;
+}
+
 }  // namespace
 }  // namespace mrc::ocp
 
@@ -701,232 +967,21 @@ int mrc_query_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
 int mrc_modify_qp(struct mrc_qp* qp, struct ibv_qp_attr* vattr, int vattr_mask,
                   struct mrc_qp_attr* mrc_attr, int mrc_attr_mask) {
   if (!qp) return fail(EINVAL, "mrc_modify_qp: qp is NULL");
-  const uint32_t qpn = qp->vqp->qp_num;
-  if ((vattr_mask && !vattr) || (mrc_attr_mask && !mrc_attr))
-    return fail(EINVAL, "mrc_modify_qp: QP %u: a mask is set but its attributes are NULL", qpn);
-  if (vattr_mask & ~(kVerbsUsed | kVerbsIgnored))
-    return fail(EINVAL, "mrc_modify_qp: QP %u: IBV_QP_* bits 0x%x are not attributes of MRC QPs",
-                qpn, vattr_mask & ~(kVerbsUsed | kVerbsIgnored));
-  if (mrc_attr_mask & ~kQpAttrMask)
-    return fail(EINVAL, "mrc_modify_qp: QP %u: unknown MRC mask bits 0x%x", qpn,
-                mrc_attr_mask & ~kQpAttrMask);
-  verbs::Device& dev = *qp->ctx->dev;
-  const ibv_qp_state cur = qp->vqp->state;
-  const bool has_state = vattr_mask & IBV_QP_STATE;
-  if (has_state && (raw(vattr->qp_state) < IBV_QPS_RESET || raw(vattr->qp_state) > IBV_QPS_ERR))
-    return fail(EINVAL, "mrc_modify_qp: QP %u: qp_state %d", qpn, raw(vattr->qp_state));
-  const ibv_qp_state to = has_state ? vattr->qp_state : cur;
-  if ((vattr_mask & IBV_QP_CUR_STATE) && raw(vattr->cur_qp_state) != cur)
-    return fail(EINVAL, "mrc_modify_qp: QP %u: cur_qp_state %d, but the QP is in %s", qpn,
-                raw(vattr->cur_qp_state), state_name(cur));
-  if (has_state &&
-      (to == IBV_QPS_SQE || !engine::qp_transition_ok(verbs::to_engine(cur), verbs::to_engine(to))))
-    return fail(EINVAL, "mrc_modify_qp: QP %u: no transition %s -> %s", qpn, state_name(cur),
-                state_name(to));
-  const bool to_rtr = has_state && cur == IBV_QPS_INIT && to == IBV_QPS_RTR;
-  if (to_rtr && (vattr_mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) != (IBV_QP_AV | IBV_QP_DEST_QPN))
-    return fail(EINVAL, "mrc_modify_qp: QP %u: RTR needs IBV_QP_AV and IBV_QP_DEST_QPN", qpn);
-  if ((vattr_mask & IBV_QP_PATH_MTU) &&
-      (raw(vattr->path_mtu) < IBV_MTU_256 || raw(vattr->path_mtu) > IBV_MTU_4096))
-    return fail(EINVAL, "mrc_modify_qp: QP %u: path_mtu %d", qpn, raw(vattr->path_mtu));
-
-  // The MRC attributes, checked into `next` (applied only if everything succeeds).
-  const mrc_qp_attr* m = mrc_attr;
-  const int mm = mrc_attr_mask;
-  mrc_qp_attr next = qp->attr;
-  const uint8_t mpr_max = max_mpr(dev);
-  if (mm & MRC_QP_MAX_WIMM) {
-    if (m->wimm.max_wimm < 1 || m->wimm.max_wimm > kMaxWimm)
-      return fail(EINVAL, "mrc_modify_qp: QP %u: max_wimm %u out of range 1..%u", qpn,
-                  m->wimm.max_wimm, kMaxWimm);
-    next.wimm.max_wimm = m->wimm.max_wimm;
-  }
-  if (mm & MRC_QP_MAX_WIMM_DEST) {
-    if (m->wimm.max_wimm_dest < 1 || m->wimm.max_wimm_dest > kMaxWimm)
-      return fail(EINVAL, "mrc_modify_qp: QP %u: max_wimm_dest %u out of range 1..%u", qpn,
-                  m->wimm.max_wimm_dest, kMaxWimm);
-    next.wimm.max_wimm_dest = m->wimm.max_wimm_dest;
-  }
-  if (mm & MRC_QP_MPR) {
-    if (m->mpr.mpr < 1 || m->mpr.mpr > mpr_max)
-      return fail(EINVAL, "mrc_modify_qp: QP %u: mpr %u out of range 1..%u (units of 128 PSNs)",
-                  qpn, m->mpr.mpr, mpr_max);
-    next.mpr.mpr = m->mpr.mpr;
-  }
-  if (mm & MRC_QP_MPR_DEST) {
-    if (m->mpr.mpr_dest < 1 || m->mpr.mpr_dest > mpr_max)
-      return fail(EINVAL, "mrc_modify_qp: QP %u: mpr_dest %u out of range 1..%u", qpn,
-                  m->mpr.mpr_dest, mpr_max);
-    next.mpr.mpr_dest = m->mpr.mpr_dest;
-  }
-  if (mm & MRC_QP_TIMEOUT) {
-    if (m->timeout > kMaxTimeout)
-      return fail(EINVAL, "mrc_modify_qp: QP %u: timeout %u above %u (1.024 us x 2^timeout)", qpn,
-                  m->timeout, kMaxTimeout);
-    next.timeout = m->timeout;
-  }
-  if (mm & MRC_QP_RETRY_CNT) {
-    if (m->retry.linear_cnt > kMaxRetryLinear || m->retry.exp_cnt > kMaxRetryExp)
-      return fail(EINVAL, "mrc_modify_qp: QP %u: retry linear %u (max %u), exp %u (max %u)", qpn,
-                  m->retry.linear_cnt, kMaxRetryLinear, m->retry.exp_cnt, kMaxRetryExp);
-    next.retry = m->retry;
-  }
-  if (mm & MRC_QP_CAP) {
-    const uint32_t known = MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED | MRC_QP_CAP_DYNAMIC_MPR |
-                           MRC_QP_CAP_SVC_TIME_DEST_UNSUPPORTED;
-    if (m->cap & ~known) return fail(EINVAL, "mrc_modify_qp: QP %u: unknown cap bits 0x%x", qpn, m->cap & ~known);
-    if (m->cap & MRC_QP_CAP_DYNAMIC_MPR)
-      return fail(EINVAL,
-                  "mrc_modify_qp: QP %u: cap MRC_QP_CAP_DYNAMIC_MPR: dynamic MPR is not "
-                  "supported (the device has no MRC_DEVICE_CAP_DYNAMIC_MPR)",
-                  qpn);
-    next.cap = m->cap;
-  }
-  if (mm & MRC_QP_VENDOR_CFG) std::memcpy(next.vendor_cfg, m->vendor_cfg, sizeof next.vendor_cfg);
-  const int binding = MRC_QP_HINT | MRC_QP_EV_PROFILE_ID | MRC_QP_CC_PROFILE_ID;
-  const bool at_init = (cur == IBV_QPS_RESET && to == IBV_QPS_INIT) ||
-                       (cur == IBV_QPS_INIT && (to == IBV_QPS_INIT || to == IBV_QPS_RTR));
-  if ((mm & binding) && !at_init)
-    return fail(EINVAL, "mrc_modify_qp: QP %u: the hint and the EV/CC profiles are set at INIT "
-                "(the QP is in %s)", qpn, state_name(cur));
-  if ((mm & MRC_QP_HINT) && m->qp_hint && !owns(qp->ctx, m->qp_hint))
-    return fail(EINVAL, "mrc_modify_qp: QP %u: the hint is not one of this context's", qpn);
-  if (mm & MRC_QP_HINT) next.qp_hint = m->qp_hint;
-  std::optional<uint64_t> ev_profile = qp->ev_profile, cc_profile = qp->cc_profile;
-  if (mm & MRC_QP_EV_PROFILE_ID) {
-    next.profile.ev_profile_id = m->profile.ev_profile_id;
-    ev_profile = m->profile.ev_profile_id;
-  }
-  if (mm & MRC_QP_CC_PROFILE_ID) {
-    next.profile.cc_profile_id = m->profile.cc_profile_id;
-    cc_profile = m->profile.cc_profile_id;
-  }
-
-  // Profiles named must be ONLINE; at RTR the QP takes its EVs from its EV profile and its
-  // NSCC constants from its CC profile. One look under the controller's lock.
-  std::vector<engine::Path> profile_evs;
-  std::optional<engine::NsccConfig> profile_cc;
-  bool profile_cc_off = false;  // its CC profile's algorithm is NULL: no congestion control
-  {
-    Controller& c = controller();
-    std::lock_guard lock(c.mu);
-    if (mm & MRC_QP_EV_PROFILE_ID) {
-      auto it = c.ev.find(*ev_profile);
-      if (it == c.ev.end() || it->second.state != MRC_CTL_PROFILE_ONLINE)
-        return fail(ENOENT, "mrc_modify_qp: QP %u: EV profile %llu is not ONLINE", qpn,
-                    static_cast<unsigned long long>(*ev_profile));
-    }
-    if (mm & MRC_QP_CC_PROFILE_ID) {
-      auto it = c.cc.find(*cc_profile);
-      if (it == c.cc.end() || it->second.state != MRC_CTL_PROFILE_ONLINE)
-        return fail(ENOENT, "mrc_modify_qp: QP %u: CC profile %llu is not ONLINE", qpn,
-                    static_cast<unsigned long long>(*cc_profile));
-    }
-    if (to_rtr && ev_profile) {
-      auto it = c.ev.find(*ev_profile);
-      if (it == c.ev.end() || it->second.state != MRC_CTL_PROFILE_ONLINE)
-        return fail(ENOENT, "mrc_modify_qp: QP %u: its EV profile %llu is no longer ONLINE", qpn,
-                    static_cast<unsigned long long>(*ev_profile));
-      profile_evs = profile_paths(it->second);
-    }
-    if (to_rtr && cc_profile) {
-      auto it = c.cc.find(*cc_profile);
-      profile_cc_off = it != c.cc.end() && it->second.no_cc;
-      profile_cc = cc_config(c, *cc_profile);
-    }
-  }
-
-  // The plan: the verbs attributes, and the MRC ones as engine attributes that the verbs
-  // modify applies in the same engine call (verbs::EngineOverrides). The app's own
-  // IBV_QP_TIMEOUT / RETRY_CNT are ignored (kVerbsIgnored); the QP's go in their place (in
-  // the verbs attributes too, for query).
-  ibv_qp_attr v = vattr ? *vattr : ibv_qp_attr{};
-  int vm = vattr_mask & kVerbsUsed & ~IBV_QP_CUR_STATE;
-  verbs::EngineOverrides ov;
-  engine::QpAttr& ea = ov.attr;
-  const bool live = to != IBV_QPS_RESET && to != IBV_QPS_ERR &&
-                    (to_rtr || cur == IBV_QPS_RTR || cur == IBV_QPS_RTS || cur == IBV_QPS_SQD);
-  if (to_rtr) {
-    if (!profile_evs.empty()) {  // else the verbs device's spray paths
-      ea.paths = std::move(profile_evs);
-      ov.mask |= engine::attr::kPaths;
-    }
-    if (profile_cc_off) {
-      ea.cc_off = true;
-      ov.mask |= engine::attr::kCc;
-    } else if (profile_cc) {
-      ea.cc = profile_cc;
-      ov.mask |= engine::attr::kCc;
-    }
-    ea.cc_rates = qp_cc_rates(next.qp_hint);
-    if (ea.cc_rates.any()) ov.mask |= engine::attr::kCcRates;
-  }
-  if (live && (to_rtr || (mm & MRC_QP_TIMEOUT))) {
-    ea.timeout = std::max<uint8_t>(next.timeout, 1);  // engine: 0 would mean "no timeout"
-    v.timeout = ea.timeout;
-    vm |= IBV_QP_TIMEOUT;
-    ov.mask |= engine::attr::kTimeout;
-  }
-  if (live && (to_rtr || (mm & MRC_QP_RETRY_CNT))) {
-    ea.retry_cnt_linear = next.retry.linear_cnt;
-    ea.retry_cnt_exp = next.retry.exp_cnt;
-    v.retry_cnt = next.retry.linear_cnt;
-    vm |= IBV_QP_RETRY_CNT;
-    ov.mask |= engine::attr::kRetry;
-  }
-  // MPR: set at RTR; on a connected QP it may change (the engine: a window grows only while
-  // nothing is in flight, else EBUSY).
-  if (to_rtr || (live && (mm & MRC_QP_MPR) && next.mpr.mpr != qp->attr.mpr.mpr)) {
-    ea.max_psn_range = uint32_t{next.mpr.mpr} * 128;
-    ov.mask |= engine::attr::kMpr;
-  }
-  // MPR_DEST: this QP's receive window, from RTR on (the engine NACKs PSNs past it).
-  if (live && (to_rtr || (mm & MRC_QP_MPR_DEST))) {
-    ea.max_psn_range_dest = uint32_t{next.mpr.mpr_dest} * 128;
-    ov.mask |= engine::attr::kMprDest;
-  }
-  // The WRITE_WITH_IMM limits, enforced by the engine from RTR on (see engine::QpAttr).
-  if (live && (to_rtr || (mm & (MRC_QP_MAX_WIMM | MRC_QP_MAX_WIMM_DEST)))) {
-    ea.max_wimm = next.wimm.max_wimm;
-    ea.max_wimm_dest = next.wimm.max_wimm_dest;
-    ov.mask |= engine::attr::kWimm;
-  }
-
+  ModifyPlan p;
+  if (check_modify(qp, vattr, vattr_mask, mrc_attr, mrc_attr_mask, p) ||
+      check_mrc_limits(qp, mrc_attr, mrc_attr_mask, p) ||
+      check_bindings(qp, mrc_attr, mrc_attr_mask, p) || look_up_profiles(qp, mrc_attr_mask, p))
+    return -1;
+  plan_attrs(qp, vattr, vattr_mask, mrc_attr_mask, p);
   // Apply: the verbs device checks everything (the engine's checks included) before it
   // changes anything; refused, it said why, naming the field, and the QP is as it was.
-  if (vm || ov.mask) {
-    if (int r = verbs::modify_qp(qp->vqp, &v, vm, ov, "mrc_modify_qp")) {
+  if (p.vm || p.ov.mask) {
+    if (int r = verbs::modify_qp(qp->vqp, &p.v, p.vm, p.ov, "mrc_modify_qp")) {
       errno = r;
       return -1;
     }
   }
-  // Applied: bindings, the profile's EV rules, and what query returns. Nothing here fails.
-  if (to == IBV_QPS_RESET) {  // a reset QP forgets its connection, hint and profiles
-    next = default_qp_attr();
-    ev_profile.reset();
-    cc_profile.reset();
-  }
-  if (next.qp_hint != qp->attr.qp_hint) {
-    if (qp->attr.qp_hint) --qp->attr.qp_hint->qps;
-    if (next.qp_hint) ++next.qp_hint->qps;
-  }
-  {
-    Controller& c = controller();
-    std::lock_guard lock(c.mu);
-    if (to_rtr && ev_profile)
-      if (auto it = c.ev.find(*ev_profile); it != c.ev.end()) sync_qp(dev, qpn, it->second, false);
-    if (ev_profile != qp->ev_profile || cc_profile != qp->cc_profile) {
-      unbind(c, qp, qpn);
-      // A profile that went away since the check above is not bound; RTR then refuses.
-      if (auto it = ev_profile ? c.ev.find(*ev_profile) : c.ev.end(); it != c.ev.end())
-        it->second.qpns.insert(qpn);
-      if (auto it = cc_profile ? c.cc.find(*cc_profile) : c.cc.end(); it != c.cc.end())
-        it->second.qpns.insert(qpn);
-      qp->ev_profile = ev_profile;
-      qp->cc_profile = cc_profile;
-    }
-  }
-  qp->attr = next;
+  commit_modify(qp, p);
   return 0;
 }
 

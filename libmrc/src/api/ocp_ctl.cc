@@ -209,9 +209,7 @@ void sync_qp(verbs::Device& dev, uint32_t qpn, const EvProfile& p, bool paths) {
   const engine::Time now = dev.cfg.udp.clock();
   dev.driver->with_engine([&](engine::Engine& e) {
     auto q = e.query_qp(qpn);
-    if (!q || q->state == engine::QpState::kReset || q->state == engine::QpState::kInit ||
-        q->state == engine::QpState::kError)
-      return 0;
+    if (!q || !engine::connected_in(q->state)) return 0;
     engine::QpAttr a;
     uint32_t mask = engine::attr::kPathPolicy;
     if (paths) {
@@ -411,10 +409,7 @@ engine::Qpn connected_qp_to(io::UdpDriver& drv, engine::PeerId peer) {
   return drv.peek_engine([&](engine::Engine& e) -> engine::Qpn {
     for (engine::Qpn q = 0; q <= e.max_qpn(); ++q) {
       const auto a = e.query_qp(q);
-      if (a.ok() && a->peer == peer &&
-          (a->state == engine::QpState::kRtr || a->state == engine::QpState::kRts ||
-           a->state == engine::QpState::kSqd))
-        return q;
+      if (a.ok() && a->peer == peer && engine::connected_in(a->state)) return q;
     }
     return 0;
   });
@@ -1072,8 +1067,7 @@ int mrc_ctl_modify_cc_profile(struct mrc_context* mrc_ctx, uint64_t id,
     mrc_ctx->dev->driver->with_engine([&](engine::Engine& e) {
       for (uint32_t qpn : stored.qpns) {
         auto q = e.query_qp(qpn);
-        if (q && q->state != engine::QpState::kReset && q->state != engine::QpState::kInit)
-          (void)e.modify_qp(qpn, a, engine::attr::kCc);
+        if (q && engine::connected_in(q->state)) (void)e.modify_qp(qpn, a, engine::attr::kCc);
       }
       return 0;
     });

@@ -588,8 +588,7 @@ Err<ModifyRefusal> refuse(Error e, const char* field) { return Err{ModifyRefusal
 // Every check of modify_qp, in no particular order of fields; no effect.
 Status<ModifyRefusal> check_modify(const Core& c, const Qp& q, const QpAttr& a, uint32_t mask) {
   const QpState to = (mask & attr::kState) ? a.state : q.state;
-  if ((mask & attr::kState) ? !qp_transition_ok(q.state, to)
-                            : (q.state == QpState::kReset || q.state == QpState::kError))
+  if ((mask & attr::kState) ? !qp_transition_ok(q.state, to) : !configurable_in(q.state))
     return refuse(Error::kBadState, "state");
   if ((mask & attr::kMtu) && !valid_mtu(a.mtu)) return refuse(Error::kInvalidArgument, "mtu");
   if ((mask & attr::kTimeout) && a.timeout > 31) return refuse(Error::kInvalidArgument, "timeout");
@@ -893,7 +892,7 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
     c.stats.drop(Drop::kBadToken);
     return;
   }
-  const bool rx_ok = q->state == QpState::kRtr || sends_in(q->state);
+  const bool rx_ok = connected_in(q->state);
   const bool tx_ok = sends_in(q->state);
   if (wire::is_data(p.common.kind)) {
     if (!rx_ok) {
@@ -983,7 +982,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     c.ackq.pop_front();
     if (!q) continue;
     q->in_ackq = false;
-    if (q->state != QpState::kRtr && !sends_in(q->state)) continue;
+    if (!connected_in(q->state)) continue;
     Path path;
     const size_t n = c.build_ack(*q, now, buf, &path);
     c.reschedule(*q);

@@ -60,7 +60,7 @@ Status<Error> Core::post_local(Qpn qpn, uint64_t wr_id, WcOpcode op, bool signal
   Core& c = *this;
   Qp* q = c.qp(qpn);
   if (!q) return Err{Error::kNoSuchQp};
-  if (q->state != QpState::kRts && q->state != QpState::kSqd) return Err{Error::kBadState};
+  if (!sends_in(q->state)) return Err{Error::kBadState};
   if (!signaled && !q->init.sq_sig_all) return {};
   Completion k;
   k.wr_id = wr_id;

@@ -65,8 +65,7 @@ bool fatal_reason(wire::NackReason r) {
 Status<Error> Core::post_send(Qp& q, const SendWr& wr, bool internal) {
   if (q.init.ud) return ud_post_send(q, wr);
   if (wr.invalidate && wr.opcode != Opcode::kSend) return Err{Error::kInvalidArgument};
-  if (q.state == QpState::kReset || q.state == QpState::kInit || q.state == QpState::kRtr)
-    return Err{Error::kBadState};
+  if (!takes_sends_in(q.state)) return Err{Error::kBadState};
   if (q.snd.sq.full() && !internal) return Err{Error::kQueueFull};
   if (wr.opcode == Opcode::kWriteImm && q.attr.max_wimm && q.sq_wimms >= q.attr.max_wimm)
     return Err{Error::kWimmLimit};

@@ -10,7 +10,7 @@
 namespace mrc::engine {
 
 Status<Error> Core::ud_post_send(Qp& q, const SendWr& wr) {
-  if (q.state != QpState::kRts && q.state != QpState::kSqd) return Err{Error::kBadState};
+  if (!sends_in(q.state)) return Err{Error::kBadState};
   if (!wr.ud || wr.invalidate || (wr.opcode != Opcode::kSend && wr.opcode != Opcode::kSendImm))
     return Err{Error::kInvalidArgument};  // UD carries SENDs only, each with its destination
   if (wr.sg.size() > kMaxSge) return Err{Error::kInvalidArgument};
@@ -63,7 +63,7 @@ std::optional<Transmit> Core::ud_transmit(Time now, std::span<uint8_t> buf) {
     c.opcode = WcOpcode::kSend;
     c.qpn = q->qpn;
     c.byte_len = static_cast<uint32_t>(o.bytes.size() - wire::kUdGrhLen);
-    if (q->state != QpState::kRts && q->state != QpState::kSqd) {  // ERROR since: flushed
+    if (!sends_in(q->state)) {  // ERROR since: flushed
       c.status = WcStatus::kWrFlushErr;
       complete(*q, q->init.send_cq, c);
       continue;
@@ -123,8 +123,7 @@ void Core::on_ud(Qp& q, const wire::Packet& p) {
   const wire::DataHeader& d = p.data;
   if (!q.init.ud || p.common.kind != wire::Kind::kUdSend) return stats.drop(Drop::kUnknownQp);
   if (p.common.token != q.attr.qkey) return stats.drop(Drop::kBadToken);  // verbs: a Q_Key mismatch
-  if (q.state != QpState::kRtr && q.state != QpState::kRts && q.state != QpState::kSqd)
-    return stats.drop(Drop::kQpNotReady);
+  if (!connected_in(q.state)) return stats.drop(Drop::kQpNotReady);
   if (p.trimmed) return stats.drop(Drop::kTrimmed);  // unreliable: a trimmed datagram is lost
   if (d.offset != 0 || d.msg_len != d.payload_len || d.payload_len < wire::kUdGrhLen)
     return stats.drop(Drop::kMalformed);

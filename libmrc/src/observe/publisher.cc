@@ -168,34 +168,20 @@ void Publisher::add_peer(engine::PeerId id, std::string name, uint32_t host) {
   seg_->commit(seg_->header().published_ns);
 }
 
-void Publisher::tick(Time now, engine::Engine& e, const io::UdpCounters& c, bool commands,
-                     bool app_call) {
-  if (commands && ctl_fd_ >= 0) serve_control(now, e);
-  if (app_call) dirty_ = true;  // a QP made, changed or destroyed without traffic
-  if (probe_) probe_replies();
-  if (probe_) probe_rounds(now);
+namespace {
+
+// What moves when anything happens: datagrams, timer runs, QPs made, plane admin; a snapshot is
+// due when it differs from the last one's.
+uint64_t change_signature(const engine::Engine& e, const io::UdpCounters& c) {
   const engine::EngineStats& es = e.stats();
-  // What moves when anything happens: datagrams, timer runs, QPs made, plane admin.
-  const uint64_t sig = es.rx_datagrams * 1000003u + es.tx_datagrams * 7919u + c.timeouts * 31u +
-                       e.max_qpn() * 131u + e.drained_planes() + c.datagrams_sent +
-                       c.datagrams_received * 13u +  // also what only the driver took (queries)
-                       c.port_link_changes * 17u;    // a port's link, with no datagram moving
-  if (sig != signature_) {
-    signature_ = sig;
-    dirty_ = true;
-  }
-  if (dirty_ && now >= next_publish_) {
-    publish(now, e, c);
-    dirty_ = false;
-    next_publish_ = now + interval_;
-  }
+  return es.rx_datagrams * 1000003u + es.tx_datagrams * 7919u + c.timeouts * 31u +
+         e.max_qpn() * 131u + e.drained_planes() + c.datagrams_sent +
+         c.datagrams_received * 13u +  // also what only the driver took (queries)
+         c.port_link_changes * 17u;    // a port's link, with no datagram moving
 }
 
-void Publisher::publish(Time now, engine::Engine& e, const io::UdpCounters& c) {
-  SegmentWriter& w = *seg_;
-  SegmentHeader& h = w.header();
-  w.begin();
-  DeviceRecord& d = w.device();
+// The device's planes (drained, link down) and its engine and driver counters.
+void device_counters(DeviceRecord& d, const engine::Engine& e, const io::UdpCounters& c) {
   const uint16_t drained = e.drained_planes();
   const uint16_t no_link = e.ports_down();
   for (uint32_t p = 0; p < d.planes; ++p) {
@@ -229,142 +215,183 @@ void Publisher::publish(Time now, engine::Engine& e, const io::UdpCounters& c) {
   d.port_status_refused = c.port_status_refused;
   d.port_status_acks_dropped = c.port_status_acks_dropped;
   d.port_link_changes = c.port_link_changes;
+}
 
-  const uint64_t gen = h.generation + 1;
-  uint32_t nq = 0, ne = 0, q_trunc = 0, e_trunc = 0;
-  QpRecord* qrecs = w.qps();
-  EvRecord* erecs = w.evs();
-  for (engine::Qpn qpn = 1; qpn <= e.max_qpn(); ++qpn) {
-    const engine::QpStats* qs = e.qp_stats(qpn);
-    if (!qs) continue;
-    const engine::PathSet* ps = e.paths(qpn);
-    e.path_stats(qpn, path_stats_);
-    const std::vector<engine::PathStats>& pstats = path_stats_;
-    if (nq >= h.max_qps) {
-      ++q_trunc;
-      continue;
+// One QP's record without its EVs: attributes, counters, congestion window.
+QpRecord qp_record(engine::Qpn qpn, const engine::Engine& e, const engine::QpStats& qs) {
+  QpRecord q{};
+  q.qpn = qpn;
+  if (auto attr = e.query_qp(qpn); attr.ok()) {
+    q.state = static_cast<uint8_t>(attr->state);
+    q.peer = attr->peer;
+    q.dest_qpn = attr->dest_qpn;
+    q.mtu = attr->mtu;
+    if (attr->cc) {
+      q.cc_has_profile = 1;
+      q.cc_base_rtt_ns = attr->cc->base_rtt;
+      q.cc_target_delay_ns = attr->cc->target_delay;
+      q.cc_max_cwnd = attr->cc->max_cwnd;
     }
-    auto attr = e.query_qp(qpn);
-    QpRecord& q = qrecs[nq++];
-    q = QpRecord{};
-    q.qpn = qpn;
-    if (attr.ok()) {
-      q.state = static_cast<uint8_t>(attr->state);
-      q.peer = attr->peer;
-      q.dest_qpn = attr->dest_qpn;
-      q.mtu = attr->mtu;
-      if (attr->cc) {
-        q.cc_has_profile = 1;
-        q.cc_base_rtt_ns = attr->cc->base_rtt;
-        q.cc_target_delay_ns = attr->cc->target_delay;
-        q.cc_max_cwnd = attr->cc->max_cwnd;
-      }
-    }
-    q.tx_data_packets = qs->tx_data_packets;
-    q.tx_retransmits = qs->tx_retransmits;
-    q.tx_payload_bytes = qs->tx_payload_bytes;
-    q.rx_data_packets = qs->rx_data_packets;
-    q.rx_payload_bytes = qs->rx_payload_bytes;
-    q.tx_acks = qs->tx_acks;
-    q.rx_acks = qs->rx_acks;
-    q.tx_nacks = qs->tx_nacks;
-    q.rx_nacks = qs->rx_nacks;
-    q.rto_fired = qs->rto_fired;
-    q.fast_losses = qs->fast_losses;
-    q.spurious_losses = qs->spurious_losses;
-    q.tail_probes = qs->tail_probes;
-    q.rnr_naks = qs->rnr_naks;
-    q.rtt_samples = qs->rtt_samples;
-    q.srtt_ns = qs->srtt_ns;
-    q.min_rtt_ns = qs->min_rtt_ns;
-    q.completions = qs->completions;
-    q.error_completions = qs->error_completions;
-    if (auto cc = e.cc_stats(qpn)) {
-      q.has_cc = 1;
-      q.cc_cwnd = cc->cwnd;
-      q.cc_min_cwnd = cc->min_cwnd;
-      q.cc_acks = cc->acks;
-      q.cc_increases = cc->increases();
-      q.cc_decreases = cc->decreases + cc->delay_decreases;
-      q.cc_quick_adapts = cc->quick_adapts;
-      q.cc_trims = cc->trims;
-      q.cc_losses = cc->losses;
-    }
-    q.ev_first = ne;
-    if (!ps) continue;
-    for (size_t i = 0; i < ps->size(); ++i) {
-      const engine::PathSet::Ev& v = ps->ev(i);
-      auto& memo = memo_[uint64_t{qpn} << 32 | v.path.ev];
-      if (!memo) memo = std::make_unique<EvMemo>();
-      EvMemo& m = *memo;
-      if (v.changes < m.changes) *memo = EvMemo{};  // the QP was reset or remade
-      m.seen = gen;
-      const engine::PathStats ps_i = i < pstats.size() ? pstats[i] : engine::PathStats{};
-      if (v.changes != m.changes) {
-        EventRecord r{};
-        r.at_ns = v.since.count();
-        r.qpn = qpn;
-        r.ev = v.path.ev;
-        r.plane = v.path.plane;
-        r.from = m.state;
-        r.to = static_cast<uint8_t>(v.state);
-        r.reason = static_cast<uint8_t>(v.reason);
-        r.missed = v.changes - m.changes - 1;
-        w.push_event(r);
-        m.changes = v.changes;
-        m.state = static_cast<uint8_t>(v.state);
-      }
-      if ((ps_i.acked != m.acked || ps_i.probe_replies != m.probe_replies) && ps_i.rtt_ns > 0) {
-        m.rtt_us[m.n++ % kRttSamples] =
-            static_cast<uint32_t>(std::min<uint64_t>(ps_i.rtt_ns / 1000, UINT32_MAX));
-      }
-      m.acked = ps_i.acked;
-      m.probe_replies = ps_i.probe_replies;
-      if (ne >= h.max_evs) {
-        ++e_trunc;
-        continue;
-      }
-      EvRecord& r = erecs[ne++];
-      r = EvRecord{};
-      r.qpn = qpn;
-      r.ev = v.path.ev;
-      r.plane = v.path.plane;
-      r.spine = static_cast<uint16_t>(srv6::Fabric::spine_of(v.path.ev));
-      r.state = static_cast<uint8_t>(v.state);
-      r.reason = static_cast<uint8_t>(v.reason);
-      r.active = v.active;
-      r.plane_drained = ps->plane_drained(v.path.plane) || ps->plane_admin_down(v.path.plane);
-      r.changes = v.changes;
-      r.since_ns = v.changes ? v.since.count() : 0;
-      r.srtt_ns = static_cast<uint64_t>(v.srtt.count());
-      const uint32_t n = std::min<uint32_t>(m.n, kRttSamples);
-      if (n > 0) {
-        uint32_t s[kRttSamples];
-        std::copy(m.rtt_us, m.rtt_us + n, s);
-        std::sort(s, s + n);
-        r.rtt_p50_ns = uint64_t{s[(n - 1) / 2]} * 1000;
-        r.rtt_p99_ns = uint64_t{s[std::min<uint32_t>(n - 1, (n * 99 + 99) / 100 - 1)]} * 1000;
-      }
-      r.tx_packets = ps_i.tx_packets;
-      r.tx_bytes = ps_i.tx_bytes;
-      r.acked = ps_i.acked;
-      r.lost = ps_i.lost;
-      r.trims = ps_i.trims;
-      r.ecn_marks = ps_i.ecn_marks;
-      r.rtt_ns = ps_i.rtt_ns;
-      r.probes = ps_i.probes;
-      r.probe_replies = ps_i.probe_replies;
-    }
-    q.ev_count = ne - q.ev_first;
   }
-  h.n_qps = nq;
-  h.n_evs = ne;
-  h.qps_truncated = q_trunc;
-  h.evs_truncated = e_trunc;
+  q.tx_data_packets = qs.tx_data_packets;
+  q.tx_retransmits = qs.tx_retransmits;
+  q.tx_payload_bytes = qs.tx_payload_bytes;
+  q.rx_data_packets = qs.rx_data_packets;
+  q.rx_payload_bytes = qs.rx_payload_bytes;
+  q.tx_acks = qs.tx_acks;
+  q.rx_acks = qs.rx_acks;
+  q.tx_nacks = qs.tx_nacks;
+  q.rx_nacks = qs.rx_nacks;
+  q.rto_fired = qs.rto_fired;
+  q.fast_losses = qs.fast_losses;
+  q.spurious_losses = qs.spurious_losses;
+  q.tail_probes = qs.tail_probes;
+  q.rnr_naks = qs.rnr_naks;
+  q.rtt_samples = qs.rtt_samples;
+  q.srtt_ns = qs.srtt_ns;
+  q.min_rtt_ns = qs.min_rtt_ns;
+  q.completions = qs.completions;
+  q.error_completions = qs.error_completions;
+  if (auto cc = e.cc_stats(qpn)) {
+    q.has_cc = 1;
+    q.cc_cwnd = cc->cwnd;
+    q.cc_min_cwnd = cc->min_cwnd;
+    q.cc_acks = cc->acks;
+    q.cc_increases = cc->increases();
+    q.cc_decreases = cc->decreases + cc->delay_decreases;
+    q.cc_quick_adapts = cc->quick_adapts;
+    q.cc_trims = cc->trims;
+    q.cc_losses = cc->losses;
+  }
+  return q;
+}
+
+// One EV's record: its state, its path's counters, the median and 99th percentile of its last
+// `n` RTT samples (microseconds, in any order).
+EvRecord ev_record(engine::Qpn qpn, const engine::PathSet& ps, const engine::PathSet::Ev& v,
+                   const engine::PathStats& s, const uint32_t* rtt_us, uint32_t n) {
+  EvRecord r{};
+  r.qpn = qpn;
+  r.ev = v.path.ev;
+  r.plane = v.path.plane;
+  r.spine = static_cast<uint16_t>(srv6::Fabric::spine_of(v.path.ev));
+  r.state = static_cast<uint8_t>(v.state);
+  r.reason = static_cast<uint8_t>(v.reason);
+  r.active = v.active;
+  r.plane_drained = ps.plane_drained(v.path.plane) || ps.plane_admin_down(v.path.plane);
+  r.changes = v.changes;
+  r.since_ns = v.changes ? v.since.count() : 0;
+  r.srtt_ns = static_cast<uint64_t>(v.srtt.count());
+  if (n > 0) {
+    uint32_t sorted[kRttSamples];
+    std::copy(rtt_us, rtt_us + n, sorted);
+    std::sort(sorted, sorted + n);
+    r.rtt_p50_ns = uint64_t{sorted[(n - 1) / 2]} * 1000;
+    r.rtt_p99_ns = uint64_t{sorted[std::min<uint32_t>(n - 1, (n * 99 + 99) / 100 - 1)]} * 1000;
+  }
+  r.tx_packets = s.tx_packets;
+  r.tx_bytes = s.tx_bytes;
+  r.acked = s.acked;
+  r.lost = s.lost;
+  r.trims = s.trims;
+  r.ecn_marks = s.ecn_marks;
+  r.rtt_ns = s.rtt_ns;
+  r.probes = s.probes;
+  r.probe_replies = s.probe_replies;
+  return r;
+}
+
+}  // namespace
+
+void Publisher::tick(Time now, engine::Engine& e, const io::UdpCounters& c, bool commands,
+                     bool app_call) {
+  if (commands && ctl_fd_ >= 0) serve_control(now, e);
+  if (app_call) dirty_ = true;  // a QP made, changed or destroyed without traffic
+  if (probe_) probe_replies();
+  if (probe_) probe_rounds(now);
+  if (const uint64_t sig = change_signature(e, c); sig != signature_) {
+    signature_ = sig;
+    dirty_ = true;
+  }
+  if (dirty_ && now >= next_publish_) {
+    publish(now, e, c);
+    dirty_ = false;
+    next_publish_ = now + interval_;
+  }
+}
+
+void Publisher::publish(Time now, engine::Engine& e, const io::UdpCounters& c) {
+  SegmentWriter& w = *seg_;
+  SegmentHeader& h = w.header();
+  w.begin();
+  device_counters(w.device(), e, c);
+  const uint64_t gen = h.generation + 1;
+  Tally t;
+  for (engine::Qpn qpn = 1; qpn <= e.max_qpn(); ++qpn) publish_qp(qpn, e, gen, t);
+  h.n_qps = t.qps;
+  h.n_evs = t.evs;
+  h.qps_truncated = t.qps_truncated;
+  h.evs_truncated = t.evs_truncated;
   w.commit(now.count());
   // Forget EVs of QPs that are gone.
   for (auto it = memo_.begin(); it != memo_.end();)
     it = it->second->seen == gen ? std::next(it) : memo_.erase(it);
+}
+
+void Publisher::publish_qp(engine::Qpn qpn, engine::Engine& e, uint64_t gen, Tally& t) {
+  const engine::QpStats* qs = e.qp_stats(qpn);
+  if (!qs) return;
+  e.path_stats(qpn, path_stats_);
+  if (t.qps >= seg_->header().max_qps) {
+    ++t.qps_truncated;
+    return;
+  }
+  QpRecord& q = seg_->qps()[t.qps++];
+  q = qp_record(qpn, e, *qs);
+  q.ev_first = t.evs;
+  const engine::PathSet* ps = e.paths(qpn);
+  if (!ps) return;
+  for (size_t i = 0; i < ps->size(); ++i) {
+    const engine::PathSet::Ev& v = ps->ev(i);
+    const engine::PathStats s = i < path_stats_.size() ? path_stats_[i] : engine::PathStats{};
+    const EvMemo& m = remember(qpn, v, s, gen);
+    if (t.evs >= seg_->header().max_evs) {
+      ++t.evs_truncated;
+      continue;
+    }
+    seg_->evs()[t.evs++] =
+        ev_record(qpn, *ps, v, s, m.rtt_us, std::min<uint32_t>(m.n, kRttSamples));
+  }
+  q.ev_count = t.evs - q.ev_first;
+}
+
+Publisher::EvMemo& Publisher::remember(engine::Qpn qpn, const engine::PathSet::Ev& v,
+                                       const engine::PathStats& s, uint64_t gen) {
+  auto& memo = memo_[uint64_t{qpn} << 32 | v.path.ev];
+  if (!memo) memo = std::make_unique<EvMemo>();
+  EvMemo& m = *memo;
+  if (v.changes < m.changes) m = EvMemo{};  // the QP was reset or remade
+  m.seen = gen;
+  if (v.changes != m.changes) {
+    EventRecord r{};
+    r.at_ns = v.since.count();
+    r.qpn = qpn;
+    r.ev = v.path.ev;
+    r.plane = v.path.plane;
+    r.from = m.state;
+    r.to = static_cast<uint8_t>(v.state);
+    r.reason = static_cast<uint8_t>(v.reason);
+    r.missed = v.changes - m.changes - 1;
+    seg_->push_event(r);
+    m.changes = v.changes;
+    m.state = static_cast<uint8_t>(v.state);
+  }
+  if ((s.acked != m.acked || s.probe_replies != m.probe_replies) && s.rtt_ns > 0)
+    m.rtt_us[m.n++ % kRttSamples] =
+        static_cast<uint32_t>(std::min<uint64_t>(s.rtt_ns / 1000, UINT32_MAX));
+  m.acked = s.acked;
+  m.probe_replies = s.probe_replies;
+  return m;
 }
 
 // ---- control ------------------------------------------------------------------------------
@@ -441,167 +468,197 @@ Result<std::pair<engine::PeerId, uint32_t>, std::string> Publisher::peer_by_name
   return std::make_pair(*id, *host);
 }
 
+/// One parsed control request: the JSON, this device's name, and the QP it names (0: all).
+struct Publisher::Request {
+  json rq;
+  std::string dev;
+  engine::Qpn only_qpn = 0;
+  std::string fail(const std::string& why) const {
+    return json{{"ok", false}, {"device", dev}, {"error", why}}.dump();
+  }
+  std::string ok(json fields) const {
+    json out{{"ok", true}, {"device", dev}};
+    out.update(fields);
+    return out.dump();
+  }
+};
+
 std::string Publisher::handle(Time now, engine::Engine& e, const std::string& request,
                               const sockaddr_un& from, socklen_t from_len, bool* deferred) {
-  const std::string dev = "mrc" + std::to_string(index_);
-  auto fail = [&](const std::string& why) {
-    return json{{"ok", false}, {"device", dev}, {"error", why}}.dump();
-  };
-  const json rq = json::parse(request, nullptr, false);
+  Request r;
+  r.dev = "mrc" + std::to_string(index_);
+  r.rq = json::parse(request, nullptr, false);
+  const json& rq = r.rq;
   if (rq.is_discarded() || !rq.is_object() || !rq.contains("cmd") || !rq["cmd"].is_string())
-    return fail("request is not a JSON object with a \"cmd\"");
+    return r.fail("request is not a JSON object with a \"cmd\"");
   const std::string cmd = rq["cmd"];
-  const uint32_t only_qpn = rq.value("qpn", 0u);
-  if (only_qpn != 0 && e.qp_stats(only_qpn) == nullptr)
-    return fail(dev + " has no QP " + std::to_string(only_qpn));
+  r.only_qpn = rq.value("qpn", 0u);
+  if (r.only_qpn != 0 && e.qp_stats(r.only_qpn) == nullptr)
+    return r.fail(r.dev + " has no QP " + std::to_string(r.only_qpn));
+  if (cmd == "ping") return r.ok({{"pid", ::getpid()}});
+  if (cmd == "deny") return deny(now, e, r);
+  if (cmd == "drain") return drain(e, r);
+  if (cmd == "cc_show" || cmd == "cc_set") return cc(e, r, cmd == "cc_set");
+  if (cmd == "probe") return probe(now, r, from, from_len, deferred);
+  return r.fail("unknown command " + cmd);
+}
 
-  if (cmd == "ping") return json{{"ok", true}, {"device", dev}, {"pid", ::getpid()}}.dump();
-
-  if (cmd == "deny") {
-    if (!rq.contains("ev") || !rq["ev"].is_number_unsigned()) return fail("deny: needs \"ev\"");
-    const uint32_t ev = rq["ev"];
-    const bool on = rq.value("deny", true);
-    json qps = json::array();
-    for (engine::Qpn q = 1; q <= e.max_qpn(); ++q) {
-      if (only_qpn != 0 && q != only_qpn) continue;
-      const engine::PathSet* ps = e.paths(q);
-      if (!ps || ps->find(ev) < 0) continue;
-      if (e.deny_ev(now, q, ev, on).ok()) qps.push_back(q);
-    }
-    if (qps.empty()) return fail(dev + ": no QP has EV " + std::to_string(ev));
-    return json{{"ok", true}, {"device", dev}, {"qps", qps}}.dump();
+std::string Publisher::deny(Time now, engine::Engine& e, const Request& r) {
+  if (!r.rq.contains("ev") || !r.rq["ev"].is_number_unsigned()) return r.fail("deny: needs \"ev\"");
+  const uint32_t ev = r.rq["ev"];
+  const bool on = r.rq.value("deny", true);
+  json qps = json::array();
+  for (engine::Qpn q = 1; q <= e.max_qpn(); ++q) {
+    if (r.only_qpn != 0 && q != r.only_qpn) continue;
+    const engine::PathSet* ps = e.paths(q);
+    if (!ps || ps->find(ev) < 0) continue;
+    if (e.deny_ev(now, q, ev, on).ok()) qps.push_back(q);
   }
+  if (qps.empty()) return r.fail(r.dev + ": no QP has EV " + std::to_string(ev));
+  return r.ok({{"qps", qps}});
+}
 
-  if (cmd == "drain") {
-    if (!rq.contains("plane") || !rq["plane"].is_number_unsigned())
-      return fail("drain: needs \"plane\"");
-    const uint32_t plane = rq["plane"];
-    if (plane >= cfg_.planes.size())
-      return fail(dev + " has no plane " + std::to_string(plane) + " (planes 0.." +
+std::string Publisher::drain(engine::Engine& e, const Request& r) {
+  if (!r.rq.contains("plane") || !r.rq["plane"].is_number_unsigned())
+    return r.fail("drain: needs \"plane\"");
+  const uint32_t plane = r.rq["plane"];
+  if (plane >= cfg_.planes.size())
+    return r.fail(r.dev + " has no plane " + std::to_string(plane) + " (planes 0.." +
                   std::to_string(cfg_.planes.size() - 1) + ")");
-    const bool on = rq.value("drain", true);
-    if (!e.set_plane_drained(static_cast<uint16_t>(plane), on).ok())
-      return fail("plane " + std::to_string(plane) + ": refused by the engine");
-    dirty_ = true;
-    return json{{"ok", true}, {"device", dev}, {"plane", plane}, {"drained", on}}.dump();
-  }
+  const bool on = r.rq.value("drain", true);
+  if (!e.set_plane_drained(static_cast<uint16_t>(plane), on).ok())
+    return r.fail("plane " + std::to_string(plane) + ": refused by the engine");
+  dirty_ = true;
+  return r.ok({{"plane", plane}, {"drained", on}});
+}
 
-  if (cmd == "cc_show" || cmd == "cc_set") {
-    const json set = rq.value("set", json::object());
-    if (cmd == "cc_set" && (!set.is_object() || set.empty())) return fail("nothing to set");
-    json qps = json::array();
-    for (engine::Qpn q = 1; q <= e.max_qpn(); ++q) {
-      if (only_qpn != 0 && q != only_qpn) continue;
-      auto a = e.query_qp(q);
-      if (!a.ok()) continue;
-      const bool own = a->cc.has_value();
-      // What the QP's window runs with now (the learned base RTT included); before RTS what it
-      // will start with. With CC off, cc_set starts from the engine's default profile (a
-      // profile turns CC on for its QP) and cc_show has nothing to show.
-      auto live = e.cc_config(q);
-      if (!live) live = engine::effective_cc(cfg_.engine, a->mtu, a->cc);
-      if (!live && cmd == "cc_show") continue;
-      engine::NsccConfig c =
-          live ? *live
-               : engine::derived_cc(cfg_.engine, a->mtu, engine::cc_start_base_rtt(cfg_.engine));
-      if (cmd == "cc_set") {
-        for (const auto& [k, v] : set.items()) {
-          if (!v.is_number()) return fail(k + ": not a number");
-          const double x = v.get<double>();
-          if (x < 0) return fail(k + ": must be >= 0");
-          // The integer fields are 32 bits: a larger value is refused, not wrapped.
-          const auto u = static_cast<uint32_t>(std::min(x, 4294967295.0));
-          if (x > 4294967295.0 && k != "eta" && k != "fi" && k != "fi_scale" && k != "gamma" &&
-              k != "max_md_jump" && k != "alpha")
-            return fail(k + ": " + v.dump() + " is above 4294967295");
-          if (k == "base_rtt")
-            c.base_rtt = u;
-          else if (k == "target_delay")
-            c.target_delay = u;
-          else if (k == "max_cwnd")
-            c.max_cwnd = u;
-          else if (k == "adjust_bytes_threshold")
-            c.adjust_bytes_threshold = u;
-          else if (k == "adjust_period_threshold")
-            c.adjust_period_threshold = u;
-          else if (k == "qa_threshold")
-            c.qa_threshold = u;
-          else if (k == "qa_gate")
-            c.qa_gate = static_cast<uint8_t>(std::min(u, 255u));
-          else if (k == "disable_qa")
-            c.disable_qa = static_cast<uint8_t>(u != 0);
-          else if (k == "eta")
-            c.eta = x;
-          else if (k == "fi")
-            c.fi = x;
-          else if (k == "fi_scale")
-            c.fi_scale = x;
-          else if (k == "gamma")
-            c.gamma = x;
-          else if (k == "max_md_jump")
-            c.max_md_jump = x;
-          else if (k == "alpha")
-            c.alpha = x;
-          else
-            return fail("unknown field " + k);
-        }
-        if (const char* bad = engine::validate(c)) return fail(bad);
-        if (a->state != engine::QpState::kRts && a->state != engine::QpState::kRtr &&
-            a->state != engine::QpState::kSqd && a->state != engine::QpState::kInit)
-          continue;
-        engine::QpAttr na;
-        na.cc = c;
-        if (!e.modify_qp(q, na, engine::attr::kCc).ok())
-          return fail("QP " + std::to_string(q) + " refused the profile");
-      }
-      qps.push_back(json{{"qpn", q},
-                         {"profile", own || cmd == "cc_set" ? "qp" : "engine default"},
-                         {"disable_qa", c.disable_qa},
-                         {"adjust_bytes_threshold", c.adjust_bytes_threshold},
-                         {"adjust_period_threshold", c.adjust_period_threshold},
-                         {"base_rtt", c.base_rtt},
-                         {"eta", c.eta},
-                         {"fi", c.fi},
-                         {"fi_scale", c.fi_scale},
-                         {"gamma", c.gamma},
-                         {"max_md_jump", c.max_md_jump},
-                         {"max_cwnd", c.max_cwnd},
-                         {"qa_gate", c.qa_gate},
-                         {"qa_threshold", c.qa_threshold},
-                         {"target_delay", c.target_delay},
-                         {"alpha", c.alpha}});
+namespace {
+
+// cc_set's `set` applied to `c`: each field by its NsccConfig name; an error naming the field.
+Status<std::string> set_cc_fields(engine::NsccConfig& c, const json& set) {
+  for (const auto& [k, v] : set.items()) {
+    if (!v.is_number()) return Err(k + ": not a number");
+    const double x = v.get<double>();
+    if (x < 0) return Err(k + ": must be >= 0");
+    // The integer fields are 32 bits: a larger value is refused, not wrapped.
+    const auto u = static_cast<uint32_t>(std::min(x, 4294967295.0));
+    if (x > 4294967295.0 && k != "eta" && k != "fi" && k != "fi_scale" && k != "gamma" &&
+        k != "max_md_jump" && k != "alpha")
+      return Err(k + ": " + v.dump() + " is above 4294967295");
+    if (k == "base_rtt")
+      c.base_rtt = u;
+    else if (k == "target_delay")
+      c.target_delay = u;
+    else if (k == "max_cwnd")
+      c.max_cwnd = u;
+    else if (k == "adjust_bytes_threshold")
+      c.adjust_bytes_threshold = u;
+    else if (k == "adjust_period_threshold")
+      c.adjust_period_threshold = u;
+    else if (k == "qa_threshold")
+      c.qa_threshold = u;
+    else if (k == "qa_gate")
+      c.qa_gate = static_cast<uint8_t>(std::min(u, 255u));
+    else if (k == "disable_qa")
+      c.disable_qa = static_cast<uint8_t>(u != 0);
+    else if (k == "eta")
+      c.eta = x;
+    else if (k == "fi")
+      c.fi = x;
+    else if (k == "fi_scale")
+      c.fi_scale = x;
+    else if (k == "gamma")
+      c.gamma = x;
+    else if (k == "max_md_jump")
+      c.max_md_jump = x;
+    else if (k == "alpha")
+      c.alpha = x;
+    else
+      return Err("unknown field " + k);
+  }
+  if (const char* bad = engine::validate(c)) return Err(std::string(bad));
+  return {};
+}
+
+// A QP's profile as cc_show and cc_set answer it.
+json cc_json(engine::Qpn q, const engine::NsccConfig& c, bool own) {
+  return json{{"qpn", q},
+              {"profile", own ? "qp" : "engine default"},
+              {"disable_qa", c.disable_qa},
+              {"adjust_bytes_threshold", c.adjust_bytes_threshold},
+              {"adjust_period_threshold", c.adjust_period_threshold},
+              {"base_rtt", c.base_rtt},
+              {"eta", c.eta},
+              {"fi", c.fi},
+              {"fi_scale", c.fi_scale},
+              {"gamma", c.gamma},
+              {"max_md_jump", c.max_md_jump},
+              {"max_cwnd", c.max_cwnd},
+              {"qa_gate", c.qa_gate},
+              {"qa_threshold", c.qa_threshold},
+              {"target_delay", c.target_delay},
+              {"alpha", c.alpha}};
+}
+
+}  // namespace
+
+std::string Publisher::cc(engine::Engine& e, const Request& r, bool set) {
+  const json fields = r.rq.value("set", json::object());
+  if (set && (!fields.is_object() || fields.empty())) return r.fail("nothing to set");
+  json qps = json::array();
+  for (engine::Qpn q = 1; q <= e.max_qpn(); ++q) {
+    if (r.only_qpn != 0 && q != r.only_qpn) continue;
+    auto a = e.query_qp(q);
+    if (!a.ok()) continue;
+    // What the QP's window runs with now (the learned base RTT included); before RTS what it
+    // will start with. With CC off, cc_set starts from the engine's default profile (a
+    // profile turns CC on for its QP) and cc_show has nothing to show.
+    auto live = e.cc_config(q);
+    if (!live) live = engine::effective_cc(cfg_.engine, a->mtu, a->cc);
+    if (!live && !set) continue;
+    engine::NsccConfig c =
+        live ? *live
+             : engine::derived_cc(cfg_.engine, a->mtu, engine::cc_start_base_rtt(cfg_.engine));
+    if (set) {
+      if (auto st = set_cc_fields(c, fields); !st.ok()) return r.fail(st.error());
+      if (!engine::configurable_in(a->state)) continue;
+      engine::QpAttr na;
+      na.cc = c;
+      if (!e.modify_qp(q, na, engine::attr::kCc).ok())
+        return r.fail("QP " + std::to_string(q) + " refused the profile");
     }
-    if (cmd == "cc_set") dirty_ = true;
-    return json{{"ok", true}, {"device", dev}, {"qps", qps}}.dump();
+    qps.push_back(cc_json(q, c, a->cc.has_value() || set));
   }
+  if (set) dirty_ = true;
+  return r.ok({{"qps", qps}});
+}
 
-  if (cmd == "probe") {
-    if (probe_) return fail(dev + ": a probe is already running");
-    const std::string name = rq.value("peer", std::string());
-    auto peer = peer_by_name(name);
-    if (!peer.ok()) return fail(peer.error());
-    auto s = std::make_unique<ProbeSession>();
-    s->peer = peer->first;
-    s->peer_name = name;
-    s->count = std::clamp(rq.value("count", 5u), 1u, 64u);
-    s->interval =
-        Duration{int64_t{std::clamp(rq.value("interval_ms", 20u), 1u, 1000u)} * 1'000'000};
-    s->timeout =
-        Duration{int64_t{std::clamp(rq.value("timeout_ms", 300u), 10u, 10000u)} * 1'000'000};
-    for (const engine::Path& path : hooks_.spray_paths(peer->second))
-      s->targets.push_back(ProbeTarget{path.ev, path.plane});
-    if (s->targets.empty() || s->targets.size() > 0xFFFF)
-      return fail(dev + ": no paths to " + name);
-    s->client = from;
-    s->client_len = from_len;
-    s->token = hooks_.probes->open();
-    s->next_round = now;
-    probe_ = std::move(s);
-    probe_rounds(now);
-    *deferred = true;
-    return {};
-  }
-  return fail("unknown command " + cmd);
+std::string Publisher::probe(Time now, const Request& r, const sockaddr_un& from,
+                             socklen_t from_len, bool* deferred) {
+  if (probe_) return r.fail(r.dev + ": a probe is already running");
+  const std::string name = r.rq.value("peer", std::string());
+  auto peer = peer_by_name(name);
+  if (!peer.ok()) return r.fail(peer.error());
+  auto s = std::make_unique<ProbeSession>();
+  s->peer = peer->first;
+  s->peer_name = name;
+  s->count = std::clamp(r.rq.value("count", 5u), 1u, 64u);
+  s->interval =
+      Duration{int64_t{std::clamp(r.rq.value("interval_ms", 20u), 1u, 1000u)} * 1'000'000};
+  s->timeout =
+      Duration{int64_t{std::clamp(r.rq.value("timeout_ms", 300u), 10u, 10000u)} * 1'000'000};
+  for (const engine::Path& path : hooks_.spray_paths(peer->second))
+    s->targets.push_back(ProbeTarget{path.ev, path.plane});
+  if (s->targets.empty() || s->targets.size() > 0xFFFF)
+    return r.fail(r.dev + ": no paths to " + name);
+  s->client = from;
+  s->client_len = from_len;
+  s->token = hooks_.probes->open();
+  s->next_round = now;
+  probe_ = std::move(s);
+  probe_rounds(now);
+  *deferred = true;
+  return {};
 }
 
 void Publisher::probe_rounds(Time now) {

@@ -258,7 +258,7 @@ void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
 int wr_complete(ibv_qp_ex* q) {
   Qp* p = qx(q);
   const ibv_qp_state st = q->qp_base.state;
-  if (!p->wr_error && st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_ERR) {
+  if (!p->wr_error && !engine::takes_sends_in(to_engine(st))) {
     log_post_error(p, "ibv_wr_complete", engine::Error::kBadState);
     p->wr_error = EINVAL;
   }
@@ -758,7 +758,7 @@ int destroy_qp(ibv_qp* qp) {
 
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Qp* q = qp_of(qp);
-  if (qp->state != IBV_QPS_RTS && qp->state != IBV_QPS_SQD && qp->state != IBV_QPS_ERR) {
+  if (!engine::takes_sends_in(to_engine(qp->state))) {
     if (bad) *bad = wr;
     log_post_error(q, "ibv_post_send", engine::Error::kBadState);
     return EINVAL;

@@ -53,6 +53,14 @@ const char* to_string(QpState s);
 /// RTS or SQD: the states in which a QP's requester side is live (it sends, retransmits and
 /// completes what was posted; SQD only stops new posts).
 constexpr bool sends_in(QpState s) { return s == QpState::kRts || s == QpState::kSqd; }
+/// RTR, RTS or SQD: the QP is connected to its peer; its responder side is live (it takes data
+/// and answers with ACKs), and the driver counts it toward that peer.
+constexpr bool connected_in(QpState s) { return s == QpState::kRtr || sends_in(s); }
+/// RTS, SQD or ERROR: a send work request is taken (in ERROR it completes flushed).
+constexpr bool takes_sends_in(QpState s) { return sends_in(s) || s == QpState::kError; }
+/// INIT, RTR, RTS or SQD: a modify that leaves the state as it is may change attributes (RESET
+/// has nothing to change; ERROR only leaves).
+constexpr bool configurable_in(QpState s) { return s != QpState::kReset && s != QpState::kError; }
 
 /// Planes a host has at most: a Path's plane is < kMaxPlanes, and plane sets travel as 16-bit
 /// masks (Engine::drained_planes). The owner of the limit: wire::kMaxAddrPlanes, the

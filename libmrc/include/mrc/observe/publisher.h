@@ -90,11 +90,28 @@ class Publisher final : public io::DriverObserver {
   struct EvMemo;
   struct ProbeTarget;
   struct ProbeSession;
+  struct Request;  // a parsed control request
+  struct Tally {   // what one snapshot wrote, and left out for want of room
+    uint32_t qps = 0, evs = 0, qps_truncated = 0, evs_truncated = 0;
+  };
   Publisher() = default;
+  // Snapshot: the device's counters, then each QP's record and its EVs' (publish_qp), whose
+  // state changes since the last snapshot become events (remember).
   void publish(engine::Time now, engine::Engine& e, const io::UdpCounters& c);
+  void publish_qp(engine::Qpn qpn, engine::Engine& e, uint64_t gen, Tally& t);
+  EvMemo& remember(engine::Qpn qpn, const engine::PathSet::Ev& v, const engine::PathStats& s,
+                   uint64_t gen);
+  // Control: each datagram is one request, handled by its command's function; each returns
+  // the reply ({"ok":false,...} naming the problem when refused).
   void serve_control(engine::Time now, engine::Engine& e);
   std::string handle(engine::Time now, engine::Engine& e, const std::string& request,
                      const sockaddr_un& from, socklen_t from_len, bool* deferred);
+  std::string deny(engine::Time now, engine::Engine& e, const Request& r);
+  std::string drain(engine::Engine& e, const Request& r);
+  std::string cc(engine::Engine& e, const Request& r, bool set);  // cc_show, cc_set
+  // Starts a probe session; its reply is sent when it ends (*deferred).
+  std::string probe(engine::Time now, const Request& r, const sockaddr_un& from, socklen_t from_len,
+                    bool* deferred);
   void reply(const sockaddr_un& to, socklen_t len, const std::string& body);
   void probe_rounds(engine::Time now);
   void probe_replies();  // the probe session's replies into its targets

@@ -97,8 +97,7 @@ bool PeerAddresses::learned(engine::PeerId peer) const {
 }
 
 bool PeerAddresses::matches(const wire::Packet& q, const engine::QpAttr& qp) {
-  const bool connected = qp.state == engine::QpState::kRtr || qp.state == engine::QpState::kRts ||
-                         qp.state == engine::QpState::kSqd;
+  const bool connected = engine::connected_in(qp.state);
   return q.common.kind == wire::Kind::kAddrQuery && connected && qp.local_token != 0 &&
          q.common.token == qp.local_token && q.addr.src_qpn == qp.dest_qpn;
 }

@@ -2,15 +2,6 @@
 
 namespace mrc::io {
 
-namespace {
-
-bool connected(const engine::QpAttr& qp) {
-  return qp.state == engine::QpState::kRtr || qp.state == engine::QpState::kRts ||
-         qp.state == engine::QpState::kSqd;
-}
-
-}  // namespace
-
 size_t PortStatusUpdates::build_update(engine::Time now, engine::Qpn qpn, const engine::QpAttr& qp,
                                        uint32_t ports_up, uint32_t seq, std::span<uint8_t> out) {
   wire::Packet p;
@@ -44,8 +35,9 @@ std::vector<PortStatusUpdates::Ack> PortStatusUpdates::take() {
 }
 
 bool PortStatusUpdates::bound(const wire::Packet& u, const engine::QpAttr& qp) {
-  return u.common.kind == wire::Kind::kPortStatus && connected(qp) && qp.local_token != 0 &&
-         u.common.token == qp.local_token && u.port_status.src_qpn == qp.dest_qpn;
+  return u.common.kind == wire::Kind::kPortStatus && engine::connected_in(qp.state) &&
+         qp.local_token != 0 && u.common.token == qp.local_token &&
+         u.port_status.src_qpn == qp.dest_qpn;
 }
 
 size_t PortStatusUpdates::build_ack(engine::Time now, const wire::Packet& update,

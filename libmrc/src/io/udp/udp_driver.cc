@@ -800,9 +800,7 @@ bool UdpDriver::send_port_status(engine::Qpn qpn, engine::Path path, uint32_t po
                                  uint32_t seq, uint8_t tclass) {
   std::lock_guard lock(mu_);
   const auto qp = engine_->query_qp(qpn);
-  if (!qp.ok() || (qp->state != engine::QpState::kRtr && qp->state != engine::QpState::kRts &&
-                   qp->state != engine::QpState::kSqd))
-    return false;
+  if (!qp.ok() || !engine::connected_in(qp->state)) return false;
   uint8_t buf[PortStatusUpdates::kSize];
   const size_t n = port_status_.build_update(cfg_.clock(), qpn, *qp, ports_up, seq, buf);
   if (!send_datagram(qp->peer, path, {buf, n}, tclass)) {
