@@ -1685,6 +1685,71 @@ TEST(Engine, Read_ResponseLeavesInThePassThatTakesTheRequest) {
   EXPECT_TRUE(same(l.b.mem, 0, l.a.mem, 0, 8));
 }
 
+// ib_read_lat's loop in virtual time (issue 17): one READ outstanding, posted again at the
+// moment the last one completes, a responder whose app never polls. Every READ completes one
+// round trip (2 x the one-way latency) after its post, the first and the 200th alike: no
+// timer (a delayed ACK, pacing, a probe, a retransmission) sits on its path, and nothing but
+// the request, the response and their ACKs is sent.
+TEST(Engine, Read_PingPongEveryReadOneRoundTrip) {
+  Loop l;
+  std::map<wire::Kind, int> sent;
+  l.hook = [&](int, std::vector<uint8_t>& d) {
+    ++sent[peek(d).common.kind];
+    return Loop::Verdict::kDeliver;
+  };
+  constexpr int kReads = 200;
+  for (int i = 0; i < kReads; ++i) {
+    const Time posted = l.now;
+    l.post_write(l.a, static_cast<uint64_t>(i), 0, 2, 0, Opcode::kRead);
+    std::vector<Completion> c;
+    const auto completed = [&] {
+      c = l.poll(l.a);
+      return !c.empty();
+    };
+    ASSERT_TRUE(l.run_until(completed)) << "READ " << i << " never completed";
+    EXPECT_EQ(l.now - posted, 2 * l.latency) << "READ " << i << " waited for a timer";
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].wr_id, static_cast<uint64_t>(i));
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  }
+  l.run();
+  EXPECT_EQ(sent[wire::Kind::kReadReq], kReads);
+  EXPECT_EQ(sent[wire::Kind::kReadResp], kReads);
+  // Two ACKs a READ (4 datagrams a round trip): the responder's of the request (the response
+  // runs in its own PSN space and acknowledges nothing) and the requester's of the response
+  // (the responder holds the response for resending until then).
+  EXPECT_EQ(sent[wire::Kind::kAck], 2 * kReads);
+  EXPECT_EQ(sent.size(), 3u) << "something besides requests, responses and ACKs was sent";
+}
+
+// ib_write_lat's loop in virtual time: each side WRITEs when the other's WRITE has landed in
+// its memory (the app spins on memory, never polls). Each WRITE lands one one-way latency
+// after its post, and each side sends its WRITEs and the ACKs of the other's, nothing else.
+TEST(Engine, Write_PingPongEveryWriteOneWay) {
+  Loop l;
+  std::map<wire::Kind, int> sent;
+  l.hook = [&](int, std::vector<uint8_t>& d) {
+    ++sent[peek(d).common.kind];
+    return Loop::Verdict::kDeliver;
+  };
+  constexpr int kWrites = 200;
+  for (int i = 0; i < kWrites; ++i) {
+    testing::Side& from = i % 2 ? l.b : l.a;
+    testing::Side& to = i % 2 ? l.a : l.b;
+    from.mem[0] = static_cast<uint8_t>(i);
+    const Time posted = l.now;
+    l.post_write(from, static_cast<uint64_t>(i), 0, 2, 0);
+    ASSERT_TRUE(l.run_until([&] { return to.mem[0] == static_cast<uint8_t>(i); }))
+        << "WRITE " << i << " never landed";
+    EXPECT_EQ(l.now - posted, l.latency) << "WRITE " << i << " waited for a timer";
+  }
+  l.run();
+  EXPECT_EQ(sent[wire::Kind::kWrite], kWrites);
+  // One ACK a WRITE, on its own (a data header carries no ACK to ride on the reply WRITE).
+  EXPECT_EQ(sent[wire::Kind::kAck], kWrites);
+  EXPECT_EQ(sent.size(), 2u) << "something besides WRITEs and ACKs was sent";
+}
+
 TEST(Engine, ResizeCq_KeepsItsCompletionsRefusesFewerSlots) {
   Loop l;
   for (uint64_t i = 0; i < 3; ++i) l.post_write(l.a, i, 0, 8, 0);
