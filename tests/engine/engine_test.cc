@@ -1018,13 +1018,14 @@ TEST(Engine, Atomic_RetransmittedRequestExecutesOnce) {
   Loop l;
   AtomicTarget t(l);
   t.word[0] = 1000;
-  // B's ACKs vanish until A has sent the request three times: B sees two duplicates.
+  // B's ACKs and responses (a response acknowledges its request) vanish until A has sent the
+  // request three times: B sees two duplicates.
   int requests = 0;
   l.hook = [&](int from, std::vector<uint8_t>& d) {
     const auto p = peek(d);
     if (from == 0 && p.common.kind == wire::Kind::kFetchAdd) ++requests;
-    return from == 1 && p.common.kind == wire::Kind::kAck && requests < 3 ? Loop::Verdict::kDrop
-                                                                          : Loop::Verdict::kDeliver;
+    const bool answer = p.common.kind == wire::Kind::kAck || p.common.kind == wire::Kind::kReadResp;
+    return from == 1 && answer && requests < 3 ? Loop::Verdict::kDrop : Loop::Verdict::kDeliver;
   };
   t.post(1, Opcode::kFetchAdd, 1, 0);
   l.run();
@@ -1693,8 +1694,11 @@ TEST(Engine, Read_ResponseLeavesInThePassThatTakesTheRequest) {
 TEST(Engine, Read_PingPongEveryReadOneRoundTrip) {
   Loop l;
   std::map<wire::Kind, int> sent;
-  l.hook = [&](int, std::vector<uint8_t>& d) {
-    ++sent[peek(d).common.kind];
+  int acks_from_responder = 0;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    const wire::Kind k = peek(d).common.kind;
+    ++sent[k];
+    acks_from_responder += from == 1 && k == wire::Kind::kAck;
     return Loop::Verdict::kDeliver;
   };
   constexpr int kReads = 200;
@@ -1715,11 +1719,43 @@ TEST(Engine, Read_PingPongEveryReadOneRoundTrip) {
   l.run();
   EXPECT_EQ(sent[wire::Kind::kReadReq], kReads);
   EXPECT_EQ(sent[wire::Kind::kReadResp], kReads);
-  // Two ACKs a READ (4 datagrams a round trip): the responder's of the request (the response
-  // runs in its own PSN space and acknowledges nothing) and the requester's of the response
-  // (the responder holds the response for resending until then).
-  EXPECT_EQ(sent[wire::Kind::kAck], 2 * kReads);
+  // One ACK a READ (3 datagrams a round trip): the requester's of the response (the responder
+  // holds the response for resending until then). The response acknowledges the request: the
+  // responder sends no ACK of its own (there were two a READ before).
+  EXPECT_EQ(sent[wire::Kind::kAck], kReads);
+  EXPECT_EQ(acks_from_responder, 0);
   EXPECT_EQ(sent.size(), 3u) << "something besides requests, responses and ACKs was sent";
+}
+
+// The response is the request's only acknowledgement: when it is lost, the requester resends
+// the request, the responder ACKs the duplicate and resends the response, and the READ
+// completes with the right bytes. With an ECN mark on the request, the responder ACKs it (the
+// mark goes back in an ACK), and the READ completes as well.
+TEST(Engine, Read_ResponseLostOrRequestMarkedStillCompletes) {
+  for (const bool lose : {true, false}) {
+    SCOPED_TRACE(lose ? "response lost" : "request ECN-marked");
+    Loop l;
+    fill(l.b.mem, 0, 8, 9);
+    int responses = 0;
+    int acks_from_b = 0;
+    l.hook = [&](int from, std::vector<uint8_t>& d) {
+      const wire::Kind k = peek(d).common.kind;
+      acks_from_b += from == 1 && k == wire::Kind::kAck;
+      if (k == wire::Kind::kReadResp && ++responses == 1 && lose) return Loop::Verdict::kDrop;
+      return Loop::Verdict::kDeliver;
+    };
+    l.ecn_ce = !lose;
+    l.post_write(l.a, 1, 0, 8, 0, Opcode::kRead);
+    l.run();
+    const auto c = l.poll(l.a);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    EXPECT_TRUE(same(l.b.mem, 0, l.a.mem, 0, 8));
+    EXPECT_GE(acks_from_b, 1) << "the request was never acknowledged on its own";
+    if (lose) {
+      EXPECT_GE(responses, 2);
+    }
+  }
 }
 
 // ib_write_lat's loop in virtual time: each side WRITEs when the other's WRITE has landed in
