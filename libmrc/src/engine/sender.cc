@@ -666,8 +666,8 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
 
 void Core::ack_by_response(Qp& q, uint32_t cum, Time now) {
   if (psn_diff(cum, q.snd.snd_una) <= 0 || psn_diff(cum, q.snd.snd_nxt) > 0) return;
-  // The request's one transmission gives an RTT sample (responder's turnaround included, as
-  // an ACK's ack_delay would not be); no congestion signal (no ECN echo, a response's delay
+  // The request's one transmission gives an RTT sample (the responder's turnaround included:
+  // a response states no ack_delay); no congestion signal (no ECN echo, and a response's delay
   // is the responder's queue as much as the path's).
   const TxPkt& req = q.snd.pkt(cum - 1);
   const bool sample = req.state == TxPkt::kInFlight && req.tx_count == 1 && req.sent <= now;
