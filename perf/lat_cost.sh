@@ -13,7 +13,10 @@
 # exchange) cancels: per round trip, both processes together. Counts move with the load less
 # than times do, but not nothing: an empty poll of a spinning app is a syscall (sched_yield
 # in the shim, recv in udp-busy), so how long it waits still sets how many it makes. The
-# second run's t_min and t_typical (one way, us) are printed beside them.
+# second run's t_min and t_typical (us) are printed beside them: one way, as perftest reports
+# WRITE and SEND (half the ping-pong), but a round trip for READ (perftest's rtt_factor).
+# read and timerfd say what woke a progress loop (ppoll) that was not a socket: read is the
+# eventfd/timerfd drained after such a wakeup, timerfd an alarm set or moved (timerfd_settime).
 # REF, a folder holding another build's lib/libmrc-verbs-shim.so (e.g. copied from build/lib
 # at the commit before a change), adds the shim rows of that build ("ref-"), alternated with
 # this build's within each round. Needs root (network namespaces, perf tracepoints).
@@ -39,22 +42,24 @@ cmake --build --preset release --target mrc_verbs_shim mrc-fabric udp_pingpong \
 source perf/fabric_bw.sh
 fabric_up "lc$$" "$RATE"
 # The counted events, in this order in every line printed.
-NAMES=(syscalls sched_yield ppoll recv send write read futex cswitch migrations)
+NAMES=(syscalls sched_yield ppoll recv send write read timerfd futex cswitch migrations)
 EVENTS=raw_syscalls:sys_enter,syscalls:sys_enter_sched_yield,syscalls:sys_enter_ppoll
 EVENTS+=,syscalls:sys_enter_recvmmsg,syscalls:sys_enter_recvmsg,syscalls:sys_enter_recvfrom
 EVENTS+=,syscalls:sys_enter_sendmmsg,syscalls:sys_enter_sendmsg,syscalls:sys_enter_sendto
-EVENTS+=,syscalls:sys_enter_write,syscalls:sys_enter_read,syscalls:sys_enter_futex
+EVENTS+=,syscalls:sys_enter_write,syscalls:sys_enter_read,syscalls:sys_enter_timerfd_settime
+EVENTS+=,syscalls:sys_enter_futex
 EVENTS+=,context-switches,cpu-migrations
 
 # counts <perf stat -x, file>: the NAMES counts of one process (recv and send summed over
 # their three calls), space-separated.
 counts() {
   awk -F, '{ v[$3] = $1 }
-    END { printf "%d %d %d %d %d %d %d %d %d %d\n", v["raw_syscalls:sys_enter"],
+    END { printf "%d %d %d %d %d %d %d %d %d %d %d\n", v["raw_syscalls:sys_enter"],
       v["syscalls:sys_enter_sched_yield"], v["syscalls:sys_enter_ppoll"],
       v["syscalls:sys_enter_recvmmsg"] + v["syscalls:sys_enter_recvmsg"] + v["syscalls:sys_enter_recvfrom"],
       v["syscalls:sys_enter_sendmmsg"] + v["syscalls:sys_enter_sendmsg"] + v["syscalls:sys_enter_sendto"],
-      v["syscalls:sys_enter_write"], v["syscalls:sys_enter_read"], v["syscalls:sys_enter_futex"],
+      v["syscalls:sys_enter_write"], v["syscalls:sys_enter_read"],
+      v["syscalls:sys_enter_timerfd_settime"], v["syscalls:sys_enter_futex"],
       v["context-switches"], v["cpu-migrations"] }' "$1"
 }
 
@@ -77,7 +82,7 @@ run_pair() {
     { cat "$WORK/s.out" "$WORK/c.out" >&2; exit 1; }
   wait "$s" || { cat "$WORK/s.out" >&2; exit 1; }
   SUM=$(paste -d' ' <(counts "$WORK/s.stat") <(counts "$WORK/c.stat") |
-    awk '{ for (i = 1; i <= 10; ++i) printf "%d ", $i + $(i + 10); print "" }')
+    awk '{ for (i = 1; i <= 11; ++i) printf "%d ", $i + $(i + 11); print "" }')
   OUT=$(cat "$WORK/c.out")
 }
 
@@ -100,13 +105,13 @@ measure() {
   done
   paste -d' ' <(echo "$a") <(echo "$b") | awk -v l="$label" -v n="$N" -v t="$times" '{
     printf "%-14s", l
-    for (i = 1; i <= 10; ++i) printf " %9.2f", ($(i + 10) - $i) / (2 * n)
+    for (i = 1; i <= 11; ++i) printf " %9.2f", ($(i + 11) - $i) / (2 * n)
     printf "   %s\n", t }'
 }
 
 printf 'per round trip, both processes (%s and %s iterations, difference / %s); load %s\n' \
   "$N" "$((3 * N))" "$((2 * N))" "$(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-14s' program; printf ' %9s' "${NAMES[@]}"; printf '   t_min t_typical (us, one way)\n'
+printf '%-14s' program; printf ' %9s' "${NAMES[@]}"; printf '   t_min t_typical (us, one way; read: round trip)\n'
 for ((r = 1; r <= ROUNDS; ++r)); do
   measure udp - udp
   measure udp-busy - udp-busy

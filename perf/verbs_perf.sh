@@ -12,6 +12,8 @@
 #              a raw UDP ping-pong (udp_pingpong) over the path MRC's first EV takes, blocking
 #              and busy-polling: ratios to the busy one (target <= 1.5), and t_min against
 #              the busy one's t_min (less load-bound; per-round-trip counts: lat_cost.sh);
+#              ib_read_lat reports a whole round trip where the other two report half of
+#              one (perftest's rtt_factor): it is set against twice UDP's one way;
 #              mrc-perf --latency (8 B WRITE, post to completion: a round trip) p50 / p99 vs
 #              twice the busy ping-pong's one-way t_typical / t_99 (targets <= 1.3 / <= 2)
 #   atomics    ib_atomic_lat (fetch-and-add, 1000 iterations) against ib_write_lat of the same
@@ -119,15 +121,20 @@ UB=$(echo "$UDP_BLOCK" | awk '{print $5}')
 UP=$(echo "$UDP_BUSY" | awk '{print $5}')
 UP99=$(echo "$UDP_BUSY" | awk '{print $9}')
 UPMIN=$(echo "$UDP_BUSY" | awk '{print $3}')
-for t in "ib_write_lat:$LAT" "ib_send_lat:$SEND_LAT" "ib_read_lat:$READ_LAT"; do
-  name=${t%%:*}; v=${t#*:}
-  printf '  %-13s via shim  t_min %s t_max %s t_typical %s t_avg %s t_99 %s t_99.9 %s (us, one way)\n' "$name" $v
+# perftest reports half the ping-pong's round trip for WRITE and SEND but the whole round trip
+# for READ (and atomics: print_report_lat's rtt_factor), so READ is set against twice UDP's
+# one way.
+for t in "ib_write_lat:1:$LAT" "ib_send_lat:1:$SEND_LAT" "ib_read_lat:2:$READ_LAT"; do
+  name=${t%%:*}; v=${t#*:}; k=${v%%:*}; v=${v#*:}
+  way='one way'; vs='raw UDP'
+  [[ $k == 2 ]] && way='round trip' && vs='2 x raw UDP one way'
+  printf '  %-13s via shim  t_min %s t_max %s t_typical %s t_avg %s t_99 %s t_99.9 %s (us, %s)\n' "$name" $v "$way"
   typ=$(echo "$v" | awk '{print $3}')
-  printf '    typical / raw UDP = %.2f (blocking), %.2f (busy polling; target <= 1.5)\n' \
-    "$(echo "$typ / $UB" | bc -l)" "$(echo "$typ / $UP" | bc -l)"
+  printf '    typical / %s = %.2f (blocking), %.2f (busy polling; target <= 1.5)\n' "$vs" \
+    "$(echo "$typ / ($k * $UB)" | bc -l)" "$(echo "$typ / ($k * $UP)" | bc -l)"
   # t_min: what the path costs when the scheduler does not get in the way (less load-bound)
-  printf '    t_min / raw UDP busy t_min = %.2f\n' \
-    "$(echo "$(echo "$v" | awk '{print $1}') / $UPMIN" | bc -l)"
+  printf '    t_min / %s busy t_min = %.2f\n' "$vs" \
+    "$(echo "$(echo "$v" | awk '{print $1}') / ($k * $UPMIN)" | bc -l)"
 done
 read -r MP50 MP99 <<< "$MRC_LAT"
 printf '  mrc-perf --latency (8 B WRITE, round trip)  p50 %s us  p99 %s us\n' "$MP50" "$MP99"

@@ -1018,13 +1018,14 @@ TEST(Engine, Atomic_RetransmittedRequestExecutesOnce) {
   Loop l;
   AtomicTarget t(l);
   t.word[0] = 1000;
-  // B's ACKs vanish until A has sent the request three times: B sees two duplicates.
+  // B's ACKs and responses (a response acknowledges its request) vanish until A has sent the
+  // request three times: B sees two duplicates.
   int requests = 0;
   l.hook = [&](int from, std::vector<uint8_t>& d) {
     const auto p = peek(d);
     if (from == 0 && p.common.kind == wire::Kind::kFetchAdd) ++requests;
-    return from == 1 && p.common.kind == wire::Kind::kAck && requests < 3 ? Loop::Verdict::kDrop
-                                                                          : Loop::Verdict::kDeliver;
+    const bool answer = p.common.kind == wire::Kind::kAck || p.common.kind == wire::Kind::kReadResp;
+    return from == 1 && answer && requests < 3 ? Loop::Verdict::kDrop : Loop::Verdict::kDeliver;
   };
   t.post(1, Opcode::kFetchAdd, 1, 0);
   l.run();
@@ -1683,6 +1684,132 @@ TEST(Engine, Read_ResponseLeavesInThePassThatTakesTheRequest) {
   ASSERT_EQ(c.size(), 1u) << "the requester did not complete on the response";
   EXPECT_EQ(c[0].status, WcStatus::kSuccess);
   EXPECT_TRUE(same(l.b.mem, 0, l.a.mem, 0, 8));
+}
+
+// ib_read_lat's loop in virtual time (issue 17): one READ outstanding, posted again at the
+// moment the last one completes, a responder whose app never polls. Every READ completes one
+// round trip (2 x the one-way latency) after its post, the first and the 200th alike: no
+// timer (a delayed ACK, pacing, a probe, a retransmission) sits on its path, and nothing but
+// the request, the response and their ACKs is sent.
+TEST(Engine, Read_PingPongEveryReadOneRoundTrip) {
+  Loop l;
+  std::map<wire::Kind, int> sent;
+  int acks_from_responder = 0;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    const wire::Kind k = peek(d).common.kind;
+    ++sent[k];
+    acks_from_responder += from == 1 && k == wire::Kind::kAck;
+    return Loop::Verdict::kDeliver;
+  };
+  constexpr int kReads = 200;
+  for (int i = 0; i < kReads; ++i) {
+    const Time posted = l.now;
+    l.post_write(l.a, static_cast<uint64_t>(i), 0, 2, 0, Opcode::kRead);
+    std::vector<Completion> c;
+    const auto completed = [&] {
+      c = l.poll(l.a);
+      return !c.empty();
+    };
+    ASSERT_TRUE(l.run_until(completed)) << "READ " << i << " never completed";
+    EXPECT_EQ(l.now - posted, 2 * l.latency) << "READ " << i << " waited for a timer";
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].wr_id, static_cast<uint64_t>(i));
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  }
+  l.run();
+  EXPECT_EQ(sent[wire::Kind::kReadReq], kReads);
+  EXPECT_EQ(sent[wire::Kind::kReadResp], kReads);
+  // One ACK a READ (3 datagrams a round trip): the requester's of the response (the responder
+  // holds the response for resending until then). The response acknowledges the request: the
+  // responder sends no ACK of its own (there were two a READ before).
+  EXPECT_EQ(sent[wire::Kind::kAck], kReads);
+  EXPECT_EQ(acks_from_responder, 0);
+  EXPECT_EQ(sent.size(), 3u) << "something besides requests, responses and ACKs was sent";
+}
+
+// The response is the request's only acknowledgement: when it is lost, the requester resends
+// the request, the responder ACKs the duplicate and resends the response, and the READ
+// completes with the right bytes. With an ECN mark on the request, the responder ACKs it (the
+// mark goes back in an ACK), and the READ completes as well.
+TEST(Engine, Read_ResponseLostOrRequestMarkedStillCompletes) {
+  for (const bool lose : {true, false}) {
+    SCOPED_TRACE(lose ? "response lost" : "request ECN-marked");
+    Loop l;
+    fill(l.b.mem, 0, 8, 9);
+    int responses = 0;
+    int acks_from_b = 0;
+    l.hook = [&](int from, std::vector<uint8_t>& d) {
+      const wire::Kind k = peek(d).common.kind;
+      acks_from_b += from == 1 && k == wire::Kind::kAck;
+      if (k == wire::Kind::kReadResp && ++responses == 1 && lose) return Loop::Verdict::kDrop;
+      return Loop::Verdict::kDeliver;
+    };
+    l.ecn_ce = !lose;
+    l.post_write(l.a, 1, 0, 8, 0, Opcode::kRead);
+    l.run();
+    const auto c = l.poll(l.a);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    EXPECT_TRUE(same(l.b.mem, 0, l.a.mem, 0, 8));
+    EXPECT_GE(acks_from_b, 1) << "the request was never acknowledged on its own";
+    if (lose) {
+      EXPECT_GE(responses, 2);
+    }
+  }
+}
+
+// READs in a pipeline (ib_read_bw): a request that arrives while an earlier response is still
+// unacknowledged waits behind it, so the responder ACKs it at once rather than leave the
+// requester to time out before its response comes; every READ completes with its bytes.
+TEST(Engine, Read_PipelinedRequestsBehindAResponseAreAcked) {
+  Loop l;
+  constexpr uint32_t kLen = 16 * 4096;
+  constexpr int kReads = 8;
+  fill(l.b.mem, 0, kReads * kLen, 4);
+  int acks_from_responder = 0;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    acks_from_responder += from == 1 && peek(d).common.kind == wire::Kind::kAck;
+    return Loop::Verdict::kDeliver;
+  };
+  for (int i = 0; i < kReads; ++i)
+    l.post_write(l.a, static_cast<uint64_t>(i), uint64_t{kLen} * i, kLen, uint64_t{kLen} * i,
+                 Opcode::kRead);
+  l.run();
+  const auto c = l.poll(l.a);
+  ASSERT_EQ(c.size(), static_cast<size_t>(kReads));
+  for (const auto& x : c) EXPECT_EQ(x.status, WcStatus::kSuccess);
+  EXPECT_TRUE(same(l.b.mem, 0, l.a.mem, 0, kReads * kLen));
+  // One cumulative ACK or more (the requests behind the first arrive together).
+  EXPECT_GE(acks_from_responder, 1) << "requests queued behind a response were never ACKed";
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->rto_fired, 0u);
+}
+
+// ib_write_lat's loop in virtual time: each side WRITEs when the other's WRITE has landed in
+// its memory (the app spins on memory, never polls). Each WRITE lands one one-way latency
+// after its post, and each side sends its WRITEs and the ACKs of the other's, nothing else.
+TEST(Engine, Write_PingPongEveryWriteOneWay) {
+  Loop l;
+  std::map<wire::Kind, int> sent;
+  l.hook = [&](int, std::vector<uint8_t>& d) {
+    ++sent[peek(d).common.kind];
+    return Loop::Verdict::kDeliver;
+  };
+  constexpr int kWrites = 200;
+  for (int i = 0; i < kWrites; ++i) {
+    testing::Side& from = i % 2 ? l.b : l.a;
+    testing::Side& to = i % 2 ? l.a : l.b;
+    from.mem[0] = static_cast<uint8_t>(i);
+    const Time posted = l.now;
+    l.post_write(from, static_cast<uint64_t>(i), 0, 2, 0);
+    ASSERT_TRUE(l.run_until([&] { return to.mem[0] == static_cast<uint8_t>(i); }))
+        << "WRITE " << i << " never landed";
+    EXPECT_EQ(l.now - posted, l.latency) << "WRITE " << i << " waited for a timer";
+  }
+  l.run();
+  EXPECT_EQ(sent[wire::Kind::kWrite], kWrites);
+  // One ACK a WRITE, on its own (a data header carries no ACK to ride on the reply WRITE).
+  EXPECT_EQ(sent[wire::Kind::kAck], kWrites);
+  EXPECT_EQ(sent.size(), 2u) << "something besides WRITEs and ACKs was sent";
 }
 
 TEST(Engine, ResizeCq_KeepsItsCompletionsRefusesFewerSlots) {

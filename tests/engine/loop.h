@@ -80,6 +80,24 @@ class Loop {
     }
   }
 
+  /// Runs as run() does, but stops at the first moment (`now`) after which `done()` holds, as
+  /// an application polling at once would see it; false if it never held within `limit`.
+  bool run_until(const std::function<bool()>& done, Duration limit = 10s) {
+    const Time end = now + limit;
+    while (now < end) {
+      pump();
+      if (done()) return true;
+      Time next = std::min(a.eng.next_deadline(), b.eng.next_deadline());
+      if (!wire_.empty()) next = std::min(next, wire_.front().at);
+      if (next == kNever) return done();
+      now = std::max(now, next);
+      deliver_due();
+      a.eng.on_timeout(now);
+      b.eng.on_timeout(now);
+    }
+    return done();
+  }
+
   std::vector<Completion> poll(Side& s) {
     std::vector<Completion> out(256);
     out.resize(s.eng.poll_cq(s.cq, out));

@@ -480,6 +480,10 @@ class Core {
   void ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked);
   void detect_losses(Qp& q, Time now);
   void after_acks(Qp& q, Time now, bool progress);
+  /// A READ's or atomic's response acknowledges its request and every PSN before it (`cum`:
+  /// the request's last PSN + 1), as in IB: the responder runs a request only once all of
+  /// them have arrived, and sends no ACK of its own for one it answers at once (received()).
+  void ack_by_response(Qp& q, uint32_t cum, Time now);
   void arm_rto(Qp& q, Time now);
   bool waiting_on_peer(const Qp& q) const;
   // The constants q's window should run with now: its profile, or the automatic one derived

@@ -209,6 +209,7 @@ bool Core::accept_read_resp(RxData& x, Time now) {
   x.act.kind = Action::kReadResp;
   q.loss.rto_retries = 0;  // the responder is alive: restart the wait for the rest
   if (q.wait_since != kNever) q.wait_since = now;
+  ack_by_response(q, w.first_psn + w.npkts, now);  // last: it may complete and pop WQEs
   return true;
 }
 
@@ -308,6 +309,7 @@ void Core::received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, ui
                     const Action& act) {
   const wire::CommonHeader& h = p.common;
   const bool had_holes = q.rcv.sb.has_holes();
+  const uint32_t unacked_before = q.rcv.unacked;
   (void)q.rcv.sb.mark(h.psn);
   ++q.stats.rx_data_packets;
   q.stats.rx_payload_bytes += p.data.payload_len;
@@ -328,6 +330,18 @@ void Core::received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, ui
   // whose last packet came first: its app may see the completion and close the QP before a
   // delayed ACK), on request or every ack_every packets; else delayed.
   note_rx(q, now, rx, h);
+  // But none for a READ or atomic request answered in this pass, in order, with nothing else
+  // waiting for an ACK and no other response ahead of its own (which leaves next, as responses
+  // go before requests): its response acknowledges it (Core::ack_by_response), one datagram
+  // and one wakeup less a round trip (issue 17). A request queued behind other responses (a
+  // READ pipeline) is ACKed as before, lest the requester time out waiting for its response.
+  // An ECN mark still goes back in an ACK; a response that never arrives has the request
+  // resent, and a duplicate is ACKed.
+  const bool answered = (act.kind == Action::kReadReq || act.kind == Action::kAtomic) &&
+                        sends_in(q.state) && q.pending_reads == 1 && unacked_before == 0 &&
+                        !had_holes && !q.rcv.sb.has_holes() && !rx.ecn_ce &&
+                        psn_diff(q.rcv.sb.cum(), h.psn) > 0;
+  if (answered) return;
   ++q.rcv.unacked;
   if (rx.ecn_ce) q.rcv.last_rx.ack_flags |= wire::ack_flag::kEcnEcho;
   if ((h.flags & wire::flag::kAckReq) || had_holes || q.rcv.sb.has_holes() ||

@@ -664,6 +664,23 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   after_acks(q, now, acked.packets > 0);
 }
 
+void Core::ack_by_response(Qp& q, uint32_t cum, Time now) {
+  if (psn_diff(cum, q.snd.snd_una) <= 0 || psn_diff(cum, q.snd.snd_nxt) > 0) return;
+  // The request's one transmission gives an RTT sample (the responder's turnaround included:
+  // a response states no ack_delay); no congestion signal (no ECN echo, and a response's delay
+  // is the responder's queue as much as the path's).
+  const TxPkt& req = q.snd.pkt(cum - 1);
+  const bool sample = req.state == TxPkt::kInFlight && req.tx_count == 1 && req.sent <= now;
+  const Duration rtt = now - req.sent;
+  AckTally acked;
+  ack_through(q, cum, now, &acked);
+  if (sample) {
+    ++q.stats.rtt_samples;
+    q.rtt.on_sample(rtt);
+  }
+  after_acks(q, now, acked.packets > 0);
+}
+
 void Core::after_acks(Qp& q, Time now, bool progress) {
   if (progress) {
     q.loss.on_progress();
