@@ -139,6 +139,7 @@ ibv_context* open_device(ibv_device* d) {
       dev->contexts = 0;
       dev->peers.clear();
       dev->fabric_peers.clear();
+      dev->mcast_peers.clear();
       dev->armed.clear();
       dev->n_armed = 0;
       dev->open.clear();
@@ -223,6 +224,7 @@ int close_device(ibv_context* c) {
       last = std::move(dev->driver);
       dev->peers.clear();
       dev->fabric_peers.clear();
+      dev->mcast_peers.clear();
       dev->armed.clear();
       dev->n_armed = 0;
     }
