@@ -78,7 +78,8 @@ struct Side {
     m.qp_state = IBV_QPS_INIT;
     m.port_num = 1;
     m.qkey = qkey;
-    if (modify_qp(q, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)) return nullptr;
+    if (modify_qp(q, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+      return nullptr;
     m.qp_state = IBV_QPS_RTR;
     if (modify_qp(q, &m, IBV_QP_STATE)) return nullptr;
     m.qp_state = IBV_QPS_RTS;
@@ -234,7 +235,8 @@ TEST(Mcast, Send_ReachesAttachedQpsOfTwoProcesses_NotDetachedNorOtherQkey) {
   int status = -1;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "the child hung (signal " << WTERMSIG(status) << ")";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's datagram (2 open, 3 attach, 5 none, 6 GRH, 7 data)";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "the child's datagram (2 open, 3 attach, 5 none, 6 GRH, 7 data)";
   // The one datagram went to every attached QP of this process in the same engine round as
   // to `member`: the detached QP and the one with another Q_Key have nothing.
   EXPECT_EQ(poll_cq(s.cqs[1], 1, &extra), 0) << "a detached QP received";

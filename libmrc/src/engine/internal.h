@@ -285,7 +285,7 @@ class Core {
     uint32_t cursor = 0;      // the next to try when a datagram's own path is held
   };
   std::unordered_map<PeerId, UdPaths> ud_paths;  // by peer (ud.cc ud_path)
-  std::map<McastGid, std::vector<Qpn>> mcast;  // attached QPs by group (ud.cc)
+  std::map<McastGid, std::vector<Qpn>> mcast;    // attached QPs by group (ud.cc)
   wire::Packet rx_pkt;                           // decode target, reused (no per-datagram init)
   uint32_t burst = 0;                            // packets the front ready QP sent in a row
   /// tx_pkt with its common header set for a packet of `q` to its peer.

@@ -1331,19 +1331,20 @@ int join(rdma_cm_id* cm, const sockaddr* addr, uint32_t flags, void* context, co
     Id* id = id_of(cm);
     const auto mgid = mgid_of(addr);
     if (!mgid)
-      return minus_one(fail(EINVAL, "%s: %s is not a multicast address (IPv4 224.0.0.0/4, IPv6 "
-                                    "ff00::/8)", verb, addr ? addr_str(addr).c_str() : "(null)"));
-    if (!is_ud(id))
-      return minus_one(fail(EINVAL, "%s: multicast needs an RDMA_PS_UDP id", verb));
+      return minus_one(fail(EINVAL,
+                            "%s: %s is not a multicast address (IPv4 224.0.0.0/4, IPv6 "
+                            "ff00::/8)",
+                            verb, addr ? addr_str(addr).c_str() : "(null)"));
+    if (!is_ud(id)) return minus_one(fail(EINVAL, "%s: multicast needs an RDMA_PS_UDP id", verb));
     if (!cm->verbs)
       return minus_one(fail(EINVAL, "%s: bind the id or resolve an address first", verb));
     if (flags > RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
-      return minus_one(fail(EINVAL, "%s: join flag %u (FULLMEMBER 0, SENDONLY_FULLMEMBER 1)",
-                            verb, flags));
+      return minus_one(
+          fail(EINVAL, "%s: join flag %u (FULLMEMBER 0, SENDONLY_FULLMEMBER 1)", verb, flags));
     for (const Id::Group& g : id->groups)
       if (std::memcmp(g.mgid.raw, mgid->raw, 16) == 0)
-        return minus_one(fail(EADDRINUSE, "%s: the id has joined %s already", verb,
-                              addr_str(addr).c_str()));
+        return minus_one(
+            fail(EADDRINUSE, "%s: the id has joined %s already", verb, addr_str(addr).c_str()));
     // A full member's QP receives the group's datagrams; a send-only one is not attached.
     const bool attach = flags == RDMA_MC_JOIN_FLAG_FULLMEMBER && cm->qp;
     if (attach && verbs::attach_mcast(cm->qp, &*mgid, 0)) return -1;
@@ -1363,8 +1364,8 @@ int join_multicast_ex(rdma_cm_id* cm, rdma_cm_join_mc_attr_ex* attr, void* conte
   constexpr const char* kVerb = "rdma_join_multicast_ex";
   if (!cm || !attr) return minus_one(fail(EINVAL, "%s: null argument", kVerb));
   if (attr->comp_mask & ~uint32_t{RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS})
-    return minus_one(fail(EINVAL, "%s: comp_mask 0x%x: ADDRESS (1) and JOIN_FLAGS (2) only",
-                          kVerb, attr->comp_mask));
+    return minus_one(fail(EINVAL, "%s: comp_mask 0x%x: ADDRESS (1) and JOIN_FLAGS (2) only", kVerb,
+                          attr->comp_mask));
   if (!(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS))
     return minus_one(fail(EINVAL, "%s: comp_mask needs RDMA_CM_JOIN_MC_ATTR_ADDRESS", kVerb));
   if (!(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS))

@@ -126,11 +126,12 @@ std::optional<McastMember> member_peer(Device* dev, const ibv_gid& gid,
 
 int attach_error(const char* verb, ibv_qp* qp, const ibv_gid* gid) {
   if (qp->qp_type != IBV_QPT_UD)
-    return fail(EINVAL, "%s: QP %u is not UD: only UD QPs join multicast groups", verb,
-                qp->qp_num);
+    return fail(EINVAL, "%s: QP %u is not UD: only UD QPs join multicast groups", verb, qp->qp_num);
   if (!is_mcast_gid(*gid))
-    return fail(EINVAL, "%s: QP %u: GID %s is not a multicast GID (ff00::/8, or IPv4 224.0.0.0/4 "
-                "IPv4-mapped)", verb, qp->qp_num, gid_str(gid->raw).c_str());
+    return fail(EINVAL,
+                "%s: QP %u: GID %s is not a multicast GID (ff00::/8, or IPv4 224.0.0.0/4 "
+                "IPv4-mapped)",
+                verb, qp->qp_num, gid_str(gid->raw).c_str());
   return 0;
 }
 

@@ -45,8 +45,8 @@
 // A QP asked for without CQs gets its own send and receive CQs with completion
 // channels, as librdmacm makes them. After DISCONNECTED comes TIMEWAIT_EXIT, once the QP's
 // local ACK timeout has passed (no packet of the old connection can still arrive). PSNs are
-// random (getrandom). Multicast: join_multicast below. A forked child gets a service of its own (the
-// parent's ids stay the parent's).
+// random (getrandom). Multicast: join_multicast below. A forked child gets a service of its
+// own (the parent's ids stay the parent's).
 // Threading: every function is thread-safe (one mutex for all ids); events are posted by
 // the service thread.
 #pragma once
