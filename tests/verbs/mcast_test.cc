@@ -15,6 +15,7 @@
 
 #include "mrc/verbs/verbs.h"
 #include "open_device.h"
+#include "to_rts.h"
 #include "wait_wc.h"
 
 namespace mrc::verbs {
@@ -74,16 +75,7 @@ struct Side {
     cqs.push_back(cq);
     qps.push_back(q);
     if (type != IBV_QPT_UD) return q;
-    ibv_qp_attr m{};
-    m.qp_state = IBV_QPS_INIT;
-    m.port_num = 1;
-    m.qkey = qkey;
-    if (modify_qp(q, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
-      return nullptr;
-    m.qp_state = IBV_QPS_RTR;
-    if (modify_qp(q, &m, IBV_QP_STATE)) return nullptr;
-    m.qp_state = IBV_QPS_RTS;
-    return modify_qp(q, &m, IBV_QP_STATE | IBV_QP_SQ_PSN) ? nullptr : q;
+    return testing::ud_to_rts(q, qkey) ? nullptr : q;
   }
   // A receive of 1 KiB at slot i of the buffer for QP i.
   int post_recv_on(size_t i) {
