@@ -165,6 +165,7 @@ void Core::on_ud(Qp& q, const wire::Packet& p) {
 
 void Core::on_ud_mcast(const wire::Packet& p) {
   // The GRH (ibv_grh: its dgid at bytes 24..39) is the payload's start.
+  if (p.trimmed) return stats.drop(Drop::kTrimmed);  // unreliable: a trimmed datagram is lost
   if (p.payload.size() < wire::kUdGrhLen) return stats.drop(Drop::kMalformed);
   McastGid g;
   std::copy_n(p.payload.begin() + 24, g.size(), g.begin());
