@@ -132,6 +132,26 @@ TEST(Ud, SendRecv_GrhThenDataInTheReceiveBothComplete) {
   EXPECT_EQ(std::memcmp(b.mem.data() + 1000 + wire::kUdGrhLen, a.mem.data(), 300), 0);
 }
 
+// The driver polls a burst of datagrams before it sends any: each datagram's payload stays
+// whole until then (it pointed into the engine's last UD datagram, freed by the next poll).
+TEST(Ud, PollTransmit_BurstOfDatagramsEachPayloadStaysWhole) {
+  UdSide a, b;
+  for (uint32_t i = 0; i < 200; ++i) a.mem[i] = static_cast<uint8_t>(i);
+  const UdDest d = dest_of(b);
+  ASSERT_TRUE(a.send(1, 0, 100, d).ok());
+  ASSERT_TRUE(a.send(2, 100, 100, d).ok());
+  std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(kTransmitBufferSize));
+  std::vector<Transmit> burst;
+  for (auto& buf : bufs)
+    if (auto t = a.eng.poll_transmit(Time{1000}, buf)) burst.push_back(*t);
+  ASSERT_EQ(burst.size(), 2u);
+  for (uint32_t k = 0; k < 2; ++k) {
+    ASSERT_EQ(burst[k].payload.size(), wire::kUdGrhLen + 100);
+    for (uint32_t i = 0; i < 100; ++i)
+      ASSERT_EQ(burst[k].payload[wire::kUdGrhLen + i], static_cast<uint8_t>(100 * k + i)) << k;
+  }
+}
+
 TEST(Ud, SendRecv_AppBufferFreeAfterPost) {
   UdSide a, b;
   b.recv(1, 0, 100);

@@ -407,7 +407,6 @@ class Core {
  private:
   // ---- Core's own steps: called only from Core's methods (sender.cc, receiver.cc, ud.cc,
   // mw.cc, engine.cc's Core:: functions), never by the Engine API directly ----
-  UdOut ud_sending;     // the UD datagram poll_transmit returned last: its payload
   wire::Packet tx_pkt;  // encode source, reused
   void copy(void* dst, const void* src, size_t n) const { cfg.copy(dst, src, n); }
 

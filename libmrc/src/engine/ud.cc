@@ -4,6 +4,7 @@
 // shared path health holds that path's plane or EV then (ud_path, Engine::set_ud_paths).
 // Not in MRC 1.0: the verbs device's own addition (docs/wire-format.md "UD_SEND").
 #include <algorithm>
+#include <cstring>
 
 #include "engine/internal.h"
 
@@ -60,9 +61,8 @@ Status<Error> Core::ud_post_send(Qp& q, const SendWr& wr) {
 
 std::optional<Transmit> Core::ud_transmit(Time now, std::span<uint8_t> buf) {
   while (!udq.empty()) {
-    ud_sending = std::move(udq.front());
+    const UdOut o = std::move(udq.front());
     udq.pop_front();
-    const UdOut& o = ud_sending;
     Qp* q = qp(o.qpn);
     if (!q || !q->init.ud) continue;  // destroyed since
     if (o.last) --q->ud_queued;
@@ -96,10 +96,14 @@ std::optional<Transmit> Core::ud_transmit(Time now, std::span<uint8_t> buf) {
     const Path path = ud_path(o.dst, now);
     h.ev = path.ev;
     const size_t n = wire::encode_header(tx_pkt, o.bytes, buf);
+    // The payload goes into the caller's buffer after the header: the driver polls a burst
+    // of datagrams before it sends any, so it must outlive this UdOut (a WR chain, or a
+    // multicast fan-out, puts several UD datagrams in one burst).
+    std::memcpy(buf.data() + n, o.bytes.data(), o.bytes.size());
     ++q->stats.tx_data_packets;
     q->stats.tx_payload_bytes += c.byte_len;
     if (o.signaled && o.last) complete(*q, q->init.send_cq, c);
-    return Transmit{o.dst.peer, path, n, o.bytes, o.dst.traffic_class};
+    return Transmit{o.dst.peer, path, n, buf.subspan(n, o.bytes.size()), o.dst.traffic_class};
   }
   return std::nullopt;
 }
