@@ -2,6 +2,7 @@
 // in the receive, Q_Key checks, drops without RNR or NACK, length and state errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <optional>
@@ -131,6 +132,26 @@ TEST(Ud, SendRecv_GrhThenDataInTheReceiveBothComplete) {
   EXPECT_EQ(std::memcmp(b.mem.data() + 1000 + wire::kUdGrhLen, a.mem.data(), 300), 0);
 }
 
+// The driver polls a burst of datagrams before it sends any: each datagram's payload stays
+// whole until then (it pointed into the engine's last UD datagram, freed by the next poll).
+TEST(Ud, PollTransmit_BurstOfDatagramsEachPayloadStaysWhole) {
+  UdSide a, b;
+  for (uint32_t i = 0; i < 200; ++i) a.mem[i] = static_cast<uint8_t>(i);
+  const UdDest d = dest_of(b);
+  ASSERT_TRUE(a.send(1, 0, 100, d).ok());
+  ASSERT_TRUE(a.send(2, 100, 100, d).ok());
+  std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(kTransmitBufferSize));
+  std::vector<Transmit> burst;
+  for (auto& buf : bufs)
+    if (auto t = a.eng.poll_transmit(Time{1000}, buf)) burst.push_back(*t);
+  ASSERT_EQ(burst.size(), 2u);
+  for (uint32_t k = 0; k < 2; ++k) {
+    ASSERT_EQ(burst[k].payload.size(), wire::kUdGrhLen + 100);
+    for (uint32_t i = 0; i < 100; ++i)
+      ASSERT_EQ(burst[k].payload[wire::kUdGrhLen + i], static_cast<uint8_t>(100 * k + i)) << k;
+  }
+}
+
 TEST(Ud, SendRecv_AppBufferFreeAfterPost) {
   UdSide a, b;
   b.recv(1, 0, 100);
@@ -240,6 +261,117 @@ TEST(Ud, Recv_NotReadyOrNotUdIsDropped) {
   for (auto& d : drain(a)) b.eng.on_datagram(Time{2000}, RxInfo{}, d.bytes);
   EXPECT_EQ(b.eng.stats().dropped(Drop::kQpNotReady), 1u);
   EXPECT_TRUE(b.poll().empty());
+}
+
+// A UD QP of `e` at RTS with Q_Key `qkey` on completion queue `cq` (a second QP of a side).
+Qpn extra_ud_qp(Engine& e, CqId cq, uint32_t qkey) {
+  QpInit init;
+  init.send_cq = init.recv_cq = cq;
+  init.ud = true;
+  const Qpn q = e.create_qp(init).value();
+  QpAttr a;
+  a.qkey = qkey;
+  for (QpState s : {QpState::kInit, QpState::kRtr, QpState::kRts}) {
+    a.state = s;
+    EXPECT_TRUE(e.modify_qp(q, a, attr::kState | attr::kQkey).ok());
+  }
+  return q;
+}
+
+constexpr McastGid kGroup = {0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x4d, 1};
+
+// A datagram to the group: QPN 0xFFFFFF, the GRH's dgid (bytes 24..39) the group.
+UdDest group_dest() {
+  UdDest d;
+  d.peer = 3;
+  d.path = Path{0x10203, 1};
+  d.qpn = kMulticastQpn;
+  d.qkey = kQkey;
+  std::copy(kGroup.begin(), kGroup.end(), d.grh.begin() + 24);
+  return d;
+}
+
+TEST(Ud, AttachMcast_UdQpsOnlyDetachWhatIsAttachedDestroyDetaches) {
+  UdSide b;
+  EXPECT_EQ(b.eng.attach_mcast(999, kGroup).error(), Error::kNoSuchQp);
+  QpInit rc;
+  rc.send_cq = rc.recv_cq = b.cq;
+  const Qpn rc_qpn = b.eng.create_qp(rc).value();
+  EXPECT_EQ(b.eng.attach_mcast(rc_qpn, kGroup).error(), Error::kInvalidArgument);
+  EXPECT_EQ(b.eng.detach_mcast(b.qpn, kGroup).error(), Error::kInvalidArgument);
+  ASSERT_TRUE(b.eng.attach_mcast(b.qpn, kGroup).ok());
+  ASSERT_TRUE(b.eng.attach_mcast(b.qpn, kGroup).ok());  // again: one attachment
+  EXPECT_EQ(b.eng.mcast_members(kGroup), std::vector<Qpn>{b.qpn});
+  ASSERT_TRUE(b.eng.destroy_qp(b.qpn).ok());
+  EXPECT_TRUE(b.eng.mcast_members(kGroup).empty());
+}
+
+// Each attached QP of the receiving engine takes the datagram as its own: Q_Key checked per
+// QP, a receive each; a detached QP takes nothing; a group nobody here joined drops it.
+TEST(Ud, McastDatagram_EveryAttachedQpReceivesQkeyChecked) {
+  UdSide a, b;
+  const Qpn second = extra_ud_qp(b.eng, b.cq, kQkey);
+  const Qpn other_qkey = extra_ud_qp(b.eng, b.cq, 0x22222222);
+  const Qpn left = extra_ud_qp(b.eng, b.cq, kQkey);
+  for (Qpn q : {b.qpn, second, other_qkey, left}) ASSERT_TRUE(b.eng.attach_mcast(q, kGroup).ok());
+  ASSERT_TRUE(b.eng.detach_mcast(left, kGroup).ok());
+  b.recv(1, 0, 200);
+  Sge sge{b.addr(1000), 200, b.key};
+  ASSERT_TRUE(b.eng.post_recv(second, RecvWr{2, {&sge, 1}}).ok());
+  for (uint32_t i = 0; i < 50; ++i) a.mem[i] = static_cast<uint8_t>(i + 1);
+  ASSERT_TRUE(a.send(9, 0, 50, group_dest()).ok());
+  auto out = drain(a);
+  ASSERT_EQ(out.size(), 1u);
+  b.eng.on_datagram(Time{2000}, RxInfo{}, out[0].bytes);
+  auto got = b.poll();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].qpn, b.qpn);
+  EXPECT_EQ(got[1].qpn, second);
+  for (const Completion& c : got) {
+    EXPECT_EQ(c.status, WcStatus::kSuccess);
+    EXPECT_EQ(c.byte_len, wire::kUdGrhLen + 50);
+    EXPECT_EQ(c.src_qpn, a.qpn);
+  }
+  EXPECT_EQ(b.mem[wire::kUdGrhLen], 1);
+  EXPECT_EQ(b.mem[1000 + wire::kUdGrhLen + 49], 50);
+  EXPECT_EQ(b.eng.stats().dropped(Drop::kBadToken), 1u);   // other_qkey
+  EXPECT_EQ(b.eng.stats().dropped(Drop::kNoReceive), 0u);  // `left` is out of the group
+  for (Qpn q : {b.qpn, second, other_qkey}) ASSERT_TRUE(b.eng.detach_mcast(q, kGroup).ok());
+  b.eng.on_datagram(Time{3000}, RxInfo{}, out[0].bytes);
+  EXPECT_EQ(b.eng.stats().dropped(Drop::kUnknownQp), 1u);
+}
+
+// A SEND with ud_fan (a group's member processes): one datagram to each, on the member's own
+// peer and path, one send-queue slot and one completion, after the last.
+TEST(Ud, McastFanOut_OneDatagramPerMemberOneCompletion) {
+  UdSide a;
+  const UdDest base = group_dest();
+  std::vector<UdDest> fan(3, base);
+  for (uint32_t i = 0; i < 3; ++i) {
+    fan[i].peer = 10 + i;
+    fan[i].path = Path{0x100u + i, static_cast<uint16_t>(i % 2)};
+  }
+  Sge sge{a.addr(0), 64, a.key};
+  SendWr wr;
+  wr.wr_id = 42;
+  wr.opcode = Opcode::kSend;
+  wr.sg = {&sge, 1};
+  wr.ud = &base;
+  wr.ud_fan = fan;
+  ASSERT_TRUE(a.eng.post_send(a.qpn, wr).ok());
+  auto out = drain(a);
+  ASSERT_EQ(out.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(out[i].t.peer, 10 + i);
+    EXPECT_EQ(out[i].t.path.ev, 0x100u + i);
+    const auto p = wire::decode(out[i].bytes);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->common.dst_qpn, kMulticastQpn);
+  }
+  auto c = a.poll();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].wr_id, 42u);
+  EXPECT_EQ(c[0].byte_len, 64u);
 }
 
 // UD has no acknowledgements, so no path health of its own: it uses the one the engine's QPs

@@ -549,6 +549,68 @@ TEST_F(CmTest, UdpPortSpace_ReplyNamesThePeersUdQp_DatagramFlows) {
   EXPECT_EQ(establish(client_), -1);
 }
 
+// Multicast on an RDMA_PS_UDP id: bound, it resolves a multicast address (ADDR_RESOLVED; the
+// bound address stays), joins with its QP attached: MULTICAST_JOIN carries the join's context
+// and what a SEND to the group needs (the group's GID, QPN 0xFFFFFF, RDMA_UDP_QKEY), and the
+// id's own QP receives such a SEND (this process is a member). Bad input: a unicast address,
+// joining twice, unknown comp_mask bits, leaving a group not joined.
+TEST_F(CmTest, JoinMulticast_EventNamesTheGroup_SendReachesTheIdsQp_Leave) {
+  ASSERT_EQ(create_id(ch_, &client_, nullptr, RDMA_PS_UDP), 0);
+  sockaddr_in src = loopback(0);
+  ASSERT_EQ(bind_addr(client_, reinterpret_cast<sockaddr*>(&src)), 0) << std::strerror(errno);
+  const uint16_t bound_port = ntohs(get_src_port(client_));
+  sockaddr_in group{};
+  group.sin_family = AF_INET;
+  ASSERT_EQ(::inet_pton(AF_INET, "230.0.0.9", &group.sin_addr), 1);
+  ASSERT_EQ(resolve_addr(client_, reinterpret_cast<sockaddr*>(&src),
+                         reinterpret_cast<sockaddr*>(&group), 2000),
+            0)
+      << std::strerror(errno);
+  EXPECT_EQ(next().event, RDMA_CM_EVENT_ADDR_RESOLVED);
+  EXPECT_EQ(ntohs(get_src_port(client_)), bound_port);
+  make_qp(client_);
+  sockaddr_in unicast = loopback(7);
+  EXPECT_EQ(join_multicast(client_, reinterpret_cast<sockaddr*>(&unicast), nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  int tag = 0;
+  ASSERT_EQ(join_multicast(client_, reinterpret_cast<sockaddr*>(&group), &tag), 0)
+      << std::strerror(errno);
+  pollfd p{ch_->fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1);
+  rdma_cm_event* e = nullptr;
+  ASSERT_EQ(get_cm_event(ch_, &e), 0);
+  ASSERT_EQ(e->event, RDMA_CM_EVENT_MULTICAST_JOIN);
+  EXPECT_EQ(e->status, 0);
+  EXPECT_EQ(e->param.ud.private_data, &tag);
+  EXPECT_EQ(e->param.ud.qp_num, 0xFFFFFFu);
+  EXPECT_EQ(e->param.ud.qkey, static_cast<uint32_t>(RDMA_UDP_QKEY));
+  ibv_ah_attr aa = e->param.ud.ah_attr;
+  ack_cm_event(e);
+  const uint8_t mgid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 230, 0, 0, 9};
+  EXPECT_EQ(aa.is_global, 1);
+  EXPECT_EQ(std::memcmp(aa.grh.dgid.raw, mgid, 16), 0);
+  EXPECT_EQ(join_multicast(client_, reinterpret_cast<sockaddr*>(&group), nullptr), -1);
+  EXPECT_EQ(errno, EADDRINUSE);
+  rdma_cm_join_mc_attr_ex ex{};
+  ex.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_RESERVED;
+  ex.addr = reinterpret_cast<sockaddr*>(&group);
+  EXPECT_EQ(join_multicast_ex(client_, &ex, nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_ah* ah = create_ah(client_->qp->pd, &aa);
+  ASSERT_NE(ah, nullptr) << std::strerror(errno);
+  send_one(client_->qp, client_->qp, ah, 0xFFFFFF);
+  destroy_ah(ah);
+  EXPECT_EQ(leave_multicast(client_, reinterpret_cast<sockaddr*>(&group)), 0);
+  EXPECT_EQ(leave_multicast(client_, reinterpret_cast<sockaddr*>(&group)), -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL);
+  // A send-only full member joins without its QP: the event comes all the same.
+  ex.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+  ex.join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+  ASSERT_EQ(join_multicast_ex(client_, &ex, nullptr), 0) << std::strerror(errno);
+  EXPECT_EQ(next().event, RDMA_CM_EVENT_MULTICAST_JOIN);
+  EXPECT_EQ(leave_multicast(client_, reinterpret_cast<sockaddr*>(&group)), 0);
+}
+
 // An RDMA_PS_UDP request the passive side rejects is UNREACHABLE at the active side (status
 // MRC_CM_SIDR_REJECT, with the reject's private data), as the kernel's CM reports a SIDR
 // reject; an RDMA_PS_TCP request to an RDMA_PS_UDP listener is REJECTED without the app
@@ -736,6 +798,30 @@ TEST(CmAddrinfo, GetAddrinfo_PassiveAndActive) {
   EXPECT_EQ(errno, EPROTONOSUPPORT);
   EXPECT_STREQ(event_str(RDMA_CM_EVENT_TIMEWAIT_EXIT), "RDMA_CM_EVENT_TIMEWAIT_EXIT");
   EXPECT_STREQ(event_str(static_cast<rdma_cm_event_type>(99)), "UNKNOWN EVENT");
+}
+
+// As librdmacm: a source address in the hints comes back as the result's, with the
+// destination resolved, or alone (pyverbs' AddrInfo(src=, dst=) and AddrInfo(src=)).
+TEST(CmAddrinfo, GetAddrinfo_HintsSourceComesBack) {
+  sockaddr_in src = loopback(4242);
+  rdma_addrinfo hints{};
+  hints.ai_port_space = RDMA_PS_UDP;
+  hints.ai_src_addr = reinterpret_cast<sockaddr*>(&src);
+  hints.ai_src_len = sizeof src;
+  rdma_addrinfo* res = nullptr;
+  ASSERT_EQ(getaddrinfo("230.0.0.1", "7174", &hints, &res), 0);
+  ASSERT_NE(res->ai_src_addr, nullptr);
+  ASSERT_NE(res->ai_dst_addr, nullptr);
+  EXPECT_EQ(std::memcmp(res->ai_src_addr, &src, sizeof src), 0);
+  freeaddrinfo(res);
+  ASSERT_EQ(getaddrinfo(nullptr, nullptr, &hints, &res), 0);
+  ASSERT_NE(res->ai_src_addr, nullptr);
+  EXPECT_EQ(res->ai_dst_addr, nullptr);
+  EXPECT_EQ(res->ai_src_len, sizeof src);
+  EXPECT_EQ(res->ai_qp_type, IBV_QPT_UD);
+  freeaddrinfo(res);
+  EXPECT_EQ(getaddrinfo(nullptr, nullptr, nullptr, &res), -1);  // nothing to resolve
+  EXPECT_EQ(errno, EINVAL);
 }
 
 }  // namespace

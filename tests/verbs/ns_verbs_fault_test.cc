@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -59,6 +60,7 @@
 #include "mrc/verbs/verbs.h"
 #include "ns_test_fabric.h"
 #include "open_device.h"
+#include "to_rts.h"
 #include "verbs/internal.h"
 #include "verbs/objects.h"
 
@@ -274,6 +276,9 @@ constexpr uint32_t kDgram = 1024;  // data bytes per datagram
 constexpr uint32_t kRound = 32;    // datagrams per round, sent then all waited for
 constexpr uint32_t kRounds = 8;    // per phase: before, plane down, after
 
+// The multicast group of the Mcast test (an IPv6 multicast GID).
+const ibv_gid kGroup = {.raw = {0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x6d, 1}};
+
 uint8_t ud_byte(uint32_t seq, uint32_t i) { return static_cast<uint8_t>(seq * 131 + i * 7 + 1); }
 
 ibv_qp* ud_qp(Host& h) {
@@ -284,16 +289,7 @@ ibv_qp* ud_qp(Host& h) {
   a.cap.max_send_sge = a.cap.max_recv_sge = 1;
   ibv_qp* q = create_qp(h.pd, &a);
   if (!q) return nullptr;
-  ibv_qp_attr s{};
-  s.qp_state = IBV_QPS_INIT;
-  s.port_num = 1;
-  s.qkey = kQkey;
-  if (modify_qp(q, &s, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
-    return nullptr;
-  s.qp_state = IBV_QPS_RTR;
-  if (modify_qp(q, &s, IBV_QP_STATE)) return nullptr;
-  s.qp_state = IBV_QPS_RTS;
-  return modify_qp(q, &s, IBV_QP_STATE | IBV_QP_SQ_PSN) ? nullptr : q;
+  return testing::ud_to_rts(q, kQkey) ? nullptr : q;
 }
 
 // Host 0: rounds of kRound datagrams to host 1; after each, host 1 says how many of the
@@ -302,7 +298,8 @@ ibv_qp* ud_qp(Host& h) {
 // its port go (come back). `far` true: host 1's T0; host 0 hears of it only from host 1's
 // ACKs (wire ports_down), so an RC QP to host 1 carries a WRITE now and then, and each phase
 // starts once host 0's engine holds (no longer holds) the plane for host 1 from what they said.
-std::string ud_sender(int peer, int ctl, bool far) {
+// `mcast`: the datagrams go to a multicast group host 1's QP is attached to (QPN 0xFFFFFF).
+std::string ud_sender(int peer, int ctl, bool far, bool mcast = false) {
   Host h;
   if (!h.open(kRound * kDgram, 0)) return h.error;
   ibv_qp* qp = ud_qp(h);
@@ -315,7 +312,7 @@ std::string ud_sender(int peer, int ctl, bool far) {
   ibv_ah_attr aa{};
   aa.is_global = 1;
   aa.port_num = 1;
-  aa.grh.dgid = them.gid;
+  aa.grh.dgid = mcast ? kGroup : them.gid;
   aa.grh.hop_limit = 64;
   ibv_ah* ah = create_ah(h.pd, &aa);
   if (!ah) return "ibv_create_ah failed";
@@ -362,7 +359,7 @@ std::string ud_sender(int peer, int ctl, bool far) {
         wr.opcode = IBV_WR_SEND;
         wr.send_flags = IBV_SEND_SIGNALED;
         wr.wr.ud.ah = ah;
-        wr.wr.ud.remote_qpn = them.qpn[0];
+        wr.wr.ud.remote_qpn = mcast ? 0xFFFFFF : them.qpn[0];
         wr.wr.ud.remote_qkey = kQkey;
         ibv_send_wr* bad = nullptr;
         if (post_send(qp, &wr, &bad)) return "ibv_post_send (UD) failed";
@@ -391,13 +388,14 @@ std::string ud_sender(int peer, int ctl, bool far) {
 // Host 1: keeps 2 rounds of receives posted; after each round (all its datagrams, or 1 s after
 // host 0 said the round was out), tells host 0 how many arrived intact; a duplicate, a corrupt
 // one or one of an earlier round is a failure.
-std::string ud_receiver(int peer, bool far) {
+std::string ud_receiver(int peer, bool far, bool mcast = false) {
   Host h;
   const uint32_t slot = kGrh + kDgram;
   // The receives, then 4 KiB for host 0's WRITEs (far).
   if (!h.open(2 * kRound * slot + 4096, IBV_ACCESS_REMOTE_WRITE)) return h.error;
   ibv_qp* qp = ud_qp(h);
   if (!qp) return "UD QP not made";
+  if (mcast && attach_mcast(qp, &kGroup, 0)) return "ibv_attach_mcast failed";
   auto post = [&](uint32_t k) {
     ibv_sge s{h.at(k * slot), slot, h.mr->lkey};
     ibv_recv_wr wr{};
@@ -1016,6 +1014,22 @@ TEST_F(NsVerbsFault, Ud_ReceiversPortDown_NothingLostOnceItsAcksSaySo) {
   const auto [a, b] =
       run([](int p, int c) { return ud_sender(p, c, true); },
           [](int p, int) { return ud_receiver(p, true); }, "down t0 h1 p1", "up t0 h1 p1");
+  EXPECT_EQ(a.rfind("OK", 0), 0u) << a;
+  EXPECT_EQ(b.rfind("OK", 0), 0u) << b;
+}
+
+// Multicast between fabric hosts: host 1's QP is attached to a group, host 0 sends to the
+// group (one datagram per member process: host 1's), through its own T0 of plane 1 failing
+// and coming back. Membership is the hosts' shared directory (both namespaces, one machine).
+TEST_F(NsVerbsFault, Mcast_SendersPortDown_GroupDatagramsReachTheOtherHostNothingLost) {
+  const std::string dir = "/tmp/mrc-mcast-nsvf-" + std::to_string(::getpid());
+  ::setenv("MRC_MCAST_DIR", dir.c_str(), 1);
+  const auto [a, b] =
+      run([](int p, int c) { return ud_sender(p, c, false, true); },
+          [](int p, int) { return ud_receiver(p, false, true); }, "down t0 h0 p1", "up t0 h0 p1");
+  ::unsetenv("MRC_MCAST_DIR");
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
   EXPECT_EQ(a.rfind("OK", 0), 0u) << a;
   EXPECT_EQ(b.rfind("OK", 0), 0u) << b;
 }

@@ -40,4 +40,19 @@ inline int to_rts(ibv_context* ctx, ibv_qp* q, uint32_t dest) {
                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
+/// A UD QP's RESET -> INIT (pkey 0, port 1, Q_Key `qkey`) -> RTR -> RTS: pyverbs' and
+/// perftest's steps. 0 or the errno of the step that failed.
+inline int ud_to_rts(ibv_qp* q, uint32_t qkey) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qkey = qkey;
+  if (int r = modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+    return r;
+  a.qp_state = IBV_QPS_RTR;
+  if (int r = modify_qp(q, &a, IBV_QP_STATE)) return r;
+  a.qp_state = IBV_QPS_RTS;
+  return modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
 }  // namespace mrc::verbs::testing

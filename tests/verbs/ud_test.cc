@@ -13,6 +13,7 @@
 #include "loopback_env.h"
 #include "mrc/verbs/verbs.h"
 #include "open_device.h"
+#include "to_rts.h"
 #include "wait_wc.h"
 
 namespace mrc::verbs {
@@ -83,20 +84,7 @@ class Ud : public ::testing::Test {
     a.cap.max_send_sge = a.cap.max_recv_sge = 1;
     return create_qp(pd_, &a);
   }
-  // INIT (pkey 0, port 1, the Q_Key), RTR, RTS (sq_psn): pyverbs' and perftest's UD steps.
-  static int to_rts(ibv_qp* q) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qkey = kQkey;
-    if (int r = modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
-      return r;
-    a.qp_state = IBV_QPS_RTR;
-    if (int r = modify_qp(q, &a, IBV_QP_STATE)) return r;
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 0x1234;
-    return modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-  }
+  static int to_rts(ibv_qp* q) { return testing::ud_to_rts(q, kQkey); }
   int post_recv_at(int side, uint64_t wr_id, uint32_t off, uint32_t len) {
     ibv_sge s{reinterpret_cast<uintptr_t>(buf_[side].data()) + off, len, mr_[side]->lkey};
     ibv_recv_wr wr{};

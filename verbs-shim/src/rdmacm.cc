@@ -53,6 +53,13 @@ int rdma_get_remote_ece(rdma_cm_id*, ibv_ece*) {
 int rdma_reject_ece(rdma_cm_id* id, const void* pd, uint8_t len) { return cm::reject(id, pd, len); }
 
 int rdma_disconnect(rdma_cm_id* id) { return cm::disconnect(id); }
+int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
+  return cm::join_multicast(id, addr, context);
+}
+int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr, void* context) {
+  return cm::join_multicast_ex(id, attr, context);
+}
+int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) { return cm::leave_multicast(id, addr); }
 int rdma_get_cm_event(rdma_event_channel* c, rdma_cm_event** e) { return cm::get_cm_event(c, e); }
 int rdma_ack_cm_event(rdma_cm_event* e) { return cm::ack_cm_event(e); }
 int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* a) {

@@ -9,7 +9,7 @@
 // Binding: exports.map is an anonymous version script (no version definitions), so the
 // dynamic linker binds the programs' versioned references (ibv_open_device@IBVERBS_1.1) to
 // these definitions (docs/verbs-shim.md, "The shim").
-// Unsupported verbs (multicast, dma-buf, ECE, device memory) fail with EOPNOTSUPP
+// Unsupported verbs (dma-buf, ECE, device memory) fail with EOPNOTSUPP
 // and one line on stderr.
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
@@ -424,7 +424,7 @@ int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) {
                            : REAL(ibv_query_ece, "IBVERBS_1.10")(qp, ece);
 }
 
-// ---- SRQs, address handles; unsupported on MRC: multicast ----------------------------------
+// ---- SRQs, address handles, multicast ------------------------------------------------------
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
   if (!pd) return null_arg("ibv_create_srq", "pd", kNone);
   if (!a) return null_arg("ibv_create_srq", "srq_init_attr", kNone);
@@ -532,14 +532,14 @@ void ibv_unimport_dm(ibv_dm* dm) {
 int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
   if (!qp) return null_arg("ibv_attach_mcast", "qp", EINVAL);
   if (!gid) return null_arg("ibv_attach_mcast", "gid", EINVAL);
-  return ours(qp->context) ? unsupported("ibv_attach_mcast (multicast)")
+  return ours(qp->context) ? v::attach_mcast(qp, gid, lid)
                            : REAL(ibv_attach_mcast, "IBVERBS_1.1")(qp, gid, lid);
 }
 
 int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
   if (!qp) return null_arg("ibv_detach_mcast", "qp", EINVAL);
   if (!gid) return null_arg("ibv_detach_mcast", "gid", EINVAL);
-  return ours(qp->context) ? unsupported("ibv_detach_mcast (multicast)")
+  return ours(qp->context) ? v::detach_mcast(qp, gid, lid)
                            : REAL(ibv_detach_mcast, "IBVERBS_1.1")(qp, gid, lid);
 }
 

@@ -822,10 +822,38 @@ Status<Error> Engine::destroy_qp(Qpn qpn) {
     if (id) --c.cqs[id - 1].users;
   if (q->init.srq) --c.srqs[q->init.srq - 1].users;
   c.tm_forget(qpn);
+  c.mcast_forget(qpn);
   c.qps[qpn - 1].reset();
   c.free_qpns.push_back(qpn);
   --c.live_qps;
   return {};
+}
+
+Status<Error> Engine::attach_mcast(Qpn qpn, const McastGid& gid) {
+  Core& c = *impl_;
+  const Qp* q = c.qp(qpn);
+  if (!q) return Err{Error::kNoSuchQp};
+  if (!q->init.ud) return Err{Error::kInvalidArgument};
+  auto it = c.mcast.find(gid);
+  if (it != c.mcast.end() && std::ranges::count(it->second, qpn)) return {};
+  if (it == c.mcast.end() && c.mcast.size() >= kMaxMcastGroups) return Err{Error::kQueueFull};
+  if (it != c.mcast.end() && it->second.size() >= kMaxMcastAttach) return Err{Error::kQueueFull};
+  c.mcast[gid].push_back(qpn);
+  return {};
+}
+
+Status<Error> Engine::detach_mcast(Qpn qpn, const McastGid& gid) {
+  Core& c = *impl_;
+  if (!c.qp(qpn)) return Err{Error::kNoSuchQp};
+  const auto it = c.mcast.find(gid);
+  if (it == c.mcast.end() || !std::erase(it->second, qpn)) return Err{Error::kInvalidArgument};
+  if (it->second.empty()) c.mcast.erase(it);
+  return {};
+}
+
+std::vector<Qpn> Engine::mcast_members(const McastGid& gid) const {
+  const auto it = impl_->mcast.find(gid);
+  return it == impl_->mcast.end() ? std::vector<Qpn>{} : it->second;
 }
 
 Status<Error> Engine::post_send(Qpn qpn, const SendWr& wr) {
@@ -879,6 +907,8 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
     return;
   }
   const wire::Packet& p = c.rx_pkt;
+  if (p.common.dst_qpn == kMulticastQpn && p.common.kind == wire::Kind::kUdSend)
+    return c.on_ud_mcast(p);
   Qp* q = c.qp(p.common.dst_qpn);
   if (!q) {
     c.stats.drop(Drop::kUnknownQp);

@@ -189,6 +189,7 @@ struct UdOut {
   bool signaled = false;
   bool solicited = false;
   bool has_imm = false;
+  bool last = true;  // the WR's last datagram (SendWr::ud_fan): it frees the slot, completes
   uint32_t imm = 0;
   std::vector<uint8_t> bytes;  // wire::kUdGrhLen bytes of GRH, then the message
 };
@@ -284,6 +285,7 @@ class Core {
     uint32_t cursor = 0;      // the next to try when a datagram's own path is held
   };
   std::unordered_map<PeerId, UdPaths> ud_paths;  // by peer (ud.cc ud_path)
+  std::map<McastGid, std::vector<Qpn>> mcast;    // attached QPs by group (ud.cc)
   wire::Packet rx_pkt;                           // decode target, reused (no per-datagram init)
   uint32_t burst = 0;                            // packets the front ready QP sent in a row
   /// tx_pkt with its common header set for a packet of `q` to its peer.
@@ -387,6 +389,10 @@ class Core {
   /// A datagram for a UD QP (or a UD_SEND for another): Q_Key and state checked, the next
   /// receive takes the GRH and data, or it is dropped and counted. Never answered.
   void on_ud(Qp& q, const wire::Packet& p);
+  /// A datagram to kMulticastQpn: to each QP attached to its GRH's dgid (on_ud each).
+  void on_ud_mcast(const wire::Packet& p);
+  /// Takes `qpn` off every group (destroy_qp).
+  void mcast_forget(Qpn qpn);
   /// The next queued UD SEND as a datagram (its send completes now), or nullopt.
   std::optional<Transmit> ud_transmit(Time now, std::span<uint8_t> buf);
 
@@ -401,7 +407,6 @@ class Core {
  private:
   // ---- Core's own steps: called only from Core's methods (sender.cc, receiver.cc, ud.cc,
   // mw.cc, engine.cc's Core:: functions), never by the Engine API directly ----
-  UdOut ud_sending;     // the UD datagram poll_transmit returned last: its payload
   wire::Packet tx_pkt;  // encode source, reused
   void copy(void* dst, const void* src, size_t n) const { cfg.copy(dst, src, n); }
 

@@ -4,6 +4,7 @@
 // shared path health holds that path's plane or EV then (ud_path, Engine::set_ud_paths).
 // Not in MRC 1.0: the verbs device's own addition (docs/wire-format.md "UD_SEND").
 #include <algorithm>
+#include <cstring>
 
 #include "engine/internal.h"
 
@@ -45,6 +46,14 @@ Status<Error> Core::ud_post_send(Qp& q, const SendWr& wr) {
   o.solicited = wr.solicited;
   o.has_imm = wr.opcode == Opcode::kSendImm;
   o.imm = wr.imm;
+  // A multicast fan-out: the same datagram to each member process, the last completing.
+  for (size_t i = 0; i + 1 < wr.ud_fan.size(); ++i) {
+    UdOut m = o;
+    m.dst = wr.ud_fan[i];
+    m.last = false;
+    udq.push_back(std::move(m));
+  }
+  if (!wr.ud_fan.empty()) o.dst = wr.ud_fan.back();
   udq.push_back(std::move(o));
   ++q.ud_queued;
   return {};
@@ -52,12 +61,11 @@ Status<Error> Core::ud_post_send(Qp& q, const SendWr& wr) {
 
 std::optional<Transmit> Core::ud_transmit(Time now, std::span<uint8_t> buf) {
   while (!udq.empty()) {
-    ud_sending = std::move(udq.front());
+    const UdOut o = std::move(udq.front());
     udq.pop_front();
-    const UdOut& o = ud_sending;
     Qp* q = qp(o.qpn);
     if (!q || !q->init.ud) continue;  // destroyed since
-    --q->ud_queued;
+    if (o.last) --q->ud_queued;
     Completion c;
     c.wr_id = o.wr_id;
     c.opcode = WcOpcode::kSend;
@@ -65,7 +73,7 @@ std::optional<Transmit> Core::ud_transmit(Time now, std::span<uint8_t> buf) {
     c.byte_len = static_cast<uint32_t>(o.bytes.size() - wire::kUdGrhLen);
     if (!sends_in(q->state)) {  // ERROR since: flushed
       c.status = WcStatus::kWrFlushErr;
-      complete(*q, q->init.send_cq, c);
+      if (o.last) complete(*q, q->init.send_cq, c);
       continue;
     }
     wire::CommonHeader& h = tx_pkt.common;
@@ -88,10 +96,14 @@ std::optional<Transmit> Core::ud_transmit(Time now, std::span<uint8_t> buf) {
     const Path path = ud_path(o.dst, now);
     h.ev = path.ev;
     const size_t n = wire::encode_header(tx_pkt, o.bytes, buf);
+    // The payload goes into the caller's buffer after the header: the driver polls a burst
+    // of datagrams before it sends any, so it must outlive this UdOut (a WR chain, or a
+    // multicast fan-out, puts several UD datagrams in one burst).
+    std::memcpy(buf.data() + n, o.bytes.data(), o.bytes.size());
     ++q->stats.tx_data_packets;
     q->stats.tx_payload_bytes += c.byte_len;
-    if (o.signaled) complete(*q, q->init.send_cq, c);
-    return Transmit{o.dst.peer, path, n, o.bytes, o.dst.traffic_class};
+    if (o.signaled && o.last) complete(*q, q->init.send_cq, c);
+    return Transmit{o.dst.peer, path, n, buf.subspan(n, o.bytes.size()), o.dst.traffic_class};
   }
   return std::nullopt;
 }
@@ -152,6 +164,26 @@ void Core::on_ud(Qp& q, const wire::Packet& p) {
   q.rcv.rq.pop();
   ++q.rcv.rq_base_msn;
   complete(q, q.init.recv_cq, c);
+}
+
+void Core::on_ud_mcast(const wire::Packet& p) {
+  // The GRH (ibv_grh: its dgid at bytes 24..39) is the payload's start.
+  if (p.trimmed) return stats.drop(Drop::kTrimmed);  // unreliable: a trimmed datagram is lost
+  if (p.payload.size() < wire::kUdGrhLen) return stats.drop(Drop::kMalformed);
+  McastGid g;
+  std::copy_n(p.payload.begin() + 24, g.size(), g.begin());
+  const auto it = mcast.find(g);
+  if (it == mcast.end()) return stats.drop(Drop::kUnknownQp);
+  // on_ud completes into CQs only: the member list cannot change while it runs.
+  for (const Qpn n : it->second)
+    if (Qp* q = qp(n)) on_ud(*q, p);
+}
+
+void Core::mcast_forget(Qpn qpn) {
+  for (auto it = mcast.begin(); it != mcast.end();) {
+    std::erase(it->second, qpn);
+    it = it->second.empty() ? mcast.erase(it) : std::next(it);
+  }
 }
 
 }  // namespace mrc::engine

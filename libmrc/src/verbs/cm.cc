@@ -22,6 +22,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -149,6 +150,13 @@ struct Id {
   bool has_ep_attr = false;  // a passive rdma_create_ep: the QP rdma_get_request makes
   ibv_qp_init_attr ep_attr{};
   ibv_pd* ep_pd = nullptr;
+  // Multicast groups joined (rdma_join_multicast): the group's GID, and whether the id's QP
+  // was attached (a send-only join attaches nothing).
+  struct Group {
+    ibv_gid mgid{};
+    bool attached = false;
+  };
+  std::vector<Group> groups;
 };
 Id* id_of(rdma_cm_id* i) { return reinterpret_cast<Id*>(i); }
 // An RDMA_PS_UDP id: a UD QP, whose "connection" is one REQ/REP exchange (cm_wire.h).
@@ -247,6 +255,16 @@ void attach_device(Service& s, rdma_cm_id* cm) {
   query_gid(s.ctx, 1, 0, &cm->route.addr.addr.ibaddr.sgid);
 }
 
+void push(Id* id, Event* e) {
+  Channel* ch = chan_of(id->id.channel);
+  {
+    std::lock_guard l(ch->mu);
+    ch->queue.push_back(&e->ev);
+  }
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(ch->ch.fd, &one, sizeof one);
+}
+
 void post(Id* id, rdma_cm_event_type type, int status, const CmMsg* m = nullptr) {
   auto* e = new Event;
   e->ev.id = &id->id;
@@ -279,13 +297,28 @@ void post(Id* id, rdma_cm_event_type type, int status, const CmMsg* m = nullptr)
     c.rnr_retry_count = m->rnr_retry_count;
     c.qp_num = m->qpn;
   }
-  Channel* ch = chan_of(id->id.channel);
-  {
-    std::lock_guard l(ch->mu);
-    ch->queue.push_back(&e->ev);
-  }
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(ch->ch.fd, &one, sizeof one);
+  push(id, e);
+}
+
+// RDMA_CM_EVENT_MULTICAST_JOIN (status 0) or _ERROR: param.ud holds the join's context as its
+// private data and what a SEND to the group needs: an AH to the group's GID, QPN 0xFFFFFF,
+// RDMA_UDP_QKEY (the Q_Key rdma_create_qp gave the id's UD QP).
+void post_mcast(Id* id, rdma_cm_event_type type, int status, const ibv_gid& mgid, void* context) {
+  auto* e = new Event;
+  e->ev.id = &id->id;
+  e->ev.event = type;
+  e->ev.status = status;
+  rdma_ud_param& u = e->ev.param.ud;
+  u.private_data = context;
+  u.qp_num = engine::kMulticastQpn;
+  u.qkey = RDMA_UDP_QKEY;
+  u.ah_attr.is_global = 1;
+  u.ah_attr.grh.dgid = mgid;
+  u.ah_attr.grh.hop_limit = 64;
+  u.ah_attr.grh.traffic_class = id->tos;
+  u.ah_attr.dlid = 0xffff;  // RoCE: the MLID is not used (the GRH addresses the group)
+  u.ah_attr.port_num = 1;
+  push(id, e);
 }
 
 void close_fd(Id* id) {
@@ -843,6 +876,9 @@ int destroy_id(rdma_cm_id* cm) {
   Service& s = svc();
   std::unique_lock l(s.mu);
   Id* id = id_of(cm);
+  for (Id::Group& g : id->groups)  // rdma_leave_multicast of what the app did not leave
+    if (g.attached && cm->qp) verbs::detach_mcast(cm->qp, &g.mgid, 0);
+  id->groups.clear();
   const bool polled = id->fd >= 0;
   // Events not fetched yet that name it would point at freed memory: its own, and the
   // CONNECT_REQUESTs it listened for (listen_id), whose connections go with it since the app
@@ -903,7 +939,8 @@ int resolve_addr(rdma_cm_id* cm, sockaddr* src, sockaddr* dst, int) {
   if (!family_ok(dst))
     return minus_one(
         fail(EAFNOSUPPORT, "rdma_resolve_addr: the destination must be an IPv4 or IPv6 address"));
-  if (src && bind_locked(s, id, src)) return -1;
+  // As the kernel's: an id bound already (rdma_bind_addr) keeps its address; src is not used.
+  if (src && id->fd < 0 && bind_locked(s, id, src)) return -1;
   if (!context(s)) return -1;
   std::memcpy(&cm->route.addr.dst_storage, dst, addr_len(dst));
   // The source address the kernel would use toward dst (a UDP socket's connect routes it);
@@ -1270,6 +1307,89 @@ void destroy_qp(rdma_cm_id* cm) {
   cm->qp = nullptr;
 }
 
+namespace {
+// The group's GID for a multicast IP address as RoCE v2 has it (an IPv6 address itself, an
+// IPv4 one IPv4-mapped); nullopt for another address.
+std::optional<ibv_gid> mgid_of(const sockaddr* a) {
+  ibv_gid g{};
+  if (a && a->sa_family == AF_INET6) {
+    std::memcpy(g.raw, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, 16);
+  } else if (a && a->sa_family == AF_INET) {
+    g.raw[10] = g.raw[11] = 0xff;
+    std::memcpy(g.raw + 12, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, 4);
+  } else {
+    return std::nullopt;
+  }
+  if (!verbs::is_mcast_gid(g)) return std::nullopt;
+  return g;
+}
+
+int join(rdma_cm_id* cm, const sockaddr* addr, uint32_t flags, void* context, const char* verb) {
+  {
+    Service& s = svc();
+    std::lock_guard l(s.mu);
+    Id* id = id_of(cm);
+    const auto mgid = mgid_of(addr);
+    if (!mgid)
+      return minus_one(fail(EINVAL,
+                            "%s: %s is not a multicast address (IPv4 224.0.0.0/4, IPv6 "
+                            "ff00::/8)",
+                            verb, addr ? addr_str(addr).c_str() : "(null)"));
+    if (!is_ud(id)) return minus_one(fail(EINVAL, "%s: multicast needs an RDMA_PS_UDP id", verb));
+    if (!cm->verbs)
+      return minus_one(fail(EINVAL, "%s: bind the id or resolve an address first", verb));
+    if (flags > RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
+      return minus_one(
+          fail(EINVAL, "%s: join flag %u (FULLMEMBER 0, SENDONLY_FULLMEMBER 1)", verb, flags));
+    for (const Id::Group& g : id->groups)
+      if (std::memcmp(g.mgid.raw, mgid->raw, 16) == 0)
+        return minus_one(
+            fail(EADDRINUSE, "%s: the id has joined %s already", verb, addr_str(addr).c_str()));
+    // A full member's QP receives the group's datagrams; a send-only one is not attached.
+    const bool attach = flags == RDMA_MC_JOIN_FLAG_FULLMEMBER && cm->qp;
+    if (attach && verbs::attach_mcast(cm->qp, &*mgid, 0)) return -1;
+    id->groups.push_back({*mgid, attach});
+    post_mcast(id, RDMA_CM_EVENT_MULTICAST_JOIN, 0, *mgid, context);
+  }
+  return id_of(cm)->sync ? wait_for(cm, RDMA_CM_EVENT_MULTICAST_JOIN) : 0;
+}
+}  // namespace
+
+int join_multicast(rdma_cm_id* cm, sockaddr* addr, void* context) {
+  if (!cm) return minus_one(fail(EINVAL, "rdma_join_multicast: no id"));
+  return join(cm, addr, RDMA_MC_JOIN_FLAG_FULLMEMBER, context, "rdma_join_multicast");
+}
+
+int join_multicast_ex(rdma_cm_id* cm, rdma_cm_join_mc_attr_ex* attr, void* context) {
+  constexpr const char* kVerb = "rdma_join_multicast_ex";
+  if (!cm || !attr) return minus_one(fail(EINVAL, "%s: null argument", kVerb));
+  if (attr->comp_mask & ~uint32_t{RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS})
+    return minus_one(fail(EINVAL, "%s: comp_mask 0x%x: ADDRESS (1) and JOIN_FLAGS (2) only", kVerb,
+                          attr->comp_mask));
+  if (!(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS))
+    return minus_one(fail(EINVAL, "%s: comp_mask needs RDMA_CM_JOIN_MC_ATTR_ADDRESS", kVerb));
+  if (!(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS))
+    return minus_one(fail(EINVAL, "%s: comp_mask needs RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS", kVerb));
+  return join(cm, attr->addr, attr->join_flags, context, kVerb);
+}
+
+int leave_multicast(rdma_cm_id* cm, sockaddr* addr) {
+  if (!cm) return minus_one(fail(EINVAL, "rdma_leave_multicast: no id"));
+  Service& s = svc();
+  std::lock_guard l(s.mu);
+  Id* id = id_of(cm);
+  const auto mgid = mgid_of(addr);
+  auto it = std::find_if(id->groups.begin(), id->groups.end(), [&](const Id::Group& g) {
+    return mgid && std::memcmp(g.mgid.raw, mgid->raw, 16) == 0;
+  });
+  if (it == id->groups.end())  // librdmacm's errno for a group the id has not joined
+    return minus_one(fail(EADDRNOTAVAIL, "rdma_leave_multicast: the id has not joined %s",
+                          addr ? addr_str(addr).c_str() : "(null)"));
+  if (it->attached && cm->qp) verbs::detach_mcast(cm->qp, &it->mgid, 0);
+  id->groups.erase(it);
+  return 0;
+}
+
 int init_qp_attr(rdma_cm_id* cm, ibv_qp_attr* attr, int* mask) {
   if (!cm || !attr || !mask) return minus_one(fail(EINVAL, "rdma_init_qp_attr: null argument"));
   Service& s = svc();
@@ -1345,9 +1465,11 @@ const char* event_str(rdma_cm_event_type e) {
 
 int getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                 rdma_addrinfo** res) {
-  if (!res || (!node && !service))
-    return minus_one(
-        fail(EINVAL, "rdma_getaddrinfo: give a node or a service, and a result pointer"));
+  const bool hinted_src = hints && hints->ai_src_addr && hints->ai_src_len;
+  if (!res || (!node && !service && !hinted_src))
+    return minus_one(fail(EINVAL,
+                          "rdma_getaddrinfo: give a node, a service or a source address in the "
+                          "hints, and a result pointer"));
   const int ps = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
   if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP)
     return minus_one(fail(EPROTONOSUPPORT,
@@ -1355,6 +1477,24 @@ int getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hint
                           "RDMA_PS_UDP only",
                           static_cast<unsigned>(ps)));
   const bool passive = hints && (hints->ai_flags & RAI_PASSIVE);
+  // As librdmacm: a source address in the hints comes back as the result's (pyverbs'
+  // AddrInfo(src=, dst=) resolves src first and passes it so), alone when there is nothing
+  // else to resolve.
+  auto take_hinted_src = [&](rdma_addrinfo* out) {
+    if (!hinted_src) return;
+    out->ai_src_addr = static_cast<sockaddr*>(std::calloc(1, hints->ai_src_len));
+    std::memcpy(out->ai_src_addr, hints->ai_src_addr, hints->ai_src_len);
+    out->ai_src_len = hints->ai_src_len;
+  };
+  if (!node && !service) {
+    auto* out = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
+    out->ai_family = hints->ai_src_addr->sa_family;
+    out->ai_qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
+    out->ai_port_space = ps;
+    take_hinted_src(out);
+    *res = out;
+    return 0;
+  }
   addrinfo h{};
   h.ai_socktype = SOCK_STREAM;
   h.ai_family = hints && hints->ai_family ? hints->ai_family : AF_UNSPEC;
@@ -1378,6 +1518,7 @@ int getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hint
   } else {
     out->ai_dst_addr = addr;
     out->ai_dst_len = ai->ai_addrlen;
+    take_hinted_src(out);
   }
   ::freeaddrinfo(ai);
   *res = out;

@@ -139,6 +139,7 @@ ibv_context* open_device(ibv_device* d) {
       dev->contexts = 0;
       dev->peers.clear();
       dev->fabric_peers.clear();
+      dev->mcast_peers.clear();
       dev->armed.clear();
       dev->n_armed = 0;
       dev->open.clear();
@@ -223,6 +224,7 @@ int close_device(ibv_context* c) {
       last = std::move(dev->driver);
       dev->peers.clear();
       dev->fabric_peers.clear();
+      dev->mcast_peers.clear();
       dev->armed.clear();
       dev->n_armed = 0;
     }
@@ -262,6 +264,10 @@ int query_device(ibv_context* c, ibv_device_attr* a) {
   // (engine execute_atomic), so they are atomic against the host's own atomics too.
   a->atomic_cap = IBV_ATOMIC_GLOB;
   a->max_ah = 1 << 20;  // address handles of UD QPs (ud.cc)
+  // Multicast (mcast.cc): groups per process and QPs per group (the engine's limits).
+  a->max_mcast_grp = engine::Engine::kMaxMcastGroups;
+  a->max_mcast_qp_attach = engine::Engine::kMaxMcastAttach;
+  a->max_total_mcast_qp_attach = engine::Engine::kMaxMcastGroups * engine::Engine::kMaxMcastAttach;
   a->max_pkeys = 1;
   a->max_srq = 65535;
   a->max_srq_wr = kMaxQpWr;

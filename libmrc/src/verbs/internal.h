@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -94,6 +95,35 @@ ibv_odp_caps odp_caps();
 /// 0, or EINVAL (logged, naming `verb`) for a missing AH or one of another PD.
 int ud_dest(const char* verb, ibv_qp* qp, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey,
             uint32_t len, engine::UdDest* d);
+// ---- Multicast (mcast.cc; docs/verbs-shim.md "Multicast") ---------------------------------
+/// ff00::/8, or an IPv4 multicast address (224.0.0.0/4) IPv4-mapped, as RoCE v2 writes it.
+bool is_mcast_gid(const ibv_gid& g);
+/// Where groups list their member processes: $MRC_MCAST_DIR, else /dev/shm/mrc-mcast-<uid>
+/// (/tmp where there is no /dev/shm); one directory per group, one file per member process.
+std::string mcast_dir();
+/// The member processes of the group `gid` names (their entries; a dead process's entry is
+/// removed), each with its peer made once. Not under dev->mu or the engine's lock.
+std::vector<McastMember> mcast_members(Device* dev, const ibv_gid& gid);
+/// This process as a member: where a SEND to a group without members goes (and is dropped).
+McastMember mcast_self(Device* dev);
+/// The multicast AHs' member lists for one post, found before the engine's lock is taken
+/// (finding them may make peers): ud_fan gives a UD WR's datagrams (SendWr::ud_fan).
+class McastFans {
+ public:
+  /// Finds the members of `ah`'s group if it is a multicast AH (once per AH and post).
+  void prepare(Device* dev, ibv_ah* ah);
+  /// `d` once per member process of ah's group, each with the member's peer and a path to it;
+  /// empty when ah is not multicast or its group has no member (the datagram goes to d's peer:
+  /// this process, which drops it).
+  std::span<const engine::UdDest> fan(ibv_ah* ah, const engine::UdDest& d);
+
+ private:
+  std::map<ibv_ah*, std::vector<McastMember>> members_;
+  std::deque<std::vector<engine::UdDest>> out_;  // stable while the post runs
+};
+/// A destroyed QP's groups: this process's entry goes from those it was the last QP of.
+void mcast_forget_qp(Device* dev, const std::set<engine::McastGid>& groups);
+
 /// ibv_modify_qp of a UD QP: state, pkey_index (0), port (1), qkey (needed at INIT), sq_psn
 /// (kept for query_qp); anything else EINVAL.
 int modify_ud_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask);

@@ -40,6 +40,13 @@ struct GidEntry {
   uint32_t ifindex = 0;  // the net interface that holds the address (ndev_ifindex); 0: none
 };
 
+/// A multicast group's member process as a sender reaches it (mcast.cc): its peer and the
+/// paths to it.
+struct McastMember {
+  engine::PeerId peer = 0;
+  std::vector<engine::Path> paths;
+};
+
 /// One MRC NIC of the process: a host configuration and, while any context is open, its
 /// UdpDriver. Lives as long as the process.
 struct Device {
@@ -57,6 +64,8 @@ struct Device {
   pid_t driver_pid = 0;  // (dev) the process that made the driver: a forked child makes its own
   std::map<std::string, engine::PeerId> peers;  // (dev) by GID bytes
   std::map<uint32_t, engine::PeerId> fabric_peers;  // (dev) by fabric host
+  // (dev) multicast group members by their entry's plane addresses (mcast.cc member_peer)
+  std::map<std::string, McastMember> mcast_peers;
   std::set<Cq*> armed;                              // (dev) CQs with req_notify pending
   std::atomic<int> n_armed{0};
   std::set<Context*> open;  // (dev) for async events
@@ -143,6 +152,7 @@ struct Ah {
   std::vector<engine::Path> paths;  // never empty
   std::atomic<uint32_t> next{0};    // the path of the next datagram: paths[next % size]
   ibv_gid sgid{};
+  bool mcast = false;  // dgid is a multicast GID: a SEND goes to the group's members (mcast.cc)
 };
 inline Ah* ah_of(ibv_ah* a) { return reinterpret_cast<Ah*>(a); }
 
@@ -171,6 +181,7 @@ struct Qp {
   bool sq_sig_all = false;
   uint32_t peer_host = 0;  // fabric host of the peer (kSrv6), for spray_paths
   std::atomic<uint64_t> post_errors_logged{0};  // engine::Error kinds already logged
+  std::set<engine::McastGid> mcast;  // groups attached (ibv_attach_mcast), under the QP's use
   // ibv_wr_* batch between wr_start and wr_complete.
   struct Pending {
     engine::SendWr wr;

@@ -267,6 +267,9 @@ int wr_complete(ibv_qp_ex* q) {
     return p->wr_error;
   }
   Status<engine::Error> r;
+  McastFans fans;  // a multicast AH's members, found before the engine's lock
+  if (q->qp_base.qp_type == IBV_QPT_UD)
+    for (auto& w : p->pending) fans.prepare(p->ctx->dev, w.ah);
   driver_of(&q->qp_base).with_engine_flush([&](engine::Engine& e) {
     for (auto& w : p->pending) {
       engine::Sge inl;
@@ -295,6 +298,7 @@ int wr_complete(ibv_qp_ex* q) {
           break;
         }
         w.wr.ud = &w.ud;
+        w.wr.ud_fan = fans.fan(w.ah, w.ud);
       }
       if (engine::is_atomic(w.wr.opcode) &&
           check_atomic("ibv_wr_complete", w.wr.remote_addr, w.sg.size() == 1 ? w.sg[0].length : 0,
@@ -748,6 +752,7 @@ int destroy_qp(ibv_qp* qp) {
     std::lock_guard lock(dev->mu);
     dev->qps.erase(qp->qp_num);
   }
+  mcast_forget_qp(dev, q->mcast);  // the engine detached it from its groups
   if (qp->pd) --pd_of(qp->pd)->users;
   if (q->xrcd) --q->xrcd->users;
   pthread_mutex_destroy(&qp->mutex);
@@ -764,6 +769,9 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     return EINVAL;
   }
   int err = 0;
+  McastFans fans;  // a multicast AH's members, found before the engine's lock
+  if (qp->qp_type == IBV_QPT_UD)
+    for (ibv_send_wr* w = wr; w; w = w->next) fans.prepare(q->ctx->dev, w->wr.ud.ah);
   driver_of(qp).with_engine_flush([&](engine::Engine& e) {
     Scratch<engine::Sge, engine::kMaxSge> sge_room;  // convert fills the WR's num_sge
     engine::Sge* const sges = sge_room.v;
@@ -801,6 +809,7 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
         err = ud_dest("ibv_post_send", qp, w->wr.ud.ah, w->wr.ud.remote_qpn, w->wr.ud.remote_qkey,
                       static_cast<uint32_t>(len), &ud);
         ew.ud = &ud;
+        if (!err) ew.ud_fan = fans.fan(w->wr.ud.ah, ud);
       }
       if (!err) {
         if (auto r = e.post_send(qp->qp_num, ew); !r) {

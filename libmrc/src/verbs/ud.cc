@@ -37,7 +37,12 @@ ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* a) {
     return nullptr;
   }
   auto* ah = new Ah;
-  {
+  if (is_mcast_gid(a->grh.dgid)) {  // a group: its members are found at each SEND (mcast.cc)
+    McastMember self = mcast_self(dev);
+    ah->mcast = true;
+    ah->peer = self.peer;
+    ah->paths = std::move(self.paths);
+  } else {
     std::lock_guard lock(dev->mu);
     uint32_t host = 0;
     auto peer = peer_for(dev, *a, &host);
@@ -105,6 +110,11 @@ int ud_dest(const char* verb, ibv_qp* qp, ibv_ah* ah, uint32_t remote_qpn, uint3
     return EINVAL;
   }
   Ah* h = ah_of(ah);
+  if (h->mcast && remote_qpn != engine::kMulticastQpn) {
+    log_error("%s: QP %u: a SEND to a multicast group names QPN 0xFFFFFF, not 0x%x", verb,
+              qp->qp_num, remote_qpn);
+    return EINVAL;
+  }
   d->peer = h->peer;
   d->path = h->paths[h->next.fetch_add(1, std::memory_order_relaxed) % h->paths.size()];
   d->qpn = remote_qpn;

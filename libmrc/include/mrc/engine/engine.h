@@ -429,6 +429,22 @@ class Engine {
   /// Replaces the last list for the peer; an empty list forgets it.
   void set_ud_paths(PeerId peer, std::span<const Path> paths);
 
+  /// Multicast (verbs ibv_attach_mcast): a UD datagram to QPN kMulticastQpn whose GRH (the
+  /// payload's first 40 bytes) has `gid` as its dgid goes to every UD QP of this engine
+  /// attached to the group, each checking its Q_Key and taking a receive as for a datagram of
+  /// its own (none attached: dropped, Drop::kUnknownQp). Attaching an attached QP again does
+  /// nothing. kNoSuchQp; kInvalidArgument: not a UD QP; kQueueFull: the engine has
+  /// kMaxMcastGroups groups already, or the group has kMaxMcastAttach QPs. Destroying a QP
+  /// detaches it from every group.
+  Status<Error> attach_mcast(Qpn qpn, const McastGid& gid);
+  /// Ends what attach_mcast began. kNoSuchQp; kInvalidArgument: the QP is not attached to
+  /// the group.
+  Status<Error> detach_mcast(Qpn qpn, const McastGid& gid);
+  /// The QPs attached to `gid` (tests, observability).
+  std::vector<Qpn> mcast_members(const McastGid& gid) const;
+  static constexpr uint32_t kMaxMcastGroups = 1024;  // per engine (verbs max_mcast_grp)
+  static constexpr uint32_t kMaxMcastAttach = 64;    // QPs per group (max_mcast_qp_attach)
+
   // ---- Observability -------------------------------------------------------------------
   const EngineStats& stats() const;
   /// Null if no such QP.

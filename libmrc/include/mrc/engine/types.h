@@ -101,6 +101,14 @@ struct Sge {
 
 /// Where a UD QP's SEND goes (SendWr::ud): verbs' address handle plus the WR's remote QPN and
 /// Q_Key. UD is unreliable: one datagram, no ACK, no retransmission (wire.h kUdSend).
+/// The destination QPN of a UD datagram to a multicast group (verbs: 0xFFFFFF): the receiving
+/// engine gives it to every UD QP attached to the group its GRH's dgid names
+/// (Engine::attach_mcast).
+inline constexpr uint32_t kMulticastQpn = 0xFFFFFF;
+
+/// A multicast group's GID (the IPv6 multicast address, or an IPv4 one IPv4-mapped).
+using McastGid = std::array<uint8_t, 16>;
+
 struct UdDest {
   PeerId peer = 0;
   Path path;                      // the EV and plane this datagram goes out on
@@ -125,6 +133,10 @@ struct SendWr {
   bool fence = false;        // verbs IBV_SEND_FENCE: starts only once every READ posted
                              // before it on the QP has completed
   const UdDest* ud = nullptr;  // UD QPs (QpInit::ud): the destination of this SEND; else null
+  // UD to a multicast group (ud->qpn kMulticastQpn): one datagram to each of these (the
+  // group's member processes, each with its own peer and path) instead of to ud's peer; the
+  // WR takes one send-queue slot and completes once, after the last. Empty: ud alone.
+  std::span<const UdDest> ud_fan;
   // SEND (verbs SEND_WITH_INV): the peer invalidates its memory window `rkey` when the
   // receive completes (wire flag::kInvalidate).
   bool invalidate = false;

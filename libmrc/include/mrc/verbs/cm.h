@@ -45,8 +45,8 @@
 // A QP asked for without CQs gets its own send and receive CQs with completion
 // channels, as librdmacm makes them. After DISCONNECTED comes TIMEWAIT_EXIT, once the QP's
 // local ACK timeout has passed (no packet of the old connection can still arrive). PSNs are
-// random (getrandom). No multicast. A forked child gets a service of its own (the
-// parent's ids stay the parent's).
+// random (getrandom). Multicast: join_multicast below. A forked child gets a service of its
+// own (the parent's ids stay the parent's).
 // Threading: every function is thread-safe (one mutex for all ids); events are posted by
 // the service thread.
 #pragma once
@@ -73,6 +73,15 @@ int disconnect(rdma_cm_id* id);
 int get_cm_event(rdma_event_channel* channel, rdma_cm_event** event);
 int ack_cm_event(rdma_cm_event* event);
 int create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* attr);
+/// Multicast (docs/verbs-shim.md "Multicast"), RDMA_PS_UDP ids bound or resolved: a full
+/// member's QP (the id's, if it has one) is attached to the group (ibv_attach_mcast), a send-only
+/// one is not; RDMA_CM_EVENT_MULTICAST_JOIN follows at once with param.ud (the context as its
+/// private_data; an AH to the group's GID, QPN 0xFFFFFF, RDMA_UDP_QKEY). EINVAL: not a
+/// multicast address, not a UD id; EADDRINUSE: joined already. leave: EADDRNOTAVAIL for a
+/// group not joined; destroy_id leaves what is left.
+int join_multicast(rdma_cm_id* id, sockaddr* addr, void* context);
+int join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr, void* context);
+int leave_multicast(rdma_cm_id* id, sockaddr* addr);
 int create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr);
 void destroy_qp(rdma_cm_id* id);
 int init_qp_attr(rdma_cm_id* id, ibv_qp_attr* attr, int* mask);

@@ -132,6 +132,23 @@ struct rdma_cm_event {
   } param;
 };
 
+// rdma_join_multicast_ex (librdmacm's ABI: rdma_join_multicast_ex(3)).
+enum rdma_cm_join_mc_attr_mask {
+  RDMA_CM_JOIN_MC_ATTR_ADDRESS = 1 << 0,
+  RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS = 1 << 1,
+  RDMA_CM_JOIN_MC_ATTR_RESERVED = 1 << 2,
+};
+enum rdma_cm_mc_join_flags {
+  RDMA_MC_JOIN_FLAG_FULLMEMBER,           // sends to the group and receives from it
+  RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER,  // sends only: the QP is not attached
+  RDMA_MC_JOIN_FLAG_RESERVED,
+};
+struct rdma_cm_join_mc_attr_ex {
+  uint32_t comp_mask;   // rdma_cm_join_mc_attr_mask bits
+  uint32_t join_flags;  // one rdma_cm_mc_join_flags value
+  sockaddr* addr;       // the group's multicast address
+};
+
 // rdma_addrinfo flags.
 #define RAI_PASSIVE 0x00000001
 #define RAI_NUMERICHOST 0x00000002

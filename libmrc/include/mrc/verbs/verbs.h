@@ -117,6 +117,15 @@ void unimport_mr(ibv_mr* mr);
 int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size);
 
+// ---- Multicast (mcast.cc; docs/verbs-shim.md "Multicast") ---------------------------------
+/// ibv_attach_mcast: the UD QP receives the datagrams sent to the group `gid` names (a
+/// multicast GID: ff00::/8, or IPv4 224.0.0.0/4 IPv4-mapped); the lid is not used (RoCE).
+/// EINVAL (logged): not a UD QP, not a multicast GID; ENOMEM: max_mcast_grp groups, or
+/// max_mcast_qp_attach QPs in the group. Attaching twice is one attachment.
+int attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
+/// ibv_detach_mcast: ends it; EINVAL (logged) also for a group the QP is not attached to.
+int detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
+
 // ---- Address handles (ud.cc) -------------------------------------------------------------
 /// ibv_create_ah: GRH addressing only (the port is RoCE: no GRH is EINVAL); the dgid names the
 /// peer as a connected QP's does (verbs.h "peers"), sgid_index one of the GID table's entries.
