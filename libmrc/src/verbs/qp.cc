@@ -358,9 +358,10 @@ void wr_unsupported(ibv_qp_ex* q, const char* what) {
   qx(q)->wr_error = EOPNOTSUPP;
 }
 
-Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
-            const ibv_qp_cap& cap, int sq_sig_all, void* qp_context, uint64_t send_ops,
-            ibv_xrcd* xrcd = nullptr) {
+// The checks ibv_create_qp(_ex) makes before it creates anything: true, or false after saying
+// why (errno set). An XRC_SEND QP's recv_cq is its send_cq (make_qp sets it).
+bool check_qp_args(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq,
+                   ibv_srq* srq, const ibv_qp_cap& cap, uint64_t send_ops, ibv_xrcd* xrcd) {
   // UC QPs are MRC connections too: what UC may lose arrives all the same (docs/verbs-shim.md).
   if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && type != IBV_QPT_XRC_SEND &&
       type != IBV_QPT_XRC_RECV) {
@@ -368,7 +369,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
          "ibv_create_qp: QP type %d is not supported by mrc0 (RC, UC, UD, XRC_SEND and "
          "XRC_RECV are)",
          type);
-    return nullptr;
+    return false;
   }
   // XRC (xrc.cc): an initiator has no receive side (its engine QP's recv_cq is its send_cq,
   // never used); a target has no PD, CQs or receive queue of its own, only its domain.
@@ -376,40 +377,40 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   if (tgt) {
     if (!xrcd || xrcd->context != c) {
       fail(EINVAL, "ibv_create_qp_ex: an XRC_RECV QP needs an XRCD of this context");
-      return nullptr;
+      return false;
     }
     if (srq || send_ops) {
       fail(EINVAL, "ibv_create_qp_ex: an XRC_RECV QP takes no SRQ and sends nothing");
-      return nullptr;
+      return false;
     }
   } else {
     if (type == IBV_QPT_XRC_SEND) {
       if (srq) {
         fail(EINVAL, "ibv_create_qp: an XRC_SEND QP has no receive side (no SRQ)");
-        return nullptr;
+        return false;
       }
-      recv_cq = send_cq;
     }
     if (!pd || pd->context != c) {
       fail(EINVAL, "ibv_create_qp: the PD belongs to another context");
-      return nullptr;
+      return false;
     }
+    if (type == IBV_QPT_XRC_SEND) recv_cq = send_cq;
     if (!send_cq || !recv_cq || !is_mrc_context(send_cq->context) ||
         !is_mrc_context(recv_cq->context)) {
       fail(EINVAL, "ibv_create_qp: send_cq and recv_cq must be mrc0 CQs");
-      return nullptr;
+      return false;
     }
   }
   if (srq && srq->context != c) {
     fail(EINVAL, "ibv_create_qp: the SRQ belongs to another context");
-    return nullptr;
+    return false;
   }
   if (cap.max_send_wr > kMaxQpWr || cap.max_recv_wr > kMaxQpWr ||
       cap.max_send_sge > engine::kMaxSge || cap.max_recv_sge > engine::kMaxSge ||
       cap.max_inline_data > engine::kMaxInline) {
     fail(EINVAL, "ibv_create_qp: caps above mrc0's (max_*_wr %u, max_*_sge %u, "
          "max_inline_data %u)", kMaxQpWr, engine::kMaxSge, engine::kMaxInline);
-    return nullptr;
+    return false;
   }
   const uint64_t supported =
       IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
@@ -424,8 +425,45 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   if (send_ops & ~supported) {
     fail(EOPNOTSUPP, "ibv_create_qp_ex: send_ops_flags 0x%llx are not supported by mrc0",
          static_cast<unsigned long long>(send_ops & ~supported));
-    return nullptr;
+    return false;
   }
+  return true;
+}
+
+// The ibv_wr_* entry points of a QP_ex (the same for every mrc0 QP: each refuses what its QP
+// type cannot do when called).
+void set_qp_ex_ops(ibv_qp_ex& x) {
+  x.wr_rdma_write = &wr_write;
+  x.wr_rdma_write_imm = &wr_write_imm;
+  x.wr_rdma_read = &wr_read;
+  x.wr_send = &wr_send;
+  x.wr_send_imm = &wr_send_imm;
+  x.wr_set_sge = &wr_set_sge;
+  x.wr_set_sge_list = &wr_set_sge_list;
+  x.wr_set_inline_data = &wr_set_inline_data;
+  x.wr_set_inline_data_list = &wr_set_inline_data_list;
+  x.wr_start = &wr_start;
+  x.wr_complete = &wr_complete;
+  x.wr_abort = &wr_abort;
+  x.wr_atomic_cmp_swp = &wr_atomic_cmp_swp;
+  x.wr_atomic_fetch_add = &wr_atomic_fetch_add;
+  x.wr_bind_mw = &wr_bind_mw;
+  x.wr_local_inv = &wr_local_inv;
+  x.wr_send_inv = &wr_send_inv;
+  x.wr_send_tso = [](ibv_qp_ex* q, void*, uint16_t, uint16_t) {
+    wr_unsupported(q, "ibv_wr_send_tso");
+  };
+  x.wr_set_ud_addr = &wr_set_ud_addr;
+  x.wr_set_xrc_srqn = &wr_set_xrc_srqn;
+  x.wr_atomic_write = &wr_atomic_write;
+}
+
+Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
+            const ibv_qp_cap& cap, int sq_sig_all, void* qp_context, uint64_t send_ops,
+            ibv_xrcd* xrcd = nullptr) {
+  if (!check_qp_args(c, pd, type, send_cq, recv_cq, srq, cap, send_ops, xrcd)) return nullptr;
+  const bool tgt = type == IBV_QPT_XRC_RECV;
+  if (type == IBV_QPT_XRC_SEND) recv_cq = send_cq;
   Device* dev = device_of(c);
   engine::QpInit init;
   init.send_cq = tgt ? 0 : cq_of(send_cq)->id;
@@ -471,30 +509,7 @@ Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_
   b.qp_type = static_cast<ibv_qp_type>(type);
   pthread_mutex_init(&b.mutex, nullptr);
   pthread_cond_init(&b.cond, nullptr);
-  ibv_qp_ex& x = q->qpx;
-  x.wr_rdma_write = &wr_write;
-  x.wr_rdma_write_imm = &wr_write_imm;
-  x.wr_rdma_read = &wr_read;
-  x.wr_send = &wr_send;
-  x.wr_send_imm = &wr_send_imm;
-  x.wr_set_sge = &wr_set_sge;
-  x.wr_set_sge_list = &wr_set_sge_list;
-  x.wr_set_inline_data = &wr_set_inline_data;
-  x.wr_set_inline_data_list = &wr_set_inline_data_list;
-  x.wr_start = &wr_start;
-  x.wr_complete = &wr_complete;
-  x.wr_abort = &wr_abort;
-  x.wr_atomic_cmp_swp = &wr_atomic_cmp_swp;
-  x.wr_atomic_fetch_add = &wr_atomic_fetch_add;
-  x.wr_bind_mw = &wr_bind_mw;
-  x.wr_local_inv = &wr_local_inv;
-  x.wr_send_inv = &wr_send_inv;
-  x.wr_send_tso = [](ibv_qp_ex* q, void*, uint16_t, uint16_t) {
-    wr_unsupported(q, "ibv_wr_send_tso");
-  };
-  x.wr_set_ud_addr = &wr_set_ud_addr;
-  x.wr_set_xrc_srqn = &wr_set_xrc_srqn;
-  x.wr_atomic_write = &wr_atomic_write;
+  set_qp_ex_ops(q->qpx);
   std::lock_guard lock(dev->mu);
   dev->qps[*qpn] = q;
   return q;
@@ -568,14 +583,13 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
   return modify_qp(qp, a, mask, EngineOverrides{}, "ibv_modify_qp");
 }
 
-int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, const char* verb) {
-  if (qp->qp_type == IBV_QPT_UD && o.mask == 0) return modify_ud_qp(qp, a, mask);
-  Qp* q = qp_of(qp);
-  Device* dev = q->ctx->dev;
+namespace {
+
+// The engine attributes an ibv_modify_qp call's own fields ask for (no peer, no effect): 0, or
+// the errno after saying why.
+int engine_attrs_of(const ibv_qp* qp, const Device* dev, const ibv_qp_attr* a, int mask,
+                    const char* verb, engine::QpAttr& e, uint32_t& m) {
   const uint32_t qpn = qp->qp_num;
-  // ---- Validate: the engine attributes of this call, checked with no effect.
-  engine::QpAttr e;
-  uint32_t m = 0;
   if (mask & ~kQpAttrMask)
     return fail(EINVAL,
                 "%s: QP %u: attribute mask 0x%x: mrc0 has no alternate path, path "
@@ -632,48 +646,89 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
                                          engine::access::kRemoteAtomic);
     m |= engine::attr::kAccess;
   }
+  return 0;
+}
+
+// INIT -> RTR: the peer (its host into *host), the tokens, and the connection policy every
+// front end shares (UdpDriver::rtr_attr), added to e/m; 0, or the errno after saying why.
+// Under dev->mu (the GID table and the peers).
+int rtr_attrs_of(const ibv_qp* qp, Device* dev, const ibv_qp_attr* a, int mask, const char* verb,
+                 engine::QpAttr& e, uint32_t& m, uint32_t* host) {
+  const uint32_t qpn = qp->qp_num;
+  if (!(mask & IBV_QP_AV) || !(mask & IBV_QP_DEST_QPN))
+    return fail(EINVAL, "%s: QP %u: RTR needs IBV_QP_AV and IBV_QP_DEST_QPN", verb, qpn);
+  if (a->ah_attr.is_global && a->ah_attr.grh.sgid_index >= dev->gids.size())
+    return fail(EINVAL, "%s: QP %u: ah_attr.grh.sgid_index %u: mrc0 has GIDs 0..%zu", verb, qpn,
+                a->ah_attr.grh.sgid_index, dev->gids.size() - 1);
+  auto peer = peer_for(dev, a->ah_attr, host);
+  if (!peer) return fail(EINVAL, "%s: QP %u: %s", verb, qpn, peer.error().c_str());
+  const bool fabric = dev->cfg.udp.path_mode == io::PathMode::kSrv6 && dev->cfg.udp.fabric;
+  const ibv_gid remote = token_gid(fabric ? dev->cfg.udp.fabric.get() : nullptr, a->ah_attr, *host);
+  // The peer builds its side from the GID it was given for us: outside a fabric the entry
+  // this QP's sgid_index picks (the one a program exchanges), in a fabric the canonical one.
+  const ibv_gid local =
+      !fabric && a->ah_attr.is_global ? dev->gids[a->ah_attr.grh.sgid_index].gid : dev->gid;
+  const uint32_t remote_token = token(local, qpn, remote, a->dest_qp_num);
+  engine::assign_attr(e, dev->driver->rtr_attr(*peer, *host, a->dest_qp_num, remote_token),
+                      io::UdpDriver::kRtrMask);
+  e.local_token = token(remote, a->dest_qp_num, local, qpn);
+  if (a->ah_attr.is_global) {  // its DSCP on every datagram of the QP (the ECN bits are MRC's)
+    e.traffic_class = a->ah_attr.grh.traffic_class;
+    m |= engine::attr::kTrafficClass;
+  }
+  e.rq_psn = e.local_token >> 8;
+  e.sq_psn = e.remote_token >> 8;
+  m |= io::UdpDriver::kRtrMask | engine::attr::kLocalToken | engine::attr::kRqPsn |
+       engine::attr::kSqPsn;
+  // What the program leaves unset at RTR is the connection policy's (e's defaults, the
+  // values every face uses), except one verbs rule: a responder that stays in RTR never
+  // sets a timeout or retry count, yet its READ responses need both, and a verbs responder
+  // never fails for its requester's silence, so it retries for as long as the QP lives.
+  // A requester sets both at RTS (perftest: retry_cnt 7), its own choice.
+  if (!(mask & IBV_QP_TIMEOUT)) m |= engine::attr::kTimeout;
+  if (!(mask & IBV_QP_RETRY_CNT)) {
+    e.retry_cnt_exp = engine::kRetryForever;
+    m |= engine::attr::kRetry;
+  }
+  return 0;
+}
+
+// What a successful modify set, kept for query_qp.
+void remember_attrs(ibv_qp_attr& s, const ibv_qp_attr* a, int mask) {
+  if (mask & IBV_QP_STATE) s.qp_state = a->qp_state;
+  if (mask & IBV_QP_PATH_MTU) s.path_mtu = a->path_mtu;
+  if (mask & IBV_QP_SQ_PSN) s.sq_psn = a->sq_psn;
+  if (mask & IBV_QP_RQ_PSN) s.rq_psn = a->rq_psn;
+  if (mask & IBV_QP_DEST_QPN) s.dest_qp_num = a->dest_qp_num;
+  if (mask & IBV_QP_AV) s.ah_attr = a->ah_attr;
+  if (mask & IBV_QP_TIMEOUT) s.timeout = a->timeout;
+  if (mask & IBV_QP_RETRY_CNT) s.retry_cnt = a->retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) s.rnr_retry = a->rnr_retry;
+  if (mask & IBV_QP_ACCESS_FLAGS) s.qp_access_flags = a->qp_access_flags;
+  if (mask & IBV_QP_PKEY_INDEX) s.pkey_index = a->pkey_index;
+  if (mask & IBV_QP_PORT) s.port_num = a->port_num;
+  if (mask & IBV_QP_MIN_RNR_TIMER) s.min_rnr_timer = a->min_rnr_timer;
+  if (mask & IBV_QP_MAX_QP_RD_ATOMIC) s.max_rd_atomic = a->max_rd_atomic;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s.max_dest_rd_atomic = a->max_dest_rd_atomic;
+}
+
+}  // namespace
+
+int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, const char* verb) {
+  if (qp->qp_type == IBV_QPT_UD && o.mask == 0) return modify_ud_qp(qp, a, mask);
+  Qp* q = qp_of(qp);
+  Device* dev = q->ctx->dev;
+  const uint32_t qpn = qp->qp_num;
+  // ---- Validate: the engine attributes of this call, checked with no effect.
+  engine::QpAttr e;
+  uint32_t m = 0;
+  if (int err = engine_attrs_of(qp, dev, a, mask, verb, e, m)) return err;
   const bool to_rtr =
       (mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_RTR && qp->state == IBV_QPS_INIT;
   std::unique_lock lock(dev->mu);
   uint32_t host = q->peer_host;
   if (to_rtr) {
-    if (!(mask & IBV_QP_AV) || !(mask & IBV_QP_DEST_QPN))
-      return fail(EINVAL, "%s: QP %u: RTR needs IBV_QP_AV and IBV_QP_DEST_QPN", verb, qpn);
-    if (a->ah_attr.is_global && a->ah_attr.grh.sgid_index >= dev->gids.size())
-      return fail(EINVAL, "%s: QP %u: ah_attr.grh.sgid_index %u: mrc0 has GIDs 0..%zu", verb, qpn,
-                  a->ah_attr.grh.sgid_index, dev->gids.size() - 1);
-    auto peer = peer_for(dev, a->ah_attr, &host);
-    if (!peer) return fail(EINVAL, "%s: QP %u: %s", verb, qpn, peer.error().c_str());
-    const bool fabric = dev->cfg.udp.path_mode == io::PathMode::kSrv6 && dev->cfg.udp.fabric;
-    const ibv_gid remote =
-        token_gid(fabric ? dev->cfg.udp.fabric.get() : nullptr, a->ah_attr, host);
-    // The peer builds its side from the GID it was given for us: outside a fabric the entry
-    // this QP's sgid_index picks (the one a program exchanges), in a fabric the canonical one.
-    const ibv_gid local =
-        !fabric && a->ah_attr.is_global ? dev->gids[a->ah_attr.grh.sgid_index].gid : dev->gid;
-    const uint32_t remote_token = token(local, qpn, remote, a->dest_qp_num);
-    // The connection policy every front end shares (UdpDriver::rtr_attr), then this face's own.
-    engine::assign_attr(e, dev->driver->rtr_attr(*peer, host, a->dest_qp_num, remote_token),
-                        io::UdpDriver::kRtrMask);
-    e.local_token = token(remote, a->dest_qp_num, local, qpn);
-    if (a->ah_attr.is_global) {  // its DSCP on every datagram of the QP (the ECN bits are MRC's)
-      e.traffic_class = a->ah_attr.grh.traffic_class;
-      m |= engine::attr::kTrafficClass;
-    }
-    e.rq_psn = e.local_token >> 8;
-    e.sq_psn = e.remote_token >> 8;
-    m |= io::UdpDriver::kRtrMask | engine::attr::kLocalToken | engine::attr::kRqPsn |
-         engine::attr::kSqPsn;
-    // What the program leaves unset at RTR is the connection policy's (e's defaults, the
-    // values every face uses), except one verbs rule: a responder that stays in RTR never
-    // sets a timeout or retry count, yet its READ responses need both, and a verbs responder
-    // never fails for its requester's silence, so it retries for as long as the QP lives.
-    // A requester sets both at RTS (perftest: retry_cnt 7), its own choice.
-    if (!(mask & IBV_QP_TIMEOUT)) m |= engine::attr::kTimeout;
-    if (!(mask & IBV_QP_RETRY_CNT)) {
-      e.retry_cnt_exp = engine::kRetryForever;
-      m |= engine::attr::kRetry;
-    }
+    if (int err = rtr_attrs_of(qp, dev, a, mask, verb, e, m, &host)) return err;
   }
   engine::assign_attr(e, o.attr, o.mask);  // an OCP MRC QP's own (EV and CC profiles, MPR...)
   m |= o.mask;
@@ -701,23 +756,7 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, const EngineOverrides& o, co
   // A peer known by its GID alone: ask it for its other plane addresses, bound to this QP's
   // tokens (no-op for a peer from the table or the fabric, or one already learnt).
   if (to_rtr) (void)dev->driver->learn_addresses(e.peer, qpn);
-  // Keep what was set for query_qp.
-  ibv_qp_attr& s = q->attr;
-  if (mask & IBV_QP_STATE) s.qp_state = a->qp_state;
-  if (mask & IBV_QP_PATH_MTU) s.path_mtu = a->path_mtu;
-  if (mask & IBV_QP_SQ_PSN) s.sq_psn = a->sq_psn;
-  if (mask & IBV_QP_RQ_PSN) s.rq_psn = a->rq_psn;
-  if (mask & IBV_QP_DEST_QPN) s.dest_qp_num = a->dest_qp_num;
-  if (mask & IBV_QP_AV) s.ah_attr = a->ah_attr;
-  if (mask & IBV_QP_TIMEOUT) s.timeout = a->timeout;
-  if (mask & IBV_QP_RETRY_CNT) s.retry_cnt = a->retry_cnt;
-  if (mask & IBV_QP_RNR_RETRY) s.rnr_retry = a->rnr_retry;
-  if (mask & IBV_QP_ACCESS_FLAGS) s.qp_access_flags = a->qp_access_flags;
-  if (mask & IBV_QP_PKEY_INDEX) s.pkey_index = a->pkey_index;
-  if (mask & IBV_QP_PORT) s.port_num = a->port_num;
-  if (mask & IBV_QP_MIN_RNR_TIMER) s.min_rnr_timer = a->min_rnr_timer;
-  if (mask & IBV_QP_MAX_QP_RD_ATOMIC) s.max_rd_atomic = a->max_rd_atomic;
-  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) s.max_dest_rd_atomic = a->max_dest_rd_atomic;
+  remember_attrs(q->attr, a, mask);
   return 0;
 }
 
