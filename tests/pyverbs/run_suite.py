@@ -13,8 +13,13 @@ skipped_by_reason ({reason: count}), and the ids of the failed and erroring test
 tests in KNOWN_ERRORS are counted apart (known_errors, by reason). Exits 0 when nothing
 else failed or erred, 1 otherwise, 2 on bad use (no shim, no suite, no pyverbs).
 
+The suite's huge-page tests (ODP and parent-domain traffic on 2 MiB pages) skip on a host
+with none allocated; run as root on such a host, the runner allocates HUGE_PAGES for the run and
+gives them back at the end (also on failure), so they run too. --no-huge-pages leaves the host
+alone.
+
 Usage: run_suite.py --shim build/lib/libmrc-verbs-shim.so [--json FILE] [--verbose]
-                    [--suite DIR] [-k PATTERN ...]
+                    [--suite DIR] [-k PATTERN ...] [--no-huge-pages]
 """
 
 import argparse
@@ -140,6 +145,40 @@ def child(args):
     return 0 if summary["failed"] == 0 and summary["errors"] == 0 and res.testsRun > 0 else 1
 
 
+HUGE_PAGES_FILE = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+HUGE_PAGES = 64  # 128 MiB: the suite's huge-page tests map a few pages each
+
+
+class HugePages:
+    """Allocates HUGE_PAGES 2 MiB pages for the run where the host has none and we may (root),
+    and puts the count back on exit; does nothing otherwise (the tests then skip)."""
+
+    def __init__(self, wanted):
+        self.before = None
+        self.wanted = wanted
+
+    def __enter__(self):
+        if not self.wanted or not os.path.isfile(HUGE_PAGES_FILE) or os.geteuid() != 0:
+            return self
+        with open(HUGE_PAGES_FILE) as f:
+            before = int(f.read())
+        if before == 0:
+            try:
+                with open(HUGE_PAGES_FILE, "w") as f:
+                    f.write(str(HUGE_PAGES))
+                self.before = before
+            except OSError as ex:
+                print(f"run_suite.py: could not allocate huge pages ({ex}): their tests skip",
+                      file=sys.stderr)
+        return self
+
+    def __exit__(self, *exc):
+        if self.before is not None:
+            with open(HUGE_PAGES_FILE, "w") as f:
+                f.write(str(self.before))
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shim", help="libmrc-verbs-shim.so to preload")
@@ -147,6 +186,8 @@ def main():
     ap.add_argument("--json", help="also write the summary here")
     ap.add_argument("--verbose", action="store_true", help="one line per test on stderr")
     ap.add_argument("-k", action="append", help="run only tests matching (unittest -k)")
+    ap.add_argument("--no-huge-pages", action="store_true",
+                    help="do not allocate 2 MiB pages for the run (their tests then skip)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--workdir", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -166,7 +207,8 @@ def main():
     # runs on one machine at once would take each other's connections. One at a time.
     lock = open(os.path.join(tempfile.gettempdir(), "mrc-pyverbs.lock"), "a")
     fcntl.flock(lock, fcntl.LOCK_EX)
-    with tempfile.TemporaryDirectory(prefix="mrc-pyverbs-") as work:
+    with tempfile.TemporaryDirectory(prefix="mrc-pyverbs-") as work, \
+            HugePages(not args.no_huge_pages):
         copy_suite(args.suite, work)
         env = dict(os.environ)
         env.update({

@@ -452,6 +452,9 @@ TEST_F(Verbs, BadUse_TheErrnoVerbsProgramsExpect) {
       reg_mr(pd_, buf_[0].data(), 64, at(0), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
   ASSERT_NE(relaxed, nullptr) << "optional access bits are accepted";
   EXPECT_EQ(dereg_mr(relaxed), 0);
+  ibv_mr* huge = reg_mr(pd_, buf_[0].data(), 64, at(0), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_HUGETLB);
+  ASSERT_NE(huge, nullptr) << "IBV_ACCESS_HUGETLB (how the range is backed) is accepted";
+  EXPECT_EQ(dereg_mr(huge), 0);
   // Unsupported objects: EOPNOTSUPP, no crash.
   ibv_qp_init_attr raw{};  // raw packet QPs are an Ethernet NIC's (XRC: xrc_test.cc)
   raw.send_cq = raw.recv_cq = cq_[0];

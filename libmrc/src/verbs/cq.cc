@@ -118,8 +118,11 @@ int mr_access(const char* verb, const void* addr, size_t length, unsigned access
   if ((required & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(required & IBV_ACCESS_LOCAL_WRITE))
     return fail(EINVAL, "%s: remote write or atomic access needs IBV_ACCESS_LOCAL_WRITE", verb);
+  // HUGETLB says the range is backed by huge pages (a kernel driver maps it so): mrc0 reads and
+  // writes the memory where it is, whatever backs it, so it is accepted and changes nothing.
   const unsigned known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND;
+                         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND |
+                         IBV_ACCESS_HUGETLB;
   if (required & ~known)
     return fail(EOPNOTSUPP, "%s: access flags 0x%x are not supported by mrc0", verb,
                 required & ~known);
