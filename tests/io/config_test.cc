@@ -25,6 +25,15 @@ Getenv env_of(std::map<std::string, std::string> m) {
 
 std::string error_of(const Result<HostConfig, std::string>& r) { return r.ok() ? "" : r.error(); }
 
+// A temporary file holding `text`; its path (the caller removes it).
+std::string temp_file(const std::string& text) {
+  char path[] = "/tmp/mrc-config-test-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd >= 0) ::close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
 TEST(HostConfig, Parse_FileThenEnvironmentWins) {
   auto r = parse_host_config(R"({"planes": ["fd00::1", "fd00:1::1"], "port": 5000, "gso": false})",
                              "test.json", env_of({{"MRC_PORT", "6000"}, {"MRC_GRO", "0"}}));
@@ -186,20 +195,13 @@ TEST(HostConfig, Load_Srv6FromFabricFileDerivesPlanes) {
   auto fab = srv6::Fabric::make({.hosts = 4, .planes = 2, .spines = 2, .hosts_per_t0 = 2,
                                  .host_port_gbps = 2});
   ASSERT_TRUE(fab.ok());
-  char path[] = "/tmp/mrc-config-test-XXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ::close(fd);
-  { std::ofstream(path) << srv6::dump(*fab); }
-  char cfg_path[] = "/tmp/mrc-config-test-XXXXXX";
-  const int fd2 = ::mkstemp(cfg_path);
-  ASSERT_GE(fd2, 0);
-  ::close(fd2);
-  { std::ofstream(cfg_path) << R"({"path_mode": "srv6", "fabric": ")" << path << R"(", "host": 3})"; }
+  const std::string path = temp_file(srv6::dump(*fab));
+  const std::string cfg_path =
+      temp_file(R"({"path_mode": "srv6", "fabric": ")" + path + R"(", "host": 3})");
 
   auto r = load_host_config(env_of({{"MRC_CONFIG", cfg_path}}));
-  std::remove(path);
-  std::remove(cfg_path);
+  std::remove(path.c_str());
+  std::remove(cfg_path.c_str());
   ASSERT_TRUE(r.ok()) << r.error();
   ASSERT_EQ(r->udp.planes.size(), 2u);
   EXPECT_EQ(r->udp.planes[1].address, srv6::format(fab->host_address(3, 1)));
@@ -212,20 +214,13 @@ TEST(HostConfig, Load_Srv6FromFabricFileDerivesPlanes) {
 }
 
 TEST(HostConfig, FabricFile_Over16MiBRefusedNamingTheFile) {
-  char path[] = "/tmp/mrc-config-test-XXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ::close(fd);
-  { std::ofstream(path) << std::string((16u << 20) + 1, ' '); }
-  char cfg_path[] = "/tmp/mrc-config-test-XXXXXX";
-  const int fd2 = ::mkstemp(cfg_path);
-  ASSERT_GE(fd2, 0);
-  ::close(fd2);
-  { std::ofstream(cfg_path) << R"({"path_mode": "srv6", "fabric": ")" << path << R"(", "host": 0})"; }
-  auto r = load_host_config(env_of({{"MRC_CONFIG", cfg_path}}));
-  std::remove(path);
-  std::remove(cfg_path);
-  EXPECT_NE(error_of(r).find(std::string(path) + ": larger than 16 MiB"), std::string::npos) << error_of(r);
+  const std::string fabric = temp_file(std::string((16u << 20) + 1, ' '));
+  const std::string cfg =
+      temp_file(R"({"path_mode": "srv6", "fabric": ")" + fabric + R"(", "host": 0})");
+  auto r = load_host_config(env_of({{"MRC_CONFIG", cfg}}));
+  std::remove(fabric.c_str());
+  std::remove(cfg.c_str());
+  EXPECT_NE(error_of(r).find(fabric + ": larger than 16 MiB"), std::string::npos) << error_of(r);
 }
 
 std::string text_of(const sockaddr_in6& a) {
