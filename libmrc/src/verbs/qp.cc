@@ -359,7 +359,7 @@ void wr_unsupported(ibv_qp_ex* q, const char* what) {
 }
 
 // The checks ibv_create_qp(_ex) makes before it creates anything: true, or false after saying
-// why (errno set). An XRC_SEND QP's recv_cq is its send_cq (make_qp sets it).
+// why (errno set). An XRC_SEND QP comes with its send_cq as its recv_cq (make_qp sets it).
 bool check_qp_args(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq,
                    ibv_srq* srq, const ibv_qp_cap& cap, uint64_t send_ops, ibv_xrcd* xrcd) {
   // UC QPs are MRC connections too: what UC may lose arrives all the same (docs/verbs-shim.md).
@@ -394,7 +394,6 @@ bool check_qp_args(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq
       fail(EINVAL, "ibv_create_qp: the PD belongs to another context");
       return false;
     }
-    if (type == IBV_QPT_XRC_SEND) recv_cq = send_cq;
     if (!send_cq || !recv_cq || !is_mrc_context(send_cq->context) ||
         !is_mrc_context(recv_cq->context)) {
       fail(EINVAL, "ibv_create_qp: send_cq and recv_cq must be mrc0 CQs");
@@ -461,9 +460,9 @@ void set_qp_ex_ops(ibv_qp_ex& x) {
 Qp* make_qp(ibv_context* c, ibv_pd* pd, int type, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_srq* srq,
             const ibv_qp_cap& cap, int sq_sig_all, void* qp_context, uint64_t send_ops,
             ibv_xrcd* xrcd = nullptr) {
+  if (type == IBV_QPT_XRC_SEND) recv_cq = send_cq;  // an initiator's receive side is never used
   if (!check_qp_args(c, pd, type, send_cq, recv_cq, srq, cap, send_ops, xrcd)) return nullptr;
   const bool tgt = type == IBV_QPT_XRC_RECV;
-  if (type == IBV_QPT_XRC_SEND) recv_cq = send_cq;
   Device* dev = device_of(c);
   engine::QpInit init;
   init.send_cq = tgt ? 0 : cq_of(send_cq)->id;
