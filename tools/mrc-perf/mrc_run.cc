@@ -346,8 +346,9 @@ bool Runner::post_one(Stream& s) {
 
 void Runner::check(Stream& s, uint64_t k, const uint8_t* got) {
   if (spec_.verify) {
-    // Taking the sink's lock orders its progress thread's writes before this read.
-    end(s, s.sink).drv->with_engine([](Engine&) {});
+    // Taking the sink's lock orders its progress thread's writes before this read (a read:
+    // peek_engine, which does not wake the progress thread).
+    end(s, s.sink).drv->peek_engine([](Engine&) {});
     if (std::memcmp(got, s.src.data() + src_offset(k), spec_.msg_bytes) != 0) {
       ++res_.mismatches;
       if (res_.first_error.empty())
@@ -413,7 +414,8 @@ void Runner::post(Stream& s) {
 }
 
 void Runner::drain_events(int side) {
-  side_[side].drv->with_engine([&](Engine& e) {
+  // Only drains: peek_engine, so the loop's every pass does not wake the progress threads.
+  side_[side].drv->peek_engine([&](Engine& e) {
     while (auto ev = e.poll_event()) {
       if (ev->type == EventType::kCqOverflow) {
         fail("host " + std::to_string(side) + ": CQ overflow on QP " + std::to_string(ev->qpn) +
@@ -434,7 +436,7 @@ void Runner::drain_events(int side) {
 }
 
 uint64_t Runner::rx_bytes(Stream& s) {
-  return end(s, s.sink).drv->with_engine([&](Engine& e) {
+  return end(s, s.sink).drv->peek_engine([&](Engine& e) {
     const QpStats* st = e.qp_stats(s.qp[s.sink]);
     return st ? st->rx_payload_bytes : 0;
   });

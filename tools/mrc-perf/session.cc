@@ -340,6 +340,18 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
                   r->latency.samples, r->latency.p50_us, r->latency.p99_us, r->latency.p999_us,
                   r->latency.max_us);
       out.details.push_back(line);
+      // What each round trip cost each host's driver (counters since the driver was made, so
+      // setup adds a little): the load-independent side of the figure above (issue 17).
+      const double n = static_cast<double>(std::max<size_t>(r->latency.samples, 1));
+      for (const auto& [host, c] :
+           {std::pair{o.client, &r->client_counters}, {o.server, &r->server_counters}}) {
+        std::snprintf(line, sizeof line,
+                      "mrc: per round trip, h%u: %.2f progress loop rounds, %.2f timer rounds, "
+                      "%.2f poller rounds, %.2f recvmmsg, %.2f sendmmsg, %.2f datagrams sent",
+                      host, c->loop_iterations / n, c->timeouts / n, c->poller_rounds / n,
+                      c->recvmmsg_calls / n, c->sendmmsg_calls / n, c->datagrams_sent / n);
+        out.details.push_back(line);
+      }
     }
     if (o.show_paths) out.details.push_back("mrc: sender's paths at the end:\n" + r->paths);
     if (!r->ok()) {
