@@ -862,6 +862,54 @@ TEST(UdpDriver, WithEngineFlush_EarlierDeadlineMovesTheAlarmNotTheLoop) {
   ::close(fd);
 }
 
+// While an app polls (poll_progress), its thread runs the engine's timers and the loop sleeps
+// past them (a TLP or RTO armed per message woke it for nothing about once per message in
+// mrc-perf --latency, issue 17); when the app stops polling, the loop takes the timers back.
+// The peer never answers, so every poller round here is a timer the poller ran (before, the
+// poller only received and never ran one), and the RTO keeps retransmitting either way.
+TEST(UdpDriver, PollProgress_PollerRunsTimersLoopTakesThemBack) {
+  int fd = -1;
+  sockaddr_in6 peer{};
+  const int pfd = plain_socket(&peer);
+  ASSERT_GE(pfd, 0);
+  fd = pfd;
+  UdpConfig cfg;
+  cfg.planes.push_back(PlaneConfig{"::1", 0});
+  cfg.poller_progress = true;
+  auto d = make_driver(cfg);
+  ASSERT_NE(d, nullptr);
+  const PeerId p = d->add_peer({peer});
+  d->start();
+  auto src = pattern(4000, 9);  // one packet
+  // Ack timeout 12 (4.2 ms): a few RTOs while the app polls below.
+  post_unanswered_write(*d, p, {Path{1, 0}}, 0, src, 12, /*flush=*/true);
+  uint8_t rx[8192];
+  ASSERT_GT(::recv(fd, rx, sizeof rx, 0), 0) << std::strerror(errno);  // the first copy
+  const UdpCounters before = d->counters();
+  int copies = 0;
+  const auto until = std::chrono::steady_clock::now() + 100ms;
+  while (std::chrono::steady_clock::now() < until) {
+    (void)d->poll_progress();
+    while (::recv(fd, rx, sizeof rx, MSG_DONTWAIT) > 0) ++copies;
+  }
+  const UdpCounters polled = d->counters();
+  EXPECT_GT(copies, 0) << "no retransmission while the app polled";
+  EXPECT_GT(polled.poller_rounds, before.poller_rounds)
+      << "the polling app never ran a timer: the loop did them all";
+  std::printf("while polling 100 ms: %llu timers, %llu by the poller, %llu loop rounds\n",
+              static_cast<unsigned long long>(polled.timeouts - before.timeouts),
+              static_cast<unsigned long long>(polled.poller_rounds - before.poller_rounds),
+              static_cast<unsigned long long>(polled.loop_iterations - before.loop_iterations));
+  // Nobody polls: the loop runs the next RTO (the socket's 5 s limit bounds the wait).
+  ASSERT_GT(::recv(fd, rx, sizeof rx, 0), 0) << "no retransmission once the app stopped polling";
+  const UdpCounters after = d->counters();
+  EXPECT_GT(after.timeouts, polled.timeouts);
+  EXPECT_EQ(after.poller_rounds, polled.poller_rounds);
+  EXPECT_GT(after.loop_iterations, polled.loop_iterations);
+  d->stop();
+  ::close(fd);
+}
+
 // Structured EVs (stev_path): each datagram carries its EV's IPv6 flow label, GSO messages
 // included (one label each), and nothing else; a plain socket reads the labels (IPV6_FLOWINFO).
 // IPv4 planes, labels over 20 bits and the srv6 mode are refused with a reason.

@@ -945,7 +945,13 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
   } else {
     std::lock_guard lock(mu_);
     ++counters_.loop_iterations;
-    Time deadline = engine_->next_deadline();
+    // Pollers hold the sockets (poll_progress): they also run the engine's timers, so this
+    // sleep leaves the engine's deadline out (a TLP or RTO armed for a message that its ACK
+    // then cancels woke the loop for nothing about once per message) and ends with the
+    // pollers' hold (poller_timer_fd_), after which the next round covers every deadline.
+    const int64_t until = poller_until_ns_.load(std::memory_order_relaxed);
+    stepped_back = io::now().count() < until;
+    Time deadline = stepped_back ? engine::kNever : engine_->next_deadline();
     if (observer_) deadline = std::min(deadline, observer_->next_deadline());
     deadline = std::min(deadline, addresses_->next_deadline());
     const Time t = cfg_.clock();
@@ -957,17 +963,18 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     // The deadline itself, not a second clock reading plus the wait (a few ns later than it):
     // flush_locked must find an unchanged deadline not earlier, or every post that leaves the
     // timers as they were wakes the sleeping loop (an eventfd write and a loop round per WRITE).
-    planned_wake_ns_ = wake_at == engine::kNever ? INT64_MAX : wake_at.count();
+    // Stepped back: no engine deadline moves the alarm (INT64_MIN), the pollers run them.
+    planned_wake_ns_ = stepped_back                  ? INT64_MIN
+                       : wake_at == engine::kNever ? INT64_MAX
+                                                   : wake_at.count();
     // This sleep's timeout covers every deadline now: an alarm an app call set is spent.
     if (deadline_timer_armed_) {
       const itimerspec off{};
       (void)::timerfd_settime(deadline_timer_fd_, 0, &off, nullptr);
       deadline_timer_armed_ = false;
     }
-    // Pollers hold the sockets (poll_progress): leave them out, but for a plane whose
-    // queued sends wait for room (only the loop retries those), and wake when they stop.
-    const int64_t until = poller_until_ns_.load(std::memory_order_relaxed);
-    stepped_back = io::now().count() < until;
+    // Pollers hold the sockets: leave them out, but for a plane whose queued sends wait for
+    // room (only the loop retries those), and wake when they stop.
     if (stepped_back) arm_poller_timer(until);
     for (size_t i = 0; i < m; ++i) {
       const size_t p = s.planes[i];
@@ -1074,28 +1081,40 @@ bool UdpDriver::poll_progress() {
   // Several planes: one ppoll says which sockets hold something (one syscall, not one
   // recvmmsg per plane, while nothing comes).
   std::vector<pollfd>& ready = scratch_->poller_fds;
+  static constexpr timespec kZero{};
   if (n > 1) {
     ready.resize(n);
     for (size_t p = 0; p < n; ++p)  // thread 0's planes: the others' are their threads'
       ready[p] = {plane_shard_[p] == 0 ? sockets_[p]->fd : -1, POLLIN, 0};
-    const timespec zero{};
-    if (::ppoll(ready.data(), n, &zero, nullptr) <= 0) return false;
   }
   bool any = false;
-  for (size_t p = 0; p < n; ++p) {
+  const int polled = n > 1 ? ::ppoll(ready.data(), n, &kZero, nullptr) : 1;
+  for (size_t p = 0; p < n && polled > 0; ++p) {
     if (n > 1 && !(ready[p].revents & POLLIN)) continue;
     got[p] = receive_batch(p);
     any = any || got[p] > 0 || (got[p] < 0 && got[p] != -EAGAIN);
   }
-  if (!any) return false;  // nothing came (an empty poll is not counted: no lock taken)
+  // Nothing came: the engine's timers are the pollers' too while they hold the sockets (the
+  // loop's sleep leaves them out, run_once), so look whether one is due. try_lock: an app
+  // thread in the engine (a post) or a loop round has it, and the next poll looks again.
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (any) {
+    lock.lock();
+  } else if (!lock.try_lock() || engine_->next_deadline() > cfg_.clock()) {
+    return false;  // an empty poll with no timer due is not counted
+  }
   bool must_wake = false;
   {
-    std::lock_guard lock(mu_);
     const Time t = cfg_.clock();
     ++counters_.poller_rounds;
-    for (size_t p = 0; p < n; ++p) feed_received(p, got[p], t);
+    for (size_t p = 0; p < n && any; ++p) feed_received(p, got[p], t);
+    if (engine_->next_deadline() <= t) {
+      ++counters_.timeouts;
+      engine_->on_timeout(t);
+    }
     activity_.fetch_add(1, std::memory_order_release);  // before the ACKs leave, as the loop
     must_wake = flush_locked();
+    lock.unlock();
   }
   rx.unlock();
   if (must_wake) wake();  // a timer earlier than the sleeping loop planned, or a full socket

@@ -301,7 +301,9 @@ class UdpDriver {
   /// progress thread off the sockets for kPollerGrace. Never blocks: returns false at once
   /// when UdpConfig::poller_progress is off, when the loop or another poller is receiving,
   /// and when nothing came; true when it fed the engine (activity() has grown: poll the CQ
-  /// again). Timers stay with the progress thread. Works whether or not the thread is started.
+  /// again). Nothing came: runs the engine's timers when one is due (the loop sleeps past them
+  /// while pollers hold the sockets, and takes them back kPollerGrace after the last poll), and
+  /// returns true if it did. Works whether or not the thread is started.
   bool poll_progress();
 
   /// Runs f(Probes&) under the driver's mutex: connectionless probes of paths to a peer
