@@ -296,14 +296,12 @@ class UdpDriver {
   }
 
   /// The poller's turn (see the file comment): for a thread that waits for a completion and
-  /// found none. Receives what the plane sockets hold (one batch each, no waiting), feeds it
-  /// to the engine and sends what that produced, in the caller's thread, and keeps the
-  /// progress thread off the sockets for kPollerGrace. Never blocks: returns false at once
-  /// when UdpConfig::poller_progress is off, when the loop or another poller is receiving,
-  /// and when nothing came; true when it fed the engine (activity() has grown: poll the CQ
-  /// again). Nothing came: runs the engine's timers when one is due (the loop sleeps past them
-  /// while pollers hold the sockets, and takes them back kPollerGrace after the last poll), and
-  /// returns true if it did. Works whether or not the thread is started.
+  /// found none. Receives what the plane sockets hold (one batch each, no waiting), feeds it to
+  /// the engine, runs its timers when one is due (the loop leaves them to pollers while they
+  /// poll) and sends what that produced, in the caller's thread, and keeps the progress thread
+  /// off the sockets and timers for kPollerGrace. Never blocks: false at once when poller_progress
+  /// is off, when the loop or another poller is receiving, and when nothing came and no timer
+  /// was due; true when it fed the engine (activity() grew: poll the CQ again). Thread or not.
   bool poll_progress();
 
   /// Runs f(Probes&) under the driver's mutex: connectionless probes of paths to a peer
