@@ -129,7 +129,7 @@ struct UdpCounters {
   uint64_t gro_messages = 0;       // received messages that held several datagrams
   uint64_t recvmmsg_calls = 0;     // those that read, or came from the loop (poll_progress
                                    // rounds that read nothing are not counted)
-  uint64_t poller_rounds = 0;      // poll_progress calls that fed the engine (app threads' work)
+  uint64_t poller_rounds = 0;      // poll_progress calls that fed the engine datagrams or timers
   uint64_t send_eagain = 0;      // a socket was full; the rest of its batch waited
   uint64_t send_enobufs = 0;     // dropped by the host
   uint64_t send_errors = 0;      // other send errors (dropped)
