@@ -152,6 +152,9 @@ struct UdpDriver::Shard {
   std::mutex* rx_mu = nullptr;  // its planes' receive side: thread 0's is rx_mu_ (pollers')
   std::vector<pollfd> fds;      // its plane sockets, then wake_fd and thread 0's fds
   std::vector<int> got;         // per plane: receive_batch's result, or kNotRead
+  // Thread 0 (and step()): set while it sleeps stepped back for pollers (run_once), the only
+  // time the pollers' timerfd is watched; pollers push it later only then (poll_progress).
+  std::atomic<bool> stepped_back{false};
   std::thread thread;
   ~Shard() {
     if (index != 0 && wake_fd >= 0) ::close(wake_fd);
@@ -949,8 +952,12 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     // sleep leaves the engine's deadline out (a TLP or RTO armed for a message that its ACK
     // then cancels woke the loop for nothing about once per message) and ends with the
     // pollers' hold (poller_timer_fd_), after which the next round covers every deadline.
-    const int64_t until = poller_until_ns_.load(std::memory_order_relaxed);
+    // The flag before reading `until`, as poll_progress stores `until` before it reads the
+    // flag (seq_cst both): a poll this read misses sees the flag and pushes the timer itself.
+    s.stepped_back.store(true);
+    const int64_t until = poller_until_ns_.load();
     stepped_back = io::now().count() < until;
+    if (!stepped_back) s.stepped_back.store(false);
     Time deadline = stepped_back ? engine::kNever : engine_->next_deadline();
     if (observer_) deadline = std::min(deadline, observer_->next_deadline());
     deadline = std::min(deadline, addresses_->next_deadline());
@@ -1068,10 +1075,14 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
 bool UdpDriver::poll_progress() {
   if (!cfg_.poller_progress) return false;
   // Keep the loop off the sockets for kPollerGrace more, and push its timer along once less
-  // than half of that is left (a syscall per kPollerGrace / 2 of polling, not per poll).
+  // than half of that is left (a syscall per kPollerGrace / 2 of polling, not per poll), when
+  // the loop sleeps on it: a loop that watches the sockets (it took them back while no one
+  // polled) does not watch that timer, and steps back again by itself in its next round.
   const int64_t t_ns = io::now().count();
-  poller_until_ns_.store(t_ns + kPollerGrace.count(), std::memory_order_relaxed);
-  if (poller_timer_ns_.load(std::memory_order_relaxed) < t_ns + kPollerGrace.count() / 2)
+  poller_until_ns_.store(t_ns + kPollerGrace.count());
+  const bool loop_waits = shards_[0]->stepped_back.load() || step_shard_->stepped_back.load();
+  if (loop_waits &&
+      poller_timer_ns_.load(std::memory_order_relaxed) < t_ns + kPollerGrace.count() / 2)
     arm_poller_timer(t_ns + kPollerGrace.count());
   std::unique_lock rx(rx_mu_, std::try_to_lock);
   if (!rx.owns_lock()) return false;  // the loop (or another poller) is receiving
