@@ -906,9 +906,10 @@ TEST(UdpDriver, PollProgress_PollerRunsTimersLoopTakesThemBack) {
   }
   ASSERT_GT(::recv(fd, rx, sizeof rx, 0), 0) << "no retransmission once the app stopped polling";
   const UdpCounters after = d->counters();
+  // The loop ran it (loop_iterations counts a round when it starts to wait, so the round that
+  // ran this timer may not be counted yet).
   EXPECT_GT(after.timeouts, polled.timeouts);
   EXPECT_EQ(after.poller_rounds, polled.poller_rounds);
-  EXPECT_GT(after.loop_iterations, polled.loop_iterations);
   d->stop();
   ::close(fd);
 }
