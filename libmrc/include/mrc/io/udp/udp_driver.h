@@ -420,9 +420,9 @@ class UdpDriver {
   // poll_progress (times in ns of CLOCK_MONOTONIC, io::now: thread scheduling, not protocol
   // time). Pollers hold the sockets until poller_until_ns_ (the last poll + kPollerGrace).
   // The loop sleeps through that on a timerfd: it arms it to poller_until_ns_ itself before
-  // each such sleep (so it always wakes), and pollers push it later while they keep polling
-  // (re-armed once less than half the grace is left of poller_timer_ns_, when it fires as
-  // last armed), so a loop whose app polls without pause stays asleep.
+  // each such sleep (so it always wakes), and pollers push it later while it sleeps on it
+  // (Shard::stepped_back; re-armed once less than half the grace is left of poller_timer_ns_),
+  // so a loop whose app polls without pause stays asleep.
   int poller_timer_fd_ = -1;
   std::atomic<int64_t> poller_until_ns_{0};
   std::atomic<int64_t> poller_timer_ns_{0};
