@@ -71,4 +71,39 @@ TEST(MrcSimCli, AFailedRunExits1) {
   EXPECT_NE(o.text.find("FAIL"), std::string::npos) << o.text;
 }
 
+TEST(MrcSimCli, TracePrintsEvChangesWithTheirQpAndPeerAndTheRtosBlame) {
+  // Host 0 cut off on both planes: its peers' packets to it time out (RTOs blame the EVs).
+  const std::string args =
+      "--hosts 8 --planes 2 --hosts-per-t0 2 --bytes 32K --no-progress -q --max-time 0.01 "
+      "--fault '0 t0-down 0 0' --fault '0 t0-down 1 0'";
+  Out o = run(args + " --trace");
+  EXPECT_EQ(o.rc, 1) << o.text;
+  EXPECT_NE(o.text.find("(peer 0) EV "), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("GOOD -> ASSUMED_BAD (timeout)"), std::string::npos) << o.text;
+  o = run(args);
+  EXPECT_EQ(o.text.find("trace "), std::string::npos) << "traced without --trace";
+}
+
+TEST(MrcSimCli, TraceNamesEveryQpThatTookAnRtoWhenItCloses) {
+  // A T0 of plane 1 blackholes (links up) a tenth of the way in: QPs on demand recover, close,
+  // and the RTOs of the closed QPs add up to the run's.
+  const std::string json = ::testing::TempDir() + "mrc_sim_cli_trace.json";
+  Out o = run(
+      "--hosts 8 --planes 2 --hosts-per-t0 2 --bytes 64K --pattern alltoall --window 2 "
+      "--qps-on-demand --evs-per-plane 4 --no-progress -q --fault '10% blackhole-t0 1 0' "
+      "--trace --json " +
+      json);
+  EXPECT_EQ(o.rc, 0) << o.text;
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  const uint64_t rtos = (j.is_array() ? j.at(0) : j).at("rtos").get<uint64_t>();
+  ASSERT_GT(rtos, 0u) << "the case takes no RTO any more: pick one that does";
+  uint64_t traced = 0;
+  for (size_t at = o.text.find("closed after "); at != std::string::npos;
+       at = o.text.find("closed after ", at + 1))
+    traced += std::stoull(o.text.substr(at + 13));
+  EXPECT_EQ(traced, rtos) << o.text;
+  std::remove(json.c_str());
+}
+
 }  // namespace

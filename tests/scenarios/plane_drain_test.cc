@@ -161,6 +161,47 @@ TEST(PlaneDrain, PortWithNoLink_PeerLearnsItFromAcksAndResendsAtOnce) {
   EXPECT_GT(r.sent_on(qp.a, 2), on2) << "plane 2 did not come back";
 }
 
+// The word of a dead port reaches every QP to the peer, not only the one it came on. Host 1's
+// plane-0 port has no link. Host 0's QP 1 sends one packet on plane 0 before it knows: it can
+// get no ACK, and with no RTT sample it has no tail probe, so only its RTO (16.8 ms) would find
+// the packet. Then data from host 1 on another QP says port 0 is down: QP 1 resends at once,
+// with no blame. (In mrc-sim's 256-host all-to-all with a T0's plane 0 out, 2 such QPs each
+// waited a 1 ms RTO: their 6 packets on live planes were all trimmed, and NACKs carry no
+// ports_down; perf/RESULTS.md 2026-11-27 (t0rto).)
+TEST(PlaneDrain, PortWithNoLink_WordOnAnotherQpResendsWhatThisQpHasThere) {
+  DrainRun r;
+  r.tb.report_ports(*r.fab);
+  r.fab->t0_down(0, 1);
+  const auto qp1 = r.connect();
+  BulkWrite w1(r.tb, 0, 1, qp1, BulkWrite::Config{4096, 1, 1});  // one MTU: one packet
+  w1.pump();
+  w1.stop_posting();
+  w1.run_until(r.tb.net().now() + 2us, 1us);
+  ASSERT_EQ(r.sent_on(qp1.a, 0), 1u) << "the packet did not go to the dead port";
+  EXPECT_EQ(r.tb.engine(0).peer_ports_down(1), 0u) << "host 0 knew before it sent";
+
+  QpAttr at;
+  at.timeout = 14;
+  at.retry_cnt_exp = 7;
+  const auto qp2 = r.tb.connect(1, 0, r.fab->paths(1, 0, 4), at);
+  BulkWrite w2(r.tb, 1, 0, qp2, BulkWrite::Config{16 << 10, 1, 1});
+  w2.pump();
+  w2.stop_posting();
+  w1.run_until(r.tb.net().now() + 1ms, 10us);
+  w2.pump();
+  EXPECT_EQ(r.tb.engine(0).peer_ports_down(1), 1u) << "host 1's data did not say it";
+  EXPECT_EQ(w2.verified(), 1u) << w2.first_error();
+  ASSERT_EQ(w1.verified(), 1u) << "QP 1's packet still waits for its RTO";
+  EXPECT_TRUE(w1.ok()) << w1.first_error();
+  const QpStats* s = r.tb.engine(0).qp_stats(qp1.a);
+  EXPECT_EQ(s->rto_fired, 0u);
+  EXPECT_EQ(s->tail_probes, 0u);
+  EXPECT_EQ(s->fast_losses, 0u);
+  EXPECT_EQ(s->tx_retransmits, 1u);
+  EXPECT_EQ(r.sent_on(qp1.a, 0), 1u) << "resent on the dead port";
+  EXPECT_EQ(r.state_changes(qp1.a), 0u) << "a peer's dead port is no fault of an EV";
+}
+
 // Host 0's plane-0 port has no link; it opens one fresh QP per 32 KiB message (8 packets), as
 // mrc-sim's QPs on demand do, each given the fabric's paths rotated to start on a different EV.
 // The 3 planes left each carry a third of the packets: the QPs start their round robin on

@@ -147,6 +147,9 @@ ParseOutcome parse_cli(int argc, const char* const* argv, Options& o, std::strin
   app.add_option("--interval", o.interval_s, "goodput sampling interval, s (default: ideal / 100)");
   app.add_flag("-q,--quiet", o.quiet, "no table on stdout");
   app.add_flag("!--no-progress", o.progress, "no progress line on stderr");
+  app.add_flag("--trace", o.trace,
+               "diagnosis, on stderr: every EV state change (host, QP, peer, EV, plane, reason: "
+               "'timeout' is an RTO's) and every QP closed after an RTO, with its counters");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -53,6 +53,7 @@ struct Options {
   double interval_s = 0;       // goodput sampling; 0: ideal / 100
   bool quiet = false;
   bool progress = true;
+  bool trace = false;  // EV state changes and QPs that took an RTO, on stderr (traffic.h)
 
   uint64_t host_bps() const { return static_cast<uint64_t>(host_gbps * 1e9); }
   uint64_t uplink_bps() const {

@@ -127,6 +127,7 @@ RunResult run_one(const Options& o, Transport t, const Workload& w,
   tc.attr.max_psn_range = o.mpr;
   tc.attr.timeout = o.timeout;
   tc.seed = o.seed;
+  tc.trace = o.trace;
   if (!o.delay_decrease) {  // the engines' own constants, as a profile, with the rule off
     engine::EngineConfig pc = ec;  // a profile learns nothing: sized at a base RTT
     if (pc.base_rtt == Duration{0}) pc.base_rtt = base_rtt(o);

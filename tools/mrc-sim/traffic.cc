@@ -1,6 +1,7 @@
 #include "traffic.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <unordered_map>
 
 namespace mrc::msim {
@@ -101,9 +102,29 @@ void Traffic::connect(uint32_t ci) {
   }
 }
 
+uint32_t Traffic::peer_of(uint32_t h, Qpn q) const {
+  if (q >= conn_of_qpn_[h].size() || conn_of_qpn_[h][q] == UINT32_MAX) return UINT32_MAX;
+  const Conn& c = conns_[conn_of_qpn_[h][q]];
+  return c.a == h ? c.b : c.a;
+}
+
 void Traffic::add_stats(uint32_t h, Qpn q) {
   const Engine& e = tb_.engine(h);
-  if (const QpStats* s = e.qp_stats(q)) accumulate(closed_, *s);
+  const QpStats* s = e.qp_stats(q);
+  if (s) accumulate(closed_, *s);
+  if (s && cfg_.trace && s->rto_fired > 0)
+    std::fprintf(stderr,
+                 "trace %.3f us: host %u QP %u (peer %u) closed after %llu RTO(s): %llu data "
+                 "packets, %llu resent, %llu ACKs, %llu NACKs, %llu tail probes, %llu RTT "
+                 "samples\n",
+                 static_cast<double>(tb_.net().now().count()) * 1e-3, h, q, peer_of(h, q),
+                 static_cast<unsigned long long>(s->rto_fired),
+                 static_cast<unsigned long long>(s->tx_data_packets),
+                 static_cast<unsigned long long>(s->tx_retransmits),
+                 static_cast<unsigned long long>(s->rx_acks),
+                 static_cast<unsigned long long>(s->rx_nacks),
+                 static_cast<unsigned long long>(s->tail_probes),
+                 static_cast<unsigned long long>(s->rtt_samples));
   e.path_stats(q, path_stats_);
   for (const PathStats& p : path_stats_) closed_trims_ += p.trims;
   if (const auto cc = e.cc_stats(q)) {
@@ -265,6 +286,12 @@ void Traffic::on_input(PeerId h) {
   }
   while (auto ev = e.poll_event()) {
     if (ev->type == EventType::kEvState) ++stats_.ev_changes;
+    if (ev->type == EventType::kEvState && cfg_.trace)
+      std::fprintf(stderr, "trace %.3f us: host %u QP %u (peer %u) EV %u plane %u: %s -> %s (%s)\n",
+                   static_cast<double>(ev->at.count()) * 1e-3, h, ev->qpn, peer_of(h, ev->qpn),
+                   ev->ev, ev->plane, to_string(static_cast<EvState>(ev->from)),
+                   to_string(static_cast<EvState>(ev->to)),
+                   to_string(static_cast<EvReason>(ev->reason)));
     if (ev->type == EventType::kQpFatal) {
       ++stats_.qp_errors;
       fail("host " + std::to_string(h) + ": QP error (" + to_string(ev->cause) + ")");

@@ -48,6 +48,10 @@ struct TrafficConfig {
   // QP pairs made when a flow opens and destroyed when they have nothing left, one pair per
   // direction: live QPs stay near hosts x window instead of hosts^2 (memory at 1,024 hosts).
   bool on_demand = false;
+  // Diagnosis (--trace): on stderr, every EV state change as it happens (host, QP, its peer,
+  // EV, plane, from -> to, reason; an RTO blames the EVs of what it expired: reason
+  // `timeout`), and every QP that took an RTO with its counters when it is closed.
+  bool trace = false;
 };
 
 /// Adds every counter of s into t.
@@ -116,6 +120,7 @@ class Traffic {
   void connect(uint32_t conn);
   void finish_message(uint64_t m);
   void add_stats(uint32_t host, engine::Qpn qpn);
+  uint32_t peer_of(uint32_t host, engine::Qpn qpn) const;  // UINT32_MAX: not one of ours
   engine::QpAttr attr_;
   std::vector<uint8_t> msg_done_;  // bit 0: verified at the receiver, bit 1: send completed
   engine::QpStats closed_;         // of QPs destroyed on demand

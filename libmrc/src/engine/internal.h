@@ -269,6 +269,9 @@ class Core {
   size_t live_qps = 0;
   uint16_t planes_drained = 0;  // Engine::set_plane_drained, bit per plane
   SharedHealth health;          // path health shared by the QPs (paths.h)
+  // Per peer: before this time a new word of a dead port resends only the packets of the QP
+  // that got it, not those of every QP to the peer (on_peer_ports: one sweep per `hold`).
+  std::unordered_map<PeerId, Time> port_sweep_after;
   std::deque<Qpn> ready;        // QPs that may have data to send
   std::deque<Qpn> ackq;         // QPs owing an ACK
   std::deque<Control> ctrl;     // NACKs, probe replies
@@ -350,6 +353,16 @@ class Core {
   /// on the other planes. Nothing to do (the per-ACK case) unless one of those planes has
   /// packets of q in flight.
   void lose_planes(Qp& q, uint16_t planes, Time now);
+  /// The peer's word on its ports (`ports_down` of an ACK or a data packet that q got): the
+  /// shared view holds those planes for every QP to the peer, and when the word is new, every
+  /// other QP to it resends at once (lose_planes) what it has in flight there. That QP may
+  /// have no ACK of its own to come (its other packets all trimmed: NACKs carry no
+  /// ports_down), no RTT sample (so no tail probe), and its window full of those packets:
+  /// only its RTO would find them. q's own packets are the caller's (after its ACKs). The
+  /// sweep visits every QP slot, at most once per SharedHealth::Policy::hold per peer
+  /// (port_sweep_after): a peer whose word flips on every packet does not make each packet
+  /// cost a scan.
+  void on_peer_ports(Qp& q, uint16_t down, Time now);
   // A fresh window for q from its profile (Qp::cc absent when there is none), learning its
   // base RTT when the profile is the automatic one.
   void start_cc(Qp& q);

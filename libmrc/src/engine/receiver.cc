@@ -229,8 +229,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
   // from it tells the QPs that send to it. Not on data to an XRC target QP, where the same
   // two bytes name an XRC SRQ (wire::DataHeader).
   if (!q.init.xrcd) {
-    if (q.health && d.ports_down != q.health->reported_down)
-      health.set_reported_down(*q.health, d.ports_down);
+    on_peer_ports(q, d.ports_down, now);
     if (d.ports_down != 0) lose_planes(q, d.ports_down, now);
   }
   RxData x{q, p, rx, nullptr, q.init.pd, {}};

@@ -536,6 +536,19 @@ void Core::lose_planes(Qp& q, uint16_t planes, Time now) {
   make_ready(q);
 }
 
+void Core::on_peer_ports(Qp& q, uint16_t down, Time now) {
+  if (!q.health || down == q.health->reported_down) return;  // the known word: almost every ACK
+  const auto gained = static_cast<uint16_t>(down & ~q.health->reported_down);
+  health.set_reported_down(*q.health, down);
+  if (gained == 0) return;
+  Time& after = port_sweep_after[q.attr.peer];
+  if (now < after) return;
+  after = now + health.policy().hold;
+  for (auto& o : qps)
+    if (o && o.get() != &q && o->health == q.health && sends_in(o->state))
+      lose_planes(*o, gained, now);
+}
+
 void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   TxPkt& p = q.snd.pkt(psn);
   if (p.state != TxPkt::kInFlight && p.state != TxPkt::kLost) return;
@@ -610,9 +623,8 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     if (e.path < q.paths.size() && q.paths.ev(e.path).path.ev == a.echo_ev) echo_path = e.path;
   }
   // The peer's word on its ports: every QP to it stops sending on a dead one; what this QP
-  // has in flight there is resent at once, not left to loss detection.
-  if (q.health && a.ports_down != q.health->reported_down)
-    health.set_reported_down(*q.health, a.ports_down);
+  // has in flight there is resent at once (below, after the ACKs), not left to loss detection.
+  on_peer_ports(q, a.ports_down, now);
   AckTally acked;
   ack_through(q, a.cum_psn, now, &acked);
   for (size_t k = 0; k < a.sack.size(); ++k) {
