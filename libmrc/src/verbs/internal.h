@@ -57,6 +57,11 @@ Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah,
 /// given as its dgid reaches this device (RoCE v1 entries and the interfaces' other
 /// addresses would not).
 std::vector<GidEntry> build_gid_table(const io::UdpConfig& u, const ibv_gid& gid0);
+/// Whether an address vector's sgid_index names a populated entry of dev's GID table: 0, or
+/// the errno the kernel's rdma_get_gid_attr gives a modify_qp / create_ah (ENODATA for an
+/// empty entry, EINVAL past kGidTableLen) after logging one line "<what>: grh.sgid_index N:
+/// ..." naming the populated entries. `what` names the call and object ("ibv_create_ah").
+int check_sgid_index(const Device* dev, unsigned index, const std::string& what);
 /// The index of the interface that holds address `a` (IPv4-mapped: the IPv4 address); 0 if none.
 uint32_t ifindex_of(const in6_addr& a);
 /// The GID of fabric host `host` (kSrv6): see verbs.h "port 1". Its plane-0 address's first
