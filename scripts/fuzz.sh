@@ -12,7 +12,8 @@ seconds=${1:-20}
 shift || true
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2; }
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_wire_decode fuzz_engine fuzz_config fuzz_nccl_control fuzz_verbs_connect)
+((${#targets[@]})) || targets=(fuzz_wire_decode fuzz_engine fuzz_config fuzz_nccl_control fuzz_verbs_connect
+                               fuzz_mcast_record)
 
 cmake --preset fuzz --log-level=WARNING
 cmake --build --preset fuzz --parallel "$(nproc)" --target "${targets[@]}"

@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "mrc/io/udp/udp_driver.h"
+#include "mrc/verbs/verbs.h"
 #include "verbs/internal.h"
+#include "verbs/objects.h"
 
 namespace mrc::verbs {
 namespace {
@@ -125,6 +127,19 @@ TEST(BuildGidTable, PlaneZerosAddressIsIndexZeroOnce_ScopeNamesTheInterface) {
   EXPECT_EQ(std::memcmp(t[1].gid.raw, gid_of(addr("fe80::2")).raw, 16), 0);
   EXPECT_EQ(t[0].ifindex, if_nametoindex("lo"));
   EXPECT_EQ(t[1].ifindex, if_nametoindex("lo"));
+}
+
+TEST(CheckSgidIndex, PopulatedOkEmptyEnodataPastTheTableEinval) {
+  // What the kernel's rdma_get_gid_attr gives a modify_qp / create_ah: the index of a
+  // populated entry passes, an empty entry inside the table is ENODATA, past it EINVAL.
+  Device dev;
+  dev.gids = build_gid_table(planes({"::1", "2001:db8::99"}), gid_of(addr("::1")));
+  ASSERT_EQ(dev.gids.size(), 2u);
+  EXPECT_EQ(check_sgid_index(&dev, 0, "t"), 0);
+  EXPECT_EQ(check_sgid_index(&dev, 1, "t"), 0);
+  EXPECT_EQ(check_sgid_index(&dev, 2, "t"), ENODATA);
+  EXPECT_EQ(check_sgid_index(&dev, kGidTableLen - 1, "t"), ENODATA);
+  EXPECT_EQ(check_sgid_index(&dev, kGidTableLen, "t"), EINVAL);
 }
 
 }  // namespace

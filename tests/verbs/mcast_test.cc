@@ -1,21 +1,29 @@
 // Multicast on the software verbs device (libmrc/src/verbs/mcast.cc) over two loopback planes:
 // ibv_attach_mcast / ibv_detach_mcast and their refusals, and a UD SEND to a group reaching the
 // attached QPs of two processes (this one and a forked child, each with its own driver and
-// ephemeral ports), not a detached QP nor one with another Q_Key.
+// ephemeral ports), not a detached QP nor one with another Q_Key. Membership across machines:
+// two processes told apart as two hosts (MRC_MCAST_HOST_ID), the member's record judged by its
+// lease and not its pid, stale records (a lease run out, a dead process of this host) skipped
+// and removed, and a member's lease renewed while it stays.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mrc/verbs/verbs.h"
 #include "open_device.h"
 #include "to_rts.h"
+#include "verbs/mcast_record.h"
 #include "wait_wc.h"
 
 namespace mrc::verbs {
@@ -164,9 +172,27 @@ TEST(Mcast, AttachDetach_RefusesWhatVerbsRefuses) {
 
 // The child: one UD QP attached to the group, one receive; says "ready" on `ready`, waits
 // for the datagram, exits 0 if it came whole (GRH dgid the group, then the data), else a code
-// naming what went wrong.
-[[noreturn]] void member_child(const ibv_gid& group, int ready) {
+// naming what went wrong. With `host`, the child is that host (MRC_MCAST_HOST_ID). With
+// `expect_none`, it waits 2 s and exits 0 if nothing came, 5 if a datagram did. With `hold`,
+// it stays a member after the datagram until a byte comes on `hold`.
+[[noreturn]] void member_child(const ibv_gid& group, int ready, const char* host = nullptr,
+                               bool expect_none = false, int hold = -1) {
   ::alarm(20);  // a hang ends the child with SIGALRM
+  if (host) ::setenv("MRC_MCAST_HOST_ID", host, 1);
+  if (expect_none) {
+    Side s;
+    if (!s.open() || !s.add_qp(IBV_QPT_UD)) ::_exit(2);
+    if (attach_mcast(s.qps[0], &group, 0) || s.post_recv_on(0)) ::_exit(3);
+    const char r = 'r';
+    if (::write(ready, &r, 1) != 1) ::_exit(4);
+    ibv_wc wc{};
+    for (int i = 0; i < 200; ++i) {
+      if (poll_cq(s.cqs[0], 1, &wc) != 0) ::_exit(5);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    s.close();
+    ::_exit(0);
+  }
   Side s;
   if (!s.open() || !s.add_qp(IBV_QPT_UD)) ::_exit(2);
   if (attach_mcast(s.qps[0], &group, 0) || s.post_recv_on(0)) ::_exit(3);
@@ -177,6 +203,8 @@ TEST(Mcast, AttachDetach_RefusesWhatVerbsRefuses) {
   if (std::memcmp(s.slot(0) + 24, group.raw, 16) != 0) ::_exit(6);  // the GRH's dgid
   for (uint32_t i = 0; i < 64; ++i)
     if (s.slot(0)[kGrh + i] != 0xa5) ::_exit(7);
+  char go = 0;
+  if (hold >= 0 && ::read(hold, &go, 1) != 1) ::_exit(8);
   s.close();
   ::_exit(0);
 }
@@ -240,6 +268,206 @@ TEST(Mcast, Send_ReachesAttachedQpsOfTwoProcesses_NotDetachedNorOtherQkey) {
   ASSERT_EQ(s.send_to(3, ah, kMcastQpn, 64), 0);
   EXPECT_EQ(testing::wait_wc(s.cqs[3]).status, IBV_WC_SUCCESS);
   EXPECT_EQ(destroy_ah(ah), 0);
+  s.close();
+}
+
+// ---- Membership across machines ----------------------------------------------------------
+
+// This process as host `id` for the test's scope (MRC_MCAST_HOST_ID), then its own identity.
+struct AsHost {
+  explicit AsHost(const char* id) { ::setenv("MRC_MCAST_HOST_ID", id, 1); }
+  ~AsHost() { ::unsetenv("MRC_MCAST_HOST_ID"); }
+};
+
+std::string group_path(const ibv_gid& g) {
+  std::string d = kDir + "/";
+  char h[3];
+  for (uint8_t b : g.raw) {
+    std::snprintf(h, sizeof h, "%02x", b);
+    d += h;
+  }
+  return d;
+}
+
+// The record file of host `host` in the group's directory ("" if none).
+std::string record_of(const ibv_gid& g, const std::string& host) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(group_path(g), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(host + ".", 0) == 0 && !name.ends_with(".tmp")) return e.path().string();
+  }
+  return {};
+}
+
+McastRecord read_record(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto r = parse_mcast_record(ss.str());
+  EXPECT_TRUE(r) << path << ": " << (r ? "" : r.error());
+  return r ? *r : McastRecord{};
+}
+
+// Writes `r` at `path` as a member would (whole, through a rename).
+void write_record_at(const std::string& path, const McastRecord& r) {
+  {
+    std::ofstream f(path + ".tmp");
+    f << encode_mcast_record(r);
+  }
+  ASSERT_EQ(std::rename((path + ".tmp").c_str(), path.c_str()), 0) << path;
+}
+
+// A pid no process of this machine has: a child's, exited and reaped.
+int64_t dead_pid() {
+  const pid_t p = ::fork();
+  if (p == 0) ::_exit(0);
+  ::waitpid(p, nullptr, 0);
+  return p;
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+TEST(Mcast, MemberOnAnotherHost_ReachedByItsLeaseNotItsPid) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support threads started after a multi-threaded fork";
+#endif
+  // Host B's member; its record's pid then names no process here, as on a real second machine
+  // (the old pid check would have removed it): the datagram still reaches it.
+  const ibv_gid group = gid_of("ff0e::4d:2");
+  int pipefd[2], holdfd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  ASSERT_EQ(::pipe(holdfd), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    ::close(holdfd[1]);
+    member_child(group, pipefd[1], "machine-b", false, holdfd[0]);
+  }
+  ::close(pipefd[1]);
+  ::close(holdfd[0]);
+  AsHost a("machine-a");
+  char r = 0;
+  ASSERT_EQ(::read(pipefd[0], &r, 1), 1) << "the child did not attach";
+  ::close(pipefd[0]);
+  const std::string path = record_of(group, "machine-b");
+  ASSERT_FALSE(path.empty()) << "no record of host machine-b";
+  McastRecord rec = read_record(path);
+  EXPECT_EQ(rec.pid, pid);
+  EXPECT_GT(rec.expires_ms, now_ms()) << "a lease that runs";
+  ASSERT_EQ(rec.planes.size(), 2u);
+  rec.pid = dead_pid();
+  write_record_at(path, rec);
+  Side s;
+  ASSERT_TRUE(s.open());
+  ibv_qp* sender = s.add_qp(IBV_QPT_UD);
+  ASSERT_NE(sender, nullptr);
+  ibv_ah* ah = group_ah(s.pd, group);
+  ASSERT_NE(ah, nullptr);
+  std::memset(s.buf.data(), 0xa5, 64);
+  ASSERT_EQ(s.send_to(0, ah, kMcastQpn, 64), 0);
+  EXPECT_EQ(testing::wait_wc(s.cqs[0]).status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(std::filesystem::exists(path)) << "another host's live record was removed";
+  const char go = 'g';
+  EXPECT_EQ(::write(holdfd[1], &go, 1), 1);
+  ::close(holdfd[1]);
+  int status = -1;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "host B's datagram (2 open, 3 attach, 5 none, 6 GRH, 7 data, 8 hold)";
+  EXPECT_EQ(destroy_ah(ah), 0);
+  s.close();
+}
+
+TEST(Mcast, StaleRecords_LeaseOverElsewhereDeadProcessHere_SkippedAndRemoved) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support threads started after a multi-threaded fork";
+#endif
+  // Three records besides this process's live one: host B's member, alive, whose lease has run
+  // out (its machine unreachable, say); a member of this host whose process is gone, with a
+  // lease still running; and a file that is no record. A SEND reaches this process's member
+  // only; the two stale records are removed, the foreign file is left alone.
+  const ibv_gid group = gid_of("ff0e::4d:3");
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    member_child(group, pipefd[1], "machine-b", /*expect_none=*/true);
+  }
+  ::close(pipefd[1]);
+  AsHost a("machine-a");
+  char r = 0;
+  ASSERT_EQ(::read(pipefd[0], &r, 1), 1) << "the child did not attach";
+  ::close(pipefd[0]);
+  const std::string b_path = record_of(group, "machine-b");
+  ASSERT_FALSE(b_path.empty());
+  McastRecord b = read_record(b_path);
+  b.expires_ms = now_ms() - 1;
+  write_record_at(b_path, b);
+  McastRecord gone = b;
+  gone.host = "machine-a";
+  gone.pid = dead_pid();
+  gone.expires_ms = now_ms() + 30'000;
+  const std::string gone_path = group_path(group) + "/" + mcast_record_name(gone);
+  write_record_at(gone_path, gone);
+  const std::string junk_path = group_path(group) + "/notes.txt";
+  std::ofstream(junk_path) << "not a record\n";
+
+  Side s;
+  ASSERT_TRUE(s.open());
+  ibv_qp* member = s.add_qp(IBV_QPT_UD);
+  ibv_qp* sender = s.add_qp(IBV_QPT_UD);
+  ASSERT_TRUE(member && sender);
+  ASSERT_EQ(attach_mcast(member, &group, 0), 0);
+  ASSERT_EQ(s.post_recv_on(0), 0);
+  ASSERT_FALSE(record_of(group, "machine-a").empty());
+  ibv_ah* ah = group_ah(s.pd, group);
+  ASSERT_NE(ah, nullptr);
+  std::memset(s.buf.data(), 0xa5, 64);
+  ASSERT_EQ(s.send_to(1, ah, kMcastQpn, 64), 0);
+  EXPECT_EQ(testing::wait_wc(s.cqs[1]).status, IBV_WC_SUCCESS);
+  const ibv_wc got = testing::wait_wc(s.cqs[0]);
+  EXPECT_EQ(got.status, IBV_WC_SUCCESS) << "this process's live member";
+  EXPECT_FALSE(std::filesystem::exists(b_path)) << "a lease run out: removed";
+  EXPECT_FALSE(std::filesystem::exists(gone_path)) << "a dead process of this host: removed";
+  EXPECT_TRUE(std::filesystem::exists(junk_path)) << "not a record: left alone";
+  std::filesystem::remove(junk_path);
+  int status = -1;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "host B's member, its lease over, received (5)";
+  EXPECT_EQ(destroy_ah(ah), 0);
+  s.close();
+  EXPECT_FALSE(std::filesystem::exists(group_path(group))) << "the last member left";
+}
+
+TEST(Mcast, Lease_RenewedWhileAMemberStaysThenGoneWithIt) {
+  // A member's thread renews its record every kMcastRefresh (10 s), so a member on another
+  // machine never sees it lapse; detaching removes it.
+  const ibv_gid group = gid_of("ff0e::4d:4");
+  AsHost a("machine-a");
+  Side s;
+  ASSERT_TRUE(s.open());
+  ibv_qp* q = s.add_qp(IBV_QPT_UD);
+  ASSERT_NE(q, nullptr);
+  ASSERT_EQ(attach_mcast(q, &group, 0), 0);
+  const std::string path = record_of(group, "machine-a");
+  ASSERT_FALSE(path.empty());
+  const McastRecord first = read_record(path);
+  EXPECT_EQ(first.pid, ::getpid());
+  std::this_thread::sleep_for(kMcastRefresh + std::chrono::milliseconds(1500));
+  const McastRecord later = read_record(path);
+  EXPECT_GE(later.expires_ms, first.expires_ms + kMcastRefresh.count()) << "not renewed";
+  EXPECT_GT(later.expires_ms, now_ms() + (kMcastLease - kMcastRefresh).count() - 2000);
+  ASSERT_EQ(detach_mcast(q, &group, 0), 0);
+  EXPECT_FALSE(std::filesystem::exists(path));
   s.close();
 }
 

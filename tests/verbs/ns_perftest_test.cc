@@ -116,8 +116,14 @@ TEST_F(NsPerftest, Devinfo_ListsMrc0WithSaneAttributes) {
   for (const char* want : {"hca_id:\tmrc0", "transport:\t\t\tInfiniBand (0)", "phys_port_cnt:\t\t\t1",
                            "state:\t\t\tPORT_ACTIVE (4)", "link_layer:\t\tEthernet",
                            "active_mtu:\t\t4096 (5)", "GID[  0]:\t\tfcbb:bbbb:", "RoCE v2",
-                           "max_qp_rd_atom:\t\t\t16"})
+                           "max_qp_rd_atom:\t\t\t16", "gid_tbl_len:\t\t256"})
     EXPECT_NE(c.out.find(want), std::string::npos) << "missing '" << want << "' in\n" << c.out;
+  // 256 entries, only GID 0 listed: the 2 plane entries are port addresses with a zero
+  // interface id (ibv_devinfo's "no GID") and 3..255 are empty (zero), as a RoCE port's are.
+  size_t listed = 0;
+  for (size_t at = c.out.find("GID["); at != std::string::npos; at = c.out.find("GID[", at + 1))
+    ++listed;
+  EXPECT_EQ(listed, 1u) << c.out;
 }
 
 TEST_F(NsPerftest, EveryToolDefaultArguments) {

@@ -12,12 +12,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <string>
 
 #include "loopback_env.h"
+
+// Private to rdma-core (infiniband/driver.h); the shim exports it. `type`: enum
+// ibv_gid_type_sysfs (0 IB/RoCE v1, 1 RoCE v2).
+extern "C" int ibv_query_gid_type(ibv_context* c, uint8_t port, unsigned index, int* type);
 
 namespace mrc::verbs {
 namespace {
@@ -53,9 +58,11 @@ TEST(ShimSysfs, GidFilesSayWhatQueryGidSays) {
   ASSERT_NE(ctx, nullptr);
   ibv_port_attr pa{};
   ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
+  ASSERT_EQ(pa.gid_tbl_len, 256);
+  int populated = 0;
   for (int i = 0; i < pa.gid_tbl_len; ++i) {
     ibv_gid g{};
-    ASSERT_EQ(ibv_query_gid(ctx, 1, i, &g), 0);
+    ASSERT_EQ(ibv_query_gid(ctx, 1, i, &g), 0) << i;
     char want[64];
     int k = 0;
     for (int b = 0; b < 16; b += 2)
@@ -63,14 +70,37 @@ TEST(ShimSysfs, GidFilesSayWhatQueryGidSays) {
                          g.raw[b + 1]);
     const std::string p = "/sys/class/infiniband/mrc0/ports/1/gids/" + std::to_string(i);
     EXPECT_EQ(read_file(p.c_str()), std::string(want) + "\n");
+    ibv_gid_entry e{};
+    const int r = ibv_query_gid_ex(ctx, 1, i, &e, 0);
+    int type = -1;
+    ASSERT_EQ(ibv_query_gid_type(ctx, 1, i, &type), 0) << i;
     FILE* f = std::fopen(
         ("/sys/class/infiniband/mrc0/ports/1/gid_attrs/types/" + std::to_string(i)).c_str(), "r");
+    if (r == ENODATA) {  // an empty entry: zero GID, type "IB/RoCE v1" (0), no type to read
+      EXPECT_STREQ(want, "0000:0000:0000:0000:0000:0000:0000:0000") << i;
+      EXPECT_EQ(type, 0) << i;
+      EXPECT_EQ(f, nullptr) << i;
+      if (f) std::fclose(f);
+      continue;
+    }
+    ASSERT_EQ(r, 0) << i;
+    ++populated;
+    EXPECT_EQ(type, 1) << "RoCE v2, index " << i;
     ASSERT_NE(f, nullptr) << i;
     char line[32] = {};
     ASSERT_NE(std::fgets(line, sizeof line, f), nullptr);
     std::fclose(f);
     EXPECT_STREQ(line, "RoCE v2\n");
   }
+  EXPECT_GE(populated, 1);
+  ibv_gid_entry table[256];
+  EXPECT_EQ(ibv_query_gid_table(ctx, table, 256, 0), populated);
+  ibv_gid g{};
+  errno = 0;
+  EXPECT_EQ(ibv_query_gid(ctx, 1, 256, &g), -1) << "past the table: -1 (libibverbs' failure)";
+  EXPECT_EQ(errno, EINVAL);
+  int type = -1;
+  EXPECT_EQ(ibv_query_gid_type(ctx, 1, 256, &type), -1);
   EXPECT_EQ(read_file("/sys/class/infiniband/mrc0/ports/1/state"), "4: ACTIVE\n");
   EXPECT_EQ(ibv_close_device(ctx), 0);
 }

@@ -127,10 +127,14 @@ TEST_F(Ud, CreateAh_NeedsGrhAndAGidOfTheTable) {
   EXPECT_EQ(errno, EINVAL);
   a.is_global = 1;
   ASSERT_EQ(query_gid(ctx_, 1, 0, &a.grh.dgid), 0);
-  a.grh.sgid_index = 200;
+  a.grh.sgid_index = 200;  // inside the table (gid_tbl_len 256), empty: the kernel's ENODATA
   errno = 0;
   EXPECT_EQ(create_ah(pd_, &a), nullptr);
-  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(errno, ENODATA);
+  a.grh.sgid_index = 1;
+  errno = 0;
+  EXPECT_EQ(create_ah(pd_, &a), nullptr) << "the first empty entry";
+  EXPECT_EQ(errno, ENODATA);
   a.grh.sgid_index = 0;
   a.port_num = 2;
   EXPECT_EQ(create_ah(pd_, &a), nullptr);

@@ -272,6 +272,8 @@ class Verbs : public ::testing::Test {
   std::vector<ibv_qp*> qp_ = std::vector<ibv_qp*>(2, nullptr);
 };
 
+const ibv_gid kZeroGid{};
+
 TEST_F(Verbs, DeviceAndPort_SaneAttributes) {
   EXPECT_STREQ(ctx_->device->name, "mrc0");
   EXPECT_EQ(ctx_->device->transport_type, IBV_TRANSPORT_IB);
@@ -285,7 +287,8 @@ TEST_F(Verbs, DeviceAndPort_SaneAttributes) {
   ASSERT_EQ(query_port(ctx_, 1, &p), 0);
   EXPECT_EQ(p.state, IBV_PORT_ACTIVE);
   EXPECT_EQ(p.link_layer, IBV_LINK_LAYER_ETHERNET);
-  EXPECT_EQ(p.gid_tbl_len, 1) << "two planes on ::1: one address, one GID";
+  EXPECT_EQ(p.gid_tbl_len, kGidTableLen) << "a real RoCE port's length; two planes on ::1: "
+                                            "one address, one populated GID";
   EXPECT_NE(p.lid, 0);
   EXPECT_EQ(query_port(ctx_, 2, &p), EINVAL);
   ibv_gid g{};
@@ -297,13 +300,27 @@ TEST_F(Verbs, DeviceAndPort_SaneAttributes) {
   EXPECT_EQ(e.gid_type, IBV_GID_TYPE_ROCE_V2);
   EXPECT_EQ(std::memcmp(e.gid.raw, g.raw, 16), 0);
   EXPECT_EQ(e.ndev_ifindex, if_nametoindex("lo")) << "tied to the interface holding ::1";
+  // Entries 1..255 are empty, as a real port's unused ones: query_gid_ex says ENODATA (the
+  // kernel's answer), query_gid the zero GID and success (libibverbs'); past the table EINVAL.
   EXPECT_EQ(query_gid_ex(ctx_, 1, 1, &e), ENODATA);
-  EXPECT_EQ(query_gid(ctx_, 1, 1, &g), EINVAL);
-  // The table holds every entry the port reports, the same ones query_gid_ex gives.
-  std::vector<ibv_gid_entry> t(4);
-  ASSERT_EQ(query_gid_table(ctx_, t.data(), t.size()), p.gid_tbl_len);
+  EXPECT_EQ(query_gid_ex(ctx_, 1, kGidTableLen - 1, &e), ENODATA);
+  EXPECT_EQ(query_gid_ex(ctx_, 1, kGidTableLen, &e), EINVAL);
+  EXPECT_EQ(query_gid_ex(ctx_, 2, 0, &e), EINVAL);
+  std::memset(&g, 0xab, sizeof g);
+  EXPECT_EQ(query_gid(ctx_, 1, 1, &g), 0);
+  EXPECT_EQ(std::memcmp(&g, &kZeroGid, 16), 0) << "an empty entry reads as the zero GID";
+  std::memset(&g, 0xab, sizeof g);
+  EXPECT_EQ(query_gid(ctx_, 1, kGidTableLen - 1, &g), 0);
+  EXPECT_EQ(std::memcmp(&g, &kZeroGid, 16), 0);
+  EXPECT_EQ(query_gid(ctx_, 1, kGidTableLen, &g), EINVAL);
+  EXPECT_EQ(query_gid(ctx_, 1, -1, &g), EINVAL);
+  // The table call gives the populated entries only (as the kernel does), the same ones
+  // query_gid_ex gives, even with room for all kGidTableLen.
+  std::vector<ibv_gid_entry> t(kGidTableLen);
+  ASSERT_EQ(query_gid_table(ctx_, t.data(), t.size()), 1);
   ASSERT_EQ(query_gid_ex(ctx_, 1, 0, &e), 0);
   EXPECT_EQ(std::memcmp(&t[0], &e, sizeof e), 0);
+  ASSERT_EQ(query_gid_table(ctx_, t.data(), 1), 1) << "room for the populated ones is enough";
   EXPECT_EQ(query_gid_table(ctx_, t.data(), 0), -EINVAL) << "too small a table";
   // The extended ops perftest reaches through verbs_get_ctx_op.
   verbs_context* v = verbs_get_ctx(ctx_);
@@ -371,6 +388,39 @@ TEST_F(Verbs, UnsignalledSends_OnlyTheSignalledOneCompletes) {
   std::this_thread::sleep_for(50ms);
   ibv_wc wc;
   EXPECT_EQ(poll_cq(cq_[0], 1, &wc), 0) << "an unsignalled WRITE completed";
+}
+
+TEST_F(Verbs, RtrWithAnEmptySgidIndex_EnodataQpUnchangedThenIndexZeroConnects) {
+  // An empty GID entry is refused as the kernel refuses it (rdma_get_gid_attr: ENODATA), and
+  // the refused call changes nothing: the QP stays in INIT and connects with a populated one.
+  qp_[0] = make_qp(0);
+  qp_[1] = make_qp(1);
+  ASSERT_EQ(to_init(qp_[0]), 0);
+  ASSERT_EQ(to_init(qp_[1]), 0);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = qp_[1]->qp_num;
+  a.max_dest_rd_atomic = 16;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.port_num = 1;
+  a.ah_attr.grh.sgid_index = 7;
+  ASSERT_EQ(query_gid(ctx_, 1, 0, &a.ah_attr.grh.dgid), 0);
+  const int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  errno = 0;
+  EXPECT_EQ(modify_qp(qp_[0], &a, mask), ENODATA);
+  EXPECT_EQ(errno, ENODATA);
+  a.ah_attr.grh.sgid_index = kGidTableLen - 1;
+  EXPECT_EQ(modify_qp(qp_[0], &a, mask), ENODATA) << "the table's last index, empty";
+  ibv_qp_attr q{};
+  ibv_qp_init_attr i{};
+  ASSERT_EQ(query_qp(qp_[0], &q, IBV_QP_STATE, &i), 0);
+  EXPECT_EQ(q.qp_state, IBV_QPS_INIT) << "a refused RTR changes nothing";
+  ASSERT_EQ(connect(qp_[1], qp_[0]->qp_num), 0);
+  ASSERT_EQ(connect(qp_[0], qp_[1]->qp_num), 0);  // sgid_index 0
+  ASSERT_EQ(post(qp_[0], IBV_WR_RDMA_WRITE, at(0), 1024, mr_[0]->lkey, at(1), mr_[1]->rkey), 0);
+  EXPECT_EQ(wait_wc(cq_[0]).status, IBV_WC_SUCCESS);
 }
 
 TEST_F(Verbs, RtrOnlyResponder_AnswersReadsAndTakesWrites) {

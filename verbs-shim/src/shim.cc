@@ -190,8 +190,8 @@ int ibv_query_port(ibv_context* c, uint8_t port, _compat_ibv_port_attr* a) {
 int ibv_query_gid(ibv_context* c, uint8_t port, int index, ibv_gid* gid) {
   if (!c) return null_arg("ibv_query_gid", "context", -1);
   if (!gid) return null_arg("ibv_query_gid", "gid", -1);
-  return ours(c) ? v::query_gid(c, port, index, gid)
-                 : REAL(ibv_query_gid, "IBVERBS_1.1")(c, port, index, gid);
+  if (!ours(c)) return REAL(ibv_query_gid, "IBVERBS_1.1")(c, port, index, gid);
+  return v::query_gid(c, port, index, gid) ? -1 : 0;  // libibverbs: -1, errno set
 }
 
 int _ibv_query_gid_ex(ibv_context* c, uint32_t port, uint32_t index, ibv_gid_entry* e,
@@ -203,7 +203,9 @@ int _ibv_query_gid_ex(ibv_context* c, uint32_t port, uint32_t index, ibv_gid_ent
   return v::query_gid_ex(c, port, index, e);
 }
 
-// Private to rdma-core (ibv_devinfo uses it); `type` is enum ibv_gid_type_sysfs (RoCE v2 = 1).
+// Private to rdma-core (ibv_devinfo uses it); `type` is enum ibv_gid_type_sysfs (IB/RoCE v1 =
+// 0, RoCE v2 = 1). An empty entry is 0 ("IB/RoCE v1") and success, as libibverbs answers for a
+// kernel device's (verbs.c: "Preserve API behavior for empty GID").
 int ibv_query_gid_type(ibv_context* c, uint8_t port, unsigned index, int* type) {
   if (!c) return null_arg("ibv_query_gid_type", "context", -1);
   if (!type) return null_arg("ibv_query_gid_type", "type", -1);
@@ -212,9 +214,10 @@ int ibv_query_gid_type(ibv_context* c, uint8_t port, unsigned index, int* type) 
         real_symbol("ibv_query_gid_type", "IBVERBS_PRIVATE_34"));
     return f ? f(c, port, index, type) : (errno = ENOSYS, -1);
   }
-  ibv_gid g;
-  if (v::query_gid(c, port, static_cast<int>(index), &g)) return -1;
-  *type = 1;
+  ibv_gid_entry e;
+  const int r = v::query_gid_ex(c, port, index, &e);
+  if (r != 0 && r != ENODATA) return -1;
+  *type = r == ENODATA ? 0 : 1;
   return 0;
 }
 

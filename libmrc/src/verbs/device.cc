@@ -282,7 +282,7 @@ ibv_port_attr port_attr(const Device& dev) {
   a.state = IBV_PORT_ACTIVE;
   a.max_mtu = IBV_MTU_4096;
   a.active_mtu = static_cast<ibv_mtu>(mtu_enum(dev.cfg.mtu));
-  a.gid_tbl_len = static_cast<int>(dev.gids.size());
+  a.gid_tbl_len = kGidTableLen;  // dev.gids fills 0..n-1, the rest are empty
   a.port_cap_flags = 0;
   a.max_msg_sz = engine::kMaxMessage;
   a.pkey_tbl_len = 1;
@@ -304,10 +304,11 @@ int query_port(ibv_context* c, uint8_t port, ibv_port_attr* a) {
 
 int query_gid(ibv_context* c, uint8_t port, int index, ibv_gid* gid) {
   const std::vector<GidEntry>& t = device_of(c)->gids;
-  if (port != 1 || index < 0 || static_cast<size_t>(index) >= t.size())
-    return fail(EINVAL, "ibv_query_gid(mrc0): port %u index %d: mrc0 has port 1, GIDs 0..%zu", port,
-                index, t.size() - 1);
-  *gid = t[index].gid;
+  if (port != 1 || index < 0 || index >= kGidTableLen)
+    return fail(EINVAL, "ibv_query_gid(mrc0): port %u index %d: mrc0 has port 1, GIDs 0..%d", port,
+                index, kGidTableLen - 1);
+  // An empty entry reads as the zero GID, as libibverbs gives a kernel device's.
+  *gid = static_cast<size_t>(index) < t.size() ? t[index].gid : ibv_gid{};
   return 0;
 }
 
@@ -324,8 +325,11 @@ void fill_gid_entry(const std::vector<GidEntry>& t, uint32_t index, ibv_gid_entr
 
 int query_gid_ex(ibv_context* c, uint32_t port, uint32_t index, ibv_gid_entry* e) {
   const std::vector<GidEntry>& t = device_of(c)->gids;
-  if (port != 1 || index >= t.size()) {
-    errno = ENODATA;  // what libibverbs says for an empty GID entry (perftest's scan stops)
+  if (port != 1 || index >= static_cast<uint32_t>(kGidTableLen))
+    return fail(EINVAL, "ibv_query_gid_ex(mrc0): port %u index %u: mrc0 has port 1, GIDs 0..%d",
+                port, index, kGidTableLen - 1);
+  if (index >= t.size()) {
+    errno = ENODATA;  // an empty entry, silently: table walkers (perftest, pyverbs) expect it
     return ENODATA;
   }
   fill_gid_entry(t, index, e);
@@ -335,8 +339,8 @@ int query_gid_ex(ibv_context* c, uint32_t port, uint32_t index, ibv_gid_entry* e
 ssize_t query_gid_table(ibv_context* c, ibv_gid_entry* entries, size_t max_entries) {
   const std::vector<GidEntry>& t = device_of(c)->gids;
   if (max_entries < t.size()) {
-    fail(EINVAL, "ibv_query_gid_table(mrc0): room for %zu entries, the table has %zu", max_entries,
-         t.size());
+    fail(EINVAL, "ibv_query_gid_table(mrc0): room for %zu entries, the table has %zu populated",
+         max_entries, t.size());
     return -EINVAL;
   }
   for (uint32_t i = 0; i < t.size(); ++i) fill_gid_entry(t, i, &entries[i]);
@@ -485,6 +489,16 @@ std::vector<GidEntry> build_gid_table(const io::UdpConfig& u, const ibv_gid& gid
   }
   if (t.empty()) t.push_back({gid0, 0});
   return t;
+}
+
+int check_sgid_index(const Device* dev, unsigned index, const std::string& what) {
+  const size_t n = dev->gids.size();
+  if (index < n) return 0;
+  if (index >= static_cast<unsigned>(kGidTableLen))
+    return fail(EINVAL, "%s: grh.sgid_index %u is past mrc0's GID table (0..%d; populated 0..%zu)",
+                what.c_str(), index, kGidTableLen - 1, n - 1);
+  return fail(ENODATA, "%s: grh.sgid_index %u is an empty GID entry (mrc0's populated GIDs: 0..%zu)",
+              what.c_str(), index, n - 1);
 }
 
 // ---- Peers and tokens --------------------------------------------------------------------

@@ -57,6 +57,11 @@ Result<engine::PeerId, std::string> peer_for(Device* dev, const ibv_ah_attr& ah,
 /// given as its dgid reaches this device (RoCE v1 entries and the interfaces' other
 /// addresses would not).
 std::vector<GidEntry> build_gid_table(const io::UdpConfig& u, const ibv_gid& gid0);
+/// Whether an address vector's sgid_index names a populated entry of dev's GID table: 0, or
+/// the errno the kernel's rdma_get_gid_attr gives a modify_qp / create_ah (ENODATA for an
+/// empty entry, EINVAL past kGidTableLen) after logging one line "<what>: grh.sgid_index N:
+/// ..." naming the populated entries. `what` names the call and object ("ibv_create_ah").
+int check_sgid_index(const Device* dev, unsigned index, const std::string& what);
 /// The index of the interface that holds address `a` (IPv4-mapped: the IPv4 address); 0 if none.
 uint32_t ifindex_of(const in6_addr& a);
 /// The GID of fabric host `host` (kSrv6): see verbs.h "port 1". Its plane-0 address's first
@@ -99,10 +104,15 @@ int ud_dest(const char* verb, ibv_qp* qp, ibv_ah* ah, uint32_t remote_qpn, uint3
 /// ff00::/8, or an IPv4 multicast address (224.0.0.0/4) IPv4-mapped, as RoCE v2 writes it.
 bool is_mcast_gid(const ibv_gid& g);
 /// Where groups list their member processes: $MRC_MCAST_DIR, else /dev/shm/mrc-mcast-<uid>
-/// (/tmp where there is no /dev/shm); one directory per group, one file per member process.
+/// (/tmp where there is no /dev/shm); one directory per group, one record per member process
+/// (mcast_record.h). A directory on a filesystem several machines mount makes groups span them.
 std::string mcast_dir();
-/// The member processes of the group `gid` names (their entries; a dead process's entry is
-/// removed), each with its peer made once. Not under dev->mu or the engine's lock.
+/// This process's host identity in member records: $MRC_MCAST_HOST_ID, else the kernel's boot
+/// id and the pid namespace's inode ("<boot_id>.<inode>": where a pid means the same process),
+/// else the hostname.
+std::string mcast_host_id();
+/// The live member processes of the group `gid` names (mcast_record_liveness; a stale record
+/// is removed), each with its peer made once. Not under dev->mu or the engine's lock.
 std::vector<McastMember> mcast_members(Device* dev, const ibv_gid& gid);
 /// This process as a member: where a SEND to a group without members goes (and is dropped).
 McastMember mcast_self(Device* dev);

@@ -33,6 +33,7 @@ struct Pd;
 struct Mr;
 struct Srq;
 struct Xrcd;
+struct McastKeeper;
 
 /// One entry of port 1's GID table, RoCE v2 type.
 struct GidEntry {
@@ -66,6 +67,8 @@ struct Device {
   std::map<uint32_t, engine::PeerId> fabric_peers;  // (dev) by fabric host
   // (dev) multicast group members by their entry's plane addresses (mcast.cc member_peer)
   std::map<std::string, McastMember> mcast_peers;
+  // (dev) this process's member records and the thread renewing them (mcast.cc); never freed
+  McastKeeper* mcast_keeper = nullptr;
   std::set<Cq*> armed;                              // (dev) CQs with req_notify pending
   std::atomic<int> n_armed{0};
   std::set<Context*> open;  // (dev) for async events

@@ -656,9 +656,10 @@ int rtr_attrs_of(const ibv_qp* qp, Device* dev, const ibv_qp_attr* a, int mask, 
   const uint32_t qpn = qp->qp_num;
   if (!(mask & IBV_QP_AV) || !(mask & IBV_QP_DEST_QPN))
     return fail(EINVAL, "%s: QP %u: RTR needs IBV_QP_AV and IBV_QP_DEST_QPN", verb, qpn);
-  if (a->ah_attr.is_global && a->ah_attr.grh.sgid_index >= dev->gids.size())
-    return fail(EINVAL, "%s: QP %u: ah_attr.grh.sgid_index %u: mrc0 has GIDs 0..%zu", verb, qpn,
-                a->ah_attr.grh.sgid_index, dev->gids.size() - 1);
+  if (a->ah_attr.is_global)
+    if (int e = check_sgid_index(dev, a->ah_attr.grh.sgid_index,
+                                 std::string(verb) + ": QP " + std::to_string(qpn) + ": ah_attr"))
+      return e;
   auto peer = peer_for(dev, a->ah_attr, host);
   if (!peer) return fail(EINVAL, "%s: QP %u: %s", verb, qpn, peer.error().c_str());
   const bool fabric = dev->cfg.udp.path_mode == io::PathMode::kSrv6 && dev->cfg.udp.fabric;

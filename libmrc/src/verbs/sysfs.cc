@@ -1,6 +1,7 @@
 // The sysfs tree of mrc0 (sysfs.h): generated from the device, written to a directory, and the
 // path rewrite onto that copy.
 #include "mrc/verbs/sysfs.h"
+#include "mrc/verbs/verbs.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -191,8 +192,14 @@ std::vector<SysfsNode> sysfs_tree(const Device& dev) {
   dir(port + "/gid_attrs");
   dir(port + "/gid_attrs/types");
   dir(port + "/gid_attrs/ndevs");
-  for (size_t i = 0; i < dev.gids.size(); ++i) {
-    file(port + "/gids/" + std::to_string(i), gid_text(dev.gids[i].gid) + "\n");
+  // Every index of the table has gids/N; an empty entry's reads as the zero GID, as the
+  // kernel's does. Its gid_attrs files are left out: the kernel's read of them fails
+  // (EINVAL), here the open does (ENOENT).
+  for (size_t i = 0; i < static_cast<size_t>(kGidTableLen); ++i) {
+    const bool populated = i < dev.gids.size();
+    file(port + "/gids/" + std::to_string(i),
+         gid_text(populated ? dev.gids[i].gid : ibv_gid{}) + "\n");
+    if (!populated) continue;
     file(port + "/gid_attrs/types/" + std::to_string(i), "RoCE v2\n");
     const std::string n = ifname(dev.gids[i].ifindex);
     if (!n.empty()) file(port + "/gid_attrs/ndevs/" + std::to_string(i), n + "\n");

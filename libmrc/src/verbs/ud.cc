@@ -31,11 +31,7 @@ ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* a) {
     fail(EINVAL, "ibv_create_ah: mrc0's port is Ethernet (RoCE): the AH needs a GRH (is_global)");
     return nullptr;
   }
-  if (a->grh.sgid_index >= dev->gids.size()) {
-    fail(EINVAL, "ibv_create_ah: grh.sgid_index %u: mrc0 has GIDs 0..%zu", a->grh.sgid_index,
-         dev->gids.size() - 1);
-    return nullptr;
-  }
+  if (check_sgid_index(dev, a->grh.sgid_index, "ibv_create_ah")) return nullptr;
   auto* ah = new Ah;
   if (is_mcast_gid(a->grh.dgid)) {  // a group: its members are found at each SEND (mcast.cc)
     McastMember self = mcast_self(dev);

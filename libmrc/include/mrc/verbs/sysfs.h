@@ -12,10 +12,12 @@
 //     node_type "1: CA", node_guid and sys_image_guid (xxxx:xxxx:xxxx:xxxx), fw_ver, hw_rev,
 //     hca_type, board_id, node_desc
 //     ports/1/  state "4: ACTIVE", phys_state "5: LinkUp", rate "100 Gb/sec (4X EDR)", link_layer
-//               "Ethernet", lid, lid_mask_count, sm_lid, sm_sl, cap_mask, pkeys/0, gids/N (every
-//               GID table entry, 8 groups of 4 hex digits), gid_attrs/types/N "RoCE v2",
-//               gid_attrs/ndevs/N (the name of the interface holding GID N; absent when none
-//               here does, where the kernel's read fails too): all as ibv_query_port / _gid say
+//               "Ethernet", lid, lid_mask_count, sm_lid, sm_sl, cap_mask, pkeys/0, gids/N (each
+//               of the kGidTableLen entries, 8 groups of 4 hex digits; an empty one all zeros),
+//               gid_attrs/types/N "RoCE v2", gid_attrs/ndevs/N (the name of the interface
+//               holding GID N; absent when none here does, where the kernel's read fails too);
+//               no gid_attrs files for an empty entry (the kernel's read of them fails with
+//               EINVAL): all as ibv_query_port / _gid say
 //     device -> ../../../mrc0 (the device directory)
 //   class/infiniband_verbs/uverbs-mrc0 ->
 //   ../../devices/virtual/mrc/mrc0/infiniband_verbs/uverbs-mrc0

@@ -43,10 +43,19 @@ ibv_context* open_device(ibv_device* d);
 int close_device(ibv_context* c);
 int query_device(ibv_context* c, ibv_device_attr* attr);
 int query_port(ibv_context* c, uint8_t port, ibv_port_attr* attr);
+/// Port 1's GID table length (ibv_port_attr.gid_tbl_len): 256, as ConnectX-4 and later RoCE
+/// ports report, and every index an address vector's uint8_t sgid_index can name. The
+/// populated entries (the device GID, then each plane address: docs/verbs-shim.md "The GID
+/// table") are indices 0..n-1; n..255 are empty, as a real port's unused entries are.
+inline constexpr int kGidTableLen = 256;
+/// ibv_query_gid: an empty entry gives the zero GID and 0, as libibverbs does for the
+/// kernel's empty entries; EINVAL (logged) for a port other than 1 or an index past the table.
 int query_gid(ibv_context* c, uint8_t port, int index, ibv_gid* gid);
-/// ENODATA past the table (what libibverbs says for an empty entry; perftest's scan stops).
+/// ibv_query_gid_ex: ENODATA for an empty entry (the kernel's answer, which libibverbs passes
+/// on); EINVAL for a port other than 1 or an index past the table.
 int query_gid_ex(ibv_context* c, uint32_t port, uint32_t index, ibv_gid_entry* entry);
-/// Every entry of the table (ibv_query_gid_table); -EINVAL when max_entries is too few.
+/// ibv_query_gid_table: the populated entries only, as the kernel gives them; -EINVAL when
+/// max_entries is fewer than those.
 ssize_t query_gid_table(ibv_context* c, ibv_gid_entry* entries, size_t max_entries);
 int query_pkey(ibv_context* c, uint8_t port, int index, uint16_t* pkey);
 /// Answers sysfs reads about our device (ibv_devinfo reads board_id and the like);
@@ -128,7 +137,8 @@ int detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid);
 
 // ---- Address handles (ud.cc) -------------------------------------------------------------
 /// ibv_create_ah: GRH addressing only (the port is RoCE: no GRH is EINVAL); the dgid names the
-/// peer as a connected QP's does (verbs.h "peers"), sgid_index one of the GID table's entries.
+/// peer as a connected QP's does (verbs.h "peers"), sgid_index a populated entry of the GID
+/// table (check_sgid_index: an empty one is ENODATA, one past the table EINVAL).
 ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);
 int destroy_ah(ibv_ah* ah);
 /// ibv_init_ah_from_wc: the AH that answers a UD receive: dgid = its GRH's sgid, sgid_index
