@@ -1168,9 +1168,9 @@ bool Engine::path_stats(Qpn qpn, std::vector<PathStats>& out) const {
   for (size_t i = 0; i < out.size(); ++i) {
     const PathSet::Ev& e = q->paths.ev(i);
     PathStats& s = out[i];
-    s.tx_packets = e.tx_packets;
-    s.tx_bytes = e.tx_bytes;
-    s.acked = e.acked;
+    s.tx_packets = e.tx_packets();
+    s.tx_bytes = e.tx_bytes();
+    s.acked = e.acked();
     s.lost = e.lost;
     s.trims = e.trims;
     s.rtt_ns = e.rtt_ns;

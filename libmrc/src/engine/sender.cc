@@ -370,8 +370,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   list_append(q, psn);
   PathSet::Ev& ev = q.paths.tx(p.path);
   const Path path = ev.path;
-  ++ev.tx_packets;
-  ev.tx_bytes += p.len;
+  ev.count_sent(p.len);
 
   wire::Packet& pk = tx_header(q, wire_kind(w), path.ev, psn, now);
   pk.common.flags =
@@ -565,7 +564,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   p.state = TxPkt::kAcked;
   SendWqe& w = p.rsp ? q.snd.rsp.at(p.wqe) : q.snd.sq.at(p.wqe);
   ++w.acked;
-  ++q.paths.tx(p.path).acked;
+  q.paths.tx(p.path).count_acked();
   q.paths.on_acked(p.path);
   if (q.health && health.counting(*q.health))
     health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
