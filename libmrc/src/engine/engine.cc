@@ -172,6 +172,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
   }
   q.rcv.rq.clear();
   for (auto& p : q.snd.tx) p = TxPkt{};
+  q.snd.tx_not_before.clear();
   q.snd.snd_una = q.snd.snd_nxt;
   q.snd.bytes_in_flight = 0;
   q.paths.clear_inflight();
