@@ -63,9 +63,9 @@ struct TxPkt {
   uint16_t len = 0;     // payload bytes
   uint16_t path = 0;    // index into the QP's paths of the last transmission
   uint8_t tx_count = 0;
-  uint8_t plane = 0;         // plane of the last transmission (PathSet's in-flight count)
-  uint8_t state : 2 = kFree;  // a State
-  bool rsp : 1 = false;       // wqe indexes rsp (else sq)
+  uint8_t plane = 0;     // plane of the last transmission (PathSet's in-flight count)
+  uint8_t state = kFree;  // a State (a whole byte: read and written per packet)
+  bool rsp : 1 = false;   // wqe indexes rsp (else sq)
   bool first : 1 = false;
   bool last : 1 = false;
   bool blamed : 1 = false;  // declared lost by RACK or an RTO, and its window took the MTU
