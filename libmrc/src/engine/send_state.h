@@ -63,7 +63,7 @@ struct TxPkt {
   uint16_t len = 0;     // payload bytes
   uint16_t path = 0;    // index into the QP's paths of the last transmission
   uint8_t tx_count = 0;
-  uint8_t plane = 0;     // plane of the last transmission (PathSet's in-flight count)
+  uint8_t plane = 0;      // plane of the last transmission (PathSet's in-flight count)
   uint8_t state = kFree;  // a State (a whole byte: read and written per packet)
   bool rsp : 1 = false;   // wqe indexes rsp (else sq)
   bool first : 1 = false;

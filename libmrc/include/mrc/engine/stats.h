@@ -71,7 +71,7 @@ struct QpStats {
   uint64_t tx_acks = 0;
   uint64_t tx_nacks = 0;
   // ---- losses, resends, NACKs ----
-  uint64_t tx_retransmits = 0;   // retransmitted data packets
+  uint64_t tx_retransmits = 0;  // retransmitted data packets
   uint64_t rx_nacks = 0;
   uint64_t rto_fired = 0;        // retransmission timeouts
   uint64_t fast_losses = 0;      // packets declared lost from SACK/RACK before a timeout
