@@ -8,8 +8,8 @@
 //       (fewer if P < 16) carry a K KiB WRITE (K / 4 packets); each completion hands the
 //       turn to the next of the first P QPs in rotation, so the active subset keeps
 //       changing. P = N: every QP is touched in turn (an all-to-all: with N = 16,384 each
-//       message meets a QP whose state left the caches long ago); P = 64: the other N - 64
-//       QPs are connected and idle, which is what the engine's structures must not feel.
+//       message meets a QP whose state left the caches long ago); P = 64 or 1,024: the other
+//       N - P QPs are connected and idle, which is what the engine's structures must not feel.
 //       The loop is a driver's: timers when due, one data packet A -> B, B's ACKs
 //       back to A, completions. Counter per_pkt (seconds, printed as e.g. 162n = 162 ns).
 //   BM_EngineTimers/qps:N  cost of one timer event when N QPs each have one: every
@@ -170,6 +170,7 @@ BENCHMARK(BM_EngineQps)
     ->Args({16384, 16384, 64})
     ->Args({1024, 64, 64})
     ->Args({16384, 64, 64})
+    ->Args({16384, 1024, 64})
     ->Args({1, 1, 256})
     ->Args({1024, 1024, 256})
     ->Args({16384, 16384, 256});

@@ -759,5 +759,31 @@ TEST(PathSet, PrefetchNext_LeavesTheRoundRobinAsItWas) {
   empty.prefetch_next();
   EXPECT_EQ(empty.next(-1), PathSet::kNoPath);
 }
+// The per-packet counters are 64-bit values kept in two 32-bit halves (the low one in the
+// record's first line): a carry out of the low half reaches the high half, nothing is lost.
+TEST(PathSet, EvCounters_CarryIntoTheHighHalf) {
+  PathSet s = make();
+  PathSet::Ev& e = s.tx(0);
+  e.count_sent(4096);
+  e.count_acked();
+  EXPECT_EQ(e.tx_packets(), 1u);
+  EXPECT_EQ(e.tx_bytes(), 4096u);
+  EXPECT_EQ(e.acked(), 1u);
+  e.tx_packets_lo = UINT32_MAX;
+  e.tx_bytes_lo = UINT32_MAX - 100;
+  e.acked_lo = UINT32_MAX;
+  e.count_sent(4096);  // packets wrap to 0 with a carry, bytes to 3995 with a carry
+  e.count_acked();
+  EXPECT_EQ(e.tx_packets(), uint64_t{1} << 32);
+  EXPECT_EQ(e.tx_bytes(), (uint64_t{1} << 32) + 3995);
+  EXPECT_EQ(e.acked(), uint64_t{1} << 32);
+  e.count_sent(1);
+  EXPECT_EQ(e.tx_packets(), (uint64_t{1} << 32) + 1);
+  EXPECT_EQ(e.tx_bytes(), (uint64_t{1} << 32) + 3996);
+  // What a packet and its ACK write lies in the record's first cache line.
+  EXPECT_LE(offsetof(PathSet::Ev, acked_lo) + sizeof(uint32_t), 64u);
+  EXPECT_LE(offsetof(PathSet::Ev, rtt_ns) + sizeof(uint64_t), 64u);
+  EXPECT_GE(offsetof(PathSet::Ev, lost), 64u);
+}
 }  // namespace
 }  // namespace mrc::engine

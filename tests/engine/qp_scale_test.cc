@@ -329,28 +329,61 @@ TEST(QpScale, IdleConnectedQpHoldsFewKib) {
   EXPECT_LE(g_live - before, size_t{64} << 10);  // the QP table itself stays
 }
 
-// Qp is laid out by heat: what a packet's send, receipt and ACK touch (the send state, the RTT
-// estimator, the loss detector, the receive state) lies in the first cache lines, together;
-// configuration and rarely used state lie after the stats, the attributes and the path set.
+// Qp is laid out by heat and by end: cache-line aligned; what both ends read per packet (state,
+// timers, the health view, the creation attributes) first, then the receiving end's block,
+// then the sending end's, each end's lines together (a QP that only receives pays 5 lines of
+// it per message, one that only sends 8); the stats and the attributes on lines of their own
+// (a packet reads the first line of each); configuration and rarely used state after the stats,
+// the attributes and the path set.
 TEST(QpScale, QpLayout_HotStateFirst) {
+  static_assert(alignof(Qp) == 64);
   const auto q = std::make_unique<Qp>();
   const auto base = reinterpret_cast<uintptr_t>(q.get());
+  ASSERT_EQ(base % 64, 0u);
   const auto at = [&](const void* field) { return reinterpret_cast<uintptr_t>(field) - base; };
-  const size_t hot_end = at(&q->rcv) + sizeof q->rcv;
-  EXPECT_LE(hot_end, size_t{10 * 64});  // ten cache lines
-  for (const void* hot :
+  const auto line = [&](size_t offset) { return offset / 64; };
+  // Both ends: lines 0 and 1.
+  for (const void* both :
        {static_cast<const void*>(&q->state), static_cast<const void*>(&q->timers),
-        static_cast<const void*>(&q->snd.tx), static_cast<const void*>(&q->snd.snd_una),
+        static_cast<const void*>(&q->health), static_cast<const void*>(&q->init),
+        static_cast<const void*>(&q->rnr_retries)})
+    EXPECT_LT(at(both), at(&q->rcv));
+  EXPECT_LE(at(&q->init) + sizeof q->init, size_t{2 * 64});
+  // The receiving end: the shared lines and its own, five in all.
+  const size_t recv_end = at(&q->rcv) + sizeof q->rcv;
+  EXPECT_LE(recv_end, size_t{5 * 64});
+  // The sending end: right after, six lines of its own.
+  const size_t send_begin = at(&q->snd);
+  const size_t send_end = at(&q->local_after) + sizeof q->local_after;
+  EXPECT_GE(send_begin, recv_end);
+  EXPECT_LE(line(send_end - 1) - line(send_begin) + 1, 6u);
+  for (const void* hot :
+       {static_cast<const void*>(&q->snd.tx), static_cast<const void*>(&q->snd.snd_una),
         static_cast<const void*>(&q->snd.sq), static_cast<const void*>(&q->snd.retx),
-        static_cast<const void*>(&q->rtt), static_cast<const void*>(&q->loss),
-        static_cast<const void*>(&q->rcv.sb), static_cast<const void*>(&q->rcv.rq),
-        static_cast<const void*>(&q->rcv.acts), static_cast<const void*>(&q->rcv.ack_path)})
-    EXPECT_LT(at(hot), hot_end);
+        static_cast<const void*>(&q->health_epoch), static_cast<const void*>(&q->rtt),
+        static_cast<const void*>(&q->loss), static_cast<const void*>(&q->wait_since),
+        static_cast<const void*>(&q->last_ack_at), static_cast<const void*>(&q->local_after)}) {
+    EXPECT_GE(at(hot), send_begin);
+    EXPECT_LT(at(hot), send_end);
+  }
+  // Stats and attributes start a line each: a packet reads the first.
+  EXPECT_EQ(at(&q->stats) % 64, 0u);
+  EXPECT_EQ(at(&q->attr) % 64, 0u);
+  EXPECT_GE(at(&q->stats), send_end);
+  // What a packet reads of them lies in their first line (QpStats: a sending end's counters,
+  // then a receiving end's in the second).
+  EXPECT_LT(offsetof(QpStats, completions), 64u);
+  EXPECT_LT(offsetof(QpStats, min_rtt_ns), 64u);
+  EXPECT_GE(offsetof(QpStats, rx_data_packets), 64u);
+  EXPECT_LT(offsetof(QpStats, tx_acks), 128u);
+  EXPECT_LT(offsetof(QpAttr, traffic_class), 64u);
+  EXPECT_LT(offsetof(QpAttr, access), 64u);
+  EXPECT_LT(offsetof(QpAttr, max_psn_range_dest), 64u);
   const size_t cold_begin = at(&q->cc_base);
   EXPECT_GT(cold_begin, at(&q->paths));
   for (const void* cold :
-       {static_cast<const void*>(&q->reads), static_cast<const void*>(&q->wait_since),
-        static_cast<const void*>(&q->ev_signals), static_cast<const void*>(&q->local_after)})
+       {static_cast<const void*>(&q->reads), static_cast<const void*>(&q->ev_signals),
+        static_cast<const void*>(&q->next_recv_msn), static_cast<const void*>(&q->pending_reads)})
     EXPECT_GE(at(cold), cold_begin);
 }
 

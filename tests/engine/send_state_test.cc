@@ -70,5 +70,48 @@ TEST(SendState, Restart_EmptiesTheRingAndStartsAtThePsn) {
   EXPECT_TRUE(s.list_empty());
 }
 
+// The earliest resend of lost packets lives beside the ring: none (Time{0}) until the first is
+// set, then kept at its PSN when the ring grows, and gone with a restart.
+TEST(SendState, NotBefore_BesideTheRingKeptAtItsPsnWhenItGrows) {
+  SendState s;
+  s.tx_cap = 1024;
+  s.restart(UINT32_MAX - 5);
+  s.grow();
+  while (!s.ring_full()) ++s.snd_nxt;
+  EXPECT_TRUE(s.tx_not_before.empty());
+  EXPECT_EQ(s.not_before(s.snd_una + 3), Time{0});
+  s.not_before_slot(s.snd_una + 3) = Time{777};  // wraps past 2^32 at PSN 6 of 16
+  s.not_before_slot(s.snd_una + 9) = Time{999};
+  EXPECT_EQ(s.tx_not_before.size(), s.tx.size());
+  s.grow();
+  EXPECT_EQ(s.tx_not_before.size(), s.tx.size());
+  EXPECT_EQ(s.not_before(s.snd_una + 3), Time{777});
+  EXPECT_EQ(s.not_before(s.snd_una + 9), Time{999});
+  EXPECT_EQ(s.not_before(s.snd_una + 4), Time{0});
+  s.restart(5);
+  EXPECT_TRUE(s.tx_not_before.empty());
+  EXPECT_EQ(s.not_before(5), Time{0});
+}
+
+// A record names its WQE by the low 32 bits of the sequence number; the full number comes back
+// from its ring's head, in sq or in rsp.
+TEST(SendState, WqeSeq_RebuiltFromItsRingsHead) {
+  SendState s;
+  s.sq.init(8);
+  s.rsp.init(8);
+  for (int i = 0; i < 6; ++i) s.sq.push().wr_id = 100 + static_cast<uint64_t>(i);
+  s.sq.pop();
+  s.sq.pop();  // head 2
+  s.rsp.push().req_psn = 42;
+  TxPkt p;
+  p.wqe = 4;
+  EXPECT_EQ(s.wqe_seq(p), 4u);
+  EXPECT_EQ(s.wqe(p).wr_id, 104u);
+  p.rsp = true;
+  p.wqe = 0;
+  EXPECT_EQ(s.wqe_seq(p), 0u);
+  EXPECT_EQ(s.wqe(p).req_psn, 42u);
+  static_assert(sizeof(TxPkt) == 48);
+}
 }  // namespace
 }  // namespace mrc::engine

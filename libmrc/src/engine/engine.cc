@@ -172,6 +172,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
   }
   q.rcv.rq.clear();
   for (auto& p : q.snd.tx) p = TxPkt{};
+  q.snd.tx_not_before.clear();
   q.snd.snd_una = q.snd.snd_nxt;
   q.snd.bytes_in_flight = 0;
   q.paths.clear_inflight();
@@ -1168,9 +1169,9 @@ bool Engine::path_stats(Qpn qpn, std::vector<PathStats>& out) const {
   for (size_t i = 0; i < out.size(); ++i) {
     const PathSet::Ev& e = q->paths.ev(i);
     PathStats& s = out[i];
-    s.tx_packets = e.tx_packets;
-    s.tx_bytes = e.tx_bytes;
-    s.acked = e.acked;
+    s.tx_packets = e.tx_packets();
+    s.tx_bytes = e.tx_bytes();
+    s.acked = e.acked();
     s.lost = e.lost;
     s.trims = e.trims;
     s.rtt_ns = e.rtt_ns;

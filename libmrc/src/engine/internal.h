@@ -115,11 +115,17 @@ enum class LossKind : uint8_t { kRack, kTimeout, kNoBlame };
 
 /// One QP: its state split by concern (sender, receiver, RTT estimator, loss detector, paths)
 /// and laid out by heat. A 16,384-QP engine touches each QP's state only now and then, so every
-/// cache line of it that a packet touches is a miss: what a data packet's send, its receipt and
-/// its ACK touch comes first and together; what configuration, modify_qp, the observers and
-/// rare events touch comes last (QpScale.QpLayout_HotStateFirst checks the order).
-struct Qp {
-  // ======== hot: touched per packet sent, received or acknowledged ========
+/// cache line of it that a packet touches is a miss. The QP is cache-line aligned and its
+/// blocks follow who touches them per message: what both ends read per packet first (number,
+/// state, timers, the shared health view, the creation attributes: token, PD, CQs), then what
+/// only a receiving end touches (RecvState), then what only a sending end touches (SendState,
+/// RTT, loss detection and the per-ACK bookkeeping), each end's lines together, so that a QP
+/// that only sends (or only receives) pays for its own block and not the other's. Then, each
+/// on lines of its own, the stats and the attributes (whose first line, with MTU, peer,
+/// tokens and traffic class, is the only one a packet reads), the path set and the congestion
+/// window; configuration and rare events last (QpScale.QpLayout_HotStateFirst checks it).
+struct alignas(64) Qp {
+  // ======== both ends: touched per packet sent, received or acknowledged ========
   Qpn qpn = 0;
   QpState state = QpState::kReset;
   RetryPolicy retry;
@@ -127,21 +133,35 @@ struct Qp {
   bool in_ackq = false;     // in the engine's ACK list
   bool cc_auto = false;     // profile derived from EngineConfig, base RTT learned
   bool cc_probed = false;   // sent the PROBE of a learned base RTT (Core::probe_base_rtt)
+  // Sending end: NO_RESOURCE NACKs in a row (reset by progress). Here, in the first line's
+  // padding, to keep the sending end's block at six lines.
+  uint32_t rnr_retries = 0;
   Time scheduled = kNever;  // deadline currently in the engine's timer heap
   Timers timers;
-
-  SendState snd;                         // what a packet's send and its ACK touch (send_state.h)
   SharedHealth::Peer* health = nullptr;  // the engine's view of the peer (set at RTS)
-  uint64_t health_epoch = 0;             // SharedHealth::epoch() when held planes were read
-  Time health_recheck = kNever;          // when a hold read then ends
+  QpInit init;  // read per packet: token, PD, CQs, UD and XRC kinds
+
+  // ======== receiving end: a data packet's receipt and its ACK ========
+  RecvState rcv;  // (recv_state.h)
+
+  // ======== sending end: a packet's send, its ACK, the message's completion ========
+  SendState snd;                  // (send_state.h)
+  uint64_t health_epoch = 0;      // SharedHealth::epoch() when held planes were read
+  Time health_recheck = kNever;   // when a hold read then ends
   RttEstimator rtt;
   LossDetector loss;
-  RecvState rcv;  // what a data packet's receipt and its ACK touch (recv_state.h)
+  Time wait_since = kNever;  // nothing in flight, yet waiting on the peer since (READ, no path)
+  Time last_ack_at{0};       // last ACK that acknowledged something
+  // Completions of local operations (Engine::post_local), each with the sq sequence number
+  // every WQE before which must have completed first. A vector, not a deque: few and rare
+  // (memory-window binds, invalidations), and a deque allocates on construction, which every
+  // idle QP would pay (QpScale.IdleConnectedQpHoldsFewKib). Each completion pass looks at it.
+  std::vector<std::pair<uint64_t, Completion>> local_after;
 
-  QpStats stats;
-  // Its first line (state, mtu, dest_qpn, remote_token) is read per packet; the rest is cold.
-  QpAttr attr;
-  QpInit init;
+  alignas(64) QpStats stats;
+  // Its first line (state, mtu, peer, dest_qpn, tokens, traffic class) is read per packet; the
+  // rest is cold.
+  alignas(64) QpAttr attr;
   PathSet paths;
 
   // ---- congestion window ----
@@ -151,22 +171,14 @@ struct Qp {
   // ======== cold: configuration, rare events, observers ========
   Duration cc_base{0};       // base RTT the auto profile is derived with (cc_auto)
   Duration cc_learned{0};    // last estimate of cc_rtt taken into cc_base; 0 = none yet
-  Time wait_since = kNever;  // nothing in flight, yet waiting on the peer since (READ, no path)
-  Time last_ack_at{0};       // last ACK that acknowledged something
-  uint32_t rnr_retries = 0;
   uint32_t next_recv_msn = 0;         // next SEND/WRITE_IMM receive number at the peer
+  uint32_t sq_wimms = 0;              // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
+  uint32_t pending_reads = 0;         // READ requests accepted, response not yet fully acked
   uint32_t next_read_msn = 0;         // next READ number
   uint32_t reads_base_msn = 0;        // read number of reads.front()
   Fifo<uint64_t> reads;               // sq sequence numbers of READs awaiting their response
-  uint32_t pending_reads = 0;         // READ requests accepted, response not yet fully acked
-  uint32_t sq_wimms = 0;              // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
   uint32_t ud_queued = 0;             // UD QPs: SENDs in Core::udq (max_send_wr bounds them)
   std::vector<EvSignals> ev_signals;  // indexed like paths; empty until one counts (signals())
-  // Completions of local operations (Engine::post_local), each with the sq sequence number
-  // every WQE before which must have completed first. A vector, not a deque: few and rare
-  // (memory-window binds, invalidations), and a deque allocates on construction, which every
-  // idle QP would pay (QpScale.IdleConnectedQpHoldsFewKib).
-  std::vector<std::pair<uint64_t, Completion>> local_after;
 
   /// EV i's rarer counters, allocated on first use.
   EvSignals& signals(uint16_t i) {

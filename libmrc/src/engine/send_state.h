@@ -23,7 +23,8 @@ namespace mrc::engine {
 /// "No PSN" in the sent-order list links: wider than a PSN, since every 32-bit value is one.
 inline constexpr uint64_t kNoLink = UINT64_MAX;
 
-struct SendWqe {
+/// One send WQE: 128 bytes, cache-line aligned, so that posting one writes two lines, not three.
+struct alignas(64) SendWqe {
   uint64_t wr_id = 0;
   Opcode op = Opcode::kWrite;
   bool signaled = true;
@@ -47,29 +48,33 @@ struct SendWqe {
   uint32_t xrc_srqn = 0;    // XRC initiator: the peer's SRQ (SendWr::xrc_srqn); responses 0
   WcStatus status = WcStatus::kSuccess;
 };
+static_assert(sizeof(SendWqe) == 128);
 
-/// One PSN in flight.
+/// One PSN in flight: 48 bytes, so that a 16-packet message writes 12 cache lines of the ring,
+/// not 16 (each a miss when thousands of QPs take turns). What only a lost packet needs (its
+/// earliest resend) is beside the ring (SendState::not_before); the WQE is named by the low
+/// 32 bits of its sequence number (SendState::wqe_seq), the flags are bits.
 struct TxPkt {
   enum State : uint8_t { kFree, kInFlight, kLost, kAcked };
-  uint64_t wqe = 0;     // sequence number in sq_ or rsp_
+  Time sent{0};         // last transmission
+  uint64_t xseq = 0;    // transmission order of the last transmission (QP-wide counter)
+  uint32_t wqe = 0;     // low 32 bits of its WQE's sequence number in sq or rsp (wqe_seq)
   uint32_t offset = 0;  // byte offset in the message
   uint16_t len = 0;     // payload bytes
   uint16_t path = 0;    // index into the QP's paths of the last transmission
-  uint8_t state = kFree;
-  bool rsp = false;  // wqe indexes rsp_ (else sq_)
-  bool first = false, last = false;
   uint8_t tx_count = 0;
-  uint8_t plane = 0;    // plane of the last transmission (PathSet's in-flight count)
-  bool blamed = false;  // declared lost by RACK or an RTO, and its window took the MTU
-  Time sent{0};         // last transmission
-  uint64_t xseq = 0;    // transmission order of the last transmission (QP-wide counter)
-  Time not_before{0};   // earliest resend (RNR delay)
+  uint8_t plane = 0;      // plane of the last transmission (PathSet's in-flight count)
+  uint8_t state = kFree;  // a State (a whole byte: read and written per packet)
+  bool rsp : 1 = false;   // wqe indexes rsp (else sq)
+  bool first : 1 = false;
+  bool last : 1 = false;
+  bool blamed : 1 = false;  // declared lost by RACK or an RTO, and its window took the MTU
   // Links (PSNs) of the sent-order list and of its EV's list; a link to the packet's own
-  // PSN means none (a packet never follows itself). 32 bits each keep the record at 64 bytes.
+  // PSN means none (a packet never follows itself).
   uint32_t prev = 0, next = 0;
   uint32_t ev_prev = 0, ev_next = 0;
 };
-static_assert(sizeof(TxPkt) == 64);
+static_assert(sizeof(TxPkt) == 48);
 
 /// The hot send state, laid out as a packet's send and ACK touch it (Qp puts it in its hot
 /// block). The rarer send bookkeeping (READ numbers, local completions) stays in Qp's cold part.
@@ -78,6 +83,10 @@ struct SendState {
   // and the newest freed ones. Empty until the first send; doubles (grow()) when the
   // PSNs in flight fill it, up to max_psn_range rounded up to a power of two.
   std::vector<TxPkt> tx;
+  // Beside tx, slot for slot: each lost packet's earliest resend (an RNR or out-of-window
+  // NACK's delay; Time{0}: at once). Empty until the QP's first loss (a QP that loses
+  // nothing never writes it); from then on as long as tx.
+  std::vector<Time> tx_not_before;
   uint32_t tx_mask = 0;  // tx.size() - 1 (tx non-empty)
   uint32_t tx_cap = 0;   // most slots tx may grow to: max_psn_range at RTS, rounded up
   uint32_t snd_una = 0;  // oldest PSN not acked
@@ -93,6 +102,22 @@ struct SendState {
 
   TxPkt& pkt(uint32_t psn) { return tx[psn & tx_mask]; }
   const TxPkt& pkt(uint32_t psn) const { return tx[psn & tx_mask]; }
+  /// The sequence number of p's WQE (in rsp if p.rsp, else in sq). Exact while p is in flight
+  /// or lost: its WQE is then still in its ring, [head, tail), fewer than 2^32 after the head.
+  uint64_t wqe_seq(const TxPkt& p) const {
+    const uint64_t head = p.rsp ? rsp.head() : sq.head();
+    return head + static_cast<uint32_t>(p.wqe - static_cast<uint32_t>(head));
+  }
+  SendWqe& wqe(const TxPkt& p) { return p.rsp ? rsp.at(wqe_seq(p)) : sq.at(wqe_seq(p)); }
+  /// The earliest resend of `psn` (lost; set by Core::mark_lost), Time{0} if none was set.
+  Time not_before(uint32_t psn) const {
+    return tx_not_before.empty() ? Time{0} : tx_not_before[psn & tx_mask];
+  }
+  /// The slot of `psn`'s earliest resend, tx_not_before made first if need be.
+  Time& not_before_slot(uint32_t psn) {
+    if (tx_not_before.empty()) tx_not_before.assign(tx.size(), Time{0});
+    return tx_not_before[psn & tx_mask];
+  }
   /// PSNs given out and not yet cumulatively acknowledged.
   size_t inflight() const { return snd_nxt - snd_una; }
   bool list_empty() const { return list_head == kNoLink; }

@@ -167,7 +167,7 @@ long find_resend(const Qp& q, Time now, Time* wake) {
   for (size_t i = 0; i < q.snd.retx.size(); ++i) {
     const uint32_t psn = q.snd.retx[i];
     if (stale_resend(q, psn)) continue;
-    const Time nb = q.snd.tx[psn & q.snd.tx_mask].not_before;
+    const Time nb = q.snd.not_before(psn);
     if (nb <= now) return static_cast<long>(i);
     *wake = std::min(*wake, nb);
   }
@@ -218,11 +218,20 @@ void SendState::grow() {
     bigger[psn & (n - 1)] = tx[psn & tx_mask];
   }
   tx.swap(bigger);
+  if (!tx_not_before.empty()) {
+    std::vector<Time> nb(n, Time{0});
+    for (size_t k = 1; k <= old; ++k) {
+      const uint32_t psn = snd_nxt - static_cast<uint32_t>(k);
+      nb[psn & (n - 1)] = tx_not_before[psn & tx_mask];
+    }
+    tx_not_before.swap(nb);
+  }
   tx_mask = static_cast<uint32_t>(n - 1);
 }
 
 void SendState::restart(uint32_t psn) {
   tx.clear();  // grows with what is in flight (grow())
+  tx_not_before.clear();
   tx_mask = 0;
   snd_una = snd_nxt = psn;
   bytes_in_flight = 0;
@@ -310,7 +319,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   // have its freed pages sent (nor a READ response served from them).
   {
     const bool rsp = retransmit ? q.snd.pkt(q.snd.retx[static_cast<size_t>(r)]).rsp : from_rsp;
-    const uint64_t seq = retransmit ? q.snd.pkt(q.snd.retx[static_cast<size_t>(r)]).wqe
+    const uint64_t seq = retransmit ? q.snd.wqe_seq(q.snd.pkt(q.snd.retx[static_cast<size_t>(r)]))
                                     : (from_rsp ? q.snd.pkt_rsp : q.snd.pkt_wqe);
     const SendWqe& w = rsp ? q.snd.rsp.at(seq) : q.snd.sq.at(seq);
     if (!live(w.sg)) {
@@ -339,7 +348,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     psn = q.snd.snd_nxt++;
     q.snd.prefetch_next();
     TxPkt& p = q.snd.pkt(psn);
-    p.wqe = cursor;
+    p.wqe = static_cast<uint32_t>(cursor);
     p.rsp = from_rsp;
     p.offset = w.sent * q.attr.mtu;
     // A READ request carries no payload, an atomic request its operands (inline_buf).
@@ -350,7 +359,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     p.last = w.sent + 1 == w.npkts;
     p.tx_count = 0;
     p.blamed = false;
-    p.not_before = Time{0};
+    if (!q.snd.tx_not_before.empty()) q.snd.tx_not_before[psn & q.snd.tx_mask] = Time{0};
     if (p.first) w.first_psn = psn;
     if (++w.sent == w.npkts) ++cursor;
     ++q.stats.tx_data_packets;
@@ -359,7 +368,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   q.snd.pkt(psn).path = path_index;
 
   TxPkt& p = q.snd.pkt(psn);
-  const SendWqe& w = p.rsp ? q.snd.rsp.at(p.wqe) : q.snd.sq.at(p.wqe);
+  const SendWqe& w = q.snd.wqe(p);
   p.state = TxPkt::kInFlight;
   p.sent = now;
   p.xseq = q.snd.xseq_next++;
@@ -370,8 +379,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   list_append(q, psn);
   PathSet::Ev& ev = q.paths.tx(p.path);
   const Path path = ev.path;
-  ++ev.tx_packets;
-  ev.tx_bytes += p.len;
+  ev.count_sent(p.len);
 
   wire::Packet& pk = tx_header(q, wire_kind(w), path.ev, psn, now);
   pk.common.flags =
@@ -517,7 +525,8 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
       p.blamed = true;
     }
   }
-  p.not_before = std::max(p.not_before, not_before);
+  Time& nb = q.snd.not_before_slot(psn);
+  nb = std::max(nb, not_before);
 }
 
 void Core::lose_planes(Qp& q, uint16_t planes, Time now) {
@@ -576,9 +585,9 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
     }
   }
   p.state = TxPkt::kAcked;
-  SendWqe& w = p.rsp ? q.snd.rsp.at(p.wqe) : q.snd.sq.at(p.wqe);
+  SendWqe& w = q.snd.wqe(p);
   ++w.acked;
-  ++q.paths.tx(p.path).acked;
+  q.paths.tx(p.path).count_acked();
   q.paths.on_acked(p.path);
   if (q.health && health.counting(*q.health))
     health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
@@ -782,7 +791,7 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
                         : n.reason == wire::NackReason::kRemoteInvalid ? WcStatus::kRemInvReqErr
                                                                        : WcStatus::kRemOpErr;
     uint64_t culprit = UINT64_MAX;
-    if (p && !p->rsp) culprit = p->wqe;
+    if (p && !p->rsp) culprit = q.snd.wqe_seq(*p);
     for (size_t i = 0; i < q.reads.size(); ++i)  // an acknowledged READ refused later: by PSN
       if (!p && q.snd.sq.at(q.reads[i]).first_psn == n.nack_psn) culprit = q.reads[i];
     fail_qp(q, st, culprit);
@@ -808,7 +817,7 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
       // One retry per RNR episode: every packet of a message may be refused at once.
       if (!q.timers.pending(Timer::kRnr, now) && q.attr.rnr_retry != 7 &&
           ++q.rnr_retries > q.attr.rnr_retry) {
-        fail_qp(q, WcStatus::kRnrRetryExcErr, p->rsp ? UINT64_MAX : p->wqe);
+        fail_qp(q, WcStatus::kRnrRetryExcErr, p->rsp ? UINT64_MAX : q.snd.wqe_seq(*p));
         return;
       }
       {

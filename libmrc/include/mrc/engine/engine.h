@@ -104,6 +104,12 @@ struct QpAttr {
   // min_rnr_timer). Sent in the NACK (wire::NackHeader::rnr_timer); the requester waits
   // what the responder asks.
   uint8_t min_rnr_timer = kDefaultMinRnrTimer;
+  // The IPv6 traffic class (IPv4 TOS byte) of the QP's datagrams, data and control: its upper
+  // 6 bits, the DSCP, are used (Transmit::traffic_class); the 2 ECN bits are the driver's.
+  // Verbs' grh.traffic_class, rdma_cm's RDMA_OPTION_ID_TOS. 0: the socket's default.
+  // (Here, in the struct's first cache line with the peer, MTU and tokens: every packet
+  // reads it, and the engine keeps a QpAttr per QP.)
+  uint8_t traffic_class = 0;
   uint32_t max_psn_range = kDefaultMaxPsnRange;  // MPR: most PSNs in flight (OCP: units of 128)
   // This QP's receive window (OCP mpr_dest x 128 PSNs): a data packet this many PSNs or more
   // past the cumulative PSN is NACKed PSN_OUT_OF_WINDOW (the sender resends it later). 0, or
@@ -128,10 +134,6 @@ struct QpAttr {
   // CC profile without an algorithm): no window, only the PSN range (max_psn_range) bounds
   // what is in flight. `cc` is then ignored.
   bool cc_off = false;
-  // The IPv6 traffic class (IPv4 TOS byte) of the QP's datagrams, data and control: its upper
-  // 6 bits, the DSCP, are used (Transmit::traffic_class); the 2 ECN bits are the driver's.
-  // Verbs' grh.traffic_class, rdma_cm's RDMA_OPTION_ID_TOS. 0: the socket's default.
-  uint8_t traffic_class = 0;
   // UD QPs (QpInit::ud): the Q_Key a datagram must carry to be taken (verbs qkey).
   uint32_t qkey = 0;
   // Rate hints (OCP MRC QP hint, NCCL plugin), applied with with_rates on top of whichever

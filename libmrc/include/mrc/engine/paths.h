@@ -113,10 +113,14 @@ class PathSet {
   /// so that a QP whose records have left the caches (thousands of QPs, each active in turn)
   /// pays one cache line per packet, not a line in each of three arrays. Line 1 holds all
   /// that sending a data packet on the EV and acknowledging it touch (the sprayer's flags,
-  /// the path, the sent-order list, the per-packet counters, srtt); line 2 what losses,
-  /// probes, state changes and observers use, and the RTT sample of the packet an ACK
-  /// echoes (once per ACK: no room left in line 1). 128-byte aligned: the two lines are the
-  /// pair a CPU's adjacent-line prefetcher fetches together.
+  /// the path, the sent-order list, the per-packet counters, srtt, and the RTT sample of the
+  /// packet an ACK echoes); line 2 what losses, probes, state changes and observers use.
+  /// The per-packet counters are 64-bit values split in two 32-bit halves: the low half in
+  /// line 1, counted per packet, the high half in line 2, written only when the low half
+  /// wraps (every 2^32 packets or bytes), so that line 1 has room for the RTT sample
+  /// (before, each ACK wrote line 2 for it: 4 more lines per 16-packet message).
+  /// 128-byte aligned: the two lines are the pair a CPU's adjacent-line prefetcher fetches
+  /// together.
   struct alignas(128) Ev {
     // ---- line 1: spraying, sending, acknowledging ----
     Path path;
@@ -133,24 +137,45 @@ class PathSet {
     // delivered (RACK per EV).
     uint32_t tx_head = 0, tx_tail = 0;
     uint64_t rack_xseq = 0;
-    uint64_t tx_packets = 0;  // PathStats::tx_packets, tx_bytes, acked (the sender counts)
-    uint64_t tx_bytes = 0;
-    uint64_t acked = 0;
-    Duration srtt{0};  // smoothed send-to-ACK time of data on this EV
-    // ---- line 2: losses, probes, state changes ----
-    uint64_t lost = 0;  // PathStats::lost, trims, rtt_ns (the sender counts)
-    uint64_t trims = 0;
-    uint64_t rtt_ns = 0;
+    Duration srtt{0};     // smoothed send-to-ACK time of data on this EV
+    uint64_t rtt_ns = 0;  // PathStats::rtt_ns: the last RTT sample on this EV (data or probe)
+    // PathStats::tx_packets, tx_bytes, acked (the sender counts, count_sent / count_acked):
+    // the low 32 bits; the high ones are in line 2 (read them with tx_packets() etc.).
+    uint32_t tx_packets_lo = 0, tx_bytes_lo = 0, acked_lo = 0;
+    EvReason reason = EvReason::kAllowed;  // why it entered `state` (meaningful once changes > 0)
+    // ---- line 2: losses, probes, state changes; the counters' high halves ----
+    uint32_t tx_packets_hi = 0, tx_bytes_hi = 0, acked_hi = 0;
     uint32_t probe_seq = 0;  // seq of the latest probe sent (0: none)
-    uint32_t reply_seq = 0;  // probe_seq when last answered (equal: nothing outstanding)
+    uint64_t lost = 0;       // PathStats::lost, trims (the sender counts)
+    uint64_t trims = 0;
     Time probe_sent{0};
     Time next_probe = kNever;
-    Time since{0};                         // time of the last state change
-    uint32_t changes = 0;                  // state changes so far (observers diff snapshots)
-    EvReason reason = EvReason::kAllowed;  // why it entered `state` (meaningful once changes > 0)
+    Time since{0};           // time of the last state change
+    uint32_t reply_seq = 0;  // probe_seq when last answered (equal: nothing outstanding)
+    uint32_t changes = 0;    // state changes so far (observers diff snapshots)
+
+    /// A data packet of `bytes` payload bytes sent on the EV (PathStats::tx_packets, tx_bytes).
+    void count_sent(uint32_t bytes) {
+      add(tx_packets_lo, tx_packets_hi, 1);
+      add(tx_bytes_lo, tx_bytes_hi, bytes);
+    }
+    /// A data packet sent on the EV acknowledged (PathStats::acked).
+    void count_acked() { add(acked_lo, acked_hi, 1); }
+    uint64_t tx_packets() const { return uint64_t{tx_packets_hi} << 32 | tx_packets_lo; }
+    uint64_t tx_bytes() const { return uint64_t{tx_bytes_hi} << 32 | tx_bytes_lo; }
+    uint64_t acked() const { return uint64_t{acked_hi} << 32 | acked_lo; }
+
+   private:
+    // lo:hi += n, as one 64-bit counter: the carry out of the low half goes to the high half.
+    static void add(uint32_t& lo, uint32_t& hi, uint32_t n) {
+      lo += n;
+      if (lo < n) [[unlikely]]
+        ++hi;
+    }
   };
   static_assert(sizeof(Ev) == 128);
-  static_assert(offsetof(Ev, srtt) + sizeof(Duration) == 64, "line 1 is what a packet touches");
+  static_assert(offsetof(Ev, acked_lo) + sizeof(uint32_t) <= 64, "line 1 is what a packet touches");
+  static_assert(offsetof(Ev, rtt_ns) < 64, "an ACK's RTT sample lands in line 1");
 
   /// Replaces the set. Planes must be < kMaxPlanes. Events are not emitted for the reset.
   /// `salt` (the engine passes the QP number) picks, with the first active EV, where the

@@ -50,26 +50,34 @@ struct EngineStats {
   void drop(Drop d) { ++drops[static_cast<size_t>(d)]; }
 };
 
+/// Per-QP counters. In the order a packet touches them (the engine keeps one per QP, and with
+/// thousands of QPs each line of it a packet touches is a cache miss): the first 64 bytes are
+/// what a sending end counts per packet, ACK and completion, the next 64 what a receiving end
+/// counts per data packet and ACK; the rare ones last. Read them by name: the order is not an
+/// interface.
 struct QpStats {
+  // ---- sending end, per packet, ACK, completion ----
   uint64_t tx_data_packets = 0;   // first transmissions
-  uint64_t tx_retransmits = 0;    // retransmitted data packets
   uint64_t tx_payload_bytes = 0;  // first transmissions only
-  uint64_t rx_data_packets = 0;   // accepted (placed) data packets
+  uint64_t rx_acks = 0;
+  uint64_t rtt_samples = 0;
+  uint64_t srtt_ns = 0;      // smoothed RTT, ns (last value)
+  uint64_t min_rtt_ns = 0;   // lowest RTT seen, ns
+  uint64_t completions = 0;  // completions written (both queues)
+  uint64_t error_completions = 0;
+  // ---- receiving end, per data packet and ACK ----
+  uint64_t rx_data_packets = 0;  // accepted (placed) data packets
   uint64_t rx_payload_bytes = 0;
   uint64_t tx_acks = 0;
-  uint64_t rx_acks = 0;
   uint64_t tx_nacks = 0;
+  // ---- losses, resends, NACKs ----
+  uint64_t tx_retransmits = 0;  // retransmitted data packets
   uint64_t rx_nacks = 0;
   uint64_t rto_fired = 0;        // retransmission timeouts
   uint64_t fast_losses = 0;      // packets declared lost from SACK/RACK before a timeout
   uint64_t spurious_losses = 0;  // packets declared lost whose first transmission was acked
   uint64_t tail_probes = 0;      // tail loss probes (newest packet resent after 2 SRTT of silence)
   uint64_t rnr_naks = 0;         // NO_RESOURCE NACKs received
-  uint64_t rtt_samples = 0;
-  uint64_t srtt_ns = 0;      // smoothed RTT, ns (last value)
-  uint64_t min_rtt_ns = 0;   // lowest RTT seen, ns
-  uint64_t completions = 0;  // completions written (both queues)
-  uint64_t error_completions = 0;
 };
 
 struct PathStats {
