@@ -15,7 +15,9 @@
 #              ib_read_lat reports a whole round trip where the other two report half of
 #              one (perftest's rtt_factor): it is set against twice UDP's one way;
 #              mrc-perf --latency (8 B WRITE, post to completion: a round trip) p50 / p99 vs
-#              twice the busy ping-pong's one-way t_typical / t_99 (targets <= 1.3 / <= 2)
+#              twice the busy ping-pong's one-way t_typical / t_99 (targets <= 1.3 / <= 2),
+#              and vs the like-for-like reference: one thread playing both ends of the busy
+#              ping-pong (udp_pingpong --role both), as mrc-perf's one polling thread does
 #   atomics    ib_atomic_lat (fetch-and-add, 1000 iterations) against ib_write_lat of the same
 #              run (an atomic is a round trip, as a 2-byte WRITE's ping-pong is: expect about
 #              1), and ib_atomic_bw -D SECS (fetch-and-add, perftest's 16 in flight): ops/s
@@ -110,17 +112,21 @@ udp() {
 }
 UDP_BLOCK=$(udp)
 UDP_BUSY=$(udp --busy)
+UDP_ONE=$(ip netns exec "$PREFIX-h1" env MRC_CONFIG="$CFG/h1.json" "$B/perf/udp_pingpong" \
+  --role both --peer-host 0 --peer-netns "$PREFIX-h0" --busy)
 
 CEIL=$((4 * RATE))
 printf 'fabric: 4 planes x 4 spines, host ports %s Gbit/s (ceiling %s Gbit/s), %s s runs\n' "$RATE" "$CEIL" "$SECS"
 printf '  ib_write_bw via shim   %7.2f Gbit/s  (%.2f of the ceiling)\n' "$SHIM_BW" "$(echo "$SHIM_BW / $CEIL" | bc -l)"
 printf '  mrc-perf write 64K     %7.2f Gbit/s  -> shim / mrc-perf = %.2f\n' "$PERF_BW" "$(echo "$SHIM_BW / $PERF_BW" | bc -l)"
 printf '  ib_write_bw -R         %7.2f Gbit/s  -> rdma_cm / own TCP exchange = %.2f\n' "$RCM_BW" "$(echo "$RCM_BW / $SHIM_BW" | bc -l)"
-printf '  %s\n  %s\n' "$UDP_BLOCK" "$UDP_BUSY"
+printf '  %s\n  %s\n  %s\n' "$UDP_BLOCK" "$UDP_BUSY" "$UDP_ONE"
 UB=$(echo "$UDP_BLOCK" | awk '{print $5}')
 UP=$(echo "$UDP_BUSY" | awk '{print $5}')
 UP99=$(echo "$UDP_BUSY" | awk '{print $9}')
 UPMIN=$(echo "$UDP_BUSY" | awk '{print $3}')
+U1=$(echo "$UDP_ONE" | awk '{print $5}')
+U199=$(echo "$UDP_ONE" | awk '{print $9}')
 # perftest reports half the ping-pong's round trip for WRITE and SEND but the whole round trip
 # for READ (and atomics: print_report_lat's rtt_factor), so READ is set against twice UDP's
 # one way.
@@ -140,6 +146,8 @@ read -r MP50 MP99 <<< "$MRC_LAT"
 printf '  mrc-perf --latency (8 B WRITE, round trip)  p50 %s us  p99 %s us\n' "$MP50" "$MP99"
 printf '    / raw UDP busy round trip (2 x one way): p50 %.2f (target <= 1.3), p99 %.2f (target <= 2)\n' \
   "$(echo "$MP50 / (2 * $UP)" | bc -l)" "$(echo "$MP99 / (2 * $UP99)" | bc -l)"
+printf '    / raw UDP busy round trip, one thread both ends (like for like): p50 %.2f (target <= 1.3), p99 %.2f (target <= 2)\n' \
+  "$(echo "$MP50 / (2 * $U1)" | bc -l)" "$(echo "$MP99 / (2 * $U199)" | bc -l)"
 TYP=$(echo "$LAT" | awk '{print $3}')
 ATYP=$(echo "$ALAT" | awk '{print $3}')
 printf '  ib_atomic_lat via shim t_min %s t_max %s t_typical %s t_avg %s t_99 %s t_99.9 %s (us, round trip)\n' $ALAT
