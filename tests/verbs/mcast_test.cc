@@ -179,12 +179,12 @@ TEST(Mcast, AttachDetach_RefusesWhatVerbsRefuses) {
                                bool expect_none = false, int hold = -1) {
   ::alarm(20);  // a hang ends the child with SIGALRM
   if (host) ::setenv("MRC_MCAST_HOST_ID", host, 1);
+  Side s;
+  if (!s.open() || !s.add_qp(IBV_QPT_UD)) ::_exit(2);
+  if (attach_mcast(s.qps[0], &group, 0) || s.post_recv_on(0)) ::_exit(3);
+  const char r = 'r';
+  if (::write(ready, &r, 1) != 1) ::_exit(4);
   if (expect_none) {
-    Side s;
-    if (!s.open() || !s.add_qp(IBV_QPT_UD)) ::_exit(2);
-    if (attach_mcast(s.qps[0], &group, 0) || s.post_recv_on(0)) ::_exit(3);
-    const char r = 'r';
-    if (::write(ready, &r, 1) != 1) ::_exit(4);
     ibv_wc wc{};
     for (int i = 0; i < 200; ++i) {
       if (poll_cq(s.cqs[0], 1, &wc) != 0) ::_exit(5);
@@ -193,11 +193,6 @@ TEST(Mcast, AttachDetach_RefusesWhatVerbsRefuses) {
     s.close();
     ::_exit(0);
   }
-  Side s;
-  if (!s.open() || !s.add_qp(IBV_QPT_UD)) ::_exit(2);
-  if (attach_mcast(s.qps[0], &group, 0) || s.post_recv_on(0)) ::_exit(3);
-  const char r = 'r';
-  if (::write(ready, &r, 1) != 1) ::_exit(4);
   const ibv_wc wc = testing::wait_wc(s.cqs[0], std::chrono::seconds(10));
   if (wc.status != IBV_WC_SUCCESS || wc.byte_len != kGrh + 64) ::_exit(5);
   if (std::memcmp(s.slot(0) + 24, group.raw, 16) != 0) ::_exit(6);  // the GRH's dgid
@@ -209,20 +204,37 @@ TEST(Mcast, AttachDetach_RefusesWhatVerbsRefuses) {
   ::_exit(0);
 }
 
+// Forks member_child(group, host, expect_none) and waits until it has attached. With `hold`,
+// the child stays a member until a byte is written to *hold (a pipe this makes). -1: the
+// fork or the child failed before it said ready.
+pid_t start_member(const ibv_gid& group, const char* host = nullptr, bool expect_none = false,
+                   int* hold = nullptr) {
+  int ready[2], h[2] = {-1, -1};
+  if (::pipe(ready) != 0 || (hold && ::pipe(h) != 0)) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(ready[0]);
+    if (hold) ::close(h[1]);
+    member_child(group, ready[1], host, expect_none, h[0]);
+  }
+  ::close(ready[1]);
+  if (hold) {
+    ::close(h[0]);
+    *hold = h[1];
+  }
+  char r = 0;
+  const bool said = pid > 0 && ::read(ready[0], &r, 1) == 1;
+  ::close(ready[0]);
+  return said ? pid : -1;
+}
+
 TEST(Mcast, Send_ReachesAttachedQpsOfTwoProcesses_NotDetachedNorOtherQkey) {
 #if defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "ThreadSanitizer does not support threads started after a multi-threaded fork";
 #endif
   const ibv_gid group = gid_of("ff0e::4d:1");
-  int pipefd[2];
-  ASSERT_EQ(::pipe(pipefd), 0);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::close(pipefd[0]);
-    member_child(group, pipefd[1]);
-  }
-  ::close(pipefd[1]);
+  const pid_t pid = start_member(group);
+  ASSERT_GT(pid, 0) << "the child did not attach";
   Side s;
   ASSERT_TRUE(s.open());
   ibv_qp* member = s.add_qp(IBV_QPT_UD);
@@ -233,9 +245,6 @@ TEST(Mcast, Send_ReachesAttachedQpsOfTwoProcesses_NotDetachedNorOtherQkey) {
   for (ibv_qp* q : {member, left, other_qkey}) ASSERT_EQ(attach_mcast(q, &group, 0), 0);
   ASSERT_EQ(detach_mcast(left, &group, 0), 0);
   for (size_t i = 0; i < 3; ++i) ASSERT_EQ(s.post_recv_on(i), 0);
-  char r = 0;
-  ASSERT_EQ(::read(pipefd[0], &r, 1), 1) << "the child did not attach";
-  ::close(pipefd[0]);
   ibv_ah* ah = group_ah(s.pd, group);
   ASSERT_NE(ah, nullptr);
   std::memset(s.buf.data(), 0xa5, 64);
@@ -338,22 +347,10 @@ TEST(Mcast, MemberOnAnotherHost_ReachedByItsLeaseNotItsPid) {
   // Host B's member; its record's pid then names no process here, as on a real second machine
   // (the old pid check would have removed it): the datagram still reaches it.
   const ibv_gid group = gid_of("ff0e::4d:2");
-  int pipefd[2], holdfd[2];
-  ASSERT_EQ(::pipe(pipefd), 0);
-  ASSERT_EQ(::pipe(holdfd), 0);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::close(pipefd[0]);
-    ::close(holdfd[1]);
-    member_child(group, pipefd[1], "machine-b", false, holdfd[0]);
-  }
-  ::close(pipefd[1]);
-  ::close(holdfd[0]);
+  int hold = -1;
+  const pid_t pid = start_member(group, "machine-b", false, &hold);
+  ASSERT_GT(pid, 0) << "the child did not attach";
   AsHost a("machine-a");
-  char r = 0;
-  ASSERT_EQ(::read(pipefd[0], &r, 1), 1) << "the child did not attach";
-  ::close(pipefd[0]);
   const std::string path = record_of(group, "machine-b");
   ASSERT_FALSE(path.empty()) << "no record of host machine-b";
   McastRecord rec = read_record(path);
@@ -373,8 +370,8 @@ TEST(Mcast, MemberOnAnotherHost_ReachedByItsLeaseNotItsPid) {
   EXPECT_EQ(testing::wait_wc(s.cqs[0]).status, IBV_WC_SUCCESS);
   EXPECT_TRUE(std::filesystem::exists(path)) << "another host's live record was removed";
   const char go = 'g';
-  EXPECT_EQ(::write(holdfd[1], &go, 1), 1);
-  ::close(holdfd[1]);
+  EXPECT_EQ(::write(hold, &go, 1), 1);
+  ::close(hold);
   int status = -1;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "the child hung (signal " << WTERMSIG(status) << ")";
@@ -393,19 +390,9 @@ TEST(Mcast, StaleRecords_LeaseOverElsewhereDeadProcessHere_SkippedAndRemoved) {
   // lease still running; and a file that is no record. A SEND reaches this process's member
   // only; the two stale records are removed, the foreign file is left alone.
   const ibv_gid group = gid_of("ff0e::4d:3");
-  int pipefd[2];
-  ASSERT_EQ(::pipe(pipefd), 0);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::close(pipefd[0]);
-    member_child(group, pipefd[1], "machine-b", /*expect_none=*/true);
-  }
-  ::close(pipefd[1]);
+  const pid_t pid = start_member(group, "machine-b", /*expect_none=*/true);
+  ASSERT_GT(pid, 0) << "the child did not attach";
   AsHost a("machine-a");
-  char r = 0;
-  ASSERT_EQ(::read(pipefd[0], &r, 1), 1) << "the child did not attach";
-  ::close(pipefd[0]);
   const std::string b_path = record_of(group, "machine-b");
   ASSERT_FALSE(b_path.empty());
   McastRecord b = read_record(b_path);
