@@ -6,16 +6,17 @@
 #include <cstdio>
 #include <cstring>
 
+#include "mrc/io/udp/link_mtu.h"
+
 namespace mrc::verbs {
 
 namespace {
 
 constexpr std::string_view kHeader = "mrc-mcast-member 2";
 
+// "[addr]:port", as parse_addr reads it.
 std::string addr_text(const sockaddr_in6& a) {
-  char s[INET6_ADDRSTRLEN];
-  ::inet_ntop(AF_INET6, &a.sin6_addr, s, sizeof s);
-  return "[" + std::string(s) + "]:" + std::to_string(ntohs(a.sin6_port));
+  return "[" + io::address_text(a) + "]:" + std::to_string(ntohs(a.sin6_port));
 }
 
 bool parse_int(std::string_view s, int64_t* out) {
