@@ -409,9 +409,9 @@ TEST(Ud, HeldPlane_DatagramLeavesOnAnotherPlaneOfThePeer) {
   Path p = sent_on(6);
   EXPECT_EQ(p.plane, 1);  // the port is back: the named path
   EXPECT_EQ(p.ev, 0x200u);
-  a.eng.set_peer_planes_down(d.peer, 1u << 1);  // the peer's word: its plane 1 is down
+  a.eng.set_peer_planes_down(Time{1000}, d.peer, 1u << 1);  // the peer's word: its plane 1 is down
   EXPECT_EQ(sent_on(7).plane, 0);
-  a.eng.set_peer_planes_down(d.peer, 0);
+  a.eng.set_peer_planes_down(Time{1000}, d.peer, 0);
   ASSERT_TRUE(a.eng.set_plane_drained(1, true).ok());  // an administrative drain
   EXPECT_EQ(sent_on(8).plane, 0);
   ASSERT_TRUE(a.eng.set_plane_drained(0, true).ok());  // both drained: nothing better

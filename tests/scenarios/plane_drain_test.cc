@@ -83,7 +83,7 @@ TEST(PlaneDrain, PeerSaysPlaneDown_DataMovesOffAndBack) {
   bulk.run_until(Time{30ms});
   ASSERT_GT(r.sent_on(qp.a, 2), 100u) << "plane 2 carried nothing before the update";
 
-  r.tb.engine(0).set_peer_planes_down(1, 1u << 2);
+  r.tb.engine(0).set_peer_planes_down(r.tb.net().now(), 1, 1u << 2);
   EXPECT_EQ(r.tb.engine(0).peer_planes_down(1), 1u << 2);
   EXPECT_EQ(r.tb.engine(0).held_planes(1, Time{30ms}), 1u << 2);
   EXPECT_EQ(r.tb.engine(0).held_planes(7, Time{30ms}), 0u) << "another peer is not held";
@@ -96,7 +96,7 @@ TEST(PlaneDrain, PeerSaysPlaneDown_DataMovesOffAndBack) {
   EXPECT_GT(r.sent_on(qp.a, 1), other + 1000) << "the other planes stopped too";
   EXPECT_GT(bulk.completed(), done_at_update + 10);
 
-  r.tb.engine(0).set_peer_planes_down(1, 0);  // the peer's plane 2 is up again
+  r.tb.engine(0).set_peer_planes_down(r.tb.net().now(), 1, 0);  // the peer's plane 2 is up again
   EXPECT_EQ(r.tb.engine(0).held_planes(1, Time{80ms}), 0u);
   bulk.run_until(Time{120ms});
   EXPECT_GT(r.sent_on(qp.a, 2), held + 1000) << "plane 2 did not come back";
@@ -104,6 +104,36 @@ TEST(PlaneDrain, PeerSaysPlaneDown_DataMovesOffAndBack) {
   EXPECT_TRUE(bulk.ok()) << bulk.first_error();
   EXPECT_EQ(r.state_changes(qp.a), 0u) << "an announced plane is not a path failure";
   for (const auto& e : r.tb.engine(0).paths(qp.a)->evs()) EXPECT_EQ(e.state, EvState::kGood);
+}
+
+// A peer's PORT_STATUS_UPDATE for a plane that already ate packets: host 1's plane-2 T0 is down
+// (the fabric drops what goes there; nothing reports the port), host 0 has sprayed a 64 KiB
+// WRITE over the 4 planes, and before any ACK the update says plane 2 is down. What went on
+// plane 2 is resent at once on the others, with no blame: no RACK loss, no tail probe, no RTO,
+// no EV state change (before, they waited a reorder window for RACK to call them lost).
+TEST(PlaneDrain, PeerSaysPlaneDown_WhatIsInFlightThereIsResentAtOnce) {
+  DrainRun r;
+  r.fab->t0_down(2, 1);
+  const auto qp = r.connect();
+  BulkWrite w(r.tb, 0, 1, qp, BulkWrite::Config{64 << 10, 1, 1});
+  w.pump();
+  w.stop_posting();
+  w.run_until(r.tb.net().now() + 1us, 1us);  // sprayed, nothing acknowledged yet
+  const uint64_t on2 = r.sent_on(qp.a, 2);
+  ASSERT_GT(on2, 0u) << "nothing was sprayed on plane 2";
+  ASSERT_EQ(r.tb.engine(0).qp_stats(qp.a)->tx_retransmits, 0u);
+
+  r.tb.engine(0).set_peer_planes_down(r.tb.net().now(), 1, 1u << 2);
+  w.run_until(r.tb.net().now() + 2ms, 10us);
+  ASSERT_EQ(w.verified(), 1u) << w.first_error();
+  EXPECT_TRUE(w.ok()) << w.first_error();
+  const QpStats* s = r.tb.engine(0).qp_stats(qp.a);
+  EXPECT_EQ(s->tx_retransmits, on2) << "each packet on plane 2 resent once";
+  EXPECT_EQ(r.sent_on(qp.a, 2), on2) << "resent on the plane the peer said is down";
+  EXPECT_EQ(s->fast_losses, 0u) << "loss detection found what the update said";
+  EXPECT_EQ(s->tail_probes, 0u);
+  EXPECT_EQ(s->rto_fired, 0u);
+  EXPECT_EQ(r.state_changes(qp.a), 0u) << "an announced plane is not a path failure";
 }
 
 // A port with no link (its T0 is down): host 1's plane-2 port, which its driver reports

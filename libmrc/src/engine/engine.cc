@@ -1100,11 +1100,17 @@ uint16_t Engine::held_planes(PeerId peer, Time now) const {
   return impl_->health.held(p ? *p : none, now, &until);
 }
 
-void Engine::set_peer_planes_down(PeerId peer, uint16_t planes) {
+void Engine::set_peer_planes_down(Time now, PeerId peer, uint16_t planes) {
   Core& c = *impl_;
-  c.health.set_announced_down(c.health.peer(peer), planes);
-  for (auto& q : c.qps)
-    if (q && q->health == c.health.find(peer)) c.make_ready(*q);  // planes back up: send again
+  SharedHealth::Peer& h = c.health.peer(peer);
+  const auto gained = static_cast<uint16_t>(planes & ~h.announced_down);
+  c.health.set_announced_down(h, planes);
+  for (auto& q : c.qps) {
+    if (!q || q->health != &h) continue;
+    // Newly down: what is in flight there is resent now, as for a port with no link.
+    if (gained != 0 && sends_in(q->state)) c.lose_planes(*q, gained, now);
+    c.make_ready(*q);  // planes back up: send again
+  }
 }
 
 void Engine::set_ud_paths(PeerId peer, std::span<const Path> paths) {

@@ -416,8 +416,10 @@ class Engine {
   /// What `peer` said of its planes (an OCP PORT_STATUS_UPDATE, io/udp/port_status.h): bit p
   /// set, its plane p is down. Every QP to the peer, present and future, stops sending on those
   /// planes (weight 0, retransmissions included; SharedHealth::set_announced_down) until a
-  /// later call clears the bit; EV states and probing are untouched. Replaces the last mask.
-  void set_peer_planes_down(PeerId peer, uint16_t planes);
+  /// later call clears the bit; what they have in flight on a newly-down plane is resent at
+  /// once without blame, as for a port with no link (set_port_up). EV states and probing are
+  /// untouched. Replaces the last mask.
+  void set_peer_planes_down(Time now, PeerId peer, uint16_t planes);
   /// The mask the last set_peer_planes_down gave `peer` (0 if none).
   uint16_t peer_planes_down(PeerId peer) const;
   /// The paths UD datagrams to `peer` may take (QpInit::ud; a verbs AH's spray list, the

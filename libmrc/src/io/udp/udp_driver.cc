@@ -839,7 +839,7 @@ void UdpDriver::port_status_message(size_t plane, const sockaddr_in6& from,
   }
   // Bit p of ports_up clear: the peer's plane p is down; planes this host lacks are left out.
   const uint32_t ours = sockets_.size() >= 16 ? 0xffffu : (1u << sockets_.size()) - 1;
-  engine_->set_peer_planes_down(qp->peer, static_cast<uint16_t>(~p.port_status.ports_up & ours));
+  engine_->set_peer_planes_down(t, qp->peer, static_cast<uint16_t>(~p.port_status.ports_up & ours));
   ++counters_.port_status_applied;
   // The ack goes back to where the update came from; in ecmp mode to the sender's plane port
   // (its source-port sockets only send), which hosts configured alike share with ours.
