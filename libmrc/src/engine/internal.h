@@ -162,10 +162,13 @@ struct alignas(64) Qp {
   // Its first line (state, mtu, peer, dest_qpn, tokens, traffic class) is read per packet; the
   // rest is cold.
   alignas(64) QpAttr attr;
-  PathSet paths;
+  // The path set and the window each start a line: the sprayer's per-packet state (PathSet's
+  // first 120 bytes: its arrays, weights, planes, counts) then takes two lines, not three, and
+  // what a packet sent and an ACK touch of the window (Nscc's first line) one.
+  alignas(64) PathSet paths;
 
   // ---- congestion window ----
-  std::optional<Nscc> cc;  // congestion window (RTS on; absent when CC is off)
+  alignas(64) std::optional<Nscc> cc;  // congestion window (RTS on; absent when CC is off)
   BaseRttFilter cc_rtt;    // the learned base RTT (cc_auto)
 
   // ======== cold: configuration, rare events, observers ========
