@@ -384,6 +384,9 @@ TEST(QpScale, QpLayout_HotStateFirst) {
   // bytes, nscc.cc checks) one.
   EXPECT_EQ(at(&q->paths) % 64, 0u);
   EXPECT_EQ(at(&q->cc) % 64, 0u);
+  // The READ list is cold, but whether it is empty is read at each message's completion: in one
+  // line.
+  EXPECT_EQ(line(at(&q->reads)), line(at(&q->reads) + sizeof q->reads - 1));
   const size_t cold_begin = at(&q->cc_base);
   EXPECT_GT(cold_begin, at(&q->paths));
   for (const void* cold :
