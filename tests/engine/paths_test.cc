@@ -759,6 +759,47 @@ TEST(PathSet, PrefetchNext_LeavesTheRoundRobinAsItWas) {
   empty.prefetch_next();
   EXPECT_EQ(empty.next(-1), PathSet::kNoPath);
 }
+// The sprayer walks each plane's EVs from record to record (Ev::plane_next), not through a
+// list of them: with the paths given planes interleaved (EV k on plane k % 3), each plane's
+// picks still go round its EVs in index order from its first, a skipped EV is passed over
+// once, and a reset to another set starts each plane again at its first EV.
+TEST(PathSet, Next_WalksEachPlanesEvsInIndexOrderWhenPlanesInterleave) {
+  std::vector<Path> active;
+  for (uint32_t k = 0; k < 12; ++k) active.push_back(Path{500u + k, static_cast<uint16_t>(k % 3)});
+  PathSet s;
+  s.reset(active, {}, PathPolicy{}, 3);
+  std::map<uint16_t, std::vector<uint32_t>> picks;  // plane -> EVs in the order picked
+  for (int i = 0; i < 36; ++i) {
+    const Path& p = s.ev(s.next(-1)).path;
+    picks[p.plane].push_back(p.ev);
+  }
+  ASSERT_EQ(picks.size(), 3u);
+  for (auto& [plane, evs] : picks) {
+    ASSERT_EQ(evs.size(), 12u) << plane;
+    for (size_t i = 0; i < evs.size(); ++i)
+      EXPECT_EQ(evs[i], 500u + plane + 3 * (i % 4)) << "plane " << plane << " pick " << i;
+  }
+  // EV 503 (plane 0's second) skips once: plane 0 goes 500, 506, 509, 500, 503, ...
+  s.on_congestion(static_cast<uint16_t>(s.find(503)));
+  std::vector<uint32_t> zero;
+  for (int i = 0; i < 15; ++i) {
+    const Path& p = s.ev(s.next(-1)).path;
+    if (p.plane == 0) zero.push_back(p.ev);
+  }
+  EXPECT_EQ(zero, (std::vector<uint32_t>{500, 506, 509, 500, 503}));
+  // Another set: each plane starts at its first EV again.
+  std::vector<Path> other;
+  for (uint32_t k = 0; k < 4; ++k) other.push_back(Path{700u + k, static_cast<uint16_t>(k % 2)});
+  s.reset(other, {}, PathPolicy{}, 3);
+  std::map<uint16_t, std::vector<uint32_t>> again;
+  for (int i = 0; i < 8; ++i) {
+    const Path& p = s.ev(s.next(-1)).path;
+    again[p.plane].push_back(p.ev);
+  }
+  EXPECT_EQ(again[0], (std::vector<uint32_t>{700, 702, 700, 702}));
+  EXPECT_EQ(again[1], (std::vector<uint32_t>{701, 703, 701, 703}));
+}
+
 // The per-packet counters are 64-bit values kept in two 32-bit halves (the low one in the
 // record's first line): a carry out of the low half reaches the high half, nothing is lost.
 TEST(PathSet, EvCounters_CarryIntoTheHighHalf) {

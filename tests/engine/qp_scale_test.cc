@@ -334,7 +334,7 @@ TEST(QpScale, IdleConnectedQpHoldsFewKib) {
 // then the sending end's, each end's lines together (a QP that only receives pays 5 lines of
 // it per message, one that only sends 8); the stats and the attributes on lines of their own
 // (a packet reads the first line of each); configuration and rarely used state after the stats,
-// the attributes and the path set.
+// the attributes, the path set and the window (these two from a line boundary).
 TEST(QpScale, QpLayout_HotStateFirst) {
   static_assert(alignof(Qp) == 64);
   const auto q = std::make_unique<Qp>();
@@ -379,6 +379,14 @@ TEST(QpScale, QpLayout_HotStateFirst) {
   EXPECT_LT(offsetof(QpAttr, traffic_class), 64u);
   EXPECT_LT(offsetof(QpAttr, access), 64u);
   EXPECT_LT(offsetof(QpAttr, max_psn_range_dest), 64u);
+  // The path set and the window start a line each: what a packet reads of the path set
+  // (PathSet's first 120 bytes, paths.cc checks) is two lines, of the window (Nscc's first 64
+  // bytes, nscc.cc checks) one.
+  EXPECT_EQ(at(&q->paths) % 64, 0u);
+  EXPECT_EQ(at(&q->cc) % 64, 0u);
+  // The READ list is cold, but whether it is empty is read at each message's completion: in one
+  // line.
+  EXPECT_EQ(line(at(&q->reads)), line(at(&q->reads) + sizeof q->reads - 1));
   const size_t cold_begin = at(&q->cc_base);
   EXPECT_GT(cold_begin, at(&q->paths));
   for (const void* cold :

@@ -162,21 +162,27 @@ struct alignas(64) Qp {
   // Its first line (state, mtu, peer, dest_qpn, tokens, traffic class) is read per packet; the
   // rest is cold.
   alignas(64) QpAttr attr;
-  PathSet paths;
+  // The path set and the window each start a line: the sprayer's per-packet state (PathSet's
+  // first 120 bytes: its arrays, weights, planes, counts) then takes two lines, not three, and
+  // what a packet sent and an ACK touch of the window (Nscc's first line) one.
+  alignas(64) PathSet paths;
 
   // ---- congestion window ----
-  std::optional<Nscc> cc;  // congestion window (RTS on; absent when CC is off)
+  alignas(64) std::optional<Nscc> cc;  // congestion window (RTS on; absent when CC is off)
   BaseRttFilter cc_rtt;    // the learned base RTT (cc_auto)
 
   // ======== cold: configuration, rare events, observers ========
   Duration cc_base{0};       // base RTT the auto profile is derived with (cc_auto)
   Duration cc_learned{0};    // last estimate of cc_rtt taken into cc_base; 0 = none yet
+  // Sq sequence numbers of READs awaiting their response. A message's completion and its RTO
+  // read whether it is empty (waiting_on_peer): here its head and tail share a line
+  // (QpScale.QpLayout_HotStateFirst).
+  Fifo<uint64_t> reads;
   uint32_t next_recv_msn = 0;         // next SEND/WRITE_IMM receive number at the peer
   uint32_t sq_wimms = 0;              // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
   uint32_t pending_reads = 0;         // READ requests accepted, response not yet fully acked
   uint32_t next_read_msn = 0;         // next READ number
   uint32_t reads_base_msn = 0;        // read number of reads.front()
-  Fifo<uint64_t> reads;               // sq sequence numbers of READs awaiting their response
   uint32_t ud_queued = 0;             // UD QPs: SENDs in Core::udq (max_send_wr bounds them)
   std::vector<EvSignals> ev_signals;  // indexed like paths; empty until one counts (signals())
 

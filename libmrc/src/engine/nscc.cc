@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstddef>
 #include <cmath>
 #include <limits>
 
@@ -64,6 +65,9 @@ const char* validate(const NsccConfig& c) {
 }
 
 Nscc::Nscc(const NsccConfig& config, uint32_t mtu, NsccBase base) : mtu_(mtu) {
+  static_assert(offsetof(Nscc, start_left_) + sizeof start_left_ <= 64 &&
+                    offsetof(Nscc, qa_armed_) < 64 && offsetof(Nscc, mtu_) < 64,
+                "what a packet sent and an ACK with no RTT sample touch: the first line");
   assert(mtu > 0);
   set_config(config, base);
   cwnd_ = config.init_cwnd > 0 ? std::clamp<double>(config.init_cwnd, floor_, max_wnd_) : max_wnd_;

@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 
 namespace mrc::engine {
 
 void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
                     const PathPolicy& p, uint32_t salt) {
+  // What a packet reads and writes of the set itself (next(), on_sent, on_acked, count()):
+  // two cache lines when the set starts one (Qp::paths does).
+  static_assert(offsetof(PathSet, count_) + sizeof count_ <= 128 &&
+                offsetof(PathSet, lossy_) < 128 && offsetof(PathSet, held_) < 128);
   policy_ = p;
   evs_.clear();
   evs_held_ = 0;
@@ -51,6 +56,14 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
       ++plane_[pl].active;
       ++plane_[pl].usable;
     }
+  }
+  // Each plane's EVs in a ring (Ev::plane_next), its cursor on the first.
+  for (uint16_t pl = 0; pl < planes; ++pl) {
+    const std::span<const uint16_t> list = plane_evs(pl);
+    if (list.empty()) continue;
+    turn_[pl].cursor = list[0];
+    for (size_t k = 0; k < list.size(); ++k)
+      evs_[list[k]].plane_next = list[k + 1 == list.size() ? 0 : k + 1];
   }
   // Picks the plane the round robin starts from when some plane has no weight
   // (refresh_weights): a hash of the first active EV and the salt (the QP number).
@@ -108,41 +121,38 @@ int PathSet::find(uint32_t ev) const {
 }
 
 int PathSet::pick_in_plane(uint16_t plane, int avoid) {
-  const std::span<const uint16_t> list = plane_evs(plane);
-  const size_t n = list.size();
+  const size_t n = plane_size(plane);
   int fallback = -1;
   for (int pass = 0; pass < 2; ++pass) {
-    size_t pos = turn_[plane].cursor % n;
-    for (size_t k = 0; k < n; ++k, pos = pos + 1 == n ? 0 : pos + 1) {
-      Ev& e = evs_[list[pos]];
+    uint16_t i = turn_[plane].cursor;
+    for (size_t k = 0; k < n; ++k, i = evs_[i].plane_next) {
+      Ev& e = evs_[i];
       if (!e.active || e.state != EvState::kGood) continue;
       if (e.skip && pass == 0) {
         e.skip = false;
-        if (fallback < 0) fallback = list[pos];
+        if (fallback < 0) fallback = i;
         continue;
       }
       if (e.held && pass == 0) {
-        if (fallback < 0) fallback = list[pos];
+        if (fallback < 0) fallback = i;
         continue;
       }
-      if (list[pos] == avoid) {
-        if (fallback < 0) fallback = list[pos];
+      if (i == avoid) {
+        if (fallback < 0) fallback = i;
         continue;
       }
-      turn_[plane].cursor = static_cast<uint16_t>(pos + 1);
+      turn_[plane].cursor = e.plane_next;
       // The plane's next EV is the likely one for this QP's next packet on the plane.
-      __builtin_prefetch(&evs_[list[pos + 1 == n ? 0 : pos + 1]], 1);
-      return list[pos];
+      __builtin_prefetch(&evs_[e.plane_next], 1);
+      return i;
     }
   }
   return fallback;
 }
 
 void PathSet::prefetch_next() const {
-  for (uint16_t p = 0; p < planes_; ++p) {
-    const std::span<const uint16_t> list = plane_evs(p);
-    if (!list.empty()) __builtin_prefetch(&evs_[list[turn_[p].cursor % list.size()]], 1);
-  }
+  for (uint16_t p = 0; p < planes_; ++p)
+    if (plane_size(p) != 0) __builtin_prefetch(&evs_[turn_[p].cursor], 1);
 }
 
 int PathSet::balance(int best, uint32_t off) const {

@@ -227,36 +227,41 @@ class Nscc {
   void set_cwnd(double bytes);
   void end_start(uint64_t in_flight);
 
-  NsccConfig config_;
+  // Laid out by heat (a QP of thousands reads its window only now and then, so each line a
+  // packet touches is a cache miss): the first line holds all that a packet sent (can_send)
+  // and an ACK with no RTT sample touch; the constants, the delay state and the stats after.
+  // The engine keeps the window 64-byte aligned (Qp::cc), so that line is one cache line
+  // (nscc.cc checks that those fields lie in the first 64 bytes).
+  double cwnd_ = 0;  // bytes; fractional so that small inc / cwnd steps add up
   uint32_t mtu_;
   NsccBase base_ = NsccBase::kProfile;
-  double alpha_ = 0;    // effective alpha, bytes per ns
-  double max_wnd_ = 0;  // max(max_cwnd, mtu), bytes
-  double cwnd_ = 0;     // bytes; fractional so that small inc / cwnd steps add up
-  double floor_ = 0;    // bytes; max(MTU, config cwnd_floor), at most max_wnd_
-
-  Duration min_rtt_ = kNever;  // smallest RTT sample
-  double avg_delay_ns_ = 0;
-  double inc_bytes_ = 0;         // accumulated increase, bytes^2, applied as inc / cwnd
-  uint64_t received_bytes_ = 0;  // acked since the last fulfill adjustment
-  uint64_t achieved_bytes_ = 0;  // acked in the current quick-adapt period
-  uint64_t fi_count_ = 0;        // bytes acked in a row with delay < kNsccFastIncreaseDelay
-  double loss_taken_ = 0;        // bytes on_loss took off cwnd and no on_spurious_loss gave back
-  uint64_t bytes_to_ignore_ = 0;
-  uint64_t bytes_ignored_ = 0;
-  uint64_t last_in_flight_ = 0;  // latest bytes_in_flight reported (quick adapt's ignore span)
-  uint64_t standing_bytes_ = 0;  // acked in a row with delay >= target and no CE
-  Duration standing_min_{};      // smallest delay of that run
-  uint64_t start_left_ = 0;      // bytes still to be acked before the start is over
   bool starting_ = true;         // the first window: see "Start" above
   bool increase_mode_ = false;   // fast increase running
   bool trigger_qa_ = false;      // a trim since the last quick adapt
   bool started_ = false;         // the time fields below are set
   bool qa_armed_ = false;        // a quick-adapt period is running
+  uint64_t received_bytes_ = 0;  // acked since the last fulfill adjustment
+  uint64_t achieved_bytes_ = 0;  // acked in the current quick-adapt period
+  uint64_t bytes_ignored_ = 0;
+  uint64_t last_in_flight_ = 0;  // latest bytes_in_flight reported (quick adapt's ignore span)
+  uint64_t start_left_ = 0;      // bytes still to be acked before the start is over
+  // ---- an ACK with an RTT sample, losses, trims ----
+  double alpha_ = 0;    // effective alpha, bytes per ns
+  double max_wnd_ = 0;  // max(max_cwnd, mtu), bytes
+  double floor_ = 0;    // bytes; max(MTU, config cwnd_floor), at most max_wnd_
+  Duration min_rtt_ = kNever;  // smallest RTT sample
+  double avg_delay_ns_ = 0;
+  double inc_bytes_ = 0;         // accumulated increase, bytes^2, applied as inc / cwnd
+  uint64_t fi_count_ = 0;        // bytes acked in a row with delay < kNsccFastIncreaseDelay
+  double loss_taken_ = 0;        // bytes on_loss took off cwnd and no on_spurious_loss gave back
+  uint64_t bytes_to_ignore_ = 0;
+  uint64_t standing_bytes_ = 0;  // acked in a row with delay >= target and no CE
+  Duration standing_min_{};      // smallest delay of that run
   Time qa_endtime_{};
   Time last_adjust_time_{};
   Time last_dec_time_{};
   Time last_delay_dec_time_{};
+  NsccConfig config_;
   NsccStats stats_;
 };
 

@@ -143,6 +143,9 @@ class PathSet {
     // the low 32 bits; the high ones are in line 2 (read them with tx_packets() etc.).
     uint32_t tx_packets_lo = 0, tx_bytes_lo = 0, acked_lo = 0;
     EvReason reason = EvReason::kAllowed;  // why it entered `state` (meaningful once changes > 0)
+    // The next EV of the same plane in index order, the last one's being the first (reset()):
+    // the sprayer walks a plane from record to record, reading no list of the plane's EVs.
+    uint16_t plane_next = 0;
     // ---- line 2: losses, probes, state changes; the counters' high halves ----
     uint32_t tx_packets_hi = 0, tx_bytes_hi = 0, acked_hi = 0;
     uint32_t probe_seq = 0;  // seq of the latest probe sent (0: none)
@@ -176,6 +179,7 @@ class PathSet {
   static_assert(sizeof(Ev) == 128);
   static_assert(offsetof(Ev, acked_lo) + sizeof(uint32_t) <= 64, "line 1 is what a packet touches");
   static_assert(offsetof(Ev, rtt_ns) < 64, "an ACK's RTT sample lands in line 1");
+  static_assert(offsetof(Ev, plane_next) < 64, "the sprayer's walk reads line 1 only");
 
   /// Replaces the set. Planes must be < kMaxPlanes. Events are not emitted for the reset.
   /// `salt` (the engine passes the QP number) picks, with the first active EV, where the
@@ -306,8 +310,12 @@ class PathSet {
   void refresh_weights();  // after PlaneState::usable or the policy changes
   /// EV indexes of `plane`, in index order.
   std::span<const uint16_t> plane_evs(uint16_t plane) const {
+    return {by_plane_.data() + turn_[plane].begin, plane_size(plane)};
+  }
+  /// How many EVs `plane` has (from the per-plane state: no read of by_plane_).
+  size_t plane_size(uint16_t plane) const {
     const size_t end = plane + 1u < planes_ ? turn_[plane + 1u].begin : by_plane_.size();
-    return {by_plane_.data() + turn_[plane].begin, by_plane_.data() + end};
+    return end - turn_[plane].begin;
   }
 
   // Memory: one array of EVs, one of their indexes grouped by plane, one sorted
@@ -316,7 +324,8 @@ class PathSet {
   // path set is ~250 bytes of per-plane state instead of ~930), the sprayer's (Turn, hot) and
   // the health machinery's (PlaneState, cold). Per-plane flags are bits of a uint16_t.
   // No work here scans every EV except reset(): spraying looks at one plane's EVs from
-  // its cursor on, probing walks the ASSUMED_BAD list, counts are counters.
+  // its cursor on (following Ev::plane_next, through the records it reads anyway), probing
+  // walks the ASSUMED_BAD list, counts are counters.
   // What a packet touches (next(), on_sent / on_left, on_acked) comes first, the
   // sprayer's per-plane state interleaved (Turn): a QP of a few planes whose state has
   // left the caches pays a line or two for it, not one per array.
@@ -324,7 +333,7 @@ class PathSet {
     int64_t wrr = 0;        // smooth weighted round robin state
     int64_t w = 0;          // current weight of the plane
     uint32_t inflight = 0;  // data packets in flight on the plane (on_sent / on_left)
-    uint16_t cursor = 0;    // next EV of the plane to try (pick_in_plane)
+    uint16_t cursor = 0;    // the EV (index) of the plane to try next (pick_in_plane)
     uint16_t begin = 0;     // the plane's EVs: by_plane_[begin, the next plane's begin)
   };
   static_assert(sizeof(Turn) == 24);
