@@ -1046,8 +1046,19 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     }
     std::lock_guard lock(mu_);
     const Time t = cfg_.clock();
+    if (round == 0 && first) {
+      const auto woke = [&](size_t i) { return ready > 0 && fds[i].fd >= 0 && fds[i].revents; };
+      bool socket = false;
+      for (size_t i = 0; i < m; ++i) socket = socket || woke(i);
+      counters_.loop_woke_socket += socket;
+      counters_.loop_woke_app += woke(m);
+      counters_.loop_woke_poller_end += woke(m + 2);
+      counters_.loop_woke_alarm += woke(m + 4);
+      counters_.loop_woke_deadline += ready == 0;
+    }
     for (size_t i = 0; i < m && readable; ++i) feed_received(s.planes[i], got[s.planes[i]], t);
     if (!first && readable) ++counters_.other_thread_rounds;
+    if (readable) ++counters_.loop_rx_rounds;
     if (engine_->next_deadline() <= t) {
       ++counters_.timeouts;
       engine_->on_timeout(t);
@@ -1121,6 +1132,7 @@ bool UdpDriver::poll_progress() {
     for (size_t p = 0; p < n && any; ++p) feed_received(p, got[p], t);
     if (engine_->next_deadline() <= t) {
       ++counters_.timeouts;
+      ++counters_.poller_timeouts;
       engine_->on_timeout(t);
     }
     activity_.fetch_add(1, std::memory_order_release);  // before the ACKs leave, as the loop

@@ -140,6 +140,17 @@ struct UdpCounters {
   uint64_t other_thread_rounds = 0;  // ...of those, rounds of progress threads 1.. that fed
                                      // the engine (their planes' datagrams)
   uint64_t timeouts = 0;         // on_timeout calls
+  uint64_t poller_timeouts = 0;  // ...of those, made by pollers (poll_progress)
+  // What woke thread 0's loop (a polling app's round trip should need none; issue 17): each
+  // wakeup counts once per reason it found (several can hold at once, none: a signal).
+  uint64_t loop_woke_socket = 0;      // a plane socket it watched was ready
+  uint64_t loop_woke_app = 0;         // its eventfd: an app call (with_engine), another thread
+  uint64_t loop_woke_alarm = 0;       // the timerfd an app call moved to an earlier deadline
+  uint64_t loop_woke_poller_end = 0;  // the pollers' hold (kPollerGrace past the last poll) ran out
+  uint64_t loop_woke_deadline = 0;    // ppoll's own timeout: an engine, observer or address
+                                      // deadline it slept toward
+  uint64_t loop_rx_rounds = 0;  // loop rounds (any thread) that read datagrams: the receive
+                                // work pollers left to it
   // Connectionless probes (io/udp/probes.h).
   uint64_t probes_answered = 0;        // probes to dst_qpn 0 answered
   uint64_t probes_rate_limited = 0;    // ...not answered: over Probes::kAnswersPerSecond
