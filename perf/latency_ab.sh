@@ -8,7 +8,7 @@
 #   Usage: bash perf/latency_ab.sh A_MRC_PERF B_MRC_PERF [rounds=4] [seconds=4] [rate=2]
 # A and B are mrc-perf binaries (e.g. a copy of main's build and this tree's). The fabric and
 # the reference come from this tree's build (build/tools/mrc-fabric, build/perf/udp_pingpong).
-# TRACE=1 adds a third run per round: B with --latency-trace (the slow round trips' causes;
+# C=<mrc-perf> adds a third build, "c", to each round. TRACE=1 adds a run per round: B with --latency-trace (the slow round trips' causes;
 # its reads add to every round trip, so its figures are not B's). NICE=-20 runs every
 # measured process (both builds and the reference alike) at that nice value: on a machine
 # shared with builds, a stand-in for an idle one (the scheduler's share, not its absence).
@@ -39,6 +39,7 @@ for r in $(seq 1 "$ROUNDS"); do
   TYP=$(echo "$REF" | awk '{for (i = 1; i <= NF; ++i) if ($i == "t_typical") print $(i + 1)}')
   T99=$(echo "$REF" | awk '{for (i = 1; i <= NF; ++i) if ($i == "t_99") print $(i + 1)}')
   runs="a:$A b:$BB"
+  [[ -n ${C:-} ]] && runs="$runs c:$C"
   [[ ${TRACE:-0} == 1 ]] && runs="$runs t:$BB"
   for run in $runs; do
     name=${run%%:*}
