@@ -1454,6 +1454,45 @@ TEST(Engine, Rto_NeverBelowTheMeasuredRoundTrip) {
   EXPECT_EQ(s.tx_data_packets, 3 * first.tx_data_packets);
 }
 
+// One small WRITE at a time, as a latency benchmark posts them, where every 8th ACK comes 40
+// us late (the answering host's thread lost its core for a while: on two shared cores about
+// one round trip in 20-100 is 4-5x the median). The tail loss probe waits at least
+// RttEstimator::kTlpMinSlack beyond 2 SRTT, so the late ACKs fire no spurious probe (with 2
+// SRTT + the larger of ack_delay and 4 RTTVAR, 36 fired); a packet really lost at the tail is
+// still probed long before the RTO.
+TEST(Engine, Tlp_WaitsOutAJitteryHostButProbesARealTailLoss) {
+  Loop l;
+  l.latency = 5us;
+  int acks = 0;
+  l.extra_delay = [&](int from, const std::vector<uint8_t>&) {
+    return from == 1 && ++acks % 8 == 0 ? Duration{40us} : Duration{0};
+  };
+  constexpr int kMessages = 256;
+  for (int i = 0; i < kMessages; ++i) {
+    l.post_write(l.a, i, 0, 64, 0);
+    ASSERT_TRUE(l.run_until([&] { return !l.poll(l.a).empty(); }, 1s)) << i;
+    l.run(1ms);  // quiet: a late ACK of a probe, if any, is in
+  }
+  const QpStats jittery = *l.a.eng.qp_stats(l.a.qpn);
+  EXPECT_LE(jittery.tail_probes, 3u) << "late ACKs: " << kMessages / 8 << ", srtt "
+                                     << jittery.srtt_ns << " ns, min " << jittery.min_rtt_ns;
+  EXPECT_EQ(jittery.rto_fired, 0u);
+  // The next WRITE's only packet is lost: the probe resends it, well before the RTO (~1 ms).
+  bool dropped = false;
+  l.hook = [&](int from, std::vector<uint8_t>&) {
+    if (from != 0 || dropped) return Loop::Verdict::kDeliver;
+    dropped = true;
+    return Loop::Verdict::kDrop;
+  };
+  const Time posted = l.now;
+  l.post_write(l.a, kMessages, 0, 64, 0);
+  ASSERT_TRUE(l.run_until([&] { return !l.poll(l.a).empty(); }, 1s));
+  const QpStats lost = *l.a.eng.qp_stats(l.a.qpn);
+  EXPECT_EQ(lost.tail_probes, jittery.tail_probes + 1);
+  EXPECT_EQ(lost.rto_fired, 0u);
+  EXPECT_LT(l.now - posted, 200us) << "srtt " << lost.srtt_ns << " ns";
+}
+
 // The learned base RTT is a windowed minimum (engine/policy.h BaseRttFilter): when the path
 // gets longer (400 us instead of ~10 us round trip) the old minimum ages out after the window
 // (8-10 s) and the window cap (1.5 x nic rate x base RTT) grows with the new base RTT.

@@ -47,5 +47,17 @@ TEST(RttEstimator, RtoFloor_IsSrttPlusFourRttvarPlusAckDelay) {
   EXPECT_EQ(r.rto_floor(Duration{500}), Duration{8000 + 4 * 4000 + 500});
 }
 
+TEST(RttEstimator, TlpTimeout_TwoSrttPlusTheLargestOfAckDelayFourRttvarAndMinSlack) {
+  RttEstimator r;
+  const Duration slack = RttEstimator::kTlpMinSlack;
+  EXPECT_EQ(r.tlp_timeout(Duration{8000}), Duration{0});  // no sample: no probe
+  r.on_sample(Duration{8000});  // rttvar 4000: 4 x 4000 and 8000 both below the slack
+  EXPECT_EQ(r.tlp_timeout(Duration{8000}), Duration{2 * 8000} + slack);
+  EXPECT_EQ(r.tlp_timeout(slack + Duration{1}), Duration{2 * 8000} + slack + Duration{1});
+  r.on_sample(Duration{200'000});  // a spike: rttvar (3 x 4000 + 192000) / 4 = 51000
+  ASSERT_EQ(r.rttvar(), Duration{51'000});
+  EXPECT_EQ(r.tlp_timeout(Duration{8000}), 2 * r.srtt() + Duration{4 * 51'000});
+}
+
 }  // namespace
 }  // namespace mrc::engine

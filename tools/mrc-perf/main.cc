@@ -119,6 +119,10 @@ int main(int argc, char** argv) {
   app.add_flag("--latency", o.latency,
                "latency run: one message in flight per QP, completions polled without sleeping "
                "(use a small --size); prints p50/p99/p99.9/max");
+  app.add_option("--latency-trace", o.latency_trace,
+                 "with --latency (one QP): a CSV row per round trip (each host's driver "
+                 "counters, tail probes, the polling thread's time off CPU) and the slow round "
+                 "trips' causes in the summary");
   app.add_flag("!--no-verify", o.verify, "do not check the bytes (default: every byte checked)");
   app.add_option("--fault", faults, "'<time> <fault>', repeatable: '5s down t0 h0 p2' (mrc-fabric's "
                                     "fault words; undone at the end of each run)");
@@ -170,6 +174,10 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
+  if (!o.latency_trace.empty() && !o.latency) {
+    std::fprintf(stderr, "mrc-perf: --latency-trace traces a latency run: add --latency\n");
+    return 2;
+  }
   if (hosts_opt->count() > 0 && hosts < 2) {
     std::fprintf(stderr, "mrc-perf: --hosts must be at least 2, got %u\n", hosts);
     return 2;

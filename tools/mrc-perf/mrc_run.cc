@@ -11,6 +11,8 @@
 #include <random>
 #include <thread>
 
+#include <time.h>
+
 #include "mrc/engine/paths.h"
 #include "mrc/observe/publisher.h"
 #include "mrc/wire/wire.h"
@@ -83,6 +85,7 @@ uint64_t rss_kib() {
 constexpr uint32_t kOffsets = 61;  // prime: a stale slot's pattern offset always differs
 constexpr uint32_t kOffsetStep = 64;
 constexpr size_t kMaxLatencySamples = 1 << 22;
+constexpr size_t kMaxRoundTrips = 1 << 19;  // trace_round_trips: 48 B each, 24 MiB at most
 constexpr size_t kMaxPathEvents = 1 << 16;  // recorded ones; a long soak counts the rest
 
 // Ops whose messages complete at the sink by consuming a posted receive.
@@ -151,6 +154,9 @@ class Runner {
   std::deque<Stream> streams_;
   MrcRunResult res_;
   std::vector<Duration> latencies_;  // post to completion at the poster, first messages
+  // trace_round_trips: the counters now, and the time `at` (0: now).
+  RtSnapshot snapshot(const Stream& s, Time at = Time{0});
+  RtSnapshot at_post_;                   // ...taken when the message in flight was posted
   Time start_{0};
   std::mutex mu_;  // res_.faults (fault thread)
 };
@@ -160,6 +166,12 @@ Status<std::string> Runner::setup() {
   if (spec_.outstanding == 0 || spec_.outstanding > 30)
     return Err(std::string("outstanding must be 1..30"));
   if (spec_.qps == 0 || spec_.qps > 64) return Err(std::string("qps must be 1..64"));
+  if (spec_.trace_round_trips &&
+      (!spec_.spin || spec_.qps != 1 || spec_.outstanding != 1 || spec_.bidirectional ||
+       !spec_.hosts.empty()))
+    return Err(std::string(
+        "a round-trip trace needs a latency run with one QP, one message in flight, one "
+        "direction and two hosts"));
   if (!spec_.schedule.empty() && !spec_.apply_fault)
     return Err(std::string("a fault schedule needs a fabric to apply it to"));
   const bool many = !spec_.hosts.empty();
@@ -330,6 +342,12 @@ bool Runner::post_one(Stream& s) {
       break;
   }
   wr.sg = {&sge, 1};
+  // The round trip starts before the post, as a ping-pong's starts before its send: a latency
+  // run's post sends the datagram from this thread, and on veth that send carries it the whole
+  // way to the peer's socket (the kernel forwards it in this thread's softirq), so stamping
+  // after the post left the first half of the round trip out of the figure.
+  const Time post_start = io::now();
+  if (spec_.trace_round_trips) at_post_ = snapshot(s, post_start);
   // Latency runs send from this thread (as the verbs shim posts), bandwidth runs leave the
   // sending to the progress thread.
   auto post_one = [&](Engine& e) { return e.post_send(s.qp[s.init], wr); };
@@ -339,7 +357,7 @@ bool Runner::post_one(Stream& s) {
     fail("post_send: " + std::string(to_string(r.error())));
     return false;
   }
-  s.posted_at[k % s.posted_at.size()] = io::now();
+  s.posted_at[k % s.posted_at.size()] = post_start;
   ++s.posted;
   return true;
 }
@@ -386,6 +404,8 @@ void Runner::complete(Stream& s, int i, const Completion& c) {
     const uint64_t k = s.done++;
     if (latencies_.size() < kMaxLatencySamples)
       latencies_.push_back(io::now() - s.posted_at[k % s.posted_at.size()]);
+    if (spec_.trace_round_trips && res_.round_trips.size() < kMaxRoundTrips)
+      res_.round_trips.push_back(round_trip_between(at_post_, snapshot(s)));
     if (s.op == Op::kWrite) check(s, k, s.dst.data() + slot(k));
     if (s.op == Op::kRead) check(s, k, s.dst.data() + slot(k));
   } else if (i == s.sink && recv) {
@@ -403,6 +423,22 @@ void Runner::complete(Stream& s, int i, const Completion& c) {
     });
     if (!r.ok()) fail("post_recv: " + std::string(to_string(r.error())));
   }
+}
+
+RtSnapshot Runner::snapshot(const Stream& s, Time at) {
+  RtSnapshot r;
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  r.thread_cpu_ns = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  r.mono_ns = at.count() != 0 ? at.count() : io::now().count();
+  for (int i = 0; i < 2; ++i) r.host[i] = end(s, i == 0 ? s.init : 1 - s.init).drv->counters();
+  end(s, s.init).drv->peek_engine([&](Engine& e) {
+    if (const QpStats* st = e.qp_stats(s.qp[s.init])) {
+      r.tail_probes = st->tail_probes;
+      r.rtos = st->rto_fired;
+    }
+  });
+  return r;
 }
 
 void Runner::post(Stream& s) {
@@ -454,6 +490,7 @@ Result<MrcRunResult, std::string> Runner::run() {
   prefault(res_.intervals, static_cast<size_t>(spec_.duration_s / spec_.interval_s) + 64);
   prefault(res_.rss_kib_samples, static_cast<size_t>(spec_.duration_s) + 8);
   prefault(res_.path_events, kMaxPathEvents);
+  if (spec_.trace_round_trips) prefault(res_.round_trips, kMaxRoundTrips);
   for (auto& sd : side_) sd.drv->start();
   using Clock = std::chrono::steady_clock;
   start_ = io::now();

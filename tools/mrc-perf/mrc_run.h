@@ -25,6 +25,7 @@
 #include "baseline.h"
 #include "mrc/common/result.h"
 #include "mrc/io/udp/udp_driver.h"
+#include "rt_trace.h"
 
 namespace mrc::perf {
 
@@ -69,6 +70,10 @@ struct MrcRunSpec {
   double interval_s = 0.01;
   bool spin = false;  // latency runs: poll without sleeping, receiving in this thread
                       // (UdpDriver::poll_progress, poller_progress on); else every 200 us
+  // Latency runs with one QP and one message in flight: a RoundTrip record per message
+  // (rt_trace.h: counters of both drivers, the QP's probes and the polling thread's CPU time at
+  // post and completion; the first kMaxRoundTrips). Off by default: the reads add to each.
+  bool trace_round_trips = false;
   std::vector<TimedFault> schedule;
   std::function<Status<std::string>(const std::string& fault)> apply_fault;  // required if schedule
   std::function<void(double t_s, double gbps)> on_second;  // a line per second (may be empty)
@@ -111,6 +116,7 @@ struct MrcRunResult {
   std::vector<PathEvent> path_events;  // the first 65536
   uint64_t path_events_dropped = 0;    // EV state changes past those (counted, not kept)
   Latency latency;
+  std::vector<RoundTrip> round_trips;  // trace_round_trips
   uint64_t messages = 0;    // completed and (if verify) checked
   uint64_t bytes = 0;       // payload bytes of those messages
   // Payload bytes the receivers took in while sampling, and the time the samples cover (from

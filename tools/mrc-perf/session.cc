@@ -262,6 +262,7 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
     spec.msg_bytes = o.msg_bytes;
     spec.outstanding = o.latency ? 1 : o.outstanding;
     spec.spin = o.latency;
+    spec.trace_round_trips = o.latency && !o.latency_trace.empty();
     spec.max_psn_range = o.max_psn_range;
     // A plane keeps its full share while its good spines can still carry its host ports:
     // hosts_per_t0 ports of port_gbps over uplinks of uplink_gbps each.
@@ -346,11 +347,23 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
       for (const auto& [host, c] :
            {std::pair{o.client, &r->client_counters}, {o.server, &r->server_counters}}) {
         std::snprintf(line, sizeof line,
-                      "mrc: per round trip, h%u: %.2f progress loop rounds, %.2f timer rounds, "
-                      "%.2f poller rounds, %.2f recvmmsg, %.2f sendmmsg, %.2f datagrams sent",
-                      host, c->loop_iterations / n, c->timeouts / n, c->poller_rounds / n,
-                      c->recvmmsg_calls / n, c->sendmmsg_calls / n, c->datagrams_sent / n);
+                      "mrc: per round trip, h%u: %.2f progress loop rounds, %.2f timer rounds "
+                      "(%.2f by pollers), %.2f poller rounds, %.2f recvmmsg, %.2f sendmmsg, %.2f "
+                      "datagrams sent; loop woke for: socket %.2f, app %.2f, alarm %.2f, pollers' "
+                      "hold over %.2f, deadline %.2f; loop received in %.2f",
+                      host, c->loop_iterations / n, c->timeouts / n, c->poller_timeouts / n,
+                      c->poller_rounds / n, c->recvmmsg_calls / n, c->sendmmsg_calls / n,
+                      c->datagrams_sent / n, c->loop_woke_socket / n, c->loop_woke_app / n,
+                      c->loop_woke_alarm / n, c->loop_woke_poller_end / n,
+                      c->loop_woke_deadline / n, c->loop_rx_rounds / n);
         out.details.push_back(line);
+      }
+      if (!r->round_trips.empty()) {
+        static constexpr double kQuantiles[] = {0, 0.9, 0.95, 0.99, 0.999};
+        const std::vector<RtBuckets> b = bucket_round_trips(r->round_trips, kQuantiles);
+        for (const std::string& l : format_buckets(b)) out.details.push_back("mrc: " + l);
+        if (auto w = write_round_trips(o.latency_trace, r->round_trips); !w.ok())
+          return Err(w.error());
       }
     }
     if (o.show_paths) out.details.push_back("mrc: sender's paths at the end:\n" + r->paths);

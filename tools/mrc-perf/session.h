@@ -78,6 +78,9 @@ struct SessionOptions {
   bool bidirectional = false;
   bool verify = true;
   bool latency = false;  // a latency run: one message in flight, completions polled every 2 us
+  // A latency run: each round trip's record (rt_trace.h) to this CSV, and the slow ones'
+  // causes in the details; empty: none (MrcRunSpec::trace_round_trips).
+  std::string latency_trace;
   bool mrc = true;                  // run MRC (false: baselines only)
   std::vector<Baseline> baselines;  // run after MRC, in this order
   size_t ceiling_memory_bytes = 0;  // udp-ceiling: BaselineSpec::udp_app_bytes

@@ -471,8 +471,8 @@ void Core::arm_rto(Qp& q, Time now) {
     // Tail loss probe (RFC 8985 section 7): losses at the tail have no later packet
     // to reveal them; resending the newest one does, long before the RTO.
     if (q.rtt.has_sample() && !q.loss.tlp_sent) {
-      const Time at = std::max(q.snd.pkt(q.snd.newest()).sent, q.last_ack_at) + 2 * q.rtt.srtt() +
-                      cfg.ack_delay;
+      const Time at = std::max(q.snd.pkt(q.snd.newest()).sent, q.last_ack_at) +
+                      q.rtt.tlp_timeout(cfg.ack_delay);
       if (at < q.timers.at(Timer::kRto)) q.timers.set(Timer::kTlp, at);
     }
     return;
