@@ -345,10 +345,10 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         std::snprintf(line, sizeof line,
                       "mrc: per MiB received, h%u: %.2f progress loop rounds, %.2f timer rounds, "
                       "%.2f recvmmsg, %.2f sendmmsg, %.2f datagrams sent (%.2f ACKs), "
-                      "%.2f received",
+                      "%.2f received, %.2f app wakeups",
                       host, c->loop_iterations / mib, c->timeouts / mib, c->recvmmsg_calls / mib,
                       c->sendmmsg_calls / mib, c->datagrams_sent / mib, acks / mib,
-                      c->datagrams_received / mib);
+                      c->datagrams_received / mib, c->app_wakeups / mib);
         out.details.push_back(line);
       }
     }

@@ -140,6 +140,7 @@ struct UdpCounters {
   uint64_t other_thread_rounds = 0;  // ...of those, rounds of progress threads 1.. that fed
                                      // the engine (their planes' datagrams)
   uint64_t timeouts = 0;         // on_timeout calls
+  uint64_t app_wakeups = 0;      // app calls (with_engine, with_engine_flush) that woke thread 0
   // Connectionless probes (io/udp/probes.h).
   uint64_t probes_answered = 0;        // probes to dst_qpn 0 answered
   uint64_t probes_rate_limited = 0;    // ...not answered: over Probes::kAnswersPerSecond
@@ -269,6 +270,7 @@ class UdpDriver {
       }
     } wake_after_unlock{this};  // destroyed after `lock`
     std::lock_guard lock(mu_);
+    ++counters_.app_wakeups;
     return f(*engine_);
   }
 
@@ -292,6 +294,7 @@ class UdpDriver {
     std::lock_guard lock(mu_);
     auto r = f(*engine_);
     must_wake = flush_locked();
+    if (must_wake) ++counters_.app_wakeups;
     return r;
   }
 
