@@ -115,22 +115,6 @@ TEST(RunMrc, Latency_OneInFlightMeasured) {
   EXPECT_GT(r->client_counters.poller_rounds + r->server_counters.poller_rounds, 0u);
 }
 
-// A bandwidth run posts its WRITEs as the verbs face does (with_engine_flush): a post wakes the
-// sending progress thread only when a socket was full, not once per message (issue 17). Setup
-// (CQs, QPs, MRs: with_engine) wakes it a few times; posting with with_engine woke it at least
-// once per message.
-TEST(RunMrc, Bandwidth_PostsDoNotWakeTheProgressThreadPerMessage) {
-  MrcRunSpec s = loopback(Op::kWrite);
-  s.msg_bytes = 64 << 10;
-  s.duration_s = 0.5;
-  auto r = run_mrc(s);
-  ASSERT_TRUE(r.ok()) << r.error();
-  EXPECT_TRUE(r->ok()) << r->first_error;
-  ASSERT_GT(r->messages, 50u);
-  EXPECT_LT(r->client_counters.app_wakeups, r->messages / 2)
-      << "sockets full (EAGAIN): " << r->client_counters.send_eagain;
-}
-
 TEST(RunMrc, Setup_ErrorsNameTheProblem) {
   MrcRunSpec s = loopback(Op::kWrite);
   s.outstanding = 0;

@@ -330,13 +330,13 @@ bool Runner::post_one(Stream& s) {
       break;
   }
   wr.sg = {&sge, 1};
-  // Posted as the verbs shim and the OCP API post (with_engine_flush): what the window lets
-  // out leaves from this thread at once, and the progress thread is woken only when a socket
-  // was full. with_engine woke it for every WRITE, which in a bandwidth run mostly found the
-  // window full (the ACK that completed the WRITE had already refilled it): a thread wakeup,
-  // an eventfd write and read and a loop round per message for nothing (issue 17).
-  auto r = end(s, s.init).drv->with_engine_flush(
-      [&](Engine& e) { return e.post_send(s.qp[s.init], wr); });
+  // Latency runs send from this thread (as the verbs shim posts), bandwidth runs leave the
+  // sending to the progress thread. Posting bandwidth runs with with_engine_flush too (no
+  // wakeup per WRITE) gave 0.54-0.75x the Gbit/s of this on 4 planes x 4 spines at 2 Gbit/s,
+  // 4 of 4 alternating runs (perf/RESULTS.md 2026-11-27 (bpc)): not understood yet.
+  auto post_one = [&](Engine& e) { return e.post_send(s.qp[s.init], wr); };
+  auto r = spec_.spin ? end(s, s.init).drv->with_engine_flush(post_one)
+                      : end(s, s.init).drv->with_engine(post_one);
   if (!r.ok()) {
     fail("post_send: " + std::string(to_string(r.error())));
     return false;
