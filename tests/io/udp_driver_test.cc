@@ -831,6 +831,29 @@ TEST(UdpDriver, WithEngineFlush_UnchangedDeadlineLeavesLoopAsleep) {
   ::close(fd);
 }
 
+// app_wakeups counts the app calls that woke the loop: every with_engine, and a
+// with_engine_flush only when it had to (here never: no socket full, no earlier deadline).
+// mrc-perf prints it per MiB (issue 17's wakeups per byte).
+TEST(UdpDriver, Counters_AppWakeupsCountOnlyCallsThatWake) {
+  int fd = -1;
+  sockaddr_in6 peer{};
+  auto d = driver_and_silent_peer(fd, peer);
+  ASSERT_NE(d, nullptr);
+  auto src = pattern(4000, 9);
+  post_unanswered_write(*d, d->add_peer({peer}), {Path{1, 0}}, 0, src, 20);
+  d->start();
+  uint8_t rx[8192];
+  ASSERT_GT(::recv(fd, rx, sizeof rx, 0), 0) << std::strerror(errno);  // sent: the RTO is armed
+  std::this_thread::sleep_for(20ms);
+  const uint64_t before = d->counters().app_wakeups;
+  for (int i = 0; i < 5; ++i) d->with_engine_flush([](Engine&) { return 0; });
+  EXPECT_EQ(d->counters().app_wakeups, before);
+  for (int i = 0; i < 5; ++i) d->with_engine([](Engine&) { return 0; });
+  EXPECT_EQ(d->counters().app_wakeups, before + 5);
+  d->stop();
+  ::close(fd);
+}
+
 // A post that arms a timer earlier than the sleeping loop planned (the first RTO of an idle
 // driver: a latency ping-pong's every message) moves the loop's alarm instead of waking it
 // (issue 17: a loop round, two context switches and a lock per message), and the alarm still

@@ -349,7 +349,9 @@ bool Runner::post_one(Stream& s) {
   const Time post_start = io::now();
   if (spec_.trace_round_trips) at_post_ = snapshot(s, post_start);
   // Latency runs send from this thread (as the verbs shim posts), bandwidth runs leave the
-  // sending to the progress thread.
+  // sending to the progress thread. Posting bandwidth runs with with_engine_flush too (no
+  // wakeup per WRITE) gave 0.54-0.75x the Gbit/s of this on 4 planes x 4 spines at 2 Gbit/s,
+  // 4 of 4 alternating runs (perf/RESULTS.md 2026-11-27 (bpc)): not understood yet.
   auto post_one = [&](Engine& e) { return e.post_send(s.qp[s.init], wr); };
   auto r = spec_.spin ? end(s, s.init).drv->with_engine_flush(post_one)
                       : end(s, s.init).drv->with_engine(post_one);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <thread>
+#include <tuple>
 
 #include "mrc/wire/wire.h"
 #include "srv6/fabric.h"
@@ -332,6 +333,25 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
       }
       sent.pop_back();
       out.details.push_back(sent);
+    }
+    if (!plan && !o.latency && r->bytes > 0) {
+      // What each MiB the receiver accepted cost each host's driver, in counts the machine's
+      // load does not move (counters since the driver was made, so setup adds a little): the
+      // load-independent side of the CPU per byte (issue 17, perf/bytes_per_core.sh).
+      const double mib = static_cast<double>(r->bytes) / (1 << 20);
+      for (const auto& [host, c, st] :
+           {std::tuple{o.client, &r->client_counters, &r->client_engine},
+            {o.server, &r->server_counters, &r->server_engine}}) {
+        const uint64_t acks = st->tx_by_kind[static_cast<size_t>(wire::Kind::kAck)];
+        std::snprintf(line, sizeof line,
+                      "mrc: per MiB received, h%u: %.2f progress loop rounds, %.2f timer rounds, "
+                      "%.2f recvmmsg, %.2f sendmmsg, %.2f datagrams sent (%.2f ACKs), "
+                      "%.2f received, %.2f app wakeups",
+                      host, c->loop_iterations / mib, c->timeouts / mib, c->recvmmsg_calls / mib,
+                      c->sendmmsg_calls / mib, c->datagrams_sent / mib, acks / mib,
+                      c->datagrams_received / mib, c->app_wakeups / mib);
+        out.details.push_back(line);
+      }
     }
     out.details.push_back("mrc: " + r->cc);
     if (o.latency) {

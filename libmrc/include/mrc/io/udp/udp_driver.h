@@ -152,6 +152,7 @@ struct UdpCounters {
                                       // deadline it slept toward
   uint64_t loop_rx_rounds = 0;  // loop rounds (any thread) that read datagrams: the receive
                                 // work pollers left to it
+  uint64_t app_wakeups = 0;      // app calls (with_engine, with_engine_flush) that woke thread 0
   // Connectionless probes (io/udp/probes.h).
   uint64_t probes_answered = 0;        // probes to dst_qpn 0 answered
   uint64_t probes_rate_limited = 0;    // ...not answered: over Probes::kAnswersPerSecond
@@ -281,6 +282,7 @@ class UdpDriver {
       }
     } wake_after_unlock{this};  // destroyed after `lock`
     std::lock_guard lock(mu_);
+    ++counters_.app_wakeups;
     return f(*engine_);
   }
 
@@ -304,6 +306,7 @@ class UdpDriver {
     std::lock_guard lock(mu_);
     auto r = f(*engine_);
     must_wake = flush_locked();
+    if (must_wake) ++counters_.app_wakeups;
     return r;
   }
 
