@@ -197,16 +197,27 @@ void Core::compact_heap() {
 
 void Core::settle_heap() {
   while (!heap.empty()) {
-    const Deadline d = heap.front();
-    TimerSlot& s = timer_slots[d.qpn - 1];
-    if (s.scheduled == d.at && s.due <= d.at) return;  // a real deadline
-    std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
-    heap.pop_back();
-    if (s.scheduled != d.at) continue;  // superseded by an earlier entry
-    s.scheduled = s.due;                // the QP's deadline moved later, or went
-    if (s.due == kNever) continue;
-    heap.push_back({s.due, d.qpn});
-    std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+    Deadline& top = heap.front();
+    TimerSlot& s = timer_slots[top.qpn - 1];
+    if (s.scheduled == top.at && s.due <= top.at) return;  // a real deadline
+    if (s.scheduled != top.at || s.due == kNever) {  // superseded, or no timer left
+      if (s.scheduled == top.at) s.scheduled = kNever;
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+      heap.pop_back();
+      continue;
+    }
+    // The QP's deadline moved later: its entry takes the new time where it is and sinks
+    // (one sift, not a pop and a push: a tail-loss probe re-armed per ACK does this often).
+    s.scheduled = top.at = s.due;
+    const Deadline moved = top;
+    size_t i = 0;
+    const size_t n = heap.size();
+    for (size_t c = 1; c < n; i = c, c = 2 * i + 1) {
+      if (c + 1 < n && heap[c + 1].at < heap[c].at) ++c;
+      if (!(heap[c].at < moved.at)) break;
+      heap[i] = heap[c];
+    }
+    heap[i] = moved;
   }
 }
 

@@ -369,6 +369,10 @@ class Core {
   void settle_heap();
   /// The earliest real deadline (after settle_heap), kNever when none.
   Time next_deadline() {
+    if (heap.empty()) return kNever;
+    const Deadline& d = heap.front();
+    const TimerSlot& s = timer_slots[d.qpn - 1];
+    if (s.scheduled == d.at && s.due <= d.at) return d.at;  // the common case: nothing moved
     settle_heap();
     return heap.empty() ? kNever : heap.front().at;
   }
