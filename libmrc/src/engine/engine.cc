@@ -1076,7 +1076,8 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
 }
 
 // Settles the heap's front first (Core::settle_heap): the time returned is a timer of some QP
-// that is really set, not one cancelled or postponed since.
+// that is really set, not one cancelled or postponed since. Not a pure read (the heap changes):
+// the driver calls it under the lock that serialises every other engine call (UdpDriver::mu_).
 Time Engine::next_deadline() const { return impl_->next_deadline(); }
 
 Status<Error> Engine::deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny) {
