@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "engine/internal.h"
@@ -288,6 +289,89 @@ TEST(QpScale, DeadlineIsTheOneArmedQpsTimeout) {
   EXPECT_EQ(comps[0].wr_id, 7u);
   EXPECT_EQ(comps[0].status, WcStatus::kSuccess);
   EXPECT_EQ(f.a.qp_stats(f.aq[kLossy])->rto_fired, 1u);
+  EXPECT_EQ(f.a.next_deadline(), kNever);
+  EXPECT_EQ(f.b.next_deadline(), kNever);
+}
+
+// One WRITE among 64 QPs, acknowledged: the ACK cancels every timer of both QPs, and
+// next_deadline() says so at once (kNever), not at the time the cancelled RTO would have
+// come due: a driver that arms its timer from it does not wake for nothing, and on_timeout
+// never visits the QP for a timer that is gone (issues 14 and 17: the engine's timer heap
+// kept such an entry and ran the QP's timeouts when it came due).
+TEST(QpScale, NextDeadline_NeverOnceAnAckCancelsEveryTimer) {
+  Fleet f(64);
+  Sge s{reinterpret_cast<uint64_t>(f.amem.data()), 100, f.akey};
+  SendWr wr;
+  wr.wr_id = 1;
+  wr.sg = {&s, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(f.bmem.data());
+  wr.rkey = f.bkey;
+  std::vector<Completion> comps(4);
+  for (uint64_t m = 1; m <= 3; ++m) {  // the first without an RTT sample, then with one
+    wr.wr_id = m;
+    ASSERT_TRUE(f.a.post_send(f.aq[17], wr).ok());
+    const Time sent = f.now;
+    f.pump();
+    EXPECT_GT(f.a.next_deadline(), sent) << "message " << m << ": no timer armed";
+    size_t n = 0;
+    for (int guard = 0; guard < 100 && n == 0; ++guard) {
+      ASSERT_TRUE(f.step());
+      n = f.a.poll_cq(f.acq, comps);
+    }
+    ASSERT_EQ(n, 1u);
+    EXPECT_EQ(comps[0].wr_id, m);
+    f.pump();
+    EXPECT_EQ(f.a.next_deadline(), kNever) << "message " << m << ": a cancelled timer";
+    EXPECT_EQ(f.b.next_deadline(), kNever) << "message " << m;
+    f.now += std::chrono::microseconds(50);
+  }
+  EXPECT_EQ(f.a.qp_stats(f.aq[17])->rto_fired, 0u);
+  EXPECT_EQ(f.a.qp_stats(f.aq[17])->tail_probes, 0u);
+}
+
+// A QP's timer pushed later (a second message sent after the first was acknowledged, whose
+// own packet is lost): the deadline is the second message's, never one of the first's
+// cancelled timers, and that timer recovers the loss; then nothing is left.
+TEST(QpScale, NextDeadline_FollowsTheLaterTimerOfANewMessage) {
+  Fleet f(64);
+  Sge s{reinterpret_cast<uint64_t>(f.amem.data()), 100, f.akey};
+  SendWr wr;
+  wr.sg = {&s, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(f.bmem.data());
+  wr.rkey = f.bkey;
+  std::vector<Completion> comps(4);
+  wr.wr_id = 1;
+  ASSERT_TRUE(f.a.post_send(f.aq[5], wr).ok());
+  size_t n = 0;
+  for (int guard = 0; guard < 100 && n == 0; ++guard) {
+    ASSERT_TRUE(f.step());
+    n = f.a.poll_cq(f.acq, comps);
+  }
+  ASSERT_EQ(n, 1u);
+  // Later than anything the first message armed (its RTO: 67 ms), well before it came due.
+  f.now += std::chrono::milliseconds(1);
+  bool dropped = false;
+  f.drop = [&](int from, const Transmit&) { return from == 0 && !std::exchange(dropped, true); };
+  wr.wr_id = 2;
+  ASSERT_TRUE(f.a.post_send(f.aq[5], wr).ok());
+  const Time sent = f.now;
+  f.pump();
+  ASSERT_TRUE(dropped);
+  const Duration rto = RetryPolicy{QpAttr{}.timeout, 7, 0}.base();
+  const Time deadline = f.a.next_deadline();
+  EXPECT_GT(deadline, sent);
+  EXPECT_LE(deadline, sent + rto);
+  EXPECT_EQ(f.b.next_deadline(), kNever);
+  n = 0;
+  for (int guard = 0; guard < 100 && n == 0; ++guard) {
+    ASSERT_TRUE(f.step());
+    n = f.a.poll_cq(f.acq, comps);
+  }
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(comps[0].wr_id, 2u);
+  EXPECT_EQ(comps[0].status, WcStatus::kSuccess);
+  while (f.step()) {
+  }
   EXPECT_EQ(f.a.next_deadline(), kNever);
   EXPECT_EQ(f.b.next_deadline(), kNever);
 }

@@ -188,13 +188,37 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
 
 void Core::compact_heap() {
   size_t kept = 0;
-  for (const Deadline& d : heap) {
-    const Qp* q = qp(d.qpn);
-    if (q && q->scheduled == d.at) heap[kept++] = d;
-  }
+  for (const Deadline& d : heap)
+    if (timer_slots[d.qpn - 1].scheduled == d.at) heap[kept++] = d;
   heap.resize(kept);
   std::make_heap(heap.begin(), heap.end(), std::greater<>{});
   heap_kept = kept;
+}
+
+void Core::settle_heap() {
+  while (!heap.empty()) {
+    Deadline& top = heap.front();
+    TimerSlot& s = timer_slots[top.qpn - 1];
+    if (s.scheduled == top.at && s.due <= top.at) return;  // a real deadline
+    if (s.scheduled != top.at || s.due == kNever) {  // superseded, or no timer left
+      if (s.scheduled == top.at) s.scheduled = kNever;
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+      heap.pop_back();
+      continue;
+    }
+    // The QP's deadline moved later: its entry takes the new time where it is and sinks
+    // (one sift, not a pop and a push: a tail-loss probe re-armed per ACK does this often).
+    s.scheduled = top.at = s.due;
+    const Deadline moved = top;
+    size_t i = 0;
+    const size_t n = heap.size();
+    for (size_t c = 1; c < n; i = c, c = 2 * i + 1) {
+      if (c + 1 < n && heap[c + 1].at < heap[c].at) ++c;
+      if (!(heap[c].at < moved.at)) break;
+      heap[i] = heap[c];
+    }
+    heap[i] = moved;
+  }
 }
 
 // ---- paths ---------------------------------------------------------------------------
@@ -574,6 +598,7 @@ Result<Qpn, Error> Engine::create_qp(const QpInit& init) {
     qpn = static_cast<Qpn>(c.qps.size());
   }
   c.qps[qpn - 1] = new_qp(qpn, init);
+  c.clear_timer_slot(qpn);
   for (CqId id : {init.send_cq, init.recv_cq})
     if (id) ++c.cqs[id - 1].users;
   if (init.srq) ++c.srqs[init.srq - 1].users;
@@ -654,7 +679,9 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
     for (const CqId id : {q.init.send_cq, q.init.recv_cq})  // live: the QP holds them
       if (id) std::erase_if(c.cqs[id - 1].q, [&](const Completion& k) { return k.qpn == q.qpn; });
     std::erase_if(c.udq, [&](const UdOut& o) { return o.qpn == q.qpn; });
-    c.qps[q.qpn - 1] = new_qp(q.qpn, q.init);
+    const Qpn qpn = q.qpn;
+    c.qps[qpn - 1] = new_qp(qpn, q.init);  // q is gone
+    c.clear_timer_slot(qpn);
     return;
   }
   if (to == QpState::kError) {  // the app's own move: flushes, no fatal event
@@ -783,6 +810,7 @@ Status<Error> Engine::modify_qp(Qpn qpn, const QpAttr& a, uint32_t mask) {
   if (!q) return Err{Error::kNoSuchQp};
   if (auto ok = check_modify(c, *q, a, mask); !ok) return Err{ok.error().error};
   apply_modify(c, *q, a, mask);
+  if (Qp* after = c.qp(qpn)) c.reschedule(*after);  // a move to ERROR cancels its timers
   return {};
 }
 
@@ -825,6 +853,7 @@ Status<Error> Engine::destroy_qp(Qpn qpn) {
   c.tm_forget(qpn);
   c.mcast_forget(qpn);
   c.qps[qpn - 1].reset();
+  c.clear_timer_slot(qpn);
   c.free_qpns.push_back(qpn);
   --c.live_qps;
   return {};
@@ -967,13 +996,15 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
 
 void Engine::on_timeout(Time now) {
   Core& c = *impl_;
-  while (!c.heap.empty() && c.heap.front().at <= now) {
+  // Only entries whose QP has a timer due by `now` run its timeouts: settle_heap drops or
+  // re-pushes the others from the dense slots, without reading the QP.
+  while (c.next_deadline() <= now) {
     const Core::Deadline d = c.heap.front();
     std::pop_heap(c.heap.begin(), c.heap.end(), std::greater<>{});
     c.heap.pop_back();
+    c.timer_slots[d.qpn - 1].scheduled = kNever;
     Qp* q = c.qp(d.qpn);
-    if (!q || q->scheduled != d.at) continue;
-    q->scheduled = kNever;
+    if (!q) continue;
     c.sender_timeout(*q, now);
     c.receiver_timeout(*q, now);
     c.path_timeout(*q, now);
@@ -1044,7 +1075,10 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
   return std::nullopt;
 }
 
-Time Engine::next_deadline() const { return impl_->heap.empty() ? kNever : impl_->heap.front().at; }
+// Settles the heap's front first (Core::settle_heap): the time returned is a timer of some QP
+// that is really set, not one cancelled or postponed since. Not a pure read (the heap changes):
+// the driver calls it under the lock that serialises every other engine call (UdpDriver::mu_).
+Time Engine::next_deadline() const { return impl_->next_deadline(); }
 
 Status<Error> Engine::deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny) {
   Core& c = *impl_;

@@ -136,8 +136,7 @@ struct alignas(64) Qp {
   // Sending end: NO_RESOURCE NACKs in a row (reset by progress). Here, in the first line's
   // padding, to keep the sending end's block at six lines.
   uint32_t rnr_retries = 0;
-  Time scheduled = kNever;  // deadline currently in the engine's timer heap
-  Timers timers;
+  Timers timers;  // the engine's timer heap knows their minimum (Core::reschedule)
   SharedHealth::Peer* health = nullptr;  // the engine's view of the peer (set at RTS)
   QpInit init;  // read per packet: token, PD, CQs, UD and XRC kinds
 
@@ -145,7 +144,7 @@ struct alignas(64) Qp {
   RecvState rcv;  // (recv_state.h)
 
   // ======== sending end: a packet's send, its ACK, the message's completion ========
-  SendState snd;                  // (send_state.h)
+  alignas(64) SendState snd;      // (send_state.h) its six lines start a line
   uint64_t health_epoch = 0;      // SharedHealth::epoch() when held planes were read
   Time health_recheck = kNever;   // when a hold read then ends
   RttEstimator rtt;
@@ -294,12 +293,26 @@ class Core {
   std::deque<Qpn> ackq;         // QPs owing an ACK
   std::deque<Control> ctrl;     // NACKs, probe replies
   std::deque<Event> events;
+  // ---- timers: a min-heap of {time, QP} with, per QP slot, what is in it and what is due ----
   struct Deadline {
     Time at;
     Qpn qpn;
     bool operator>(const Deadline& o) const { return at > o.at; }
   };
-  std::vector<Deadline> heap;  // min-heap by time; stale entries skipped
+  /// Per QP slot (qpn - 1), in a dense array beside the heap, not in the cold Qp: a popped
+  /// entry is judged by these two times alone. `scheduled` is the time of the one heap entry
+  /// that speaks for the QP (kNever: none; entries at other times are superseded, dropped
+  /// when popped). `due` is the QP's real next deadline (Qp::timers.next()), written by
+  /// reschedule whenever it changes, earlier, later or cancelled. Invariant: due >=
+  /// scheduled (an earlier due is pushed at once). An entry whose QP's due moved later is
+  /// re-pushed at its due (dropped when kNever) without touching the Qp, so a cancelled or
+  /// postponed timer never runs the QP's timeouts (issues 14 and 17).
+  struct TimerSlot {
+    Time scheduled = kNever;
+    Time due = kNever;
+  };
+  std::vector<Deadline> heap;         // min-heap by time (std::greater)
+  std::vector<TimerSlot> timer_slots;  // by QP slot, as qps (grown with it)
   std::deque<UdOut> udq;       // UD SENDs to transmit, in posting order (ud.cc)
   struct UdPaths {
     std::vector<Path> paths;  // Engine::set_ud_paths
@@ -337,15 +350,37 @@ class Core {
 
   // scheduling
   void make_ready(Qp& q);
-  /// Puts q's next timer in the heap if it is earlier than the entry already there
-  /// (a later one is found when that entry fires).
+  /// Records q's next deadline (after any change of q.timers: earlier, later or cancelled)
+  /// and puts it in the heap if it is earlier than the QP's entry there; a later one is
+  /// re-pushed when that entry comes to the heap's front (settle_heap, Engine::on_timeout).
   void reschedule(Qp& q) {
+    TimerSlot& s = timer_slots[q.qpn - 1];
     const Time t = q.timers.next();
-    if (t >= q.scheduled) return;
-    q.scheduled = t;
+    s.due = t;
+    if (t >= s.scheduled) return;
+    s.scheduled = t;
     heap.push_back({t, q.qpn});
     std::push_heap(heap.begin(), heap.end(), std::greater<>{});
     if (heap.size() > 1024 + 2 * heap_kept) compact_heap();
+  }
+  /// Forgets slot `qpn`'s timers (a QP created, reset or destroyed there): its entries in the
+  /// heap are superseded.
+  void clear_timer_slot(Qpn qpn) {
+    if (timer_slots.size() < qpn) timer_slots.resize(qpn);
+    timer_slots[qpn - 1] = TimerSlot{};
+  }
+  /// Makes the heap's front a real deadline: pops superseded entries and re-pushes those whose
+  /// QP's due moved later at that due (drops them when it is kNever). Reads the dense slots
+  /// only, never a Qp. Each pop here answers one earlier push.
+  void settle_heap();
+  /// The earliest real deadline (after settle_heap), kNever when none.
+  Time next_deadline() {
+    if (heap.empty()) return kNever;
+    const Deadline& d = heap.front();
+    const TimerSlot& s = timer_slots[d.qpn - 1];
+    if (s.scheduled == d.at && s.due <= d.at) return d.at;  // the common case: nothing moved
+    settle_heap();
+    return heap.empty() ? kNever : heap.front().at;
   }
 
   // completions / errors
@@ -470,7 +505,7 @@ class Core {
 
   // scheduling
   void want_ack(Qp& q);
-  /// Drops the stale entries (those that are not the one their QP's `scheduled` names).
+  /// Drops the superseded entries (those that are not the one their slot's `scheduled` names).
   /// Visits the heap's entries only, never the QPs that have none; runs after at least
   /// 1,024 + the entries it kept last time were added, so O(1) per insertion.
   void compact_heap();

@@ -383,7 +383,8 @@ class Engine {
   void on_timeout(Time now);
   /// Next datagram to send, built in `buf` (at least kTransmitBufferSize bytes).
   std::optional<Transmit> poll_transmit(Time now, std::span<uint8_t> buf);
-  /// Earliest time on_timeout must be called; kNever when idle.
+  /// Earliest time on_timeout must be called: a timer some QP really has set (one cancelled
+  /// or moved later since is never reported); kNever when no timer is set.
   Time next_deadline() const;
   std::optional<Event> poll_event();
 
