@@ -24,7 +24,6 @@
 #include <tuple>
 
 #include "io/udp/link_watch.h"
-#include "io/udp/poller_hold.h"
 #include "mrc/common/netns.h"
 #include "mrc/io/udp/link_mtu.h"
 #include "mrc/wire/wire.h"
@@ -52,6 +51,13 @@ constexpr size_t kMaxRxRounds = 16;  // full receive batches per wakeup before p
 constexpr size_t kControlSize = 128;
 constexpr size_t kGroBuffer = 65536;  // one coalesced receive
 constexpr int kNotRead = INT_MIN;     // receive_batch was not called for a plane this round
+// How long the progress thread leaves the sockets to pollers after the last poll_progress
+// call (see the file comment): the longest an application that stops polling (goes to sleep
+// on a completion channel, spins on memory as ib_write_lat does between its polls) waits
+// before the thread watches the sockets again. A polling loop calls poll_progress every few
+// us; 50 us cost ib_write_lat (poll for the ACK, then spin for the peer's WRITE) up to that
+// much per message.
+constexpr engine::Duration kPollerGrace{10'000};
 
 #ifndef UDP_SEGMENT
 constexpr int UDP_SEGMENT = 103;
@@ -187,7 +193,6 @@ engine::Duration send_burst(const UdpConfig& c) {
 
 UdpDriver::UdpDriver(const UdpConfig& cfg)
     : cfg_(with_send_burst(cfg)),
-      hold_(std::make_unique<PollerHold>()),
       engine_(std::make_unique<engine::Engine>(cfg_.engine)),
       tx_slots_(kTxBurst),
       scratch_(std::make_unique<Scratch>()) {}
@@ -1078,30 +1083,18 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
   }
 }
 
-void UdpDriver::hold_sockets(int64_t t_ns, int64_t until_ns) {
-  // Keep the loop off the sockets until `until_ns`, and push its timer along once less than
-  // half the grace is left of it (a syscall per half grace of polling, not per poll), when
-  // the loop sleeps on it: a loop that watches the sockets (it took them back while no one
-  // polled) does not watch that timer, and steps back again by itself in its next round.
-  poller_until_ns_.store(until_ns);
-  const bool loop_waits = shards_[0]->stepped_back.load() || step_shard_->stepped_back.load();
-  if (loop_waits && poller_timer_ns_.load(std::memory_order_relaxed) < t_ns + hold_->grace() / 2)
-    arm_poller_timer(until_ns);
-}
-
 bool UdpDriver::poll_progress() {
   if (!cfg_.poller_progress) return false;
+  // Keep the loop off the sockets for kPollerGrace more, and push its timer along once less
+  // than half of that is left (a syscall per kPollerGrace / 2 of polling, not per poll), when
+  // the loop sleeps on it: a loop that watches the sockets (it took them back while no one
+  // polled) does not watch that timer, and steps back again by itself in its next round.
   const int64_t t_ns = io::now().count();
-  hold_sockets(t_ns, hold_->on_poll_start(t_ns));
-  // The hold runs from this poll's end too: what it sends (an ACK that crosses the fabric in
-  // this thread's softirq on veth) is not a pause in polling.
-  struct End {
-    UdpDriver* d;
-    ~End() {
-      const int64_t t = io::now().count();
-      d->hold_sockets(t, d->hold_->on_poll_end(t));
-    }
-  } end_hold{this};
+  poller_until_ns_.store(t_ns + kPollerGrace.count());
+  const bool loop_waits = shards_[0]->stepped_back.load() || step_shard_->stepped_back.load();
+  if (loop_waits &&
+      poller_timer_ns_.load(std::memory_order_relaxed) < t_ns + kPollerGrace.count() / 2)
+    arm_poller_timer(t_ns + kPollerGrace.count());
   std::unique_lock rx(rx_mu_, std::try_to_lock);
   if (!rx.owns_lock()) return false;  // the loop (or another poller) is receiving
   const size_t n = sockets_.size();

@@ -40,7 +40,6 @@
 namespace mrc::io {
 
 class LinkWatch;
-class PollerHold;
 
 /// The driver's only clock read: CLOCK_MONOTONIC as engine::Time.
 engine::Time now();
@@ -147,7 +146,7 @@ struct UdpCounters {
   uint64_t loop_woke_socket = 0;      // a plane socket it watched was ready
   uint64_t loop_woke_app = 0;         // its eventfd: an app call (with_engine), another thread
   uint64_t loop_woke_alarm = 0;       // the timerfd an app call moved to an earlier deadline
-  uint64_t loop_woke_poller_end = 0;  // the pollers' hold (poller_hold.h) ran out
+  uint64_t loop_woke_poller_end = 0;  // the pollers' hold (kPollerGrace past the last poll) ran out
   uint64_t loop_woke_deadline = 0;    // ppoll's own timeout: an engine, observer or address
                                       // deadline it slept toward
   uint64_t loop_rx_rounds = 0;  // loop rounds (any thread) that read datagrams: the receive
@@ -314,11 +313,9 @@ class UdpDriver {
   /// found none. Receives what the plane sockets hold (one batch each, no waiting), feeds it to
   /// the engine, runs its timers when one is due (the loop leaves them to pollers while they
   /// poll) and sends what that produced, in the caller's thread, and keeps the progress thread
-  /// off the sockets and timers for a grace past its start and its end (io/udp/poller_hold.h:
-  /// 10-100 us, a few times the callers' own gap between polls). Never blocks: false at once
-  /// when poller_progress is off, when the loop or another poller is receiving, and when
-  /// nothing came and no timer was due; true when it fed the engine (activity() grew: poll the
-  /// CQ again). Thread or not.
+  /// off the sockets and timers for kPollerGrace. Never blocks: false at once when poller_progress
+  /// is off, when the loop or another poller is receiving, and when nothing came and no timer
+  /// was due; true when it fed the engine (activity() grew: poll the CQ again). Thread or not.
   bool poll_progress();
 
   /// Runs f(Probes&) under the driver's mutex: connectionless probes of paths to a peer
@@ -435,8 +432,7 @@ class UdpDriver {
   uint32_t max_payload_ = 0;  // smallest payload_for_link over the planes (create)
   int event_fd_ = -1;
   // poll_progress (times in ns of CLOCK_MONOTONIC, io::now: thread scheduling, not protocol
-  // time). Pollers hold the sockets until poller_until_ns_: the grace (poller_hold.h) past
-  // the start of the last poll, and again past its end (its own sends are part of it).
+  // time). Pollers hold the sockets until poller_until_ns_ (the last poll + kPollerGrace).
   // The loop sleeps through that on a timerfd: it arms it to poller_until_ns_ itself before
   // each such sleep (so it always wakes), and pollers push it later while it sleeps on it
   // (Shard::stepped_back; re-armed once less than half the grace is left of poller_timer_ns_),
@@ -444,11 +440,7 @@ class UdpDriver {
   int poller_timer_fd_ = -1;
   std::atomic<int64_t> poller_until_ns_{0};
   std::atomic<int64_t> poller_timer_ns_{0};
-  std::unique_ptr<PollerHold> hold_;  // the grace, from the pollers' rhythm
   void arm_poller_timer(int64_t at_ns);
-  // A poller holds the sockets until `until_ns` (now `t_ns`): stores it, and pushes the
-  // sleeping loop's timer once less than half the grace is left of it.
-  void hold_sockets(int64_t t_ns, int64_t until_ns);
   // The sockets' receive side (Plane's rx buffers, Scratch::got): the loop's receive rounds
   // or one poll_progress at a time. Taken before mu_, never while holding it.
   std::mutex rx_mu_;
