@@ -139,6 +139,16 @@ struct Fleet {
   std::vector<InFlight> wire;  // a vector, not a deque: its memory settles (BuffersGrow...)
 
   Engine& eng(int i) { return i == 0 ? a : b; }
+  /// A WRITE of `len` bytes from the start of a's memory to the start of b's; `s` keeps its SGE.
+  SendWr write_wr(Sge& s, uint32_t len, uint64_t wr_id = 0) const {
+    s = Sge{reinterpret_cast<uint64_t>(amem.data()), len, akey};
+    SendWr wr;
+    wr.wr_id = wr_id;
+    wr.sg = {&s, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(bmem.data());
+    wr.rkey = bkey;
+    return wr;
+  }
   void pump() {
     std::vector<uint8_t> buf(kTransmitBufferSize);
     for (int i = 0; i < 2; ++i)
@@ -249,12 +259,8 @@ TEST(QpScale, DeadlineIsTheOneArmedQpsTimeout) {
   EXPECT_EQ(f.a.next_deadline(), kNever);
   uint32_t dropped = 0;
   f.drop = [&](int from, const Transmit&) { return from == 0 && dropped++ == 0; };
-  Sge s{reinterpret_cast<uint64_t>(f.amem.data()), 100, f.akey};
-  SendWr wr;
-  wr.wr_id = 7;
-  wr.sg = {&s, 1};
-  wr.remote_addr = reinterpret_cast<uint64_t>(f.bmem.data());
-  wr.rkey = f.bkey;
+  Sge s;
+  const SendWr wr = f.write_wr(s, 100, 7);
   ASSERT_TRUE(f.a.post_send(f.aq[kLossy], wr).ok());
   const Time sent = f.now;
   f.pump();
@@ -300,12 +306,8 @@ TEST(QpScale, DeadlineIsTheOneArmedQpsTimeout) {
 // kept such an entry and ran the QP's timeouts when it came due).
 TEST(QpScale, NextDeadline_NeverOnceAnAckCancelsEveryTimer) {
   Fleet f(64);
-  Sge s{reinterpret_cast<uint64_t>(f.amem.data()), 100, f.akey};
-  SendWr wr;
-  wr.wr_id = 1;
-  wr.sg = {&s, 1};
-  wr.remote_addr = reinterpret_cast<uint64_t>(f.bmem.data());
-  wr.rkey = f.bkey;
+  Sge s;
+  SendWr wr = f.write_wr(s, 100, 1);
   std::vector<Completion> comps(4);
   for (uint64_t m = 1; m <= 3; ++m) {  // the first without an RTT sample, then with one
     wr.wr_id = m;
@@ -334,11 +336,8 @@ TEST(QpScale, NextDeadline_NeverOnceAnAckCancelsEveryTimer) {
 // cancelled timers, and that timer recovers the loss; then nothing is left.
 TEST(QpScale, NextDeadline_FollowsTheLaterTimerOfANewMessage) {
   Fleet f(64);
-  Sge s{reinterpret_cast<uint64_t>(f.amem.data()), 100, f.akey};
-  SendWr wr;
-  wr.sg = {&s, 1};
-  wr.remote_addr = reinterpret_cast<uint64_t>(f.bmem.data());
-  wr.rkey = f.bkey;
+  Sge s;
+  SendWr wr = f.write_wr(s, 100);
   std::vector<Completion> comps(4);
   wr.wr_id = 1;
   ASSERT_TRUE(f.a.post_send(f.aq[5], wr).ok());
@@ -488,11 +487,8 @@ TEST(QpScale, BuffersGrowWithUseOnly) {
   Fleet f(64);
   std::vector<Completion> comps(4);
   auto write = [&](uint32_t qp) {
-    Sge s{reinterpret_cast<uint64_t>(f.amem.data()), 6000, f.akey};
-    SendWr wr;
-    wr.sg = {&s, 1};
-    wr.remote_addr = reinterpret_cast<uint64_t>(f.bmem.data());
-    wr.rkey = f.bkey;
+    Sge s;
+    const SendWr wr = f.write_wr(s, 6000);
     ASSERT_TRUE(f.a.post_send(f.aq[qp], wr).ok());
     while (f.step()) {
     }
