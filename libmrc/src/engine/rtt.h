@@ -45,12 +45,13 @@ class RttEstimator {
   }
   /// The least a tail loss probe waits beyond 2 SRTT: a software host's round trip varies
   /// with scheduling, not only the network. On the 2-core VM the project measures on, one
-  /// round trip in 20-100 takes 4-5x the median (idle: p50 ~25 us, p99 115-121 us, p99.9
-  /// ~200 us; perf/RESULTS.md 2026-11-27 (lead, idle)), and 2 SRTT + ack_delay (~40-60 us)
-  /// fired a spurious probe on 1.3-6.6% of messages, each a resend and its ACK of work on
-  /// both hosts inside an already slow round trip. 4 RTTVAR does not cover it: RFC 6298's
-  /// smoothing forgets a spike within a few samples (tests/engine: a 4x spike every 8th round
-  /// trip still fired a probe on each). 100 us puts the idle p99 inside the wait; a lost
+  /// round trip in 20-100 takes 3-5x the median (mrc-perf --latency with nothing else
+  /// running: p50 48-54 us, p99 151-180 us; perf/RESULTS.md 2026-11-27 (lead, idle) After
+  /// this stop's merges), and 2 SRTT + ack_delay fired a spurious probe on 1.3-6.6% of
+  /// messages, each a resend and its ACK of work on both hosts inside an already slow round
+  /// trip. 4 RTTVAR does not cover it: RFC 6298's smoothing forgets a spike within a few
+  /// samples (tests/engine: a 4x spike every 8th round trip still fired a probe on each).
+  /// 2 SRTT + 100 us puts the idle p99 inside the wait; a lost
   /// tail packet is still resent ~67 ms (the default RTO) sooner than without a probe.
   static constexpr Duration kTlpMinSlack{100'000};
   /// How long after the last send (or progress) the tail loss probe waits (RFC 8985 section
