@@ -384,7 +384,9 @@ class Engine {
   /// Next datagram to send, built in `buf` (at least kTransmitBufferSize bytes).
   std::optional<Transmit> poll_transmit(Time now, std::span<uint8_t> buf);
   /// Earliest time on_timeout must be called: a timer some QP really has set (one cancelled
-  /// or moved later since is never reported); kNever when no timer is set.
+  /// or moved later since is never reported); kNever when no timer is set. Not a pure read:
+  /// it first drops or moves such entries in the timer heap, so callers on several threads
+  /// hold the same lock as for on_timeout (the UDP driver's mutex).
   Time next_deadline() const;
   std::optional<Event> poll_event();
 

@@ -142,7 +142,8 @@ struct UdpCounters {
   uint64_t timeouts = 0;         // on_timeout calls
   uint64_t poller_timeouts = 0;  // ...of those, made by pollers (poll_progress)
   // What woke thread 0's loop (a polling app's round trip should need none; issue 17): each
-  // wakeup counts once per reason it found (several can hold at once, none: a signal).
+  // wakeup counts once per reason it found (several can hold at once; none: a signal, the
+  // observer's control fd or the link watch).
   uint64_t loop_woke_socket = 0;      // a plane socket it watched was ready
   uint64_t loop_woke_app = 0;         // its eventfd: an app call (with_engine), another thread
   uint64_t loop_woke_alarm = 0;       // the timerfd an app call moved to an earlier deadline
