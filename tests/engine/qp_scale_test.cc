@@ -375,6 +375,171 @@ TEST(QpScale, NextDeadline_FollowsTheLaterTimerOfANewMessage) {
   EXPECT_EQ(f.b.next_deadline(), kNever);
 }
 
+// A QP whose later timer stays put (a READ whose request was lost: its RTO) while its
+// delayed ACK is armed and cancelled once per message it receives (10,000 two-packet WRITEs
+// from its peer: the first packet arms kAck, the second is ACKed at once, which cancels it).
+// Each ACK pushed an earlier entry and then brought the QP back to the RTO's time; the
+// entries already at that time stayed in the heap and matched it again, one more per ACK,
+// until the RTO came due (issue 14). A generation number in
+// each entry makes exactly one of them speak for the QP, so the heap holds about one entry
+// per QP with a timer; the RTO still comes due at its time and recovers the READ.
+TEST(QpScale, TimerHeap_BoundedWhileALaterTimerStaysPut) {
+  constexpr uint32_t kQps = 64, kMsgs = 10'000, kQ = 3;
+  Fleet f(kQps);
+  QpAttr slow;
+  slow.timeout = 22;  // 4.3 s: the READ's RTO stays put for the whole run
+  ASSERT_TRUE(f.a.modify_qp(f.aq[kQ], slow, attr::kTimeout).ok());
+  for (uint32_t k = 0; k < 100; ++k) f.bmem[4096 + k] = static_cast<uint8_t>(k + 1);
+  Sge rs{reinterpret_cast<uint64_t>(f.amem.data()) + 4096, 100, f.akey};
+  SendWr rd;
+  rd.wr_id = 1;
+  rd.opcode = Opcode::kRead;
+  rd.sg = {&rs, 1};
+  rd.remote_addr = reinterpret_cast<uint64_t>(f.bmem.data()) + 4096;
+  rd.rkey = f.bkey;
+  ASSERT_TRUE(f.a.post_send(f.aq[kQ], rd).ok());
+  f.drop = [](int from, const Transmit&) { return from == 0; };  // the READ request
+  f.pump();
+  f.drop = nullptr;
+  const Time rto_at = f.a.next_deadline();
+  ASSERT_NE(rto_at, kNever);
+  Sge ws{reinterpret_cast<uint64_t>(f.bmem.data()), 2 * QpAttr{}.mtu, f.bkey};
+  SendWr wr;
+  wr.sg = {&ws, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(f.amem.data());
+  wr.rkey = f.akey;
+  std::vector<Completion> comps(4);
+  size_t most = 0;
+  for (uint32_t m = 0; m < kMsgs; ++m) {
+    wr.wr_id = m;
+    ASSERT_TRUE(f.b.post_send(f.bq[kQ], wr).ok());
+    size_t n = 0;
+    for (int guard = 0; guard < 100 && n == 0; ++guard) {
+      ASSERT_TRUE(f.step());
+      most = std::max(most, f.a.timer_heap_size());
+      n = f.b.poll_cq(f.bcq, comps);
+    }
+    ASSERT_EQ(n, 1u) << "message " << m;
+    ASSERT_EQ(comps[0].status, WcStatus::kSuccess);
+  }
+  EXPECT_GE(f.a.qp_stats(f.aq[kQ])->tx_acks, kMsgs);
+  ASSERT_LT(f.now, rto_at);  // the later timer stayed put throughout
+  EXPECT_EQ(f.a.next_deadline(), rto_at);
+  EXPECT_LE(most, 4u) << "one QP with timers among " << kQps;
+  // The RTO comes due at its time and resends the READ, which then completes.
+  size_t n = 0;
+  for (int guard = 0; guard < 100 && n == 0; ++guard) {
+    ASSERT_TRUE(f.step());
+    n = f.a.poll_cq(f.acq, comps);
+  }
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(comps[0].wr_id, 1u);
+  EXPECT_EQ(comps[0].status, WcStatus::kSuccess);
+  EXPECT_GE(f.now, rto_at);
+  EXPECT_EQ(f.a.qp_stats(f.aq[kQ])->rto_fired, 1u);
+  EXPECT_EQ(std::memcmp(f.amem.data() + 4096, f.bmem.data() + 4096, 100), 0);
+  while (f.step()) {
+  }
+  EXPECT_EQ(f.a.next_deadline(), kNever);
+  EXPECT_EQ(f.a.timer_heap_size(), 0u);
+}
+
+// A QP reset with its RTO armed (its WRITE lost) and its slot's next QP, the same QPN made
+// ready again at the same instant, arming the same RTO time: exactly one entry speaks for the
+// slot (the old one's generation is gone), the RTO fires once, for the new QP, and recovers
+// its WRITE. Judged by time alone both entries matched.
+TEST(QpScale, TimerHeap_ReusedSlotAfterResetKeepsOneEntry) {
+  constexpr uint32_t kQ = 5;
+  Fleet f(8);
+  Sge s;
+  SendWr wr = f.write_wr(s, 100, 1);
+  f.drop = [](int from, const Transmit&) { return from == 0; };
+  ASSERT_TRUE(f.a.post_send(f.aq[kQ], wr).ok());
+  f.pump();
+  const Time rto_at = f.a.next_deadline();
+  ASSERT_NE(rto_at, kNever);
+  QpAttr reset;
+  reset.state = QpState::kReset;
+  ASSERT_TRUE(f.a.modify_qp(f.aq[kQ], reset, attr::kState).ok());
+  connect(f.a, f.aq[kQ], 1, f.bq[kQ], 2 * kQ + 2);
+  wr.wr_id = 2;
+  ASSERT_TRUE(f.a.post_send(f.aq[kQ], wr).ok());  // the same instant: the same RTO time
+  f.pump();
+  f.drop = nullptr;
+  EXPECT_EQ(f.a.next_deadline(), rto_at);
+  EXPECT_EQ(f.a.timer_heap_size(), 1u) << "the reset QP's entry still speaks";
+  std::vector<Completion> comps(4);
+  size_t n = 0;
+  for (int guard = 0; guard < 100 && n == 0; ++guard) {
+    ASSERT_TRUE(f.step());
+    n = f.a.poll_cq(f.acq, comps);
+  }
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(comps[0].wr_id, 2u);
+  EXPECT_EQ(comps[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(f.now, rto_at + 2 * f.latency);  // resent by the RTO, at its time
+  EXPECT_EQ(f.a.qp_stats(f.aq[kQ])->rto_fired, 1u);
+  while (f.step()) {
+  }
+  EXPECT_EQ(f.a.next_deadline(), kNever);
+}
+
+// A QP destroyed with its RTO armed, and a new QP given its number (slot) later: the old entry
+// never runs the new QP's timeouts (the deadline is the new QP's own RTO, not the old one's,
+// which comes first), and the new QP's own RTO fires at its time and recovers its lost WRITE.
+TEST(QpScale, TimerHeap_ReusedSlotAfterDestroyRunsOnlyTheNewQpsTimers) {
+  constexpr uint32_t kQ = 2;
+  Fleet f(4);
+  Sge s;
+  SendWr wr = f.write_wr(s, 100, 1);
+  f.drop = [](int from, const Transmit&) { return from == 0; };
+  ASSERT_TRUE(f.a.post_send(f.aq[kQ], wr).ok());
+  f.pump();
+  f.drop = nullptr;
+  const Time old_rto = f.a.next_deadline();
+  ASSERT_NE(old_rto, kNever);
+  const Qpn gone = f.aq[kQ];
+  ASSERT_TRUE(f.a.destroy_qp(gone).ok());
+  // QPNs are reused late (after 64 others were freed): free 65 more, then take the first.
+  QpInit init;
+  init.send_cq = init.recv_cq = f.acq;
+  std::vector<Qpn> others;
+  for (int i = 0; i < 65; ++i) {
+    init.local_token = 1000 + i;
+    others.push_back(f.a.create_qp(init).value());
+  }
+  for (Qpn q : others) ASSERT_TRUE(f.a.destroy_qp(q).ok());
+  f.now += std::chrono::milliseconds(1);
+  init.local_token = 2 * kQ + 1;  // what b's QP sends back to
+  const Qpn reused = f.a.create_qp(init).value();
+  ASSERT_EQ(reused, gone);
+  connect(f.a, reused, 1, f.bq[kQ], 2 * kQ + 2);
+  EXPECT_EQ(f.a.next_deadline(), kNever) << "the destroyed QP's RTO";
+  bool dropped = false;
+  f.drop = [&](int from, const Transmit&) { return from == 0 && !std::exchange(dropped, true); };
+  wr.wr_id = 2;
+  ASSERT_TRUE(f.a.post_send(reused, wr).ok());
+  const Time sent = f.now;
+  f.pump();
+  ASSERT_TRUE(dropped);
+  const Time new_rto = f.a.next_deadline();
+  EXPECT_GT(new_rto, old_rto);
+  const Duration rto = RetryPolicy{QpAttr{}.timeout, 7, 0}.base();
+  EXPECT_LE(new_rto, sent + rto);
+  std::vector<Completion> comps(4);
+  size_t n = 0;
+  for (int guard = 0; guard < 100 && n == 0; ++guard) {
+    ASSERT_TRUE(f.step());
+    ASSERT_NE(f.now, old_rto) << "woke for the destroyed QP's RTO";
+    n = f.a.poll_cq(f.acq, comps);
+  }
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(comps[0].wr_id, 2u);
+  EXPECT_EQ(comps[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(f.now, new_rto + 2 * f.latency);
+  EXPECT_EQ(f.a.qp_stats(reused)->rto_fired, 1u);
+}
+
 // What an idle connected QP holds: the Qp itself, its EVs (one record each: state, counters,
 // sent-order list; the path list in its attributes, the EV index), its path set's per-plane
 // state (the sprayer's and the health's: 56 bytes a plane, for the planes in use only) and the

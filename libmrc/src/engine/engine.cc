@@ -189,7 +189,7 @@ void Core::fail_qp(Qp& q, WcStatus cause, uint64_t culprit, bool fatal_event) {
 void Core::compact_heap() {
   size_t kept = 0;
   for (const Deadline& d : heap)
-    if (timer_slots[d.qpn - 1].scheduled == d.at) heap[kept++] = d;
+    if (timer_slots[d.qpn - 1].live(d)) heap[kept++] = d;
   heap.resize(kept);
   std::make_heap(heap.begin(), heap.end(), std::greater<>{});
   heap_kept = kept;
@@ -199,9 +199,10 @@ void Core::settle_heap() {
   while (!heap.empty()) {
     Deadline& top = heap.front();
     TimerSlot& s = timer_slots[top.qpn - 1];
-    if (s.scheduled == top.at && s.due <= top.at) return;  // a real deadline
-    if (s.scheduled != top.at || s.due == kNever) {  // superseded, or no timer left
-      if (s.scheduled == top.at) s.scheduled = kNever;
+    const bool live = s.live(top);
+    if (live && s.due <= top.at) return;  // a real deadline
+    if (!live || s.due == kNever) {       // superseded, or no timer left
+      if (live) s.scheduled = kNever;
       std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
       heap.pop_back();
       continue;
@@ -213,8 +214,8 @@ void Core::settle_heap() {
     size_t i = 0;
     const size_t n = heap.size();
     for (size_t c = 1; c < n; i = c, c = 2 * i + 1) {
-      if (c + 1 < n && heap[c + 1].at < heap[c].at) ++c;
-      if (!(heap[c].at < moved.at)) break;
+      if (c + 1 < n && heap[c + 1] < heap[c]) ++c;
+      if (!(heap[c] < moved)) break;
       heap[i] = heap[c];
     }
     heap[i] = moved;
@@ -1079,6 +1080,8 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
 // that is really set, not one cancelled or postponed since. Not a pure read (the heap changes):
 // the driver calls it under the lock that serialises every other engine call (UdpDriver::mu_).
 Time Engine::next_deadline() const { return impl_->next_deadline(); }
+
+size_t Engine::timer_heap_size() const { return impl_->heap.size(); }
 
 Status<Error> Engine::deny_ev(Time now, Qpn qpn, uint32_t ev, bool deny) {
   Core& c = *impl_;

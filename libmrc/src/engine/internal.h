@@ -293,25 +293,41 @@ class Core {
   std::deque<Qpn> ackq;         // QPs owing an ACK
   std::deque<Control> ctrl;     // NACKs, probe replies
   std::deque<Event> events;
-  // ---- timers: a min-heap of {time, QP} with, per QP slot, what is in it and what is due ----
+  // ---- timers: a min-heap of {time, QP, generation} with, per QP slot, what is in it and what
+  // is due ----
+  /// One heap entry. `gen` is its slot's generation when it was pushed: of the entries of one
+  /// slot only the one whose gen is the slot's speaks for the QP (TimerSlot). Ordered by time,
+  /// then generation, so that at one time a QP's superseded entries come before its live one
+  /// and are dropped as they reach the front (a generation that wrapped only changes the order).
   struct Deadline {
     Time at;
     Qpn qpn;
-    bool operator>(const Deadline& o) const { return at > o.at; }
+    uint32_t gen;
+    bool operator<(const Deadline& o) const { return at < o.at || (at == o.at && gen < o.gen); }
+    bool operator>(const Deadline& o) const { return o < *this; }
   };
+  static_assert(sizeof(Deadline) == 16);
   /// Per QP slot (qpn - 1), in a dense array beside the heap, not in the cold Qp: a popped
-  /// entry is judged by these two times alone. `scheduled` is the time of the one heap entry
-  /// that speaks for the QP (kNever: none; entries at other times are superseded, dropped
-  /// when popped). `due` is the QP's real next deadline (Qp::timers.next()), written by
-  /// reschedule whenever it changes, earlier, later or cancelled. Invariant: due >=
-  /// scheduled (an earlier due is pushed at once). An entry whose QP's due moved later is
-  /// re-pushed at its due (dropped when kNever) without touching the Qp, so a cancelled or
-  /// postponed timer never runs the QP's timeouts (issues 14 and 17).
+  /// entry is judged by this alone. `gen` names the one heap entry that speaks for the QP (each
+  /// push takes a new generation; clear_timer_slot moves it on too, so a QP reset or destroyed,
+  /// and the next QP in its slot, never meet its old entries); `scheduled` is that entry's time
+  /// (kNever: none). Every other entry of the slot is superseded, dropped when popped or
+  /// compacted, whatever its time: before generations an entry left at time T matched again
+  /// once the QP was rescheduled at T (a READ's RTO staying put while the delayed ACK is armed
+  /// and fired per packet added one per ACK; issue 14). `due` is the QP's real next deadline
+  /// (Qp::timers.next()), written by reschedule whenever it changes, earlier, later or
+  /// cancelled. Invariant: due >= scheduled (an earlier due is pushed at once). The live entry
+  /// of a QP whose due moved later is re-pushed at its due (dropped when kNever) without
+  /// touching the Qp, so a cancelled or postponed timer never runs the QP's timeouts (issues
+  /// 14 and 17). 24 bytes: two times and the generation (the 4 bytes of padding are free).
   struct TimerSlot {
     Time scheduled = kNever;
     Time due = kNever;
+    uint32_t gen = 0;
+    /// Whether `d` (an entry of this slot) is the one that speaks for the QP.
+    bool live(const Deadline& d) const { return d.gen == gen && scheduled != kNever; }
   };
-  std::vector<Deadline> heap;         // min-heap by time (std::greater)
+  std::vector<Deadline> heap;         // min-heap by time, then generation (std::greater)
   std::vector<TimerSlot> timer_slots;  // by QP slot, as qps (grown with it)
   std::deque<UdOut> udq;       // UD SENDs to transmit, in posting order (ud.cc)
   struct UdPaths {
@@ -359,15 +375,17 @@ class Core {
     s.due = t;
     if (t >= s.scheduled) return;
     s.scheduled = t;
-    heap.push_back({t, q.qpn});
+    heap.push_back({t, q.qpn, ++s.gen});
     std::push_heap(heap.begin(), heap.end(), std::greater<>{});
     if (heap.size() > 1024 + 2 * heap_kept) compact_heap();
   }
   /// Forgets slot `qpn`'s timers (a QP created, reset or destroyed there): its entries in the
-  /// heap are superseded.
+  /// heap are superseded (the generation moves on; it is never reset, so an entry of a QP
+  /// gone from the slot cannot speak for the next one).
   void clear_timer_slot(Qpn qpn) {
     if (timer_slots.size() < qpn) timer_slots.resize(qpn);
-    timer_slots[qpn - 1] = TimerSlot{};
+    TimerSlot& s = timer_slots[qpn - 1];
+    s = TimerSlot{kNever, kNever, s.gen + 1};
   }
   /// Makes the heap's front a real deadline: pops superseded entries and re-pushes those whose
   /// QP's due moved later at that due (drops them when it is kNever). Reads the dense slots
@@ -378,7 +396,7 @@ class Core {
     if (heap.empty()) return kNever;
     const Deadline& d = heap.front();
     const TimerSlot& s = timer_slots[d.qpn - 1];
-    if (s.scheduled == d.at && s.due <= d.at) return d.at;  // the common case: nothing moved
+    if (s.live(d) && s.due <= d.at) return d.at;  // the common case: nothing moved
     settle_heap();
     return heap.empty() ? kNever : heap.front().at;
   }
@@ -505,7 +523,7 @@ class Core {
 
   // scheduling
   void want_ack(Qp& q);
-  /// Drops the superseded entries (those that are not the one their slot's `scheduled` names).
+  /// Drops the superseded entries (those that are not the one their slot's `gen` names).
   /// Visits the heap's entries only, never the QPs that have none; runs after at least
   /// 1,024 + the entries it kept last time were added, so O(1) per insertion.
   void compact_heap();

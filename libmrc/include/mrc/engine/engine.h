@@ -476,6 +476,9 @@ class Engine {
   Qpn max_qpn() const;
   /// True when no QP has anything in flight or queued to send.
   bool idle() const;
+  /// Entries in the timer heap, superseded ones not yet dropped included (tests: the heap
+  /// stays bounded by the QPs with a timer plus the compaction's slack, docs/engine.md).
+  size_t timer_heap_size() const;
 
  private:
   struct Impl;
