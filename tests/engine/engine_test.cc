@@ -1457,7 +1457,7 @@ TEST(Engine, Rto_NeverBelowTheMeasuredRoundTrip) {
 // One small WRITE at a time, as a latency benchmark posts them, where every 8th ACK comes 40
 // us late (the answering host's thread lost its core for a while: on two shared cores about
 // one round trip in 20-100 is 4-5x the median). The tail loss probe waits at least
-// RttEstimator::kTlpMinSlack beyond 2 SRTT, so the late ACKs fire no spurious probe (with 2
+// EngineConfig::tlp_min_slack beyond 2 SRTT, so the late ACKs fire no spurious probe (with 2
 // SRTT + the larger of ack_delay and 4 RTTVAR, 36 fired); a packet really lost at the tail is
 // still probed long before the RTO.
 TEST(Engine, Tlp_WaitsOutAJitteryHostButProbesARealTailLoss) {
@@ -1491,6 +1491,40 @@ TEST(Engine, Tlp_WaitsOutAJitteryHostButProbesARealTailLoss) {
   EXPECT_EQ(lost.tail_probes, jittery.tail_probes + 1);
   EXPECT_EQ(lost.rto_fired, 0u);
   EXPECT_LT(l.now - posted, 200us) << "srtt " << lost.srtt_ns << " ns";
+}
+
+// A tail loss under a small ack timeout (OCP's example, timeout 8: 262 us) on a 100 us round
+// trip: 2 SRTT + 100 us (300 us) is past the RTO, where the probe used to be dropped and the
+// RTO resent the loss (blaming its EV). The probe is clamped before the RTO instead
+// (RttEstimator::tlp_at: RTO - (SRTT + 4 RTTVAR + ack_delay), here ~154 us after the send), and
+// its ACK is back before the RTO: the loss is recovered by the probe, no RTO fires.
+TEST(Engine, Tlp_ClampedBeforeASmallRtoRecoversATailLoss) {
+  Loop l;
+  l.latency = 50us;
+  QpAttr small;
+  small.timeout = 8;  // 1.024 us x 2^8 = 262 us
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, small, attr::kTimeout).ok());
+  for (int i = 0; i < 16; ++i) {  // RTT samples: SRTT 100 us, RTTVAR near 0
+    l.post_write(l.a, i, 0, 64, 0);
+    ASSERT_TRUE(l.run_until([&] { return !l.poll(l.a).empty(); }, 1s)) << i;
+  }
+  const QpStats warm = *l.a.eng.qp_stats(l.a.qpn);
+  ASSERT_EQ(warm.rto_fired, 0u);
+  ASSERT_EQ(warm.srtt_ns, 100'000u);
+  bool dropped = false;
+  l.hook = [&](int from, std::vector<uint8_t>&) {
+    if (from != 0 || dropped) return Loop::Verdict::kDeliver;
+    dropped = true;  // the next WRITE's only packet
+    return Loop::Verdict::kDrop;
+  };
+  const Time posted = l.now;
+  l.post_write(l.a, 16, 0, 64, 0);
+  ASSERT_TRUE(l.run_until([&] { return !l.poll(l.a).empty(); }, 1s));
+  ASSERT_TRUE(dropped);
+  const QpStats lost = *l.a.eng.qp_stats(l.a.qpn);
+  EXPECT_EQ(lost.tail_probes, warm.tail_probes + 1);
+  EXPECT_EQ(lost.rto_fired, 0u);
+  EXPECT_LT(l.now - posted, 262us) << "recovered after the RTO would have fired";
 }
 
 // The learned base RTT is a windowed minimum (engine/policy.h BaseRttFilter): when the path

@@ -43,23 +43,33 @@ class RttEstimator {
   Duration rto_floor(Duration ack_delay) const {
     return has_sample() ? srtt_ + 4 * rttvar_ + ack_delay : Duration{0};
   }
-  /// The least a tail loss probe waits beyond 2 SRTT: a software host's round trip varies
-  /// with scheduling, not only the network. On the 2-core VM the project measures on, one
-  /// round trip in 20-100 takes 3-5x the median (mrc-perf --latency with nothing else
-  /// running: p50 48-54 us, p99 151-180 us; perf/RESULTS.md 2026-11-27 (lead, idle) After
-  /// this stop's merges), and 2 SRTT + ack_delay fired a spurious probe on 1.3-6.6% of
-  /// messages, each a resend and its ACK of work on both hosts inside an already slow round
-  /// trip. 4 RTTVAR does not cover it: RFC 6298's smoothing forgets a spike within a few
-  /// samples (tests/engine: a 4x spike every 8th round trip still fired a probe on each).
-  /// 2 SRTT + 100 us puts the idle p99 inside the wait; a lost
-  /// tail packet is still resent ~67 ms (the default RTO) sooner than without a probe.
-  static constexpr Duration kTlpMinSlack{100'000};
   /// How long after the last send (or progress) the tail loss probe waits (RFC 8985 section
   /// 7.2's PTO, whose slack is the receiver's worst ACK delay): 2 SRTT plus the largest of
-  /// the receiver's ACK delay, 4 RTTVAR and kTlpMinSlack. 0 with no sample (no probe then).
-  Duration tlp_timeout(Duration ack_delay) const {
-    return has_sample() ? 2 * srtt_ + std::max({ack_delay, 4 * rttvar_, kTlpMinSlack})
+  /// the receiver's ACK delay, 4 RTTVAR and `min_slack` (EngineConfig::tlp_min_slack: the
+  /// host's scheduling jitter). 0 with no sample (no probe then).
+  Duration tlp_timeout(Duration ack_delay, Duration min_slack) const {
+    return has_sample() ? 2 * srtt_ + std::max({ack_delay, 4 * rttvar_, min_slack})
                         : Duration{0};
+  }
+  /// When the tail loss probe goes, the tail having gone quiet at `since` (the newest send or
+  /// the last ACK that made progress) and the RTO being due at `rto_at` (kNever: none);
+  /// kNever: no probe. Normally since + tlp_timeout. A small ack timeout (OCP's example,
+  /// timeout 8: 262 us) can put that at or past the RTO, and the probe used to be dropped
+  /// there, leaving a tail loss to the RTO (everything in flight resent and blamed, the next
+  /// timeout doubled). It is clamped instead to rto_at - rto_floor: the latest time at which
+  /// the probe's ACK, allowed as long as the RTO allows any round trip (SRTT + 4 RTTVAR +
+  /// ack_delay), still comes back before the RTO and saves it. It never goes before since +
+  /// rto_floor either, the time by which the tail's own ACK is overdue by the same measure
+  /// (earlier it would be a resend of a packet whose ACK is still on its way): when the two
+  /// bounds cross (the RTO less than two round trips after `since`) there is no probe.
+  Time tlp_at(Time since, Time rto_at, Duration ack_delay, Duration min_slack) const {
+    if (!has_sample()) return kNever;
+    const Time natural = since + tlp_timeout(ack_delay, min_slack);
+    if (rto_at == kNever) return natural;
+    const Duration answer = rto_floor(ack_delay);
+    const Time latest = rto_at - answer;
+    if (natural <= latest) return natural;
+    return latest >= since + answer ? latest : kNever;
   }
 
  private:

@@ -470,10 +470,12 @@ void Core::arm_rto(Qp& q, Time now) {
     q.timers.set(Timer::kRto, rto == kNever ? kNever : q.snd.pkt(q.snd.oldest()).sent + rto);
     // Tail loss probe (RFC 8985 section 7): losses at the tail have no later packet
     // to reveal them; resending the newest one does, long before the RTO.
+    // Clamped before the RTO when the RTO is short (RttEstimator::tlp_at).
     if (q.rtt.has_sample() && !q.loss.tlp_sent) {
-      const Time at = std::max(q.snd.pkt(q.snd.newest()).sent, q.last_ack_at) +
-                      q.rtt.tlp_timeout(cfg.ack_delay);
-      if (at < q.timers.at(Timer::kRto)) q.timers.set(Timer::kTlp, at);
+      const Time at =
+          q.rtt.tlp_at(std::max(q.snd.pkt(q.snd.newest()).sent, q.last_ack_at),
+                       q.timers.at(Timer::kRto), cfg.ack_delay, cfg.tlp_min_slack);
+      if (at != kNever) q.timers.set(Timer::kTlp, at);
     }
     return;
   }

@@ -40,6 +40,18 @@ namespace mrc::engine {
 /// default; a GPU-memory or DMA-engine copier can replace it.
 using PayloadCopy = void (*)(void* dst, const void* src, size_t n);
 
+/// EngineConfig::tlp_min_slack's default, 100 us, tuned on the 2-core VM the project measures
+/// on: a software host's round trip varies with scheduling, not only the network. There one
+/// round trip in 20-100 takes 3-5x the median (mrc-perf --latency with nothing else running:
+/// p50 48-54 us, p99 151-180 us; perf/RESULTS.md 2026-11-27 (lead, idle) After this stop's
+/// merges), and 2 SRTT + ack_delay fired a spurious probe on 1.3-6.6% of messages, each a
+/// resend and its ACK of work on both hosts inside an already slow round trip. 4 RTTVAR does
+/// not cover it: RFC 6298's smoothing forgets a spike within a few samples (tests/engine: a 4x
+/// spike every 8th round trip still fired a probe on each). 2 SRTT + 100 us puts the idle p99
+/// inside the wait; a lost tail packet is still resent ~67 ms (the default RTO) sooner than
+/// without a probe. A host with steadier round trips (a NIC's) may set less.
+inline constexpr Duration kDefaultTlpMinSlack{100'000};
+
 struct EngineConfig {
   bool payload_crc = true;    // send a payload CRC32C and check received ones
   uint32_t ack_every = 2;     // ACK after this many data packets (out of order: at once)
@@ -63,6 +75,11 @@ struct EngineConfig {
   // base RTT adds it to the measured minimum (engine/policy.h BaseRttFilter).
   Duration send_burst{0};
   bool trimming = true;        // the fabric trims (target delay 0.75 base RTT, else 1.0)
+  // The least a tail loss probe waits beyond 2 SRTT (engine/rtt.h RttEstimator::tlp_timeout;
+  // kDefaultTlpMinSlack): room for the host's own scheduling jitter. Lower probes a real tail
+  // loss sooner and fires more spurious probes (a resend and its ACK) where round trips
+  // jitter; higher the reverse. Never past the RTO (RttEstimator::tlp_at clamps the probe).
+  Duration tlp_min_slack = kDefaultTlpMinSlack;
   PayloadCopy copy = nullptr;  // nullptr: memcpy
 };
 
