@@ -562,6 +562,46 @@ TEST_F(UdpPair, PortStatus_PeerHoldsThePlaneAndAcks) {
   EXPECT_FALSE(a.send_port_status(999, Path{1, 0}, 0b11, 9)) << "no such QP";
 }
 
+// A reordered down/up pair: host 0 says plane 1 is down (sequence 21), then up again (22), and
+// the "up" arrives first. The late "down" is stale: host 1 acknowledges it (it arrived) but
+// does not hold plane 1 again, and counts it (port_status_stale). Before the sequence was
+// checked, the late "down" held the plane until the next update.
+TEST_F(UdpPair, PortStatus_StaleDownAfterUpIsIgnored) {
+  auto wait_for = [](auto done) {
+    const auto end = std::chrono::steady_clock::now() + 5s;
+    while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
+    return done();
+  };
+  UdpDriver& a = *hosts_[0].drv;
+  UdpDriver& b = *hosts_[1].drv;
+  const PeerId a_at_b = hosts_[1].other;
+  auto down_at_b = [&] {
+    return b.peek_engine([&](Engine& e) { return e.peer_planes_down(a_at_b); });
+  };
+  std::vector<uint32_t> acks;  // sequences acknowledged so far
+  auto acked = [&](uint32_t seq) {
+    return wait_for([&] {
+      for (const auto& k : a.take_port_status_acks()) acks.push_back(k.seq);
+      return std::find(acks.begin(), acks.end(), seq) != acks.end();
+    });
+  };
+  ASSERT_TRUE(a.send_port_status(hosts_[0].qpn, Path{1, 0}, 0b01, 20));  // plane 1 down
+  ASSERT_TRUE(acked(20));
+  EXPECT_EQ(down_at_b(), 0b10u);
+  ASSERT_TRUE(a.send_port_status(hosts_[0].qpn, Path{1, 0}, 0b11, 22));  // up, sent second
+  ASSERT_TRUE(acked(22));
+  EXPECT_EQ(down_at_b(), 0u);
+  ASSERT_TRUE(a.send_port_status(hosts_[0].qpn, Path{1, 0}, 0b01, 21));  // down, sent first
+  ASSERT_TRUE(acked(21)) << "a stale update is still acknowledged";
+  EXPECT_EQ(down_at_b(), 0u) << "the stale down held plane 1 again";
+  const UdpCounters c = b.counters();
+  EXPECT_EQ(c.port_status_stale, 1u);
+  EXPECT_EQ(c.port_status_applied, 2u);
+  // The driver's own numbering: consecutive ranges, later each call.
+  const uint32_t first = a.port_status_seqs(2);
+  EXPECT_EQ(a.port_status_seqs(1), first + 2);
+}
+
 TEST_F(UdpPair, WriteImm_200InOrder) {
   constexpr uint32_t kCount = 200;
   auto& src = keep(pattern(kCount * 64, 3));

@@ -438,7 +438,8 @@ int port_status_update(io::UdpDriver& drv, uint8_t req_tc, const mrc_ctl_ep_req*
                   "QP pair's tokens",
                   fn, req[i].req_id, gid_text(req[i].dgid).c_str());
   }
-  const auto base = static_cast<uint32_t>(drv.now().count());
+  // The driver's own counter: the peer applies only an update later than the last it applied.
+  const uint32_t base = drv.port_status_seqs(static_cast<uint32_t>(path.size()));
   std::vector<bool> answered(path.size(), false);
   int unsent = 0;
   for (size_t i = 0; i < path.size(); ++i)

@@ -40,6 +40,17 @@ bool PortStatusUpdates::bound(const wire::Packet& u, const engine::QpAttr& qp) {
          u.port_status.src_qpn == qp.dest_qpn;
 }
 
+bool PortStatusUpdates::fresh(engine::PeerId peer, const wire::Packet& u) {
+  const Applied now{u.common.psn, u.port_status.src_qpn, u.common.token};
+  const auto [it, first] = applied_.try_emplace(peer, now);
+  if (first) return true;
+  Applied& last = it->second;
+  const bool same_pair = last.src_qpn == now.src_qpn && last.token == now.token;
+  if (same_pair && static_cast<int32_t>(now.seq - last.seq) <= 0) return false;
+  last = now;
+  return true;
+}
+
 size_t PortStatusUpdates::build_ack(engine::Time now, const wire::Packet& update,
                                     const engine::QpAttr& qp, engine::Qpn qpn,
                                     std::span<uint8_t> out) {

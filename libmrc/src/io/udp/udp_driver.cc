@@ -814,6 +814,11 @@ bool UdpDriver::send_port_status(engine::Qpn qpn, engine::Path path, uint32_t po
   return true;
 }
 
+uint32_t UdpDriver::port_status_seqs(uint32_t n) {
+  std::lock_guard lock(mu_);
+  return port_status_.next_seqs(n);
+}
+
 std::vector<PortStatusUpdates::Ack> UdpDriver::take_port_status_acks() {
   std::lock_guard lock(mu_);
   return port_status_.take();
@@ -837,10 +842,15 @@ void UdpDriver::port_status_message(size_t plane, const sockaddr_in6& from,
     ++counters_.port_status_refused;
     return;
   }
-  // Bit p of ports_up clear: the peer's plane p is down; planes this host lacks are left out.
-  const uint32_t ours = sockets_.size() >= 16 ? 0xffffu : (1u << sockets_.size()) - 1;
-  engine_->set_peer_planes_down(t, qp->peer, static_cast<uint16_t>(~p.port_status.ports_up & ours));
-  ++counters_.port_status_applied;
+  if (!port_status_.fresh(qp->peer, p)) {
+    ++counters_.port_status_stale;  // overtaken by a later update: acked, not applied
+  } else {
+    // Bit p of ports_up clear: the peer's plane p is down; planes this host lacks are left out.
+    const uint32_t ours = sockets_.size() >= 16 ? 0xffffu : (1u << sockets_.size()) - 1;
+    engine_->set_peer_planes_down(t, qp->peer,
+                                  static_cast<uint16_t>(~p.port_status.ports_up & ours));
+    ++counters_.port_status_applied;
+  }
   // The ack goes back to where the update came from; in ecmp mode to the sender's plane port
   // (its source-port sockets only send), which hosts configured alike share with ours.
   sockaddr_in6 to = from;

@@ -170,6 +170,8 @@ struct UdpCounters {
   uint64_t port_status_sent = 0;          // updates sent (send_port_status)
   uint64_t port_status_applied = 0;       // peers' updates applied (and acknowledged)
   uint64_t port_status_refused = 0;       // updates no local QP is bound to (a stranger's)
+  uint64_t port_status_stale = 0;         // updates not later than the last one applied for
+                                          // their peer (acknowledged, not applied)
   uint64_t port_status_acks_dropped = 0;  // acks of no open update, and malformed ones
   // Plane port link (io/udp/link_watch.h).
   uint64_t port_link_changes = 0;  // Engine::set_port_up calls: a watched port's link went
@@ -336,6 +338,10 @@ class UdpDriver {
   /// socket refused it.
   bool send_port_status(engine::Qpn qpn, engine::Path path, uint32_t ports_up, uint32_t seq,
                         uint8_t tclass = 0);
+  /// `n` consecutive sequences for send_port_status, the first returned: the driver numbers
+  /// its updates from one counter, as the receiver applies only a later one than the last it
+  /// applied for this host (io/udp/port_status.h).
+  uint32_t port_status_seqs(uint32_t n);
   /// The acks of send_port_status's updates received since the last call.
   std::vector<PortStatusUpdates::Ack> take_port_status_acks();
   /// The clock the driver and its engine run on (UdpConfig::clock).
