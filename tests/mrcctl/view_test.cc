@@ -180,6 +180,37 @@ TEST(View, DevicesJson_PortCounters) {
         << n;
 }
 
+// The driver's wake-cause counters (issue 17: what woke the progress loop, which threads did
+// the receive work) and the stale port status updates reach the devices document and the
+// metrics by their io::UdpCounters names.
+TEST(View, DevicesJson_WakeCountersAndStalePortStatus) {
+  Snapshot s = make_snapshot();
+  s.device.port_status_stale = 6;
+  s.device.loop_woke_socket = 11;
+  s.device.loop_woke_app = 12;
+  s.device.loop_woke_alarm = 13;
+  s.device.loop_woke_poller_end = 14;
+  s.device.loop_woke_deadline = 15;
+  s.device.loop_rx_rounds = 16;
+  s.device.poller_rounds = 17;
+  s.device.poller_timeouts = 18;
+  s.device.other_thread_rounds = 19;
+  s.device.app_wakeups = 20;
+  const std::vector<Snapshot> snaps{s};
+  const Json dev = devices_json(snaps, Filter{}, 3'000'000'000);
+  const auto samples = parse_exposition(metrics_text(snaps));
+  const std::pair<const char*, double> want[] = {
+      {"port_status_stale", 6},  {"loop_woke_socket", 11},     {"loop_woke_app", 12},
+      {"loop_woke_alarm", 13},   {"loop_woke_poller_end", 14}, {"loop_woke_deadline", 15},
+      {"loop_rx_rounds", 16},    {"poller_rounds", 17},        {"poller_timeouts", 18},
+      {"other_thread_rounds", 19}, {"app_wakeups", 20}};
+  for (const auto& [n, v] : want) {
+    EXPECT_EQ(dev[0][n], v) << n;
+    EXPECT_EQ(sample(samples, std::string("mrc_udp_") + n + "_total", {{"device", "mrc0"}}), v)
+        << n;
+  }
+}
+
 TEST(View, EventsJson_FollowReturnsOnlyNew) {
   std::vector<Snapshot> snaps{make_snapshot()};
   std::vector<std::pair<std::string, uint64_t>> from;

@@ -325,6 +325,17 @@ TEST(Publisher, PortCounters_PublishedAndALinkChangeAloneRepublishes) {
   c.port_status_refused = 3;
   c.port_status_acks_dropped = 4;
   c.port_link_changes = 1;
+  c.port_status_stale = 5;
+  c.loop_woke_socket = 11;
+  c.loop_woke_app = 12;
+  c.loop_woke_alarm = 13;
+  c.loop_woke_poller_end = 14;
+  c.loop_woke_deadline = 15;
+  c.loop_rx_rounds = 16;
+  c.poller_rounds = 17;
+  c.poller_timeouts = 18;
+  c.other_thread_rounds = 19;
+  c.app_wakeups = 20;
   Time now{1'000'000'000};
   pub->tick(now, e, c, false, true);
   const std::string name = segment_name(::getpid(), pub->index());
@@ -335,6 +346,17 @@ TEST(Publisher, PortCounters_PublishedAndALinkChangeAloneRepublishes) {
   EXPECT_EQ(s->device.port_status_refused, 3u);
   EXPECT_EQ(s->device.port_status_acks_dropped, 4u);
   EXPECT_EQ(s->device.port_link_changes, 1u);
+  EXPECT_EQ(s->device.port_status_stale, 5u);
+  EXPECT_EQ(s->device.loop_woke_socket, 11u);
+  EXPECT_EQ(s->device.loop_woke_app, 12u);
+  EXPECT_EQ(s->device.loop_woke_alarm, 13u);
+  EXPECT_EQ(s->device.loop_woke_poller_end, 14u);
+  EXPECT_EQ(s->device.loop_woke_deadline, 15u);
+  EXPECT_EQ(s->device.loop_rx_rounds, 16u);
+  EXPECT_EQ(s->device.poller_rounds, 17u);
+  EXPECT_EQ(s->device.poller_timeouts, 18u);
+  EXPECT_EQ(s->device.other_thread_rounds, 19u);
+  EXPECT_EQ(s->device.app_wakeups, 20u);
   const uint64_t gen = s->generation;
 
   now += Duration{20'000'000'000};  // past any publish interval

@@ -76,12 +76,27 @@ std::array<std::pair<const char*, uint64_t>, 7> addr_query_counters(
 }
 
 // The port status and port link counters (io/udp/port_status.h, io/udp/link_watch.h).
-std::array<std::pair<const char*, uint64_t>, 5> port_counters(const observe::DeviceRecord& d) {
+std::array<std::pair<const char*, uint64_t>, 6> port_counters(const observe::DeviceRecord& d) {
   return {{{"port_status_sent", d.port_status_sent},
            {"port_status_applied", d.port_status_applied},
            {"port_status_refused", d.port_status_refused},
            {"port_status_acks_dropped", d.port_status_acks_dropped},
+           {"port_status_stale", d.port_status_stale},
            {"port_link_changes", d.port_link_changes}}};
+}
+
+// What woke the progress loop and which threads did the receive work (io::UdpCounters).
+std::array<std::pair<const char*, uint64_t>, 10> wake_counters(const observe::DeviceRecord& d) {
+  return {{{"loop_woke_socket", d.loop_woke_socket},
+           {"loop_woke_app", d.loop_woke_app},
+           {"loop_woke_alarm", d.loop_woke_alarm},
+           {"loop_woke_poller_end", d.loop_woke_poller_end},
+           {"loop_woke_deadline", d.loop_woke_deadline},
+           {"loop_rx_rounds", d.loop_rx_rounds},
+           {"poller_rounds", d.poller_rounds},
+           {"poller_timeouts", d.poller_timeouts},
+           {"other_thread_rounds", d.other_thread_rounds},
+           {"app_wakeups", d.app_wakeups}}};
 }
 
 }  // namespace
@@ -163,6 +178,7 @@ Json devices_json(const std::vector<Snapshot>& snaps, const Filter& f, int64_t n
              {"age_s", s.published_ns > 0 ? Json((now_ns - s.published_ns) / 1e9) : Json()}});
     for (const auto& [name, v] : addr_query_counters(d)) out.back()[name] = v;
     for (const auto& [name, v] : port_counters(d)) out.back()[name] = v;
+    for (const auto& [name, v] : wake_counters(d)) out.back()[name] = v;
   }
   return out;
 }
@@ -629,6 +645,9 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
     for (const auto& [n, v] : port_counters(d))
       x.add(std::string("mrc_udp_") + n + "_total", "counter",
             std::string("Plane ports: ") + n + ".", dev, static_cast<double>(v));
+    for (const auto& [n, v] : wake_counters(d))
+      x.add(std::string("mrc_udp_") + n + "_total", "counter",
+            std::string("Progress loop: ") + n + ".", dev, static_cast<double>(v));
     x.add("mrc_udp_gso_disabled_planes", "gauge",
           "Planes whose device refused UDP GSO (they send single datagrams).", dev,
           static_cast<double>(u.gso_disabled));

@@ -215,6 +215,17 @@ void device_counters(DeviceRecord& d, const engine::Engine& e, const io::UdpCoun
   d.port_status_refused = c.port_status_refused;
   d.port_status_acks_dropped = c.port_status_acks_dropped;
   d.port_link_changes = c.port_link_changes;
+  d.port_status_stale = c.port_status_stale;
+  d.loop_woke_socket = c.loop_woke_socket;
+  d.loop_woke_app = c.loop_woke_app;
+  d.loop_woke_alarm = c.loop_woke_alarm;
+  d.loop_woke_poller_end = c.loop_woke_poller_end;
+  d.loop_woke_deadline = c.loop_woke_deadline;
+  d.loop_rx_rounds = c.loop_rx_rounds;
+  d.poller_rounds = c.poller_rounds;
+  d.poller_timeouts = c.poller_timeouts;
+  d.other_thread_rounds = c.other_thread_rounds;
+  d.app_wakeups = c.app_wakeups;
 }
 
 // One QP's record without its EVs: attributes, counters, congestion window.

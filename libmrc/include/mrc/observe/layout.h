@@ -123,6 +123,13 @@ struct DeviceRecord {
   // io/udp/link_watch.h).
   uint64_t port_status_sent, port_status_applied, port_status_refused, port_status_acks_dropped,
       port_link_changes;
+  // Appended (a record grows only at its end): updates overtaken by a later one of their peer
+  // (io::UdpCounters::port_status_stale), then what woke the progress loop and which threads
+  // did the receive work (io::UdpCounters, same names; issue 17).
+  uint64_t port_status_stale;
+  uint64_t loop_woke_socket, loop_woke_app, loop_woke_alarm, loop_woke_poller_end,
+      loop_woke_deadline, loop_rx_rounds, poller_rounds, poller_timeouts, other_thread_rounds,
+      app_wakeups;
 };
 
 /// One QP: engine::QpStats and its congestion control.
