@@ -314,9 +314,11 @@ class Core {
   /// (kNever: none). Every other entry of the slot is superseded, dropped when popped or
   /// compacted, whatever its time: before generations an entry left at time T matched again
   /// once the QP was rescheduled at T (a READ's RTO staying put while the delayed ACK is armed
-  /// and fired per packet added one per ACK; issue 14). `due` is the QP's real next deadline
-  /// (Qp::timers.next()), written by reschedule whenever it changes, earlier, later or
-  /// cancelled. Invariant: due >= scheduled (an earlier due is pushed at once). The live entry
+  /// and cancelled per message added one per ACK; issue 14). 32 bits never wrap onto a
+  /// superseded entry: a slot's generation moves by one per push, and compact_heap drops every
+  /// superseded entry at least once per 1,025 + 2 x (entries it kept last) pushes. `due` is
+  /// the QP's real next deadline (Qp::timers.next()), written by reschedule whenever it
+  /// changes, earlier, later or cancelled. Invariant: due >= scheduled (an earlier due is pushed at once). The live entry
   /// of a QP whose due moved later is re-pushed at its due (dropped when kNever) without
   /// touching the Qp, so a cancelled or postponed timer never runs the QP's timeouts (issues
   /// 14 and 17). 24 bytes: two times and the generation (the 4 bytes of padding are free).
