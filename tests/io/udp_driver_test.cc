@@ -1254,6 +1254,64 @@ TEST_F(UdpPairNoThread, PollProgress_WithoutThreadCompletesWrite) {
   EXPECT_GT(hosts_[1].drv->counters().poller_rounds, 0u);
 }
 
+// A poller's syscalls (issue 17): with several planes one readiness check (epoll_wait) per
+// poll and a recvmmsg for each plane that holds something, none for the others; with one
+// plane, recvmmsg straight. Planes of other progress threads are never read by a poller.
+TEST(UdpDriver, PollProgress_ReadsOnlyReadyPlanes) {
+  const auto send_to = [](const UdpDriver& d, uint16_t plane) {
+    const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    const sockaddr_in6 to = d.local_address(plane);
+    const uint8_t junk[16] = {};
+    ASSERT_EQ(::sendto(fd, junk, sizeof junk, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to),
+              static_cast<ssize_t>(sizeof junk));
+    ::close(fd);
+  };
+  UdpConfig cfg = loopback_config(4);
+  cfg.poller_progress = true;
+  auto d = make_driver(cfg);  // not started: nothing but this thread reads the sockets
+  ASSERT_NE(d, nullptr);
+  EXPECT_FALSE(d->poll_progress());  // nothing there: one check, no recvmmsg
+  UdpCounters c = d->counters();
+  EXPECT_EQ(c.poller_polls, 1u);
+  EXPECT_EQ(c.poller_ready_checks, 1u);
+  EXPECT_EQ(c.poller_recvmmsg, 0u);
+  send_to(*d, 1);
+  send_to(*d, 3);
+  EXPECT_TRUE(d->poll_progress());  // loopback delivers within sendto
+  c = d->counters();
+  EXPECT_EQ(c.poller_ready_checks, 2u);
+  EXPECT_EQ(c.poller_recvmmsg, 2u) << "planes 1 and 3, not 0 and 2";
+  EXPECT_EQ(c.datagrams_received, 2u);
+  EXPECT_EQ(c.poller_busy, 0u);
+
+  // Two progress threads: planes 1 and 3 are thread 1's, which pollers leave alone.
+  cfg.progress_threads = 2;
+  auto two = make_driver(cfg);
+  ASSERT_NE(two, nullptr);
+  send_to(*two, 1);
+  EXPECT_FALSE(two->poll_progress());
+  send_to(*two, 2);
+  EXPECT_TRUE(two->poll_progress());
+  c = two->counters();
+  EXPECT_EQ(c.poller_ready_checks, 2u);
+  EXPECT_EQ(c.poller_recvmmsg, 1u);
+  EXPECT_EQ(c.datagrams_received, 1u) << "plane 1's datagram is thread 1's to read";
+
+  // One plane: no readiness check, recvmmsg is the test.
+  UdpConfig one_cfg = loopback_config(1);
+  one_cfg.poller_progress = true;
+  auto one = make_driver(one_cfg);
+  ASSERT_NE(one, nullptr);
+  EXPECT_FALSE(one->poll_progress());
+  send_to(*one, 0);
+  EXPECT_TRUE(one->poll_progress());
+  c = one->counters();
+  EXPECT_EQ(c.poller_ready_checks, 0u);
+  EXPECT_EQ(c.poller_recvmmsg, 2u);
+  EXPECT_EQ(c.datagrams_received, 1u);
+}
+
 // poller_progress = false: poll_progress leaves a waiting datagram to the loop.
 TEST(UdpDriver, PollProgress_OffLeavesSocketsToLoop) {
   UdpConfig cfg = loopback_config(1);

@@ -113,6 +113,14 @@ TEST(RunMrc, Latency_OneInFlightMeasured) {
   EXPECT_LE(r->latency.p99_us, r->latency.max_us);
   // The polling thread received (poll_progress), not only the progress threads.
   EXPECT_GT(r->client_counters.poller_rounds + r->server_counters.poller_rounds, 0u);
+  // Its own work is measured: its CPU time over the run (not above the run's length, with
+  // the drain) and its polls of each host, each of which made a readiness check (two planes).
+  EXPECT_GT(r->latency.poll_thread_cpu_ns, 0);
+  EXPECT_LT(r->latency.poll_thread_cpu_ns, 5'000'000'000);
+  for (const io::UdpCounters* c : {&r->client_counters, &r->server_counters}) {
+    EXPECT_GT(c->poller_polls, 0u);
+    EXPECT_GE(c->poller_ready_checks + c->poller_recvmmsg, c->poller_polls);
+  }
 }
 
 TEST(RunMrc, Setup_ErrorsNameTheProblem) {

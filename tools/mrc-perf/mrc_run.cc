@@ -103,6 +103,8 @@ struct Side {
   // a completion finds its stream and end by QP.
   CqId cq = 0;
   uint32_t streams = 0;  // stream ends here (sizes the CQ)
+  // Latency runs: the driver's activity() when its CQ, and its events, were last drained.
+  uint64_t cq_seen = ~0ull, events_seen = ~0ull;
   std::map<Qpn, std::pair<Stream*, int>> by_qp;
 };
 
@@ -133,6 +135,8 @@ class Runner {
   Status<std::string> connect(Stream& s, int init, Op op);
   Side& end(const Stream& s, int i) { return side_[s.host[i]]; }
   void poll(Side& side);
+  template <class F>
+  bool look(Side& side, uint64_t& seen, F&& f);
   void complete(Stream& s, int i, const Completion& c);
   void post(Stream& s);
   bool post_one(Stream& s);
@@ -380,10 +384,28 @@ void Runner::check(Stream& s, uint64_t k, const uint8_t* got) {
   res_.bytes += spec_.msg_bytes;
 }
 
+// Latency runs (spin): runs f(engine) only when the driver's activity() moved since `seen`
+// (else nothing can be new: no lock taken) and its mutex is free (else its loop or an app call
+// holds it, often across a send: the next pass looks again, rather than this one thread that
+// plays both ends sleeping on a futex). Other runs: peek_engine. False: f did not run.
+template <class F>
+bool Runner::look(Side& side, uint64_t& seen, F&& f) {
+  if (!spec_.spin) {
+    side.drv->peek_engine(f);
+    return true;
+  }
+  const uint64_t a = side.drv->activity();
+  if (a == seen || !side.drv->try_peek_engine(f)) return false;
+  seen = a;  // read before f: what f missed moves it again
+  return true;
+}
+
 void Runner::poll(Side& side) {
   Completion c[64];
   for (;;) {
-    const size_t n = side.drv->peek_engine([&](Engine& e) { return e.poll_cq(side.cq, c); });
+    size_t n = 0;
+    if (!look(side, side.cq_seen, [&](Engine& e) { n = e.poll_cq(side.cq, c); })) return;
+    if (n == std::size(c)) side.cq_seen = ~0ull;  // more may wait: not drained
     for (size_t j = 0; j < n; ++j) {
       auto it = side.by_qp.find(c[j].qpn);
       if (it == side.by_qp.end()) {
@@ -453,7 +475,7 @@ void Runner::post(Stream& s) {
 
 void Runner::drain_events(int side) {
   // Only drains: peek_engine, so the loop's every pass does not wake the progress threads.
-  side_[side].drv->peek_engine([&](Engine& e) {
+  (void)look(side_[side], side_[side].events_seen, [&](Engine& e) {
     while (auto ev = e.poll_event()) {
       if (ev->type == EventType::kCqOverflow) {
         fail("host " + std::to_string(side) + ": CQ overflow on QP " + std::to_string(ev->qpn) +
@@ -495,6 +517,12 @@ Result<MrcRunResult, std::string> Runner::run() {
   if (spec_.trace_round_trips) prefault(res_.round_trips, kMaxRoundTrips);
   for (auto& sd : side_) sd.drv->start();
   using Clock = std::chrono::steady_clock;
+  const auto thread_cpu_ns = [] {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  };
+  const int64_t cpu_at_start = thread_cpu_ns();
   start_ = io::now();
   const auto t0 = Clock::now();
   auto at = [&](double s) {
@@ -572,6 +600,7 @@ Result<MrcRunResult, std::string> Runner::run() {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
+  const int64_t poll_thread_cpu_ns = thread_cpu_ns() - cpu_at_start;
   // The tail since the last sample, so the samples cover the whole run.
   if (const double t = now_s(); t - last_sample_s > 1e-4) sample(t);
   res_.sampled_s = last_sample_s;
@@ -647,7 +676,7 @@ Result<MrcRunResult, std::string> Runner::run() {
       const size_t i = std::min(latencies_.size() - 1, static_cast<size_t>(q * latencies_.size()));
       return static_cast<double>(latencies_[i].count()) / 1e3;
     };
-    res_.latency = {latencies_.size(), us(0.5), us(0.99), us(0.999), us(1.0)};
+    res_.latency = {latencies_.size(), us(0.5), us(0.99), us(0.999), us(1.0), poll_thread_cpu_ns};
   }
   for (auto& sd : side_) sd.drv->stop();
   // After stop: nothing is sent any more, so these are what went out (a capture compares).

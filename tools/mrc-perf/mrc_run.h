@@ -108,6 +108,9 @@ struct PathEvent {
 struct Latency {
   size_t samples = 0;
   double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
+  // The polling thread's CPU time (CLOCK_THREAD_CPUTIME_ID) over the timed run, ns: its own
+  // work, which a one-thread ping-pong's round trip is made of, apart from time off its CPU.
+  int64_t poll_thread_cpu_ns = 0;
 };
 
 struct MrcRunResult {

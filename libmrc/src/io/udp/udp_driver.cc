@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -122,10 +123,10 @@ struct UdpDriver::Plane {
 
 /// Buffers reused by every loop iteration, so the datapath does not allocate.
 struct UdpDriver::Scratch {
-  // poll_progress (under rx_mu_): receive_batch's result per plane, or kNotRead, and its
-  // readiness test of the plane sockets.
+  // poll_progress (under rx_mu_): receive_batch's result per plane, or kNotRead, and what its
+  // epoll_wait said was ready.
   std::vector<int> got;
-  std::vector<pollfd> poller_fds;
+  std::vector<epoll_event> poller_events;
   // Transmit (under mu_): a burst's slots per plane, and one plane's messages.
   struct Message {
     size_t first = 0;  // index into the plane's slot list
@@ -201,6 +202,7 @@ UdpDriver::~UdpDriver() {
   stop();
   if (event_fd_ >= 0) ::close(event_fd_);
   if (poller_timer_fd_ >= 0) ::close(poller_timer_fd_);
+  if (poller_epoll_fd_ >= 0) ::close(poller_epoll_fd_);
   if (deadline_timer_fd_ >= 0) ::close(deadline_timer_fd_);
 }
 
@@ -386,6 +388,21 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
   }
   for (size_t p = 0; p < d->sockets_.size(); ++p)
     d->plane_shard_.push_back(static_cast<uint32_t>(p % threads));
+  // The pollers' readiness set: thread 0's plane sockets (the others' are their threads'),
+  // level-triggered, each tagged with its plane number. One plane: none, recvmmsg straight.
+  if (d->sockets_.size() > 1) {
+    d->poller_epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (d->poller_epoll_fd_ < 0) return Err("udp driver: epoll_create1: " + errno_text(errno));
+    for (size_t p = 0; p < d->sockets_.size(); ++p) {
+      if (d->plane_shard_[p] != 0) continue;
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = p;
+      if (::epoll_ctl(d->poller_epoll_fd_, EPOLL_CTL_ADD, d->sockets_[p]->fd, &ev) != 0)
+        return Err("udp driver: plane " + std::to_string(p) + ": epoll_ctl: " + errno_text(errno));
+    }
+    d->scratch_->poller_events.resize(d->sockets_.size());
+  }
   d->step_shard_ = std::make_unique<Shard>();
   d->step_shard_->rx_mu = &d->rx_mu_;
   d->step_shard_->wake_fd = d->event_fd_;
@@ -867,8 +884,17 @@ void UdpDriver::port_status_message(size_t plane, const sockaddr_in6& from,
 }
 
 UdpCounters UdpDriver::counters() const {
-  std::lock_guard lock(mu_);
-  return counters_;
+  UdpCounters c;
+  {
+    std::lock_guard lock(mu_);
+    c = counters_;
+  }
+  c.poller_polls = poller_counts_.polls.load(std::memory_order_relaxed);
+  c.poller_busy = poller_counts_.busy.load(std::memory_order_relaxed);
+  c.poller_ready_checks = poller_counts_.ready_checks.load(std::memory_order_relaxed);
+  c.poller_recvmmsg = poller_counts_.recvmmsg.load(std::memory_order_relaxed);
+  c.poller_timer_arms = poller_counts_.timer_arms.load(std::memory_order_relaxed);
+  return c;
 }
 
 bool UdpDriver::flush_locked() {
@@ -1103,28 +1129,46 @@ bool UdpDriver::poll_progress() {
   poller_until_ns_.store(t_ns + kPollerGrace.count());
   const bool loop_waits = shards_[0]->stepped_back.load() || step_shard_->stepped_back.load();
   if (loop_waits &&
-      poller_timer_ns_.load(std::memory_order_relaxed) < t_ns + kPollerGrace.count() / 2)
+      poller_timer_ns_.load(std::memory_order_relaxed) < t_ns + kPollerGrace.count() / 2) {
     arm_poller_timer(t_ns + kPollerGrace.count());
+    poller_counts_.timer_arms.fetch_add(1, std::memory_order_relaxed);
+  }
   std::unique_lock rx(rx_mu_, std::try_to_lock);
-  if (!rx.owns_lock()) return false;  // the loop (or another poller) is receiving
+  if (!rx.owns_lock()) {  // the loop (or another poller) is receiving
+    poller_counts_.busy.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  // Under rx_mu_ from here: one writer, so a relaxed load and store count.
+  const auto count = [](std::atomic<uint64_t>& c, uint64_t k = 1) {
+    c.store(c.load(std::memory_order_relaxed) + k, std::memory_order_relaxed);
+  };
+  count(poller_counts_.polls);
   const size_t n = sockets_.size();
   std::vector<int>& got = scratch_->got;
   got.assign(n, kNotRead);
-  // Several planes: one ppoll says which sockets hold something (one syscall, not one
-  // recvmmsg per plane, while nothing comes).
-  std::vector<pollfd>& ready = scratch_->poller_fds;
-  static constexpr timespec kZero{};
-  if (n > 1) {
-    ready.resize(n);
-    for (size_t p = 0; p < n; ++p)  // thread 0's planes: the others' are their threads'
-      ready[p] = {plane_shard_[p] == 0 ? sockets_[p]->fd : -1, POLLIN, 0};
-  }
+  // Several planes: one epoll_wait says which sockets hold something (one syscall, not one
+  // recvmmsg per plane, while nothing comes; cheaper than a ppoll of every socket, whose cost
+  // grows with the planes). One plane: its recvmmsg is the test.
   bool any = false;
-  const int polled = n > 1 ? ::ppoll(ready.data(), n, &kZero, nullptr) : 1;
-  for (size_t p = 0; p < n && polled > 0; ++p) {
-    if (n > 1 && !(ready[p].revents & POLLIN)) continue;
+  const auto read = [&](size_t p) {
     got[p] = receive_batch(p);
     any = any || got[p] > 0 || (got[p] < 0 && got[p] != -EAGAIN);
+  };
+  if (poller_epoll_fd_ < 0) {
+    count(poller_counts_.recvmmsg);
+    read(0);
+  } else {
+    std::vector<epoll_event>& ev = scratch_->poller_events;
+    const int k = ::epoll_wait(poller_epoll_fd_, ev.data(), static_cast<int>(ev.size()), 0);
+    count(poller_counts_.ready_checks);
+    // In plane order, as the loop reads them (epoll lists them in the order they became ready).
+    constexpr int kReady = kNotRead + 1;  // marked here, replaced by receive_batch's result
+    for (int i = 0; i < k; ++i) got[ev[static_cast<size_t>(i)].data.u64] = kReady;
+    for (size_t p = 0; p < n && k > 0; ++p) {
+      if (got[p] == kNotRead) continue;
+      count(poller_counts_.recvmmsg);
+      read(p);
+    }
   }
   // Nothing came: the engine's timers are the pollers' too while they hold the sockets (the
   // loop's sleep leaves them out, run_once), so look whether one is due. try_lock: an app

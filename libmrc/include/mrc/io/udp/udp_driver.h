@@ -130,6 +130,13 @@ struct UdpCounters {
   uint64_t recvmmsg_calls = 0;     // those that read, or came from the loop (poll_progress
                                    // rounds that read nothing are not counted)
   uint64_t poller_rounds = 0;      // poll_progress calls that fed the engine datagrams or timers
+  // The pollers' own syscalls and misses (issue 17: what a polling thread pays per round trip,
+  // empty polls included; each happens outside mu_, so counted apart and added by counters()).
+  uint64_t poller_polls = 0;         // poll_progress calls that looked at the sockets
+  uint64_t poller_busy = 0;          // ...that found the receive side taken (loop, other poller)
+  uint64_t poller_ready_checks = 0;  // readiness syscalls (epoll_wait; none with one plane)
+  uint64_t poller_recvmmsg = 0;      // recvmmsg syscalls of pollers, empty ones included
+  uint64_t poller_timer_arms = 0;    // timerfd_settime of pollers (pushing the loop's hold)
   uint64_t send_eagain = 0;      // a socket was full; the rest of its batch waited
   uint64_t send_enobufs = 0;     // dropped by the host
   uint64_t send_errors = 0;      // other send errors (dropped)
@@ -356,6 +363,18 @@ class UdpDriver {
     return f(*engine_);
   }
 
+  /// peek_engine for a thread that must not sleep on the mutex (one that busy-polls, as
+  /// mrc-perf --latency does): runs f and returns true when the mutex is free, else false at
+  /// once. Its holder is often the loop or a poller inside a send (sendmmsg, ~10 us on veth);
+  /// sleeping on it costs the poller a futex wait and its holder a futex wake (issue 17).
+  template <class F>
+  bool try_peek_engine(F&& f) {
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    f(*engine_);
+    return true;
+  }
+
   /// Grows whenever the engine may hold new completions or events: in every round in
   /// which the loop fed it datagrams or timeouts (before that round's transmissions, so a
   /// peer answering them cannot get ahead of it), and after every with_engine. A poller
@@ -445,6 +464,16 @@ class UdpDriver {
   // (Shard::stepped_back; re-armed once less than half the grace is left of poller_timer_ns_),
   // so a loop whose app polls without pause stays asleep.
   int poller_timer_fd_ = -1;
+  // Pollers learn which of thread 0's plane sockets hold datagrams from this epoll set (one
+  // epoll_wait, ~0.25 us here, where ppoll of 4 sockets took ~0.8 us; -1 with one plane:
+  // recvmmsg straight). The loop's own ppoll does not use it.
+  int poller_epoll_fd_ = -1;
+  // The pollers' counters (UdpCounters::poller_*), outside mu_: written by pollers only,
+  // relaxed, added to counters()'s snapshot.
+  struct PollerCounts {
+    std::atomic<uint64_t> polls{0}, busy{0}, ready_checks{0}, recvmmsg{0}, timer_arms{0};
+  };
+  PollerCounts poller_counts_;
   std::atomic<int64_t> poller_until_ns_{0};
   std::atomic<int64_t> poller_timer_ns_{0};
   void arm_poller_timer(int64_t at_ns);
