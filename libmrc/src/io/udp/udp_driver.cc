@@ -1103,6 +1103,11 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     // Before transmit: the ACKs it sends let peers act on what was just completed here, and
     // a poller must be able to see those completions by then.
     activity_.fetch_add(1, std::memory_order_release);
+    // The last round's datagrams are fed: the receive side goes back to pollers before the
+    // sends (a sendmmsg on veth forwards through the fabric inside the call, ~10 us), so a
+    // poller receives the answer while the loop is still sending (issue 17: a loop that held
+    // it across its sends left its host's pollers busy 57-111 times per round trip).
+    if (!full && rx.owns_lock()) rx.unlock();
     transmit(t);
     wake_pending_owners(s);
     if (!first && !move_alarm_locked(t)) wake_first = true;
@@ -1190,10 +1195,10 @@ bool UdpDriver::poll_progress() {
       engine_->on_timeout(t);
     }
     activity_.fetch_add(1, std::memory_order_release);  // before the ACKs leave, as the loop
+    rx.unlock();  // fed: the loop or another poller may receive while this one sends
     must_wake = flush_locked();
     lock.unlock();
   }
-  rx.unlock();
   if (must_wake) wake();  // a timer earlier than the sleeping loop planned, or a full socket
   if (on_progress_) on_progress_();
   return true;

@@ -478,7 +478,9 @@ class UdpDriver {
   std::atomic<int64_t> poller_timer_ns_{0};
   void arm_poller_timer(int64_t at_ns);
   // The sockets' receive side (Plane's rx buffers, Scratch::got): the loop's receive rounds
-  // or one poll_progress at a time. Taken before mu_, never while holding it.
+  // or one poll_progress at a time, from the recvmmsg through feeding the engine; released
+  // before that round's sends (issue 17), which run under mu_ alone. Taken before mu_, never
+  // while holding it (released while holding it).
   std::mutex rx_mu_;
 
   mutable std::mutex mu_;  // guards engine_, peers_, counters_, pending queues
