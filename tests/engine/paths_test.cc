@@ -894,8 +894,7 @@ TEST(PathSet, Next_NeverPicksAnEvTheFullRecordSaysIsUnusable) {
   s.on_acked(static_cast<uint16_t>(s.find(3)));
   check("EV 3 acknowledged");
   // Plane 2 loses every EV, backups too: drained.
-  for (uint32_t k = 0; k < 6; ++k)
-    s.on_lost(static_cast<uint16_t>(s.find(200 + k)), true, now, ev);
+  for (uint32_t k = 0; k < 6; ++k) s.on_lost(static_cast<uint16_t>(s.find(200 + k)), true, now, ev);
   ASSERT_TRUE(s.plane_drained(2));
   check("plane 2 drained");
   // Probes bring plane 2 and EV 1 back.

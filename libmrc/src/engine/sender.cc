@@ -589,8 +589,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   ++w.acked;
   q.paths.count_acked(p.path);
   q.paths.on_acked(p.path);
-  if (q.health && health.counting(*q.health))
-    health.on_acked(*q.health, q.paths.hot(p.path).plane);
+  if (q.health && health.counting(*q.health)) health.on_acked(*q.health, q.paths.hot(p.path).plane);
   if (health.ev_counting()) health.on_acked_ev(q.paths.hot(p.path).ev);
   q.loss.on_delivered(p.xseq);
   // Delivered on its EV: packets sent before it on the same EV are overdue. Only a first

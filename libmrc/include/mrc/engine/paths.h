@@ -131,13 +131,13 @@ class PathSet {
     // PathStats::tx_packets and acked, low 8 bits: a carry adds 256 to Cold's base (once
     // per 256 packets on the EV).
     uint8_t tx_packets_lo = 0, acked_lo = 0;
-    uint8_t plane = 0;         // Path::plane (< kMaxPlanes)
-    uint8_t state_ : 2 = 0;    // EvState
-    uint8_t active : 1 = 0;    // in the sprayed set (else a backup)
-    uint8_t skip : 1 = 0;      // pass over once
-    uint8_t held : 1 = 0;      // held by the engine's shared view of EVs (SharedHealth): passed over
-    uint8_t listed : 1 = 0;    // sender: tx_head / tx_tail hold a list (else no packet in it)
-    uint8_t lossy : 1 = 0;     // Cold::losses is not 0 (an ACK then clears it)
+    uint8_t plane = 0;       // Path::plane (< kMaxPlanes)
+    uint8_t state_ : 2 = 0;  // EvState
+    uint8_t active : 1 = 0;  // in the sprayed set (else a backup)
+    uint8_t skip : 1 = 0;    // pass over once
+    uint8_t held : 1 = 0;    // held by the engine's shared view of EVs (SharedHealth): passed over
+    uint8_t listed : 1 = 0;  // sender: tx_head / tx_tail hold a list (else no packet in it)
+    uint8_t lossy : 1 = 0;   // Cold::losses is not 0 (an ACK then clears it)
 
     EvState state() const { return static_cast<EvState>(state_); }
     /// In the sprayed set and GOOD: the sprayer may pick it.
@@ -150,19 +150,19 @@ class PathSet {
   struct Cold {
     Path path;
     EvReason reason = EvReason::kAllowed;  // why it entered its state (meaningful once changes > 0)
-    uint8_t backoff = 0;   // probe interval doublings (unanswered probes)
-    uint16_t losses = 0;   // losses in a row (Hot::lossy: not 0)
-    uint16_t clean = 0;    // clean probe replies in a row
+    uint8_t backoff = 0;                   // probe interval doublings (unanswered probes)
+    uint16_t losses = 0;                   // losses in a row (Hot::lossy: not 0)
+    uint16_t clean = 0;                    // clean probe replies in a row
     uint32_t tx_bytes_hi = 0;
     uint64_t tx_packets_base = 0, acked_base = 0;  // multiples of 256 (Hot's low bits carry here)
-    uint64_t lost = 0;     // PathStats::lost, trims (the sender counts)
+    uint64_t lost = 0;                             // PathStats::lost, trims (the sender counts)
     uint64_t trims = 0;
     uint32_t probe_seq = 0;  // seq of the latest probe sent (0: none)
     uint32_t reply_seq = 0;  // probe_seq when last answered (equal: nothing outstanding)
     Time probe_sent{0};
     Time next_probe = kNever;
-    Time since{0};           // time of the last state change
-    uint32_t changes = 0;    // state changes so far (observers diff snapshots)
+    Time since{0};         // time of the last state change
+    uint32_t changes = 0;  // state changes so far (observers diff snapshots)
   };
 
   /// One EV as observers and tests see it: a copy of both records (ev(i)).
@@ -428,8 +428,8 @@ class PathSet {
     std::vector<Line> lines_;
     uint32_t n_ = 0;
   };
-  EvBlock hot_;  // per EV: what a packet touches
-  std::vector<Turn> turn_;          // per plane in use (planes_ entries)
+  EvBlock hot_;             // per EV: what a packet touches
+  std::vector<Turn> turn_;  // per plane in use (planes_ entries)
   int64_t total_w_ = 0;
   uint32_t inflight_total_ = 0;
   uint16_t planes_ = 0;          // 1 + highest plane in the set
