@@ -111,14 +111,15 @@ class PathSet {
  public:
   /// What a data packet sent on an EV and its acknowledgement read and write of the EV (the
   /// sprayer's flags, the wire's EV value, Core's sent-order list, the per-packet counters'
-  /// low halves, srtt, per-EV RACK), 32 bytes: two EVs to a cache line, and a QP's EVs in one
-  /// dense array (hot_), so that a QP whose state has left the caches (thousands of QPs,
-  /// each active in turn) pays half a line per packet for its EV, not a line (a 64 KiB
-  /// message over 16 EVs: 8 lines, not 16). Everything else about the EV (health
-  /// bookkeeping, probes, counters' high parts, the last RTT sample) is in a cold record
-  /// (Cold) that a packet touches only when a loss, a probe, a state change or a counter's
-  /// carry needs it. Nothing else keeps a copy of these fields: the sprayer decides from
-  /// this record alone, so there is nothing to drift apart.
+  /// low bits, srtt, per-EV RACK), 32 bytes: two EVs to a cache line, and a QP's EVs in one
+  /// dense array (hot_, an EvBlock), so that a QP whose state has left the caches (thousands
+  /// of QPs, each active in turn) pays half a line per packet for its EV, not a line (a 64 KiB
+  /// message over 16 EVs: 8 lines, not 16). The last RTT sample of each EV (written per ACK)
+  /// follows the records in the same block. Everything else about the EV (health
+  /// bookkeeping, probes, counters' high parts) is in a cold record (Cold) that a packet
+  /// touches only when a loss, a probe, a state change or a counter's carry needs it.
+  /// Nothing else keeps a copy of these fields: the sprayer decides from this record alone,
+  /// so there is nothing to drift apart.
   struct alignas(32) Hot {
     uint64_t rack_xseq = 0;  // transmission order of the newest first transmission on it known
                              // delivered (RACK per EV)
