@@ -480,9 +480,10 @@ TEST(PathSet, Next_EveryOtherPlaneHeld_DrainedPlaneStillCarriesNothing) {
 }
 
 // Per-plane state is sized to the planes in use, not to kMaxPlanes (an idle QP's path set was
-// ~1.2 KB, most of it 16 planes' arrays): the object holds no per-plane array.
+// ~1.2 KB, most of it 16 planes' arrays): the object holds no per-plane array (328 bytes: the
+// vectors of its two EV records, per-plane state, index, bad list, the policy's 16 weights).
 TEST(PathSet, Reset_PerPlaneStateSizedToThePlanesInUse) {
-  EXPECT_LE(sizeof(PathSet), size_t{320});
+  EXPECT_LE(sizeof(PathSet), size_t{328});
   PathSet s = make();  // 4 planes
   EXPECT_EQ(s.planes(), 4u);
   // Reset to 16 planes, one EV each: every plane carries its turn.
@@ -759,8 +760,8 @@ TEST(PathSet, PrefetchNext_LeavesTheRoundRobinAsItWas) {
   empty.prefetch_next();
   EXPECT_EQ(empty.next(-1), PathSet::kNoPath);
 }
-// The sprayer walks each plane's EVs from record to record (Ev::plane_next), not through a
-// list of them: with the paths given planes interleaved (EV k on plane k % 3), each plane's
+// The sprayer walks each plane's EVs in index order (its cursor a position in the plane's
+// list): with the paths given planes interleaved (EV k on plane k % 3), each plane's
 // picks still go round its EVs in index order from its first, a skipped EV is passed over
 // once, and a reset to another set starts each plane again at its first EV.
 TEST(PathSet, Next_WalksEachPlanesEvsInIndexOrderWhenPlanesInterleave) {
@@ -770,7 +771,7 @@ TEST(PathSet, Next_WalksEachPlanesEvsInIndexOrderWhenPlanesInterleave) {
   s.reset(active, {}, PathPolicy{}, 3);
   std::map<uint16_t, std::vector<uint32_t>> picks;  // plane -> EVs in the order picked
   for (int i = 0; i < 36; ++i) {
-    const Path& p = s.ev(s.next(-1)).path;
+    const Path p = s.ev(s.next(-1)).path;
     picks[p.plane].push_back(p.ev);
   }
   ASSERT_EQ(picks.size(), 3u);
@@ -783,7 +784,7 @@ TEST(PathSet, Next_WalksEachPlanesEvsInIndexOrderWhenPlanesInterleave) {
   s.on_congestion(static_cast<uint16_t>(s.find(503)));
   std::vector<uint32_t> zero;
   for (int i = 0; i < 15; ++i) {
-    const Path& p = s.ev(s.next(-1)).path;
+    const Path p = s.ev(s.next(-1)).path;
     if (p.plane == 0) zero.push_back(p.ev);
   }
   EXPECT_EQ(zero, (std::vector<uint32_t>{500, 506, 509, 500, 503}));
@@ -793,38 +794,147 @@ TEST(PathSet, Next_WalksEachPlanesEvsInIndexOrderWhenPlanesInterleave) {
   s.reset(other, {}, PathPolicy{}, 3);
   std::map<uint16_t, std::vector<uint32_t>> again;
   for (int i = 0; i < 8; ++i) {
-    const Path& p = s.ev(s.next(-1)).path;
+    const Path p = s.ev(s.next(-1)).path;
     again[p.plane].push_back(p.ev);
   }
   EXPECT_EQ(again[0], (std::vector<uint32_t>{700, 702, 700, 702}));
   EXPECT_EQ(again[1], (std::vector<uint32_t>{701, 703, 701, 703}));
 }
 
-// The per-packet counters are 64-bit values kept in two 32-bit halves (the low one in the
-// record's first line): a carry out of the low half reaches the high half, nothing is lost.
-TEST(PathSet, EvCounters_CarryIntoTheHighHalf) {
+// The per-packet counters are 64-bit values whose low bits live in the EV's 32-byte
+// per-packet record (8 bits of packets and ACKs, 32 of bytes): a carry out of the low
+// bits reaches the cold record, nothing is lost.
+TEST(PathSet, EvCounters_CarryIntoTheColdRecord) {
   PathSet s = make();
-  PathSet::Ev& e = s.tx(0);
-  e.count_sent(4096);
-  e.count_acked();
-  EXPECT_EQ(e.tx_packets(), 1u);
-  EXPECT_EQ(e.tx_bytes(), 4096u);
-  EXPECT_EQ(e.acked(), 1u);
-  e.tx_packets_lo = UINT32_MAX;
-  e.tx_bytes_lo = UINT32_MAX - 100;
-  e.acked_lo = UINT32_MAX;
-  e.count_sent(4096);  // packets wrap to 0 with a carry, bytes to 3995 with a carry
-  e.count_acked();
-  EXPECT_EQ(e.tx_packets(), uint64_t{1} << 32);
-  EXPECT_EQ(e.tx_bytes(), (uint64_t{1} << 32) + 3995);
-  EXPECT_EQ(e.acked(), uint64_t{1} << 32);
-  e.count_sent(1);
-  EXPECT_EQ(e.tx_packets(), (uint64_t{1} << 32) + 1);
-  EXPECT_EQ(e.tx_bytes(), (uint64_t{1} << 32) + 3996);
-  // What a packet and its ACK write lies in the record's first cache line.
-  EXPECT_LE(offsetof(PathSet::Ev, acked_lo) + sizeof(uint32_t), 64u);
-  EXPECT_LE(offsetof(PathSet::Ev, rtt_ns) + sizeof(uint64_t), 64u);
-  EXPECT_GE(offsetof(PathSet::Ev, lost), 64u);
+  s.count_sent(0, 4096);
+  s.count_acked(0);
+  EXPECT_EQ(s.ev(0).tx_packets(), 1u);
+  EXPECT_EQ(s.ev(0).tx_bytes(), 4096u);
+  EXPECT_EQ(s.ev(0).acked(), 1u);
+  for (int i = 0; i < 255; ++i) {  // 256 packets and ACKs: both low bytes wrap once
+    s.count_sent(0, 4096);
+    s.count_acked(0);
+  }
+  EXPECT_EQ(s.ev(0).tx_packets(), 256u);
+  EXPECT_EQ(s.ev(0).acked(), 256u);
+  EXPECT_EQ(s.hot(0).tx_packets_lo, 0u);
+  EXPECT_EQ(s.ev(0).tx_bytes(), 256u * 4096);
+  s.tx(0).tx_bytes_lo = UINT32_MAX - 100;  // bytes wrap to 3995 with a carry
+  s.count_sent(0, 4096);
+  EXPECT_EQ(s.ev(0).tx_bytes(), (uint64_t{1} << 32) + 3995);
+  EXPECT_EQ(s.ev(0).tx_packets(), 257u);
+  for (int i = 0; i < 1000; ++i) s.count_sent(1, 1);
+  EXPECT_EQ(s.ev(1).tx_packets(), 1000u);
+  EXPECT_EQ(s.ev(1).tx_bytes(), 1000u);
+  EXPECT_EQ(s.ev(0).tx_packets(), 257u);  // EV 0 untouched by EV 1's counts
+}
+
+// What a packet and its ACK touch of an EV is one 32-byte record, two to a line, all of a
+// QP's EVs in one array: 16 EVs (a 64 KiB message of 16 packets) in 8 lines.
+TEST(PathSet, HotRecord_TwoEvsToACacheLine) {
+  EXPECT_EQ(sizeof(PathSet::Hot), 32u);
+  EXPECT_EQ(alignof(PathSet::Hot), 32u);
+  PathSet s = make();
+  const auto base = reinterpret_cast<uintptr_t>(&s.hot(0));
+  EXPECT_EQ(base % 64, 0u);  // the block starts a line: 16 EVs fill 8 lines exactly
+  for (size_t i = 1; i < s.size(); ++i)
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(&s.hot(i)) - base, 32 * i) << i;
+}
+
+// The per-packet record and the full one (ev(i)) say the same about every EV, and the sprayer
+// decides from the per-packet record alone: through losses, probes back to GOOD, a plane
+// drained and restored, denies, shared-view holds of EVs and planes, an admin drain and a
+// reset, the sprayer never picks an EV that ev(i) says is not usable (not active, not GOOD,
+// held while its plane has another, or on a plane with no weight) while a usable one exists.
+TEST(PathSet, Next_NeverPicksAnEvTheFullRecordSaysIsUnusable) {
+  PathSet s = make();
+  std::vector<EvEvent> ev;
+  std::vector<ProbeRequest> probes;
+  Time now{0};
+  uint64_t checked = 0;
+  const auto check = [&](const char* stage) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      const PathSet::Ev e = s.ev(i);
+      const PathSet::Hot& h = s.hot(i);
+      ASSERT_EQ(e.state, h.state()) << stage << " ev " << i;
+      ASSERT_EQ(e.active, static_cast<bool>(h.active)) << stage << " ev " << i;
+      ASSERT_EQ(e.path.ev, h.ev) << stage << " ev " << i;
+      ASSERT_EQ(e.path.plane, h.plane) << stage << " ev " << i;
+      ASSERT_EQ(e.losses != 0, static_cast<bool>(h.lossy)) << stage << " ev " << i;
+    }
+    // Which planes have a usable EV, by the full records and the set's own plane flags.
+    bool any = false;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const PathSet::Ev e = s.ev(i);
+      const uint16_t pl = e.path.plane;
+      any |= e.active && e.state == EvState::kGood && !s.plane_admin_down(pl) &&
+             !(s.planes_held() >> pl & 1u);
+    }
+    for (int k = 0; k < 64; ++k) {
+      const uint16_t i = s.next(-1);
+      ASSERT_NE(i, PathSet::kNoPath) << stage;
+      const PathSet::Ev e = s.ev(i);
+      ASSERT_NE(e.state, EvState::kDenied) << stage << " pick " << k;
+      if (!any) continue;  // nothing usable: the fallback may pick any non-denied EV
+      ASSERT_TRUE(e.active) << stage << " pick " << k << " ev " << e.path.ev;
+      ASSERT_EQ(e.state, EvState::kGood) << stage << " pick " << k << " ev " << e.path.ev;
+      ASSERT_FALSE(s.plane_admin_down(e.path.plane)) << stage << " pick " << k;
+      ASSERT_FALSE(s.planes_held() >> e.path.plane & 1u) << stage << " pick " << k;
+      ++checked;
+    }
+  };
+  check("fresh");
+  // Losses: EVs 1 and 2 of plane 0 and EV 0 of plane 1 go bad; backups step in.
+  for (uint32_t v : {1u, 2u, 100u})
+    for (int k = 0; k < 2; ++k) s.on_lost(static_cast<uint16_t>(s.find(v)), false, now, ev);
+  check("three EVs lost");
+  // A loss, then an ACK on EV 3: its run of losses ends (lossy follows).
+  s.on_lost(static_cast<uint16_t>(s.find(3)), false, now, ev);
+  check("one loss on EV 3");
+  s.on_acked(static_cast<uint16_t>(s.find(3)));
+  check("EV 3 acknowledged");
+  // Plane 2 loses every EV, backups too: drained.
+  for (uint32_t k = 0; k < 6; ++k) s.on_lost(static_cast<uint16_t>(s.find(200 + k)), true, now, ev);
+  ASSERT_TRUE(s.plane_drained(2));
+  check("plane 2 drained");
+  // Probes bring plane 2 and EV 1 back.
+  for (int round = 0; round < 4; ++round) {
+    now += 200ms;
+    probes.clear();
+    s.poll_probes(now, probes, ev);
+    for (const ProbeRequest& r : probes) {
+      const uint32_t v = s.ev(r.index).path.ev;
+      if (v / 100 == 2 || v == 1) s.on_probe_reply(r.index, r.seq, false, now, ev);
+    }
+    check("probing");
+  }
+  EXPECT_FALSE(s.plane_drained(2));
+  // Denies and an allow.
+  ASSERT_TRUE(s.deny(300, true, now, ev));
+  ASSERT_TRUE(s.deny(301, true, now, ev));
+  check("denied");
+  ASSERT_TRUE(s.deny(300, false, now, ev));
+  check("allowed");
+  // Shared-view holds: EVs of plane 3, then planes.
+  for (uint32_t v : {301u, 302u}) s.set_ev_held(static_cast<uint16_t>(s.find(v)), true);
+  check("EVs held");
+  s.set_planes_held(1u << 1);
+  check("plane 1 held");
+  s.set_plane_admin_down(3, true);
+  check("plane 3 drained by the operator");
+  s.set_planes_held(0);
+  s.set_plane_admin_down(3, false);
+  for (uint32_t v : {301u, 302u}) s.set_ev_held(static_cast<uint16_t>(s.find(v)), false);
+  check("released");
+  // Every EV bad: the fallback still never returns a denied EV.
+  for (size_t i = 0; i < s.size(); ++i) s.on_lost(static_cast<uint16_t>(i), true, now, ev);
+  check("everything bad");
+  // A reset to another set: both records start again.
+  std::vector<Path> active;
+  for (uint32_t k = 0; k < 8; ++k) active.push_back(Path{900 + k, static_cast<uint16_t>(k % 2)});
+  s.reset(active, {}, PathPolicy{});
+  check("reset");
+  EXPECT_GT(checked, 64u * 10);
 }
 }  // namespace
 }  // namespace mrc::engine

@@ -540,17 +540,17 @@ TEST(QpScale, TimerHeap_ReusedSlotAfterDestroyRunsOnlyTheNewQpsTimers) {
   EXPECT_EQ(f.a.qp_stats(reused)->rto_fired, 1u);
 }
 
-// What an idle connected QP holds: the Qp itself, its EVs (one record each: state, counters,
-// sent-order list; the path list in its attributes, the EV index), its path set's per-plane
-// state (the sprayer's and the health's: 56 bytes a plane, for the planes in use only) and the
-// allocator's rounding on each of those blocks.
+// What an idle connected QP holds: the Qp itself, its EVs (a 32-byte per-packet record, a
+// cold record, an RTT sample and a by-plane entry each; the path list in its attributes, the
+// EV index), its path set's per-plane state (the sprayer's and the health's: 56 bytes a plane,
+// for the planes in use only) and the allocator's rounding on each of those blocks.
 // No send, receive or in-flight ring, no bitmap: those grow with use.
 size_t idle_qp_bound() {
-  const size_t per_ev =
-      sizeof(PathSet::Ev) + sizeof(Path) + sizeof(std::pair<uint32_t, uint16_t>) + sizeof(uint16_t);
+  const size_t per_ev = sizeof(PathSet::Hot) + sizeof(PathSet::Cold) + sizeof(uint32_t) +
+                        sizeof(uint16_t) + sizeof(Path) + sizeof(std::pair<uint32_t, uint16_t>);
   constexpr size_t kPlanes = 4;     // kPaths over 4 planes (connect)
   constexpr size_t kPerPlane = 56;  // PathSet's Turn (24 bytes) and PlaneState (32)
-  constexpr size_t kBlocks = 7;     // Qp, attr.paths, evs, index, by-plane list, 2 per-plane
+  constexpr size_t kBlocks = 7;     // Qp, attr.paths, EV block, cold records, index, 2 per-plane
   constexpr size_t kRounding = 64;  // per block: malloc's header and size classes, alignment
   return sizeof(Qp) + kPaths * per_ev + kPlanes * kPerPlane + kBlocks * kRounding +
          2 * sizeof(void*);  // + table slot

@@ -275,7 +275,7 @@ void Core::send_probe(Qp& q, uint16_t index, uint32_t seq) {
   Control c;
   c.kind = wire::Kind::kProbe;
   c.qpn = q.qpn;
-  c.path = q.paths.ev(index).path;
+  c.path = q.paths.path(index);
   c.psn = seq;
   ++q.signals(index).probes;
   ctrl.push_back(c);
@@ -289,7 +289,7 @@ void Core::on_probe_reply(Qp& q, Time now, const wire::Packet& p) {
   }
   const auto echo = Time{static_cast<int64_t>(p.probe_reply.echo_ts)};
   if (echo <= now) {
-    q.paths.tx(static_cast<size_t>(i)).rtt_ns = static_cast<uint64_t>((now - echo).count());
+    q.paths.set_rtt_sample(static_cast<size_t>(i), static_cast<uint64_t>((now - echo).count()));
     learn_base_rtt(q, now, now - echo + q.cc_rtt.spray());
   }
   ++q.signals(static_cast<uint16_t>(i)).probe_replies;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <memory>
 
 namespace mrc::engine {
 
@@ -13,24 +14,30 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
   static_assert(offsetof(PathSet, count_) + sizeof count_ <= 128 &&
                 offsetof(PathSet, lossy_) < 128 && offsetof(PathSet, held_) < 128);
   policy_ = p;
-  evs_.clear();
+  std::vector<Hot> hot;
+  cold_.clear();
   evs_held_ = 0;
   index_.clear();
   bad_.clear();
   uint16_t planes = 0;
   for (int pass = 0; pass < 2; ++pass) {
     for (const Path& path : pass == 0 ? active : backups) {
-      Ev e;
-      e.path = path;
-      e.active = pass == 0;
-      index_.emplace_back(path.ev, static_cast<uint16_t>(evs_.size()));
-      evs_.push_back(e);
+      Hot h;
+      h.ev = path.ev;
+      h.plane = static_cast<uint8_t>(path.plane);
+      h.active = pass == 0;
+      Cold c;
+      c.path = path;
+      index_.emplace_back(path.ev, static_cast<uint16_t>(hot.size()));
+      hot.push_back(h);
+      cold_.push_back(c);
       planes = std::max<uint16_t>(planes, static_cast<uint16_t>(path.plane + 1));
     }
   }
   // Sorted by EV, then index: among equal EVs the first given comes first (find returns it).
   std::sort(index_.begin(), index_.end());
   planes_ = planes;
+  hot_.assign(hot);
   // Per-plane state for the planes in use. Packets in flight keep their planes' counts (the
   // set may change under a live QP); those on a plane the new set lacks are forgotten.
   turn_.resize(planes);
@@ -41,40 +48,32 @@ void PathSet::reset(std::span<const Path> active, std::span<const Path> backups,
     t.cursor = 0;
     inflight_total_ += t.inflight;
   }
-  // by_plane_: EV indexes grouped by plane (counting sort keeps index order).
+  // The by-plane list: EV indexes grouped by plane (counting sort keeps index order).
   uint16_t n_in[kMaxPlanes] = {};
-  for (const Ev& e : evs_) ++n_in[e.path.plane];
+  for (const Hot& h : hot_) ++n_in[h.plane];
   uint16_t fill[kMaxPlanes];
   for (uint16_t pl = 0, begin = 0; pl < planes; begin = static_cast<uint16_t>(begin + n_in[pl++]))
     turn_[pl].begin = fill[pl] = begin;
-  by_plane_.resize(evs_.size());
-  for (size_t i = 0; i < evs_.size(); ++i) {
-    const uint16_t pl = evs_[i].path.plane;
-    by_plane_[fill[pl]++] = static_cast<uint16_t>(i);
-    if (evs_[i].active) {
+  uint16_t* const by_plane = hot_.by_plane();
+  for (size_t i = 0; i < hot_.size(); ++i) {
+    const uint16_t pl = hot_[i].plane;
+    by_plane[fill[pl]++] = static_cast<uint16_t>(i);
+    if (hot_[i].active) {
       ++plane_[pl].target_active;
       ++plane_[pl].active;
       ++plane_[pl].usable;
     }
   }
-  // Each plane's EVs in a ring (Ev::plane_next), its cursor on the first.
-  for (uint16_t pl = 0; pl < planes; ++pl) {
-    const std::span<const uint16_t> list = plane_evs(pl);
-    if (list.empty()) continue;
-    turn_[pl].cursor = list[0];
-    for (size_t k = 0; k < list.size(); ++k)
-      evs_[list[k]].plane_next = list[k + 1 == list.size() ? 0 : k + 1];
-  }
   // Picks the plane the round robin starts from when some plane has no weight
   // (refresh_weights): a hash of the first active EV and the salt (the QP number).
   tie_seed_ = 0;
-  for (const Ev& e : evs_) {
-    if (!e.active) continue;
-    uint64_t z = (uint64_t{e.path.ev} ^ uint64_t{salt} << 32) * 0x9E3779B97F4A7C15ull;
+  for (const Hot& h : hot_) {
+    if (!h.active) continue;
+    uint64_t z = (uint64_t{h.ev} ^ uint64_t{salt} << 32) * 0x9E3779B97F4A7C15ull;
     tie_seed_ = static_cast<uint32_t>((z ^ (z >> 29)) >> 32);
     break;
   }
-  count_[static_cast<size_t>(EvState::kGood)] = static_cast<uint32_t>(evs_.size());
+  count_[static_cast<size_t>(EvState::kGood)] = static_cast<uint32_t>(hot_.size());
   count_[static_cast<size_t>(EvState::kAssumedBad)] = 0;
   count_[static_cast<size_t>(EvState::kDenied)] = 0;
   drained_ = answered_ = 0;
@@ -114,6 +113,52 @@ void PathSet::refresh_weights() {
   }
 }
 
+void PathSet::EvBlock::assign(std::span<const Hot> hot) {
+  n_ = static_cast<uint32_t>(hot.size());
+  lines_.assign((38 * hot.size() + 63) / 64, Line{});  // zeroed: RTT samples and list start at 0
+  std::uninitialized_copy(hot.begin(), hot.end(), reinterpret_cast<Hot*>(lines_.data()));
+}
+
+PathSet::Ev PathSet::ev(size_t i) const {
+  const Hot& h = hot_[i];
+  const Cold& c = cold_[i];
+  Ev e;
+  e.path = c.path;
+  e.state = h.state();
+  e.active = h.active;
+  e.skip = h.skip;
+  e.held = h.held;
+  e.listed = h.listed;
+  e.backoff = c.backoff;
+  e.losses = c.losses;
+  e.clean = c.clean;
+  e.tx_head = h.tx_head;
+  e.tx_tail = h.tx_tail;
+  e.rack_xseq = h.rack_xseq;
+  e.srtt = h.srtt();
+  e.rtt_ns = hot_.rtt()[i];
+  e.reason = c.reason;
+  e.probe_seq = c.probe_seq;
+  e.reply_seq = c.reply_seq;
+  e.lost = c.lost;
+  e.trims = c.trims;
+  e.probe_sent = c.probe_sent;
+  e.next_probe = c.next_probe;
+  e.since = c.since;
+  e.changes = c.changes;
+  e.tx_packets_ = c.tx_packets_base + h.tx_packets_lo;
+  e.tx_bytes_ = uint64_t{c.tx_bytes_hi} << 32 | h.tx_bytes_lo;
+  e.acked_ = c.acked_base + h.acked_lo;
+  return e;
+}
+
+std::vector<PathSet::Ev> PathSet::evs() const {
+  std::vector<Ev> out;
+  out.reserve(hot_.size());
+  for (size_t i = 0; i < hot_.size(); ++i) out.push_back(ev(i));
+  return out;
+}
+
 int PathSet::find(uint32_t ev) const {
   auto it = std::lower_bound(index_.begin(), index_.end(), ev,
                              [](const auto& a, uint32_t v) { return a.first < v; });
@@ -121,13 +166,15 @@ int PathSet::find(uint32_t ev) const {
 }
 
 int PathSet::pick_in_plane(uint16_t plane, int avoid) {
-  const size_t n = plane_size(plane);
+  const std::span<const uint16_t> list = plane_evs(plane);
+  const size_t n = list.size();
   int fallback = -1;
   for (int pass = 0; pass < 2; ++pass) {
-    uint16_t i = turn_[plane].cursor;
-    for (size_t k = 0; k < n; ++k, i = evs_[i].plane_next) {
-      Ev& e = evs_[i];
-      if (!e.active || e.state != EvState::kGood) continue;
+    size_t pos = turn_[plane].cursor;
+    for (size_t k = 0; k < n; ++k, pos = pos + 1 == n ? 0 : pos + 1) {
+      const uint16_t i = list[pos];
+      Hot& e = hot_[i];
+      if (!e.usable()) continue;
       if (e.skip && pass == 0) {
         e.skip = false;
         if (fallback < 0) fallback = i;
@@ -141,19 +188,17 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
         if (fallback < 0) fallback = i;
         continue;
       }
-      turn_[plane].cursor = e.plane_next;
+      const size_t after = pos + 1 == n ? 0 : pos + 1;
+      turn_[plane].cursor = static_cast<uint16_t>(after);
       // The plane's next EV is the likely one for this QP's next packet on the plane.
-      __builtin_prefetch(&evs_[e.plane_next], 1);
+      __builtin_prefetch(&hot_[list[after]], 1);
       return i;
     }
   }
   return fallback;
 }
 
-void PathSet::prefetch_next() const {
-  for (uint16_t p = 0; p < planes_; ++p)
-    if (plane_size(p) != 0) __builtin_prefetch(&evs_[turn_[p].cursor], 1);
-}
+void PathSet::prefetch_next() const { hot_.prefetch(16); }
 
 int PathSet::balance(int best, uint32_t off) const {
   if (inflight_total_ == 0) return best;
@@ -184,9 +229,9 @@ uint16_t PathSet::next(int avoid) {
   // says as much about its plane (a T0 or port down) as about its EV.
   uint32_t skip = 0;
   int64_t skip_w = 0;
-  if (avoid >= 0 && static_cast<size_t>(avoid) < evs_.size()) {
-    for (const uint32_t want : {lossy_ | 1u << evs_[static_cast<size_t>(avoid)].path.plane,
-                                1u << evs_[static_cast<size_t>(avoid)].path.plane}) {
+  if (avoid >= 0 && static_cast<size_t>(avoid) < hot_.size()) {
+    for (const uint32_t want : {lossy_ | 1u << hot_[static_cast<size_t>(avoid)].plane,
+                                1u << hot_[static_cast<size_t>(avoid)].plane}) {
       int64_t w = 0;
       for (size_t p = 0; p < planes_; ++p)
         if (want >> p & 1u) w += turn_[p].w;
@@ -214,11 +259,11 @@ uint16_t PathSet::next(int avoid) {
   }
   // Nothing usable: keep trying every EV that is not denied, in turn, except on a plane the
   // operator drained (no data goes there, even while every other plane is held or bad).
-  const size_t n = evs_.size();
+  const size_t n = hot_.size();
   int fallback = kNoPath;
   for (size_t k = 0; k < n; ++k) {
     const size_t i = (fallback_cursor_ + k) % n;
-    if (evs_[i].state == EvState::kDenied || plane_admin_down(evs_[i].path.plane)) continue;
+    if (hot_[i].state() == EvState::kDenied || plane_admin_down(hot_[i].plane)) continue;
     fallback = static_cast<int>(i);
     if (static_cast<int>(i) == avoid && n > 1) continue;
     fallback_cursor_ = static_cast<uint32_t>(i + 1);
@@ -227,13 +272,15 @@ uint16_t PathSet::next(int avoid) {
   return static_cast<uint16_t>(fallback);
 }
 
-void PathSet::on_congestion(uint16_t i) { evs_[i].skip = true; }
+void PathSet::on_congestion(uint16_t i) { hot_[i].skip = true; }
 
 void PathSet::on_lost(uint16_t i, bool timeout, Time now, std::vector<EvEvent>& out) {
-  Ev& e = evs_[i];
-  lossy_ |= static_cast<uint16_t>(1u << e.path.plane);
-  if (e.state != EvState::kGood) return;
+  Hot& h = hot_[i];
+  lossy_ |= static_cast<uint16_t>(1u << h.plane);
+  if (h.state() != EvState::kGood) return;
+  Cold& e = cold_[i];
   ++e.losses;
+  h.lossy = true;
   if (timeout || e.losses >= policy_.loss_threshold)
     set_state(i, EvState::kAssumedBad, timeout ? EvReason::kTimeout : EvReason::kLoss, now, out);
 }
@@ -241,22 +288,22 @@ void PathSet::on_lost(uint16_t i, bool timeout, Time now, std::vector<EvEvent>& 
 bool PathSet::plane_all_bad(uint16_t plane) const {
   bool any_bad = false;
   for (uint16_t i : plane_evs(plane)) {
-    if (evs_[i].state == EvState::kGood) return false;
-    any_bad |= evs_[i].state == EvState::kAssumedBad;
+    if (hot_[i].state() == EvState::kGood) return false;
+    any_bad |= hot_[i].state() == EvState::kAssumedBad;
   }
   return any_bad;
 }
 
 void PathSet::leave_active(uint16_t i) {
-  Ev& e = evs_[i];
+  Hot& e = hot_[i];
   if (!e.active) return;
-  const uint16_t pl = e.path.plane;
+  const uint16_t pl = e.plane;
   e.active = false;
   --plane_[pl].active;
   // The first GOOD backup of the same plane (in the order given) takes its place.
   for (uint16_t j : plane_evs(pl)) {
-    Ev& b = evs_[j];
-    if (!b.active && b.state == EvState::kGood) {
+    Hot& b = hot_[j];
+    if (!b.active && b.state() == EvState::kGood) {
       b.active = true;
       ++plane_[pl].active;
       ++plane_[pl].usable;
@@ -266,8 +313,8 @@ void PathSet::leave_active(uint16_t i) {
 }
 
 void PathSet::rejoin(uint16_t i) {
-  Ev& e = evs_[i];
-  const uint16_t pl = e.path.plane;
+  Hot& e = hot_[i];
+  const uint16_t pl = e.plane;
   PlaneState& ps = plane_[pl];
   if (ps.active < ps.target_active) {
     e.active = true;
@@ -277,22 +324,24 @@ void PathSet::rejoin(uint16_t i) {
 }
 
 void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vector<EvEvent>& out) {
-  Ev& e = evs_[i];
-  const EvState from = e.state;
+  Hot& h = hot_[i];
+  Cold& e = cold_[i];
+  const EvState from = h.state();
   if (from == to) return;
-  const uint16_t pl = e.path.plane;
-  if (from == EvState::kGood && e.active) --plane_[pl].usable;
+  const uint16_t pl = h.plane;
+  if (from == EvState::kGood && h.active) --plane_[pl].usable;
   --count_[static_cast<size_t>(from)];
   ++count_[static_cast<size_t>(to)];
   if (from == EvState::kAssumedBad) bad_.erase(std::find(bad_.begin(), bad_.end(), i));
   if (to == EvState::kAssumedBad) bad_.insert(std::lower_bound(bad_.begin(), bad_.end(), i), i);
-  e.state = to;
+  h.state_ = static_cast<uint8_t>(to);
   e.since = now;
   e.reason = why;
   ++e.changes;
   e.losses = 0;
+  h.lossy = false;
   e.clean = 0;
-  e.skip = false;
+  h.skip = false;
   e.backoff = 0;
   out.push_back(EvEvent{e.path.ev, pl, from, to, why, now});
   switch (to) {
@@ -332,7 +381,7 @@ Time PathSet::next_probe_time() const {
   for (uint16_t p = 0; p < planes_; ++p)
     if (plane_drained(p)) t = std::min(t, plane_[p].next_probe);
   for (uint16_t i : bad_)
-    if (!plane_drained(evs_[i].path.plane)) t = std::min(t, evs_[i].next_probe);
+    if (!plane_drained(hot_[i].plane)) t = std::min(t, cold_[i].next_probe);
   return t;
 }
 
@@ -353,9 +402,9 @@ void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<
     }
     for (size_t k = 0; k < list.size(); ++k) {
       const uint16_t i = list[(ps.drain_cursor + k) % list.size()];
-      if (evs_[i].state != EvState::kAssumedBad) continue;
+      if (hot_[i].state() != EvState::kAssumedBad) continue;
       ps.drain_cursor = static_cast<uint32_t>((ps.drain_cursor + k) % list.size());
-      Ev& e = evs_[i];
+      Cold& e = cold_[i];
       e.probe_seq = next_seq_++;
       e.probe_sent = now;
       answered_ &= static_cast<uint16_t>(~bit);
@@ -365,8 +414,8 @@ void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<
     ps.next_probe = now + probe_gap(ps.backoff);
   }
   for (uint16_t i : bad_) {  // ascending, as EV order
-    Ev& e = evs_[i];
-    if (plane_drained(e.path.plane) || e.next_probe > now) continue;
+    Cold& e = cold_[i];
+    if (plane_drained(hot_[i].plane) || e.next_probe > now) continue;
     if (e.probe_seq != e.reply_seq) {
       e.clean = 0;
       if (e.backoff < 16) ++e.backoff;
@@ -380,12 +429,13 @@ void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<
 
 void PathSet::on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now,
                              std::vector<EvEvent>& out) {
-  Ev& e = evs_[i];
-  if (e.state != EvState::kAssumedBad || seq == 0 || seq > e.probe_seq || seq <= e.reply_seq)
+  Cold& e = cold_[i];
+  if (hot_[i].state() != EvState::kAssumedBad || seq == 0 || seq > e.probe_seq ||
+      seq <= e.reply_seq)
     return;
   e.reply_seq = e.probe_seq;  // answered: older probes in flight no longer count as lost
   e.backoff = 0;
-  const uint16_t pl = e.path.plane;
+  const uint16_t pl = hot_[i].plane;
   if (plane_drained(pl)) {
     PlaneState& ps = plane_[pl];
     answered_ |= static_cast<uint16_t>(1u << pl);
@@ -395,7 +445,7 @@ void PathSet::on_probe_reply(uint16_t i, uint32_t seq, bool ecn, Time now,
     if (ps.clean < policy_.probes_to_good) return;
     drained_ &= static_cast<uint16_t>(~(1u << pl));
     for (uint16_t j : plane_evs(pl))
-      if (evs_[j].state == EvState::kAssumedBad)
+      if (hot_[j].state() == EvState::kAssumedBad)
         set_state(j, EvState::kGood, EvReason::kPlaneRestored, now, out);
     return;
   }
@@ -518,9 +568,9 @@ bool PathSet::deny(uint32_t ev, bool on, Time now, std::vector<EvEvent>& out) {
   const auto idx = static_cast<uint16_t>(i);
   if (on) {
     set_state(idx, EvState::kDenied, EvReason::kDenied, now, out);
-  } else if (evs_[idx].state == EvState::kDenied) {
+  } else if (hot_[idx].state() == EvState::kDenied) {
     set_state(idx, EvState::kAssumedBad, EvReason::kAllowed, now, out);
-    evs_[idx].next_probe = now;
+    cold_[idx].next_probe = now;
   }
   return true;
 }

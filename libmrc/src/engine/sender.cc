@@ -253,7 +253,7 @@ inline void Core::list_append(Qp& q, uint32_t psn) {
 
 inline void Core::ev_list_append(Qp& q, uint32_t psn) {
   TxPkt& p = q.snd.pkt(psn);
-  PathSet::Ev& e = q.paths.tx(p.path);
+  PathSet::Hot& e = q.paths.tx(p.path);
   p.ev_next = psn;
   if (e.listed) {
     p.ev_prev = e.tx_tail;
@@ -274,7 +274,7 @@ inline void Core::ev_list_append(Qp& q, uint32_t psn) {
   if (first) q.snd.list_head = last ? kNoLink : p.next;
   if (last) q.snd.list_tail = first ? kNoLink : p.prev;
   p.prev = p.next = psn;
-  PathSet::Ev& e = q.paths.tx(p.path);
+  PathSet::Hot& e = q.paths.tx(p.path);
   const bool ev_first = p.ev_prev == psn, ev_last = p.ev_next == psn;
   if (!ev_first) q.snd.pkt(p.ev_prev).ev_next = ev_last ? p.ev_prev : p.ev_next;
   if (!ev_last) q.snd.pkt(p.ev_next).ev_prev = ev_first ? p.ev_next : p.ev_prev;
@@ -374,14 +374,14 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   p.xseq = q.snd.xseq_next++;
   ++p.tx_count;
   q.snd.bytes_in_flight += p.len;
-  p.plane = static_cast<uint8_t>(q.paths.ev(p.path).path.plane);
+  const PathSet::Hot& ev = q.paths.hot(p.path);
+  const Path path{ev.ev, ev.plane};
+  p.plane = ev.plane;
   q.paths.on_sent(p.plane);
   list_append(q, psn);
-  PathSet::Ev& ev = q.paths.tx(p.path);
-  const Path path = ev.path;
-  ev.count_sent(p.len);
+  q.paths.count_sent(p.path, p.len);
 
-  wire::Packet& pk = tx_header(q, wire_kind(w), path.ev, psn, now);
+  wire::Packet& pk = tx_header(q, wire_kind(w), ev.ev, psn, now);
   pk.common.flags =
       (p.first ? wire::flag::kFirst : 0) | (p.last ? wire::flag::kLast | wire::flag::kAckReq : 0) |
       (retransmit ? wire::flag::kRetransmit : 0) | (cfg.payload_crc ? wire::flag::kPayloadCrc : 0) |
@@ -496,7 +496,7 @@ void Core::resync_health(Qp& q, Time now) {
   // QP still marks some held), once per change of the view, not per packet.
   if (health.ev_holds_end() <= now && q.paths.evs_held() == 0) return;
   for (uint16_t i = 0; i < q.paths.size(); ++i) {
-    const uint32_t ev = q.paths.ev(i).path.ev;
+    const uint32_t ev = q.paths.path(i).ev;
     // A hold that ran out unanswered is tested with one PROBE, by the first QP to look (it
     // is about to send a packet, so it lives for the probe's reply: that packet's ACK is
     // still to come).
@@ -515,13 +515,13 @@ void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind wh
     p.state = TxPkt::kLost;
     q.snd.bytes_in_flight -= p.len;
     q.paths.on_left(p.plane);
-    ++q.paths.tx(p.path).lost;
+    q.paths.count_lost(p.path);
     q.snd.retx.push_back(psn);
     if (why != LossKind::kNoBlame) {  // RACK or RTO: blame the EV (and its plane), tell CC
       q.paths.on_lost(p.path, why == LossKind::kTimeout, now, ev_scratch);
-      if (q.health && health.on_lost(*q.health, q.paths.ev(p.path).path.plane, now))
+      if (q.health && health.on_lost(*q.health, q.paths.hot(p.path).plane, now))
         ++stats.plane_holds;
-      if (q.health && health.on_lost_ev(q.paths.ev(p.path).path.ev, now)) ++stats.ev_holds;
+      if (q.health && health.on_lost_ev(q.paths.hot(p.path).ev, now)) ++stats.ev_holds;
       if (q.cc) q.cc->on_loss(now);
       probe_base_rtt(q);
       p.blamed = true;
@@ -589,16 +589,15 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   p.state = TxPkt::kAcked;
   SendWqe& w = q.snd.wqe(p);
   ++w.acked;
-  q.paths.tx(p.path).count_acked();
+  q.paths.count_acked(p.path);
   q.paths.on_acked(p.path);
-  if (q.health && health.counting(*q.health))
-    health.on_acked(*q.health, q.paths.ev(p.path).path.plane);
-  if (health.ev_counting()) health.on_acked_ev(q.paths.ev(p.path).path.ev);
+  if (q.health && health.counting(*q.health)) health.on_acked(*q.health, q.paths.hot(p.path).plane);
+  if (health.ev_counting()) health.on_acked_ev(q.paths.hot(p.path).ev);
   q.loss.on_delivered(p.xseq);
   // Delivered on its EV: packets sent before it on the same EV are overdue. Only a first
   // transmission says which copy arrived (a resend's ACK may be for the original).
   if (p.tx_count == 1) {
-    PathSet::Ev& e = q.paths.tx(p.path);
+    PathSet::Hot& e = q.paths.tx(p.path);
     if (p.xseq > e.rack_xseq) {
       e.rack_xseq = p.xseq;
       if (e.listed && q.snd.pkt(e.tx_head).xseq < p.xseq &&
@@ -631,7 +630,7 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   if (psn_diff(q.snd.snd_nxt, a.echo_psn) > 0 &&
       psn_diff(q.snd.snd_nxt, a.echo_psn) <= static_cast<int64_t>(q.snd.tx.size())) {
     const TxPkt& e = q.snd.pkt(a.echo_psn);
-    if (e.path < q.paths.size() && q.paths.ev(e.path).path.ev == a.echo_ev) echo_path = e.path;
+    if (e.path < q.paths.size() && q.paths.hot(e.path).ev == a.echo_ev) echo_path = e.path;
   }
   // The peer's word on its ports: every QP to it stops sending on a dead one; what this QP
   // has in flight there is resent at once (below, after the ACKs), not left to loss detection.
@@ -671,7 +670,7 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     q.stats.srtt_ns = static_cast<uint64_t>(q.rtt.srtt().count());
     q.stats.min_rtt_ns = static_cast<uint64_t>(q.rtt.min_rtt().count());
     if (echo_path >= 0)
-      q.paths.tx(static_cast<size_t>(echo_path)).rtt_ns = static_cast<uint64_t>(rtt.count());
+      q.paths.set_rtt_sample(static_cast<size_t>(echo_path), static_cast<uint64_t>(rtt.count()));
   }
   const bool ecn = a.ack_flags & wire::ack_flag::kEcnEcho;
   if (echo_path >= 0 && ecn) {
@@ -737,7 +736,7 @@ void Core::detect_losses(Qp& q, Time now) {
   size_t kept = 0;
   for (size_t k = 0; k < q.loss.rack_evs.size(); ++k) {
     const uint16_t ev = q.loss.rack_evs[k];
-    const PathSet::Ev& e = q.paths.ev(ev);
+    const PathSet::Hot& e = q.paths.hot(ev);
     while (e.listed) {
       const uint32_t psn = e.tx_head;
       const TxPkt& p = q.snd.pkt(psn);
@@ -761,7 +760,7 @@ void Core::detect_losses(Qp& q, Time now) {
     const uint32_t psn = q.snd.oldest();
     const TxPkt& p = q.snd.pkt(psn);
     if (p.xseq >= q.loss.rack_xseq) break;
-    const Time deadline = p.sent + std::max(srtt, q.paths.ev(p.path).srtt) + spread;
+    const Time deadline = p.sent + std::max(srtt, q.paths.hot(p.path).srtt()) + spread;
     if (deadline > now) {
       next = std::min(next, deadline);
       break;
@@ -803,7 +802,7 @@ void Core::on_nack(Qp& q, Time now, const wire::Packet& pk) {
     case wire::NackReason::kTrimmed:
     case wire::NackReason::kTrimmedLastHop:
       if (p) {
-        ++q.paths.tx(p->path).trims;
+        q.paths.count_trim(p->path);
         if (n.echo_ts != 0 && Time{static_cast<int64_t>(n.echo_ts)} <= now)
           learn_base_rtt(q, now, now - Time{static_cast<int64_t>(n.echo_ts)});
         q.paths.on_congestion(p->path);

@@ -58,6 +58,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <new>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -108,78 +109,84 @@ struct ProbeRequest {
 
 class PathSet {
  public:
-  /// One EV: its health (PathSet's) and what the sender keeps per EV (Core's: the list of
-  /// its packets in flight, its counters; PathSet only resets them), in one 128-byte record,
-  /// so that a QP whose records have left the caches (thousands of QPs, each active in turn)
-  /// pays one cache line per packet, not a line in each of three arrays. Line 1 holds all
-  /// that sending a data packet on the EV and acknowledging it touch (the sprayer's flags,
-  /// the path, the sent-order list, the per-packet counters, srtt, and the RTT sample of the
-  /// packet an ACK echoes); line 2 what losses, probes, state changes and observers use.
-  /// The per-packet counters are 64-bit values split in two 32-bit halves: the low half in
-  /// line 1, counted per packet, the high half in line 2, written only when the low half
-  /// wraps (every 2^32 packets or bytes), so that line 1 has room for the RTT sample
-  /// (before, each ACK wrote line 2 for it: 4 more lines per 16-packet message).
-  /// 128-byte aligned: the two lines are the pair a CPU's adjacent-line prefetcher fetches
-  /// together.
-  struct alignas(128) Ev {
-    // ---- line 1: spraying, sending, acknowledging ----
-    Path path;
-    EvState state = EvState::kGood;
-    bool active = false;      // in the sprayed set (else a backup)
-    bool skip : 1 = false;    // pass over once
-    bool held : 1 = false;    // held by the engine's shared view of EVs (SharedHealth): passed over
-    bool listed : 1 = false;  // sender: tx_head / tx_tail hold a list (else no packet in it)
-    uint8_t backoff = 0;      // probe interval doublings (unanswered probes)
-    uint16_t losses = 0;      // losses in a row
-    uint16_t clean = 0;       // clean probe replies in a row
+  /// What a data packet sent on an EV and its acknowledgement read and write of the EV (the
+  /// sprayer's flags, the wire's EV value, Core's sent-order list, the per-packet counters'
+  /// low bits, srtt, per-EV RACK), 32 bytes: two EVs to a cache line, and a QP's EVs in one
+  /// dense array (hot_, an EvBlock), so that a QP whose state has left the caches (thousands
+  /// of QPs, each active in turn) pays half a line per packet for its EV, not a line (a 64 KiB
+  /// message over 16 EVs: 8 lines, not 16). The last RTT sample of each EV (written per ACK)
+  /// follows the records in the same block. Everything else about the EV (health
+  /// bookkeeping, probes, counters' high parts) is in a cold record (Cold) that a packet
+  /// touches only when a loss, a probe, a state change or a counter's carry needs it.
+  /// Nothing else keeps a copy of these fields: the sprayer decides from this record alone,
+  /// so there is nothing to drift apart.
+  struct alignas(32) Hot {
+    uint64_t rack_xseq = 0;  // transmission order of the newest first transmission on it known
+                             // delivered (RACK per EV)
     // The sender's in-flight packets last sent on this EV, in sending order (PSNs; Core's
-    // ev_list_*), and the transmission order of the newest first transmission on it known
-    // delivered (RACK per EV).
+    // ev_list_*); valid while `listed`.
     uint32_t tx_head = 0, tx_tail = 0;
-    uint64_t rack_xseq = 0;
-    Duration srtt{0};     // smoothed send-to-ACK time of data on this EV
-    uint64_t rtt_ns = 0;  // PathStats::rtt_ns: the last RTT sample on this EV (data or probe)
-    // PathStats::tx_packets, tx_bytes, acked (the sender counts, count_sent / count_acked):
-    // the low 32 bits; the high ones are in line 2 (read them with tx_packets() etc.).
-    uint32_t tx_packets_lo = 0, tx_bytes_lo = 0, acked_lo = 0;
-    EvReason reason = EvReason::kAllowed;  // why it entered `state` (meaningful once changes > 0)
-    // The next EV of the same plane in index order, the last one's being the first (reset()):
-    // the sprayer walks a plane from record to record, reading no list of the plane's EVs.
-    uint16_t plane_next = 0;
-    // ---- line 2: losses, probes, state changes; the counters' high halves ----
-    uint32_t tx_packets_hi = 0, tx_bytes_hi = 0, acked_hi = 0;
-    uint32_t probe_seq = 0;  // seq of the latest probe sent (0: none)
-    uint64_t lost = 0;       // PathStats::lost, trims (the sender counts)
+    uint32_t ev = 0;           // Path::ev: the EV value each packet carries on the wire
+    uint32_t srtt_ns = 0;      // smoothed send-to-ACK time of data on this EV (saturates at 4.29 s)
+    uint32_t tx_bytes_lo = 0;  // PathStats::tx_bytes, low 32 bits (Cold::tx_bytes_hi)
+    // PathStats::tx_packets and acked, low 8 bits: a carry adds 256 to Cold's base (once
+    // per 256 packets on the EV).
+    uint8_t tx_packets_lo = 0, acked_lo = 0;
+    uint8_t plane = 0;       // Path::plane (< kMaxPlanes)
+    uint8_t state_ : 2 = 0;  // EvState
+    uint8_t active : 1 = 0;  // in the sprayed set (else a backup)
+    uint8_t skip : 1 = 0;    // pass over once
+    uint8_t held : 1 = 0;    // held by the engine's shared view of EVs (SharedHealth): passed over
+    uint8_t listed : 1 = 0;  // sender: tx_head / tx_tail hold a list (else no packet in it)
+    uint8_t lossy : 1 = 0;   // Cold::losses is not 0 (an ACK then clears it)
+
+    EvState state() const { return static_cast<EvState>(state_); }
+    /// In the sprayed set and GOOD: the sprayer may pick it.
+    bool usable() const { return active && state_ == static_cast<uint8_t>(EvState::kGood); }
+    Duration srtt() const { return Duration{srtt_ns}; }
+  };
+  static_assert(sizeof(Hot) == 32, "two EVs to a cache line");
+
+  /// The rest of an EV's record: health bookkeeping, probes, observers' fields.
+  struct Cold {
+    Path path;
+    EvReason reason = EvReason::kAllowed;  // why it entered its state (meaningful once changes > 0)
+    uint8_t backoff = 0;                   // probe interval doublings (unanswered probes)
+    uint16_t losses = 0;                   // losses in a row (Hot::lossy: not 0)
+    uint16_t clean = 0;                    // clean probe replies in a row
+    uint32_t tx_bytes_hi = 0;
+    uint64_t tx_packets_base = 0, acked_base = 0;  // multiples of 256 (Hot's low bits carry here)
+    uint64_t lost = 0;                             // PathStats::lost, trims (the sender counts)
     uint64_t trims = 0;
+    uint32_t probe_seq = 0;  // seq of the latest probe sent (0: none)
+    uint32_t reply_seq = 0;  // probe_seq when last answered (equal: nothing outstanding)
     Time probe_sent{0};
     Time next_probe = kNever;
-    Time since{0};           // time of the last state change
-    uint32_t reply_seq = 0;  // probe_seq when last answered (equal: nothing outstanding)
-    uint32_t changes = 0;    // state changes so far (observers diff snapshots)
-
-    /// A data packet of `bytes` payload bytes sent on the EV (PathStats::tx_packets, tx_bytes).
-    void count_sent(uint32_t bytes) {
-      add(tx_packets_lo, tx_packets_hi, 1);
-      add(tx_bytes_lo, tx_bytes_hi, bytes);
-    }
-    /// A data packet sent on the EV acknowledged (PathStats::acked).
-    void count_acked() { add(acked_lo, acked_hi, 1); }
-    uint64_t tx_packets() const { return uint64_t{tx_packets_hi} << 32 | tx_packets_lo; }
-    uint64_t tx_bytes() const { return uint64_t{tx_bytes_hi} << 32 | tx_bytes_lo; }
-    uint64_t acked() const { return uint64_t{acked_hi} << 32 | acked_lo; }
-
-   private:
-    // lo:hi += n, as one 64-bit counter: the carry out of the low half goes to the high half.
-    static void add(uint32_t& lo, uint32_t& hi, uint32_t n) {
-      lo += n;
-      if (lo < n) [[unlikely]]
-        ++hi;
-    }
+    Time since{0};         // time of the last state change
+    uint32_t changes = 0;  // state changes so far (observers diff snapshots)
   };
-  static_assert(sizeof(Ev) == 128);
-  static_assert(offsetof(Ev, acked_lo) + sizeof(uint32_t) <= 64, "line 1 is what a packet touches");
-  static_assert(offsetof(Ev, rtt_ns) < 64, "an ACK's RTT sample lands in line 1");
-  static_assert(offsetof(Ev, plane_next) < 64, "the sprayer's walk reads line 1 only");
+
+  /// One EV as observers and tests see it: a copy of both records (ev(i)).
+  struct Ev {
+    Path path;
+    EvState state = EvState::kGood;
+    bool active = false, skip = false, held = false, listed = false;
+    uint8_t backoff = 0;
+    uint16_t losses = 0, clean = 0;
+    uint32_t tx_head = 0, tx_tail = 0;
+    uint64_t rack_xseq = 0;
+    Duration srtt{0};
+    uint64_t rtt_ns = 0;
+    EvReason reason = EvReason::kAllowed;
+    uint32_t probe_seq = 0, reply_seq = 0;
+    uint64_t lost = 0, trims = 0;
+    Time probe_sent{0}, next_probe = kNever, since{0};
+    uint32_t changes = 0;
+    uint64_t tx_packets_ = 0, tx_bytes_ = 0, acked_ = 0;
+    uint64_t tx_packets() const { return tx_packets_; }
+    uint64_t tx_bytes() const { return tx_bytes_; }
+    uint64_t acked() const { return acked_; }
+  };
 
   /// Replaces the set. Planes must be < kMaxPlanes. Events are not emitted for the reset.
   /// `salt` (the engine passes the QP number) picks, with the first active EV, where the
@@ -193,22 +200,51 @@ class PathSet {
     refresh_weights();
   }
 
-  size_t size() const { return evs_.size(); }
+  size_t size() const { return hot_.size(); }
   /// 1 + the highest plane of the set (0: no paths): the NIC ports the QP sprays over.
   uint16_t planes() const { return planes_; }
-  const Ev& ev(size_t i) const { return evs_[i]; }
-  /// EV i's record for the sender's fields (tx_head, tx_tail, listed, rack_xseq, the
-  /// counters): Core's sent-order lists and PathStats live there. Nothing else writes them.
-  Ev& tx(size_t i) { return evs_[i]; }
+  /// A copy of EV i's records (observers, tests; not for the per-packet path).
+  Ev ev(size_t i) const;
+  /// All EVs, as ev(i) gives them.
+  std::vector<Ev> evs() const;
+  /// EV i's path (its cold record).
+  const Path& path(size_t i) const { return cold_[i].path; }
+  EvState state(size_t i) const { return hot_[i].state(); }
+  /// EV i's per-packet record for the sender's fields (tx_head, tx_tail, listed, rack_xseq,
+  /// the counters through count_sent / count_acked): Core's sent-order lists and PathStats
+  /// live there. Nothing else writes them.
+  Hot& tx(size_t i) { return hot_[i]; }
+  const Hot& hot(size_t i) const { return hot_[i]; }
+  /// A data packet of `bytes` payload bytes sent on EV i (PathStats::tx_packets, tx_bytes).
+  void count_sent(size_t i, uint32_t bytes) {
+    Hot& h = hot_[i];
+    if (++h.tx_packets_lo == 0) [[unlikely]]
+      cold_[i].tx_packets_base += 256;
+    h.tx_bytes_lo += bytes;
+    if (h.tx_bytes_lo < bytes) [[unlikely]]
+      ++cold_[i].tx_bytes_hi;
+  }
+  /// A data packet sent on EV i acknowledged (PathStats::acked).
+  void count_acked(size_t i) {
+    if (++hot_[i].acked_lo == 0) [[unlikely]]
+      cold_[i].acked_base += 256;
+  }
+  void count_lost(size_t i) { ++cold_[i].lost; }
+  void count_trim(size_t i) { ++cold_[i].trims; }
+  /// The last RTT sample on EV i (data or probe): PathStats::rtt_ns. Kept as 32 bits (a
+  /// sample above 4.29 s reads 4.29 s) in a dense array beside the per-packet records: each
+  /// ACK writes one, and 16 EVs' samples share a line.
+  void set_rtt_sample(size_t i, uint64_t ns) {
+    hot_.rtt()[i] = static_cast<uint32_t>(std::min<uint64_t>(ns, UINT32_MAX));
+  }
   /// Empties every EV's sent-order list and forgets its newest delivered packet (the
   /// sender's in-flight state was reset, or the set was: Core relinks what is in flight).
   void clear_tx() {
-    for (Ev& e : evs_) {
-      e.listed = false;
-      e.rack_xseq = 0;
+    for (Hot& h : hot_) {
+      h.listed = false;
+      h.rack_xseq = 0;
     }
   }
-  std::span<const Ev> evs() const { return evs_; }
   /// Index of `ev`, or -1.
   int find(uint32_t ev) const;
 
@@ -219,16 +255,22 @@ class PathSet {
   /// port down shows as losses on every EV of the plane, which a short QP sees only once
   /// or twice each), when another plane may carry data. kNoPath when every EV is denied.
   uint16_t next(int avoid);
-  /// Asks the CPU to fetch, for writing, the record of the EV each plane's round robin
-  /// would pick next (next() does the same for the plane it picked from), so that a QP
-  /// whose records left the caches (thousands of QPs, each active in turn) finds them
-  /// there when it sends. A hint only: no state changes.
+  /// Asks the CPU to fetch, for writing, the QP's EV block (EvBlock: the per-packet records,
+  /// RTT samples and by-plane list; its first 16 lines, all of it up to 26 EVs), so that a QP
+  /// whose records left the caches (thousands of QPs, each active in turn) finds them there
+  /// when it sends; next() asks for the next EV of the plane it picked from. The addresses
+  /// need no load of the set's state (a load that missed would hold the hints back). A hint
+  /// only: no state changes.
   void prefetch_next() const;
 
   // ---- Feedback (each may append to `out`) ----------------------------------------------
   void on_acked(uint16_t i) {  // per packet acknowledged: inline
-    evs_[i].losses = 0;
-    if (lossy_) lossy_ &= static_cast<uint16_t>(~(1u << evs_[i].path.plane));
+    Hot& h = hot_[i];
+    if (h.lossy) [[unlikely]] {
+      cold_[i].losses = 0;
+      h.lossy = false;
+    }
+    if (lossy_) lossy_ &= static_cast<uint16_t>(~(1u << h.plane));
   }
   /// A data packet went out on `plane` / left the network (acknowledged or declared lost):
   /// the per-plane packets in flight that balance the planes (see Spraying above).
@@ -250,8 +292,9 @@ class PathSet {
   uint32_t inflight(uint16_t plane) const { return plane < planes_ ? turn_[plane].inflight : 0; }
   /// A send-to-ACK sample of a data packet on EV i (EWMA 1/8).
   void on_rtt(uint16_t i, Duration rtt) {
-    Duration& s = evs_[i].srtt;
-    s = s == Duration{0} ? rtt : (7 * s + rtt) / 8;
+    const Duration old = hot_[i].srtt();
+    const Duration s = old == Duration{0} ? rtt : (7 * old + rtt) / 8;
+    hot_[i].srtt_ns = static_cast<uint32_t>(std::clamp<int64_t>(s.count(), 0, UINT32_MAX));
   }
   void on_lost(uint16_t i, bool timeout, Time now, std::vector<EvEvent>& out);
   /// Trim NACK or ECN echo: skip once.
@@ -282,8 +325,8 @@ class PathSet {
   /// EV i is held by the engine's shared view of EVs (SharedHealth::ev_held): the sprayer
   /// passes over it while its plane has another usable EV (unlike skip, every time).
   void set_ev_held(uint16_t i, bool held) {
-    if (evs_[i].held == held) return;
-    evs_[i].held = held;
+    if (static_cast<bool>(hot_[i].held) == held) return;
+    hot_[i].held = held;
     evs_held_ = held ? evs_held_ + 1 : evs_held_ - 1;
   }
   uint32_t evs_held() const { return evs_held_; }
@@ -310,21 +353,21 @@ class PathSet {
   void refresh_weights();  // after PlaneState::usable or the policy changes
   /// EV indexes of `plane`, in index order.
   std::span<const uint16_t> plane_evs(uint16_t plane) const {
-    return {by_plane_.data() + turn_[plane].begin, plane_size(plane)};
+    return {hot_.by_plane() + turn_[plane].begin, plane_size(plane)};
   }
-  /// How many EVs `plane` has (from the per-plane state: no read of by_plane_).
+  /// How many EVs `plane` has (from the per-plane state: no read of the by-plane list).
   size_t plane_size(uint16_t plane) const {
-    const size_t end = plane + 1u < planes_ ? turn_[plane + 1u].begin : by_plane_.size();
+    const size_t end = plane + 1u < planes_ ? turn_[plane + 1u].begin : hot_.size();
     return end - turn_[plane].begin;
   }
 
-  // Memory: one array of EVs, one of their indexes grouped by plane, one sorted
+  // Memory: two arrays of EVs (Hot, Cold), one of their indexes grouped by plane, one sorted
   // (ev, index) table, the ASSUMED_BAD list, and two per-plane arrays sized to the planes
   // in use (planes(), set by reset(): 4 planes cost 4 entries, not kMaxPlanes; an idle QP's
   // path set is ~250 bytes of per-plane state instead of ~930), the sprayer's (Turn, hot) and
   // the health machinery's (PlaneState, cold). Per-plane flags are bits of a uint16_t.
   // No work here scans every EV except reset(): spraying looks at one plane's EVs from
-  // its cursor on (following Ev::plane_next, through the records it reads anyway), probing
+  // its cursor on (EvBlock::by_plane: 2 bytes an EV), probing
   // walks the ASSUMED_BAD list, counts are counters.
   // What a packet touches (next(), on_sent / on_left, on_acked) comes first, the
   // sprayer's per-plane state interleaved (Turn): a QP of a few planes whose state has
@@ -333,8 +376,8 @@ class PathSet {
     int64_t wrr = 0;        // smooth weighted round robin state
     int64_t w = 0;          // current weight of the plane
     uint32_t inflight = 0;  // data packets in flight on the plane (on_sent / on_left)
-    uint16_t cursor = 0;    // the EV (index) of the plane to try next (pick_in_plane)
-    uint16_t begin = 0;     // the plane's EVs: by_plane_[begin, the next plane's begin)
+    uint16_t cursor = 0;    // position in the plane's EVs (plane_evs) to try next (pick_in_plane)
+    uint16_t begin = 0;     // the plane's EVs: by_plane()[begin, the next plane's begin)
   };
   static_assert(sizeof(Turn) == 24);
   /// A plane's health when it is not sprayed on: active set bookkeeping and plane probing.
@@ -347,9 +390,47 @@ class PathSet {
     uint32_t clean = 0;          // drained: clean probe replies in a row
     uint8_t backoff = 0;         // drained: probe interval doublings
   };
-  std::vector<Ev> evs_;
-  std::vector<uint16_t> by_plane_;  // EV indexes grouped by plane
-  std::vector<Turn> turn_;          // per plane in use (planes_ entries)
+  /// One 64-byte aligned block of n EVs: their Hot records (32 n bytes: 16 EVs fill 8 lines
+  /// exactly), their last RTT samples (4 n), their indexes grouped by plane (2 n, the list
+  /// the sprayer walks): what a packet touches of its EV in one allocation, no line shared
+  /// with another object.
+  class EvBlock {
+   public:
+    void assign(std::span<const Hot> hot);
+    size_t size() const { return n_; }
+    Hot& operator[](size_t i) { return data()[i]; }
+    const Hot& operator[](size_t i) const { return data()[i]; }
+    Hot* begin() { return data(); }
+    Hot* end() { return data() + n_; }
+    const Hot* begin() const { return data(); }
+    const Hot* end() const { return data() + n_; }
+    uint32_t* rtt() { return std::launder(reinterpret_cast<uint32_t*>(bytes() + 32 * n_)); }
+    const uint32_t* rtt() const {
+      return std::launder(reinterpret_cast<const uint32_t*>(bytes() + 32 * n_));
+    }
+    uint16_t* by_plane() { return std::launder(reinterpret_cast<uint16_t*>(bytes() + 36 * n_)); }
+    const uint16_t* by_plane() const {
+      return std::launder(reinterpret_cast<const uint16_t*>(bytes() + 36 * n_));
+    }
+    /// The block's first `max_lines` cache lines, prefetched for writing.
+    void prefetch(size_t max_lines) const {
+      const size_t lines = std::min(lines_.size(), max_lines);
+      for (size_t k = 0; k < lines; ++k) __builtin_prefetch(&lines_[k], 1);
+    }
+
+   private:
+    struct alignas(64) Line {
+      std::byte b[64];
+    };
+    Hot* data() { return std::launder(reinterpret_cast<Hot*>(lines_.data())); }
+    const Hot* data() const { return std::launder(reinterpret_cast<const Hot*>(lines_.data())); }
+    std::byte* bytes() { return reinterpret_cast<std::byte*>(lines_.data()); }
+    const std::byte* bytes() const { return reinterpret_cast<const std::byte*>(lines_.data()); }
+    std::vector<Line> lines_;
+    uint32_t n_ = 0;
+  };
+  EvBlock hot_;             // per EV: what a packet touches
+  std::vector<Turn> turn_;  // per plane in use (planes_ entries)
   int64_t total_w_ = 0;
   uint32_t inflight_total_ = 0;
   uint16_t planes_ = 0;          // 1 + highest plane in the set
@@ -364,10 +445,11 @@ class PathSet {
   uint16_t held_ = 0;              // planes held down by the engine's shared view (bit per plane)
   uint32_t count_[3] = {};         // EVs per EvState (read when a QP's sending stops: kept near)
   std::vector<PlaneState> plane_;  // per plane in use (planes_ entries)
+  std::vector<Cold> cold_;         // per EV: the rest of its record
   PathPolicy policy_;
   std::vector<std::pair<uint32_t, uint16_t>> index_;  // (ev, index), sorted by ev
   std::vector<uint16_t> bad_;  // indexes of ASSUMED_BAD EVs, ascending (probe order)
-  uint32_t evs_held_ = 0;      // EVs with Ev::held
+  uint32_t evs_held_ = 0;      // EVs with Hot::held
   uint32_t fallback_cursor_ = 0;
   uint32_t next_seq_ = 1;
 };
