@@ -51,7 +51,6 @@ constexpr size_t kMaxRxRounds = 16;  // full receive batches per wakeup before p
 constexpr size_t kControlSize = 128;
 constexpr size_t kGroBuffer = 65536;  // one coalesced receive
 constexpr int kNotRead = INT_MIN;     // receive_batch was not called for a plane this round
-constexpr int kPlaceLater = INT_MIN + 1;  // receive_placed runs under mu_ for it this round
 // Predicted datagrams per GRO message at most: the kernel coalesces up to 64 segments.
 constexpr size_t kMaxPlacedPerMessage = 64;
 // How long the progress thread leaves the sockets to pollers after the last poll_progress
@@ -1061,17 +1060,11 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
       Plane& pl = *sockets_[p];
       const bool place = read && cfg_.rx_placement && pl.may_place &&
                          (pl.place_skip == 0 || (--pl.place_skip, false));
-      got[p] = !read ? kNotRead : place ? kPlaceLater : receive_batch(p);
+      got[p] = !read ? kNotRead : place ? receive_placed(p) : receive_batch(p);
       full = full || got[p] == static_cast<int>(kBatch);
     }
     std::lock_guard lock(mu_);
     const Time t = cfg_.clock();
-    for (size_t i = 0; i < m && readable; ++i) {
-      const size_t p = s.planes[i];
-      if (got[p] != kPlaceLater) continue;
-      got[p] = receive_placed(p, t);  // fed as well
-      full = full || got[p] == static_cast<int>(kBatch);
-    }
     if (round == 0 && first) {
       const auto woke = [&](size_t i) { return ready > 0 && fds[i].fd >= 0 && fds[i].revents; };
       bool socket = false;
@@ -1316,9 +1309,10 @@ void UdpDriver::feed_one(size_t plane, size_t msg, const engine::RxInfo& rx,
   engine_->on_datagram(t, rx, bytes);
 }
 
-int UdpDriver::receive_placed(size_t plane, Time t) {
+int UdpDriver::receive_placed(size_t plane) {
   Plane& pl = *sockets_[plane];
   pl.placing = false;
+  std::unique_lock lock(mu_, std::defer_lock);
   if (pl.predicted.empty()) {
     pl.predicted.resize(kMaxPlacedPerMessage);
     pl.rx_headers.resize(kMaxPlacedPerMessage * wire::kDataHeaderSize);
@@ -1328,9 +1322,13 @@ int UdpDriver::receive_placed(size_t plane, Time t) {
   // One message per recvmmsg, each predicted after the one before was fed: a GRO message
   // shorter than the others (a sender's burst ended) shifts nothing that follows it.
   int got = 0;
+  // The driver's mutex from each prediction to that message's feed, not longer: app calls
+  // wait for one recvmmsg at most.
   for (size_t k = 0; k < kBatch; ++k) {
+    lock.lock();
     const size_t n = engine_->predict_placement(pl.predicted);
     if (n == 0) {
+      lock.unlock();
       if (k == 0) return receive_batch(plane);  // fed by feed_received as any batch
       break;  // the rest waits for the next round (the socket stays readable)
     }
@@ -1361,9 +1359,11 @@ int UdpDriver::receive_placed(size_t plane, Time t) {
         ++counters_.recv_errors;
         if (got == 0) got = -errno;
       }
+      lock.unlock();
       break;
     }
-    feed_placed(plane, 1, t);
+    feed_placed(plane, 1, cfg_.clock());
+    lock.unlock();
     ++got;
   }
   pl.placing = true;  // fed: feed_received only looks whether the next may be placed

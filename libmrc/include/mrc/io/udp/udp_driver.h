@@ -79,7 +79,7 @@ struct UdpConfig {
   // loop's recvmmsg scatters each datagram's payload straight to the place the engine
   // predicts for it in registered memory (Engine::predict_placement), so the kernel's copy
   // is the only one; a datagram that lands elsewhere is copied to its place as before. The
-  // loop holds the driver's mutex over that recvmmsg (app calls wait for it).
+  // loop holds the driver's mutex over each such recvmmsg (an app call waits for one).
   bool rx_placement = true;
   bool busy_poll = false;                      // progress thread never sleeps (latency)
   // poll_progress does the work in the polling app thread (see the file comment); false:
@@ -410,11 +410,11 @@ class UdpDriver {
   // Under rx_mu_, without mu_: one recvmmsg on a plane socket; the datagrams read, or
   // -errno (EAGAIN: none). Counted by feed_received.
   int receive_batch(size_t plane);
-  // Receive placement, under mu_ and the plane's receive lock, from the prediction to the
-  // last feed: up to kBatch times, a recvmmsg of one message into the places
+  // Receive placement, under the plane's receive lock, without mu_: up to kBatch times, under
+  // mu_ from the prediction to the feed, a recvmmsg of one message into the places
   // Engine::predict_placement gives, fed at once (feed_placed) so the next prediction follows
   // it. The messages read, or -errno; with no prediction, receive_batch's result unfed.
-  int receive_placed(size_t plane, engine::Time t);
+  int receive_placed(size_t plane);
   void feed_placed(size_t plane, int r, engine::Time t);
   // One datagram of a plain receive (or one copied out of the placed ones) to its owner:
   // the driver's connectionless kinds, else the engine.
