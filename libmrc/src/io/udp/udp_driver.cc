@@ -1425,9 +1425,13 @@ void UdpDriver::feed_placed(size_t plane, int r, Time t) {
     const size_t iovs = h.msg_iovlen;
     size_t slot = 0;  // stream offset of predicted slot j while datagrams line up with them
     size_t j = 0;
+    size_t predicted_end = 0;  // stream bytes the predicted slots hold; the rest is spill
+    for (size_t g = 0; g < pl.placed[k]; ++g)
+      predicted_end += wire::kDataHeaderSize + iov[2 * g + 1].iov_len;
     for (size_t off = 0; off < len; off += seg, ++j) {
       const size_t m = std::min(seg, len - off);
-      ++total;
+      // What came past the predicted run (the next message's first datagrams) is no miss.
+      total += off < predicted_end;
       if (!bounced) {
         const bool aligned = j < pl.placed[k] && off == slot &&
                              m == wire::kDataHeaderSize + iov[2 * j + 1].iov_len;
