@@ -75,6 +75,7 @@ class UdpPairBase {
     for (auto& h : hosts_) {
       UdpConfig cfg = loopback_config(planes_);
       cfg.poller_progress = true;  // every pair runs with pollers able to take the sockets
+      cfg.rx_placement = true;     // ...and with receive placement (off by default)
       tweak(cfg);
       h.drv = make_driver(cfg);
       ASSERT_NE(h.drv, nullptr);

@@ -241,6 +241,7 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
       c.zero_udp_checksum = o.trimming;
       c.gso = o.gso;
       c.gro = o.gro;
+      c.rx_placement = o.rx_placement;
       c.engine.trimming = o.trimming;
       // One checksum over the payload: the UDP one, or MRC's own where UDP's is off.
       c.engine.payload_crc = o.trimming;

@@ -79,8 +79,11 @@ struct UdpConfig {
   // loop's recvmmsg scatters each datagram's payload straight to the place the engine
   // predicts for it in registered memory (Engine::predict_placement), so the kernel's copy
   // is the only one; a datagram that lands elsewhere is copied to its place as before. The
-  // loop holds the driver's mutex over each such recvmmsg (an app call waits for one).
-  bool rx_placement = true;
+  // loop holds the driver's mutex over each such recvmmsg (an app call waits for one). Off by
+  // default: it removed 87-90% of the user-space copy by count but made one recvmmsg per GRO
+  // message, and on the loaded 2-core VM no change in CPU per byte showed (perf/RESULTS.md
+  // 2026-11-27 (rxcopy)); measure it on an idle machine (mrc-perf --rx-placement).
+  bool rx_placement = false;
   bool busy_poll = false;                      // progress thread never sleeps (latency)
   // poll_progress does the work in the polling app thread (see the file comment); false:
   // it returns false at once and only the progress thread receives. Off by default: on the
