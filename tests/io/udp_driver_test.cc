@@ -75,6 +75,7 @@ class UdpPairBase {
     for (auto& h : hosts_) {
       UdpConfig cfg = loopback_config(planes_);
       cfg.poller_progress = true;  // every pair runs with pollers able to take the sockets
+      cfg.rx_placement = true;     // ...and with receive placement (off by default)
       tweak(cfg);
       h.drv = make_driver(cfg);
       ASSERT_NE(h.drv, nullptr);
@@ -438,6 +439,44 @@ TEST_F(UdpPair, Write_GsoAndGroCoalesce) {
   EXPECT_EQ(a.gso_disabled, 0u);
   EXPECT_GT(b.gro_messages, 0u);  // loopback hands GSO runs to a UDP_GRO socket whole
 }
+
+// Receive placement (UdpConfig::rx_placement): one plane, so a WRITE's packets come in PSN
+// order on one socket (param: placement on or off).
+class UdpPairOnePlane : public UdpPairBase, public ::testing::TestWithParam<bool> {
+ protected:
+  UdpPairOnePlane() { planes_ = 1; }
+  void tweak(UdpConfig& c) override { c.rx_placement = GetParam(); }
+  void SetUp() override { set_up(); }
+  void TearDown() override { tear_down(); }
+};
+
+// Every byte arrives (write_16mib compares them); with placement on, the kernel put most
+// payloads in place and the engine copied no more than the rest; off, nothing was placed.
+TEST_P(UdpPairOnePlane, Write_16MiBPlacedInPlaceOrCopied) {
+  auto [a, b] = write_16mib();
+  const EngineStats s = hosts_[1].drv->with_engine([](Engine& e) { return e.stats(); });
+  std::printf("placement %s: %llu of %llu datagrams in place in %llu placed recvmmsg, %llu B "
+              "copied back out; engine: %llu B in place, %llu B copied\n",
+              GetParam() ? "on" : "off", (unsigned long long)b.placed_datagrams,
+              (unsigned long long)b.datagrams_received, (unsigned long long)b.placed_calls,
+              (unsigned long long)b.placed_bounce_bytes,
+              (unsigned long long)s.rx_write_in_place, (unsigned long long)s.rx_write_copied);
+  EXPECT_EQ(s.rx_write_in_place + s.rx_write_copied, 16u << 20) << "each byte placed once";
+  if (GetParam()) {
+    EXPECT_GT(b.placed_calls, 0u);
+    EXPECT_GT(s.rx_write_in_place, (16u << 20) / 2) << "most of the WRITE in place";
+    EXPECT_GT(b.placed_datagrams, 0u);
+  } else {
+    EXPECT_EQ(b.placed_calls, 0u);
+    EXPECT_EQ(b.placed_datagrams, 0u);
+    EXPECT_EQ(s.rx_write_in_place, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Placement, UdpPairOnePlane, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return std::string(i.param ? "On" : "Off");
+                         });
 
 TEST_F(UdpPair, Write_16MiBByteForByte) {
   auto [a, b] = write_16mib();

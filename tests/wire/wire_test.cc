@@ -1110,5 +1110,51 @@ TEST(Wire, ToString_KindNamesAsTheDocsWriteThem) {
   EXPECT_EQ(named, 18u);  // every kind of the table, no other byte
 }
 
+
+// ---- decode_split ------------------------------------------------------------------------
+
+// Header and payload apart give the fields decode gives them joined, and the payload span is
+// the one passed (not a copy); the payload CRC is checked over it.
+TEST(Wire, DecodeSplit_SameFieldsAsJoinedPayloadWhereItLies) {
+  for (Kind k : kDataKinds) {
+    const Bytes d = valid_datagram(k, 1499);
+    const std::span<const uint8_t> header(d.data(), kDataHeaderSize);
+    const std::span<const uint8_t> payload(d.data() + kDataHeaderSize, d.size() - kDataHeaderSize);
+    Packet joined;
+    Packet split;
+    ASSERT_TRUE(decode(d, joined).ok()) << to_string(k);
+    ASSERT_TRUE(decode_split(header, payload, split).ok()) << to_string(k);
+    expect_same_fields(joined, split);
+    EXPECT_EQ(split.payload.data(), payload.data());
+    EXPECT_EQ(split.payload.size(), payload.size());
+    EXPECT_FALSE(split.trimmed);
+    Bytes bad(payload.begin(), payload.end());
+    bad[7] ^= 1;
+    if (distinctive_packet(k).common.flags & flag::kPayloadCrc) {
+      EXPECT_EQ(decode_split(header, bad, split).error(), WireError::kBadPayloadCrc);
+    }
+  }
+}
+
+// Only a whole data header: a control kind, or a header cut short or with payload bytes
+// attached, is kBadLength; an empty payload reads as trimmed, as a cut datagram does.
+TEST(Wire, DecodeSplit_RefusesAnythingButADataHeader) {
+  const Bytes d = valid_datagram(Kind::kWrite, 100);
+  const std::span<const uint8_t> payload(d.data() + kDataHeaderSize, 100);
+  Packet p;
+  EXPECT_EQ(decode_split({d.data(), kDataHeaderSize - 1}, payload, p).error(),
+            WireError::kBadLength);
+  EXPECT_EQ(decode_split({d.data(), kDataHeaderSize + 1}, payload, p).error(),
+            WireError::kBadLength);
+  const Bytes ack = valid_datagram(Kind::kAck);
+  EXPECT_EQ(decode_split({ack.data(), kDataHeaderSize}, {}, p).error(), WireError::kBadLength);
+  EXPECT_EQ(decode_split({d.data(), 10}, payload, p).error(), WireError::kTooShort);
+  ASSERT_TRUE(decode_split({d.data(), kDataHeaderSize}, {}, p).ok());
+  EXPECT_TRUE(p.trimmed);
+  EXPECT_EQ(decode_split({d.data(), kDataHeaderSize}, {d.data() + kDataHeaderSize, 101}, p)
+                .error(),
+            WireError::kBadLength);
+}
+
 }  // namespace
 }  // namespace mrc::wire

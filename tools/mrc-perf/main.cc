@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   uint32_t hosts = 2, planes = 0, spines = 4, hosts_per_t0 = 1;
   double rate = 2;
   int mtu = 9000;
-  bool demo = false, no_gso = false, trim = false, no_mrc = false;
+  bool demo = false, no_gso = false, trim = false, no_mrc = false, rx_placement = false;
   double soak_min = 0;
   std::string matrix_dir;
   uint64_t seed = 1;
@@ -136,6 +136,9 @@ int main(int argc, char** argv) {
                  "outstanding x size of registered memory on each side");
   app.add_flag("--trim", trim, "the fabric trims: zero UDP checksums (so no GSO), engine told");
   app.add_flag("--no-gso", no_gso, "MRC sends single datagrams (no UDP GSO)");
+  app.add_flag("--rx-placement", rx_placement,
+               "MRC's receiver lets the kernel copy WRITE payloads into place "
+               "(UdpConfig::rx_placement, docs/engine.md)");
   app.add_flag("--ecmp", o.ecmp,
                "MRC picks paths by UDP source port over the fabric's ECMP routes (no SRv6)");
   app.add_option("--base-rtt-us", o.base_rtt_us,
@@ -277,6 +280,7 @@ int main(int argc, char** argv) {
   o.mrc = !no_mrc;
   o.trimming = trim;
   o.gso = !no_gso;
+  o.rx_placement = rx_placement;
   for (const std::string& f : faults) {
     auto t = perf::parse_timed_fault(f);
     if (!t.ok()) {

@@ -241,6 +241,7 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
       c.zero_udp_checksum = o.trimming;
       c.gso = o.gso;
       c.gro = o.gro;
+      c.rx_placement = o.rx_placement;
       c.engine.trimming = o.trimming;
       // One checksum over the payload: the UDP one, or MRC's own where UDP's is off.
       c.engine.payload_crc = o.trimming;
@@ -346,10 +347,16 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         std::snprintf(line, sizeof line,
                       "mrc: per MiB received, h%u: %.2f progress loop rounds, %.2f timer rounds, "
                       "%.2f recvmmsg, %.2f sendmmsg, %.2f datagrams sent (%.2f ACKs), "
-                      "%.2f received, %.2f app wakeups",
+                      "%.2f received, %.2f app wakeups; loop woke by socket %.2f, app %.2f, "
+                      "deadline %.2f; WRITE payload KiB copied %.1f, in place %.1f, copied out "
+                      "of place %.1f (UdpConfig::rx_placement)",
                       host, c->loop_iterations / mib, c->timeouts / mib, c->recvmmsg_calls / mib,
                       c->sendmmsg_calls / mib, c->datagrams_sent / mib, acks / mib,
-                      c->datagrams_received / mib, c->app_wakeups / mib);
+                      c->datagrams_received / mib, c->app_wakeups / mib,
+                      c->loop_woke_socket / mib, c->loop_woke_app / mib,
+                      c->loop_woke_deadline / mib, st->rx_write_copied / 1024.0 / mib,
+                      st->rx_write_in_place / 1024.0 / mib,
+                      c->placed_bounce_bytes / 1024.0 / mib);
         out.details.push_back(line);
       }
     }

@@ -87,6 +87,7 @@ struct SessionOptions {
   std::vector<TimedFault> faults;   // applied in every run; undone at the end of each
   bool trimming = false;            // the fabric trims: zero UDP checksums (no GSO), engine told so
   bool gso = true, gro = true;
+  bool rx_placement = false;  // UdpConfig::rx_placement
   bool ecmp = false;  // paths by UDP source port over the fabric's ECMP routes, not SRv6
   // NSCC's unloaded RTT, us; 0 = learned (the default): the windowed minimum RTT plus the
   // driver's send burst (65,000 B) at the port rate (engine/policy.h BaseRttFilter, io/udp

@@ -339,6 +339,19 @@ class Core {
   std::unordered_map<PeerId, UdPaths> ud_paths;  // by peer (ud.cc ud_path)
   std::map<McastGid, std::vector<Qpn>> mcast;    // attached QPs by group (ud.cc)
   wire::Packet rx_pkt;                           // decode target, reused (no per-datagram init)
+  wire::Packet peek_pkt;                         // Engine::write_target's decode target
+  // The last WRITE payload placed (accept_write): where Engine::predict_placement starts.
+  struct LastWrite {
+    Qpn qpn = 0;  // 0: none
+    uint32_t token = 0;  // the QP's local token then (a QPN reused since is another QP)
+    uint32_t psn = 0;
+    uint32_t rkey = 0;
+    uint64_t addr = 0;  // the message's first byte (iova)
+    uint32_t offset = 0;
+    uint32_t payload_len = 0;
+    uint32_t msg_len = 0;
+  } last_write;
+  bool memcpy_copy = true;  // EngineConfig::copy was left at memcpy (placement allowed)
   uint32_t burst = 0;                            // packets the front ready QP sent in a row
   /// tx_pkt with its common header set for a packet of `q` to its peer.
   wire::Packet& tx_header(const Qp& q, wire::Kind kind, uint32_t ev, uint32_t psn, Time now) {

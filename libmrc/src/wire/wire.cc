@@ -328,12 +328,14 @@ void make_packet(const H& h, std::span<const uint8_t> payload, bool trimmed, Pac
   p.trimmed = trimmed;
 }
 
-Status<WireError> decode_data(std::span<const uint8_t> bytes, Packet& out) {
+// `bytes` holds the header; the payload follows it there, or is `apart` (decode_split).
+Status<WireError> decode_data(std::span<const uint8_t> bytes, Packet& out,
+                              const std::span<const uint8_t>* apart = nullptr) {
   WireData h;
   if (!load_checked(bytes, h)) return Err{WireError::kBadHeaderCrc};
   const size_t payload_len = h.ext.payload_len.get();
   if (payload_len > kMaxPayload) return Err{WireError::kPayloadTooLarge};
-  const std::span<const uint8_t> payload = bytes.subspan(sizeof h);
+  const std::span<const uint8_t> payload = apart ? *apart : bytes.subspan(sizeof h);
   if (payload.size() > payload_len) return Err{WireError::kBadLength};
   if (payload.size() < payload_len || (h.common.net_flags & kTrimmedMask) != 0) {
     make_packet(h, {}, /*trimmed=*/true, out);
@@ -534,6 +536,16 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
   }
   assert(false && "encode_header: unknown kind");
   return 0;
+}
+
+Status<WireError> decode_split(std::span<const uint8_t> header, std::span<const uint8_t> payload,
+                               Packet& out) {
+  if (header.size() < kCommonSize) return Err{WireError::kTooShort};
+  if (header[0] != kVersion) return Err{WireError::kBadVersion};
+  const Kind kind = static_cast<Kind>(header[1]);
+  if (header_size(kind) == 0) return Err{WireError::kUnknownKind};
+  if (!is_data(kind) || header.size() != kDataHeaderSize) return Err{WireError::kBadLength};
+  return decode_data(header, out, &payload);
 }
 
 Status<WireError> decode(std::span<const uint8_t> bytes, Packet& out) {

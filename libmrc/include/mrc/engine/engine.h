@@ -83,6 +83,12 @@ struct EngineConfig {
   PayloadCopy copy = nullptr;  // nullptr: memcpy
 };
 
+/// One payload's place in registered memory, as the engine predicts it (Engine::predict_placement).
+struct RxPlacement {
+  uint8_t* at = nullptr;  // where the payload's first byte goes
+  uint32_t len = 0;       // payload bytes
+};
+
 /// IB's RNR NAK timer (IBTA spec vol. 1, table "Encoding for RNR NAK Timer Field"; verbs
 /// ibv_qp_attr::min_rnr_timer): code 1..31 is 0.01 ms .. 491.52 ms, roughly 1.5x apart; code 0
 /// is the longest, 655.36 ms. Codes above 31 have no meaning (modify_qp refuses them).
@@ -397,6 +403,25 @@ class Engine {
 
   // ---- Driver interface (see the loop above) -------------------------------------------
   void on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> bytes);
+  /// The same for a data packet whose header (wire::kDataHeaderSize bytes) and payload lie
+  /// apart. A WRITE payload that is already where it belongs (payload.data() is its target)
+  /// is not copied: EngineStats::rx_write_in_place counts it.
+  void on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> header,
+                   std::span<const uint8_t> payload);
+  /// Receive placement (docs/engine.md "Receive placement"): fills `out` with the places of
+  /// the payloads of the PSNs that follow the last WRITE payload this engine placed, in PSN
+  /// order, and returns how many. Only PSNs of that same message not yet received and inside
+  /// the QP's receive window, only while the QP is connected, its MR still covers the message
+  /// and grants remote write, and EngineConfig::copy is memcpy (0 otherwise): memory whose
+  /// content is undefined until the PSN arrives, which that PSN's payload overwrites. The
+  /// prediction holds only until the next call that changes the engine: a driver that lets
+  /// the kernel write there keeps every other caller out from this call until it has fed
+  /// what arrived (the UDP driver holds its mutex throughout).
+  size_t predict_placement(std::span<RxPlacement> out);
+  /// Where on_datagram would place this data header's payload now (a WRITE or WRITE_IMM to a
+  /// connected QP, within a covering MR); nullptr when it would place it nowhere or the
+  /// header is not a data header (wire::kDataHeaderSize bytes). Changes nothing.
+  const uint8_t* write_target(std::span<const uint8_t> header);
   void on_timeout(Time now);
   /// Next datagram to send, built in `buf` (at least kTransmitBufferSize bytes).
   std::optional<Transmit> poll_transmit(Time now, std::span<uint8_t> buf);
@@ -498,6 +523,7 @@ class Engine {
   size_t timer_heap_size() const;
 
  private:
+  void on_packet(Time now, const RxInfo& rx);  // after either on_datagram decoded into rx_pkt
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

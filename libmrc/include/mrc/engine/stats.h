@@ -28,6 +28,10 @@ struct EngineStats {
   uint64_t rx_datagrams = 0;
   uint64_t tx_datagrams = 0;
   uint64_t rx_bytes = 0;
+  // WRITE payload bytes placed in registered memory: copied there from the driver's buffer,
+  // or found already in place (the driver's receive placement, Engine::predict_placement).
+  uint64_t rx_write_copied = 0;
+  uint64_t rx_write_in_place = 0;
   uint64_t tx_bytes = 0;
   // Datagrams sent by wire::Kind value (slot = the kind byte; every kind is below 64), and of
   // those the ones flagged wire::flag::kRetransmit: what a capture of every port should count.

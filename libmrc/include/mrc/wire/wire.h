@@ -302,6 +302,12 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
 /// (the other extensions keep what they held: the engine reuses one Packet);
 /// the payload span points into `bytes`. On error `out` is unspecified.
 Status<WireError> decode(std::span<const uint8_t> bytes, Packet& out);
+/// The same for a data packet whose header and payload lie apart (the UDP driver's receive
+/// placement: the kernel scattered one datagram into a header buffer and the payload's place
+/// in registered memory). `header` must be exactly kDataHeaderSize bytes of a data kind, else
+/// kBadLength; out.payload is `payload`. Checks as decode does for header + payload joined.
+Status<WireError> decode_split(std::span<const uint8_t> header, std::span<const uint8_t> payload,
+                               Packet& out);
 /// The same into a fresh Packet (tests, tools).
 Result<Packet, WireError> decode(std::span<const uint8_t> bytes);
 

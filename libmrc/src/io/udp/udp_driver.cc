@@ -52,6 +52,8 @@ constexpr size_t kMaxRxRounds = 16;  // full receive batches per wakeup before p
 constexpr size_t kControlSize = 128;
 constexpr size_t kGroBuffer = 65536;  // one coalesced receive
 constexpr int kNotRead = INT_MIN;     // receive_batch was not called for a plane this round
+// Predicted datagrams per GRO message at most: the kernel coalesces up to 64 segments.
+constexpr size_t kMaxPlacedPerMessage = 64;
 // How long the progress thread leaves the sockets to pollers after the last poll_progress
 // call (see the file comment): the longest an application that stops polling (goes to sleep
 // on a completion channel, spins on memory as ib_write_lat does between its polls) waits
@@ -106,6 +108,20 @@ struct UdpDriver::Plane {
   std::array<iovec, kBatch> rx_iov{};
   std::array<std::array<uint8_t, kControlSize>, kBatch> rx_control{};
   std::array<sockaddr_in6, kBatch> rx_from{};  // source addresses (connectionless probes)
+  // Receive placement (receive_placed, feed_placed; under mu_): message 0's iovecs are
+  // [header, payload at its predicted place] for each of its placed[0] predicted datagrams,
+  // then rx_iov[0] (the plain buffer) for whatever comes past them.
+  bool placing = false;       // the last receive was receive_placed's
+  bool may_place = false;     // the engine predicted a place after the last feed (a hint)
+  // Back-off: after a placed receive that found fewer than half its datagrams in place (the
+  // plane carries another flow's or every other PSN), plain receives for 2^misses calls.
+  uint32_t place_misses = 0;  // placed receives in a row that missed (capped)
+  uint32_t place_skip = 0;    // plain receives left before the next placed one
+  std::vector<engine::RxPlacement> predicted;  // kMaxPlacedPerMessage
+  std::vector<uint8_t> rx_headers;             // a data header per predicted slot
+  std::vector<iovec> placed_iov;               // 2 x kMaxPlacedPerMessage + 1
+  std::array<size_t, 1> placed{};              // predicted slots of message 0
+  std::vector<uint8_t> bounce;                 // 2 x kGroBuffer: copied out of their places
   // Datagrams a full socket refused, copied out of the engine's spans (under mu_).
   struct Pending {
     int fd;
@@ -1077,7 +1093,10 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
       const size_t p = s.planes[i];
       const bool read = round == 0 ? fds[i].fd >= 0 && (fds[i].revents & POLLIN)
                                    : got[p] == static_cast<int>(kBatch);
-      got[p] = read ? receive_batch(p) : kNotRead;
+      Plane& pl = *sockets_[p];
+      const bool place = read && cfg_.rx_placement && pl.may_place &&
+                         (pl.place_skip == 0 || (--pl.place_skip, false));
+      got[p] = !read ? kNotRead : place ? receive_placed(p) : receive_batch(p);
       full = full || got[p] == static_cast<int>(kBatch);
     }
     std::lock_guard lock(mu_);
@@ -1244,12 +1263,209 @@ int UdpDriver::receive_batch(size_t plane) {
   return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
 }
 
+namespace {
+
+// The ECN mark, GRO segment size (0: one datagram) and kernel receive time of a message.
+void read_cmsgs(msghdr& h, engine::RxInfo& rx, size_t& segment, timespec& stamp) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+    if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+      int tclass = 0;
+      std::memcpy(&tclass, CMSG_DATA(c), sizeof tclass);
+      rx.ecn_ce = (tclass & kEcnMask) == kEcnMask;
+    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+      rx.ecn_ce = (*CMSG_DATA(c) & kEcnMask) == kEcnMask;  // IPv4: one byte
+    } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+      int size = 0;
+      std::memcpy(&size, CMSG_DATA(c), sizeof size);
+      segment = size > 0 ? static_cast<size_t>(size) : 0;
+    } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+      std::memcpy(&stamp, CMSG_DATA(c), sizeof stamp);
+    }
+  }
+}
+
+// Copies bytes [from, to) of what the kernel scattered over iov (in order) into `out`.
+void gather(const iovec* iov, size_t iovs, size_t from, size_t to, uint8_t* out) {
+  size_t at = 0;  // stream offset of iov[i]
+  for (size_t i = 0; i < iovs && from < to; ++i) {
+    const size_t end = at + iov[i].iov_len;
+    if (from < end) {
+      const size_t n = std::min(end, to) - from;
+      std::memcpy(out, static_cast<const uint8_t*>(iov[i].iov_base) + (from - at), n);
+      out += n;
+      from += n;
+    }
+    at = end;
+  }
+}
+
+}  // namespace
+
 void UdpDriver::feed_received(size_t plane, int r, Time t) {
   if (r == kNotRead) return;
-  ++counters_.recvmmsg_calls;
-  if (r < 0 && r != -EAGAIN) ++counters_.recv_errors;
-  const size_t n = r > 0 ? static_cast<size_t>(r) : 0;
   Plane& pl = *sockets_[plane];
+  const size_t n = r > 0 ? static_cast<size_t>(r) : 0;
+  if (pl.placing) {  // receive_placed fed them, one message at a time, and counted its calls
+    pl.placing = false;
+  } else {
+    ++counters_.recvmmsg_calls;
+    if (r < 0 && r != -EAGAIN) ++counters_.recv_errors;
+    for (size_t k = 0; k < n; ++k) {
+      msghdr& h = pl.rx_msgs[k].msg_hdr;
+      if (h.msg_flags & MSG_TRUNC) {
+        ++counters_.recv_truncated;
+        continue;
+      }
+      engine::RxInfo rx;
+      rx.plane = static_cast<uint16_t>(plane);
+      size_t segment = 0;  // GRO: bytes per coalesced datagram
+      timespec stamp{};    // the kernel's receive time (SO_TIMESTAMPNS); 0: none
+      read_cmsgs(h, rx, segment, stamp);
+      const auto* data = static_cast<const uint8_t*>(pl.rx_iov[k].iov_base);
+      const size_t len = pl.rx_msgs[k].msg_len;
+      if (segment == 0 || segment >= len) segment = len;
+      if (segment < len) ++counters_.gro_messages;
+      for (size_t off = 0; off < len; off += segment)
+        feed_one(plane, k, rx, stamp, {data + off, std::min(segment, len - off)}, t);
+    }
+  }
+  // Whether the next receive may be placed: a hint for the loop, which asks again under mu_.
+  if (cfg_.rx_placement && n > 0) {
+    engine::RxPlacement one;
+    pl.may_place = engine_->predict_placement({&one, 1}) > 0;
+  }
+}
+
+void UdpDriver::feed_one(size_t plane, size_t msg, const engine::RxInfo& rx,
+                         const timespec& stamp, std::span<const uint8_t> bytes, Time t) {
+  Plane& pl = *sockets_[plane];
+  const uint8_t* data = bytes.data();
+  const size_t m = bytes.size();
+  if (m > engine::kTransmitBufferSize) {
+    ++counters_.recv_truncated;  // larger than any MRC packet: not ours
+    return;
+  }
+  ++counters_.datagrams_received;
+  counters_.bytes_received += m;
+  // Connectionless probes and their replies (dst_qpn 0) are the driver's; the test costs
+  // one byte compared for anything else.
+  const uint8_t kind = m > 8 ? data[1] : 0;
+  if ((kind == static_cast<uint8_t>(wire::Kind::kProbe) ||
+       kind == static_cast<uint8_t>(wire::Kind::kProbeReply)) &&
+      (data[4] | data[5] | data[6] | data[7]) == 0 &&
+      connectionless(plane, pl.rx_from[msg], rx.ecn_ce, stamp, bytes, t))
+    return;
+  if (kind == static_cast<uint8_t>(wire::Kind::kAddrQuery) ||
+      kind == static_cast<uint8_t>(wire::Kind::kAddrReply)) {
+    address_message(plane, pl.rx_from[msg], bytes, t);
+    return;
+  }
+  if (kind == static_cast<uint8_t>(wire::Kind::kPortStatus) ||
+      kind == static_cast<uint8_t>(wire::Kind::kPortStatusAck)) {
+    port_status_message(plane, pl.rx_from[msg], bytes, t);
+    return;
+  }
+  engine_->on_datagram(t, rx, bytes);
+}
+
+int UdpDriver::receive_placed(size_t plane) {
+  Plane& pl = *sockets_[plane];
+  pl.placing = false;
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (pl.predicted.empty()) {
+    pl.predicted.resize(kMaxPlacedPerMessage);
+    pl.rx_headers.resize(kMaxPlacedPerMessage * wire::kDataHeaderSize);
+    pl.placed_iov.resize(2 * kMaxPlacedPerMessage + 1);
+    pl.bounce.resize(2 * kGroBuffer);
+  }
+  // One message per recvmmsg, each predicted after the one before was fed: a GRO message
+  // shorter than the others (a sender's burst ended) shifts nothing that follows it.
+  int got = 0;
+  // The driver's mutex from each prediction to that message's feed, not longer: app calls
+  // wait for one recvmmsg at most.
+  for (size_t k = 0; k < kBatch; ++k) {
+    lock.lock();
+    const size_t n = engine_->predict_placement(pl.predicted);
+    if (n == 0) {
+      lock.unlock();
+      if (k == 0) return receive_batch(plane);  // fed by feed_received as any batch
+      break;  // the rest waits for the next round (the socket stays readable)
+    }
+    iovec* iov = pl.placed_iov.data();
+    size_t j = 0;
+    for (size_t at = 0; j < n && at + wire::kDataHeaderSize + pl.predicted[j].len <= kGroBuffer;
+         ++j) {
+      at += wire::kDataHeaderSize + pl.predicted[j].len;
+      iov[2 * j] = {&pl.rx_headers[j * wire::kDataHeaderSize], wire::kDataHeaderSize};
+      iov[2 * j + 1] = {pl.predicted[j].at, pl.predicted[j].len};
+    }
+    pl.placed[0] = j;
+    iov[2 * j] = pl.rx_iov[0];  // the plain buffer takes the rest
+    msghdr& h = pl.rx_msgs[0].msg_hdr;
+    h = msghdr{};
+    h.msg_iov = iov;
+    h.msg_iovlen = 2 * j + 1;
+    h.msg_control = pl.rx_control[0].data();
+    h.msg_controllen = kControlSize;
+    h.msg_name = &pl.rx_from[0];
+    h.msg_namelen = sizeof(sockaddr_in6);
+    pl.rx_msgs[0].msg_len = 0;
+    ++counters_.placed_calls;
+    ++counters_.recvmmsg_calls;
+    const int r = ::recvmmsg(pl.fd, pl.rx_msgs.data(), 1, MSG_DONTWAIT, nullptr);
+    if (r <= 0) {
+      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        ++counters_.recv_errors;
+        if (got == 0) got = -errno;
+      }
+      lock.unlock();
+      break;
+    }
+    feed_placed(plane, 1, cfg_.clock());
+    lock.unlock();
+    ++got;
+  }
+  pl.placing = true;  // fed: feed_received only looks whether the next may be placed
+  return got;
+}
+
+void UdpDriver::feed_placed(size_t plane, int r, Time t) {
+  Plane& pl = *sockets_[plane];
+  const size_t n = r > 0 ? static_cast<size_t>(r) : 0;  // 1: receive_placed's message 0
+  const size_t stride = 2 * kMaxPlacedPerMessage + 1;
+  // Predicted slot g of the whole call is message k's slot g - first[k]; their places are
+  // consecutive PSNs of one message, so slots g.. cover one range of memory.
+  std::array<size_t, 2> first{0, pl.placed[0]};  // one message (receive_placed)
+  const size_t slots = first[1];
+  const auto iov_of = [&](size_t k) { return &pl.placed_iov[k * stride]; };
+  // Whether [to, to + len) reaches into the place of slot g or a later one: bytes that have
+  // landed there are not fed yet, so nothing may be copied there before they are.
+  const auto reaches_unfed = [&](const uint8_t* to, size_t len, size_t g) {
+    if (g >= slots) return false;
+    size_t k = 0;
+    while (first[k + 1] <= g) ++k;
+    const uint8_t* lo = static_cast<const uint8_t*>(iov_of(k)[2 * (g - first[k]) + 1].iov_base);
+    const iovec& last = iov_of(0)[2 * pl.placed[0] - 1];
+    const uint8_t* hi = static_cast<const uint8_t*>(last.iov_base) + last.iov_len;
+    return to < hi && to + len > lo;
+  };
+  // The payload place of a WRITE header, or where a datagram of another data kind could put
+  // its payload (unknown: everything): `kAnywhere`. Null: the engine places it nowhere.
+  static const uint8_t kAnywhereByte = 0;
+  const uint8_t* const kAnywhere = &kAnywhereByte;
+  const auto target = [&](std::span<const uint8_t> d) -> const uint8_t* {
+    if (d.size() < wire::kDataHeaderSize || !wire::is_data(static_cast<wire::Kind>(d[1])))
+      return nullptr;  // control packets and the driver's own kinds place no payload
+    const uint8_t kind = d[1];
+    if (kind != static_cast<uint8_t>(wire::Kind::kWrite) &&
+        kind != static_cast<uint8_t>(wire::Kind::kWriteImm))
+      return kAnywhere;
+    return engine_->write_target(d.first(wire::kDataHeaderSize));
+  };
+  size_t in_place = 0;
+  size_t total = 0;
+  bool bounced = false;  // from here on every byte was copied out before any was fed
+  uint8_t* one = pl.bounce.data() + kGroBuffer;  // one datagram copied out
   for (size_t k = 0; k < n; ++k) {
     msghdr& h = pl.rx_msgs[k].msg_hdr;
     if (h.msg_flags & MSG_TRUNC) {
@@ -1258,55 +1474,80 @@ void UdpDriver::feed_received(size_t plane, int r, Time t) {
     }
     engine::RxInfo rx;
     rx.plane = static_cast<uint16_t>(plane);
-    size_t segment = 0;  // GRO: bytes per coalesced datagram
-    timespec stamp{};    // the kernel's receive time (SO_TIMESTAMPNS); 0: none
-    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
-      if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
-        int tclass = 0;
-        std::memcpy(&tclass, CMSG_DATA(c), sizeof tclass);
-        rx.ecn_ce = (tclass & kEcnMask) == kEcnMask;
-      } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
-        rx.ecn_ce = (*CMSG_DATA(c) & kEcnMask) == kEcnMask;  // IPv4: one byte
-      } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
-        int size = 0;
-        std::memcpy(&size, CMSG_DATA(c), sizeof size);
-        segment = size > 0 ? static_cast<size_t>(size) : 0;
-      } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-        std::memcpy(&stamp, CMSG_DATA(c), sizeof stamp);
-      }
-    }
-    const auto* data = static_cast<const uint8_t*>(pl.rx_iov[k].iov_base);
+    size_t segment = 0;
+    timespec stamp{};
+    read_cmsgs(h, rx, segment, stamp);
     const size_t len = pl.rx_msgs[k].msg_len;
-    if (segment == 0 || segment >= len) segment = len;
-    if (segment < len) ++counters_.gro_messages;
-    for (size_t off = 0; off < len; off += segment) {
-      const size_t m = std::min(segment, len - off);
-      if (m > engine::kTransmitBufferSize) {
-        ++counters_.recv_truncated;  // larger than any MRC packet: not ours
-        continue;
+    const size_t seg = segment == 0 || segment >= len ? len : segment;
+    if (seg < len) ++counters_.gro_messages;
+    const iovec* iov = iov_of(k);
+    const size_t iovs = h.msg_iovlen;
+    size_t slot = 0;  // stream offset of predicted slot j while datagrams line up with them
+    size_t j = 0;
+    size_t predicted_end = 0;  // stream bytes the predicted slots hold; the rest is spill
+    for (size_t g = 0; g < pl.placed[k]; ++g)
+      predicted_end += wire::kDataHeaderSize + iov[2 * g + 1].iov_len;
+    for (size_t off = 0; off < len; off += seg, ++j) {
+      const size_t m = std::min(seg, len - off);
+      // What came past the predicted run (the next message's first datagrams) is no miss.
+      total += off < predicted_end;
+      if (!bounced) {
+        const bool aligned = j < pl.placed[k] && off == slot &&
+                             m == wire::kDataHeaderSize + iov[2 * j + 1].iov_len;
+        if (aligned) {
+          slot += m;
+          const std::span<const uint8_t> hdr(static_cast<const uint8_t*>(iov[2 * j].iov_base),
+                                             wire::kDataHeaderSize);
+          const std::span<const uint8_t> pay(static_cast<const uint8_t*>(iov[2 * j + 1].iov_base),
+                                             iov[2 * j + 1].iov_len);
+          const uint8_t* to = target(hdr);
+          const bool here = to == pay.data();
+          // Copied from where it landed to an earlier slot's place (fed already) or to
+          // memory no slot covers: as safe as from a plain buffer.
+          if (here || to == nullptr ||
+              (to != kAnywhere && !reaches_unfed(to, pay.size(), first[k] + j))) {
+            in_place += here;
+            counters_.placed_datagrams += here;
+            ++counters_.datagrams_received;
+            counters_.bytes_received += m;
+            engine_->on_datagram(t, rx, hdr, pay);
+            continue;
+          }
+        } else {
+          // Not where a slot expected it: copy it out whole, and feed it from there unless
+          // its payload goes where later datagrams landed.
+          gather(iov, iovs, off, off + m, one);
+          counters_.placed_bounce_bytes += m;
+          size_t g = first[k];  // the first slot that starts at or after this datagram's end
+          for (size_t at = 0; g < first[k + 1] && at < off + m; ++g)
+            at += wire::kDataHeaderSize + iov[2 * (g - first[k]) + 1].iov_len;
+          const uint8_t* to = target({one, m});
+          if (to == nullptr || (to != kAnywhere && !reaches_unfed(to, m, g))) {
+            feed_one(plane, k, rx, stamp, {one, m}, t);
+            slot = SIZE_MAX;  // the rest of this message lines up with no slot
+            continue;
+          }
+        }
+        // Its payload may go where later datagrams lie: copy every byte from here on out
+        // first (this message's rest, every later message), then feed them from the copies.
+        bounced = true;
+        for (size_t kk = k; kk < n; ++kk) {
+          if (pl.rx_msgs[kk].msg_hdr.msg_flags & MSG_TRUNC) continue;
+          const size_t from = kk == k ? off : 0;
+          const size_t l = pl.rx_msgs[kk].msg_len;
+          gather(iov_of(kk), pl.rx_msgs[kk].msg_hdr.msg_iovlen, from, l,
+                 &pl.bounce[kk * kGroBuffer] + from);
+          counters_.placed_bounce_bytes += l - from;
+        }
       }
-      ++counters_.datagrams_received;
-      counters_.bytes_received += m;
-      // Connectionless probes and their replies (dst_qpn 0) are the driver's; the test costs
-      // one byte compared for anything else.
-      const uint8_t kind = m > 8 ? data[off + 1] : 0;
-      if ((kind == static_cast<uint8_t>(wire::Kind::kProbe) ||
-           kind == static_cast<uint8_t>(wire::Kind::kProbeReply)) &&
-          (data[off + 4] | data[off + 5] | data[off + 6] | data[off + 7]) == 0 &&
-          connectionless(plane, pl.rx_from[k], rx.ecn_ce, stamp, {data + off, m}, t))
-        continue;
-      if (kind == static_cast<uint8_t>(wire::Kind::kAddrQuery) ||
-          kind == static_cast<uint8_t>(wire::Kind::kAddrReply)) {
-        address_message(plane, pl.rx_from[k], {data + off, m}, t);
-        continue;
-      }
-      if (kind == static_cast<uint8_t>(wire::Kind::kPortStatus) ||
-          kind == static_cast<uint8_t>(wire::Kind::kPortStatusAck)) {
-        port_status_message(plane, pl.rx_from[k], {data + off, m}, t);
-        continue;
-      }
-      engine_->on_datagram(t, rx, {data + off, m});
+      feed_one(plane, k, rx, stamp, {&pl.bounce[k * kGroBuffer] + off, m}, t);
     }
+  }
+  if (2 * in_place < total) {
+    pl.place_misses = std::min<uint32_t>(pl.place_misses + 1, 6);
+    pl.place_skip = 1u << pl.place_misses;
+  } else {
+    pl.place_misses = 0;
   }
 }
 

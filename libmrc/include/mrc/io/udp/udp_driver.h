@@ -75,6 +75,15 @@ struct UdpConfig {
   bool zero_udp_checksum = false;              // UDP_NO_CHECK6_TX/RX (see above); no GSO
   bool gso = true;                             // UDP_SEGMENT for same-destination runs
   bool gro = true;                             // UDP_GRO on receive
+  // Receive placement (docs/engine.md "Receive placement"): while a WRITE is arriving, the
+  // loop's recvmmsg scatters each datagram's payload straight to the place the engine
+  // predicts for it in registered memory (Engine::predict_placement), so the kernel's copy
+  // is the only one; a datagram that lands elsewhere is copied to its place as before. The
+  // loop holds the driver's mutex over each such recvmmsg (an app call waits for one). Off by
+  // default: it removed 87-90% of the user-space copy by count but made one recvmmsg per GRO
+  // message, and on the loaded 2-core VM no change in CPU per byte showed (perf/RESULTS.md
+  // 2026-11-27 (rxcopy)); measure it on an idle machine (mrc-perf --rx-placement).
+  bool rx_placement = false;
   bool busy_poll = false;                      // progress thread never sleeps (latency)
   // poll_progress does the work in the polling app thread (see the file comment); false:
   // it returns false at once and only the progress thread receives. Off by default: on the
@@ -142,6 +151,13 @@ struct UdpCounters {
   uint64_t send_errors = 0;      // other send errors (dropped)
   uint64_t recv_errors = 0;      // recvmmsg errors other than EAGAIN
   uint64_t recv_truncated = 0;   // datagrams above kTransmitBufferSize (dropped)
+  // Receive placement (UdpConfig::rx_placement): recvmmsg calls that scattered into predicted
+  // places, datagrams found in place (no user-space copy), and bytes copied out of predicted
+  // places again because a datagram there was not the one predicted (then the engine copies
+  // them to where they belong, as any received datagram).
+  uint64_t placed_calls = 0;
+  uint64_t placed_datagrams = 0;
+  uint64_t placed_bounce_bytes = 0;
   uint64_t no_route = 0;         // Transmit to an unknown peer or plane (dropped)
   uint64_t loop_iterations = 0;  // wakeups of the loop (idle: stays flat)
   uint64_t other_thread_rounds = 0;  // ...of those, rounds of progress threads 1.. that fed
@@ -422,6 +438,16 @@ class UdpDriver {
   // Under rx_mu_, without mu_: one recvmmsg on a plane socket; the datagrams read, or
   // -errno (EAGAIN: none). Counted by feed_received.
   int receive_batch(size_t plane);
+  // Receive placement, under the plane's receive lock, without mu_: up to kBatch times, under
+  // mu_ from the prediction to the feed, a recvmmsg of one message into the places
+  // Engine::predict_placement gives, fed at once (feed_placed) so the next prediction follows
+  // it. The messages read, or -errno; with no prediction, receive_batch's result unfed.
+  int receive_placed(size_t plane);
+  void feed_placed(size_t plane, int r, engine::Time t);
+  // One datagram of a plain receive (or one copied out of the placed ones) to its owner:
+  // the driver's connectionless kinds, else the engine.
+  void feed_one(size_t plane, size_t msg, const engine::RxInfo& rx, const timespec& stamp,
+                std::span<const uint8_t> bytes, engine::Time t);
   // Under mu_ and rx_mu_: a batch of receive_batch's (r as it returned) to the engine.
   void feed_received(size_t plane, int r, engine::Time t);
   void transmit(engine::Time t);                               // under mu_
