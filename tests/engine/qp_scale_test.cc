@@ -52,10 +52,15 @@ void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept
 void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
   return operator new(n, a, t);
 }
+// Every new above takes its memory from malloc, so free is the matching release; GCC warns
+// on free inside a replaced operator delete all the same (-Wmismatched-new-delete).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept {
   uncount(p);
   std::free(p);
 }
+#pragma GCC diagnostic pop
 void operator delete[](void* p) noexcept { operator delete(p); }
 void operator delete(void* p, size_t) noexcept { operator delete(p); }
 void operator delete[](void* p, size_t) noexcept { operator delete(p); }

@@ -38,7 +38,7 @@ TEST(PortStatusUpdates, Fresh_SequenceWraps) {
   EXPECT_TRUE(u.fresh(1, update(5)));
   EXPECT_FALSE(u.fresh(1, update(0xffff'ffff))) << "from before the wrap";
   // Half the number space ahead is the farthest that still counts as later.
-  EXPECT_TRUE(u.fresh(1, update(5 + 0x7fff'ffff)));
+  EXPECT_TRUE(u.fresh(1, update(5u + 0x7fff'ffffu)));
   EXPECT_FALSE(u.fresh(1, update(5)));
 }
 
