@@ -31,7 +31,9 @@ struct Held {
     loop.run(200us);  // sends what the window allows, no retransmission yet
     if (!data.empty()) payload = wire::decode(data[0])->data.payload_len;
   }
-  std::span<const uint8_t> header(size_t i) const { return {data[i].data(), wire::kDataHeaderSize}; }
+  std::span<const uint8_t> header(size_t i) const {
+    return {data[i].data(), wire::kDataHeaderSize};
+  }
   std::span<const uint8_t> payload_of(size_t i) const {
     return {data[i].data() + wire::kDataHeaderSize, data[i].size() - wire::kDataHeaderSize};
   }
@@ -66,6 +68,34 @@ TEST(Placement, PredictsTheNextUnreceivedPsnsOfTheMessageInOrder) {
   EXPECT_EQ(out[0].at, h.loop.b.mem.data() + 2 * h.payload);
   // Limited to the span given.
   EXPECT_EQ(h.loop.b.eng.predict_placement({out, 0}), 0u);
+}
+
+// A QP reset and reconnected with the same token and first PSN starts a fresh scoreboard, on
+// which the old message's later PSNs look unreceived: nothing from before the reset may be
+// predicted, or the kernel would be pointed into a WRITE that already completed.
+TEST(Placement, NothingPredictedAfterTheQpIsResetAndReconnected) {
+  Held h(64 * 1024);
+  ASSERT_GE(h.data.size(), 6u);
+  Engine& b = h.loop.b.eng;
+  b.on_datagram(h.loop.now, RxInfo{}, h.data[0]);
+  RxPlacement out[64];
+  ASSERT_GT(b.predict_placement(out), 0u);
+  QpAttr reset;
+  reset.state = QpState::kReset;
+  ASSERT_TRUE(b.modify_qp(h.loop.b.qpn, reset, attr::kState).ok());
+  QpAttr at;  // reconnected as Held's Loop connected it: same peer, token, paths, first PSN
+  at.state = QpState::kInit;
+  ASSERT_TRUE(b.modify_qp(h.loop.b.qpn, at, attr::kState).ok());
+  at.state = QpState::kRtr;
+  at.peer = 1;
+  at.dest_qpn = h.loop.a.qpn;
+  at.remote_token = h.loop.a.token;
+  at.rq_psn = 1000;
+  for (uint32_t i = 0; i < 4; ++i)
+    at.paths.push_back(Path{0x100 + i, static_cast<uint16_t>(i % 2)});
+  ASSERT_TRUE(
+      b.modify_qp(h.loop.b.qpn, at, attr::kState | attr::kDest | attr::kPaths | attr::kRqPsn).ok());
+  EXPECT_EQ(b.predict_placement(out), 0u) << "a prediction from the QP before its reset";
 }
 
 TEST(Placement, InPlacePayloadIsNotCopiedAndAMisplacedOneIsCopiedToItsPlace) {

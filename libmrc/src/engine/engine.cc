@@ -601,6 +601,7 @@ Result<Qpn, Error> Engine::create_qp(const QpInit& init) {
   }
   c.qps[qpn - 1] = new_qp(qpn, init);
   c.clear_timer_slot(qpn);
+  c.forget_last_write(qpn);
   for (CqId id : {init.send_cq, init.recv_cq})
     if (id) ++c.cqs[id - 1].users;
   if (init.srq) ++c.srqs[init.srq - 1].users;
@@ -684,6 +685,7 @@ void apply_modify(Core& c, Qp& q, const QpAttr& a, uint32_t mask) {
     const Qpn qpn = q.qpn;
     c.qps[qpn - 1] = new_qp(qpn, q.init);  // q is gone
     c.clear_timer_slot(qpn);
+    c.forget_last_write(qpn);
     return;
   }
   if (to == QpState::kError) {  // the app's own move: flushes, no fatal event
@@ -856,6 +858,7 @@ Status<Error> Engine::destroy_qp(Qpn qpn) {
   c.mcast_forget(qpn);
   c.qps[qpn - 1].reset();
   c.clear_timer_slot(qpn);
+  c.forget_last_write(qpn);
   c.free_qpns.push_back(qpn);
   --c.live_qps;
   return {};

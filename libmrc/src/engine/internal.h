@@ -343,7 +343,7 @@ class Core {
   // The last WRITE payload placed (accept_write): where Engine::predict_placement starts.
   struct LastWrite {
     Qpn qpn = 0;  // 0: none
-    uint32_t token = 0;  // the QP's local token then (a QPN reused since is another QP)
+    uint32_t token = 0;  // the QP's local token then (a second guard: forget_last_write)
     uint32_t psn = 0;
     uint32_t rkey = 0;
     uint64_t addr = 0;  // the message's first byte (iova)
@@ -351,6 +351,14 @@ class Core {
     uint32_t payload_len = 0;
     uint32_t msg_len = 0;
   } last_write;
+  /// Forgets last_write if it names slot `qpn` (a QP created, reset or destroyed there). A QP
+  /// reset and reconnected to the same peer, or a new QP in a reused slot, may get the same
+  /// token and starting PSN (verbs derives both from the QP numbers), and its fresh scoreboard
+  /// would make the old message's later PSNs look unreceived: a prediction from before would
+  /// point the kernel into a WRITE that already completed.
+  void forget_last_write(Qpn qpn) {
+    if (last_write.qpn == qpn) last_write = {};
+  }
   bool memcpy_copy = true;  // EngineConfig::copy was left at memcpy (placement allowed)
   uint32_t burst = 0;                            // packets the front ready QP sent in a row
   /// tx_pkt with its common header set for a packet of `q` to its peer.
