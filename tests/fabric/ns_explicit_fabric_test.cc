@@ -144,7 +144,10 @@ TEST_F(NsExplicitFabric, MrcPerf_EveryPlaneAndSpineCarries) {
   ASSERT_EQ(sent.size(), 2u) << r.out;
   for (const auto& [plane, evs] : sent) {
     EXPECT_EQ(evs.size(), 2u) << "plane " << plane << ": one EV per spine\n" << r.out;
-    for (const auto& [ev, n] : evs) EXPECT_GT(n, 100u) << "ev " << ev << "\n" << r.out;
+    // Carried, not balanced: an EV that lost a few packets at the start (neighbour discovery
+    // on a loaded machine) gets a small share of a 1 s run (99 of 66,000 once under CI's
+    // load, 574-1,024 in idle runs, on 16881a8 as well); > 10 still fails an EV never used.
+    for (const auto& [ev, n] : evs) EXPECT_GT(n, 10u) << "ev " << ev << "\n" << r.out;
   }
 }
 
