@@ -747,6 +747,14 @@ TEST_F(CmTest, Fork_ChildGetsAServiceOfItsOwn_ParentsListenerLives) {
   // supported"): the release and ASan runs cover this.
   GTEST_SKIP() << "ThreadSanitizer does not support threads started after a multi-threaded fork";
 #endif
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's allocator takes no lock around fork(): when the parent's service thread is inside
+  // it at the fork, the child's first allocation waits forever on the copied lock (gdb of a
+  // hung child: its new service thread in SizeClassAllocator64::GetFromAllocator's mutex,
+  // destroy_id waiting for it). CI's ASan stage hung so once; under two CPU hogs 19 of 30
+  // runs did, release 0 of 15. The release run covers this.
+  GTEST_SKIP() << "ASan's allocator is not fork-safe in a multi-threaded parent";
+#endif
   const uint16_t port = testing::free_tcp_port();
   listen_on(port);  // a polled socket in the parent: the service is running
   const pid_t pid = ::fork();
