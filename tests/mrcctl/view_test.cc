@@ -211,6 +211,34 @@ TEST(View, DevicesJson_WakeCountersAndStalePortStatus) {
   }
 }
 
+// A segment from an older libmrc, whose DeviceRecord ended before the counters appended
+// since: the devices document and the metrics leave those out instead of reporting zeros
+// that library never counted, and still show what it had.
+TEST(View, DevicesJson_OlderWriterLeavesOutCountersItNeverHad) {
+  Snapshot s = make_snapshot();
+  s.device.rx_datagrams = 7;
+  s.device.port_status_sent = 1;  // not in the older record: must not be shown
+  s.device_size = static_cast<uint32_t>(observe::kDeviceRecordMinSize);
+  const std::vector<Snapshot> snaps{s};
+  const Json dev = devices_json(snaps, Filter{}, 3'000'000'000);
+  EXPECT_EQ(dev[0]["rx_datagrams"], 7);
+  for (const char* n : {"addr_queries_sent", "port_status_sent", "port_link_changes",
+                        "loop_woke_socket", "app_wakeups"})
+    EXPECT_FALSE(dev[0].contains(n)) << n;
+  const std::string text = metrics_text(snaps);
+  const auto samples = parse_exposition(text);
+  EXPECT_EQ(sample(samples, "mrc_engine_rx_datagrams_total", {{"device", "mrc0"}}), 7);
+  for (const char* n : {"probes_answered", "addr_queries_sent", "port_status_sent",
+                        "app_wakeups"})
+    EXPECT_EQ(text.find(std::string("mrc_udp_") + n + "_total"), std::string::npos) << n;
+
+  // The newest record: all of them.
+  s.device_size = sizeof(observe::DeviceRecord);
+  const Json all = devices_json({s}, Filter{}, 3'000'000'000);
+  EXPECT_EQ(all[0]["port_status_sent"], 1);
+  EXPECT_TRUE(all[0].contains("app_wakeups"));
+}
+
 TEST(View, EventsJson_FollowReturnsOnlyNew) {
   std::vector<Snapshot> snaps{make_snapshot()};
   std::vector<std::pair<std::string, uint64_t>> from;

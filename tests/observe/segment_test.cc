@@ -137,6 +137,55 @@ TEST(ReadSegment, RefusesOtherVersionAndForeignFiles) {
   EXPECT_FALSE(read_segment("/mrc-stats.does-not-exist").ok());
 }
 
+// An mrcctl newer than the job's libmrc (a long training job outlives an upgrade) reads the
+// shorter DeviceRecord that library wrote: what it wrote, the rest zero and marked absent.
+TEST(ReadSegment, OlderWritersShorterDeviceRecord_PrefixReadRestAbsent) {
+  auto w = SegmentWriter::create(kDev + 5);
+  ASSERT_TRUE(w.ok());
+  w->begin();
+  DeviceRecord& d = w->device();
+  std::strcpy(d.name, "mrc5");
+  d.rx_datagrams = 41;
+  d.malformed_by_error[7] = 42;
+  // Bytes past the older record: the older writer's next record, not ours to read.
+  std::memset(reinterpret_cast<uint8_t*>(&d) + kDeviceRecordMinSize, 0xab,
+              sizeof(DeviceRecord) - kDeviceRecordMinSize);
+  w->header().device_size = kDeviceRecordMinSize;
+  w->commit(1);
+  const std::string name = segment_name(::getpid(), kDev + 5);
+  auto s = read_segment(name);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_STREQ(s->device.name, "mrc5");
+  EXPECT_EQ(s->device.rx_datagrams, 41u);
+  EXPECT_EQ(s->device.malformed_by_error[7], 42u);
+  EXPECT_EQ(s->device_size, kDeviceRecordMinSize);
+  EXPECT_EQ(s->device.probes_answered, 0u);
+  EXPECT_EQ(s->device.app_wakeups, 0u);
+  EXPECT_FALSE(s->has(&DeviceRecord::probes_answered));
+  EXPECT_FALSE(s->has(&DeviceRecord::app_wakeups));
+  EXPECT_TRUE(s->has(&DeviceRecord::tx_bytes));
+
+  // One field more than the oldest record: that field is there, the next is not.
+  w->header().device_size = kDeviceRecordMinSize + 8;
+  s = read_segment(name);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_TRUE(s->has(&DeviceRecord::probes_answered));
+  EXPECT_EQ(s->device.probes_answered, 0xababababababababull);
+  EXPECT_FALSE(s->has(&DeviceRecord::probes_rate_limited));
+
+  // Our own size: everything is there.
+  w->header().device_size = sizeof(DeviceRecord);
+  s = read_segment(name);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_TRUE(s->has(&DeviceRecord::app_wakeups));
+
+  // Shorter than any layout 1 record: refused, saying so.
+  w->header().device_size = kDeviceRecordMinSize - 8;
+  s = read_segment(name);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().find("device record of"), std::string::npos) << s.error();
+}
+
 // A writer rewrites every record with one value per generation; a reader must never see
 // two values in one snapshot.
 TEST(ReadSegment, Seqlock_NoTornSnapshot) {

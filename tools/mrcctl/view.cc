@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "mrc/engine/paths.h"
 #include "mrc/engine/stats.h"
@@ -63,40 +64,69 @@ std::string cell(const Json& v) {
   return v.dump();
 }
 
-// The peer address query counters (io/udp/peer_addresses.h) by their document names.
-std::array<std::pair<const char*, uint64_t>, 7> addr_query_counters(
-    const observe::DeviceRecord& d) {
-  return {{{"addr_queries_sent", d.addr_queries_sent},
-           {"addr_queries_answered", d.addr_queries_answered},
-           {"addr_queries_refused", d.addr_queries_refused},
-           {"addr_queries_rate_limited", d.addr_queries_rate_limited},
-           {"addr_replies_accepted", d.addr_replies_accepted},
-           {"addr_replies_dropped", d.addr_replies_dropped},
-           {"addr_peers_unanswered", d.addr_peers_unanswered}}};
+// DeviceRecord's counters appended after layout 1 first shipped, by their document names.
+// A segment from an older libmrc lacks some (Snapshot::has): they are left out, not shown as 0.
+using Counters = std::vector<std::pair<const char*, uint64_t>>;
+using DeviceCounter = std::pair<const char*, uint64_t observe::DeviceRecord::*>;
+
+template <size_t N>
+Counters present(const Snapshot& s, const DeviceCounter (&fields)[N]) {
+  Counters out;
+  for (const auto& [name, f] : fields)
+    if (s.has(f)) out.emplace_back(name, s.device.*f);
+  return out;
+}
+
+using R = observe::DeviceRecord;
+
+// Connectionless probes (io/udp/probes.h).
+Counters probe_counters(const Snapshot& s) {
+  static constexpr DeviceCounter kFields[] = {
+      {"probes_answered", &R::probes_answered},
+      {"probes_rate_limited", &R::probes_rate_limited},
+      {"probe_replies_dropped", &R::probe_replies_dropped}};
+  return present(s, kFields);
+}
+
+// The peer address query counters (io/udp/peer_addresses.h).
+Counters addr_query_counters(const Snapshot& s) {
+  static constexpr DeviceCounter kFields[] = {
+      {"addr_queries_sent", &R::addr_queries_sent},
+      {"addr_queries_answered", &R::addr_queries_answered},
+      {"addr_queries_refused", &R::addr_queries_refused},
+      {"addr_queries_rate_limited", &R::addr_queries_rate_limited},
+      {"addr_replies_accepted", &R::addr_replies_accepted},
+      {"addr_replies_dropped", &R::addr_replies_dropped},
+      {"addr_peers_unanswered", &R::addr_peers_unanswered}};
+  return present(s, kFields);
 }
 
 // The port status and port link counters (io/udp/port_status.h, io/udp/link_watch.h).
-std::array<std::pair<const char*, uint64_t>, 6> port_counters(const observe::DeviceRecord& d) {
-  return {{{"port_status_sent", d.port_status_sent},
-           {"port_status_applied", d.port_status_applied},
-           {"port_status_refused", d.port_status_refused},
-           {"port_status_acks_dropped", d.port_status_acks_dropped},
-           {"port_status_stale", d.port_status_stale},
-           {"port_link_changes", d.port_link_changes}}};
+Counters port_counters(const Snapshot& s) {
+  static constexpr DeviceCounter kFields[] = {
+      {"port_status_sent", &R::port_status_sent},
+      {"port_status_applied", &R::port_status_applied},
+      {"port_status_refused", &R::port_status_refused},
+      {"port_status_acks_dropped", &R::port_status_acks_dropped},
+      {"port_status_stale", &R::port_status_stale},
+      {"port_link_changes", &R::port_link_changes}};
+  return present(s, kFields);
 }
 
 // What woke the progress loop and which threads did the receive work (io::UdpCounters).
-std::array<std::pair<const char*, uint64_t>, 10> wake_counters(const observe::DeviceRecord& d) {
-  return {{{"loop_woke_socket", d.loop_woke_socket},
-           {"loop_woke_app", d.loop_woke_app},
-           {"loop_woke_alarm", d.loop_woke_alarm},
-           {"loop_woke_poller_end", d.loop_woke_poller_end},
-           {"loop_woke_deadline", d.loop_woke_deadline},
-           {"loop_rx_rounds", d.loop_rx_rounds},
-           {"poller_rounds", d.poller_rounds},
-           {"poller_timeouts", d.poller_timeouts},
-           {"other_thread_rounds", d.other_thread_rounds},
-           {"app_wakeups", d.app_wakeups}}};
+Counters wake_counters(const Snapshot& s) {
+  static constexpr DeviceCounter kFields[] = {
+      {"loop_woke_socket", &R::loop_woke_socket},
+      {"loop_woke_app", &R::loop_woke_app},
+      {"loop_woke_alarm", &R::loop_woke_alarm},
+      {"loop_woke_poller_end", &R::loop_woke_poller_end},
+      {"loop_woke_deadline", &R::loop_woke_deadline},
+      {"loop_rx_rounds", &R::loop_rx_rounds},
+      {"poller_rounds", &R::poller_rounds},
+      {"poller_timeouts", &R::poller_timeouts},
+      {"other_thread_rounds", &R::other_thread_rounds},
+      {"app_wakeups", &R::app_wakeups}};
+  return present(s, kFields);
 }
 
 }  // namespace
@@ -176,9 +206,9 @@ Json devices_json(const std::vector<Snapshot>& snaps, const Filter& f, int64_t n
              {"drops", drops},
              {"generation", s.generation},
              {"age_s", s.published_ns > 0 ? Json((now_ns - s.published_ns) / 1e9) : Json()}});
-    for (const auto& [name, v] : addr_query_counters(d)) out.back()[name] = v;
-    for (const auto& [name, v] : port_counters(d)) out.back()[name] = v;
-    for (const auto& [name, v] : wake_counters(d)) out.back()[name] = v;
+    for (const auto& [name, v] : addr_query_counters(s)) out.back()[name] = v;
+    for (const auto& [name, v] : port_counters(s)) out.back()[name] = v;
+    for (const auto& [name, v] : wake_counters(s)) out.back()[name] = v;
   }
   return out;
 }
@@ -632,20 +662,20 @@ std::string metrics_text(const std::vector<Snapshot>& snaps) {
         {"recv_truncated", u.recv_truncated},
         {"no_route", u.no_route},
         {"loop_iterations", u.loop_iterations},
-        {"timeouts", u.timeouts},
-        {"probes_answered", d.probes_answered},
-        {"probes_rate_limited", d.probes_rate_limited},
-        {"probe_replies_dropped", d.probe_replies_dropped}};
+        {"timeouts", u.timeouts}};
     for (const auto& [n, v] : udp)
       x.add(std::string("mrc_udp_") + n + "_total", "counter",
             std::string("UDP driver counter ") + n + ".", dev, static_cast<double>(v));
-    for (const auto& [n, v] : addr_query_counters(d))
+    for (const auto& [n, v] : probe_counters(s))
+      x.add(std::string("mrc_udp_") + n + "_total", "counter",
+            std::string("UDP driver counter ") + n + ".", dev, static_cast<double>(v));
+    for (const auto& [n, v] : addr_query_counters(s))
       x.add(std::string("mrc_udp_") + n + "_total", "counter",
             std::string("Peer address queries: ") + n + ".", dev, static_cast<double>(v));
-    for (const auto& [n, v] : port_counters(d))
+    for (const auto& [n, v] : port_counters(s))
       x.add(std::string("mrc_udp_") + n + "_total", "counter",
             std::string("Plane ports: ") + n + ".", dev, static_cast<double>(v));
-    for (const auto& [n, v] : wake_counters(d))
+    for (const auto& [n, v] : wake_counters(s))
       x.add(std::string("mrc_udp_") + n + "_total", "counter",
             std::string("Progress loop: ") + n + ".", dev, static_cast<double>(v));
     x.add("mrc_udp_gso_disabled_planes", "gauge",

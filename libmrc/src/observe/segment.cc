@@ -167,8 +167,14 @@ __attribute__((no_sanitize("thread"))) Result<Snapshot, std::string> copy_out(
   auto fits = [size](uint64_t off, uint64_t count, uint64_t stride) {
     return off <= size && count * stride <= size - off;  // count, stride < 2^32: no overflow
   };
-  // Strides may grow within a version (records only gain fields at their end).
-  if (h->header_size < sizeof(SegmentHeader) || device_size < sizeof(DeviceRecord) ||
+  // Strides may grow within a version (records only gain fields at their end); an older
+  // writer's DeviceRecord may be shorter than ours (layout.h, kDeviceRecordMinSize).
+  if (device_size < kDeviceRecordMinSize)
+    return Err(name + ": device record of " + std::to_string(device_size) +
+               " bytes, shorter than layout " + std::to_string(kLayoutVersion) + "'s first (" +
+               std::to_string(kDeviceRecordMinSize) + ")");
+  const size_t device_bytes = std::min<size_t>(device_size, sizeof(DeviceRecord));
+  if (h->header_size < sizeof(SegmentHeader) ||
       qp_size < sizeof(QpRecord) || ev_size < sizeof(EvRecord) ||
       event_size < sizeof(EventRecord) || cap32 == 0 || h->total_size > size ||
       !fits(device_off, 1, device_size) || !fits(qps_off, max_qps, qp_size) ||
@@ -191,7 +197,9 @@ __attribute__((no_sanitize("thread"))) Result<Snapshot, std::string> copy_out(
     s.evs_truncated = h->evs_truncated;
     const uint32_t nq = std::min(h->n_qps, max_qps);
     const uint32_t ne = std::min(h->n_evs, max_evs);
-    std::memcpy(&s.device, base + device_off, sizeof(DeviceRecord));
+    s.device = DeviceRecord{};
+    std::memcpy(&s.device, base + device_off, device_bytes);
+    s.device_size = static_cast<uint32_t>(device_bytes);
     s.qps.resize(nq);
     for (uint32_t i = 0; i < nq; ++i)
       std::memcpy(&s.qps[i], base + qps_off + uint64_t{i} * qp_size, sizeof(QpRecord));

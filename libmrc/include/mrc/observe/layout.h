@@ -17,7 +17,10 @@
 //
 // Versioning: `magic` and `version` identify the layout; a reader refuses another version.
 // Within a version, records only grow at their end: readers use the sizes in the header
-// (device_size, qp_size, ...) as strides and read the prefix they know.
+// (device_size, qp_size, ...) as strides and read the prefix they know. Only DeviceRecord
+// has grown so far: a reader also takes one shorter than its own, down to
+// kDeviceRecordMinSize (an older libmrc's), zero-fills the rest and keeps the writer's size
+// (Snapshot::device_size), so mrcctl leaves out counters that library never had.
 //
 // Consistency (seqlock): the writer makes `seq` odd, writes everything, makes `seq` even
 // again (release). A reader copies the segment between two reads of `seq` (acquire) and
@@ -131,6 +134,11 @@ struct DeviceRecord {
       loop_woke_deadline, loop_rx_rounds, poller_rounds, poller_timeouts, other_thread_rounds,
       app_wakeups;
 };
+
+/// The shortest DeviceRecord a reader takes: the record as layout 1 first shipped (through
+/// malformed_by_error). Everything after it was appended later: the probe counters, then
+/// the peer address queries, the port status and link counters, the wake-cause counters.
+inline constexpr size_t kDeviceRecordMinSize = offsetof(DeviceRecord, probes_answered);
 
 /// One QP: engine::QpStats and its congestion control.
 struct QpRecord {

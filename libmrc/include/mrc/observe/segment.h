@@ -60,11 +60,23 @@ struct Snapshot {
   int64_t published_ns = 0;
   uint32_t qps_truncated = 0, evs_truncated = 0;
   DeviceRecord device{};
+  /// Bytes of `device` the writer had: sizeof(DeviceRecord), or fewer for an older libmrc
+  /// (the rest is zero and was never counted: see has()).
+  uint32_t device_size = sizeof(DeviceRecord);
   std::vector<QpRecord> qps;
   std::vector<EvRecord> evs;
   uint64_t events_written = 0;
   std::vector<EventRecord> events;  // the ring's content, oldest first
   uint64_t first_event = 0;         // sequence number of events[0]
+
+  /// True when the writer's DeviceRecord holds the counter `f` (false: an older libmrc that
+  /// never counted it).
+  bool has(const uint64_t DeviceRecord::*f) const {
+    const auto* base = reinterpret_cast<const char*>(&device);
+    return static_cast<size_t>(reinterpret_cast<const char*>(&(device.*f)) - base) +
+               sizeof(uint64_t) <=
+           device_size;
+  }
 };
 
 /// Reads the segment `name` (as segment_name gives it). Errors: no such segment, not a
