@@ -91,7 +91,8 @@ struct PathStats {
   uint64_t lost = 0;       // data packets sent on this EV and declared lost
   uint64_t trims = 0;      // NACK TRIMMED received for this EV
   uint64_t ecn_marks = 0;  // ACKs echoing ECN CE for this EV
-  uint64_t rtt_ns = 0;     // last RTT sample on this EV (data or probe), ns
+  uint64_t rtt_ns = 0;     // last RTT sample on this EV (data or probe), ns; kept in 32 bits
+                           // by the engine: a sample above 4.29 s reads 4.29 s
   uint64_t probes = 0;     // probes sent on this EV
   uint64_t probe_replies = 0;
 };
