@@ -547,8 +547,9 @@ TEST(QpScale, TimerHeap_ReusedSlotAfterDestroyRunsOnlyTheNewQpsTimers) {
 
 // What an idle connected QP holds: the Qp itself, its window (Nscc), its EVs (a 32-byte
 // per-packet record, a cold record, an RTT sample and a by-plane entry each; the path list in
-// its attributes, the EV index), its path set's per-plane state (the sprayer's and the health's: 56 bytes a plane,
-// for the planes in use only) and the allocator's rounding on each of those blocks.
+// its attributes, the EV index), its path set's per-plane state (the sprayer's and the
+// health's: 56 bytes a plane, for the planes in use only) and the allocator's rounding on each
+// of those blocks.
 // No send, receive or in-flight ring, no bitmap: those grow with use.
 size_t idle_qp_bound() {
   const size_t per_ev = sizeof(PathSet::Hot) + sizeof(PathSet::Cold) + sizeof(uint32_t) +
@@ -558,8 +559,8 @@ size_t idle_qp_bound() {
   // Qp, its window (Nscc), attr.paths, EV block, cold records, index, 2 per-plane.
   constexpr size_t kBlocks = 8;
   constexpr size_t kRounding = 64;  // per block: malloc's header and size classes, alignment
-  return sizeof(Qp) + sizeof(Nscc) + kPaths * per_ev + kPlanes * kPerPlane +
-         kBlocks * kRounding + 2 * sizeof(void*);  // + table slot
+  return sizeof(Qp) + sizeof(Nscc) + kPaths * per_ev + kPlanes * kPerPlane + kBlocks * kRounding +
+         2 * sizeof(void*);  // + table slot
 }
 
 TEST(QpScale, IdleConnectedQpHoldsFewKib) {
