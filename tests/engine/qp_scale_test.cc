@@ -545,19 +545,21 @@ TEST(QpScale, TimerHeap_ReusedSlotAfterDestroyRunsOnlyTheNewQpsTimers) {
   EXPECT_EQ(f.a.qp_stats(reused)->rto_fired, 1u);
 }
 
-// What an idle connected QP holds: the Qp itself, its EVs (a 32-byte per-packet record, a
-// cold record, an RTT sample and a by-plane entry each; the path list in its attributes, the
-// EV index), its path set's per-plane state (the sprayer's and the health's: 56 bytes a plane,
-// for the planes in use only) and the allocator's rounding on each of those blocks.
+// What an idle connected QP holds: the Qp itself, its window (Nscc), its EVs (a 32-byte
+// per-packet record, a cold record, an RTT sample and a by-plane entry each; the path list in
+// its attributes, the EV index), its path set's per-plane state (the sprayer's and the
+// health's: 56 bytes a plane, for the planes in use only) and the allocator's rounding on each
+// of those blocks.
 // No send, receive or in-flight ring, no bitmap: those grow with use.
 size_t idle_qp_bound() {
   const size_t per_ev = sizeof(PathSet::Hot) + sizeof(PathSet::Cold) + sizeof(uint32_t) +
                         sizeof(uint16_t) + sizeof(Path) + sizeof(std::pair<uint32_t, uint16_t>);
   constexpr size_t kPlanes = 4;     // kPaths over 4 planes (connect)
   constexpr size_t kPerPlane = 56;  // PathSet's Turn (24 bytes) and PlaneState (32)
-  constexpr size_t kBlocks = 7;     // Qp, attr.paths, EV block, cold records, index, 2 per-plane
+  // Qp, its window (Nscc), attr.paths, EV block, cold records, index, 2 per-plane.
+  constexpr size_t kBlocks = 8;
   constexpr size_t kRounding = 64;  // per block: malloc's header and size classes, alignment
-  return sizeof(Qp) + kPaths * per_ev + kPlanes * kPerPlane + kBlocks * kRounding +
+  return sizeof(Qp) + sizeof(Nscc) + kPaths * per_ev + kPlanes * kPerPlane + kBlocks * kRounding +
          2 * sizeof(void*);  // + table slot
 }
 
@@ -605,9 +607,10 @@ TEST(QpScale, QpLayout_HotStateFirst) {
   // The receiving end: the shared lines and its own, five in all.
   const size_t recv_end = at(&q->rcv) + sizeof q->rcv;
   EXPECT_LE(recv_end, size_t{5 * 64});
-  // The sending end: right after, six lines of its own.
+  // The sending end: right after, six lines of its own, with the READ list (read whenever the
+  // RTO is armed with nothing in flight) and the window's pointer (read per packet sent).
   const size_t send_begin = at(&q->snd);
-  const size_t send_end = at(&q->local_after) + sizeof q->local_after;
+  const size_t send_end = at(&q->cc) + sizeof q->cc;
   EXPECT_GE(send_begin, recv_end);
   EXPECT_LE(line(send_end - 1) - line(send_begin) + 1, 6u);
   for (const void* hot :
@@ -615,10 +618,14 @@ TEST(QpScale, QpLayout_HotStateFirst) {
         static_cast<const void*>(&q->snd.sq), static_cast<const void*>(&q->snd.retx),
         static_cast<const void*>(&q->health_epoch), static_cast<const void*>(&q->rtt),
         static_cast<const void*>(&q->loss), static_cast<const void*>(&q->wait_since),
-        static_cast<const void*>(&q->last_ack_at), static_cast<const void*>(&q->local_after)}) {
+        static_cast<const void*>(&q->last_ack_at), static_cast<const void*>(&q->local_after),
+        static_cast<const void*>(&q->reads), static_cast<const void*>(&q->cc)}) {
     EXPECT_GE(at(hot), send_begin);
     EXPECT_LT(at(hot), send_end);
   }
+  // The window is an allocation of its own, 64-byte aligned: what a packet reads of it (its
+  // first 64 bytes, nscc.cc checks) is one line.
+  static_assert(alignof(Nscc) == 64);
   // Stats and attributes start a line each: a packet reads the first.
   EXPECT_EQ(at(&q->stats) % 64, 0u);
   EXPECT_EQ(at(&q->attr) % 64, 0u);
@@ -632,18 +639,15 @@ TEST(QpScale, QpLayout_HotStateFirst) {
   EXPECT_LT(offsetof(QpAttr, traffic_class), 64u);
   EXPECT_LT(offsetof(QpAttr, access), 64u);
   EXPECT_LT(offsetof(QpAttr, max_psn_range_dest), 64u);
-  // The path set and the window start a line each: what a packet reads of the path set
-  // (PathSet's first 120 bytes, paths.cc checks) is two lines, of the window (Nscc's first 64
-  // bytes, nscc.cc checks) one.
+  // The path set starts a line: what a packet reads of it (PathSet's first 120 bytes,
+  // paths.cc checks) is two lines.
   EXPECT_EQ(at(&q->paths) % 64, 0u);
-  EXPECT_EQ(at(&q->cc) % 64, 0u);
-  // The READ list is cold, but whether it is empty is read at each message's completion: in one
-  // line.
+  // Whether the READ list is empty is one read: its head and tail in one line.
   EXPECT_EQ(line(at(&q->reads)), line(at(&q->reads) + sizeof q->reads - 1));
-  const size_t cold_begin = at(&q->cc_base);
+  const size_t cold_begin = at(&q->cc_rtt);
   EXPECT_GT(cold_begin, at(&q->paths));
   for (const void* cold :
-       {static_cast<const void*>(&q->reads), static_cast<const void*>(&q->ev_signals),
+       {static_cast<const void*>(&q->cc_base), static_cast<const void*>(&q->ev_signals),
         static_cast<const void*>(&q->next_recv_msn), static_cast<const void*>(&q->pending_reads)})
     EXPECT_GE(at(cold), cold_begin);
 }

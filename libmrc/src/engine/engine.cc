@@ -102,9 +102,11 @@ void Core::make_ready(Qp& q) {
   q.in_ready = true;
   ready.push_back(q.qpn);
   // Its turn comes after the QPs ahead of it: their sends hide the fetch of what its
-  // first packet writes (cold when thousands of QPs take turns).
+  // first packet writes (cold when thousands of QPs take turns), and of its window's line
+  // (an allocation of its own: no fetch of the QP's lines brings it).
   q.snd.prefetch_next();
   q.paths.prefetch_next();
+  if (q.cc) __builtin_prefetch(q.cc.get());
 }
 
 void Core::want_ack(Qp& q) {

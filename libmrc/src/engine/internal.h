@@ -119,11 +119,13 @@ enum class LossKind : uint8_t { kRack, kTimeout, kNoBlame };
 /// blocks follow who touches them per message: what both ends read per packet first (number,
 /// state, timers, the shared health view, the creation attributes: token, PD, CQs), then what
 /// only a receiving end touches (RecvState), then what only a sending end touches (SendState,
-/// RTT, loss detection and the per-ACK bookkeeping), each end's lines together, so that a QP
-/// that only sends (or only receives) pays for its own block and not the other's. Then, each
-/// on lines of its own, the stats and the attributes (whose first line, with MTU, peer,
-/// tokens and traffic class, is the only one a packet reads), the path set and the congestion
-/// window; configuration and rare events last (QpScale.QpLayout_HotStateFirst checks it).
+/// RTT, loss detection, the per-ACK bookkeeping, the READ list and the window's pointer),
+/// each end's lines together, so that a QP that only sends (or only receives) pays for its
+/// own block and not the other's. Then, each on lines of its own, the stats and the
+/// attributes (whose first line, with MTU, peer, tokens and traffic class, is the only one a
+/// packet reads) and the path set; configuration and rare events last
+/// (QpScale.QpLayout_HotStateFirst checks it). The congestion window is an allocation of its
+/// own (Qp::cc), of which a packet reads the first line.
 struct alignas(64) Qp {
   // ======== both ends: touched per packet sent, received or acknowledged ========
   Qpn qpn = 0;
@@ -144,7 +146,12 @@ struct alignas(64) Qp {
   RecvState rcv;  // (recv_state.h)
 
   // ======== sending end: a packet's send, its ACK, the message's completion ========
-  alignas(64) SendState snd;      // (send_state.h) its six lines start a line
+  // Six lines, every field of them read or written by a message's packets, ACKs or
+  // completion; what a message reads nowhere else of the sending QP: the first two lines, the
+  // first of stats and of attr, the path set's two and the window's first (on its own
+  // allocation). The READ list and the window's pointer are here, not cold: each is read per
+  // ACK or per message (waiting_on_peer, cwnd_full), so a cold line each would be a miss.
+  alignas(64) SendState snd;      // (send_state.h)
   uint64_t health_epoch = 0;      // SharedHealth::epoch() when held planes were read
   Time health_recheck = kNever;   // when a hold read then ends
   RttEstimator rtt;
@@ -156,27 +163,28 @@ struct alignas(64) Qp {
   // (memory-window binds, invalidations), and a deque allocates on construction, which every
   // idle QP would pay (QpScale.IdleConnectedQpHoldsFewKib). Each completion pass looks at it.
   std::vector<std::pair<uint64_t, Completion>> local_after;
+  // Sq sequence numbers of READs awaiting their response. Whether it is empty is read
+  // whenever the RTO is armed with nothing in flight and the SQ not empty (waiting_on_peer):
+  // once per ACK that empties the sent-order list mid-message.
+  Fifo<uint64_t> reads;
+  // Congestion window (RTS on; null when CC is off), on an allocation of its own whose first
+  // line holds what a packet sent and an ACK touch (Nscc is 64-byte aligned): the pointer
+  // answers "is there a window" from this block, where a std::optional's flag (after the
+  // 400-byte window) was a line of its own.
+  std::unique_ptr<Nscc> cc;
 
   alignas(64) QpStats stats;
   // Its first line (state, mtu, peer, dest_qpn, tokens, traffic class) is read per packet; the
   // rest is cold.
   alignas(64) QpAttr attr;
-  // The path set and the window each start a line: the sprayer's per-packet state (PathSet's
-  // first 120 bytes: its arrays, weights, planes, counts) then takes two lines, not three, and
-  // what a packet sent and an ACK touch of the window (Nscc's first line) one.
+  // The path set starts a line: the sprayer's per-packet state (PathSet's first 120 bytes:
+  // its arrays, weights, planes, counts) then takes two lines, not three.
   alignas(64) PathSet paths;
 
-  // ---- congestion window ----
-  alignas(64) std::optional<Nscc> cc;  // congestion window (RTS on; absent when CC is off)
-  BaseRttFilter cc_rtt;    // the learned base RTT (cc_auto)
-
   // ======== cold: configuration, rare events, observers ========
+  BaseRttFilter cc_rtt;      // the learned base RTT (cc_auto)
   Duration cc_base{0};       // base RTT the auto profile is derived with (cc_auto)
   Duration cc_learned{0};    // last estimate of cc_rtt taken into cc_base; 0 = none yet
-  // Sq sequence numbers of READs awaiting their response. A message's completion and its RTO
-  // read whether it is empty (waiting_on_peer): here its head and tail share a line
-  // (QpScale.QpLayout_HotStateFirst).
-  Fifo<uint64_t> reads;
   uint32_t next_recv_msn = 0;         // next SEND/WRITE_IMM receive number at the peer
   uint32_t sq_wimms = 0;              // WRITE_WITH_IMMs in the SQ (posted, not complete): max_wimm
   uint32_t pending_reads = 0;         // READ requests accepted, response not yet fully acked

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -23,12 +24,14 @@ struct Seg {
 /// rounded up), so a queue that is never used costs no memory. Only the live
 /// range [head, tail) is kept across growth; next() is the slot at tail (valid
 /// until the next push or growth), filled before push() makes it live.
+/// 32 bytes (a pointer and its length, not a std::vector's three pointers): the send block
+/// holds two of these and the receive block one, each read per packet (Qp's layout).
 template <typename T>
 class SeqRing {
  public:
   void init(uint32_t capacity) {
-    slots_.clear();
-    slots_.shrink_to_fit();
+    slots_.reset();
+    n_ = 0;
     cap_ = capacity;
     head_ = tail_ = 0;
   }
@@ -38,11 +41,11 @@ class SeqRing {
   uint64_t head() const { return head_; }
   uint64_t tail() const { return tail_; }
   /// Storage slots allocated (memory accounting).
-  size_t slots() const { return slots_.size(); }
-  T& at(uint64_t seq) { return slots_[seq & (slots_.size() - 1)]; }
-  const T& at(uint64_t seq) const { return slots_[seq & (slots_.size() - 1)]; }
+  size_t slots() const { return n_; }
+  T& at(uint64_t seq) { return slots_[seq & (n_ - 1)]; }
+  const T& at(uint64_t seq) const { return slots_[seq & (n_ - 1)]; }
   T& next() {
-    if (tail_ - head_ >= slots_.size()) grow();
+    if (tail_ - head_ >= n_) grow();
     return at(tail_);
   }
   T& push() {
@@ -55,31 +58,36 @@ class SeqRing {
 
  private:
   void grow() {
-    const size_t n = slots_.empty() ? 1 : 2 * slots_.size();
-    std::vector<T> bigger(n);
+    const uint32_t n = n_ == 0 ? 1 : 2 * n_;
+    auto bigger = std::make_unique<T[]>(n);
     for (uint64_t s = head_; s != tail_; ++s) bigger[s & (n - 1)] = std::move(at(s));
-    slots_.swap(bigger);
+    slots_ = std::move(bigger);
+    n_ = n;
   }
 
-  std::vector<T> slots_;
+  std::unique_ptr<T[]> slots_;  // n_ slots (null while n_ is 0)
+  uint32_t n_ = 0;              // 0 or a power of two
   uint32_t cap_ = 0;
   uint64_t head_ = 0, tail_ = 0;
 };
+static_assert(sizeof(SeqRing<uint64_t>) == 32);
 
 /// FIFO of small values (PSNs, WQE sequence numbers): a ring that allocates on
 /// its first push and grows by doubling. (std::deque allocates on construction.)
+/// 24 bytes: head and tail are 32-bit counts that wrap (the length is a power of two, so
+/// the masked index and tail - head stay right across the wrap).
 template <typename T>
 class Fifo {
  public:
   bool empty() const { return head_ == tail_; }
   size_t size() const { return tail_ - head_; }
-  T& operator[](size_t i) { return buf_[(head_ + i) & (buf_.size() - 1)]; }
-  const T& operator[](size_t i) const { return buf_[(head_ + i) & (buf_.size() - 1)]; }
+  T& operator[](size_t i) { return buf_[(head_ + i) & (n_ - 1)]; }
+  const T& operator[](size_t i) const { return buf_[(head_ + i) & (n_ - 1)]; }
   T& front() { return (*this)[0]; }
   const T& front() const { return (*this)[0]; }
   void push_back(const T& v) {
-    if (size() == buf_.size()) grow();
-    buf_[tail_++ & (buf_.size() - 1)] = v;
+    if (size() == n_) grow();
+    buf_[tail_++ & (n_ - 1)] = v;
   }
   void pop_front() { ++head_; }
   /// Removes element i, keeping the order of the others.
@@ -88,20 +96,24 @@ class Fifo {
     --tail_;
   }
   void clear() { head_ = tail_ = 0; }
-  size_t capacity() const { return buf_.size(); }
+  size_t capacity() const { return n_; }
 
  private:
   void grow() {
-    const size_t n = buf_.empty() ? 4 : 2 * buf_.size();
-    std::vector<T> bigger(n);
-    for (size_t i = 0; i < size(); ++i) bigger[i] = (*this)[i];
-    tail_ = size();
+    const uint32_t n = n_ == 0 ? 4 : 2 * n_;
+    auto bigger = std::make_unique<T[]>(n);
+    const uint32_t k = tail_ - head_;
+    for (uint32_t i = 0; i < k; ++i) bigger[i] = (*this)[i];
+    buf_ = std::move(bigger);
+    n_ = n;
     head_ = 0;
-    buf_.swap(bigger);
+    tail_ = k;
   }
 
-  std::vector<T> buf_;
-  size_t head_ = 0, tail_ = 0;
+  std::unique_ptr<T[]> buf_;  // n_ slots (null while n_ is 0)
+  uint32_t n_ = 0;            // 0 or a power of two
+  uint32_t head_ = 0, tail_ = 0;
 };
+static_assert(sizeof(Fifo<uint64_t>) == 24);
 
 }  // namespace mrc::engine

@@ -429,7 +429,8 @@ void Core::start_cc(Qp& q) {
   q.cc_rtt = BaseRttFilter{cfg.min_base_rtt, cfg.send_burst,
                            spray_allowance(cfg, q.attr.mtu, q.paths.planes())};
   if (auto c = cc_config(q))
-    q.cc.emplace(*c, q.attr.mtu, q.cc_auto ? NsccBase::kGiven : NsccBase::kProfile);
+    q.cc = std::make_unique<Nscc>(*c, q.attr.mtu,
+                                  q.cc_auto ? NsccBase::kGiven : NsccBase::kProfile);
   q.cc_probed = false;
 }
 

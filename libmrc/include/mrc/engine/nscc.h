@@ -177,7 +177,9 @@ enum class NsccBase : uint8_t { kProfile, kGiven };
 /// on_nack_trim for each trimmed packet NACKed, on_loss when a packet is declared lost (RTO or
 /// inferred), and reads cwnd() / can_send() before sending. Preconditions: validate(config) is
 /// nullptr and mtu > 0 (validate a CC profile when it is created or modified).
-class Nscc {
+/// 64-byte aligned (also on the heap, where the engine keeps each QP's: Qp::cc), so that what
+/// a packet sent and an ACK touch is one cache line.
+class alignas(64) Nscc {
  public:
   Nscc(const NsccConfig& config, uint32_t mtu, NsccBase base = NsccBase::kProfile);
 
@@ -230,8 +232,8 @@ class Nscc {
   // Laid out by heat (a QP of thousands reads its window only now and then, so each line a
   // packet touches is a cache miss): the first line holds all that a packet sent (can_send)
   // and an ACK with no RTT sample touch; the constants, the delay state and the stats after.
-  // The engine keeps the window 64-byte aligned (Qp::cc), so that line is one cache line
-  // (nscc.cc checks that those fields lie in the first 64 bytes).
+  // The class is 64-byte aligned, so that line is one cache line (nscc.cc checks that those
+  // fields lie in the first 64 bytes).
   double cwnd_ = 0;  // bytes; fractional so that small inc / cwnd steps add up
   uint32_t mtu_;
   NsccBase base_ = NsccBase::kProfile;
