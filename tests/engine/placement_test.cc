@@ -12,13 +12,21 @@
 namespace mrc::engine::testing {
 namespace {
 
+// Both engines with receive placement on (EngineConfig::rx_placement, as the UDP driver sets it
+// from UdpConfig::rx_placement).
+EngineConfig placing() {
+  EngineConfig c;
+  c.rx_placement = true;
+  return c;
+}
+
 // A WRITE from a to b whose data packets the test holds (b's ACKs flow as usual).
 struct Held {
   Loop loop;
   std::vector<std::vector<uint8_t>> data;  // a's data packets, in PSN order
   size_t payload = 0;                      // bytes per full packet
 
-  explicit Held(uint32_t len, const EngineConfig& cfg = {}) : loop(1000, cfg) {
+  explicit Held(uint32_t len, const EngineConfig& cfg = placing()) : loop(1000, cfg) {
     for (size_t i = 0; i < loop.a.mem.size(); ++i) loop.a.mem[i] = static_cast<uint8_t>(i * 7 + 3);
     loop.hook = [this](int from, std::vector<uint8_t>& d) {
       if (from == 0 && wire::is_data(static_cast<wire::Kind>(d[1]))) {
@@ -126,6 +134,27 @@ TEST(Placement, InPlacePayloadIsNotCopiedAndAMisplacedOneIsCopiedToItsPlace) {
   EXPECT_EQ(0, std::memcmp(h.loop.b.mem.data(), h.loop.a.mem.data(), 64 * 1024));
 }
 
+// Placement off (EngineConfig::rx_placement, the default): the engine keeps no record of the
+// WRITEs it places, so nothing is ever predicted, however many arrive in order; write_target
+// (a pure look-up) still answers, and a payload fed apart still lands and is counted as copied.
+TEST(Placement, OffPredictsNothingAndRecordsNothing) {
+  Held h(64 * 1024, EngineConfig{});
+  ASSERT_GE(h.data.size(), 6u);
+  Engine& b = h.loop.b.eng;
+  RxPlacement out[64];
+  for (size_t i = 0; i < 3; ++i) {
+    b.on_datagram(h.loop.now, RxInfo{}, h.data[i]);
+    EXPECT_EQ(b.predict_placement(out), 0u) << "after PSN " << i;
+  }
+  EXPECT_EQ(b.write_target(h.header(3)), h.loop.b.mem.data() + 3 * h.payload);
+  std::vector<uint8_t> elsewhere(h.payload);
+  h.land_and_feed(3, elsewhere.data());
+  EXPECT_EQ(b.predict_placement(out), 0u);
+  EXPECT_EQ(b.stats().rx_write_copied, 4 * h.payload);
+  EXPECT_EQ(b.stats().rx_write_in_place, 0u);
+  EXPECT_EQ(0, std::memcmp(h.loop.b.mem.data(), h.loop.a.mem.data(), 4 * h.payload));
+}
+
 // No prediction where the kernel must not write: a deregistered MR, a QP out of RTR/RTS, or a
 // copier other than memcpy (GPU memory, say). write_target names nothing in those cases.
 TEST(Placement, NothingPredictedWithoutMrConnectedQpOrMemcpy) {
@@ -148,7 +177,7 @@ TEST(Placement, NothingPredictedWithoutMrConnectedQpOrMemcpy) {
     EXPECT_EQ(h.loop.b.eng.write_target(h.header(1)), nullptr);
   }
   {
-    EngineConfig cfg;
+    EngineConfig cfg = placing();
     cfg.copy = [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); };
     Held h(64 * 1024, cfg);
     h.loop.b.eng.on_datagram(h.loop.now, RxInfo{}, h.data[0]);

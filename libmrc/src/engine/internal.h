@@ -340,7 +340,8 @@ class Core {
   std::map<McastGid, std::vector<Qpn>> mcast;    // attached QPs by group (ud.cc)
   wire::Packet rx_pkt;                           // decode target, reused (no per-datagram init)
   wire::Packet peek_pkt;                         // Engine::write_target's decode target
-  // The last WRITE payload placed (accept_write): where Engine::predict_placement starts.
+  // The last WRITE payload placed (accept_write, only while `placement`): where
+  // Engine::predict_placement starts.
   struct LastWrite {
     Qpn qpn = 0;  // 0: none
     uint32_t token = 0;  // the QP's local token then (a second guard: forget_last_write)
@@ -359,7 +360,9 @@ class Core {
   void forget_last_write(Qpn qpn) {
     if (last_write.qpn == qpn) last_write = {};
   }
-  bool memcpy_copy = true;  // EngineConfig::copy was left at memcpy (placement allowed)
+  // EngineConfig::rx_placement with EngineConfig::copy left at memcpy: accept_write records
+  // last_write, predict_placement answers.
+  bool placement = false;
   uint32_t burst = 0;                            // packets the front ready QP sent in a row
   /// tx_pkt with its common header set for a packet of `q` to its peer.
   wire::Packet& tx_header(const Qp& q, wire::Kind kind, uint32_t ev, uint32_t psn, Time now) {

@@ -96,13 +96,13 @@ bool Core::accept_write(RxData& x) {
       return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteAccess);
     if (imm && (h.flags & wire::flag::kLast) && !have_recv(x, d.msn)) return refuse_no_recv(x);
     uint8_t* to = m->at(d.addr + d.offset);
-    if (to == x.p.payload.data()) {  // the driver's receive placement put it there
-      stats.rx_write_in_place += d.payload_len;
-    } else {
+    if (to != x.p.payload.data()) {
       copy(to, x.p.payload.data(), d.payload_len);
       stats.rx_write_copied += d.payload_len;
+    } else {  // the driver's receive placement put it there
+      stats.rx_write_in_place += d.payload_len;
     }
-    if (!x.xs && d.payload_len > 0)  // where Engine::predict_placement starts
+    if (placement && !x.xs && d.payload_len > 0)  // where Engine::predict_placement starts
       last_write = {q.qpn, q.init.local_token, h.psn, d.rkey, d.addr, d.offset, d.payload_len,
                     d.msg_len};
   } else if (imm && !have_recv(x, d.msn)) {

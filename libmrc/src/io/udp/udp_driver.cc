@@ -194,8 +194,11 @@ struct UdpDriver::Slot {
 
 namespace {
 
-UdpConfig with_send_burst(UdpConfig c) {
+// The engine's settings the driver decides: its send burst unless the caller set one, and
+// whether the engine keeps receive placement's record (only where this driver predicts).
+UdpConfig with_engine_settings(UdpConfig c) {
   if (c.engine.send_burst == engine::Duration{0}) c.engine.send_burst = send_burst(c);
+  c.engine.rx_placement = c.rx_placement;
   return c;
 }
 
@@ -209,7 +212,7 @@ engine::Duration send_burst(const UdpConfig& c) {
 }
 
 UdpDriver::UdpDriver(const UdpConfig& cfg)
-    : cfg_(with_send_burst(cfg)),
+    : cfg_(with_engine_settings(cfg)),
       engine_(std::make_unique<engine::Engine>(cfg_.engine)),
       tx_slots_(kTxBurst),
       scratch_(std::make_unique<Scratch>()) {}
