@@ -1060,12 +1060,14 @@ const uint8_t* Engine::write_target(std::span<const uint8_t> header) {
   if (!wire::decode_split(header, {}, c.peek_pkt)) return nullptr;
   const wire::Packet& p = c.peek_pkt;
   const Qp* q = c.qp(p.common.dst_qpn);
-  if (!q || q->init.ud || q->init.xrcd || p.common.token != q->init.local_token ||
-      !connected_in(q->state) || !(q->attr.access & access::kRemoteWrite))
+  if (!q || q->init.ud || p.common.token != q->init.local_token || !connected_in(q->state) ||
+      !(q->attr.access & access::kRemoteWrite))
     return nullptr;
   const wire::DataHeader& d = p.data;
   if (d.msg_len == 0 || uint64_t{d.offset} + d.payload_len > d.msg_len) return nullptr;
-  const Mr* m = c.mr(d.rkey, *q);
+  // An XRC target QP's WRITE is copied as any (accept_write), into the PD its XRC SRQ names:
+  // the driver must know where, or it would let the copy land on datagrams not yet fed.
+  const Mr* m = c.data_mr(*q, d);
   if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) return nullptr;
   return m->at(d.addr + d.offset);
 }

@@ -510,6 +510,11 @@ class Core {
   /// A data packet for q: checked against the QP, its window and the memory it names, then
   /// taken by its opcode's accept_* (placed, its in-order work queued) and received().
   void on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p);
+  /// The MR that the rkey of a data packet (not a READ response) to q names, in the PD on_data
+  /// checks its memory in: q's own, or on an XRC target QP the PD of the XRC SRQ of q's domain
+  /// that the packet names; null when there is no such MR or SRQ (on_data refuses it).
+  /// Engine::write_target's look-up.
+  const Mr* data_mr(const Qp& q, const wire::DataHeader& d);
   void receiver_timeout(Qp& q, Time now);
   size_t build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path);
   void nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r);

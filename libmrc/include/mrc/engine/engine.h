@@ -424,8 +424,9 @@ class Engine {
   /// what arrived (the UDP driver holds its mutex throughout).
   size_t predict_placement(std::span<RxPlacement> out);
   /// Where on_datagram would place this data header's payload now (a WRITE or WRITE_IMM to a
-  /// connected QP, within a covering MR); nullptr when it would place it nowhere or the
-  /// header is not a data header (wire::kDataHeaderSize bytes). Changes nothing.
+  /// connected QP, within a covering MR; on an XRC target QP, an MR of the PD of the XRC SRQ
+  /// it names); nullptr when it would place it nowhere or the header is not a data header
+  /// (wire::kDataHeaderSize bytes). Changes nothing.
   const uint8_t* write_target(std::span<const uint8_t> header);
   void on_timeout(Time now);
   /// Next datagram to send, built in `buf` (at least kTransmitBufferSize bytes).

@@ -1436,21 +1436,25 @@ void UdpDriver::feed_placed(size_t plane, int r, Time t) {
   Plane& pl = *sockets_[plane];
   const size_t n = r > 0 ? static_cast<size_t>(r) : 0;  // 1: receive_placed's message 0
   const size_t stride = 2 * kMaxPlacedPerMessage + 1;
-  // Predicted slot g of the whole call is message k's slot g - first[k]; their places are
-  // consecutive PSNs of one message, so slots g.. cover one range of memory.
-  std::array<size_t, 2> first{0, pl.placed[0]};  // one message (receive_placed)
-  const size_t slots = first[1];
   const auto iov_of = [&](size_t k) { return &pl.placed_iov[k * stride]; };
-  // Whether [to, to + len) reaches into the place of slot g or a later one: bytes that have
-  // landed there are not fed yet, so nothing may be copied there before they are.
-  const auto reaches_unfed = [&](const uint8_t* to, size_t len, size_t g) {
-    if (g >= slots) return false;
-    size_t k = 0;
-    while (first[k + 1] <= g) ++k;
-    const uint8_t* lo = static_cast<const uint8_t*>(iov_of(k)[2 * (g - first[k]) + 1].iov_base);
-    const iovec& last = iov_of(0)[2 * pl.placed[0] - 1];
-    const uint8_t* hi = static_cast<const uint8_t*>(last.iov_base) + last.iov_len;
-    return to < hi && to + len > lo;
+  // Whether [to, to + len) reaches memory that holds message k's bytes from stream offset
+  // `from` on: they are not fed yet, so nothing may be copied there before they are. Those
+  // that landed in payload places: from the byte of `from` (or the first payload byte after
+  // it) to the last slot's end, one range (the slots are consecutive PSNs of one message).
+  // receive_placed gives one message per call: no later message has slots.
+  const auto reaches_unfed = [&](const uint8_t* to, size_t len, size_t k, size_t from) {
+    const iovec* iov = iov_of(k);
+    const size_t slots = pl.placed[k];
+    size_t pay = wire::kDataHeaderSize;  // stream offset of slot g's payload
+    for (size_t g = 0; g < slots; pay += wire::kDataHeaderSize + iov[2 * g + 1].iov_len, ++g) {
+      if (pay + iov[2 * g + 1].iov_len <= from) continue;  // wholly fed
+      const uint8_t* lo =
+          static_cast<const uint8_t*>(iov[2 * g + 1].iov_base) + (from > pay ? from - pay : 0);
+      const iovec& last = iov[2 * slots - 1];
+      const uint8_t* hi = static_cast<const uint8_t*>(last.iov_base) + last.iov_len;
+      return to < hi && to + len > lo;
+    }
+    return false;
   };
   // The payload place of a WRITE header, or where a datagram of another data kind could put
   // its payload (unknown: everything): `kAnywhere`. Null: the engine places it nowhere.
@@ -1503,12 +1507,21 @@ void UdpDriver::feed_placed(size_t plane, int r, Time t) {
                                              wire::kDataHeaderSize);
           const std::span<const uint8_t> pay(static_cast<const uint8_t*>(iov[2 * j + 1].iov_base),
                                              iov[2 * j + 1].iov_len);
+          if (!wire::is_data(static_cast<wire::Kind>(hdr[1]))) {
+            // Not a data packet that happens to fill the slot (an ACK is 72 + 24 B, as a
+            // WRITE's 24-byte last packet): joined again and fed as any datagram (the
+            // driver's own kinds included). Its payload place stays unreceived.
+            gather(iov, iovs, off, off + m, one);
+            counters_.placed_bounce_bytes += m;
+            feed_one(plane, k, rx, stamp, {one, m}, t);
+            continue;
+          }
           const uint8_t* to = target(hdr);
           const bool here = to == pay.data();
           // Copied from where it landed to an earlier slot's place (fed already) or to
           // memory no slot covers: as safe as from a plain buffer.
           if (here || to == nullptr ||
-              (to != kAnywhere && !reaches_unfed(to, pay.size(), first[k] + j))) {
+              (to != kAnywhere && !reaches_unfed(to, pay.size(), k, off))) {
             in_place += here;
             counters_.placed_datagrams += here;
             ++counters_.datagrams_received;
@@ -1521,11 +1534,9 @@ void UdpDriver::feed_placed(size_t plane, int r, Time t) {
           // its payload goes where later datagrams landed.
           gather(iov, iovs, off, off + m, one);
           counters_.placed_bounce_bytes += m;
-          size_t g = first[k];  // the first slot that starts at or after this datagram's end
-          for (size_t at = 0; g < first[k + 1] && at < off + m; ++g)
-            at += wire::kDataHeaderSize + iov[2 * (g - first[k]) + 1].iov_len;
+          // Unfed: what lies past its end, also in the slot it ends inside of.
           const uint8_t* to = target({one, m});
-          if (to == nullptr || (to != kAnywhere && !reaches_unfed(to, m, g))) {
+          if (to == nullptr || (to != kAnywhere && !reaches_unfed(to, m, k, off + m))) {
             feed_one(plane, k, rx, stamp, {one, m}, t);
             slot = SIZE_MAX;  // the rest of this message lines up with no slot
             continue;
