@@ -1287,6 +1287,30 @@ void read_cmsgs(msghdr& h, engine::RxInfo& rx, size_t& segment, timespec& stamp)
   }
 }
 
+// What the loop needs of one message recvmmsg filled, before feeding its datagrams.
+struct Received {
+  engine::RxInfo rx;   // plane and ECN mark
+  timespec stamp{};    // the kernel's receive time (SO_TIMESTAMPNS); 0: none
+  size_t len = 0;      // bytes in the message
+  size_t segment = 0;  // bytes per datagram in it (GRO); len when it holds one
+};
+
+// Reads message `m` of `plane` into `out`, counting in `c` a truncated message (false: skip it,
+// not ours: larger than any MRC packet) and a GRO message. feed_received's and feed_placed's.
+bool read_received(mmsghdr& m, size_t plane, UdpCounters& c, Received& out) {
+  if (m.msg_hdr.msg_flags & MSG_TRUNC) {
+    ++c.recv_truncated;
+    return false;
+  }
+  out = Received{};
+  out.rx.plane = static_cast<uint16_t>(plane);
+  read_cmsgs(m.msg_hdr, out.rx, out.segment, out.stamp);
+  out.len = m.msg_len;
+  if (out.segment == 0 || out.segment >= out.len) out.segment = out.len;
+  if (out.segment < out.len) ++c.gro_messages;
+  return true;
+}
+
 // Copies bytes [from, to) of what the kernel scattered over iov (in order) into `out`.
 void gather(const iovec* iov, size_t iovs, size_t from, size_t to, uint8_t* out) {
   size_t at = 0;  // stream offset of iov[i]
@@ -1313,23 +1337,12 @@ void UdpDriver::feed_received(size_t plane, int r, Time t) {
   } else {
     ++counters_.recvmmsg_calls;
     if (r < 0 && r != -EAGAIN) ++counters_.recv_errors;
+    Received m;
     for (size_t k = 0; k < n; ++k) {
-      msghdr& h = pl.rx_msgs[k].msg_hdr;
-      if (h.msg_flags & MSG_TRUNC) {
-        ++counters_.recv_truncated;
-        continue;
-      }
-      engine::RxInfo rx;
-      rx.plane = static_cast<uint16_t>(plane);
-      size_t segment = 0;  // GRO: bytes per coalesced datagram
-      timespec stamp{};    // the kernel's receive time (SO_TIMESTAMPNS); 0: none
-      read_cmsgs(h, rx, segment, stamp);
+      if (!read_received(pl.rx_msgs[k], plane, counters_, m)) continue;
       const auto* data = static_cast<const uint8_t*>(pl.rx_iov[k].iov_base);
-      const size_t len = pl.rx_msgs[k].msg_len;
-      if (segment == 0 || segment >= len) segment = len;
-      if (segment < len) ++counters_.gro_messages;
-      for (size_t off = 0; off < len; off += segment)
-        feed_one(plane, k, rx, stamp, {data + off, std::min(segment, len - off)}, t);
+      for (size_t off = 0; off < m.len; off += m.segment)
+        feed_one(plane, k, m.rx, m.stamp, {data + off, std::min(m.segment, m.len - off)}, t);
     }
   }
   // Whether the next receive may be placed: a hint for the loop, which asks again under mu_.
@@ -1473,22 +1486,15 @@ void UdpDriver::feed_placed(size_t plane, int r, Time t) {
   size_t total = 0;
   bool bounced = false;  // from here on every byte was copied out before any was fed
   uint8_t* one = pl.bounce.data() + kGroBuffer;  // one datagram copied out
+  Received msg;
   for (size_t k = 0; k < n; ++k) {
-    msghdr& h = pl.rx_msgs[k].msg_hdr;
-    if (h.msg_flags & MSG_TRUNC) {
-      ++counters_.recv_truncated;
-      continue;
-    }
-    engine::RxInfo rx;
-    rx.plane = static_cast<uint16_t>(plane);
-    size_t segment = 0;
-    timespec stamp{};
-    read_cmsgs(h, rx, segment, stamp);
-    const size_t len = pl.rx_msgs[k].msg_len;
-    const size_t seg = segment == 0 || segment >= len ? len : segment;
-    if (seg < len) ++counters_.gro_messages;
+    if (!read_received(pl.rx_msgs[k], plane, counters_, msg)) continue;
+    const engine::RxInfo& rx = msg.rx;
+    const timespec& stamp = msg.stamp;
+    const size_t len = msg.len;
+    const size_t seg = msg.segment;
     const iovec* iov = iov_of(k);
-    const size_t iovs = h.msg_iovlen;
+    const size_t iovs = pl.rx_msgs[k].msg_hdr.msg_iovlen;
     size_t slot = 0;  // stream offset of predicted slot j while datagrams line up with them
     size_t j = 0;
     size_t predicted_end = 0;  // stream bytes the predicted slots hold; the rest is spill
