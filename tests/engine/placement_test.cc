@@ -4,6 +4,7 @@
 // Threading: single-threaded.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -12,13 +13,21 @@
 namespace mrc::engine::testing {
 namespace {
 
+// Both engines with receive placement on (EngineConfig::rx_placement, as the UDP driver sets it
+// from UdpConfig::rx_placement).
+EngineConfig placing() {
+  EngineConfig c;
+  c.rx_placement = true;
+  return c;
+}
+
 // A WRITE from a to b whose data packets the test holds (b's ACKs flow as usual).
 struct Held {
   Loop loop;
   std::vector<std::vector<uint8_t>> data;  // a's data packets, in PSN order
   size_t payload = 0;                      // bytes per full packet
 
-  explicit Held(uint32_t len, const EngineConfig& cfg = {}) : loop(1000, cfg) {
+  explicit Held(uint32_t len, const EngineConfig& cfg = placing()) : loop(1000, cfg) {
     for (size_t i = 0; i < loop.a.mem.size(); ++i) loop.a.mem[i] = static_cast<uint8_t>(i * 7 + 3);
     loop.hook = [this](int from, std::vector<uint8_t>& d) {
       if (from == 0 && wire::is_data(static_cast<wire::Kind>(d[1]))) {
@@ -126,6 +135,70 @@ TEST(Placement, InPlacePayloadIsNotCopiedAndAMisplacedOneIsCopiedToItsPlace) {
   EXPECT_EQ(0, std::memcmp(h.loop.b.mem.data(), h.loop.a.mem.data(), 64 * 1024));
 }
 
+// Placement off (EngineConfig::rx_placement, the default): the engine keeps no record of the
+// WRITEs it places, so nothing is ever predicted, however many arrive in order; write_target
+// (a pure look-up) still answers, and a payload fed apart still lands and is counted as copied.
+TEST(Placement, OffPredictsNothingAndRecordsNothing) {
+  Held h(64 * 1024, EngineConfig{});
+  ASSERT_GE(h.data.size(), 6u);
+  Engine& b = h.loop.b.eng;
+  RxPlacement out[64];
+  for (size_t i = 0; i < 3; ++i) {
+    b.on_datagram(h.loop.now, RxInfo{}, h.data[i]);
+    EXPECT_EQ(b.predict_placement(out), 0u) << "after PSN " << i;
+  }
+  EXPECT_EQ(b.write_target(h.header(3)), h.loop.b.mem.data() + 3 * h.payload);
+  std::vector<uint8_t> elsewhere(h.payload);
+  h.land_and_feed(3, elsewhere.data());
+  EXPECT_EQ(b.predict_placement(out), 0u);
+  EXPECT_EQ(b.stats().rx_write_copied, 4 * h.payload);
+  EXPECT_EQ(b.stats().rx_write_in_place, 0u);
+  EXPECT_EQ(0, std::memcmp(h.loop.b.mem.data(), h.loop.a.mem.data(), 4 * h.payload));
+}
+
+// An XRC target QP's WRITE is copied into an MR of the PD of the XRC SRQ it names (Core::on_data),
+// so write_target names that place as for any QP: the driver's check that a copy lands on
+// nothing not yet fed depends on it. One naming an SRQ of another PD places nothing: null.
+TEST(Placement, WriteTargetNamesAnXrcTargetQpsPlace) {
+  constexpr uint32_t kDomain = 7;
+  Loop l(1000, placing(), 4, [](int side, Engine&, QpInit& init) {
+    if (side != 1) return;
+    init.xrcd = kDomain;
+    init.send_cq = init.recv_cq = 0;
+  });
+  const uint32_t same_pd = l.b.eng.create_srq(8, XrcSrqInit{kDomain, l.b.cq, 0}).value();
+  const uint32_t other_pd = l.b.eng.create_srq(8, XrcSrqInit{kDomain, l.b.cq, 3}).value();
+  std::vector<std::vector<uint8_t>> data;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    if (from != 0 || !wire::is_data(static_cast<wire::Kind>(d[1]))) return Loop::Verdict::kDeliver;
+    data.push_back(d);
+    return Loop::Verdict::kDrop;
+  };
+  for (const uint32_t srqn : {same_pd, other_pd}) {
+    Sge sge{reinterpret_cast<uint64_t>(l.a.mem.data()), 64, l.a.key};
+    SendWr wr;
+    wr.opcode = Opcode::kWrite;
+    wr.sg = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(l.b.mem.data()) + 4096;
+    wr.rkey = l.b.key;
+    wr.xrc_srqn = srqn;
+    ASSERT_TRUE(l.a.eng.post_send(l.a.qpn, wr).ok());
+  }
+  for (size_t i = 0; i < 64; ++i) l.a.mem[i] = static_cast<uint8_t>(0xA0 + i);
+  l.run(200us);
+  ASSERT_EQ(data.size(), 2u);
+  EXPECT_EQ(l.b.eng.write_target({data[0].data(), wire::kDataHeaderSize}), l.b.mem.data() + 4096);
+  EXPECT_EQ(l.b.eng.write_target({data[1].data(), wire::kDataHeaderSize}), nullptr);
+  // The engine copies the first where write_target said, and the second nowhere.
+  l.b.eng.on_datagram(l.now, RxInfo{}, data[0]);
+  EXPECT_EQ(0, std::memcmp(l.b.mem.data() + 4096, l.a.mem.data(), 64));
+  EXPECT_EQ(l.b.eng.stats().rx_write_copied, 64u);
+  const std::vector<uint8_t> before(l.b.mem.begin(), l.b.mem.end());
+  l.b.eng.on_datagram(l.now, RxInfo{}, data[1]);
+  EXPECT_EQ(l.b.eng.stats().rx_write_copied, 64u);
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), l.b.mem.begin()));
+}
+
 // No prediction where the kernel must not write: a deregistered MR, a QP out of RTR/RTS, or a
 // copier other than memcpy (GPU memory, say). write_target names nothing in those cases.
 TEST(Placement, NothingPredictedWithoutMrConnectedQpOrMemcpy) {
@@ -148,7 +221,7 @@ TEST(Placement, NothingPredictedWithoutMrConnectedQpOrMemcpy) {
     EXPECT_EQ(h.loop.b.eng.write_target(h.header(1)), nullptr);
   }
   {
-    EngineConfig cfg;
+    EngineConfig cfg = placing();
     cfg.copy = [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); };
     Held h(64 * 1024, cfg);
     h.loop.b.eng.on_datagram(h.loop.now, RxInfo{}, h.data[0]);

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -477,6 +478,129 @@ INSTANTIATE_TEST_SUITE_P(Placement, UdpPairOnePlane, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return std::string(i.param ? "On" : "Off");
                          });
+
+// Receive placement fed datagrams that the test writes itself (a test socket in host 0's
+// place), one loop round of host 1 at a time (step(), no progress threads): the first packet of
+// a WRITE is received plainly and makes the engine predict the rest; what the test sends next
+// lands in those predicted places in registered memory.
+class UdpPlacedCrafted : public UdpPairBase, public ::testing::Test {
+ protected:
+  static constexpr uint32_t kTokenB = 0x7654321;  // host 1's QP token (UdpPairBase)
+  static constexpr uint32_t kPsnB = 0x20000;      // host 1's first expected PSN
+  static constexpr uint32_t kP = 1000;            // payload bytes of a full packet here
+
+  void SetUp() override {
+    planes_ = 1;
+    start_threads_ = false;
+    set_up();
+    dst_ = &keep(std::vector<uint8_t>(4 * kP, 0));
+    rkey_ = reg(1, *dst_);
+    fd_ = UniqueFd(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    ASSERT_GE(fd_.get(), 0);
+  }
+  void TearDown() override { tear_down(); }
+
+  UdpDriver& b() { return *hosts_[1].drv; }
+  EngineStats stats() { return b().with_engine([](Engine& e) { return e.stats(); }); }
+
+  // A WRITE packet to host 1's QP: PSN kPsnB + k, its payload at `offset` of a message of
+  // `msg_len` bytes at dst_, no payload CRC.
+  std::vector<uint8_t> write(uint32_t k, uint32_t offset, std::span<const uint8_t> payload,
+                             uint32_t msg_len, bool last) {
+    wire::Packet p;
+    p.common.kind = wire::Kind::kWrite;
+    p.common.flags = last ? wire::flag::kLast : 0;
+    p.common.dst_qpn = hosts_[1].qpn;
+    p.common.token = kTokenB;
+    p.common.ev = 1;
+    p.common.psn = kPsnB + k;
+    p.data.rkey = rkey_;
+    p.data.addr = reinterpret_cast<uint64_t>(dst_->data());
+    p.data.offset = offset;
+    p.data.payload_len = static_cast<uint32_t>(payload.size());
+    p.data.msg_len = msg_len;
+    std::vector<uint8_t> d(wire::kDataHeaderSize + payload.size());
+    EXPECT_EQ(wire::encode_header(p, payload, d), wire::kDataHeaderSize);
+    std::copy(payload.begin(), payload.end(), d.begin() + wire::kDataHeaderSize);
+    return d;
+  }
+  // Sends `bytes` to host 1's plane 0 as one datagram, or with `segment` as one GSO message of
+  // datagrams of that size (loopback hands it to host 1's UDP_GRO socket whole).
+  void send(const std::vector<uint8_t>& bytes, int segment = 0) {
+    ASSERT_EQ(::setsockopt(fd_.get(), IPPROTO_UDP, UDP_SEGMENT, &segment, sizeof segment), 0);
+    const sockaddr_in6 at = b().local_address(0);
+    ASSERT_EQ(::sendto(fd_.get(), bytes.data(), bytes.size(), 0,
+                       reinterpret_cast<const sockaddr*>(&at), sizeof at),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  // One loop round of host 1 that receives (loopback delivers within sendto).
+  void round() {
+    const uint64_t before = b().counters().recvmmsg_calls;
+    b().step(std::chrono::duration_cast<Duration>(kWaitLimit));
+    ASSERT_GT(b().counters().recvmmsg_calls, before) << "the round received nothing";
+  }
+
+  std::vector<uint8_t>* dst_ = nullptr;
+  uint32_t rkey_ = 0;
+  UniqueFd fd_;
+};
+
+// An ACK (72 + 24 B) where a placed receive expects a WRITE's 24-byte last packet (72 + 24 B):
+// it fills the slot exactly, but it is no data packet; it reaches the engine whole and is taken
+// as an ACK, not dropped as malformed. The WRITE's last packet then lands as usual.
+TEST_F(UdpPlacedCrafted, AckFillingAPlacedSlotIsFedWhole) {
+  const std::vector<uint8_t> src = pattern(kP + 24, 3);
+  const std::span<const uint8_t> all(src);
+  send(write(0, 0, all.first(kP), kP + 24, false));
+  ASSERT_NO_FATAL_FAILURE(round());
+  wire::Packet a;
+  a.common.kind = wire::Kind::kAck;
+  a.common.dst_qpn = hosts_[1].qpn;
+  a.common.token = kTokenB;
+  a.common.ev = 1;
+  a.ack.cum_psn = 0x10000;  // host 1's first send PSN: it has sent nothing, nothing acked
+  a.ack.sack_base = 0x10000;
+  std::vector<uint8_t> ack(wire::kDataHeaderSize + 24);
+  ASSERT_EQ(wire::encode_header(a, {}, ack), ack.size());
+  send(ack);
+  ASSERT_NO_FATAL_FAILURE(round());
+  EXPECT_GE(b().counters().placed_calls, 1u) << "the ACK was not received into the prediction";
+  EXPECT_EQ(stats().dropped(Drop::kMalformed), 0u);
+  const QpStats qs = b().with_engine([&](Engine& e) { return *e.qp_stats(hosts_[1].qpn); });
+  EXPECT_EQ(qs.rx_acks, 1u);
+  send(write(1, kP, all.subspan(kP), kP + 24, true));
+  ASSERT_NO_FATAL_FAILURE(round());
+  EXPECT_EQ(stats().rx_write_copied + stats().rx_write_in_place, kP + 24u);
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), dst_->begin()));
+}
+
+// Two datagrams of another size in one GRO message, where the prediction expects PSN 1's and
+// PSN 2's full packets: the first ends inside PSN 1's place, where the second's start landed,
+// and its own payload goes there too. That copy must wait until the second is copied out (the
+// slot it ends inside of holds unfed bytes), or the second is fed with its header overwritten.
+TEST_F(UdpPlacedCrafted, MisalignedDatagramNeverCopiesOverTheNextOnesBytes) {
+  const uint32_t len = 3 * kP;
+  const std::vector<uint8_t> p0 = pattern(kP, 4), p1 = pattern(500, 5), p2 = pattern(500, 6);
+  send(write(0, 0, p0, len, false));
+  ASSERT_NO_FATAL_FAILURE(round());
+  // The first: 572 B at stream 0..572 (its payload in PSN 1's place, bytes 0..500); the
+  // second at 572..1144 (PSN 1's place, bytes 500..1000, then PSN 2's header slot). The
+  // first's payload goes to bytes 428..928 of PSN 1's place: over the second's header.
+  std::vector<uint8_t> gso = write(1, kP + 428, p1, len, false);
+  const std::vector<uint8_t> second = write(2, 2 * kP, p2, len, false);
+  gso.insert(gso.end(), second.begin(), second.end());
+  send(gso, static_cast<int>(second.size()));
+  ASSERT_NO_FATAL_FAILURE(round());
+  const UdpCounters c = b().counters();
+  ASSERT_GE(c.placed_calls, 1u) << "not received into the prediction";
+  ASSERT_EQ(c.gro_messages, 1u) << "the two datagrams came apart: nothing to test";
+  const EngineStats s = stats();
+  EXPECT_EQ(s.dropped(Drop::kMalformed), 0u) << "the second was fed overwritten";
+  EXPECT_EQ(s.rx_write_copied + s.rx_write_in_place, kP + 1000u);
+  EXPECT_TRUE(std::equal(p0.begin(), p0.end(), dst_->begin()));
+  EXPECT_TRUE(std::equal(p1.begin(), p1.end(), dst_->begin() + kP + 428));
+  EXPECT_TRUE(std::equal(p2.begin(), p2.end(), dst_->begin() + 2 * kP));
+}
 
 TEST_F(UdpPair, Write_16MiBByteForByte) {
   auto [a, b] = write_16mib();

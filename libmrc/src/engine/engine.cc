@@ -77,7 +77,7 @@ std::span<const uint8_t> sg_contiguous(const std::vector<Seg>& sg, uint64_t offs
 // ---- Core ----------------------------------------------------------------------------
 
 Core::Core(const EngineConfig& c) : cfg(c) {
-  memcpy_copy = !cfg.copy;
+  placement = cfg.rx_placement && !cfg.copy;
   if (!cfg.copy) cfg.copy = default_copy;
   mrs.emplace_back();  // slot 0 is never used, so no key is 0
   uint32_t w = 64;
@@ -933,80 +933,12 @@ Status<Error> Engine::post_recv(Qpn qpn, const RecvWr& wr) {
   return {};
 }
 
-void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> bytes) {
-  Core& c = *impl_;
-  ++c.stats.rx_datagrams;
-  c.stats.rx_bytes += bytes.size();
-  if (const auto s = wire::decode(bytes, c.rx_pkt); !s) {
-    c.stats.drop(Drop::kMalformed);
-    ++c.stats
-          .malformed_by_error[static_cast<size_t>(s.error()) % c.stats.malformed_by_error.size()];
-    return;
-  }
-  on_packet(now, rx);
-}
+namespace {
 
-void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> header,
-                         std::span<const uint8_t> payload) {
-  Core& c = *impl_;
-  ++c.stats.rx_datagrams;
-  c.stats.rx_bytes += header.size() + payload.size();
-  if (const auto s = wire::decode_split(header, payload, c.rx_pkt); !s) {
-    c.stats.drop(Drop::kMalformed);
-    ++c.stats
-          .malformed_by_error[static_cast<size_t>(s.error()) % c.stats.malformed_by_error.size()];
-    return;
-  }
-  on_packet(now, rx);
-}
-
-size_t Engine::predict_placement(std::span<RxPlacement> out) {
-  Core& c = *impl_;
-  const Core::LastWrite& w = c.last_write;
-  if (out.empty() || w.qpn == 0 || !c.memcpy_copy || w.payload_len == 0) return 0;
-  const Qp* q = c.qp(w.qpn);
-  if (!q || q->init.ud || q->init.xrcd || q->init.local_token != w.token ||
-      !connected_in(q->state) || !(q->attr.access & access::kRemoteWrite))
-    return 0;
-  const Mr* m = c.mr(w.rkey, *q);
-  if (!m || !(m->access & access::kRemoteWrite) || !m->covers(w.addr, w.msg_len)) return 0;
-  const uint32_t window = q->attr.max_psn_range_dest
-                              ? std::min(q->attr.max_psn_range_dest, q->rcv.sb.window())
-                              : q->rcv.sb.window();
-  size_t n = 0;
-  uint64_t off = uint64_t{w.offset} + w.payload_len;
-  for (uint32_t psn = w.psn + 1; n < out.size() && off < w.msg_len; ++psn, off += w.payload_len) {
-    const int32_t ahead = psn_diff(psn, q->rcv.sb.cum());
-    if (ahead < 0 || static_cast<uint32_t>(ahead) >= window) break;
-    if (q->rcv.sb.received(psn)) break;  // the in-order run ends at what is already here
-    out[n++] = {m->at(w.addr + off),
-                static_cast<uint32_t>(std::min<uint64_t>(w.payload_len, w.msg_len - off))};
-  }
-  return n;
-}
-
-const uint8_t* Engine::write_target(std::span<const uint8_t> header) {
-  Core& c = *impl_;
-  if (header.size() != wire::kDataHeaderSize) return nullptr;
-  const uint8_t kind = header[1];
-  if (kind != static_cast<uint8_t>(wire::Kind::kWrite) &&
-      kind != static_cast<uint8_t>(wire::Kind::kWriteImm))
-    return nullptr;
-  if (!wire::decode_split(header, {}, c.peek_pkt)) return nullptr;
-  const wire::Packet& p = c.peek_pkt;
-  const Qp* q = c.qp(p.common.dst_qpn);
-  if (!q || q->init.ud || q->init.xrcd || p.common.token != q->init.local_token ||
-      !connected_in(q->state) || !(q->attr.access & access::kRemoteWrite))
-    return nullptr;
-  const wire::DataHeader& d = p.data;
-  if (d.msg_len == 0 || uint64_t{d.offset} + d.payload_len > d.msg_len) return nullptr;
-  const Mr* m = c.mr(d.rkey, *q);
-  if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) return nullptr;
-  return m->at(d.addr + d.offset);
-}
-
-void Engine::on_packet(Time now, const RxInfo& rx) {
-  Core& c = *impl_;
+// A decoded datagram (c.rx_pkt) to its QP, by kind: what both on_datagram overloads do after
+// decoding. Inlined into each: the joined path, every datagram when receive placement is off,
+// pays no call for the split one (perf/RESULTS.md 2026-11-27 (rxfix)).
+[[gnu::always_inline]] inline void dispatch(Core& c, Time now, const RxInfo& rx) {
   const wire::Packet& p = c.rx_pkt;
   if (p.common.dst_qpn == kMulticastQpn && p.common.kind == wire::Kind::kUdSend)
     return c.on_ud_mcast(p);
@@ -1063,6 +995,83 @@ void Engine::on_packet(Time now, const RxInfo& rx) {
     c.on_probe_reply(*q, now, p);
   }
   c.reschedule(*q);
+}
+
+}  // namespace
+
+void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> bytes) {
+  Core& c = *impl_;
+  ++c.stats.rx_datagrams;
+  c.stats.rx_bytes += bytes.size();
+  if (const auto s = wire::decode(bytes, c.rx_pkt); !s) {
+    c.stats.drop(Drop::kMalformed);
+    ++c.stats
+          .malformed_by_error[static_cast<size_t>(s.error()) % c.stats.malformed_by_error.size()];
+    return;
+  }
+  dispatch(c, now, rx);
+}
+
+void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> header,
+                         std::span<const uint8_t> payload) {
+  Core& c = *impl_;
+  ++c.stats.rx_datagrams;
+  c.stats.rx_bytes += header.size() + payload.size();
+  if (const auto s = wire::decode_split(header, payload, c.rx_pkt); !s) {
+    c.stats.drop(Drop::kMalformed);
+    ++c.stats
+          .malformed_by_error[static_cast<size_t>(s.error()) % c.stats.malformed_by_error.size()];
+    return;
+  }
+  dispatch(c, now, rx);
+}
+
+size_t Engine::predict_placement(std::span<RxPlacement> out) {
+  Core& c = *impl_;
+  const Core::LastWrite& w = c.last_write;
+  // Placement off (or another copier): nothing was ever recorded, w.qpn is 0.
+  if (out.empty() || w.qpn == 0 || w.payload_len == 0) return 0;
+  const Qp* q = c.qp(w.qpn);
+  if (!q || q->init.ud || q->init.xrcd || q->init.local_token != w.token ||
+      !connected_in(q->state) || !(q->attr.access & access::kRemoteWrite))
+    return 0;
+  const Mr* m = c.mr(w.rkey, *q);
+  if (!m || !(m->access & access::kRemoteWrite) || !m->covers(w.addr, w.msg_len)) return 0;
+  const uint32_t window = q->attr.max_psn_range_dest
+                              ? std::min(q->attr.max_psn_range_dest, q->rcv.sb.window())
+                              : q->rcv.sb.window();
+  size_t n = 0;
+  uint64_t off = uint64_t{w.offset} + w.payload_len;
+  for (uint32_t psn = w.psn + 1; n < out.size() && off < w.msg_len; ++psn, off += w.payload_len) {
+    const int32_t ahead = psn_diff(psn, q->rcv.sb.cum());
+    if (ahead < 0 || static_cast<uint32_t>(ahead) >= window) break;
+    if (q->rcv.sb.received(psn)) break;  // the in-order run ends at what is already here
+    out[n++] = {m->at(w.addr + off),
+                static_cast<uint32_t>(std::min<uint64_t>(w.payload_len, w.msg_len - off))};
+  }
+  return n;
+}
+
+const uint8_t* Engine::write_target(std::span<const uint8_t> header) {
+  Core& c = *impl_;
+  if (header.size() != wire::kDataHeaderSize) return nullptr;
+  const uint8_t kind = header[1];
+  if (kind != static_cast<uint8_t>(wire::Kind::kWrite) &&
+      kind != static_cast<uint8_t>(wire::Kind::kWriteImm))
+    return nullptr;
+  if (!wire::decode_split(header, {}, c.peek_pkt)) return nullptr;
+  const wire::Packet& p = c.peek_pkt;
+  const Qp* q = c.qp(p.common.dst_qpn);
+  if (!q || q->init.ud || p.common.token != q->init.local_token || !connected_in(q->state) ||
+      !(q->attr.access & access::kRemoteWrite))
+    return nullptr;
+  const wire::DataHeader& d = p.data;
+  if (d.msg_len == 0 || uint64_t{d.offset} + d.payload_len > d.msg_len) return nullptr;
+  // An XRC target QP's WRITE is copied as any (accept_write), into the PD its XRC SRQ names:
+  // the driver must know where, or it would let the copy land on datagrams not yet fed.
+  const Mr* m = c.data_mr(*q, d);
+  if (!m || !(m->access & access::kRemoteWrite) || !m->covers(d.addr, d.msg_len)) return nullptr;
+  return m->at(d.addr + d.offset);
 }
 
 void Engine::on_timeout(Time now) {

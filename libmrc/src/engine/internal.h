@@ -348,7 +348,8 @@ class Core {
   std::map<McastGid, std::vector<Qpn>> mcast;    // attached QPs by group (ud.cc)
   wire::Packet rx_pkt;                           // decode target, reused (no per-datagram init)
   wire::Packet peek_pkt;                         // Engine::write_target's decode target
-  // The last WRITE payload placed (accept_write): where Engine::predict_placement starts.
+  // The last WRITE payload placed (accept_write, only while `placement`): where
+  // Engine::predict_placement starts.
   struct LastWrite {
     Qpn qpn = 0;  // 0: none
     uint32_t token = 0;  // the QP's local token then (a second guard: forget_last_write)
@@ -367,7 +368,9 @@ class Core {
   void forget_last_write(Qpn qpn) {
     if (last_write.qpn == qpn) last_write = {};
   }
-  bool memcpy_copy = true;  // EngineConfig::copy was left at memcpy (placement allowed)
+  // EngineConfig::rx_placement with EngineConfig::copy left at memcpy: accept_write records
+  // last_write, predict_placement answers.
+  bool placement = false;
   uint32_t burst = 0;                            // packets the front ready QP sent in a row
   /// tx_pkt with its common header set for a packet of `q` to its peer.
   wire::Packet& tx_header(const Qp& q, wire::Kind kind, uint32_t ev, uint32_t psn, Time now) {
@@ -515,6 +518,11 @@ class Core {
   /// A data packet for q: checked against the QP, its window and the memory it names, then
   /// taken by its opcode's accept_* (placed, its in-order work queued) and received().
   void on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p);
+  /// The MR that the rkey of a data packet (not a READ response) to q names, in the PD on_data
+  /// checks its memory in: q's own, or on an XRC target QP the PD of the XRC SRQ of q's domain
+  /// that the packet names; null when there is no such MR or SRQ (on_data refuses it).
+  /// Engine::write_target's look-up.
+  const Mr* data_mr(const Qp& q, const wire::DataHeader& d);
   void receiver_timeout(Qp& q, Time now);
   size_t build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path);
   void nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r);

@@ -96,13 +96,13 @@ bool Core::accept_write(RxData& x) {
       return refuse(x, Drop::kRemoteAccess, wire::NackReason::kRemoteAccess);
     if (imm && (h.flags & wire::flag::kLast) && !have_recv(x, d.msn)) return refuse_no_recv(x);
     uint8_t* to = m->at(d.addr + d.offset);
-    if (to == x.p.payload.data()) {  // the driver's receive placement put it there
-      stats.rx_write_in_place += d.payload_len;
-    } else {
+    if (to != x.p.payload.data()) {
       copy(to, x.p.payload.data(), d.payload_len);
       stats.rx_write_copied += d.payload_len;
+    } else {  // the driver's receive placement put it there
+      stats.rx_write_in_place += d.payload_len;
     }
-    if (!x.xs && d.payload_len > 0)  // where Engine::predict_placement starts
+    if (placement && !x.xs && d.payload_len > 0)  // where Engine::predict_placement starts
       last_write = {q.qpn, q.init.local_token, h.psn, d.rkey, d.addr, d.offset, d.payload_len,
                     d.msg_len};
   } else if (imm && !have_recv(x, d.msn)) {
@@ -269,7 +269,7 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     return;
   }
   // An XRC target QP: the message's XRC SRQ (of the QP's domain) gives its receive, its CQ
-  // and the PD its memory is checked in.
+  // and the PD its memory is checked in (as data_mr looks it up).
   if (q.init.xrcd && h.kind != wire::Kind::kReadResp) {
     x.xs = xrc_srq(q, d.xrc_srqn);
     if (!x.xs) {
@@ -311,6 +311,12 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
       break;
   }
   if (ok) received(q, now, rx, p, static_cast<uint32_t>(ahead), x.act);
+}
+
+const Mr* Core::data_mr(const Qp& q, const wire::DataHeader& d) {
+  if (!q.init.xrcd) return mr_in(d.rkey, q.init.pd);
+  const Srq* s = xrc_srq(q, d.xrc_srqn);
+  return s ? mr_in(d.rkey, s->xrc.pd) : nullptr;
 }
 
 void Core::received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, uint32_t ahead,

@@ -328,14 +328,16 @@ void make_packet(const H& h, std::span<const uint8_t> payload, bool trimmed, Pac
   p.trimmed = trimmed;
 }
 
-// `bytes` holds the header; the payload follows it there, or is `apart` (decode_split).
-Status<WireError> decode_data(std::span<const uint8_t> bytes, Packet& out,
-                              const std::span<const uint8_t>* apart = nullptr) {
+// `header` holds (at least) the data header; `payload` is what follows it in the datagram, or
+// lies apart (decode_split). Inlined into both callers: decode's data path pays no call and no
+// test of which caller it has (perf/RESULTS.md 2026-11-27 (rxfix)).
+[[gnu::always_inline]] inline Status<WireError> decode_data(std::span<const uint8_t> header,
+                                                            std::span<const uint8_t> payload,
+                                                            Packet& out) {
   WireData h;
-  if (!load_checked(bytes, h)) return Err{WireError::kBadHeaderCrc};
+  if (!load_checked(header, h)) return Err{WireError::kBadHeaderCrc};
   const size_t payload_len = h.ext.payload_len.get();
   if (payload_len > kMaxPayload) return Err{WireError::kPayloadTooLarge};
-  const std::span<const uint8_t> payload = apart ? *apart : bytes.subspan(sizeof h);
   if (payload.size() > payload_len) return Err{WireError::kBadLength};
   if (payload.size() < payload_len || (h.common.net_flags & kTrimmedMask) != 0) {
     make_packet(h, {}, /*trimmed=*/true, out);
@@ -545,7 +547,7 @@ Status<WireError> decode_split(std::span<const uint8_t> header, std::span<const 
   const Kind kind = static_cast<Kind>(header[1]);
   if (header_size(kind) == 0) return Err{WireError::kUnknownKind};
   if (!is_data(kind) || header.size() != kDataHeaderSize) return Err{WireError::kBadLength};
-  return decode_data(header, out, &payload);
+  return decode_data(header, payload, out);
 }
 
 Status<WireError> decode(std::span<const uint8_t> bytes, Packet& out) {
@@ -556,7 +558,7 @@ Status<WireError> decode(std::span<const uint8_t> bytes, Packet& out) {
   if (hsize == 0) return Err{WireError::kUnknownKind};
   if (bytes.size() < hsize) return Err{WireError::kTooShort};
 
-  if (is_data(kind)) return decode_data(bytes, out);
+  if (is_data(kind)) return decode_data(bytes, bytes.subspan(kDataHeaderSize), out);
   switch (kind) {
     case Kind::kAck:
       return decode_control<WireAck>(bytes, out);

@@ -81,6 +81,11 @@ struct EngineConfig {
   // jitter; higher the reverse. Never past the RTO (RttEstimator::tlp_at clamps the probe).
   Duration tlp_min_slack = kDefaultTlpMinSlack;
   PayloadCopy copy = nullptr;  // nullptr: memcpy
+  // Receive placement (docs/engine.md "Receive placement"): the engine remembers where the
+  // last WRITE payload it placed went, which predict_placement starts from. Off: that record is
+  // never made (no cost per packet) and predict_placement answers 0. Placement also needs
+  // `copy` left at memcpy. The UDP driver sets it from UdpConfig::rx_placement.
+  bool rx_placement = false;
 };
 
 /// One payload's place in registered memory, as the engine predicts it (Engine::predict_placement).
@@ -419,8 +424,9 @@ class Engine {
   /// what arrived (the UDP driver holds its mutex throughout).
   size_t predict_placement(std::span<RxPlacement> out);
   /// Where on_datagram would place this data header's payload now (a WRITE or WRITE_IMM to a
-  /// connected QP, within a covering MR); nullptr when it would place it nowhere or the
-  /// header is not a data header (wire::kDataHeaderSize bytes). Changes nothing.
+  /// connected QP, within a covering MR; on an XRC target QP, an MR of the PD of the XRC SRQ
+  /// it names); nullptr when it would place it nowhere or the header is not a data header
+  /// (wire::kDataHeaderSize bytes). Changes nothing.
   const uint8_t* write_target(std::span<const uint8_t> header);
   void on_timeout(Time now);
   /// Next datagram to send, built in `buf` (at least kTransmitBufferSize bytes).
@@ -523,7 +529,6 @@ class Engine {
   size_t timer_heap_size() const;
 
  private:
-  void on_packet(Time now, const RxInfo& rx);  // after either on_datagram decoded into rx_pkt
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

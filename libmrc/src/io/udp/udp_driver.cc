@@ -194,8 +194,11 @@ struct UdpDriver::Slot {
 
 namespace {
 
-UdpConfig with_send_burst(UdpConfig c) {
+// The engine's settings the driver decides: its send burst unless the caller set one, and
+// whether the engine keeps receive placement's record (only where this driver predicts).
+UdpConfig with_engine_settings(UdpConfig c) {
   if (c.engine.send_burst == engine::Duration{0}) c.engine.send_burst = send_burst(c);
+  c.engine.rx_placement = c.rx_placement;
   return c;
 }
 
@@ -209,7 +212,7 @@ engine::Duration send_burst(const UdpConfig& c) {
 }
 
 UdpDriver::UdpDriver(const UdpConfig& cfg)
-    : cfg_(with_send_burst(cfg)),
+    : cfg_(with_engine_settings(cfg)),
       engine_(std::make_unique<engine::Engine>(cfg_.engine)),
       tx_slots_(kTxBurst),
       scratch_(std::make_unique<Scratch>()) {}
@@ -1284,6 +1287,30 @@ void read_cmsgs(msghdr& h, engine::RxInfo& rx, size_t& segment, timespec& stamp)
   }
 }
 
+// What the loop needs of one message recvmmsg filled, before feeding its datagrams.
+struct Received {
+  engine::RxInfo rx;   // plane and ECN mark
+  timespec stamp{};    // the kernel's receive time (SO_TIMESTAMPNS); 0: none
+  size_t len = 0;      // bytes in the message
+  size_t segment = 0;  // bytes per datagram in it (GRO); len when it holds one
+};
+
+// Reads message `m` of `plane` into `out`, counting in `c` a truncated message (false: skip it,
+// not ours: larger than any MRC packet) and a GRO message. feed_received's and feed_placed's.
+bool read_received(mmsghdr& m, size_t plane, UdpCounters& c, Received& out) {
+  if (m.msg_hdr.msg_flags & MSG_TRUNC) {
+    ++c.recv_truncated;
+    return false;
+  }
+  out = Received{};
+  out.rx.plane = static_cast<uint16_t>(plane);
+  read_cmsgs(m.msg_hdr, out.rx, out.segment, out.stamp);
+  out.len = m.msg_len;
+  if (out.segment == 0 || out.segment >= out.len) out.segment = out.len;
+  if (out.segment < out.len) ++c.gro_messages;
+  return true;
+}
+
 // Copies bytes [from, to) of what the kernel scattered over iov (in order) into `out`.
 void gather(const iovec* iov, size_t iovs, size_t from, size_t to, uint8_t* out) {
   size_t at = 0;  // stream offset of iov[i]
@@ -1310,23 +1337,12 @@ void UdpDriver::feed_received(size_t plane, int r, Time t) {
   } else {
     ++counters_.recvmmsg_calls;
     if (r < 0 && r != -EAGAIN) ++counters_.recv_errors;
+    Received m;
     for (size_t k = 0; k < n; ++k) {
-      msghdr& h = pl.rx_msgs[k].msg_hdr;
-      if (h.msg_flags & MSG_TRUNC) {
-        ++counters_.recv_truncated;
-        continue;
-      }
-      engine::RxInfo rx;
-      rx.plane = static_cast<uint16_t>(plane);
-      size_t segment = 0;  // GRO: bytes per coalesced datagram
-      timespec stamp{};    // the kernel's receive time (SO_TIMESTAMPNS); 0: none
-      read_cmsgs(h, rx, segment, stamp);
+      if (!read_received(pl.rx_msgs[k], plane, counters_, m)) continue;
       const auto* data = static_cast<const uint8_t*>(pl.rx_iov[k].iov_base);
-      const size_t len = pl.rx_msgs[k].msg_len;
-      if (segment == 0 || segment >= len) segment = len;
-      if (segment < len) ++counters_.gro_messages;
-      for (size_t off = 0; off < len; off += segment)
-        feed_one(plane, k, rx, stamp, {data + off, std::min(segment, len - off)}, t);
+      for (size_t off = 0; off < m.len; off += m.segment)
+        feed_one(plane, k, m.rx, m.stamp, {data + off, std::min(m.segment, m.len - off)}, t);
     }
   }
   // Whether the next receive may be placed: a hint for the loop, which asks again under mu_.
@@ -1433,21 +1449,25 @@ void UdpDriver::feed_placed(size_t plane, int r, Time t) {
   Plane& pl = *sockets_[plane];
   const size_t n = r > 0 ? static_cast<size_t>(r) : 0;  // 1: receive_placed's message 0
   const size_t stride = 2 * kMaxPlacedPerMessage + 1;
-  // Predicted slot g of the whole call is message k's slot g - first[k]; their places are
-  // consecutive PSNs of one message, so slots g.. cover one range of memory.
-  std::array<size_t, 2> first{0, pl.placed[0]};  // one message (receive_placed)
-  const size_t slots = first[1];
   const auto iov_of = [&](size_t k) { return &pl.placed_iov[k * stride]; };
-  // Whether [to, to + len) reaches into the place of slot g or a later one: bytes that have
-  // landed there are not fed yet, so nothing may be copied there before they are.
-  const auto reaches_unfed = [&](const uint8_t* to, size_t len, size_t g) {
-    if (g >= slots) return false;
-    size_t k = 0;
-    while (first[k + 1] <= g) ++k;
-    const uint8_t* lo = static_cast<const uint8_t*>(iov_of(k)[2 * (g - first[k]) + 1].iov_base);
-    const iovec& last = iov_of(0)[2 * pl.placed[0] - 1];
-    const uint8_t* hi = static_cast<const uint8_t*>(last.iov_base) + last.iov_len;
-    return to < hi && to + len > lo;
+  // Whether [to, to + len) reaches memory that holds message k's bytes from stream offset
+  // `from` on: they are not fed yet, so nothing may be copied there before they are. Those
+  // that landed in payload places: from the byte of `from` (or the first payload byte after
+  // it) to the last slot's end, one range (the slots are consecutive PSNs of one message).
+  // receive_placed gives one message per call: no later message has slots.
+  const auto reaches_unfed = [&](const uint8_t* to, size_t len, size_t k, size_t from) {
+    const iovec* iov = iov_of(k);
+    const size_t slots = pl.placed[k];
+    size_t pay = wire::kDataHeaderSize;  // stream offset of slot g's payload
+    for (size_t g = 0; g < slots; pay += wire::kDataHeaderSize + iov[2 * g + 1].iov_len, ++g) {
+      if (pay + iov[2 * g + 1].iov_len <= from) continue;  // wholly fed
+      const uint8_t* lo =
+          static_cast<const uint8_t*>(iov[2 * g + 1].iov_base) + (from > pay ? from - pay : 0);
+      const iovec& last = iov[2 * slots - 1];
+      const uint8_t* hi = static_cast<const uint8_t*>(last.iov_base) + last.iov_len;
+      return to < hi && to + len > lo;
+    }
+    return false;
   };
   // The payload place of a WRITE header, or where a datagram of another data kind could put
   // its payload (unknown: everything): `kAnywhere`. Null: the engine places it nowhere.
@@ -1466,22 +1486,15 @@ void UdpDriver::feed_placed(size_t plane, int r, Time t) {
   size_t total = 0;
   bool bounced = false;  // from here on every byte was copied out before any was fed
   uint8_t* one = pl.bounce.data() + kGroBuffer;  // one datagram copied out
+  Received msg;
   for (size_t k = 0; k < n; ++k) {
-    msghdr& h = pl.rx_msgs[k].msg_hdr;
-    if (h.msg_flags & MSG_TRUNC) {
-      ++counters_.recv_truncated;
-      continue;
-    }
-    engine::RxInfo rx;
-    rx.plane = static_cast<uint16_t>(plane);
-    size_t segment = 0;
-    timespec stamp{};
-    read_cmsgs(h, rx, segment, stamp);
-    const size_t len = pl.rx_msgs[k].msg_len;
-    const size_t seg = segment == 0 || segment >= len ? len : segment;
-    if (seg < len) ++counters_.gro_messages;
+    if (!read_received(pl.rx_msgs[k], plane, counters_, msg)) continue;
+    const engine::RxInfo& rx = msg.rx;
+    const timespec& stamp = msg.stamp;
+    const size_t len = msg.len;
+    const size_t seg = msg.segment;
     const iovec* iov = iov_of(k);
-    const size_t iovs = h.msg_iovlen;
+    const size_t iovs = pl.rx_msgs[k].msg_hdr.msg_iovlen;
     size_t slot = 0;  // stream offset of predicted slot j while datagrams line up with them
     size_t j = 0;
     size_t predicted_end = 0;  // stream bytes the predicted slots hold; the rest is spill
@@ -1500,12 +1513,21 @@ void UdpDriver::feed_placed(size_t plane, int r, Time t) {
                                              wire::kDataHeaderSize);
           const std::span<const uint8_t> pay(static_cast<const uint8_t*>(iov[2 * j + 1].iov_base),
                                              iov[2 * j + 1].iov_len);
+          if (!wire::is_data(static_cast<wire::Kind>(hdr[1]))) {
+            // Not a data packet that happens to fill the slot (an ACK is 72 + 24 B, as a
+            // WRITE's 24-byte last packet): joined again and fed as any datagram (the
+            // driver's own kinds included). Its payload place stays unreceived.
+            gather(iov, iovs, off, off + m, one);
+            counters_.placed_bounce_bytes += m;
+            feed_one(plane, k, rx, stamp, {one, m}, t);
+            continue;
+          }
           const uint8_t* to = target(hdr);
           const bool here = to == pay.data();
           // Copied from where it landed to an earlier slot's place (fed already) or to
           // memory no slot covers: as safe as from a plain buffer.
           if (here || to == nullptr ||
-              (to != kAnywhere && !reaches_unfed(to, pay.size(), first[k] + j))) {
+              (to != kAnywhere && !reaches_unfed(to, pay.size(), k, off))) {
             in_place += here;
             counters_.placed_datagrams += here;
             ++counters_.datagrams_received;
@@ -1518,11 +1540,9 @@ void UdpDriver::feed_placed(size_t plane, int r, Time t) {
           // its payload goes where later datagrams landed.
           gather(iov, iovs, off, off + m, one);
           counters_.placed_bounce_bytes += m;
-          size_t g = first[k];  // the first slot that starts at or after this datagram's end
-          for (size_t at = 0; g < first[k + 1] && at < off + m; ++g)
-            at += wire::kDataHeaderSize + iov[2 * (g - first[k]) + 1].iov_len;
+          // Unfed: what lies past its end, also in the slot it ends inside of.
           const uint8_t* to = target({one, m});
-          if (to == nullptr || (to != kAnywhere && !reaches_unfed(to, m, g))) {
+          if (to == nullptr || (to != kAnywhere && !reaches_unfed(to, m, k, off + m))) {
             feed_one(plane, k, rx, stamp, {one, m}, t);
             slot = SIZE_MAX;  // the rest of this message lines up with no slot
             continue;

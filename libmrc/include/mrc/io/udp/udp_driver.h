@@ -82,7 +82,8 @@ struct UdpConfig {
   // loop holds the driver's mutex over each such recvmmsg (an app call waits for one). Off by
   // default: it removed 87-90% of the user-space copy by count but made one recvmmsg per GRO
   // message, and on the loaded 2-core VM no change in CPU per byte showed (perf/RESULTS.md
-  // 2026-11-27 (rxcopy)); measure it on an idle machine (mrc-perf --rx-placement).
+  // 2026-11-27 (rxcopy)); measure it on an idle machine (mrc-perf --rx-placement). The driver
+  // sets engine.rx_placement from it (off: the engine keeps no placement record per packet).
   bool rx_placement = false;
   bool busy_poll = false;                      // progress thread never sleeps (latency)
   // poll_progress does the work in the polling app thread (see the file comment); false:
