@@ -15,6 +15,10 @@
 //                Entered after loss_threshold losses in a row on the EV
 //                (RACK, i.e. later packets on other EVs were acknowledged),
 //                or at once on a retransmission timeout. Trims never count.
+//                A probe counts as unanswered only once it is older than the EV's
+//                round trip allows (probe_wait): a path whose RTT is above
+//                probe_interval (queues of a loaded port, a long fabric) comes back
+//                after probes_to_good replies, a few round trips, as a short one does.
 //   DENIED       set by the controller; never used nor probed until allowed.
 //
 // Active set: an EV that goes bad leaves the active set and the first GOOD backup
@@ -343,6 +347,13 @@ class PathSet {
  private:
   void set_state(uint16_t i, EvState to, EvReason why, Time now, std::vector<EvEvent>& out);
   Duration probe_gap(uint8_t backoff) const;
+  /// How long a probe sent on EV i (with `backoff` doublings) may go unanswered before it
+  /// counts as lost: the probe gap, or twice the EV's round trip (the larger of its data
+  /// SRTT and its last RTT sample, probe replies included) when that is longer. A probe
+  /// waits behind the same queues as data: on a path whose RTT is above probe_interval
+  /// (a loaded port, a long fabric) a reply can never beat the next probe, and counting
+  /// each such probe lost kept a live EV ASSUMED_BAD for as long as the queue stayed.
+  Duration probe_wait(uint16_t i, uint8_t backoff) const;
   void leave_active(uint16_t i);
   void rejoin(uint16_t i);
   bool plane_all_bad(uint16_t plane) const;
