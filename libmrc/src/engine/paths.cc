@@ -334,6 +334,13 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
   ++count_[static_cast<size_t>(to)];
   if (from == EvState::kAssumedBad) bad_.erase(std::find(bad_.begin(), bad_.end(), i));
   if (to == EvState::kAssumedBad) bad_.insert(std::lower_bound(bad_.begin(), bad_.end(), i), i);
+  if (from == EvState::kGood && to == EvState::kAssumedBad) {
+    const bool relapse =
+        e.changes > 0 &&
+        (e.reason == EvReason::kProbeClean || e.reason == EvReason::kPlaneRestored) &&
+        now - e.since < policy_.relapse_window;
+    e.relapses = relapse ? static_cast<uint8_t>(std::min(e.relapses + 1, 16)) : 0;
+  }
   h.state_ = static_cast<uint8_t>(to);
   e.since = now;
   e.reason = why;
@@ -351,7 +358,7 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
       break;
     case EvState::kAssumedBad:
       leave_active(i);
-      e.next_probe = now + policy_.probe_interval;
+      e.next_probe = now + relapse_gap(e.relapses);
       if (!plane_drained(pl) && plane_all_bad(pl)) {
         drained_ |= static_cast<uint16_t>(1u << pl);
         answered_ |= static_cast<uint16_t>(1u << pl);
@@ -374,6 +381,13 @@ Duration PathSet::probe_gap(uint8_t backoff) const {
   Duration d = policy_.probe_interval;
   for (uint8_t i = 0; i < backoff && d < policy_.probe_interval_max; ++i) d *= 2;
   return std::min(d, std::max(policy_.probe_interval, policy_.probe_interval_max));
+}
+
+Duration PathSet::relapse_gap(uint8_t relapses) const {
+  const Duration cap = 8 * std::max(policy_.probe_interval, policy_.probe_interval_max);
+  Duration d = policy_.probe_interval;
+  for (uint8_t i = 0; i < relapses && d < cap; ++i) d *= 2;
+  return std::min(d, cap);
 }
 
 Duration PathSet::probe_wait(uint16_t i, uint8_t backoff) const {
