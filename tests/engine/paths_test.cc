@@ -173,6 +173,91 @@ TEST(PathSet, Probes_CleanRepliesBringItBack) {
   EXPECT_FALSE(s.ev(i).active);
 }
 
+// An EV whose round trip (400 us) is above probe_interval (100 us): the outstanding probe is
+// not counted lost when the next would be due, only once older than 2 x RTT; answered each
+// round trip, 3 replies bring it back (it never could when every probe counted lost at 100 us).
+TEST(PathSet, Probes_RoundTripAboveIntervalStillComesBack) {
+  PathPolicy pol;
+  pol.probes_to_good = 3;
+  pol.probe_interval = 100us;
+  PathSet s = make(pol);
+  std::vector<EvEvent> ev;
+  std::vector<ProbeRequest> pr;
+  const int i = s.find(202);
+  s.on_rtt(static_cast<uint16_t>(i), 400us);
+  s.on_lost(i, true, Time{0}, ev);
+  Time now{100us};
+  for (int k = 0; k < 3; ++k) {
+    pr.clear();
+    s.poll_probes(now, pr, ev);
+    ASSERT_EQ(pr.size(), 1u) << k;
+    EXPECT_EQ(s.next_probe_time(), now + 100us);
+    pr.clear();
+    s.poll_probes(now + 100us, pr, ev);  // unanswered, younger than 2 x RTT: no new probe
+    EXPECT_TRUE(pr.empty()) << k;
+    EXPECT_EQ(s.next_probe_time(), now + 800us);
+    EXPECT_EQ(s.ev(i).clean, k);
+    now += 400us;
+    s.on_probe_reply(static_cast<uint16_t>(i), s.ev(i).probe_seq, false, now, ev);
+    EXPECT_EQ(s.next_probe_time(), k < 2 ? now + 100us : kNever);
+    now += 100us;
+  }
+  EXPECT_EQ(s.ev(i).state, EvState::kGood);
+  EXPECT_EQ(ev.back().reason, EvReason::kProbeClean);
+}
+
+// Past 2 x RTT the probe is lost as before: the clean count restarts and the gap doubles.
+TEST(PathSet, Probes_UnansweredPastTwiceTheRoundTripCountsLost) {
+  PathPolicy pol;
+  pol.probe_interval = 100us;
+  PathSet s = make(pol);
+  std::vector<EvEvent> ev;
+  std::vector<ProbeRequest> pr;
+  const int i = s.find(202);
+  s.on_rtt(static_cast<uint16_t>(i), 150us);
+  s.on_lost(i, true, Time{0}, ev);
+  s.poll_probes(Time{100us}, pr, ev);
+  ASSERT_EQ(pr.size(), 1u);
+  s.poll_probes(Time{200us}, pr, ev);
+  EXPECT_EQ(pr.size(), 1u);
+  EXPECT_EQ(s.next_probe_time(), Time{400us});  // sent at 100 us + 2 x 150 us
+  s.poll_probes(Time{400us}, pr, ev);
+  EXPECT_EQ(pr.size(), 2u);
+  EXPECT_EQ(s.ev(i).backoff, 1);
+}
+
+// Bad again within relapse_window of coming back: the first probe waits 200 us, then 400 us
+// on the next relapse; bad again after the window: 100 us again.
+TEST(PathSet, Probes_RelapseWaitsLongerBeforeTheFirstProbe) {
+  PathPolicy pol;
+  pol.probes_to_good = 1;
+  pol.probe_interval = 100us;
+  pol.relapse_window = 2ms;
+  PathSet s = make(pol);
+  std::vector<EvEvent> ev;
+  std::vector<ProbeRequest> pr;
+  const auto i = static_cast<uint16_t>(s.find(202));
+  Time now{0};
+  const auto bad_then_back = [&](Duration first_probe) {
+    s.on_lost(i, true, now, ev);
+    EXPECT_EQ(s.next_probe_time(), now + first_probe);
+    now = s.next_probe_time();
+    pr.clear();
+    s.poll_probes(now, pr, ev);
+    ASSERT_EQ(pr.size(), 1u);
+    s.on_probe_reply(i, pr[0].seq, false, now + 10us, ev);
+    ASSERT_EQ(s.ev(i).state, EvState::kGood);
+    now += 10us;
+  };
+  bad_then_back(100us);
+  now += 1ms;
+  bad_then_back(200us);
+  now += 1ms;
+  bad_then_back(400us);
+  now += 3ms;  // GOOD past the window: the run of relapses ends
+  bad_then_back(100us);
+}
+
 TEST(PathSet, Probes_MarkedOrLostReplyRestartsCount) {
   PathSet s = make();
   std::vector<EvEvent> ev;

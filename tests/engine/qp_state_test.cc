@@ -327,6 +327,8 @@ TEST_F(QpState_, CheckModifyQp_NamesTheField) {
        },
        "paths"},
       {attr::kPathPolicy, [](QpAttr& a) { a.path_policy.probes_to_good = 0; }, "path_policy"},
+      {attr::kPathPolicy, [](QpAttr& a) { a.path_policy.relapse_window = Duration{-1}; },
+       "path_policy"},
       {attr::kState, [](QpAttr& a) { a.state = QpState::kRts; }, "state"},
       {attr::kState | attr::kPaths,
        [](QpAttr& a) {

@@ -144,10 +144,14 @@ TEST_F(NsExplicitFabric, MrcPerf_EveryPlaneAndSpineCarries) {
   ASSERT_EQ(sent.size(), 2u) << r.out;
   for (const auto& [plane, evs] : sent) {
     EXPECT_EQ(evs.size(), 2u) << "plane " << plane << ": one EV per spine\n" << r.out;
-    // Carried, not balanced: an EV that lost a few packets at the start (neighbour discovery
-    // on a loaded machine) gets a small share of a 1 s run (99 of 66,000 once under CI's
-    // load, 574-1,024 in idle runs, on 16881a8 as well); > 10 still fails an EV never used.
-    for (const auto& [ev, n] : evs) EXPECT_GT(n, 10u) << "ev " << ev << "\n" << r.out;
+    // Both spines carry their part: each EV at least a fifth of its plane's packets (a half
+    // when the spines are alike; 0.40-0.50 in loaded runs). Before probes waited a round trip
+    // (PathSet::probe_wait), an EV that lost a few packets early stayed ASSUMED_BAD while the
+    // fabric's RTT was above probe_interval and carried 4-15% of its plane in loaded runs.
+    uint64_t total = 0;
+    for (const auto& [ev, n] : evs) total += n;
+    for (const auto& [ev, n] : evs)
+      EXPECT_GE(n * 5, total) << "ev " << ev << ": " << n << " of " << total << "\n" << r.out;
   }
 }
 

@@ -659,7 +659,7 @@ Status<ModifyRefusal> check_modify(const Core& c, const Qp& q, const QpAttr& a, 
   if (mask & attr::kPathPolicy) {
     const PathPolicy& pp = a.path_policy;
     if (pp.probe_interval <= Duration{0} || pp.probe_interval_max <= Duration{0} ||
-        pp.probes_to_good == 0 || pp.loss_threshold == 0)
+        pp.relapse_window < Duration{0} || pp.probes_to_good == 0 || pp.loss_threshold == 0)
       return refuse(Error::kInvalidArgument, "path_policy");
   }
   // The PSN range sizes the in-flight ring: it may grow on a live QP only while

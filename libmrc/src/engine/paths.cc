@@ -334,6 +334,13 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
   ++count_[static_cast<size_t>(to)];
   if (from == EvState::kAssumedBad) bad_.erase(std::find(bad_.begin(), bad_.end(), i));
   if (to == EvState::kAssumedBad) bad_.insert(std::lower_bound(bad_.begin(), bad_.end(), i), i);
+  if (from == EvState::kGood && to == EvState::kAssumedBad) {
+    const bool relapse =
+        e.changes > 0 &&
+        (e.reason == EvReason::kProbeClean || e.reason == EvReason::kPlaneRestored) &&
+        now - e.since < policy_.relapse_window;
+    e.relapses = relapse ? static_cast<uint8_t>(std::min(e.relapses + 1, 16)) : 0;
+  }
   h.state_ = static_cast<uint8_t>(to);
   e.since = now;
   e.reason = why;
@@ -351,7 +358,7 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
       break;
     case EvState::kAssumedBad:
       leave_active(i);
-      e.next_probe = now + policy_.probe_interval;
+      e.next_probe = now + relapse_gap(e.relapses);
       if (!plane_drained(pl) && plane_all_bad(pl)) {
         drained_ |= static_cast<uint16_t>(1u << pl);
         answered_ |= static_cast<uint16_t>(1u << pl);
@@ -376,6 +383,18 @@ Duration PathSet::probe_gap(uint8_t backoff) const {
   return std::min(d, std::max(policy_.probe_interval, policy_.probe_interval_max));
 }
 
+Duration PathSet::relapse_gap(uint8_t relapses) const {
+  const Duration cap = 8 * std::max(policy_.probe_interval, policy_.probe_interval_max);
+  Duration d = policy_.probe_interval;
+  for (uint8_t i = 0; i < relapses && d < cap; ++i) d *= 2;
+  return std::min(d, cap);
+}
+
+Duration PathSet::probe_wait(uint16_t i, uint8_t backoff) const {
+  const Duration rtt{std::max<uint32_t>(hot_[i].srtt_ns, hot_.rtt()[i])};
+  return std::max(probe_gap(backoff), 2 * rtt);
+}
+
 Time PathSet::next_probe_time() const {
   Time t = kNever;
   for (uint16_t p = 0; p < planes_; ++p)
@@ -396,6 +415,13 @@ void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<
     // The EV that answered the last probe is probed again (a plane with one live path among
     // dead ones comes back through it); one that did not answer hands over to the next.
     if (!(answered_ & bit)) {
+      // Unanswered: lost only once older than a round trip of its EV allows (probe_wait).
+      const uint16_t last = list[ps.drain_cursor % list.size()];
+      const Time lost_at = cold_[last].probe_sent + probe_wait(last, ps.backoff);
+      if (lost_at > now) {
+        ps.next_probe = lost_at;
+        continue;
+      }
       ps.clean = 0;
       if (ps.backoff < 16) ++ps.backoff;
       ps.drain_cursor = static_cast<uint32_t>((ps.drain_cursor + 1) % list.size());
@@ -417,6 +443,13 @@ void PathSet::poll_probes(Time now, std::vector<ProbeRequest>& out, std::vector<
     Cold& e = cold_[i];
     if (plane_drained(hot_[i].plane) || e.next_probe > now) continue;
     if (e.probe_seq != e.reply_seq) {
+      // The latest probe is unanswered: lost only once older than a round trip of the EV
+      // allows, else a path whose RTT exceeds probe_interval could never answer in time.
+      const Time lost_at = e.probe_sent + probe_wait(i, e.backoff);
+      if (lost_at > now) {
+        e.next_probe = lost_at;
+        continue;
+      }
       e.clean = 0;
       if (e.backoff < 16) ++e.backoff;
     }

@@ -15,6 +15,14 @@
 //                Entered after loss_threshold losses in a row on the EV
 //                (RACK, i.e. later packets on other EVs were acknowledged),
 //                or at once on a retransmission timeout. Trims never count.
+//                A probe counts as unanswered only once it is older than the EV's
+//                round trip allows (probe_wait): a path whose RTT is above
+//                probe_interval (queues of a loaded port, a long fabric) comes back
+//                after probes_to_good replies, a few round trips, as a short one does.
+//                A relapse (bad again within relapse_window of coming back through
+//                probes: a path that keeps losing) waits before its first probe,
+//                probe_interval doubled per relapse in a row, up to 8 x
+//                probe_interval_max (relapse_gap).
 //   DENIED       set by the controller; never used nor probed until allowed.
 //
 // Active set: an EV that goes bad leaves the active set and the first GOOD backup
@@ -88,6 +96,8 @@ struct PathPolicy {
   uint32_t probes_to_good = 3;        // clean probe replies in a row that make it GOOD
   Duration probe_interval{100'000};   // between probes of one bad EV (or of a drained plane)...
   Duration probe_interval_max{2'000'000};  // ...doubling per unanswered probe up to this
+  Duration relapse_window{2'000'000};      // bad again this soon after probes brought it
+                                           // back: a relapse (the first probe waits longer)
   uint32_t plane_weight[kMaxPlanes] = {1, 1, 1, 1, 1, 1, 1, 1,
                                        1, 1, 1, 1, 1, 1, 1, 1};  // capacity by plane
 };
@@ -154,6 +164,7 @@ class PathSet {
     uint8_t backoff = 0;                   // probe interval doublings (unanswered probes)
     uint16_t losses = 0;                   // losses in a row (Hot::lossy: not 0)
     uint16_t clean = 0;                    // clean probe replies in a row
+    uint8_t relapses = 0;  // times in a row it went bad within relapse_window of coming back
     uint32_t tx_bytes_hi = 0;
     uint64_t tx_packets_base = 0, acked_base = 0;  // multiples of 256 (Hot's low bits carry here)
     uint64_t lost = 0;                             // PathStats::lost, trims (the sender counts)
@@ -165,6 +176,8 @@ class PathSet {
     Time since{0};         // time of the last state change
     uint32_t changes = 0;  // state changes so far (observers diff snapshots)
   };
+
+  static_assert(sizeof(Cold) == 96, "relapses sits in what was padding");
 
   /// One EV as observers and tests see it: a copy of both records (ev(i)).
   struct Ev {
@@ -343,6 +356,18 @@ class PathSet {
  private:
   void set_state(uint16_t i, EvState to, EvReason why, Time now, std::vector<EvEvent>& out);
   Duration probe_gap(uint8_t backoff) const;
+  /// How long a probe sent on EV i (with `backoff` doublings) may go unanswered before it
+  /// counts as lost: the probe gap, or twice the EV's round trip (the larger of its data
+  /// SRTT and its last RTT sample, probe replies included) when that is longer. A probe
+  /// waits behind the same queues as data: on a path whose RTT is above probe_interval
+  /// (a loaded port, a long fabric) a reply can never beat the next probe, and counting
+  /// each such probe lost kept a live EV ASSUMED_BAD for as long as the queue stayed.
+  Duration probe_wait(uint16_t i, uint8_t backoff) const;
+  /// From going ASSUMED_BAD to the first probe: probe_interval, doubled per relapse in a row
+  /// (Cold::relapses), up to 8 x probe_interval_max (16 ms by default): a path that keeps
+  /// losing carries data for about a round trip each time it comes back, so the wait is what
+  /// keeps its share small.
+  Duration relapse_gap(uint8_t relapses) const;
   void leave_active(uint16_t i);
   void rejoin(uint16_t i);
   bool plane_all_bad(uint16_t plane) const;
