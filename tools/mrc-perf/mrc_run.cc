@@ -186,8 +186,10 @@ Status<std::string> Runner::setup() {
     side_[h].cfg = many ? &spec_.hosts[h] : h == 0 ? &spec_.client : &spec_.server;
     io::UdpConfig cfg = *side_[h].cfg;
     observe::attach_publisher(cfg);  // mrcctl sees each host's device
-    // A latency run's one thread polls every end and receives for them (poll_progress).
+    // A latency run's one thread polls every end and receives for them (poll_progress), and
+    // holds each host's sockets across its work for the other (io::kLatencyRunPollerGrace).
     cfg.poller_progress = cfg.poller_progress || spec_.spin;
+    if (spec_.spin) cfg.poller_grace = std::max(cfg.poller_grace, io::kLatencyRunPollerGrace);
     auto d = io::UdpDriver::create(cfg);
     if (!d.ok()) {
       const std::string who = many ? "host " + std::to_string(h) : h == 0 ? "client" : "server";
