@@ -1295,7 +1295,7 @@ TEST_F(UdpPair, PollProgress_PollingAppCompletes) {
   const uint32_t a_lkey = reg(0, a_src), a_rkey = reg(0, a_dst);
   const uint32_t b_lkey = reg(1, b_src), b_rkey = reg(1, b_dst);
   // Which thread receives a datagram is the scheduler's choice: a poller holds the sockets
-  // for kPollerGrace (10 us) after its last poll, and on a loaded machine the progress thread
+  // for poller_grace (10 us) after its last poll, and on a loaded machine the progress thread
   // can take every one of 100 rounds. So rounds go on (up to 10 s) until a poller has
   // received once; a poller that never receives fails.
   auto poller_rounds = [&] {
@@ -1473,6 +1473,57 @@ TEST(UdpDriver, PollProgress_ReadsOnlyReadyPlanes) {
   EXPECT_EQ(c.poller_ready_checks, 0u);
   EXPECT_EQ(c.poller_recvmmsg, 2u);
   EXPECT_EQ(c.datagrams_received, 1u);
+}
+
+// UdpConfig::poller_grace: for that long after a poll the loop leaves the sockets to pollers
+// (a datagram that comes waits for the next poll; with the 10 us default the loop's second
+// round here would read it), and once it is over without a poll the loop reads again (an app
+// that stopped polling still progresses). The hold is 1 s, so the 50 ms of loop rounds fall
+// inside it on a loaded machine too.
+TEST(UdpDriver, PollProgress_GraceHoldsSocketsThenLoopTakesBack) {
+  UdpConfig cfg = loopback_config(1);
+  cfg.poller_progress = true;
+  cfg.poller_grace = kMaxPollerGrace;
+  auto d = make_driver(cfg);  // not started: step() is the loop, in this thread
+  ASSERT_NE(d, nullptr);
+  const int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  const sockaddr_in6 to = d->local_address(0);
+  const auto send_junk = [&] {
+    const uint8_t junk[16] = {};
+    ASSERT_EQ(::sendto(fd, junk, sizeof junk, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to),
+              static_cast<ssize_t>(sizeof junk));
+  };
+  EXPECT_FALSE(d->poll_progress());  // nothing yet; the hold starts
+  send_junk();
+  const auto polled = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() < polled + 50ms) d->step(engine::Duration{10'000'000});
+  EXPECT_EQ(d->counters().datagrams_received, 0u) << "the loop read during the pollers' hold";
+  EXPECT_EQ(d->counters().loop_rx_rounds, 0u);
+  EXPECT_TRUE(d->poll_progress());  // the poller reads it
+  EXPECT_EQ(d->counters().datagrams_received, 1u);
+  // Nobody polls from here: the loop takes the sockets back when the hold ends.
+  send_junk();
+  const auto until = std::chrono::steady_clock::now() + kMaxPollerGrace + kWaitLimit;
+  while (d->counters().datagrams_received < 2) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "the loop never took the sockets back";
+    d->step(engine::Duration{100'000'000});
+  }
+  const UdpCounters c = d->counters();
+  EXPECT_EQ(c.loop_rx_rounds, 1u);
+  EXPECT_GE(c.loop_woke_poller_end, 1u) << "the hold's end is what woke the loop";
+  ::close(fd);
+}
+
+// poller_grace out of 0..1 s is refused, naming it.
+TEST(UdpDriver, Create_RefusesPollerGraceOutOfRange) {
+  for (const engine::Duration g : {engine::Duration{-1}, kMaxPollerGrace + engine::Duration{1}}) {
+    UdpConfig cfg = loopback_config(1);
+    cfg.poller_grace = g;
+    auto d = UdpDriver::create(cfg);
+    ASSERT_FALSE(d.ok()) << g.count();
+    EXPECT_NE(d.error().find("poller_grace must be 0..1 s"), std::string::npos) << d.error();
+  }
 }
 
 // poller_progress = false: poll_progress leaves a waiting datagram to the loop.

@@ -186,8 +186,10 @@ Status<std::string> Runner::setup() {
     side_[h].cfg = many ? &spec_.hosts[h] : h == 0 ? &spec_.client : &spec_.server;
     io::UdpConfig cfg = *side_[h].cfg;
     observe::attach_publisher(cfg);  // mrcctl sees each host's device
-    // A latency run's one thread polls every end and receives for them (poll_progress).
+    // A latency run's one thread polls every end and receives for them (poll_progress), and
+    // holds each host's sockets across its work for the other (io::kLatencyRunPollerGrace).
     cfg.poller_progress = cfg.poller_progress || spec_.spin;
+    if (spec_.spin) cfg.poller_grace = std::max(cfg.poller_grace, io::kLatencyRunPollerGrace);
     auto d = io::UdpDriver::create(cfg);
     if (!d.ok()) {
       const std::string who = many ? "host " + std::to_string(h) : h == 0 ? "client" : "server";
@@ -572,6 +574,7 @@ Result<MrcRunResult, std::string> Runner::run() {
     return bytes;
   };
   auto now_s = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  size_t next_poller = 0;  // latency runs: the host whose poll_progress comes first
   auto cancelled = [&] { return spec_.cancel != nullptr && spec_.cancel->load(); };
   while (Clock::now() < at(spec_.duration_s) && !cancelled()) {
     for (Side& sd : side_) poll(sd);
@@ -594,8 +597,18 @@ Result<MrcRunResult, std::string> Runner::run() {
     if (spec_.spin) {
       // Latency runs: this thread receives and answers for both ends in turn
       // (UdpDriver::poll_progress) instead of sleeping: no thread wakeup between a datagram
-      // and its completion, and the progress threads step back.
-      for (Side& sd : side_) (void)sd.drv->poll_progress();
+      // and its completion, and the progress threads step back. The hosts in turn from the one
+      // after the last that received, back to the completions and posts above as soon as one
+      // did: the host a post or an ACK was just sent to is polled next, the other not first
+      // (polled in host order, every round trip made two empty polls, an epoll_wait each, and
+      // its completion waited for the next pass).
+      for (size_t k = 0; k < side_.size(); ++k) {
+        const size_t h = (next_poller + k) % side_.size();
+        if (side_[h].drv->poll_progress()) {
+          next_poller = (h + 1) % side_.size();
+          break;
+        }
+      }
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }

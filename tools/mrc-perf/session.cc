@@ -296,7 +296,7 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
         "%llu retransmits (%llu spurious, %llu duplicates received), %llu RTOs, %llu trims, "
         "%llu CRC errors; "
         "%llu datagrams sent in %llu GSO messages",
-        to_string(o.op), o.msg_bytes, o.outstanding, o.qps, o.qps > 1 ? "s" : "",
+        to_string(o.op), o.msg_bytes, spec.outstanding, o.qps, o.qps > 1 ? "s" : "",
         plan              ? " per flow"
         : o.bidirectional ? ", both ways"
                           : "",

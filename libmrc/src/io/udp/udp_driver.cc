@@ -54,13 +54,6 @@ constexpr size_t kGroBuffer = 65536;  // one coalesced receive
 constexpr int kNotRead = INT_MIN;     // receive_batch was not called for a plane this round
 // Predicted datagrams per GRO message at most: the kernel coalesces up to 64 segments.
 constexpr size_t kMaxPlacedPerMessage = 64;
-// How long the progress thread leaves the sockets to pollers after the last poll_progress
-// call (see the file comment): the longest an application that stops polling (goes to sleep
-// on a completion channel, spins on memory as ib_write_lat does between its polls) waits
-// before the thread watches the sockets again. A polling loop calls poll_progress every few
-// us; 50 us cost ib_write_lat (poll for the ACK, then spin for the peer's WRITE) up to that
-// much per message.
-constexpr engine::Duration kPollerGrace{10'000};
 
 #ifndef UDP_SEGMENT
 constexpr int UDP_SEGMENT = 103;
@@ -314,6 +307,10 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
       (cfg.ecmp_source_ports == 0 || cfg.ecmp_source_ports > 256)) {
     return Err("udp driver: ecmp_source_ports must be 1..256, got " +
                std::to_string(cfg.ecmp_source_ports));
+  }
+  if (cfg.poller_grace < engine::Duration{0} || cfg.poller_grace > kMaxPollerGrace) {
+    return Err("udp driver: poller_grace must be 0..1 s, got " +
+               std::to_string(cfg.poller_grace.count()) + " ns");
   }
   if (cfg.progress_threads > engine::kMaxPlanes) {
     return Err("udp driver: progress_threads must be 0..16 (0: auto), got " +
@@ -1148,16 +1145,16 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
 
 bool UdpDriver::poll_progress() {
   if (!cfg_.poller_progress) return false;
-  // Keep the loop off the sockets for kPollerGrace more, and push its timer along once less
-  // than half of that is left (a syscall per kPollerGrace / 2 of polling, not per poll), when
+  // Keep the loop off the sockets for poller_grace more, and push its timer along once less
+  // than half of that is left (a syscall per poller_grace / 2 of polling, not per poll), when
   // the loop sleeps on it: a loop that watches the sockets (it took them back while no one
   // polled) does not watch that timer, and steps back again by itself in its next round.
   const int64_t t_ns = io::now().count();
-  poller_until_ns_.store(t_ns + kPollerGrace.count());
+  const int64_t grace = cfg_.poller_grace.count();
+  poller_until_ns_.store(t_ns + grace);
   const bool loop_waits = shards_[0]->stepped_back.load() || step_shard_->stepped_back.load();
-  if (loop_waits &&
-      poller_timer_ns_.load(std::memory_order_relaxed) < t_ns + kPollerGrace.count() / 2) {
-    arm_poller_timer(t_ns + kPollerGrace.count());
+  if (loop_waits && poller_timer_ns_.load(std::memory_order_relaxed) < t_ns + grace / 2) {
+    arm_poller_timer(t_ns + grace);
     poller_counts_.timer_arms.fetch_add(1, std::memory_order_relaxed);
   }
   std::unique_lock rx(rx_mu_, std::try_to_lock);

@@ -50,6 +50,19 @@ inline constexpr size_t kTxBurst = 256;            // datagrams polled from the 
 inline constexpr size_t kMaxGsoSegments = 64;      // kernel's UDP_MAX_SEGMENTS
 inline constexpr size_t kMaxGsoBytes = 65000;      // UDP payload of one GSO message (IPv6 limit)
 
+/// UdpConfig::poller_grace's default, 10 us: a polling loop (verbs poll_cq, the NCCL plugin's
+/// test) calls poll_progress every few us; 50 us cost ib_write_lat (poll for the ACK, then spin
+/// on memory for the peer's WRITE, which waits for the thread) up to that much per message.
+inline constexpr engine::Duration kDefaultPollerGrace{10'000};
+/// The longest UdpConfig::poller_grace create() takes.
+inline constexpr engine::Duration kMaxPollerGrace{1'000'000'000};
+/// The grace mrc-perf --latency gives both hosts' drivers, 200 us: its one thread plays both
+/// ends, so between two polls of one host it sends a datagram from the other (~9 us on the
+/// veth fabric, longer when preempted). With 10 us the loops took the sockets back in 0.4-0.6
+/// of round trips and each datagram then woke one inside the send (perf/RESULTS.md
+/// 2026-11-27 (lat2); 50 us: still 0.15-0.20 hold ends per round trip at load 9).
+inline constexpr engine::Duration kLatencyRunPollerGrace{200'000};
+
 /// How a Transmit's path becomes a destination (see the file comment).
 enum class PathMode : uint8_t { kDirect, kSrv6, kEcmp };
 
@@ -93,6 +106,16 @@ struct UdpConfig {
   // queued behind other work) made ib_*_lat slower (perf/RESULTS.md 2026-11-26, issue 17).
   // Turn it on where the polling threads have cores of their own.
   bool poller_progress = false;
+  // How long pollers hold the sockets after their last poll_progress call (see the file
+  // comment and docs/fabric.md): the progress thread stays off the sockets and timers that
+  // long. Short enough that an app that stops polling (sleeps on a completion channel, spins
+  // on memory as ib_write_lat does between its polls) waits at most this for the thread;
+  // long enough to cover the poller's own gap between polls, else the thread takes the
+  // sockets back mid-gap and every datagram that then arrives wakes it (a wakeup, on a VM
+  // an IPI, inside the sender's send) while the poller competes with it for the receive.
+  // 0..1 s (create() refuses others). mrc-perf --latency, one thread polling two hosts that
+  // sends ~9 us across the fabric between one host's polls, sets kLatencyRunPollerGrace.
+  engine::Duration poller_grace = kDefaultPollerGrace;
   std::string netns;                           // make sockets in this netns; "" = current
   int socket_buffer_bytes = 4 << 20;           // SO_SNDBUF/SO_RCVBUF asked for (kernel may cap)
   // Nice value of the progress thread (-20..19; 0 leaves it). Below 0 it preempts app
@@ -171,7 +194,7 @@ struct UdpCounters {
   uint64_t loop_woke_socket = 0;      // a plane socket it watched was ready
   uint64_t loop_woke_app = 0;         // its eventfd: an app call (with_engine), another thread
   uint64_t loop_woke_alarm = 0;       // the timerfd an app call moved to an earlier deadline
-  uint64_t loop_woke_poller_end = 0;  // the pollers' hold (kPollerGrace past the last poll) ran out
+  uint64_t loop_woke_poller_end = 0;  // the pollers' hold (poller_grace past the last poll) ran out
   uint64_t loop_woke_deadline = 0;    // ppoll's own timeout: an engine, observer or address
                                       // deadline it slept toward
   uint64_t loop_rx_rounds = 0;  // loop rounds (any thread) that read datagrams: the receive
@@ -340,7 +363,7 @@ class UdpDriver {
   /// found none. Receives what the plane sockets hold (one batch each, no waiting), feeds it to
   /// the engine, runs its timers when one is due (the loop leaves them to pollers while they
   /// poll) and sends what that produced, in the caller's thread, and keeps the progress thread
-  /// off the sockets and timers for kPollerGrace. Never blocks: false at once when poller_progress
+  /// off the sockets and timers for UdpConfig::poller_grace. Never blocks: false at once when poller_progress
   /// is off, when the loop or another poller is receiving, and when nothing came and no timer
   /// was due; true when it fed the engine (activity() grew: poll the CQ again). Thread or not.
   bool poll_progress();
@@ -485,7 +508,7 @@ class UdpDriver {
   uint32_t max_payload_ = 0;  // smallest payload_for_link over the planes (create)
   int event_fd_ = -1;
   // poll_progress (times in ns of CLOCK_MONOTONIC, io::now: thread scheduling, not protocol
-  // time). Pollers hold the sockets until poller_until_ns_ (the last poll + kPollerGrace).
+  // time). Pollers hold the sockets until poller_until_ns_ (the last poll + poller_grace).
   // The loop sleeps through that on a timerfd: it arms it to poller_until_ns_ itself before
   // each such sleep (so it always wakes), and pollers push it later while it sleeps on it
   // (Shard::stepped_back; re-armed once less than half the grace is left of poller_timer_ns_),
