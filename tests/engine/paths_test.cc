@@ -258,6 +258,39 @@ TEST(PathSet, Probes_RelapseWaitsLongerBeforeTheFirstProbe) {
   bad_then_back(100us);
 }
 
+// A plane whose every EV keeps losing together (a lossy host port on that plane) drains,
+// comes back through probes and drains again: its relapse waits apply to the plane's first
+// probe too, or a plane of relapsing EVs would be probed back every probe_interval.
+TEST(PathSet, Plane_RelapsingPlaneWaitsLongerBeforeItsFirstProbe) {
+  PathPolicy pol;
+  pol.probes_to_good = 1;
+  pol.probe_interval = 100us;
+  pol.relapse_window = 2ms;
+  PathSet s = make(pol);
+  std::vector<EvEvent> ev;
+  std::vector<ProbeRequest> pr;
+  Time now{0};
+  const auto drain_then_back = [&](Duration first_probe) {
+    for (uint32_t k = 0; k < 6; ++k) s.on_lost(s.find(300 + k), true, now, ev);
+    ASSERT_TRUE(s.plane_drained(3));
+    EXPECT_EQ(s.next_probe_time(), now + first_probe);
+    now = s.next_probe_time();
+    pr.clear();
+    s.poll_probes(now, pr, ev);
+    ASSERT_EQ(pr.size(), 1u);
+    s.on_probe_reply(pr[0].index, pr[0].seq, false, now + 10us, ev);
+    ASSERT_FALSE(s.plane_drained(3));
+    now += 10us;
+  };
+  drain_then_back(100us);
+  now += 1ms;
+  drain_then_back(200us);
+  now += 1ms;
+  drain_then_back(400us);
+  now += 3ms;  // back for longer than the window: the run of relapses ends
+  drain_then_back(100us);
+}
+
 TEST(PathSet, Probes_MarkedOrLostReplyRestartsCount) {
   PathSet s = make();
   std::vector<EvEvent> ev;

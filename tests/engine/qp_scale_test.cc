@@ -711,5 +711,43 @@ TEST(Fifo, LazyRingKeepsOrderThroughGrowthAndErase) {
   EXPECT_TRUE(q.empty());
 }
 
+// A moved-from ring or FIFO is empty and usable again, as a moved-from std::vector was (not
+// a null buffer that still claims a length).
+TEST(SeqRing, MovedFromIsEmptyAndUsable) {
+  SeqRing<uint64_t> a;
+  a.init(64);
+  for (uint64_t i = 0; i < 10; ++i) a.push() = i;
+  SeqRing<uint64_t> b(std::move(a));
+  EXPECT_EQ(b.size(), 10u);
+  for (uint64_t s = b.head(); s != b.tail(); ++s) ASSERT_EQ(b.at(s), s);
+  EXPECT_EQ(a.size(), 0u);   // NOLINT(bugprone-use-after-move): the point of the test
+  EXPECT_EQ(a.slots(), 0u);  // NOLINT(bugprone-use-after-move)
+  a.push() = 7;
+  EXPECT_EQ(a.at(a.head()), 7u);
+  SeqRing<uint64_t> c;
+  c = std::move(b);
+  EXPECT_EQ(c.size(), 10u);
+  EXPECT_EQ(b.size(), 0u);  // NOLINT(bugprone-use-after-move)
+  b.push() = 9;
+  EXPECT_EQ(b.size(), 1u);
+}
+
+TEST(Fifo, MovedFromIsEmptyAndUsable) {
+  Fifo<uint32_t> a;
+  for (uint32_t i = 0; i < 6; ++i) a.push_back(i);
+  Fifo<uint32_t> b(std::move(a));
+  EXPECT_EQ(b.size(), 6u);
+  EXPECT_EQ(b[5], 5u);
+  EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move)
+  a.push_back(3);
+  EXPECT_EQ(a.front(), 3u);
+  Fifo<uint32_t> c;
+  c = std::move(b);
+  EXPECT_EQ(c.size(), 6u);
+  EXPECT_TRUE(b.empty());  // NOLINT(bugprone-use-after-move)
+  b.push_back(4);
+  EXPECT_EQ(b.front(), 4u);
+}
+
 }  // namespace
 }  // namespace mrc::engine

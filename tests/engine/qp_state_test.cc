@@ -329,6 +329,13 @@ TEST_F(QpState_, CheckModifyQp_NamesTheField) {
       {attr::kPathPolicy, [](QpAttr& a) { a.path_policy.probes_to_good = 0; }, "path_policy"},
       {attr::kPathPolicy, [](QpAttr& a) { a.path_policy.relapse_window = Duration{-1}; },
        "path_policy"},
+      {attr::kPathPolicy,
+       [](QpAttr& a) { a.path_policy.probe_interval_max = Duration{61'000'000'000}; },
+       "path_policy"},
+      {attr::kPathPolicy, [](QpAttr& a) { a.path_policy.probe_interval = Duration{INT64_MAX}; },
+       "path_policy"},
+      {attr::kPathPolicy,
+       [](QpAttr& a) { a.path_policy.relapse_window = Duration{61'000'000'000}; }, "path_policy"},
       {attr::kState, [](QpAttr& a) { a.state = QpState::kRts; }, "state"},
       {attr::kState | attr::kPaths,
        [](QpAttr& a) {

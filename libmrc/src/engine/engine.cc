@@ -240,7 +240,7 @@ void Core::push_event(const Event& e) {
 void Core::ev_events(Qp& q) {
   for (const EvEvent& v : ev_scratch) {
     if (q.health && v.reason == EvReason::kPlaneDrained)  // shared with the peer's other QPs
-      health.hold_until(*q.health, v.plane, v.at + q.paths.policy().probe_interval_max, v.at);
+      health.hold_until(*q.health, v.plane, drained_hold_end(q, v.at), v.at);
     if (q.health && v.reason == EvReason::kPlaneRestored) health.release(*q.health, v.plane);
     Event e;
     e.type = EventType::kEvState;
@@ -257,6 +257,12 @@ void Core::ev_events(Qp& q) {
   q.timers.set(Timer::kProbe, q.paths.next_probe_time());
 }
 
+Time Core::drained_hold_end(const Qp& q, Time now) const {
+  const Time next = q.paths.next_probe_time();
+  const Time floor = now + q.paths.policy().probe_interval_max;
+  return next == kNever ? floor : std::max(floor, next);
+}
+
 void Core::path_timeout(Qp& q, Time now) {
   if (!q.timers.expired(Timer::kProbe, now)) return;
   if (!sends_in(q.state)) {
@@ -267,8 +273,7 @@ void Core::path_timeout(Qp& q, Time now) {
   // A plane this QP still probes as drained stays held for the peer until its next probe.
   if (q.health && q.paths.count(EvState::kAssumedBad) > 0)
     for (uint16_t pl = 0; pl < kMaxPlanes; ++pl)
-      if (q.paths.plane_drained(pl))
-        health.hold_until(*q.health, pl, now + q.paths.policy().probe_interval_max, now);
+      if (q.paths.plane_drained(pl)) health.hold_until(*q.health, pl, drained_hold_end(q, now), now);
   for (const ProbeRequest& r : probe_scratch) send_probe(q, r.index, r.seq);
   probe_scratch.clear();
   ev_events(q);
@@ -658,8 +663,12 @@ Status<ModifyRefusal> check_modify(const Core& c, const Qp& q, const QpAttr& a, 
     return refuse(Error::kBadState, "mtu");
   if (mask & attr::kPathPolicy) {
     const PathPolicy& pp = a.path_policy;
+    // Up to a minute: longer is a mistake, and the doubling waits must not overflow.
+    constexpr Duration kMax{60'000'000'000};
     if (pp.probe_interval <= Duration{0} || pp.probe_interval_max <= Duration{0} ||
-        pp.relapse_window < Duration{0} || pp.probes_to_good == 0 || pp.loss_threshold == 0)
+        pp.relapse_window < Duration{0} || pp.probe_interval > kMax ||
+        pp.probe_interval_max > kMax || pp.relapse_window > kMax || pp.probes_to_good == 0 ||
+        pp.loss_threshold == 0)
       return refuse(Error::kInvalidArgument, "path_policy");
   }
   // The PSN range sizes the in-flight ring: it may grow on a live QP only while

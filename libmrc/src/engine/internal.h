@@ -490,6 +490,9 @@ class Core {
   // paths (engine.cc)
   void ev_events(Qp& q);  // turns ev_scratch into engine events, re-arms probes
   void path_timeout(Qp& q, Time now);
+  /// How long a plane q probes as drained stays held for its peer: until q's next probe
+  /// (a relapse wait can be longer than probe_interval_max), at least probe_interval_max.
+  Time drained_hold_end(const Qp& q, Time now) const;
   void on_probe_reply(Qp& q, Time now, const wire::Packet& p);
   std::vector<EvEvent> ev_scratch;
 

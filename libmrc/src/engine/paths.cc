@@ -365,7 +365,11 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
         PlaneState& ps = plane_[pl];
         ps.clean = 0;
         ps.backoff = 0;
-        ps.next_probe = now + policy_.probe_interval;
+        // The plane's first probe waits as long as its longest relapse wait: a plane whose
+        // EVs keep losing together (a lossy host port) is kept off as a single EV would be.
+        Duration wait = policy_.probe_interval;
+        for (uint16_t j : plane_evs(pl)) wait = std::max(wait, relapse_gap(cold_[j].relapses));
+        ps.next_probe = now + wait;
         out.push_back(EvEvent{e.path.ev, pl, to, to, EvReason::kPlaneDrained, now});
       }
       break;
@@ -392,7 +396,8 @@ Duration PathSet::relapse_gap(uint8_t relapses) const {
 
 Duration PathSet::probe_wait(uint16_t i, uint8_t backoff) const {
   const Duration rtt{std::max<uint32_t>(hot_[i].srtt_ns, hot_.rtt()[i])};
-  return std::max(probe_gap(backoff), 2 * rtt);
+  const Duration cap = 4 * std::max(policy_.probe_interval, policy_.probe_interval_max);
+  return std::max(probe_gap(backoff), std::min(2 * rtt, cap));
 }
 
 Time PathSet::next_probe_time() const {

@@ -29,6 +29,23 @@ struct Seg {
 template <typename T>
 class SeqRing {
  public:
+  SeqRing() = default;
+  // Moves leave the source empty (as a moved-from std::vector was), never a null buffer
+  // with a length.
+  SeqRing(SeqRing&& o) noexcept
+      : slots_(std::move(o.slots_)),
+        n_(std::exchange(o.n_, 0)),
+        cap_(o.cap_),
+        head_(std::exchange(o.head_, 0)),
+        tail_(std::exchange(o.tail_, 0)) {}
+  SeqRing& operator=(SeqRing&& o) noexcept {
+    slots_ = std::move(o.slots_);
+    n_ = std::exchange(o.n_, 0);
+    cap_ = o.cap_;
+    head_ = std::exchange(o.head_, 0);
+    tail_ = std::exchange(o.tail_, 0);
+    return *this;
+  }
   void init(uint32_t capacity) {
     slots_.reset();
     n_ = 0;
@@ -79,6 +96,20 @@ static_assert(sizeof(SeqRing<uint64_t>) == 32);
 template <typename T>
 class Fifo {
  public:
+  Fifo() = default;
+  // Moves leave the source empty, never a null buffer with a length.
+  Fifo(Fifo&& o) noexcept
+      : buf_(std::move(o.buf_)),
+        n_(std::exchange(o.n_, 0)),
+        head_(std::exchange(o.head_, 0)),
+        tail_(std::exchange(o.tail_, 0)) {}
+  Fifo& operator=(Fifo&& o) noexcept {
+    buf_ = std::move(o.buf_);
+    n_ = std::exchange(o.n_, 0);
+    head_ = std::exchange(o.head_, 0);
+    tail_ = std::exchange(o.tail_, 0);
+    return *this;
+  }
   bool empty() const { return head_ == tail_; }
   size_t size() const { return tail_ - head_; }
   T& operator[](size_t i) { return buf_[(head_ + i) & (n_ - 1)]; }

@@ -362,11 +362,15 @@ class PathSet {
   /// waits behind the same queues as data: on a path whose RTT is above probe_interval
   /// (a loaded port, a long fabric) a reply can never beat the next probe, and counting
   /// each such probe lost kept a live EV ASSUMED_BAD for as long as the queue stayed.
+  /// Twice the round trip counts up to 4 x probe_interval_max (8 ms by default): the data
+  /// SRTT stops moving while the EV is bad, and one taken in the queue that made it bad
+  /// must not stretch every later wait.
   Duration probe_wait(uint16_t i, uint8_t backoff) const;
   /// From going ASSUMED_BAD to the first probe: probe_interval, doubled per relapse in a row
   /// (Cold::relapses), up to 8 x probe_interval_max (16 ms by default): a path that keeps
   /// losing carries data for about a round trip each time it comes back, so the wait is what
-  /// keeps its share small.
+  /// keeps its share small. A plane whose every EV went bad (drained) waits for the longest
+  /// of its EVs' relapse gaps before its first plane probe.
   Duration relapse_gap(uint8_t relapses) const;
   void leave_active(uint16_t i);
   void rejoin(uint16_t i);
