@@ -248,6 +248,11 @@ inline const std::map<std::string, T> kDeviceShape = {{"pid", T::kUint},
                                                       {"poller_timeouts", T::kUint},
                                                       {"other_thread_rounds", T::kUint},
                                                       {"app_wakeups", T::kUint},
+                                                      {"poller_polls", T::kUint},
+                                                      {"poller_busy", T::kUint},
+                                                      {"poller_ready_checks", T::kUint},
+                                                      {"poller_recvmmsg", T::kUint},
+                                                      {"poller_timer_arms", T::kUint},
                                                       {"generation", T::kUint},
                                                       {"age_s", T::kNumber}};
 inline const std::map<std::string, T> kPortShape = {

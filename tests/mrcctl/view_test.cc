@@ -196,6 +196,11 @@ TEST(View, DevicesJson_WakeCountersAndStalePortStatus) {
   s.device.poller_timeouts = 18;
   s.device.other_thread_rounds = 19;
   s.device.app_wakeups = 20;
+  s.device.poller_polls = 21;
+  s.device.poller_busy = 22;
+  s.device.poller_ready_checks = 23;
+  s.device.poller_recvmmsg = 24;
+  s.device.poller_timer_arms = 25;
   const std::vector<Snapshot> snaps{s};
   const Json dev = devices_json(snaps, Filter{}, 3'000'000'000);
   const auto samples = parse_exposition(metrics_text(snaps));
@@ -203,7 +208,9 @@ TEST(View, DevicesJson_WakeCountersAndStalePortStatus) {
       {"port_status_stale", 6},  {"loop_woke_socket", 11},     {"loop_woke_app", 12},
       {"loop_woke_alarm", 13},   {"loop_woke_poller_end", 14}, {"loop_woke_deadline", 15},
       {"loop_rx_rounds", 16},    {"poller_rounds", 17},        {"poller_timeouts", 18},
-      {"other_thread_rounds", 19}, {"app_wakeups", 20}};
+      {"other_thread_rounds", 19}, {"app_wakeups", 20},        {"poller_polls", 21},
+      {"poller_busy", 22},         {"poller_ready_checks", 23}, {"poller_recvmmsg", 24},
+      {"poller_timer_arms", 25}};
   for (const auto& [n, v] : want) {
     EXPECT_EQ(dev[0][n], v) << n;
     EXPECT_EQ(sample(samples, std::string("mrc_udp_") + n + "_total", {{"device", "mrc0"}}), v)

@@ -336,6 +336,11 @@ TEST(Publisher, PortCounters_PublishedAndALinkChangeAloneRepublishes) {
   c.poller_timeouts = 18;
   c.other_thread_rounds = 19;
   c.app_wakeups = 20;
+  c.poller_polls = 21;
+  c.poller_busy = 22;
+  c.poller_ready_checks = 23;
+  c.poller_recvmmsg = 24;
+  c.poller_timer_arms = 25;
   Time now{1'000'000'000};
   pub->tick(now, e, c, false, true);
   const std::string name = segment_name(::getpid(), pub->index());
@@ -357,6 +362,11 @@ TEST(Publisher, PortCounters_PublishedAndALinkChangeAloneRepublishes) {
   EXPECT_EQ(s->device.poller_timeouts, 18u);
   EXPECT_EQ(s->device.other_thread_rounds, 19u);
   EXPECT_EQ(s->device.app_wakeups, 20u);
+  EXPECT_EQ(s->device.poller_polls, 21u);
+  EXPECT_EQ(s->device.poller_busy, 22u);
+  EXPECT_EQ(s->device.poller_ready_checks, 23u);
+  EXPECT_EQ(s->device.poller_recvmmsg, 24u);
+  EXPECT_EQ(s->device.poller_timer_arms, 25u);
   const uint64_t gen = s->generation;
 
   now += Duration{20'000'000'000};  // past any publish interval

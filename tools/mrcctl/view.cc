@@ -125,7 +125,12 @@ Counters wake_counters(const Snapshot& s) {
       {"poller_rounds", &R::poller_rounds},
       {"poller_timeouts", &R::poller_timeouts},
       {"other_thread_rounds", &R::other_thread_rounds},
-      {"app_wakeups", &R::app_wakeups}};
+      {"app_wakeups", &R::app_wakeups},
+      {"poller_polls", &R::poller_polls},
+      {"poller_busy", &R::poller_busy},
+      {"poller_ready_checks", &R::poller_ready_checks},
+      {"poller_recvmmsg", &R::poller_recvmmsg},
+      {"poller_timer_arms", &R::poller_timer_arms}};
   return present(s, kFields);
 }
 

@@ -226,6 +226,11 @@ void device_counters(DeviceRecord& d, const engine::Engine& e, const io::UdpCoun
   d.poller_timeouts = c.poller_timeouts;
   d.other_thread_rounds = c.other_thread_rounds;
   d.app_wakeups = c.app_wakeups;
+  d.poller_polls = c.poller_polls;
+  d.poller_busy = c.poller_busy;
+  d.poller_ready_checks = c.poller_ready_checks;
+  d.poller_recvmmsg = c.poller_recvmmsg;
+  d.poller_timer_arms = c.poller_timer_arms;
 }
 
 // One QP's record without its EVs: attributes, counters, congestion window.

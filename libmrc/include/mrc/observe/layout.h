@@ -133,6 +133,9 @@ struct DeviceRecord {
   uint64_t loop_woke_socket, loop_woke_app, loop_woke_alarm, loop_woke_poller_end,
       loop_woke_deadline, loop_rx_rounds, poller_rounds, poller_timeouts, other_thread_rounds,
       app_wakeups;
+  // Appended: what the polling application threads did on the sockets (io::UdpCounters,
+  // same names; poll_progress).
+  uint64_t poller_polls, poller_busy, poller_ready_checks, poller_recvmmsg, poller_timer_arms;
 };
 
 /// The shortest DeviceRecord a reader takes: the record as layout 1 first shipped (through
