@@ -105,6 +105,42 @@ TEST(SharedHealth, NewQpStartsWithoutThePlaneOthersFoundDead) {
   for (uint16_t p : {0, 1, 3}) EXPECT_GT(r.sent_on(second.a, p), 0u) << p;
 }
 
+// On a fabric whose round trip is above 1 ms (a long or loaded one), a drained plane's probe
+// may go unanswered for twice the EV's round trip before it counts as lost (probe_wait), longer
+// than the 2 ms the shared hold was renewed by at each probe. The hold must still last until
+// the QP's next probe, or the peer's other QPs spray onto the dead plane in between.
+TEST(SharedHealth, DrainedPlaneStaysHeldBetweenProbesOnALongFabric) {
+  SprayRun r;
+  for (uint16_t plane = 0; plane < 4; ++plane)  // +400 us each way through a spine: RTT ~1.6 ms
+    for (uint32_t t0 = 0; t0 < 2; ++t0)
+      for (uint32_t spine = 0; spine < 4; ++spine)
+        for (Dir d : {Dir::kUp, Dir::kDown}) {
+          const LinkId l = r.fab->link(plane, t0, spine, d);
+          LinkConfig c = r.tb.net().link_config(l);
+          c.latency += 400us;
+          r.tb.net().set_link_config(l, c);
+        }
+  const auto first = r.connect();
+  BulkWrite w(r.tb, 0, 1, first, BulkWrite::Config{64 << 10, 4, 1});
+  w.run_until(Time{10ms}, 10us);  // every EV has round trip samples
+  r.fab->t0_down(2, 1);           // host 1 loses plane 2
+  w.run_until(Time{20ms}, 10us);
+  w.stop_posting();
+  w.run_until(r.tb.net().now() + 10ms, 10us);
+  ASSERT_TRUE(w.ok()) << w.first_error();
+  ASSERT_TRUE(r.tb.engine(0).paths(first.a)->plane_drained(2)) << "plane 2 never drained";
+  // The QP keeps probing the dead plane (unanswered); for 30 ms the plane is held towards
+  // host 1 at every instant.
+  Duration unheld{0};
+  const Time until = r.tb.net().now() + 30ms;
+  while (r.tb.net().now() < until) {
+    r.tb.net().run_until(r.tb.net().now() + 50us);
+    if (!(r.tb.engine(0).held_planes(1, r.tb.net().now()) & (1u << 2))) unheld += 50us;
+  }
+  EXPECT_EQ(unheld, Duration{0}) << "the dead plane was not held for " << unheld.count() << " ns";
+  EXPECT_GT(r.tb.engine(0).qp_stats(first.a)->tx_data_packets, 0u);
+}
+
 TEST(SharedHealth, NewQpsPassOverTheEvOthersFoundDead) {
   SprayRun r;
   r.fab->t1_down(1, 2);  // spine 2 of plane 1: what is sprayed through it is dropped
