@@ -271,9 +271,11 @@ void Core::path_timeout(Qp& q, Time now) {
   }
   q.paths.poll_probes(now, probe_scratch, ev_scratch);
   // A plane this QP still probes as drained stays held for the peer until its next probe.
-  if (q.health && q.paths.count(EvState::kAssumedBad) > 0)
+  if (q.health && q.paths.count(EvState::kAssumedBad) > 0) {
+    const Time until = drained_hold_end(q, now);
     for (uint16_t pl = 0; pl < kMaxPlanes; ++pl)
-      if (q.paths.plane_drained(pl)) health.hold_until(*q.health, pl, drained_hold_end(q, now), now);
+      if (q.paths.plane_drained(pl)) health.hold_until(*q.health, pl, until, now);
+  }
   for (const ProbeRequest& r : probe_scratch) send_probe(q, r.index, r.seq);
   probe_scratch.clear();
   ev_events(q);

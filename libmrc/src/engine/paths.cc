@@ -381,17 +381,22 @@ void PathSet::set_state(uint16_t i, EvState to, EvReason why, Time now, std::vec
   refresh_weights();
 }
 
+namespace {
+// `d` doubled `times` times, never past `cap` (the doubling stops there: no overflow).
+Duration doubled(Duration d, uint8_t times, Duration cap) {
+  for (uint8_t i = 0; i < times && d < cap; ++i) d *= 2;
+  return std::min(d, cap);
+}
+}  // namespace
+
 Duration PathSet::probe_gap(uint8_t backoff) const {
-  Duration d = policy_.probe_interval;
-  for (uint8_t i = 0; i < backoff && d < policy_.probe_interval_max; ++i) d *= 2;
-  return std::min(d, std::max(policy_.probe_interval, policy_.probe_interval_max));
+  return doubled(policy_.probe_interval, backoff,
+                 std::max(policy_.probe_interval, policy_.probe_interval_max));
 }
 
 Duration PathSet::relapse_gap(uint8_t relapses) const {
-  const Duration cap = 8 * std::max(policy_.probe_interval, policy_.probe_interval_max);
-  Duration d = policy_.probe_interval;
-  for (uint8_t i = 0; i < relapses && d < cap; ++i) d *= 2;
-  return std::min(d, cap);
+  return doubled(policy_.probe_interval, relapses,
+                 8 * std::max(policy_.probe_interval, policy_.probe_interval_max));
 }
 
 Duration PathSet::probe_wait(uint16_t i, uint8_t backoff) const {
