@@ -359,6 +359,7 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     p.last = w.sent + 1 == w.npkts;
     p.tx_count = 0;
     p.blamed = false;
+    p.lost_by = kLostOther;
     if (!q.snd.tx_not_before.empty()) q.snd.tx_not_before[psn & q.snd.tx_mask] = Time{0};
     if (p.first) w.first_psn = psn;
     if (++w.sent == w.npkts) ++cursor;
@@ -509,9 +510,11 @@ void Core::resync_health(Qp& q, Time now) {
   }
 }
 
-void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why) {
+void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why,
+                     LossRule rule) {
   TxPkt& p = q.snd.pkt(psn);
   if (p.state == TxPkt::kInFlight) {
+    p.lost_by = rule;
     list_remove(q, psn);
     p.state = TxPkt::kLost;
     q.snd.bytes_in_flight -= p.len;
@@ -568,6 +571,8 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   // 8985 7.2 adapts the reorder window the same way, from DSACKs we don't have).
   if (p.state == TxPkt::kLost || (p.tx_count > 1 && now - p.sent < q.rtt.min_rtt() / 2)) {
     ++q.stats.spurious_losses;
+    if (p.lost_by == kLostPerEv) ++q.stats.spurious_per_ev;
+    if (p.lost_by == kLostCrossEv) ++q.stats.spurious_cross_ev;
     q.loss.on_spurious();
     // The window gives back what the loss took (the packet was only late, not lost): a
     // burst of late packets must not leave the window at a fraction of what the path holds.
@@ -751,7 +756,7 @@ void Core::detect_losses(Qp& q, Time now) {
         break;
       }
       ++q.stats.fast_losses;
-      mark_lost(q, psn, now, now, LossKind::kRack);
+      mark_lost(q, psn, now, now, LossKind::kRack, kLostPerEv);
     }
   }
   q.loss.rack_evs.resize(kept);
@@ -767,7 +772,8 @@ void Core::detect_losses(Qp& q, Time now) {
       break;
     }
     ++q.stats.fast_losses;
-    mark_lost(q, psn, now, now, LossKind::kRack);
+    ++q.stats.cross_ev_losses;
+    mark_lost(q, psn, now, now, LossKind::kRack, kLostCrossEv);
   }
   if (next != kNever) q.timers.set(Timer::kRack, next);
 }
