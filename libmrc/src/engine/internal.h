@@ -612,6 +612,11 @@ class Core {
   void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why,
                  LossRule rule = kLostOther);
   void ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked);
+  /// Packet p, declared lost, arrived after all: counted once (QpStats::spurious_losses and
+  /// its rule's counter), RACK's reorder window widens (LossDetector::on_spurious; not for a
+  /// tail probe's or RTO's resend found `echoed`, from an ACK's echo of its earlier copy),
+  /// and the window gets back what the loss took.
+  void spurious_loss(Qp& q, TxPkt& p, bool echoed);
   void ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked);
   void detect_losses(Qp& q, Time now);
   void after_acks(Qp& q, Time now, bool progress);
