@@ -661,6 +661,18 @@ Result<MrcRunResult, std::string> Runner::run() {
                         cc ? (unsigned long long)cc->quick_adapts : 0ull,
                         cc ? (unsigned long long)cc->increases() : 0ull);
           res_.cc = b;
+          // Which rule declared the losses, and which of them proved spurious (the rest:
+          // tail probes, RTOs, NACKs).
+          std::snprintf(b, sizeof b,
+                        "; RACK losses %llu (cross-EV %llu), spurious: per-EV %llu, cross-EV "
+                        "%llu, other %llu, tail probes %llu",
+                        (unsigned long long)st->fast_losses, (unsigned long long)st->cross_ev_losses,
+                        (unsigned long long)st->spurious_per_ev,
+                        (unsigned long long)st->spurious_cross_ev,
+                        (unsigned long long)(st->spurious_losses - st->spurious_per_ev -
+                                             st->spurious_cross_ev),
+                        (unsigned long long)st->tail_probes);
+          res_.cc += b;
           const PathSet* ps = e.paths(s.qp[i]);
           for (size_t k = 0; ps && k < ps->size() && k < pst.size(); ++k) {
             const PathSet::Ev& ev = ps->ev(k);

@@ -112,6 +112,9 @@ struct AckTally {
 /// How a packet came to be declared lost: RACK and RTO count against its EV and
 /// the window; kNoBlame (NACKed, or resent along with an RTO) does not.
 enum class LossKind : uint8_t { kRack, kTimeout, kNoBlame };
+/// Which rule declared a packet lost (TxPkt::lost_by): RACK's two rules apart from the rest
+/// (tail probe, RTO, NACK, a dead port), so that spurious losses can be told apart by rule.
+enum LossRule : uint8_t { kLostOther = 0, kLostPerEv = 1, kLostCrossEv = 2 };
 
 /// One QP: its state split by concern (sender, receiver, RTT estimator, loss detector, paths)
 /// and laid out by heat. A 16,384-QP engine touches each QP's state only now and then, so every
@@ -606,8 +609,14 @@ class Core {
   // The shared view changed (or a hold ended): held planes and held EVs for q; q (about to
   // send) takes the probes of EV holds that ran out (SharedHealth::ev_probe_due).
   void resync_health(Qp& q, Time now);
-  void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why);
+  void mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why,
+                 LossRule rule = kLostOther);
   void ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked);
+  /// Packet p, declared lost, arrived after all: counted once (QpStats::spurious_losses and
+  /// its rule's counter), RACK's reorder window widens (LossDetector::on_spurious; not for a
+  /// tail probe's or RTO's resend found `echoed`, from an ACK's echo of its earlier copy),
+  /// and the window gets back what the loss took.
+  void spurious_loss(Qp& q, TxPkt& p, bool echoed);
   void ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked);
   void detect_losses(Qp& q, Time now);
   void after_acks(Qp& q, Time now, bool progress);

@@ -69,6 +69,9 @@ struct TxPkt {
   bool first : 1 = false;
   bool last : 1 = false;
   bool blamed : 1 = false;  // declared lost by RACK or an RTO, and its window took the MTU
+  // Which rule declared it lost last (a LossRule: QpStats splits its spurious losses by it).
+  uint8_t lost_by : 2 = 0;
+  bool proven : 1 = false;  // shown spurious already (counted once, however many copies arrive)
   // Links (PSNs) of the sent-order list and of its EV's list; a link to the packet's own
   // PSN means none (a packet never follows itself).
   uint32_t prev = 0, next = 0;

@@ -359,6 +359,8 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     p.last = w.sent + 1 == w.npkts;
     p.tx_count = 0;
     p.blamed = false;
+    p.lost_by = kLostOther;
+    p.proven = false;
     if (!q.snd.tx_not_before.empty()) q.snd.tx_not_before[psn & q.snd.tx_mask] = Time{0};
     if (p.first) w.first_psn = psn;
     if (++w.sent == w.npkts) ++cursor;
@@ -509,9 +511,12 @@ void Core::resync_health(Qp& q, Time now) {
   }
 }
 
-void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why) {
+void Core::mark_lost(Qp& q, uint32_t psn, Time now, Time not_before, LossKind why,
+                     LossRule rule) {
   TxPkt& p = q.snd.pkt(psn);
   if (p.state == TxPkt::kInFlight) {
+    p.lost_by = rule;
+    p.proven = false;
     list_remove(q, psn);
     p.state = TxPkt::kLost;
     q.snd.bytes_in_flight -= p.len;
@@ -564,18 +569,15 @@ void Core::on_peer_ports(Qp& q, uint16_t down, Time now) {
 void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   TxPkt& p = q.snd.pkt(psn);
   if (p.state != TxPkt::kInFlight && p.state != TxPkt::kLost) return;
-  // Spurious loss: declared lost, yet acknowledged before a resend could be (RFC
-  // 8985 7.2 adapts the reorder window the same way, from DSACKs we don't have).
-  if (p.state == TxPkt::kLost || (p.tx_count > 1 && now - p.sent < q.rtt.min_rtt() / 2)) {
-    ++q.stats.spurious_losses;
-    q.loss.on_spurious();
-    // The window gives back what the loss took (the packet was only late, not lost): a
-    // burst of late packets must not leave the window at a fraction of what the path holds.
-    if (p.blamed && q.cc) q.cc->on_spurious_loss();
-    p.blamed = false;
-  } else {
+  // Spurious loss: declared lost, yet acknowledged before a resend could be, or within min
+  // RTT / 2 of the resend (too soon for the resend's own ACK). on_ack also finds one from an
+  // ACK that echoes an earlier copy.
+  if (p.state == TxPkt::kLost)
+    spurious_loss(q, p, false);
+  else if (p.tx_count > 1 && now - p.sent < q.rtt.min_rtt() / 2)
+    spurious_loss(q, p, false);
+  else
     q.loss.on_clean_ack();
-  }
   if (p.state == TxPkt::kInFlight) {
     list_remove(q, psn);
     q.snd.bytes_in_flight -= p.len;
@@ -610,6 +612,21 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   ++acked->packets;
 }
 
+void Core::spurious_loss(Qp& q, TxPkt& p, bool echoed) {
+  if (p.proven) return;
+  p.proven = true;
+  ++q.stats.spurious_losses;
+  if (p.lost_by == kLostPerEv) ++q.stats.spurious_per_ev;
+  if (p.lost_by == kLostCrossEv) ++q.stats.spurious_cross_ev;
+  // A tail probe's or an RTO's resend whose first copy an ACK echoed later says nothing
+  // about reordering: only RACK's windows learn from those.
+  if (!echoed || p.lost_by != kLostOther) q.loss.on_spurious();
+  // The window gives back what the loss took (the packet was only late, not lost): a
+  // burst of late packets must not leave the window at a fraction of what the path holds.
+  if (p.blamed && q.cc) q.cc->on_spurious_loss();
+  p.blamed = false;
+}
+
 void Core::ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked) {
   // PSNs below snd_una are already freed.
   while (psn_diff(cum, q.snd.snd_una) > 0) {
@@ -636,6 +653,19 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   // The peer's word on its ports: every QP to it stops sending on a dead one; what this QP
   // has in flight there is resent at once (below, after the ACKs), not left to loss detection.
   on_peer_ports(q, a.ports_down, now);
+  // The echoed copy is an earlier transmission of a packet since resent (its timestamp is
+  // older than the packet's last send): that copy arrived, so the loss that resent it was
+  // spurious (what a DSACK says in TCP; the receiver echoes a duplicate it drops, too).
+  // Before the ACKs below, so that ack_psn's guess (a resend acknowledged too soon) does not
+  // take it first.
+  if (a.echo_ts != 0 && psn_diff(q.snd.snd_nxt, a.echo_psn) > 0 &&
+      psn_diff(q.snd.snd_nxt, a.echo_psn) <= static_cast<int64_t>(q.snd.tx.size())) {
+    TxPkt& e = q.snd.pkt(a.echo_psn);
+    const auto sent = Time{static_cast<int64_t>(a.echo_ts)};
+    if (e.tx_count > 1 && !e.proven && e.state != TxPkt::kLost && sent < e.sent && sent <= now)
+      spurious_loss(q, e, true);
+  }
+
   AckTally acked;
   ack_through(q, a.cum_psn, now, &acked);
   for (size_t k = 0; k < a.sack.size(); ++k) {
@@ -751,7 +781,7 @@ void Core::detect_losses(Qp& q, Time now) {
         break;
       }
       ++q.stats.fast_losses;
-      mark_lost(q, psn, now, now, LossKind::kRack);
+      mark_lost(q, psn, now, now, LossKind::kRack, kLostPerEv);
     }
   }
   q.loss.rack_evs.resize(kept);
@@ -767,7 +797,8 @@ void Core::detect_losses(Qp& q, Time now) {
       break;
     }
     ++q.stats.fast_losses;
-    mark_lost(q, psn, now, now, LossKind::kRack);
+    ++q.stats.cross_ev_losses;
+    mark_lost(q, psn, now, now, LossKind::kRack, kLostCrossEv);
   }
   if (next != kNever) q.timers.set(Timer::kRack, next);
 }

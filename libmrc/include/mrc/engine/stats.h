@@ -82,6 +82,12 @@ struct QpStats {
   uint64_t spurious_losses = 0;  // packets declared lost whose first transmission was acked
   uint64_t tail_probes = 0;      // tail loss probes (newest packet resent after 2 SRTT of silence)
   uint64_t rnr_naks = 0;         // NO_RESOURCE NACKs received
+  // RACK's share of the above: packets its cross-EV rule declared lost (the rest of
+  // fast_losses is its per-EV rule), and the spurious losses each of its rules had declared
+  // (the rest of spurious_losses: tail probes, RTOs, NACKs).
+  uint64_t cross_ev_losses = 0;
+  uint64_t spurious_per_ev = 0;
+  uint64_t spurious_cross_ev = 0;
 };
 
 struct PathStats {
