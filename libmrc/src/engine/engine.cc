@@ -38,7 +38,7 @@ std::unique_ptr<Qp> new_qp(Qpn qpn, const QpInit& init) {
 // ---- scatter/gather ------------------------------------------------------------------
 
 template <typename F>
-static bool sg_walk(const std::vector<Seg>& sg, uint64_t offset, size_t n, F&& f) {
+static bool sg_walk(std::span<const Seg> sg, uint64_t offset, size_t n, F&& f) {
   size_t i = 0;
   while (i < sg.size() && offset >= sg[i].len) offset -= sg[i++].len;
   size_t done = 0;
@@ -53,17 +53,17 @@ static bool sg_walk(const std::vector<Seg>& sg, uint64_t offset, size_t n, F&& f
   return true;
 }
 
-bool sg_copy_out(const std::vector<Seg>& sg, uint64_t offset, uint8_t* dst, size_t n,
+bool sg_copy_out(std::span<const Seg> sg, uint64_t offset, uint8_t* dst, size_t n,
                  PayloadCopy copy) {
   return sg_walk(sg, offset, n, [&](uint8_t* p, size_t at, size_t k) { copy(dst + at, p, k); });
 }
 
-bool sg_copy_in(const std::vector<Seg>& sg, uint64_t offset, const uint8_t* src, size_t n,
+bool sg_copy_in(std::span<const Seg> sg, uint64_t offset, const uint8_t* src, size_t n,
                 PayloadCopy copy) {
   return sg_walk(sg, offset, n, [&](uint8_t* p, size_t at, size_t k) { copy(p, src + at, k); });
 }
 
-std::span<const uint8_t> sg_contiguous(const std::vector<Seg>& sg, uint64_t offset, size_t n) {
+std::span<const uint8_t> sg_contiguous(std::span<const Seg> sg, uint64_t offset, size_t n) {
   for (const Seg& s : sg) {
     if (offset < s.len) {
       if (s.len - offset >= n) return {s.host + offset, n};

@@ -75,12 +75,12 @@ struct Mr {
 
 /// Copies between a scatter/gather list and a flat buffer at a byte offset.
 /// Returns false if [offset, offset + n) is outside the list.
-bool sg_copy_out(const std::vector<Seg>& sg, uint64_t offset, uint8_t* dst, size_t n,
+bool sg_copy_out(std::span<const Seg> sg, uint64_t offset, uint8_t* dst, size_t n,
                  PayloadCopy copy);
-bool sg_copy_in(const std::vector<Seg>& sg, uint64_t offset, const uint8_t* src, size_t n,
+bool sg_copy_in(std::span<const Seg> sg, uint64_t offset, const uint8_t* src, size_t n,
                 PayloadCopy copy);
 /// The span [offset, offset + n) if it lies within one segment, else empty.
-std::span<const uint8_t> sg_contiguous(const std::vector<Seg>& sg, uint64_t offset, size_t n);
+std::span<const uint8_t> sg_contiguous(std::span<const Seg> sg, uint64_t offset, size_t n);
 
 /// Per EV of a QP, the PathStats counters that are neither per packet nor per loss (those
 /// are in the EV's record, PathSet::Ev): allocated with the first of them (Qp::ev_signals).
@@ -557,7 +557,7 @@ class Core {
   /// For a QP on an SRQ: moves receives from the SRQ into q.rcv.rq, in order, until receive
   /// number `msn` is there (or the SRQ or q.rcv.rq's room runs out); raises the SRQ's limit event.
   void srq_take(Qp& q, uint32_t msn);
-  bool live(const std::vector<Seg>& sg) const {
+  bool live(std::span<const Seg> sg) const {
     for (const Seg& g : sg)
       if (!mr(g.key)) return false;
     return true;

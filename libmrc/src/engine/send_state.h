@@ -31,11 +31,11 @@ struct alignas(64) SendWqe {
   bool solicited = false;
   bool is_read_resp = false;  // in rsp_: data we owe for the peer's READ #msn
   uint64_t remote_addr = 0;
+  uint32_t msn = 0;  // SEND/WRITE_IMM: receive number at the peer; READ: read number
   uint32_t rkey = 0;
   uint32_t imm = 0;
-  uint32_t msn = 0;  // SEND/WRITE_IMM: receive number at the peer; READ: read number
   uint64_t len = 0;
-  std::vector<Seg> sg;  // local memory (for READ: where the response lands)
+  SgList sg;  // local memory (for READ: where the response lands); one segment inside
   std::vector<uint8_t> inline_buf;
   uint32_t npkts = 0;  // packets in the message (READ request: 1)
   uint32_t sent = 0;   // packets given a PSN so far
