@@ -58,6 +58,31 @@ TEST(SendState, PrefetchNext_ChangesNothing) {
   for (uint32_t psn = s.snd_una; psn != s.snd_nxt; ++psn) EXPECT_EQ(s.pkt(psn).offset, psn);
 }
 
+// prefetch_burst, a hint as well: nothing sent (empty ring) and nothing posted (no WQE) are
+// not indexed; a ring smaller than the burst is not walked past its size (wrapping at
+// snd_nxt); every record and the WQE keep what they held.
+TEST(SendState, PrefetchBurst_ChangesNothing) {
+  SendState s;
+  s.tx_cap = 64;
+  s.sq.init(4);
+  s.prefetch_burst(16);
+  EXPECT_TRUE(s.tx.empty());
+  s.grow();  // 16 slots
+  s.snd_nxt = s.snd_una = 0xFFFFFFF8u;
+  for (uint32_t k = 0; k < 16; ++k) s.pkt(s.snd_nxt + k).offset = k;
+  s.prefetch_burst(64);  // more than the ring holds
+  SendWqe& w = s.sq.push();
+  w.wr_id = 77;
+  w.sg.push_back(Seg{nullptr, 1, 2});
+  s.pkt_wqe = s.sq.head();
+  s.prefetch_burst(16);
+  EXPECT_EQ(s.tx.size(), 16u);
+  for (uint32_t k = 0; k < 16; ++k) EXPECT_EQ(s.pkt(s.snd_nxt + k).offset, k);
+  EXPECT_EQ(s.sq.at(s.pkt_wqe).wr_id, 77u);
+  EXPECT_EQ(s.sq.at(s.pkt_wqe).sg.size(), 1u);
+  EXPECT_EQ(s.inflight(), 0u);
+}
+
 TEST(SendState, Restart_EmptiesTheRingAndStartsAtThePsn) {
   SendState s;
   s.tx_cap = 64;

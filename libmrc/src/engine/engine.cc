@@ -109,6 +109,14 @@ void Core::make_ready(Qp& q) {
   if (q.cc) __builtin_prefetch(q.cc.get());
 }
 
+void Core::prefetch_turns() {
+  // ready[0] takes its turn now; ready[1] is next, ready[2] after it.
+  if (ready.size() < 2) return;
+  if (const Qp* n = qp(ready[1])) n->prefetch_send_blocks(kBurst);
+  if (ready.size() < 3) return;
+  if (const Qp* n = qp(ready[2])) n->prefetch_send();
+}
+
 void Core::want_ack(Qp& q) {
   if (q.in_ackq) return;
   q.in_ackq = true;
@@ -1014,6 +1022,7 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
   Core& c = *impl_;
   ++c.stats.rx_datagrams;
   c.stats.rx_bytes += bytes.size();
+  c.prefetch_rx(bytes);
   if (const auto s = wire::decode(bytes, c.rx_pkt); !s) {
     c.stats.drop(Drop::kMalformed);
     ++c.stats
@@ -1028,6 +1037,7 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> he
   Core& c = *impl_;
   ++c.stats.rx_datagrams;
   c.stats.rx_bytes += header.size() + payload.size();
+  c.prefetch_rx(header);
   if (const auto s = wire::decode_split(header, payload, c.rx_pkt); !s) {
     c.stats.drop(Drop::kMalformed);
     ++c.stats
@@ -1142,6 +1152,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     return sent(Transmit{q->attr.peer, path, n, {}, q->attr.traffic_class});
   }
   while (!c.ready.empty()) {
+    if (c.burst == 0) c.prefetch_turns();
     const Qpn qpn = c.ready.front();
     c.ready.pop_front();
     Qp* q = c.qp(qpn);
@@ -1154,7 +1165,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
       continue;
     }
     // Round robin between QPs, in bursts (consecutive packets batch well in the driver).
-    if (++c.burst < 16) {
+    if (++c.burst < Core::kBurst) {
       c.ready.push_front(qpn);
     } else {
       c.burst = 0;

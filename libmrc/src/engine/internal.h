@@ -203,6 +203,48 @@ struct alignas(64) Qp {
   Duration rto(Duration ack_delay) const {
     return retry.rto(loss.rto_retries, rtt.rto_floor(ack_delay));
   }
+
+  // ---- prefetch hints: each asks the CPU to fetch lines a coming packet will touch, all at
+  // once, so that with thousands of QPs (each cold when its turn comes) the misses overlap
+  // one another and the work before them instead of waiting on one another as the code
+  // reaches each line. Hints only: no state changes, and nothing read but this QP's own
+  // pointers to its blocks (send_blocks) ----
+  /// The lines of this QP that receiving a data packet and building its ACK touch: the first
+  /// two (number, state, timers, QpInit), the receive block, the receiving end's line of
+  /// stats (its second), the first of attr, and the scoreboard's word at cum (a load of its
+  /// pointer: RecvState's line).
+  void prefetch_recv() const {
+    const auto* b = reinterpret_cast<const char*>(this);
+    const auto* end = reinterpret_cast<const char*>(&snd);
+    for (const char* l = b; l < end; l += 64) __builtin_prefetch(l, 1);
+    __builtin_prefetch(reinterpret_cast<const char*>(&stats) + 64, 1);
+    __builtin_prefetch(&attr);
+    rcv.sb.prefetch();
+  }
+  /// The lines of this QP that sending a burst of data packets touches: the first two, the
+  /// send block, the first line of stats and of attr, the path set's first two. No loads:
+  /// the addresses are this QP's. The blocks they point to: prefetch_send_blocks.
+  void prefetch_send() const {
+    const auto* b = reinterpret_cast<const char*>(this);
+    __builtin_prefetch(b, 1);
+    __builtin_prefetch(b + 64);
+    const auto* end = reinterpret_cast<const char*>(&stats);
+    for (const char* l = reinterpret_cast<const char*>(&snd); l < end; l += 64)
+      __builtin_prefetch(l, 1);
+    __builtin_prefetch(&stats, 1);
+    __builtin_prefetch(&attr);
+    const auto* ps = reinterpret_cast<const char*>(&paths);
+    __builtin_prefetch(ps, 1);
+    __builtin_prefetch(ps + 64, 1);
+  }
+  /// The blocks a burst of `n` new data packets touches outside the QP: the in-flight records,
+  /// the WQE, the EV block and per-plane state, the window. Reads the pointers to them from
+  /// the send block and the path set (best after prefetch_send has brought those lines).
+  void prefetch_send_blocks(uint32_t n) const {
+    snd.prefetch_burst(n);
+    paths.prefetch_next();
+    if (cc) __builtin_prefetch(cc.get(), 1);
+  }
 };
 
 /// A UD SEND posted and not yet handed to the driver (ud.cc): its datagram's payload (the
@@ -371,7 +413,24 @@ class Core {
   // EngineConfig::rx_placement with EngineConfig::copy left at memcpy: accept_write records
   // last_write, predict_placement answers.
   bool placement = false;
-  uint32_t burst = 0;                            // packets the front ready QP sent in a row
+  uint32_t burst = 0;  // packets the front ready QP sent in a row
+  /// Packets a ready QP sends in a row before the next QP's turn (consecutive packets batch
+  /// well in the driver).
+  static constexpr uint32_t kBurst = 16;
+  /// At the start of a QP's turn (poll_transmit): the two QPs whose turns come next are asked
+  /// for, ahead of time, in two steps one turn apart (a software pipeline): the lines of the one
+  /// after next (Qp::prefetch_send: no loads), the blocks of the next, whose lines the turn
+  /// before asked for (Qp::prefetch_send_blocks: its pointers, now cached, then their blocks).
+  /// A turn (16 packets) is far longer than a fetch from memory, so with thousands of QPs
+  /// taking turns a QP's state is there when its turn comes, fetched beside other work.
+  void prefetch_turns();
+  /// The QP a received datagram names, asked for before the datagram is decoded and checked
+  /// (wire::peek: a hint, never trusted): a data packet's receive lines (Qp::prefetch_recv).
+  void prefetch_rx(std::span<const uint8_t> bytes) {
+    const wire::Peek k = wire::peek(bytes);
+    if (!wire::is_data(k.kind) || k.dst_qpn == 0 || k.dst_qpn > qps.size()) return;
+    if (const Qp* q = qps[k.dst_qpn - 1].get()) q->prefetch_recv();
+  }
   /// tx_pkt with its common header set for a packet of `q` to its peer.
   wire::Packet& tx_header(const Qp& q, wire::Kind kind, uint32_t ev, uint32_t psn, Time now) {
     wire::CommonHeader& h = tx_pkt.common;
