@@ -103,12 +103,14 @@ TEST(Scoreboard, RingGrowsOnDemandAndKeepsMarks) {
   for (uint32_t p = 0xFFFFFF00u; p != 0xFFFFFF10u; ++p) (void)sb.mark(p);
   EXPECT_EQ(advance(sb).size(), 16u);
   EXPECT_EQ(sb.ring_bits(), 64u);  // in order: one word
+  EXPECT_FALSE(sb.ring_allocated());  // inside the scoreboard
   // Holes, then PSNs ever farther ahead (across the 2^32 wrap): the ring doubles to
   // cover each, every earlier mark stays where its PSN says.
   const uint32_t cum = sb.cum();
   std::vector<uint32_t> got = {cum + 3, cum + 70, cum + 200, cum + 1000, cum + 5000, cum + 16383};
   for (uint32_t p : got) ASSERT_EQ(sb.mark(p), RecvScoreboard::Mark::kNew) << p - cum;
   EXPECT_EQ(sb.ring_bits(), 16384u);
+  EXPECT_TRUE(sb.ring_allocated());
   EXPECT_EQ(sb.mark(cum + 16384), RecvScoreboard::Mark::kOutOfWindow);  // the window, not the ring
   for (uint32_t d = 0; d < 16384; ++d) {
     const bool want = std::find(got.begin(), got.end(), cum + d) != got.end();
@@ -120,6 +122,46 @@ TEST(Scoreboard, RingGrowsOnDemandAndKeepsMarks) {
   for (uint32_t p = cum; p != cum + 3; ++p) (void)sb.mark(p);
   EXPECT_EQ(advance(sb).size(), 4u);  // cum..cum+3
   EXPECT_EQ(sb.cum(), cum + 4);
+}
+
+// The 64-bit ring inside the scoreboard (RecvScoreboard::ring_allocated false) is a ring like
+// the allocated ones: holes, SACK words read across its end, cum going round it many times
+// across the 2^32 wrap, and the move to an allocated ring keeping every mark.
+TEST(Scoreboard, InlineRingWrapsAndGrowsKeepingMarks) {
+  RecvScoreboard sb;
+  sb.reset(0xFFFFFFC0u, 1024);
+  uint32_t psn = 0xFFFFFFC0u;
+  for (int round = 0; round < 10; ++round) {  // 10 x 48 PSNs: cum goes round the word 7 times
+    for (uint32_t k = 0; k < 48; k += 2) ASSERT_EQ(sb.mark(psn + k), RecvScoreboard::Mark::kNew);
+    ASSERT_FALSE(sb.ring_allocated());
+    ASSERT_EQ(sb.ring_bits(), 64u);
+    EXPECT_EQ(advance(sb).size(), 1u) << round;  // psn only: psn + 1 is a hole
+    // From cum = psn + 1: bit j is psn + 1 + j, arrived for odd j up to 45 (even offsets
+    // from psn), holes between; nothing past psn + 46.
+    const auto bits = sb.sack(psn + 1);
+    EXPECT_EQ(bits[0], 0xAAAAAAAAAAAAAAAAull & ((uint64_t{1} << 46) - 1)) << round;
+    EXPECT_EQ(sb.mark(psn + 2), RecvScoreboard::Mark::kDuplicate);
+    for (uint32_t k = 1; k < 48; k += 2) ASSERT_EQ(sb.mark(psn + k), RecvScoreboard::Mark::kNew);
+    EXPECT_EQ(advance(sb).size(), 47u) << round;
+    psn += 48;
+    ASSERT_EQ(sb.cum(), psn);
+  }
+  // Beyond the word: the ring is allocated, the marks inside the old word stay.
+  ASSERT_EQ(sb.mark(psn + 5), RecvScoreboard::Mark::kNew);
+  ASSERT_EQ(sb.mark(psn + 63), RecvScoreboard::Mark::kNew);
+  ASSERT_FALSE(sb.ring_allocated());
+  ASSERT_EQ(sb.mark(psn + 64), RecvScoreboard::Mark::kNew);
+  EXPECT_TRUE(sb.ring_allocated());
+  EXPECT_EQ(sb.ring_bits(), 128u);
+  for (uint32_t d = 0; d < 128; ++d)
+    EXPECT_EQ(sb.received(psn + d), d == 5 || d == 63 || d == 64) << d;
+  // A reset gives the allocation back: the next ring is the inline word again.
+  sb.reset(7, 1024);
+  EXPECT_EQ(sb.ring_bits(), 0u);
+  ASSERT_EQ(sb.mark(8), RecvScoreboard::Mark::kNew);
+  EXPECT_FALSE(sb.ring_allocated());
+  EXPECT_FALSE(sb.received(7));
+  EXPECT_TRUE(sb.received(8));
 }
 
 }  // namespace

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+#include "engine/internal.h"
+
 namespace mrc::engine {
 namespace {
 
@@ -52,6 +56,31 @@ TEST(SendState, PrefetchNext_ChangesNothing) {
   }
   EXPECT_EQ(s.inflight(), 16u);
   for (uint32_t psn = s.snd_una; psn != s.snd_nxt; ++psn) EXPECT_EQ(s.pkt(psn).offset, psn);
+}
+
+// prefetch_burst, a hint as well: nothing sent (empty ring) and nothing posted (no WQE) are
+// not indexed; a ring smaller than the burst is not walked past its size (wrapping at
+// snd_nxt); every record and the WQE keep what they held.
+TEST(SendState, PrefetchBurst_ChangesNothing) {
+  SendState s;
+  s.tx_cap = 64;
+  s.sq.init(4);
+  s.prefetch_burst(16);
+  EXPECT_TRUE(s.tx.empty());
+  s.grow();  // 16 slots
+  s.snd_nxt = s.snd_una = 0xFFFFFFF8u;
+  for (uint32_t k = 0; k < 16; ++k) s.pkt(s.snd_nxt + k).offset = k;
+  s.prefetch_burst(64);  // more than the ring holds
+  SendWqe& w = s.sq.push();
+  w.wr_id = 77;
+  w.sg.push_back(Seg{nullptr, 1, 2});
+  s.pkt_wqe = s.sq.head();
+  s.prefetch_burst(16);
+  EXPECT_EQ(s.tx.size(), 16u);
+  for (uint32_t k = 0; k < 16; ++k) EXPECT_EQ(s.pkt(s.snd_nxt + k).offset, k);
+  EXPECT_EQ(s.sq.at(s.pkt_wqe).wr_id, 77u);
+  EXPECT_EQ(s.sq.at(s.pkt_wqe).sg.size(), 1u);
+  EXPECT_EQ(s.inflight(), 0u);
 }
 
 TEST(SendState, Restart_EmptiesTheRingAndStartsAtThePsn) {
@@ -112,6 +141,52 @@ TEST(SendState, WqeSeq_RebuiltFromItsRingsHead) {
   EXPECT_EQ(s.wqe_seq(p), 0u);
   EXPECT_EQ(s.wqe(p).req_psn, 42u);
   static_assert(sizeof(TxPkt) == 48);
+}
+
+// A send WQE's gather list: one segment inside the list itself (no allocation: posting a
+// one-segment WR writes nothing outside its WQE), more on an allocation that keeps their order;
+// clear() and reuse, moves that leave the source empty, and the span the copy helpers take.
+TEST(SendState, SgList_OneSegmentInsideMoreAllocatedInOrder) {
+  SendWqe w;
+  EXPECT_TRUE(w.sg.empty());
+  uint8_t buf[64] = {};
+  w.sg.push_back(Seg{buf, 16, 7});
+  ASSERT_EQ(w.sg.size(), 1u);
+  const auto* lo = reinterpret_cast<const char*>(&w);
+  const auto* at = reinterpret_cast<const char*>(w.sg.data());
+  EXPECT_TRUE(at >= lo && at < lo + sizeof(SendWqe));  // inside the WQE
+  EXPECT_EQ(w.sg[0].host, buf);
+  for (uint32_t i = 1; i < kMaxSge; ++i) w.sg.push_back(Seg{buf + i, i, 100 + i});
+  ASSERT_EQ(w.sg.size(), size_t{kMaxSge});
+  at = reinterpret_cast<const char*>(w.sg.data());
+  EXPECT_FALSE(at >= lo && at < lo + sizeof(SendWqe));  // its own allocation
+  EXPECT_EQ(w.sg[0].key, 7u);
+  for (uint32_t i = 1; i < kMaxSge; ++i) {
+    EXPECT_EQ(w.sg[i].host, buf + i);
+    EXPECT_EQ(w.sg[i].key, 100 + i);
+  }
+  // Reused (a WQE slot's next message): the allocation stays, the list starts over.
+  w.sg.clear();
+  EXPECT_TRUE(w.sg.empty());
+  w.sg.push_back(Seg{buf + 8, 8, 9});
+  w.sg.push_back(Seg{buf + 32, 8, 9});
+  uint8_t out[16] = {};
+  for (int i = 0; i < 64; ++i) buf[i] = static_cast<uint8_t>(i);
+  // 8 bytes from offset 4: the first segment's last 4 (buf[12..16)), the second's first 4.
+  ASSERT_TRUE(sg_copy_out(w.sg, 4, out, 8, [](void* d, const void* s, size_t n) {
+    std::memcpy(d, s, n);
+  }));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], i < 4 ? 12 + i : 28 + i) << i;
+  EXPECT_FALSE(sg_copy_out(w.sg, 12, out, 8, [](void*, const void*, size_t) {}));  // past it
+  // Moved (a ring's growth): the target holds the list, the source is empty and usable.
+  SendWqe v = std::move(w);
+  EXPECT_EQ(v.sg.size(), 2u);
+  EXPECT_EQ(v.sg[1].host, buf + 32);
+  EXPECT_TRUE(w.sg.empty());  // NOLINT(bugprone-use-after-move): moves leave it empty
+  w.sg.push_back(Seg{buf, 1, 1});
+  EXPECT_EQ(w.sg.size(), 1u);
+  EXPECT_EQ(w.sg[0].host, buf);
+  static_assert(sizeof(SendWqe) == 128);
 }
 }  // namespace
 }  // namespace mrc::engine

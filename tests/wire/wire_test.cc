@@ -1156,5 +1156,31 @@ TEST(Wire, DecodeSplit_RefusesAnythingButADataHeader) {
             WireError::kBadLength);
 }
 
+// peek reads what a datagram says it is and whom it is for, before any check: the same kind
+// and QP that decode gives for every valid datagram; for anything shorter than the 8 bytes it
+// reads, nothing (kind 0, QP 0); for bytes decode refuses, whatever they say (a hint only).
+TEST(Wire, Peek_GivesTheKindAndQpDecodeGivesAndNothingForShortDatagrams) {
+  for (Kind kind : kAllKinds) {
+    const Bytes b = valid_datagram(kind);
+    const Peek k = peek(b);
+    auto d = decode(b);
+    ASSERT_TRUE(d.ok()) << to_string(kind);
+    EXPECT_EQ(k.kind, d.value().common.kind) << to_string(kind);
+    EXPECT_EQ(k.dst_qpn, d.value().common.dst_qpn) << to_string(kind);
+  }
+  Bytes b = valid_datagram(Kind::kWrite);
+  for (size_t n = 0; n < 8; ++n) {
+    const Peek k = peek(std::span<const uint8_t>(b.data(), n));
+    EXPECT_EQ(k.kind, Kind{0}) << n;
+    EXPECT_EQ(k.dst_qpn, 0u) << n;
+  }
+  const Peek k8 = peek(std::span<const uint8_t>(b.data(), 8));
+  EXPECT_EQ(k8.kind, Kind::kWrite);
+  EXPECT_EQ(k8.dst_qpn, 0x8A1B2C3Du);
+  b[0] ^= 0xFF;  // a bad version: decode refuses it, peek still reads the bytes
+  EXPECT_FALSE(decode(b).ok());
+  EXPECT_EQ(peek(b).dst_qpn, 0x8A1B2C3Du);
+}
+
 }  // namespace
 }  // namespace mrc::wire

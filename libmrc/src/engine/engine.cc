@@ -38,7 +38,7 @@ std::unique_ptr<Qp> new_qp(Qpn qpn, const QpInit& init) {
 // ---- scatter/gather ------------------------------------------------------------------
 
 template <typename F>
-static bool sg_walk(const std::vector<Seg>& sg, uint64_t offset, size_t n, F&& f) {
+static bool sg_walk(std::span<const Seg> sg, uint64_t offset, size_t n, F&& f) {
   size_t i = 0;
   while (i < sg.size() && offset >= sg[i].len) offset -= sg[i++].len;
   size_t done = 0;
@@ -53,17 +53,17 @@ static bool sg_walk(const std::vector<Seg>& sg, uint64_t offset, size_t n, F&& f
   return true;
 }
 
-bool sg_copy_out(const std::vector<Seg>& sg, uint64_t offset, uint8_t* dst, size_t n,
+bool sg_copy_out(std::span<const Seg> sg, uint64_t offset, uint8_t* dst, size_t n,
                  PayloadCopy copy) {
   return sg_walk(sg, offset, n, [&](uint8_t* p, size_t at, size_t k) { copy(dst + at, p, k); });
 }
 
-bool sg_copy_in(const std::vector<Seg>& sg, uint64_t offset, const uint8_t* src, size_t n,
+bool sg_copy_in(std::span<const Seg> sg, uint64_t offset, const uint8_t* src, size_t n,
                 PayloadCopy copy) {
   return sg_walk(sg, offset, n, [&](uint8_t* p, size_t at, size_t k) { copy(p, src + at, k); });
 }
 
-std::span<const uint8_t> sg_contiguous(const std::vector<Seg>& sg, uint64_t offset, size_t n) {
+std::span<const uint8_t> sg_contiguous(std::span<const Seg> sg, uint64_t offset, size_t n) {
   for (const Seg& s : sg) {
     if (offset < s.len) {
       if (s.len - offset >= n) return {s.host + offset, n};
@@ -107,6 +107,14 @@ void Core::make_ready(Qp& q) {
   q.snd.prefetch_next();
   q.paths.prefetch_next();
   if (q.cc) __builtin_prefetch(q.cc.get());
+}
+
+void Core::prefetch_turns() {
+  // ready[0] takes its turn now; ready[1] is next, ready[2] after it.
+  if (ready.size() < 2) return;
+  if (const Qp* n = qp(ready[1])) n->prefetch_send_blocks(kBurst);
+  if (ready.size() < 3) return;
+  if (const Qp* n = qp(ready[2])) n->prefetch_send();
 }
 
 void Core::want_ack(Qp& q) {
@@ -1014,6 +1022,7 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> by
   Core& c = *impl_;
   ++c.stats.rx_datagrams;
   c.stats.rx_bytes += bytes.size();
+  c.prefetch_rx(bytes);
   if (const auto s = wire::decode(bytes, c.rx_pkt); !s) {
     c.stats.drop(Drop::kMalformed);
     ++c.stats
@@ -1028,6 +1037,7 @@ void Engine::on_datagram(Time now, const RxInfo& rx, std::span<const uint8_t> he
   Core& c = *impl_;
   ++c.stats.rx_datagrams;
   c.stats.rx_bytes += header.size() + payload.size();
+  c.prefetch_rx(header);
   if (const auto s = wire::decode_split(header, payload, c.rx_pkt); !s) {
     c.stats.drop(Drop::kMalformed);
     ++c.stats
@@ -1142,6 +1152,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
     return sent(Transmit{q->attr.peer, path, n, {}, q->attr.traffic_class});
   }
   while (!c.ready.empty()) {
+    if (c.burst == 0) c.prefetch_turns();
     const Qpn qpn = c.ready.front();
     c.ready.pop_front();
     Qp* q = c.qp(qpn);
@@ -1154,7 +1165,7 @@ std::optional<Transmit> Engine::poll_transmit(Time now, std::span<uint8_t> buf) 
       continue;
     }
     // Round robin between QPs, in bursts (consecutive packets batch well in the driver).
-    if (++c.burst < 16) {
+    if (++c.burst < Core::kBurst) {
       c.ready.push_front(qpn);
     } else {
       c.burst = 0;

@@ -75,12 +75,12 @@ struct Mr {
 
 /// Copies between a scatter/gather list and a flat buffer at a byte offset.
 /// Returns false if [offset, offset + n) is outside the list.
-bool sg_copy_out(const std::vector<Seg>& sg, uint64_t offset, uint8_t* dst, size_t n,
+bool sg_copy_out(std::span<const Seg> sg, uint64_t offset, uint8_t* dst, size_t n,
                  PayloadCopy copy);
-bool sg_copy_in(const std::vector<Seg>& sg, uint64_t offset, const uint8_t* src, size_t n,
+bool sg_copy_in(std::span<const Seg> sg, uint64_t offset, const uint8_t* src, size_t n,
                 PayloadCopy copy);
 /// The span [offset, offset + n) if it lies within one segment, else empty.
-std::span<const uint8_t> sg_contiguous(const std::vector<Seg>& sg, uint64_t offset, size_t n);
+std::span<const uint8_t> sg_contiguous(std::span<const Seg> sg, uint64_t offset, size_t n);
 
 /// Per EV of a QP, the PathStats counters that are neither per packet nor per loss (those
 /// are in the EV's record, PathSet::Ev): allocated with the first of them (Qp::ev_signals).
@@ -205,6 +205,48 @@ struct alignas(64) Qp {
   /// (SRTT + 4 RTTVAR + the receiver's ACK delay), backed off by the retries so far.
   Duration rto(Duration ack_delay) const {
     return retry.rto(loss.rto_retries, rtt.rto_floor(ack_delay));
+  }
+
+  // ---- prefetch hints: each asks the CPU to fetch lines a coming packet will touch, all at
+  // once, so that with thousands of QPs (each cold when its turn comes) the misses overlap
+  // one another and the work before them instead of waiting on one another as the code
+  // reaches each line. Hints only: no state changes, and nothing read but this QP's own
+  // pointers to its blocks (send_blocks) ----
+  /// The lines of this QP that receiving a data packet and building its ACK touch: the first
+  /// two (number, state, timers, QpInit), the receive block, the receiving end's line of
+  /// stats (its second), the first of attr, and the scoreboard's word at cum (a load of its
+  /// pointer: RecvState's line).
+  void prefetch_recv() const {
+    const auto* b = reinterpret_cast<const char*>(this);
+    const auto* end = reinterpret_cast<const char*>(&snd);
+    for (const char* l = b; l < end; l += 64) __builtin_prefetch(l, 1);
+    __builtin_prefetch(reinterpret_cast<const char*>(&stats) + 64, 1);
+    __builtin_prefetch(&attr);
+    rcv.sb.prefetch();
+  }
+  /// The lines of this QP that sending a burst of data packets touches: the first two, the
+  /// send block, the first line of stats and of attr, the path set's first two. No loads:
+  /// the addresses are this QP's. The blocks they point to: prefetch_send_blocks.
+  void prefetch_send() const {
+    const auto* b = reinterpret_cast<const char*>(this);
+    __builtin_prefetch(b, 1);
+    __builtin_prefetch(b + 64);
+    const auto* end = reinterpret_cast<const char*>(&stats);
+    for (const char* l = reinterpret_cast<const char*>(&snd); l < end; l += 64)
+      __builtin_prefetch(l, 1);
+    __builtin_prefetch(&stats, 1);
+    __builtin_prefetch(&attr);
+    const auto* ps = reinterpret_cast<const char*>(&paths);
+    __builtin_prefetch(ps, 1);
+    __builtin_prefetch(ps + 64, 1);
+  }
+  /// The blocks a burst of `n` new data packets touches outside the QP: the in-flight records,
+  /// the WQE, the EV block and per-plane state, the window. Reads the pointers to them from
+  /// the send block and the path set (best after prefetch_send has brought those lines).
+  void prefetch_send_blocks(uint32_t n) const {
+    snd.prefetch_burst(n);
+    paths.prefetch_next();
+    if (cc) __builtin_prefetch(cc.get(), 1);
   }
 };
 
@@ -374,7 +416,24 @@ class Core {
   // EngineConfig::rx_placement with EngineConfig::copy left at memcpy: accept_write records
   // last_write, predict_placement answers.
   bool placement = false;
-  uint32_t burst = 0;                            // packets the front ready QP sent in a row
+  uint32_t burst = 0;  // packets the front ready QP sent in a row
+  /// Packets a ready QP sends in a row before the next QP's turn (consecutive packets batch
+  /// well in the driver).
+  static constexpr uint32_t kBurst = 16;
+  /// At the start of a QP's turn (poll_transmit): the two QPs whose turns come next are asked
+  /// for, ahead of time, in two steps one turn apart (a software pipeline): the lines of the one
+  /// after next (Qp::prefetch_send: no loads), the blocks of the next, whose lines the turn
+  /// before asked for (Qp::prefetch_send_blocks: its pointers, now cached, then their blocks).
+  /// A turn (16 packets) is far longer than a fetch from memory, so with thousands of QPs
+  /// taking turns a QP's state is there when its turn comes, fetched beside other work.
+  void prefetch_turns();
+  /// The QP a received datagram names, asked for before the datagram is decoded and checked
+  /// (wire::peek: a hint, never trusted): a data packet's receive lines (Qp::prefetch_recv).
+  void prefetch_rx(std::span<const uint8_t> bytes) {
+    const wire::Peek k = wire::peek(bytes);
+    if (!wire::is_data(k.kind) || k.dst_qpn == 0 || k.dst_qpn > qps.size()) return;
+    if (const Qp* q = qps[k.dst_qpn - 1].get()) q->prefetch_recv();
+  }
   /// tx_pkt with its common header set for a packet of `q` to its peer.
   wire::Packet& tx_header(const Qp& q, wire::Kind kind, uint32_t ev, uint32_t psn, Time now) {
     wire::CommonHeader& h = tx_pkt.common;
@@ -560,7 +619,7 @@ class Core {
   /// For a QP on an SRQ: moves receives from the SRQ into q.rcv.rq, in order, until receive
   /// number `msn` is there (or the SRQ or q.rcv.rq's room runs out); raises the SRQ's limit event.
   void srq_take(Qp& q, uint32_t msn);
-  bool live(const std::vector<Seg>& sg) const {
+  bool live(std::span<const Seg> sg) const {
     for (const Seg& g : sg)
       if (!mr(g.key)) return false;
     return true;

@@ -198,7 +198,14 @@ int PathSet::pick_in_plane(uint16_t plane, int avoid) {
   return fallback;
 }
 
-void PathSet::prefetch_next() const { hot_.prefetch(16); }
+void PathSet::prefetch_next() const {
+  hot_.prefetch(16);
+  // The sprayer's per-plane state (Turn: 24 bytes a plane): its first and last byte's lines.
+  if (!turn_.empty()) {
+    __builtin_prefetch(turn_.data(), 1);
+    __builtin_prefetch(reinterpret_cast<const char*>(turn_.data() + turn_.size()) - 1, 1);
+  }
+}
 
 int PathSet::balance(int best, uint32_t off) const {
   if (inflight_total_ == 0) return best;

@@ -12,6 +12,7 @@
 //   retx  PSNs declared lost, to resend on a different path
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -30,12 +31,12 @@ struct alignas(64) SendWqe {
   bool signaled = true;
   bool solicited = false;
   bool is_read_resp = false;  // in rsp_: data we owe for the peer's READ #msn
+  uint32_t msn = 0;  // SEND/WRITE_IMM: receive number at the peer; READ: read number
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint32_t imm = 0;
-  uint32_t msn = 0;  // SEND/WRITE_IMM: receive number at the peer; READ: read number
   uint64_t len = 0;
-  std::vector<Seg> sg;  // local memory (for READ: where the response lands)
+  SgList sg;  // local memory (for READ: where the response lands); one segment inside
   std::vector<uint8_t> inline_buf;
   uint32_t npkts = 0;  // packets in the message (READ request: 1)
   uint32_t sent = 0;   // packets given a PSN so far
@@ -135,6 +136,27 @@ struct SendState {
   /// after each new PSN. A hint only: no state changes, nothing read.
   void prefetch_next() const {
     if (!tx.empty()) __builtin_prefetch(&tx[snd_nxt & tx_mask], 1);
+  }
+  /// The same for a burst: the records of the next `n` new PSNs (fewer if the ring is smaller)
+  /// and the WQE next packetized (pkt_wqe: two lines, written; its first gather segment is
+  /// inside it). Issued together, a turn ahead of the QP's (Core::prefetch_turns), so the
+  /// fetches overlap one another and the work before that turn. A hint only: no state
+  /// changes; reads the ring's and the queue's pointers (this block's lines).
+  void prefetch_burst(uint32_t n) const {
+    if (!tx.empty()) {
+      n = std::min<uint32_t>(n, tx_mask + 1);
+      // Each record's first and last byte: every line of the n records (48 bytes each).
+      for (uint32_t k = 0; k < n; ++k) {
+        const auto* r = reinterpret_cast<const char*>(&tx[(snd_nxt + k) & tx_mask]);
+        __builtin_prefetch(r, 1);
+        __builtin_prefetch(r + sizeof(TxPkt) - 1, 1);
+      }
+    }
+    if (pkt_wqe != sq.tail()) {
+      const SendWqe& w = sq.at(pkt_wqe);
+      __builtin_prefetch(&w, 1);
+      __builtin_prefetch(reinterpret_cast<const char*>(&w) + 64, 1);
+    }
   }
   /// Doubles tx (16 slots at first, at most tx_cap), keeping each record at its PSN.
   /// (grow and restart are defined in sender.cc.)

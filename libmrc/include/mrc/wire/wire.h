@@ -278,6 +278,19 @@ inline constexpr size_t kDataHeaderSize = kCommonSize + kDataExtSize;
 
 // ---- Encode / decode -----------------------------------------------------------------
 
+/// The kind and destination QP a datagram names, read from its first 8 bytes before any check
+/// (both 0 when it is shorter): for hints only (the engine asks the CPU for that QP's state
+/// while it decodes), never trusted: decode checks the datagram, the engine its QP.
+struct Peek {
+  Kind kind = Kind{0};
+  uint32_t dst_qpn = 0;
+};
+inline Peek peek(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 8) return {};
+  return {static_cast<Kind>(bytes[1]), uint32_t{bytes[4]} << 24 | uint32_t{bytes[5]} << 16 |
+                                           uint32_t{bytes[6]} << 8 | bytes[7]};
+}
+
 enum class WireError : uint8_t {
   kTooShort = 1,     // fewer bytes than the common header or the kind's header
   kBadVersion,       // version is not kVersion
