@@ -6,7 +6,10 @@
 // themselves (poll_progress, UdpConfig::poller_progress).
 // Threading: every public method is thread-safe. The engine is owned here and touched only
 // under the driver's mutex (with_engine, or a progress thread); step() and start()/stop()
-// must not run concurrently with each other. The loop, the wire mapping (PathMode, ECN, GSO,
+// must not run concurrently with each other. A progress thread's round takes its datagrams
+// from the engine under the mutex into buffers of its own and sends them after releasing it;
+// each plane's sends take turns in the order they were taken, so a socket's datagrams leave in
+// the engine's order (docs/fabric.md, "Send buffers"). The loop, the wire mapping (PathMode, ECN, GSO,
 // GRO, checksums, IPv4), send buffers, probes, peers learnt on the wire, namespaces and the
 // observer are described in docs/fabric.md ("The UDP driver").
 #pragma once
@@ -127,8 +130,10 @@ struct UdpConfig {
   // are one thread's), more threads than planes are as many as planes. Every thread feeds
   // the one engine under the driver's mutex, so a QP's state is touched by one thread at a
   // time; what runs in parallel is each plane's waiting, recvmmsg (the kernel's copy out of
-  // the socket) and parsing. Thread 0 also serves timers, app wakeups, the observer, link
-  // changes and poll_progress's planes (a poller takes thread 0's planes only).
+  // the socket) and parsing, and every thread's sends (sendmmsg, outside the mutex; on
+  // loopback and veth the kernel delivers inside the call). Thread 0 also serves timers, app
+  // wakeups, the observer, link changes and poll_progress's planes (a poller takes thread 0's
+  // planes only).
   uint32_t progress_threads = 0;
   engine::Time (*clock)() = &now;              // replaceable for tests; the only clock
   // Makes the driver's observer in create() (observer.h); empty: none. Front ends set it
@@ -405,7 +410,7 @@ class UdpDriver {
 
   /// peek_engine for a thread that must not sleep on the mutex (one that busy-polls, as
   /// mrc-perf --latency does): runs f and returns true when the mutex is free, else false at
-  /// once. Its holder is often the loop or a poller inside a send (sendmmsg, ~10 us on veth);
+  /// once. Its holder is often a poller or an app call inside a send (sendmmsg, ~10 us on veth);
   /// sleeping on it costs the poller a futex wait and its holder a futex wake (issue 17).
   template <class F>
   bool try_peek_engine(F&& f) {
@@ -448,11 +453,12 @@ class UdpDriver {
   struct Slot;
   struct Route;
   struct Scratch;
+  struct TxStage;
   struct Shard;
   explicit UdpDriver(const UdpConfig& cfg);
   void wake();  // thread 0 (event_fd_)
-  // Under mu_, after a round of thread `from`: wakes the other threads whose planes have
-  // queued sends (only a plane's own thread waits for room on its socket).
+  // After a round of thread `from` (with or without mu_): wakes the other threads whose planes
+  // have queued sends (only a plane's own thread waits for room on its socket).
   void wake_pending_owners(const Shard& from);
   bool flush_locked();  // under mu_: transmit now; true if the loop must be woken
   // Under mu_, at `t`: an engine deadline earlier than thread 0's planned wake moves its alarm
@@ -474,9 +480,23 @@ class UdpDriver {
                 std::span<const uint8_t> bytes, engine::Time t);
   // Under mu_ and rx_mu_: a batch of receive_batch's (r as it returned) to the engine.
   void feed_received(size_t plane, int r, engine::Time t);
-  void transmit(engine::Time t);                               // under mu_
-  bool flush_pending(size_t plane);                            // under mu_; true when all sent
-  void send_slots(size_t plane, std::vector<size_t>& slots);   // under mu_
+  // Sending, in two steps (issue 17: the sendmmsg out of the engine's mutex). stage(), under
+  // mu_: up to kTxBurst datagrams from the engine into `st` (headers, payloads up to
+  // kMaxInline copied, destinations), none while a plane holds refused datagrams, and a turn
+  // on each plane that has some or is blocked. send_staged(), with or without mu_: on each
+  // such plane, in its turn, the queued ones first, then st's. What stage() returns:
+  struct Staged {
+    bool full = false;     // took kTxBurst: the engine may hold more
+    bool blocked = false;  // polled nothing: a plane's socket held refused datagrams
+  };
+  Staged stage(engine::Time t, TxStage& st);
+  bool send_staged(TxStage& st);  // true: no plane it sent on is left blocked
+  // In plane `plane`'s turn: its refused datagrams; true when all are sent.
+  bool flush_pending(size_t plane);
+  // In plane `plane`'s turn: st's datagrams of that plane (indices into st.slots).
+  void send_slots(size_t plane, TxStage& st, std::vector<size_t>& slots);
+  // In its plane's turn: a copy of one datagram to the plane's queue of refused ones.
+  static void queue_copy(Plane& pl, const Slot& s);
   std::optional<Route> route(const engine::Transmit& tx) const;  // under mu_; none: no route
   // The socket a datagram of EV `ev` leaves from: kEcmp's source-port socket its low 16 bits
   // pick (spray_paths' k << 8 | salt), else the plane port's.
@@ -555,8 +575,8 @@ class UdpDriver {
   std::map<engine::PeerId, std::vector<sockaddr_in6>> learnable_;  // under mu_
   std::unique_ptr<PeerAddresses> addresses_;                       // under mu_
   UdpCounters counters_;
-  std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
-  std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
+  std::unique_ptr<TxStage> app_stage_;  // flush_locked's (app calls, pollers); under mu_
+  std::unique_ptr<Scratch> scratch_;    // poll_progress's buffers (under rx_mu_)
   std::unique_ptr<Probes> probes_;     // under mu_
   PortStatusUpdates port_status_;      // under mu_
   std::unique_ptr<DriverObserver> observer_;  // under mu_; null: none attached (or MRC_STATS=0)
