@@ -171,7 +171,7 @@ struct UdpDriver::Slot {
 };
 
 /// One sender's datagrams of a round, taken from the engine under mu_ (stage) and sent
-/// after (send_staged): a progress thread's own, or flush_locked's (under mu_ throughout).
+/// after (send_staged): a progress thread's own, or one flush_unlock took for its caller.
 /// kTxBurst slots of kTransmitBufferSize: 2.1 MB, so the datapath does not allocate.
 struct UdpDriver::TxStage {
   std::vector<Slot> slots = std::vector<Slot>(kTxBurst);
@@ -240,7 +240,6 @@ engine::Duration send_burst(const UdpConfig& c) {
 UdpDriver::UdpDriver(const UdpConfig& cfg)
     : cfg_(with_engine_settings(cfg)),
       engine_(std::make_unique<engine::Engine>(cfg_.engine)),
-      app_stage_(std::make_unique<TxStage>()),
       scratch_(std::make_unique<Scratch>()) {}
 
 UdpDriver::~UdpDriver() {
@@ -943,6 +942,7 @@ UdpCounters UdpDriver::counters() const {
   c.poller_ready_checks = poller_counts_.ready_checks.load(std::memory_order_relaxed);
   c.poller_recvmmsg = poller_counts_.recvmmsg.load(std::memory_order_relaxed);
   c.poller_timer_arms = poller_counts_.timer_arms.load(std::memory_order_relaxed);
+  c.app_wakeups += app_flush_wakeups_.load(std::memory_order_relaxed);
   for (const auto& pl : sockets_) {
     const Plane::Sent& s = pl->sent;
     c.datagrams_sent += s.datagrams.load(std::memory_order_relaxed);
@@ -957,20 +957,39 @@ UdpCounters UdpDriver::counters() const {
   return c;
 }
 
-bool UdpDriver::flush_locked() {
+std::unique_ptr<UdpDriver::TxStage> UdpDriver::take_stage() {
+  std::lock_guard lock(stages_mu_);
+  if (stages_.empty()) return std::make_unique<TxStage>();
+  auto st = std::move(stages_.back());
+  stages_.pop_back();
+  return st;
+}
+
+void UdpDriver::give_stage(std::unique_ptr<TxStage> st) {
+  std::lock_guard lock(stages_mu_);
+  stages_.push_back(std::move(st));
+}
+
+bool UdpDriver::flush_unlock(std::unique_lock<std::mutex>& lock) {
   const Time t = cfg_.clock();
-  // Sent under mu_ (one stage for every app thread and poller): the caller's post leaves now.
+  std::unique_ptr<TxStage> st = take_stage();
+  bool alarm_moved = true;
   for (;;) {
-    const Staged staged = stage(t, *app_stage_);
-    if (!send_staged(*app_stage_) || !(staged.full || staged.blocked)) break;
+    const Staged staged = stage(t, *st);
+    alarm_moved = move_alarm_locked(t) && alarm_moved;
+    lock.unlock();
+    if (!send_staged(*st) || !(staged.full || staged.blocked)) break;
+    lock.lock();
   }
+  give_stage(std::move(st));
   bool blocked = false;
   for (size_t p = 0; p < sockets_.size(); ++p)
     blocked = blocked || (sockets_[p]->blocked.load(std::memory_order_acquire) &&
                           plane_shard_[p] == 0);
   wake_pending_owners(*shards_[0]);  // the other threads' planes wait for room on their own
-  if (blocked) return true;  // only the loop retries queued sends: it must look now
-  return !move_alarm_locked(t);
+  // Only the loop retries queued sends: it must look now. Else an alarm that could not be
+  // moved to an earlier deadline of the engine's.
+  return blocked || !alarm_moved;
 }
 
 bool UdpDriver::move_alarm_locked(Time t) {
@@ -1070,7 +1089,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
       wake_at = std::min(wake_at, deadline);
     }
     // The deadline itself, not a second clock reading plus the wait (a few ns later than it):
-    // flush_locked must find an unchanged deadline not earlier, or every post that leaves the
+    // flush_unlock must find an unchanged deadline not earlier, or every post that leaves the
     // timers as they were wakes the sleeping loop (an eventfd write and a loop round per WRITE).
     // Stepped back: no engine deadline moves the alarm (INT64_MIN), the pollers run them.
     planned_wake_ns_ = stepped_back                  ? INT64_MIN
@@ -1273,8 +1292,7 @@ bool UdpDriver::poll_progress() {
     }
     activity_.fetch_add(1, std::memory_order_release);  // before the ACKs leave, as the loop
     rx.unlock();  // fed: the loop or another poller may receive while this one sends
-    must_wake = flush_locked();
-    lock.unlock();
+    must_wake = flush_unlock(lock);
   }
   if (must_wake) wake();  // a timer earlier than the sleeping loop planned, or a full socket
   if (on_progress_) on_progress_();

@@ -340,12 +340,12 @@ class UdpDriver {
     return f(*engine_);
   }
 
-  /// As with_engine, and then sends what f queued from the caller's thread, under the same
-  /// lock: a posted message leaves without waiting for the progress thread to wake (one
-  /// thread wakeup less per message; what latency-bound apps feel). The thread is woken
-  /// only when a socket was full; a timer earlier than it planned (a post's RTO) moves its
-  /// alarm (a timerfd) instead, so a post never costs a loop round.
-  /// f must return a value.
+  /// As with_engine, and then sends what f queued from the caller's thread: taken from the
+  /// engine under the same lock, sent after releasing it (flush_unlock). A posted message
+  /// leaves without waiting for the progress thread to wake (one thread wakeup less per
+  /// message; what latency-bound apps feel). The thread is woken only when a socket was full;
+  /// a timer earlier than it planned (a post's RTO) moves its alarm (a timerfd) instead, so a
+  /// post never costs a loop round. f must return a value.
   template <class F>
   decltype(auto) with_engine_flush(F&& f) {
     bool must_wake = false;
@@ -357,10 +357,10 @@ class UdpDriver {
         if (wake) d->wake();
       }
     } after_unlock{this, must_wake};  // destroyed after `lock`
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     auto r = f(*engine_);
-    must_wake = flush_locked();
-    if (must_wake) ++counters_.app_wakeups;
+    must_wake = flush_unlock(lock);
+    if (must_wake) app_flush_wakeups_.fetch_add(1, std::memory_order_relaxed);
     return r;
   }
 
@@ -410,7 +410,7 @@ class UdpDriver {
 
   /// peek_engine for a thread that must not sleep on the mutex (one that busy-polls, as
   /// mrc-perf --latency does): runs f and returns true when the mutex is free, else false at
-  /// once. Its holder is often a poller or an app call inside a send (sendmmsg, ~10 us on veth);
+  /// once. Its holder is often the loop or a poller feeding the engine (the receive copy);
   /// sleeping on it costs the poller a futex wait and its holder a futex wake (issue 17).
   template <class F>
   bool try_peek_engine(F&& f) {
@@ -460,7 +460,10 @@ class UdpDriver {
   // After a round of thread `from` (with or without mu_): wakes the other threads whose planes
   // have queued sends (only a plane's own thread waits for room on its socket).
   void wake_pending_owners(const Shard& from);
-  bool flush_locked();  // under mu_: transmit now; true if the loop must be woken
+  // Under mu_ (`lock`, released on return): takes what the engine has to send into a stage of
+  // the caller's (stages_), releases mu_ and sends it; true if the loop must be woken (a
+  // socket of its was full, or its alarm could not be moved).
+  bool flush_unlock(std::unique_lock<std::mutex>& lock);
   // Under mu_, at `t`: an engine deadline earlier than thread 0's planned wake moves its alarm
   // (deadline_timer_fd_); false if that failed and thread 0 must be woken instead.
   bool move_alarm_locked(engine::Time t);
@@ -575,7 +578,12 @@ class UdpDriver {
   std::map<engine::PeerId, std::vector<sockaddr_in6>> learnable_;  // under mu_
   std::unique_ptr<PeerAddresses> addresses_;                       // under mu_
   UdpCounters counters_;
-  std::unique_ptr<TxStage> app_stage_;  // flush_locked's (app calls, pollers); under mu_
+  // flush_unlock's stages (app calls, pollers): one per caller at a time, kept for reuse.
+  std::mutex stages_mu_;
+  std::vector<std::unique_ptr<TxStage>> stages_;  // under stages_mu_: free ones
+  std::unique_ptr<TxStage> take_stage();
+  void give_stage(std::unique_ptr<TxStage> st);
+  std::atomic<uint64_t> app_flush_wakeups_{0};  // UdpCounters::app_wakeups of flush_unlock
   std::unique_ptr<Scratch> scratch_;    // poll_progress's buffers (under rx_mu_)
   std::unique_ptr<Probes> probes_;     // under mu_
   PortStatusUpdates port_status_;      // under mu_
@@ -590,11 +598,11 @@ class UdpDriver {
   std::vector<std::unique_ptr<Shard>> shards_;
   std::unique_ptr<Shard> step_shard_;
   std::vector<uint32_t> plane_shard_;  // plane -> index into shards_
-  bool started_ = false;
+  std::atomic<bool> started_{false};  // written under mu_ (start, stop)
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> activity_{0};
   int64_t planned_wake_ns_ = 0;  // under mu_: when the sleeping loop wakes by itself (ns)
-  // An app call (flush_locked) or another thread's round that makes an engine deadline earlier
+  // An app call (flush_unlock) or another thread's round that makes an engine deadline earlier
   // than planned_wake_ns_ arms this timerfd (move_alarm_locked; relative, so a test clock works
   // as the loop's timeout does) rather than waking the loop; the loop watches it and disarms it
   // before each sleep, whose own timeout then covers every deadline.
