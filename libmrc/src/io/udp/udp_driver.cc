@@ -17,9 +17,9 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <numeric>
@@ -932,11 +932,12 @@ void UdpDriver::port_status_message(size_t plane, const sockaddr_in6& from,
 }
 
 UdpCounters UdpDriver::counters() const {
-  UdpCounters c;
-  {
-    std::lock_guard lock(mu_);
-    c = counters_;
-  }
+  std::lock_guard lock(mu_);
+  return counters_locked();
+}
+
+UdpCounters UdpDriver::counters_locked() const {
+  UdpCounters c = counters_;
   c.poller_polls = poller_counts_.polls.load(std::memory_order_relaxed);
   c.poller_busy = poller_counts_.busy.load(std::memory_order_relaxed);
   c.poller_ready_checks = poller_counts_.ready_checks.load(std::memory_order_relaxed);
@@ -984,8 +985,8 @@ bool UdpDriver::flush_unlock(std::unique_lock<std::mutex>& lock) {
   give_stage(std::move(st));
   bool blocked = false;
   for (size_t p = 0; p < sockets_.size(); ++p)
-    blocked = blocked || (sockets_[p]->blocked.load(std::memory_order_acquire) &&
-                          plane_shard_[p] == 0);
+    blocked =
+        blocked || (sockets_[p]->blocked.load(std::memory_order_acquire) && plane_shard_[p] == 0);
   wake_pending_owners(*shards_[0]);  // the other threads' planes wait for room on their own
   // Only the loop retries queued sends: it must look now. Else an alarm that could not be
   // moved to an earlier deadline of the engine's.
@@ -1216,7 +1217,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     const bool commands = ready > 0 && (fds[m + 1].revents & POLLIN);
     const bool app_call = ready > 0 && (fds[m].revents & POLLIN);
     std::lock_guard lock(mu_);
-    observer_->tick(cfg_.clock(), *engine_, counters_, commands, app_call);
+    observer_->tick(cfg_.clock(), *engine_, counters_locked(), commands, app_call);
   }
 }
 

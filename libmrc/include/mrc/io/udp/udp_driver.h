@@ -6,12 +6,12 @@
 // themselves (poll_progress, UdpConfig::poller_progress).
 // Threading: every public method is thread-safe. The engine is owned here and touched only
 // under the driver's mutex (with_engine, or a progress thread); step() and start()/stop()
-// must not run concurrently with each other. A progress thread's round takes its datagrams
-// from the engine under the mutex into buffers of its own and sends them after releasing it;
-// each plane's sends take turns in the order they were taken, so a socket's datagrams leave in
-// the engine's order (docs/fabric.md, "Send buffers"). The loop, the wire mapping (PathMode, ECN, GSO,
-// GRO, checksums, IPv4), send buffers, probes, peers learnt on the wire, namespaces and the
-// observer are described in docs/fabric.md ("The UDP driver").
+// must not run concurrently with each other. A sender (progress thread, app post, poller)
+// takes its datagrams from the engine under the mutex into buffers of its own and sends them
+// after releasing it; each plane's sends take turns in the order they were taken, so a
+// socket's datagrams leave in the engine's order ("Send buffers" there). The loop, the wire
+// mapping (PathMode, ECN, GSO, GRO, checksums, IPv4), send buffers, probes, peers learnt on the
+// wire, namespaces and the observer are described in docs/fabric.md ("The UDP driver").
 #pragma once
 
 #include <netinet/in.h>
@@ -467,6 +467,8 @@ class UdpDriver {
   // Under mu_, at `t`: an engine deadline earlier than thread 0's planned wake moves its alarm
   // (deadline_timer_fd_); false if that failed and thread 0 must be woken instead.
   bool move_alarm_locked(engine::Time t);
+  // Under mu_: counters()'s snapshot (counters_ with the counts kept outside mu_ added).
+  UdpCounters counters_locked() const;
   void run_once(Shard& s, engine::Duration max_wait);
   // Under rx_mu_, without mu_: one recvmmsg on a plane socket; the datagrams read, or
   // -errno (EAGAIN: none). Counted by feed_received.
