@@ -122,6 +122,12 @@ struct seen {
 	int probe_tclass; /* the IPv6 traffic class of the last probe */
 	int acks;        /* MRC ACKs */
 	int data_before_ack; /* data packets captured before the first ACK */
+	/* The most data packets outstanding at once as the wire shows it: a data packet's PSN
+	 * less the last cumulative PSN an ACK carried (before any ACK, the first data PSN), + 1.
+	 * One QP's burst at a time; a GSO capture counts by its first datagram's PSN. */
+	int max_outstanding;
+	int have_base;    /* (cap_read's) base_psn is set */
+	uint32_t base_psn; /* (cap_read's) the last cumulative PSN, or the first data PSN */
 	uint32_t evs[64];
 	int nevs;        /* distinct data EVs */
 	uint32_t labels[64];
@@ -171,13 +177,28 @@ static inline void cap_read(int fd, struct seen *s)
 			s->probe_tclass = (b[0] & 0x0f) << 4 | b[1] >> 4;
 			s->probe_label = label;
 		}
-		if (mrc[1] == 16)
+		if (mrc[1] == 16) {
 			s->acks++;
+			if (n >= 48 + 36) { /* ACK: cum_psn right after the 32-byte common header */
+				s->base_psn = (uint32_t)mrc[32] << 24 | (uint32_t)mrc[33] << 16 |
+					      (uint32_t)mrc[34] << 8 | mrc[35];
+				s->have_base = 1;
+			}
+		}
 		if (mrc[1] != 1 && mrc[1] != 2)
 			continue;
 		s->data++;
 		if (s->acks == 0)
 			s->data_before_ack++;
+		const uint32_t psn = (uint32_t)mrc[16] << 24 | (uint32_t)mrc[17] << 16 |
+				     (uint32_t)mrc[18] << 8 | mrc[19];
+		if (!s->have_base) {
+			s->base_psn = psn;
+			s->have_base = 1;
+		}
+		const int out = (int)(int32_t)(psn - s->base_psn) + 1;
+		if (out > s->max_outstanding)
+			s->max_outstanding = out;
 		if (sport == port0 + 1)
 			s->data_plane1++;
 		if ((ev >> 16) != (uint32_t)(sport - port0))

@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +55,12 @@ constexpr size_t kGroBuffer = 65536;  // one coalesced receive
 constexpr int kNotRead = INT_MIN;     // receive_batch was not called for a plane this round
 // Predicted datagrams per GRO message at most: the kernel coalesces up to 64 segments.
 constexpr size_t kMaxPlacedPerMessage = 64;
+constexpr uint32_t kNoTurn = UINT32_MAX;  // TxStage::turn: nothing to send on that plane
+
+// A counter with one writer at a time (a plane's turn holder), read by counters() anytime.
+void bump(std::atomic<uint64_t>& c, uint64_t k = 1) {
+  c.store(c.load(std::memory_order_relaxed) + k, std::memory_order_relaxed);
+}
 
 #ifndef UDP_SEGMENT
 constexpr int UDP_SEGMENT = 103;
@@ -93,7 +100,15 @@ struct UdpDriver::Plane {
   std::vector<int> source_fds;  // kEcmp: sending sockets, one source port each
   sockaddr_in6 local{};
   uint32_t link_mtu = 0;  // MTU of the interface `local` is on (link_mtu.h)
-  bool gso = false;       // under mu_
+  // Sending (stage, send_staged): rounds send on the plane in turns, in the order stage()
+  // handed the turns out under mu_, so its sockets take datagrams in the engine's order
+  // whichever thread sends them. What follows down to `sent` belongs to the turn's holder.
+  uint32_t next_turn = 0;  // under mu_: the next stage()'s turn
+  std::mutex turn_mu;
+  std::condition_variable turn_cv;
+  uint32_t serving = 0;       // under turn_mu: the turn that may send now
+  uint32_t turn_waiters = 0;  // under turn_mu
+  bool gso = false;           // GSO still works here (a refusal turns it off)
   // Receive side (progress thread only).
   size_t rx_slot = engine::kTransmitBufferSize;  // bytes per receive buffer
   std::vector<uint8_t> rx_data;
@@ -115,7 +130,8 @@ struct UdpDriver::Plane {
   std::vector<iovec> placed_iov;               // 2 x kMaxPlacedPerMessage + 1
   std::array<size_t, 1> placed{};              // predicted slots of message 0
   std::vector<uint8_t> bounce;                 // 2 x kGroBuffer: copied out of their places
-  // Datagrams a full socket refused, copied out of the engine's spans (under mu_).
+  // Datagrams a full socket refused, copied out of the engine's spans, sent first in the
+  // plane's next turn.
   struct Pending {
     int fd;
     sockaddr_in6 to;
@@ -123,6 +139,14 @@ struct UdpDriver::Plane {
     uint8_t traffic_class = 0;  // Transmit::traffic_class
   };
   std::deque<Pending> pending;
+  // !pending.empty(), for readers outside the turn (stage(), the loop's POLLOUT, wakes).
+  std::atomic<bool> blocked{false};
+  // Its sends' share of UdpCounters (counters() adds them): written in turns, read anytime.
+  struct Sent {
+    std::atomic<uint64_t> datagrams{0}, bytes{0}, sendmmsg_calls{0}, gso_messages{0},
+        gso_disabled{0}, eagain{0}, enobufs{0}, errors{0};
+  };
+  Sent sent;
 
   ~Plane() {
     if (fd >= 0) ::close(fd);
@@ -130,19 +154,35 @@ struct UdpDriver::Plane {
   }
 };
 
-/// Buffers reused by every loop iteration, so the datapath does not allocate.
+/// poll_progress's buffers (under rx_mu_), reused so the datapath does not allocate:
+/// receive_batch's result per plane, or kNotRead, and what its epoll_wait said was ready.
 struct UdpDriver::Scratch {
-  // poll_progress (under rx_mu_): receive_batch's result per plane, or kNotRead, and what its
-  // epoll_wait said was ready.
   std::vector<int> got;
   std::vector<epoll_event> poller_events;
-  // Transmit (under mu_): a burst's slots per plane, and one plane's messages.
+};
+
+/// One datagram of the transmit batch: header buffer plus what poll_transmit said.
+struct UdpDriver::Slot {
+  std::vector<uint8_t> buf = std::vector<uint8_t>(engine::kTransmitBufferSize);
+  engine::Transmit tx;
+  sockaddr_in6 to{};                  // route(tx), copied: sent after mu_ is released
+  const sockaddr_in6* key = nullptr;  // route(tx)'s pointer: equal for one destination
+  int fd = -1;
+};
+
+/// One sender's datagrams of a round, taken from the engine under mu_ (stage) and sent
+/// after (send_staged): a progress thread's own, or one flush_unlock took for its caller.
+/// kTxBurst slots of kTransmitBufferSize: 2.1 MB, so the datapath does not allocate.
+struct UdpDriver::TxStage {
+  std::vector<Slot> slots = std::vector<Slot>(kTxBurst);
+  std::vector<std::vector<size_t>> by_plane;  // slot indices per plane, in the engine's order
+  std::vector<uint32_t> turn;                 // per plane: its turn (Plane::serving) or kNoTurn
+  // send_slots: one plane's messages.
   struct Message {
     size_t first = 0;  // index into the plane's slot list
     size_t count = 0;  // datagrams
     size_t bytes = 0;
   };
-  std::vector<std::vector<size_t>> by_plane;
   std::vector<Message> msgs;
   std::vector<mmsghdr> hdrs = std::vector<mmsghdr>(kTxBurst);
   std::vector<iovec> iov = std::vector<iovec>(2 * kTxBurst);
@@ -165,6 +205,7 @@ struct UdpDriver::Shard {
   // Thread 0 (and step()): set while it sleeps stepped back for pollers (run_once), the only
   // time the pollers' timerfd is watched; pollers push it later only then (poll_progress).
   std::atomic<bool> stepped_back{false};
+  std::unique_ptr<TxStage> stage;  // its sends (made by its first run_once)
   std::thread thread;
   ~Shard() {
     if (index != 0 && wake_fd >= 0) ::close(wake_fd);
@@ -174,14 +215,6 @@ struct UdpDriver::Shard {
 /// Where one datagram goes, and from which socket.
 struct UdpDriver::Route {
   const sockaddr_in6* to = nullptr;
-  int fd = -1;
-};
-
-/// One datagram of the transmit batch: header buffer plus what poll_transmit said.
-struct UdpDriver::Slot {
-  std::vector<uint8_t> buf = std::vector<uint8_t>(engine::kTransmitBufferSize);
-  engine::Transmit tx;
-  const sockaddr_in6* to = nullptr;  // route(tx)
   int fd = -1;
 };
 
@@ -207,7 +240,6 @@ engine::Duration send_burst(const UdpConfig& c) {
 UdpDriver::UdpDriver(const UdpConfig& cfg)
     : cfg_(with_engine_settings(cfg)),
       engine_(std::make_unique<engine::Engine>(cfg_.engine)),
-      tx_slots_(kTxBurst),
       scratch_(std::make_unique<Scratch>()) {}
 
 UdpDriver::~UdpDriver() {
@@ -900,28 +932,65 @@ void UdpDriver::port_status_message(size_t plane, const sockaddr_in6& from,
 }
 
 UdpCounters UdpDriver::counters() const {
-  UdpCounters c;
-  {
-    std::lock_guard lock(mu_);
-    c = counters_;
-  }
+  std::lock_guard lock(mu_);
+  return counters_locked();
+}
+
+UdpCounters UdpDriver::counters_locked() const {
+  UdpCounters c = counters_;
   c.poller_polls = poller_counts_.polls.load(std::memory_order_relaxed);
   c.poller_busy = poller_counts_.busy.load(std::memory_order_relaxed);
   c.poller_ready_checks = poller_counts_.ready_checks.load(std::memory_order_relaxed);
   c.poller_recvmmsg = poller_counts_.recvmmsg.load(std::memory_order_relaxed);
   c.poller_timer_arms = poller_counts_.timer_arms.load(std::memory_order_relaxed);
+  c.app_wakeups += app_flush_wakeups_.load(std::memory_order_relaxed);
+  for (const auto& pl : sockets_) {
+    const Plane::Sent& s = pl->sent;
+    c.datagrams_sent += s.datagrams.load(std::memory_order_relaxed);
+    c.bytes_sent += s.bytes.load(std::memory_order_relaxed);
+    c.sendmmsg_calls += s.sendmmsg_calls.load(std::memory_order_relaxed);
+    c.gso_messages += s.gso_messages.load(std::memory_order_relaxed);
+    c.gso_disabled += s.gso_disabled.load(std::memory_order_relaxed);
+    c.send_eagain += s.eagain.load(std::memory_order_relaxed);
+    c.send_enobufs += s.enobufs.load(std::memory_order_relaxed);
+    c.send_errors += s.errors.load(std::memory_order_relaxed);
+  }
   return c;
 }
 
-bool UdpDriver::flush_locked() {
+std::unique_ptr<UdpDriver::TxStage> UdpDriver::take_stage() {
+  std::lock_guard lock(stages_mu_);
+  if (stages_.empty()) return std::make_unique<TxStage>();
+  auto st = std::move(stages_.back());
+  stages_.pop_back();
+  return st;
+}
+
+void UdpDriver::give_stage(std::unique_ptr<TxStage> st) {
+  std::lock_guard lock(stages_mu_);
+  stages_.push_back(std::move(st));
+}
+
+bool UdpDriver::flush_unlock(std::unique_lock<std::mutex>& lock) {
   const Time t = cfg_.clock();
-  transmit(t);
+  std::unique_ptr<TxStage> st = take_stage();
+  bool alarm_moved = true;
+  for (;;) {
+    const Staged staged = stage(t, *st);
+    alarm_moved = move_alarm_locked(t) && alarm_moved;
+    lock.unlock();
+    if (!send_staged(*st) || !(staged.full || staged.blocked)) break;
+    lock.lock();
+  }
+  give_stage(std::move(st));
   bool blocked = false;
   for (size_t p = 0; p < sockets_.size(); ++p)
-    blocked = blocked || (!sockets_[p]->pending.empty() && plane_shard_[p] == 0);
+    blocked =
+        blocked || (sockets_[p]->blocked.load(std::memory_order_acquire) && plane_shard_[p] == 0);
   wake_pending_owners(*shards_[0]);  // the other threads' planes wait for room on their own
-  if (blocked) return true;  // only the loop retries queued sends: it must look now
-  return !move_alarm_locked(t);
+  // Only the loop retries queued sends: it must look now. Else an alarm that could not be
+  // moved to an earlier deadline of the engine's.
+  return blocked || !alarm_moved;
 }
 
 bool UdpDriver::move_alarm_locked(Time t) {
@@ -944,7 +1013,7 @@ void UdpDriver::wake_pending_owners(const Shard& from) {
   if (!started_ || shards_.size() == 1) return;  // step() or one thread: it serves every plane
   const uint64_t one = 1;
   for (size_t p = 0; p < sockets_.size(); ++p)
-    if (!sockets_[p]->pending.empty() && plane_shard_[p] != from.index)
+    if (sockets_[p]->blocked.load(std::memory_order_acquire) && plane_shard_[p] != from.index)
       (void)!::write(shards_[plane_shard_[p]]->wake_fd, &one, sizeof one);
 }
 
@@ -989,12 +1058,13 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
   Time wait = cfg_.busy_poll ? Duration{0} : max_wait;
   std::vector<pollfd>& fds = s.fds;
   fds.resize(m + 5);
+  if (!s.stage) s.stage = std::make_unique<TxStage>();
   bool stepped_back = false;
   if (!first) {  // threads 1..: their sockets, nothing else
     std::lock_guard lock(mu_);
     ++counters_.loop_iterations;
     for (size_t i = 0; i < m; ++i) {
-      const bool pending = !sockets_[s.planes[i]]->pending.empty();
+      const bool pending = sockets_[s.planes[i]]->blocked.load(std::memory_order_acquire);
       fds[i] = {sockets_[s.planes[i]]->fd, static_cast<short>(POLLIN | (pending ? POLLOUT : 0)), 0};
     }
   } else {
@@ -1020,7 +1090,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
       wake_at = std::min(wake_at, deadline);
     }
     // The deadline itself, not a second clock reading plus the wait (a few ns later than it):
-    // flush_locked must find an unchanged deadline not earlier, or every post that leaves the
+    // flush_unlock must find an unchanged deadline not earlier, or every post that leaves the
     // timers as they were wakes the sleeping loop (an eventfd write and a loop round per WRITE).
     // Stepped back: no engine deadline moves the alarm (INT64_MIN), the pollers run them.
     planned_wake_ns_ = stepped_back                  ? INT64_MIN
@@ -1037,7 +1107,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     if (stepped_back) arm_poller_timer(until);
     for (size_t i = 0; i < m; ++i) {
       const size_t p = s.planes[i];
-      const bool pending = !sockets_[p]->pending.empty();
+      const bool pending = sockets_[p]->blocked.load(std::memory_order_acquire);
       fds[i] = {stepped_back && !pending ? -1 : sockets_[p]->fd,
                 static_cast<short>(POLLIN | (pending ? POLLOUT : 0)), 0};
     }
@@ -1099,7 +1169,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
       got[p] = !read ? kNotRead : place ? receive_placed(p) : receive_batch(p);
       full = full || got[p] == static_cast<int>(kBatch);
     }
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     const Time t = cfg_.clock();
     if (round == 0 && first) {
       const auto woke = [&](size_t i) { return ready > 0 && fds[i].fd >= 0 && fds[i].revents; };
@@ -1127,9 +1197,17 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     // poller receives the answer while the loop is still sending (issue 17: a loop that held
     // it across its sends left its host's pollers busy 57-111 times per round trip).
     if (!full && rx.owns_lock()) rx.unlock();
-    transmit(t);
-    wake_pending_owners(s);
-    if (!first && !move_alarm_locked(t)) wake_first = true;
+    // The round's datagrams are taken from the engine under mu_ and sent after it is released
+    // (issue 17: the sendmmsg was most of a sender's hold, and N threads serialized on it).
+    for (;;) {
+      const Staged staged = stage(t, *s.stage);
+      if (!first && !move_alarm_locked(t)) wake_first = true;
+      lock.unlock();
+      const bool clear = send_staged(*s.stage);
+      wake_pending_owners(s);
+      if (!clear || !(staged.full || staged.blocked)) break;
+      lock.lock();
+    }
     if (!full) break;
   }
   if (rx.owns_lock()) rx.unlock();
@@ -1139,7 +1217,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     const bool commands = ready > 0 && (fds[m + 1].revents & POLLIN);
     const bool app_call = ready > 0 && (fds[m].revents & POLLIN);
     std::lock_guard lock(mu_);
-    observer_->tick(cfg_.clock(), *engine_, counters_, commands, app_call);
+    observer_->tick(cfg_.clock(), *engine_, counters_locked(), commands, app_call);
   }
 }
 
@@ -1215,8 +1293,7 @@ bool UdpDriver::poll_progress() {
     }
     activity_.fetch_add(1, std::memory_order_release);  // before the ACKs leave, as the loop
     rx.unlock();  // fed: the loop or another poller may receive while this one sends
-    must_wake = flush_locked();
-    lock.unlock();
+    must_wake = flush_unlock(lock);
   }
   if (must_wake) wake();  // a timer earlier than the sleeping loop planned, or a full socket
   if (on_progress_) on_progress_();
@@ -1621,7 +1698,7 @@ bool UdpDriver::flush_pending(size_t plane) {
   Plane& pl = *sockets_[plane];
   while (!pl.pending.empty()) {
     const Plane::Pending& d = pl.pending.front();
-    ++counters_.sendmmsg_calls;  // one datagram at a time: this is the rare path
+    bump(pl.sent.sendmmsg_calls);  // one datagram at a time: this is the rare path
     iovec v{const_cast<uint8_t*>(d.bytes.data()), d.bytes.size()};
     alignas(cmsghdr) uint8_t control[kControlSize];
     msghdr h{};
@@ -1636,80 +1713,130 @@ bool UdpDriver::flush_pending(size_t plane) {
     }
     const ssize_t r = ::sendmsg(d.fd, &h, 0);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      ++counters_.send_eagain;
+      bump(pl.sent.eagain);
       return false;
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
-      ++(errno == ENOBUFS ? counters_.send_enobufs : counters_.send_errors);
+      bump(errno == ENOBUFS ? pl.sent.enobufs : pl.sent.errors);
     } else {
-      ++counters_.datagrams_sent;
-      counters_.bytes_sent += d.bytes.size();
+      bump(pl.sent.datagrams);
+      bump(pl.sent.bytes, d.bytes.size());
     }
     pl.pending.pop_front();
   }
   return true;
 }
 
-void UdpDriver::transmit(Time t) {
+UdpDriver::Staged UdpDriver::stage(Time t, TxStage& st) {
   const size_t n = sockets_.size();
-  bool blocked = false;
-  for (size_t p = 0; p < n; ++p) blocked = !flush_pending(p) || blocked;
-  std::vector<std::vector<size_t>>& by_plane = scratch_->by_plane;
-  by_plane.resize(n);
-  while (!blocked) {
-    size_t count = 0;
-    for (; count < kTxBurst; ++count) {
-      Slot& s = tx_slots_[count];
-      auto tx = engine_->poll_transmit(t, s.buf);
-      if (!tx) break;
-      s.tx = *tx;
-    }
-    if (count == 0) break;
-    for (auto& v : by_plane) v.clear();
-    for (size_t k = 0; k < count; ++k) {
-      auto r = route(tx_slots_[k].tx);
-      if (!r) {
-        ++counters_.no_route;
-        continue;
-      }
-      tx_slots_[k].to = r->to;
-      tx_slots_[k].fd = r->fd;
-      by_plane[tx_slots_[k].tx.path.plane].push_back(k);
-    }
-    for (size_t p = 0; p < n; ++p) {
-      if (!by_plane[p].empty()) send_slots(p, by_plane[p]);
-      blocked = blocked || !sockets_[p]->pending.empty();
-    }
-    if (count < kTxBurst) break;
+  Staged r;
+  st.by_plane.resize(n);
+  for (auto& v : st.by_plane) v.clear();
+  st.turn.assign(n, kNoTurn);
+  // A full socket's refused datagrams go first, and the engine is not polled while one waits
+  // (what it hands out for that plane would only queue behind them).
+  for (size_t p = 0; p < n; ++p)
+    r.blocked = r.blocked || sockets_[p]->blocked.load(std::memory_order_acquire);
+  size_t count = 0;
+  for (; !r.blocked && count < kTxBurst; ++count) {
+    Slot& s = st.slots[count];
+    auto tx = engine_->poll_transmit(t, s.buf);
+    if (!tx) break;
+    s.tx = *tx;
   }
+  r.full = count == kTxBurst;
+  for (size_t k = 0; k < count; ++k) {
+    Slot& s = st.slots[k];
+    auto rt = route(s.tx);
+    if (!rt) {
+      ++counters_.no_route;
+      continue;
+    }
+    s.key = rt->to;
+    s.to = *rt->to;
+    s.fd = rt->fd;
+    // The payload is sent from where the engine points once mu_ is released, so it must
+    // outlive the engine calls other threads make meanwhile. A WQE's inline buffer (at most
+    // kMaxInline: inline data, atomics) dies with the WQE, which another thread's ACK may
+    // retire first: copied after the header. Longer payloads are registered memory, which
+    // stays the app's until the work request completes (docs/fabric.md, "Send buffers").
+    const size_t len = s.tx.payload.size();
+    uint8_t* after = s.buf.data() + s.tx.header_len;
+    if (len > 0 && len <= engine::kMaxInline && s.tx.payload.data() != after) {
+      std::memmove(after, s.tx.payload.data(), len);
+      s.tx.payload = {after, len};
+    }
+    st.by_plane[s.tx.path.plane].push_back(k);
+  }
+  for (size_t p = 0; p < n; ++p)
+    if (!st.by_plane[p].empty() || sockets_[p]->blocked.load(std::memory_order_acquire))
+      st.turn[p] = sockets_[p]->next_turn++;
+  return r;
+}
+
+bool UdpDriver::send_staged(TxStage& st) {
+  bool clear = true;
+  for (size_t p = 0; p < st.turn.size(); ++p) {
+    if (st.turn[p] == kNoTurn) continue;
+    Plane& pl = *sockets_[p];
+    {
+      std::unique_lock turn(pl.turn_mu);
+      if (pl.serving != st.turn[p]) {
+        ++pl.turn_waiters;
+        pl.turn_cv.wait(turn, [&] { return pl.serving == st.turn[p]; });
+        --pl.turn_waiters;
+      }
+    }
+    if (flush_pending(p)) {
+      if (!st.by_plane[p].empty()) send_slots(p, st, st.by_plane[p]);
+    } else {
+      for (size_t k : st.by_plane[p]) queue_copy(pl, st.slots[k]);
+    }
+    const bool blocked = !pl.pending.empty();
+    pl.blocked.store(blocked, std::memory_order_release);
+    clear = clear && !blocked;
+    std::lock_guard turn(pl.turn_mu);
+    ++pl.serving;
+    if (pl.turn_waiters > 0) pl.turn_cv.notify_all();
+  }
+  return clear;
+}
+
+void UdpDriver::queue_copy(Plane& pl, const Slot& s) {
+  Plane::Pending d{s.fd, s.to, std::vector<uint8_t>(s.tx.size()), s.tx.traffic_class};
+  std::memcpy(d.bytes.data(), s.buf.data(), s.tx.header_len);
+  if (!s.tx.payload.empty())
+    std::memcpy(d.bytes.data() + s.tx.header_len, s.tx.payload.data(), s.tx.payload.size());
+  pl.pending.push_back(std::move(d));
 }
 
 // One plane's share of a burst: grouped by (socket, destination) in the engine's order,
 // runs of equal-size datagrams merged into GSO messages, one sendmmsg per socket.
-void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
+void UdpDriver::send_slots(size_t plane, TxStage& st, std::vector<size_t>& slots) {
   Plane& pl = *sockets_[plane];
+  const std::vector<Slot>& sl = st.slots;
   // Slot indices come in the engine's order, so the index as the last key keeps it within a
   // group, as a stable sort would, without the temporary buffer std::stable_sort allocates on
   // every call (a heap allocation per burst: 144k of a 30 s soak's 277k, heaptrack).
   std::sort(slots.begin(), slots.end(), [&](size_t a, size_t b) {
-    const Slot& x = tx_slots_[a];
-    const Slot& y = tx_slots_[b];
-    return std::tie(x.fd, x.to, x.tx.traffic_class, a) <
-           std::tie(y.fd, y.to, y.tx.traffic_class, b);
+    const Slot& x = sl[a];
+    const Slot& y = sl[b];
+    return std::tie(x.fd, x.key, x.tx.traffic_class, a) <
+           std::tie(y.fd, y.key, y.tx.traffic_class, b);
   });
 
-  using Message = Scratch::Message;
-  std::vector<Message>& msgs = scratch_->msgs;
+  using Message = TxStage::Message;
+  std::vector<Message>& msgs = st.msgs;
   msgs.clear();
   for (size_t i = 0; i < slots.size(); ++i) {
-    const Slot& s = tx_slots_[slots[i]];
+    const Slot& s = sl[slots[i]];
     if (pl.gso && !msgs.empty()) {
       Message& m = msgs.back();
-      const Slot& head = tx_slots_[slots[m.first]];
-      const Slot& last = tx_slots_[slots[m.first + m.count - 1]];
+      const Slot& head = sl[slots[m.first]];
+      const Slot& last = sl[slots[m.first + m.count - 1]];
       // Every segment but the last must be exactly gso_size long.
-      if (head.fd == s.fd && head.to == s.to && head.tx.traffic_class == s.tx.traffic_class &&
+      if (head.fd == s.fd && head.key == s.key && head.tx.traffic_class == s.tx.traffic_class &&
           last.tx.size() == head.tx.size() && s.tx.size() <= head.tx.size() &&
           m.count < kMaxGsoSegments && m.bytes + s.tx.size() <= kMaxGsoBytes) {
         ++m.count;
@@ -1721,9 +1848,9 @@ void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
   }
 
   // At most kTxBurst datagrams per plane and burst: the scratch arrays are that large.
-  auto& hdrs = scratch_->hdrs;
-  auto& iov = scratch_->iov;
-  auto& control = scratch_->control;
+  auto& hdrs = st.hdrs;
+  auto& iov = st.iov;
+  auto& control = st.control;
   for (size_t j = 0; j < msgs.size(); ++j) {
     const Message& m = msgs[j];
     size_t v = 2 * m.first;
@@ -1731,15 +1858,15 @@ void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
     h = msghdr{};
     h.msg_iov = &iov[v];
     for (size_t i = m.first; i < m.first + m.count; ++i) {
-      Slot& s = tx_slots_[slots[i]];
-      iov[v++] = {s.buf.data(), s.tx.header_len};
+      const Slot& s = sl[slots[i]];
+      iov[v++] = {const_cast<uint8_t*>(s.buf.data()), s.tx.header_len};
       if (!s.tx.payload.empty()) {
         iov[v++] = {const_cast<uint8_t*>(s.tx.payload.data()), s.tx.payload.size()};
       }
     }
     h.msg_iovlen = v - 2 * m.first;
-    const Slot& head = tx_slots_[slots[m.first]];
-    h.msg_name = const_cast<sockaddr_in6*>(head.to);
+    const Slot& head = sl[slots[m.first]];
+    h.msg_name = const_cast<sockaddr_in6*>(&head.to);
     h.msg_namelen = sizeof(sockaddr_in6);
     if (m.count > 1 || head.tx.traffic_class) {
       h.msg_control = control[j].data();
@@ -1755,58 +1882,54 @@ void UdpDriver::send_slots(size_t plane, std::vector<size_t>& slots) {
         used = CMSG_SPACE(sizeof(uint16_t));
         c = CMSG_NXTHDR(&h, c);
       }
-      if (head.tx.traffic_class) used += put_traffic_class(c, *head.to, head.tx.traffic_class);
+      if (head.tx.traffic_class) used += put_traffic_class(c, head.to, head.tx.traffic_class);
       h.msg_controllen = used;
     }
   }
 
   auto queue_copies = [&](size_t j) {  // message j's datagrams, copied for later
     const Message& m = msgs[j];
-    for (size_t i = m.first; i < m.first + m.count; ++i) {
-      const Slot& s = tx_slots_[slots[i]];
-      Plane::Pending d{s.fd, *s.to, std::vector<uint8_t>(s.tx.size()), s.tx.traffic_class};
-      std::memcpy(d.bytes.data(), s.buf.data(), s.tx.header_len);
-      if (!s.tx.payload.empty())
-        std::memcpy(d.bytes.data() + s.tx.header_len, s.tx.payload.data(), s.tx.payload.size());
-      pl.pending.push_back(std::move(d));
-    }
+    for (size_t i = m.first; i < m.first + m.count; ++i) queue_copy(pl, sl[slots[i]]);
   };
 
   size_t j = 0;
   while (j < msgs.size()) {
     // One sendmmsg per run of messages from the same socket.
     size_t end = j;
-    const int fd = tx_slots_[slots[msgs[j].first]].fd;
-    while (end < msgs.size() && tx_slots_[slots[msgs[end].first]].fd == fd) ++end;
-    ++counters_.sendmmsg_calls;
+    const int fd = sl[slots[msgs[j].first]].fd;
+    while (end < msgs.size() && sl[slots[msgs[end].first]].fd == fd) ++end;
+    bump(pl.sent.sendmmsg_calls);
     const int r = ::sendmmsg(fd, hdrs.data() + j, static_cast<unsigned>(end - j), 0);
     if (r > 0) {
+      uint64_t datagrams = 0, bytes = 0, gso = 0;
       for (size_t k = j; k < j + static_cast<size_t>(r); ++k) {
-        counters_.datagrams_sent += msgs[k].count;
-        counters_.bytes_sent += msgs[k].bytes;
-        if (msgs[k].count > 1) ++counters_.gso_messages;
+        datagrams += msgs[k].count;
+        bytes += msgs[k].bytes;
+        gso += msgs[k].count > 1;
       }
+      bump(pl.sent.datagrams, datagrams);
+      bump(pl.sent.bytes, bytes);
+      bump(pl.sent.gso_messages, gso);
       j += static_cast<size_t>(r);
       continue;
     }
     const int e = errno;
     if (e == EINTR) continue;
     if (e == EAGAIN || e == EWOULDBLOCK) {
-      // Keep the rest, copied: the engine's spans die at its next call.
-      ++counters_.send_eagain;
+      // Keep the rest, copied: the payload spans are not ours past this turn.
+      bump(pl.sent.eagain);
       for (; j < msgs.size(); ++j) queue_copies(j);
       break;
     }
     if (msgs[j].count > 1 && (e == EINVAL || e == EIO || e == EMSGSIZE || e == EOPNOTSUPP)) {
       // The device or path cannot take GSO: single datagrams from now on, this one too.
-      if (pl.gso) ++counters_.gso_disabled;
+      if (pl.gso) bump(pl.sent.gso_disabled);
       pl.gso = false;
       queue_copies(j);
       ++j;
       continue;
     }
-    counters_.send_errors += e == ENOBUFS ? 0 : msgs[j].count;
-    counters_.send_enobufs += e == ENOBUFS ? msgs[j].count : 0;
+    bump(e == ENOBUFS ? pl.sent.enobufs : pl.sent.errors, msgs[j].count);
     ++j;  // drop the one that failed; the engine retransmits
   }
 }

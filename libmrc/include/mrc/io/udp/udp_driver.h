@@ -6,9 +6,12 @@
 // themselves (poll_progress, UdpConfig::poller_progress).
 // Threading: every public method is thread-safe. The engine is owned here and touched only
 // under the driver's mutex (with_engine, or a progress thread); step() and start()/stop()
-// must not run concurrently with each other. The loop, the wire mapping (PathMode, ECN, GSO,
-// GRO, checksums, IPv4), send buffers, probes, peers learnt on the wire, namespaces and the
-// observer are described in docs/fabric.md ("The UDP driver").
+// must not run concurrently with each other. A sender (progress thread, app post, poller)
+// takes its datagrams from the engine under the mutex into buffers of its own and sends them
+// after releasing it; each plane's sends take turns in the order they were taken, so a
+// socket's datagrams leave in the engine's order ("Send buffers" there). The loop, the wire
+// mapping (PathMode, ECN, GSO, GRO, checksums, IPv4), send buffers, probes, peers learnt on the
+// wire, namespaces and the observer are described in docs/fabric.md ("The UDP driver").
 #pragma once
 
 #include <netinet/in.h>
@@ -127,8 +130,10 @@ struct UdpConfig {
   // are one thread's), more threads than planes are as many as planes. Every thread feeds
   // the one engine under the driver's mutex, so a QP's state is touched by one thread at a
   // time; what runs in parallel is each plane's waiting, recvmmsg (the kernel's copy out of
-  // the socket) and parsing. Thread 0 also serves timers, app wakeups, the observer, link
-  // changes and poll_progress's planes (a poller takes thread 0's planes only).
+  // the socket) and parsing, and every thread's sends (sendmmsg, outside the mutex; on
+  // loopback and veth the kernel delivers inside the call). Thread 0 also serves timers, app
+  // wakeups, the observer, link changes and poll_progress's planes (a poller takes thread 0's
+  // planes only).
   uint32_t progress_threads = 0;
   engine::Time (*clock)() = &now;              // replaceable for tests; the only clock
   // Makes the driver's observer in create() (observer.h); empty: none. Front ends set it
@@ -335,12 +340,12 @@ class UdpDriver {
     return f(*engine_);
   }
 
-  /// As with_engine, and then sends what f queued from the caller's thread, under the same
-  /// lock: a posted message leaves without waiting for the progress thread to wake (one
-  /// thread wakeup less per message; what latency-bound apps feel). The thread is woken
-  /// only when a socket was full; a timer earlier than it planned (a post's RTO) moves its
-  /// alarm (a timerfd) instead, so a post never costs a loop round.
-  /// f must return a value.
+  /// As with_engine, and then sends what f queued from the caller's thread: taken from the
+  /// engine under the same lock, sent after releasing it (flush_unlock). A posted message
+  /// leaves without waiting for the progress thread to wake (one thread wakeup less per
+  /// message; what latency-bound apps feel). The thread is woken only when a socket was full;
+  /// a timer earlier than it planned (a post's RTO) moves its alarm (a timerfd) instead, so a
+  /// post never costs a loop round. f must return a value.
   template <class F>
   decltype(auto) with_engine_flush(F&& f) {
     bool must_wake = false;
@@ -352,10 +357,10 @@ class UdpDriver {
         if (wake) d->wake();
       }
     } after_unlock{this, must_wake};  // destroyed after `lock`
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     auto r = f(*engine_);
-    must_wake = flush_locked();
-    if (must_wake) ++counters_.app_wakeups;
+    must_wake = flush_unlock(lock);
+    if (must_wake) app_flush_wakeups_.fetch_add(1, std::memory_order_relaxed);
     return r;
   }
 
@@ -405,7 +410,7 @@ class UdpDriver {
 
   /// peek_engine for a thread that must not sleep on the mutex (one that busy-polls, as
   /// mrc-perf --latency does): runs f and returns true when the mutex is free, else false at
-  /// once. Its holder is often the loop or a poller inside a send (sendmmsg, ~10 us on veth);
+  /// once. Its holder is often the loop or a poller feeding the engine (the receive copy);
   /// sleeping on it costs the poller a futex wait and its holder a futex wake (issue 17).
   template <class F>
   bool try_peek_engine(F&& f) {
@@ -448,16 +453,22 @@ class UdpDriver {
   struct Slot;
   struct Route;
   struct Scratch;
+  struct TxStage;
   struct Shard;
   explicit UdpDriver(const UdpConfig& cfg);
   void wake();  // thread 0 (event_fd_)
-  // Under mu_, after a round of thread `from`: wakes the other threads whose planes have
-  // queued sends (only a plane's own thread waits for room on its socket).
+  // After a round of thread `from` (with or without mu_): wakes the other threads whose planes
+  // have queued sends (only a plane's own thread waits for room on its socket).
   void wake_pending_owners(const Shard& from);
-  bool flush_locked();  // under mu_: transmit now; true if the loop must be woken
+  // Under mu_ (`lock`, released on return): takes what the engine has to send into a stage of
+  // the caller's (stages_), releases mu_ and sends it; true if the loop must be woken (a
+  // socket of its was full, or its alarm could not be moved).
+  bool flush_unlock(std::unique_lock<std::mutex>& lock);
   // Under mu_, at `t`: an engine deadline earlier than thread 0's planned wake moves its alarm
   // (deadline_timer_fd_); false if that failed and thread 0 must be woken instead.
   bool move_alarm_locked(engine::Time t);
+  // Under mu_: counters()'s snapshot (counters_ with the counts kept outside mu_ added).
+  UdpCounters counters_locked() const;
   void run_once(Shard& s, engine::Duration max_wait);
   // Under rx_mu_, without mu_: one recvmmsg on a plane socket; the datagrams read, or
   // -errno (EAGAIN: none). Counted by feed_received.
@@ -474,9 +485,23 @@ class UdpDriver {
                 std::span<const uint8_t> bytes, engine::Time t);
   // Under mu_ and rx_mu_: a batch of receive_batch's (r as it returned) to the engine.
   void feed_received(size_t plane, int r, engine::Time t);
-  void transmit(engine::Time t);                               // under mu_
-  bool flush_pending(size_t plane);                            // under mu_; true when all sent
-  void send_slots(size_t plane, std::vector<size_t>& slots);   // under mu_
+  // Sending, in two steps (issue 17: the sendmmsg out of the engine's mutex). stage(), under
+  // mu_: up to kTxBurst datagrams from the engine into `st` (headers, payloads up to
+  // kMaxInline copied, destinations), none while a plane holds refused datagrams, and a turn
+  // on each plane that has some or is blocked. send_staged(), with or without mu_: on each
+  // such plane, in its turn, the queued ones first, then st's. What stage() returns:
+  struct Staged {
+    bool full = false;     // took kTxBurst: the engine may hold more
+    bool blocked = false;  // polled nothing: a plane's socket held refused datagrams
+  };
+  Staged stage(engine::Time t, TxStage& st);
+  bool send_staged(TxStage& st);  // true: no plane it sent on is left blocked
+  // In plane `plane`'s turn: its refused datagrams; true when all are sent.
+  bool flush_pending(size_t plane);
+  // In plane `plane`'s turn: st's datagrams of that plane (indices into st.slots).
+  void send_slots(size_t plane, TxStage& st, std::vector<size_t>& slots);
+  // In its plane's turn: a copy of one datagram to the plane's queue of refused ones.
+  static void queue_copy(Plane& pl, const Slot& s);
   std::optional<Route> route(const engine::Transmit& tx) const;  // under mu_; none: no route
   // The socket a datagram of EV `ev` leaves from: kEcmp's source-port socket its low 16 bits
   // pick (spray_paths' k << 8 | salt), else the plane port's.
@@ -555,8 +580,13 @@ class UdpDriver {
   std::map<engine::PeerId, std::vector<sockaddr_in6>> learnable_;  // under mu_
   std::unique_ptr<PeerAddresses> addresses_;                       // under mu_
   UdpCounters counters_;
-  std::vector<Slot> tx_slots_;         // kTxBurst; under mu_
-  std::unique_ptr<Scratch> scratch_;   // loop buffers (loop thread) and transmit ones (mu_)
+  // flush_unlock's stages (app calls, pollers): one per caller at a time, kept for reuse.
+  std::mutex stages_mu_;
+  std::vector<std::unique_ptr<TxStage>> stages_;  // under stages_mu_: free ones
+  std::unique_ptr<TxStage> take_stage();
+  void give_stage(std::unique_ptr<TxStage> st);
+  std::atomic<uint64_t> app_flush_wakeups_{0};  // UdpCounters::app_wakeups of flush_unlock
+  std::unique_ptr<Scratch> scratch_;    // poll_progress's buffers (under rx_mu_)
   std::unique_ptr<Probes> probes_;     // under mu_
   PortStatusUpdates port_status_;      // under mu_
   std::unique_ptr<DriverObserver> observer_;  // under mu_; null: none attached (or MRC_STATS=0)
@@ -570,11 +600,11 @@ class UdpDriver {
   std::vector<std::unique_ptr<Shard>> shards_;
   std::unique_ptr<Shard> step_shard_;
   std::vector<uint32_t> plane_shard_;  // plane -> index into shards_
-  bool started_ = false;
+  std::atomic<bool> started_{false};  // written under mu_ (start, stop)
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> activity_{0};
   int64_t planned_wake_ns_ = 0;  // under mu_: when the sleeping loop wakes by itself (ns)
-  // An app call (flush_locked) or another thread's round that makes an engine deadline earlier
+  // An app call (flush_unlock) or another thread's round that makes an engine deadline earlier
   // than planned_wake_ns_ arms this timerfd (move_alarm_locked; relative, so a test clock works
   // as the loop's timeout does) rather than waking the loop; the loop watches it and disarms it
   // before each sleep, whose own timeout then covers every deadline.
