@@ -7,7 +7,9 @@
 # driver counters mrc-perf prints (load-independent). Needs root (network namespaces).
 #   Usage: bash perf/latency_ab.sh A_MRC_PERF B_MRC_PERF [rounds=4] [seconds=4] [rate=2]
 # A and B are mrc-perf binaries (e.g. a copy of main's build and this tree's). The fabric and
-# the reference come from this tree's build (build/tools/mrc-fabric, build/perf/udp_pingpong).
+# the reference come from this tree's build (build/tools/mrc-fabric, build/perf/udp_pingpong;
+# BUILD=<dir> names another build tree with tools/ and perf/ in it, e.g. stripped copies
+# carried to another machine).
 # C=<mrc-perf> adds a third build, "c", to each round. TRACE=1 adds a run per round: B with --latency-trace (the slow round trips' causes;
 # its reads add to every round trip, so its figures are not B's). NICE=-20 runs every
 # measured process (both builds and the reference alike) at that nice value: on a machine
@@ -19,7 +21,7 @@ BB=${2:?usage: latency_ab.sh A_MRC_PERF B_MRC_PERF [rounds] [seconds] [rate]}
 ROUNDS=${3:-4}
 SECS=${4:-4}
 RATE=${5:-2}
-B=build
+B=${BUILD:-build}
 for f in "$A" "$BB" "$B/tools/mrc-fabric" "$B/perf/udp_pingpong"; do
   [[ -x $f ]] || { echo "latency_ab.sh: $f: not an executable (build it first)" >&2; exit 2; }
 done

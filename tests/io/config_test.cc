@@ -62,6 +62,42 @@ TEST(HostConfig, PollerProgress_OffByDefaultFileThenEnvironment) {
   EXPECT_FALSE(e->udp.poller_progress);
 }
 
+TEST(HostConfig, PollerGrace_DriverDefaultFileThenEnvironmentBadNamed) {
+  auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_EQ(d->udp.poller_grace, kDefaultPollerGrace);
+  auto f = parse_host_config(R"({"planes": ["::1"], "poller_grace_us": 50})", "a.json",
+                             env_of({}));
+  ASSERT_TRUE(f.ok()) << f.error();
+  EXPECT_EQ(f->udp.poller_grace, engine::Duration{50'000});
+  auto e = parse_host_config(R"({"planes": ["::1"], "poller_grace_us": 10})", "a.json",
+                             env_of({{"MRC_POLLER_GRACE_US", "2.5"}}));
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_EQ(e->udp.poller_grace, engine::Duration{2'500});
+  EXPECT_NE(e->sources.find("MRC_POLLER_GRACE_US"), std::string::npos) << e->sources;
+  // The driver takes what the file allows (0..1 s).
+  auto top = parse_host_config(R"({"planes": ["::1"], "poller_grace_us": 1000000})", "a.json",
+                               env_of({}));
+  ASSERT_TRUE(top.ok()) << top.error();
+  EXPECT_EQ(top->udp.poller_grace, kMaxPollerGrace);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "poller_grace_us": 1000001})",
+                                       "a.json", env_of({})))
+                .find("a.json: /poller_grace_us: must be a number 0..1e+06, got 1000001"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "poller_grace_us": "10"})",
+                                       "a.json", env_of({})))
+                .find("a.json: /poller_grace_us: must be a number"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
+                                       env_of({{"MRC_POLLER_GRACE_US", "-1"}})))
+                .find("MRC_POLLER_GRACE_US: must be a number 0..1e+06, got -1"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
+                                       env_of({{"MRC_POLLER_GRACE_US", "10us"}})))
+                .find("MRC_POLLER_GRACE_US: must be a number 0..1e+06, got 10us"),
+            std::string::npos);
+}
+
 TEST(HostConfig, ProgressThreads_AutoByDefaultFileThenEnvironmentBadNamed) {
   auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
   ASSERT_TRUE(d.ok()) << d.error();
@@ -112,6 +148,7 @@ TEST(HostConfig, InstalledExample_ParsesToTheDefaultsButPlanes) {
   EXPECT_EQ(e.gro, d.gro);
   EXPECT_EQ(e.busy_poll, d.busy_poll);
   EXPECT_EQ(e.poller_progress, d.poller_progress);
+  EXPECT_EQ(e.poller_grace, d.poller_grace);
   EXPECT_EQ(e.netns, d.netns);
   EXPECT_EQ(e.progress_nice, d.progress_nice);
   EXPECT_EQ(e.progress_threads, d.progress_threads);

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -33,6 +34,7 @@ struct Fields {
   std::string netns;
   bool gso = true, gro = true, zero_udp_checksum = false, busy_poll = false;
   bool poller_progress = false;
+  double poller_grace_us = static_cast<double>(kDefaultPollerGrace.count()) / 1000;
   uint32_t ecmp_source_ports = 16;
   std::vector<std::vector<std::string>> peers;  // per host: its address per plane
   std::string peers_source;                     // where `peers` came from, for errors
@@ -77,9 +79,11 @@ double to_double(const std::string& where, const std::string& s, double hi) {
   return v;
 }
 
-// Upper bounds for the numeric fields: 100 Tb/s of NIC, 10 s of round trip.
+// Upper bounds for the numeric fields: 100 Tb/s of NIC, 10 s of round trip, the driver's
+// longest poller_grace (1 s).
 constexpr double kMaxNicGbps = 100'000;
 constexpr double kMaxRttUs = 10'000'000;
+constexpr double kMaxPollerGraceUs = static_cast<double>(kMaxPollerGrace.count()) / 1000;
 
 bool to_bool(const std::string& where, const std::string& s) {
   if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
@@ -137,6 +141,8 @@ void from_json(const json& j, const std::string& src, Fields& f) {
     else if (key == "busy_poll") f.busy_poll = boolean();
     else if (key == "poller_progress")
       f.poller_progress = boolean();
+    else if (key == "poller_grace_us")
+      f.poller_grace_us = number(kMaxPollerGraceUs);
     else if (key == "ecmp_source_ports") f.ecmp_source_ports = uint(1, 256);
     else if (key == "peer_query")
       f.peer_query = boolean();
@@ -197,6 +203,8 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
   get("MRC_ZERO_UDP_CHECKSUM", [&](auto n, auto v) { f.zero_udp_checksum = to_bool(n, v); });
   get("MRC_BUSY_POLL", [&](auto n, auto v) { f.busy_poll = to_bool(n, v); });
   get("MRC_POLLER_PROGRESS", [&](auto n, auto v) { f.poller_progress = to_bool(n, v); });
+  get("MRC_POLLER_GRACE_US",
+      [&](auto n, auto v) { f.poller_grace_us = to_double(n, v, kMaxPollerGraceUs); });
   get("MRC_ECMP_SOURCE_PORTS", [&](auto n, auto v) { f.ecmp_source_ports = to_uint(n, v, 1, 256); });
   get("MRC_PEER_QUERY", [&](auto n, auto v) { f.peer_query = to_bool(n, v); });
   get("MRC_PEERS", [&](auto n, auto v) {  // hosts separated by ';', planes by ','
@@ -337,6 +345,7 @@ HostConfig build(const Fields& f, std::string sources) {
   u.engine.payload_crc = f.zero_udp_checksum;
   u.busy_poll = f.busy_poll;
   u.poller_progress = f.poller_progress;
+  u.poller_grace = engine::Duration{std::llround(f.poller_grace_us * 1000)};
   u.ecmp_source_ports = f.ecmp_source_ports;
   double gbps = f.nic_gbps;
   if (gbps == 0 && u.fabric) gbps = u.fabric->config().host_port_gbps * u.planes.size();

@@ -30,6 +30,9 @@
 //     "busy_poll": false,            // progress thread spins instead of sleeping
 //     "poller_progress": false,      // a thread polling for completions receives and
 //                                    // answers itself (UdpDriver::poll_progress)
+//     "poller_grace_us": 10,         // with poller_progress: how long the progress thread
+//                                    // leaves the sockets to pollers after their last poll,
+//                                    // 0..1000000 (UdpConfig::poller_grace)
 //     "ecmp_source_ports": 16,       // ecmp: source ports (sockets) per plane
 //     "peers": [{"planes": ["fd00::2", "fd00:1::2"]}, ...],
 //                                    // direct/ecmp: other hosts' address per plane (one

@@ -109,6 +109,7 @@ struct UdpDriver::Plane {
   uint32_t serving = 0;       // under turn_mu: the turn that may send now
   uint32_t turn_waiters = 0;  // under turn_mu
   bool gso = false;           // GSO still works here (a refusal turns it off)
+  bool stamping = false;  // under mu_: SO_TIMESTAMPNS is on (since the first probe answered)
   // Receive side (progress thread only).
   size_t rx_slot = engine::kTransmitBufferSize;  // bytes per receive buffer
   std::vector<uint8_t> rx_data;
@@ -285,10 +286,9 @@ Result<int, std::string> open_socket(const UdpConfig& cfg, const sockaddr_in6& a
   if (receiver && cfg.gro && ::setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) != 0) {
     return fail("UDP_GRO");
   }
-  // The kernel's receive time of each datagram (CLOCK_REALTIME): a probe's service time starts
-  // there, so it covers the socket's queueing before the driver read it.
-  if (receiver && ::setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) != 0)
-    return fail("SO_TIMESTAMPNS");
+  // No SO_TIMESTAMPNS here: only a probe's answer uses the kernel's receive time, and the
+  // timestamp cost ~0.1 us on every receive (perf/recv_cost, perf/RESULTS.md 2026-11-27
+  // (lathold)); the first probe a plane answers turns it on (connectionless).
   if (cfg.socket_buffer_bytes > 0) {
     // Best effort: the FORCE variants need CAP_NET_ADMIN; else the kernel caps at rmem_max.
     const int sz = cfg.socket_buffer_bytes;
@@ -1683,6 +1683,13 @@ bool UdpDriver::connectionless(size_t plane, const sockaddr_in6& from, bool ecn,
     svc = std::max(svc, Duration{queued});  // max: a wall clock stepped back counts no less
   }
   const size_t n = Probes::build_answer(answered, p, ecn, buf, svc);
+  // From the first probe on, the plane's datagrams carry the kernel's receive time (this one
+  // did not: its service time starts at the read). Best effort: without it, at the read.
+  Plane& pl = *sockets_[plane];
+  if (!pl.stamping) {
+    const int one = 1;
+    pl.stamping = ::setsockopt(pl.fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one) == 0;
+  }
   if (::sendto(sockets_[plane]->fd, buf, n, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&to),
                sizeof to) == static_cast<ssize_t>(n)) {
     ++counters_.probes_answered;
