@@ -43,7 +43,7 @@ struct Fields {
   double base_rtt_us = 0;
   double min_base_rtt_us = 100;
   int progress_nice = -10;
-  uint32_t progress_threads = 0;  // 0: the driver's default_progress_threads
+  uint32_t progress_threads = 0;  // 0: the driver's kDefaultProgressThreads
 };
 
 uint32_t to_uint(const std::string& where, const std::string& s, uint32_t lo, uint32_t hi) {

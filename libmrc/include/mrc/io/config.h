@@ -49,7 +49,7 @@
 //     "progress_nice": -10,          // the progress threads' nice value (udp_driver.h);
 //                                    // best effort, needs CAP_SYS_NICE below 0
 //     "progress_threads": 0          // progress threads, 1..16, at most one per plane
-//                                    // (udp_driver.h); 0: default_progress_threads
+//                                    // (udp_driver.h); 0: kDefaultProgressThreads
 //   }
 // Errors name the source and the field: "MRC_PORT: must be 0..65535, got 70000",
 // "/etc/mrc/mrc.json: /planes/1: not an IPv6 or IPv4 address: fd00::zz",

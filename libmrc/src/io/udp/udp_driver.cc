@@ -4,7 +4,6 @@
 #include <netdb.h>
 #include <netinet/udp.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -239,18 +238,6 @@ engine::Duration send_burst(const UdpConfig& c) {
   return engine::Duration{std::llround(kMaxGsoBytes * 8 / plane_bps * 1e9)};
 }
 
-uint32_t default_progress_threads(size_t planes, size_t cpus) {
-  const size_t want = std::min<size_t>(cpus / 4, 4);
-  return static_cast<uint32_t>(std::clamp<size_t>(want, 1, std::max<size_t>(planes, 1)));
-}
-
-size_t usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return static_cast<size_t>(std::max(1, CPU_COUNT(&set)));
-}
-
 UdpDriver::UdpDriver(const UdpConfig& cfg)
     : cfg_(with_engine_settings(cfg)),
       engine_(std::make_unique<engine::Engine>(cfg_.engine)),
@@ -435,10 +422,9 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
   });
   if (!made.ok()) return Err(made.error());
   // The progress threads' shares: plane p to thread p % threads.
-  const size_t threads = std::clamp<size_t>(
-      cfg.progress_threads == 0 ? default_progress_threads(d->sockets_.size(), usable_cpus())
-                                : cfg.progress_threads,
-      1, d->sockets_.size());
+  const size_t threads =
+      std::clamp<size_t>(cfg.progress_threads == 0 ? kDefaultProgressThreads : cfg.progress_threads,
+                         1, d->sockets_.size());
   for (size_t k = 0; k < threads; ++k) {
     auto sh = std::make_unique<Shard>();
     sh->index = k;

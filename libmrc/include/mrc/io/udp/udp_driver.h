@@ -125,7 +125,7 @@ struct UdpConfig {
   // threads that spin (perftest, NCCL's proxy) at once when a datagram arrives, as a NIC's
   // engine would not compete with them. Best effort: needs CAP_SYS_NICE.
   int progress_nice = 0;
-  // Progress threads start() runs (1..engine::kMaxPlanes; 0: default_progress_threads). Thread
+  // Progress threads start() runs (1..engine::kMaxPlanes; 0: kDefaultProgressThreads). Thread
   // k serves the plane sockets p with p % threads == k (a plane's socket and receive buffers
   // are one thread's), more threads than planes are as many as planes. Every thread feeds
   // the one engine under the driver's mutex, so a QP's state is touched by one thread at a
@@ -149,15 +149,16 @@ struct UdpConfig {
 /// the driver's engine: 260 us at 2 Gbit/s per port. 0 without planes or NIC rate.
 engine::Duration send_burst(const UdpConfig& c);
 
-/// The progress threads UdpConfig::progress_threads = 0 gives: one per 4 CPUs this process
-/// may run on (its affinity mask), at most 4 and at most one per plane, at least 1. Measured
-/// (perf/RESULTS.md 2026-11-27 (device, lead, s13)): since every thread sends outside the
-/// engine's mutex, on 16 idle cores 2 / 4 / 8 threads gave 1.52 / 1.73 / 1.20x one thread's
-/// Gbit/s (8 loopback planes, two processes), with less CPU per byte up to 4; on a 2-core VM
-/// 2 threads cost more CPU per byte than 1 (2026-11-26 (cores)), so small machines keep 1.
-uint32_t default_progress_threads(size_t planes, size_t cpus);
-/// The CPUs this process may run on (sched_getaffinity; 1 when that fails).
-size_t usable_cpus();
+/// The progress threads UdpConfig::progress_threads = 0 gives: 1. Since every thread sends
+/// outside the engine's mutex, more threads carry more bytes where cores are free, and cost
+/// small messages their latency (perf/RESULTS.md 2026-11-27 (device, lead, s13), 16 idle
+/// cores): 2 / 4 / 8 threads gave 1.52 / 1.73 / 1.20x one thread's Gbit/s (8 loopback planes),
+/// real NCCL's 64 MiB all_reduce 3.21 against 1.63 GB/s with 4 threads; but an 8 B send/recv
+/// took 82.8 against 46.8 us and mrc-perf --latency's p50 28.5-37.5 against 11.9-17.0 us
+/// (each message's packet and ACK wake threads of their own; a poller covers thread 0's
+/// planes only). 1 keeps the latency; a bandwidth-bound job on a host with cores to spare
+/// sets progress_threads (2-4).
+inline constexpr uint32_t kDefaultProgressThreads = 1;
 
 /// Plain counters that only grow; read as a snapshot with counters().
 struct UdpCounters {
