@@ -10,7 +10,8 @@ processes (receiver, sender) as perf/nccl_bw.sh starts them, waited for with wai
 time of every thread of both (user + system, the kernel's loopback delivery included) is
 counted. Verification is on (each 4 KiB carries its sequence number).
 
-  mrc-t<N>   NCCL_NET_PLUGIN's harness through libnccl-net-mrc, MRC_PROGRESS_THREADS=N,
+  mrc-t<N>   NCCL_NET_PLUGIN's harness through libnccl-net-mrc, MRC_PROGRESS_THREADS=N (0: the
+             driver's default, progress_threads = 0),
              NCCL_MRC_QPS_PER_CONN=--qps (the planes are split between the threads: p % N)
   tcp-s<K>   nccl_bw --transport tcp --streams K (NCCL's socket transport, K sockets per comm)
 
@@ -30,13 +31,13 @@ import tempfile
 import time
 
 
-def ints(text, name):
+def ints(text, name, least=1):
     try:
         out = [int(w) for w in text.split(",") if w.strip()]
     except ValueError:
         raise SystemExit(f"nccl_threads.py: {name}: not a list of integers: {text!r}")
-    if not out or any(v <= 0 for v in out):
-        raise SystemExit(f"nccl_threads.py: {name}: needs positive integers, got {text!r}")
+    if not out or any(v < least for v in out):
+        raise SystemExit(f"nccl_threads.py: {name}: needs integers >= {least}, got {text!r}")
     return out
 
 
@@ -98,7 +99,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--size", type=int, default=4 << 20)
     args = ap.parse_args()
-    threads = ints(args.threads, "--threads")
+    threads = ints(args.threads, "--threads", least=0)  # 0: the driver's default
     streams = ints(args.streams, "--streams")
     if args.planes <= 0 or args.planes > 16:
         raise SystemExit(f"nccl_threads.py: --planes must be 1..16, got {args.planes}")
