@@ -572,9 +572,7 @@ void Core::ack_psn(Qp& q, uint32_t psn, Time now, AckTally* acked) {
   // Spurious loss: declared lost, yet acknowledged before a resend could be, or within min
   // RTT / 2 of the resend (too soon for the resend's own ACK). on_ack also finds one from an
   // ACK that echoes an earlier copy.
-  if (p.state == TxPkt::kLost)
-    spurious_loss(q, p, false);
-  else if (p.tx_count > 1 && now - p.sent < q.rtt.min_rtt() / 2)
+  if (p.state == TxPkt::kLost || (p.tx_count > 1 && now - p.sent < q.rtt.min_rtt() / 2))
     spurious_loss(q, p, false);
   else
     q.loss.on_clean_ack();
@@ -658,8 +656,8 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   // spurious (what a DSACK says in TCP; the receiver echoes a duplicate it drops, too).
   // Before the ACKs below, so that ack_psn's guess (a resend acknowledged too soon) does not
   // take it first.
-  if (a.echo_ts != 0 && psn_diff(q.snd.snd_nxt, a.echo_psn) > 0 &&
-      psn_diff(q.snd.snd_nxt, a.echo_psn) <= static_cast<int64_t>(q.snd.tx.size())) {
+  const int64_t echo_back = psn_diff(q.snd.snd_nxt, a.echo_psn);  // in the in-flight ring?
+  if (a.echo_ts != 0 && echo_back > 0 && echo_back <= static_cast<int64_t>(q.snd.tx.size())) {
     TxPkt& e = q.snd.pkt(a.echo_psn);
     const auto sent = Time{static_cast<int64_t>(a.echo_ts)};
     if (e.tx_count > 1 && !e.proven && e.state != TxPkt::kLost && sent < e.sent && sent <= now)
