@@ -62,6 +62,27 @@ TEST(HostConfig, PollerProgress_OffByDefaultFileThenEnvironment) {
   EXPECT_FALSE(e->udp.poller_progress);
 }
 
+TEST(HostConfig, Spin_DriverChoosesUnlessFileOrEnvironmentBadNamed) {
+  auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_EQ(d->udp.spin, kAutoSpin);
+  auto f = parse_host_config(R"({"planes": ["::1"], "spin_us": 20})", "a.json", env_of({}));
+  ASSERT_TRUE(f.ok()) << f.error();
+  EXPECT_EQ(f->udp.spin, engine::Duration{20'000});
+  auto e = parse_host_config(R"({"planes": ["::1"], "spin_us": 20})", "a.json",
+                             env_of({{"MRC_SPIN_US", "0"}}));
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_EQ(e->udp.spin, engine::Duration{0});
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "spin_us": 10001})", "a.json",
+                                       env_of({})))
+                .find("a.json: /spin_us: must be a number 0..10000, got 10001"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
+                                       env_of({{"MRC_SPIN_US", "fast"}})))
+                .find("MRC_SPIN_US: must be a number 0..10000, got fast"),
+            std::string::npos);
+}
+
 TEST(HostConfig, PollerGrace_DriverDefaultFileThenEnvironmentBadNamed) {
   auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
   ASSERT_TRUE(d.ok()) << d.error();
@@ -149,6 +170,7 @@ TEST(HostConfig, InstalledExample_ParsesToTheDefaultsButPlanes) {
   EXPECT_EQ(e.busy_poll, d.busy_poll);
   EXPECT_EQ(e.poller_progress, d.poller_progress);
   EXPECT_EQ(e.poller_grace, d.poller_grace);
+  EXPECT_EQ(e.spin, d.spin);
   EXPECT_EQ(e.netns, d.netns);
   EXPECT_EQ(e.progress_nice, d.progress_nice);
   EXPECT_EQ(e.progress_threads, d.progress_threads);

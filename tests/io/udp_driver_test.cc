@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <sched.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -303,7 +304,16 @@ class UdpPair : public UdpPairBase, public ::testing::Test {
 };
 
 // The same transfer under each socket-level variant of the datapath.
-enum class Variant { kNoGsoGro, kZeroChecksum, kEcmp, kBusyPoll, kIpv4Ecmp, kIpv4ZeroChecksum };
+enum class Variant {
+  kNoGsoGro,
+  kZeroChecksum,
+  kEcmp,
+  kBusyPoll,
+  kIpv4Ecmp,
+  kIpv4ZeroChecksum,
+  kSpin,
+  kNoSpin
+};
 class UdpPairVariant : public UdpPairBase, public ::testing::TestWithParam<Variant> {
  protected:
   void tweak(UdpConfig& c) override {
@@ -330,6 +340,12 @@ class UdpPairVariant : public UdpPairBase, public ::testing::TestWithParam<Varia
         for (auto& p : c.planes) p.address = "::ffff:127.0.0.1";
         c.zero_udp_checksum = true;  // SO_NO_CHECK
         break;
+      case Variant::kSpin:  // every thread polls 100 us after each round with work
+        c.spin = engine::Duration{100'000};
+        break;
+      case Variant::kNoSpin:
+        c.spin = engine::Duration{0};
+        break;
     }
   }
   void SetUp() override { set_up(); }
@@ -339,7 +355,9 @@ class UdpPairVariant : public UdpPairBase, public ::testing::TestWithParam<Varia
 TEST_P(UdpPairVariant, Write_16MiBVerified) {
   auto [a, b] = write_16mib();
   EXPECT_GE(a.datagrams_sent, (16u << 20) / 4096);
-  if (GetParam() != Variant::kBusyPoll) {
+  if (GetParam() == Variant::kSpin || GetParam() == Variant::kNoSpin) {
+    EXPECT_GT(a.gso_messages, 0u);  // direct paths, GSO on
+  } else if (GetParam() != Variant::kBusyPoll) {
     EXPECT_EQ(a.gso_messages > 0, GetParam() == Variant::kEcmp || GetParam() == Variant::kIpv4Ecmp);
   }
   if (GetParam() == Variant::kIpv4Ecmp) {
@@ -349,18 +367,23 @@ TEST_P(UdpPairVariant, Write_16MiBVerified) {
   if (GetParam() == Variant::kNoGsoGro) {
     EXPECT_EQ(b.gro_messages, 0u);
   }
+  if (GetParam() == Variant::kNoSpin) {  // without spin no round polls without sleeping
+    EXPECT_EQ(a.loop_spins, 0u);
+    EXPECT_EQ(b.loop_spins, 0u);
+  }
 }
 
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
-  static const char* const kNames[] = {"NoGsoGro", "ZeroChecksum", "Ecmp",
-                                       "BusyPoll", "Ipv4Ecmp",     "Ipv4ZeroChecksum"};
+  static const char* const kNames[] = {"NoGsoGro", "ZeroChecksum",     "Ecmp", "BusyPoll",
+                                       "Ipv4Ecmp", "Ipv4ZeroChecksum", "Spin", "NoSpin"};
   return kNames[static_cast<int>(info.param)];
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, UdpPairVariant,
                          ::testing::Values(Variant::kNoGsoGro, Variant::kZeroChecksum,
                                            Variant::kEcmp, Variant::kBusyPoll, Variant::kIpv4Ecmp,
-                                           Variant::kIpv4ZeroChecksum),
+                                           Variant::kIpv4ZeroChecksum, Variant::kSpin,
+                                           Variant::kNoSpin),
                          variant_name);
 
 // N progress threads (UdpConfig::progress_threads): (planes, threads asked).
@@ -887,6 +910,24 @@ TEST_F(UdpPair, WriteImm_200InOrder) {
 }
 
 TEST_F(UdpPair, Idle_ThreadSleeps) { idle_threads_sleep(); }
+
+// UdpConfig::spin: after its rounds with work each thread polls without sleeping (rounds that
+// found nothing are counted), on both sides of a WRITE; once the spin has run out with
+// nothing more to do, the threads sleep (idle_threads_sleep: flat loop counts).
+class UdpPairSpin : public UdpPair {
+ protected:
+  void tweak(UdpConfig& c) override {
+    c.spin = engine::Duration{5'000'000};  // 5 ms: seen even by a thread often preempted
+    c.progress_threads = 2;
+  }
+};
+
+TEST_F(UdpPairSpin, Spin_PollsAfterWorkThenSleeps) {
+  auto [a, b] = write_16mib();
+  EXPECT_GT(a.loop_spins, 0u) << "the sender's threads never polled without sleeping";
+  EXPECT_GT(b.loop_spins, 0u) << "the receiver's threads never polled without sleeping";
+  idle_threads_sleep();
+}
 
 // A QP of `d` toward `p` (a plain socket that never answers) on `paths`, with traffic class
 // `tclass` and ack timeout `timeout` (1.024 us x 2^timeout), and one WRITE of `src` posted on
@@ -1613,6 +1654,26 @@ TEST(UdpDriver, Create_RefusesPollerGraceOutOfRange) {
     ASSERT_FALSE(d.ok()) << g.count();
     EXPECT_NE(d.error().find("poller_grace must be 0..1 s"), std::string::npos) << d.error();
   }
+}
+
+// spin out of 0..10 ms (kAutoSpin aside) is refused, naming it; kAutoSpin and the bounds are
+// taken, and the default is default_spin()'s choice: 50 us with 8 CPUs or more, else 0.
+TEST(UdpDriver, Create_SpinRangeAndDefault) {
+  for (const engine::Duration g : {engine::Duration{-2}, kMaxSpin + engine::Duration{1}}) {
+    UdpConfig cfg = loopback_config(1);
+    cfg.spin = g;
+    auto d = UdpDriver::create(cfg);
+    ASSERT_FALSE(d.ok()) << g.count();
+    EXPECT_NE(d.error().find("spin must be 0..10 ms"), std::string::npos) << d.error();
+  }
+  for (const engine::Duration g : {kAutoSpin, engine::Duration{0}, kMaxSpin}) {
+    UdpConfig cfg = loopback_config(1);
+    cfg.spin = g;
+    EXPECT_TRUE(UdpDriver::create(cfg).ok()) << g.count();
+  }
+  cpu_set_t cpus;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof cpus, &cpus), 0);
+  EXPECT_EQ(default_spin(), CPU_COUNT(&cpus) >= 8 ? engine::Duration{50'000} : engine::Duration{0});
 }
 
 // poller_progress = false: poll_progress leaves a waiting datagram to the loop.

@@ -35,6 +35,7 @@ struct Fields {
   bool gso = true, gro = true, zero_udp_checksum = false, busy_poll = false;
   bool poller_progress = false;
   double poller_grace_us = static_cast<double>(kDefaultPollerGrace.count()) / 1000;
+  std::optional<double> spin_us;  // none: the driver's default_spin()
   uint32_t ecmp_source_ports = 16;
   std::vector<std::vector<std::string>> peers;  // per host: its address per plane
   std::string peers_source;                     // where `peers` came from, for errors
@@ -84,6 +85,7 @@ double to_double(const std::string& where, const std::string& s, double hi) {
 constexpr double kMaxNicGbps = 100'000;
 constexpr double kMaxRttUs = 10'000'000;
 constexpr double kMaxPollerGraceUs = static_cast<double>(kMaxPollerGrace.count()) / 1000;
+constexpr double kMaxSpinUs = static_cast<double>(kMaxSpin.count()) / 1000;
 
 bool to_bool(const std::string& where, const std::string& s) {
   if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
@@ -143,6 +145,8 @@ void from_json(const json& j, const std::string& src, Fields& f) {
       f.poller_progress = boolean();
     else if (key == "poller_grace_us")
       f.poller_grace_us = number(kMaxPollerGraceUs);
+    else if (key == "spin_us")
+      f.spin_us = number(kMaxSpinUs);
     else if (key == "ecmp_source_ports") f.ecmp_source_ports = uint(1, 256);
     else if (key == "peer_query")
       f.peer_query = boolean();
@@ -205,6 +209,7 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
   get("MRC_POLLER_PROGRESS", [&](auto n, auto v) { f.poller_progress = to_bool(n, v); });
   get("MRC_POLLER_GRACE_US",
       [&](auto n, auto v) { f.poller_grace_us = to_double(n, v, kMaxPollerGraceUs); });
+  get("MRC_SPIN_US", [&](auto n, auto v) { f.spin_us = to_double(n, v, kMaxSpinUs); });
   get("MRC_ECMP_SOURCE_PORTS", [&](auto n, auto v) { f.ecmp_source_ports = to_uint(n, v, 1, 256); });
   get("MRC_PEER_QUERY", [&](auto n, auto v) { f.peer_query = to_bool(n, v); });
   get("MRC_PEERS", [&](auto n, auto v) {  // hosts separated by ';', planes by ','
@@ -346,6 +351,7 @@ HostConfig build(const Fields& f, std::string sources) {
   u.busy_poll = f.busy_poll;
   u.poller_progress = f.poller_progress;
   u.poller_grace = engine::Duration{std::llround(f.poller_grace_us * 1000)};
+  if (f.spin_us) u.spin = engine::Duration{std::llround(*f.spin_us * 1000)};
   u.ecmp_source_ports = f.ecmp_source_ports;
   double gbps = f.nic_gbps;
   if (gbps == 0 && u.fabric) gbps = u.fabric->config().host_port_gbps * u.planes.size();

@@ -33,6 +33,9 @@
 //     "poller_grace_us": 10,         // with poller_progress: how long the progress thread
 //                                    // leaves the sockets to pollers after their last poll,
 //                                    // 0..1000000 (UdpConfig::poller_grace)
+//     "spin_us": 50,                 // after a round with work the progress threads poll
+//                                    // without sleeping this long, 0..10000; absent: 50
+//                                    // with 8 CPUs or more, else 0 (UdpConfig::spin)
 //     "ecmp_source_ports": 16,       // ecmp: source ports (sockets) per plane
 //     "peers": [{"planes": ["fd00::2", "fd00:1::2"]}, ...],
 //                                    // direct/ecmp: other hosts' address per plane (one

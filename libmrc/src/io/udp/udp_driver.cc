@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -207,6 +208,7 @@ struct UdpDriver::Shard {
   // time the pollers' timerfd is watched; pollers push it later only then (poll_progress).
   std::atomic<bool> stepped_back{false};
   std::unique_ptr<TxStage> stage;  // its sends (made by its first run_once)
+  int64_t busy_ns = INT64_MIN;      // io::now() of its last round that had work (spin)
   std::thread thread;
   ~Shard() {
     if (index != 0 && wake_fd >= 0) ::close(wake_fd);
@@ -218,6 +220,12 @@ struct UdpDriver::Route {
   const sockaddr_in6* to = nullptr;
   int fd = -1;
 };
+
+engine::Duration default_spin() {
+  cpu_set_t cpus;
+  const int n = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  return n >= 8 ? engine::Duration{50'000} : engine::Duration{0};
+}
 
 namespace {
 
@@ -344,6 +352,10 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
     return Err("udp driver: poller_grace must be 0..1 s, got " +
                std::to_string(cfg.poller_grace.count()) + " ns");
   }
+  if (cfg.spin != kAutoSpin && (cfg.spin < engine::Duration{0} || cfg.spin > kMaxSpin)) {
+    return Err("udp driver: spin must be 0..10 ms, got " + std::to_string(cfg.spin.count()) +
+               " ns");
+  }
   if (cfg.progress_threads > engine::kMaxPlanes) {
     return Err("udp driver: progress_threads must be 0..16 (0: auto), got " +
                std::to_string(cfg.progress_threads));
@@ -421,6 +433,7 @@ Result<std::unique_ptr<UdpDriver>, std::string> UdpDriver::create(const UdpConfi
     return {};
   });
   if (!made.ok()) return Err(made.error());
+  if (d->cfg_.spin == kAutoSpin) d->cfg_.spin = default_spin();
   // The progress threads' shares: plane p to thread p % threads.
   const size_t threads =
       std::clamp<size_t>(cfg.progress_threads == 0 ? kDefaultProgressThreads : cfg.progress_threads,
@@ -1004,7 +1017,7 @@ bool UdpDriver::move_alarm_locked(Time t) {
   at.it_value.tv_sec = static_cast<time_t>(in_ns / 1'000'000'000);
   at.it_value.tv_nsec = static_cast<long>(in_ns % 1'000'000'000);
   if (::timerfd_settime(deadline_timer_fd_, 0, &at, nullptr) != 0) return false;
-  deadline_timer_armed_ = true;
+  alarm_at_ns_ = deadline.count();
   planned_wake_ns_ = deadline.count();
   return true;
 }
@@ -1055,12 +1068,18 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
   const size_t n = sockets_.size();
   const size_t m = s.planes.size();
   const bool first = s.index == 0;  // thread 0 (or step()): timers, wakeups, observer, links
+  // Spinning (UdpConfig::spin): a round with work was less than spin ago.
+  const int64_t spin_ns = cfg_.spin.count();
+  const bool spinning = spin_ns > 0 && io::now().count() - s.busy_ns < spin_ns;
   Time wait = cfg_.busy_poll ? Duration{0} : max_wait;
+  bool spin_poll = false;  // this round's zero timeout is the spin's (not a due deadline's)
   std::vector<pollfd>& fds = s.fds;
   fds.resize(m + 5);
   if (!s.stage) s.stage = std::make_unique<TxStage>();
   bool stepped_back = false;
   if (!first) {  // threads 1..: their sockets, nothing else
+    if (spinning) wait = Duration{0};
+    spin_poll = spinning;
     std::lock_guard lock(mu_);
     ++counters_.loop_iterations;
     for (size_t i = 0; i < m; ++i) {
@@ -1080,28 +1099,30 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     const int64_t until = poller_until_ns_.load();
     stepped_back = io::now().count() < until;
     if (!stepped_back) s.stepped_back.store(false);
+    if (spinning && !stepped_back) wait = Duration{0};  // stepped back: no socket to spin on
+    spin_poll = spinning && !stepped_back;
+    const Time t = cfg_.clock();
+    // An alarm an app call set rings by itself: once past, it is spent (the ring is read this
+    // round or the next). Till then the engine's deadlines at or after it are left to it.
+    if (alarm_at_ns_ <= t.count()) alarm_at_ns_ = INT64_MAX;
     Time deadline = stepped_back ? engine::kNever : engine_->next_deadline();
+    if (deadline != engine::kNever && deadline.count() >= alarm_at_ns_) deadline = engine::kNever;
     if (observer_) deadline = std::min(deadline, observer_->next_deadline());
     deadline = std::min(deadline, addresses_->next_deadline());
-    const Time t = cfg_.clock();
     Time wake_at = wait == engine::kNever ? engine::kNever : t + wait;
     if (deadline != engine::kNever) {
       wait = std::min(wait, deadline > t ? deadline - t : Duration{0});
       wake_at = std::min(wake_at, deadline);
+      spin_poll = spin_poll && deadline > t;
     }
+
     // The deadline itself, not a second clock reading plus the wait (a few ns later than it):
     // flush_unlock must find an unchanged deadline not earlier, or every post that leaves the
     // timers as they were wakes the sleeping loop (an eventfd write and a loop round per WRITE).
     // Stepped back: no engine deadline moves the alarm (INT64_MIN), the pollers run them.
     planned_wake_ns_ = stepped_back                  ? INT64_MIN
-                       : wake_at == engine::kNever ? INT64_MAX
-                                                   : wake_at.count();
-    // This sleep's timeout covers every deadline now: an alarm an app call set is spent.
-    if (deadline_timer_armed_) {
-      const itimerspec off{};
-      (void)::timerfd_settime(deadline_timer_fd_, 0, &off, nullptr);
-      deadline_timer_armed_ = false;
-    }
+                       : wake_at == engine::kNever ? alarm_at_ns_
+                                                   : std::min(wake_at.count(), alarm_at_ns_);
     // Pollers hold the sockets: leave them out, but for a plane whose queued sends wait for
     // room (only the loop retries those), and wake when they stop.
     if (stepped_back) arm_poller_timer(until);
@@ -1127,6 +1148,8 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     tsp = &ts;
   }
   const int ready = ::ppoll(fds.data(), fds.size(), tsp, nullptr);
+  const bool spun = spin_poll && ready == 0;
+  if (ready > 0) s.busy_ns = io::now().count();
   if (ready > 0 && (fds[m].revents & POLLIN)) {
     uint64_t v;
     (void)!::read(s.wake_fd, &v, sizeof v);
@@ -1136,7 +1159,8 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     uint64_t v;
     (void)!::read(poller_timer_fd_, &v, sizeof v);
   }
-  if (ready > 0 && (fds[m + 4].revents & POLLIN)) {
+  const bool alarm_rang = ready > 0 && (fds[m + 4].revents & POLLIN);
+  if (alarm_rang) {
     uint64_t v;  // a timer an app call set is due: this round runs it
     (void)!::read(deadline_timer_fd_, &v, sizeof v);
   }
@@ -1179,11 +1203,16 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
       counters_.loop_woke_app += woke(m);
       counters_.loop_woke_poller_end += woke(m + 2);
       counters_.loop_woke_alarm += woke(m + 4);
-      counters_.loop_woke_deadline += ready == 0;
+      // Rung: unarmed, whatever a test clock says. Should a call have armed it again since,
+      // that costs a ring the loop did not count on, never a missed deadline: the next sleep
+      // covers them all itself.
+      if (alarm_rang) alarm_at_ns_ = INT64_MAX;
+      counters_.loop_woke_deadline += ready == 0 && !spun;
     }
     for (size_t i = 0; i < m && readable; ++i) feed_received(s.planes[i], got[s.planes[i]], t);
     if (!first && readable) ++counters_.other_thread_rounds;
     if (readable) ++counters_.loop_rx_rounds;
+    if (round == 0) counters_.loop_spins += spun;
     if (engine_->next_deadline() <= t) {
       ++counters_.timeouts;
       engine_->on_timeout(t);

@@ -66,6 +66,15 @@ inline constexpr engine::Duration kMaxPollerGrace{1'000'000'000};
 /// 2026-11-27 (lat2); 50 us: still 0.15-0.20 hold ends per round trip at load 9).
 inline constexpr engine::Duration kLatencyRunPollerGrace{200'000};
 
+/// UdpConfig::spin's "decide for me": default_spin().
+inline constexpr engine::Duration kAutoSpin{-1};
+/// The longest UdpConfig::spin create() takes.
+inline constexpr engine::Duration kMaxSpin{10'000'000};
+/// The spin a host gets by default: 50 us (net.core.busy_poll's usual value) where this
+/// process may run on 8 CPUs or more, else none. With fewer cores the spinning thread takes
+/// the CPU from the application's own threads (perftest and NCCL's proxy spin too).
+engine::Duration default_spin();
+
 /// How a Transmit's path becomes a destination (see the file comment).
 enum class PathMode : uint8_t { kDirect, kSrv6, kEcmp };
 
@@ -102,6 +111,13 @@ struct UdpConfig {
   // sets engine.rx_placement from it (off: the engine keeps no placement record per packet).
   bool rx_placement = false;
   bool busy_poll = false;                      // progress thread never sleeps (latency)
+  // After a round woken by something (a datagram, an app call, an alarm), each progress
+  // thread polls its sockets without sleeping for this long before it sleeps again, as
+  // net.core.busy_poll does for a socket: a datagram that comes meanwhile is read at once,
+  // not after a wakeup (on the 16-core device ~6 us each way: the blocking UDP ping-pong's
+  // one way is 8.5 us, the busy one's 2.5). It costs the CPU of that spin after each burst of
+  // work, never while idle. kAutoSpin: default_spin().
+  engine::Duration spin = kAutoSpin;
   // poll_progress does the work in the polling app thread (see the file comment); false:
   // it returns false at once and only the progress thread receives. Off by default: on the
   // 2-core shared VM the project measures on, with more busy threads than cores, moving the
@@ -207,6 +223,8 @@ struct UdpCounters {
   uint64_t loop_woke_poller_end = 0;  // the pollers' hold (poller_grace past the last poll) ran out
   uint64_t loop_woke_deadline = 0;    // ppoll's own timeout: an engine, observer or address
                                       // deadline it slept toward
+  uint64_t loop_spins = 0;  // rounds (any thread) that polled without sleeping (spin) and
+                            // found nothing
   uint64_t loop_rx_rounds = 0;  // loop rounds (any thread) that read datagrams: the receive
                                 // work pollers left to it
   uint64_t app_wakeups = 0;      // app calls (with_engine, with_engine_flush) that woke thread 0
@@ -611,10 +629,14 @@ class UdpDriver {
   int64_t planned_wake_ns_ = 0;  // under mu_: when the sleeping loop wakes by itself (ns)
   // An app call (flush_unlock) or another thread's round that makes an engine deadline earlier
   // than planned_wake_ns_ arms this timerfd (move_alarm_locked; relative, so a test clock works
-  // as the loop's timeout does) rather than waking the loop; the loop watches it and disarms it
-  // before each sleep, whose own timeout then covers every deadline.
+  // as the loop's timeout does) rather than waking the loop. The loop watches it and leaves it
+  // armed until it rings: till then it covers every engine deadline at or after it, and the
+  // loop's own timeout only the earlier ones. (Disarming it before each sleep was a
+  // timerfd_settime per round, and the next post armed it again: two per message, each ~10 us
+  // on a VM where the timer is the CPU's next one. Left armed, a ping-pong arms it about once
+  // per tail-loss-probe time and it rings once then, a loop round.)
   int deadline_timer_fd_ = -1;
-  bool deadline_timer_armed_ = false;  // under mu_
+  int64_t alarm_at_ns_ = INT64_MAX;  // under mu_: when it rings (cfg_.clock() ns); MAX: unarmed
 };
 
 }  // namespace mrc::io
