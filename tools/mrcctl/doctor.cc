@@ -31,6 +31,20 @@
 namespace mrc::mrcctl {
 namespace {
 
+// The progress threads' spin after work (UdpConfig::spin), as configured or as the default
+// chooses on this host; no configuration: the default's choice.
+std::string spin_text(const io::UdpConfig* u) {
+  const bool chosen = !u || u->spin == io::kAutoSpin;
+  const engine::Duration spin = chosen ? io::default_spin() : u->spin;
+  const std::string us = std::to_string(spin.count() / 1000);
+  if (spin.count() == 0)
+    return chosen ? "spin 0 (the default with fewer than 8 CPUs; spin_us sets one)"
+                  : "spin 0 (spin_us)";
+  return "spin " + us + " us after work (" +
+         (chosen ? std::string("the default with 8 CPUs or more") : std::string("spin_us")) +
+         ")";
+}
+
 struct Cmd {
   int rc = -1;  // exit status; 127: not found
   std::string out;
@@ -245,7 +259,8 @@ Result<std::vector<Check>, std::string> run_doctor(
         "net.core.busy_read " + (br ? std::to_string(*br) : "n/a") + ", busy_poll " +
             (bp ? std::to_string(*bp) : "n/a") + "; MRC busy_poll " +
             (u && u->busy_poll ? "on (the progress thread spins: one core busy)"
-                               : "off (the progress thread sleeps in ppoll)"));
+                               : "off (the progress thread sleeps in ppoll)") +
+            "; " + spin_text(u));
   };
 
   // ---- configuration ----

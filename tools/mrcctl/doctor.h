@@ -23,7 +23,7 @@
 //     clock     the clock source (tsc, kvm-clock ok; others warn: slow clock reads);
 //     cpu       the frequency governor of every CPU (performance ok; others warn);
 //     buffers   net.core.rmem_max / wmem_max against the socket buffers MRC asks for;
-//     busy_poll net.core.busy_read / busy_poll and MRC's own busy_poll (information).
+//     busy_poll net.core.busy_read / busy_poll, MRC's own busy_poll and spin (information).
 // Verdicts: ok, warn (works, slower or riskier), FAIL (a job would fail or lose a plane),
 // each with what was seen and, when not ok, what to do. Exit status (doctor_exit): 0 when no
 // line FAILs, 1 otherwise; bad arguments are errors of run_doctor (mrcctl exits 2).
