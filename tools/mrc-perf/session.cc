@@ -377,12 +377,13 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
                       "mrc: per round trip, h%u: %.2f progress loop rounds, %.2f timer rounds "
                       "(%.2f by pollers), %.2f poller rounds, %.2f recvmmsg, %.2f sendmmsg, %.2f "
                       "datagrams sent; loop woke for: socket %.2f, app %.2f, alarm %.2f, pollers' "
-                      "hold over %.2f, deadline %.2f; loop received in %.2f",
+                      "hold over %.2f, deadline %.2f; loop received in %.2f; spin polls that "
+                      "found nothing %.2f",
                       host, c->loop_iterations / n, c->timeouts / n, c->poller_timeouts / n,
                       c->poller_rounds / n, c->recvmmsg_calls / n, c->sendmmsg_calls / n,
                       c->datagrams_sent / n, c->loop_woke_socket / n, c->loop_woke_app / n,
                       c->loop_woke_alarm / n, c->loop_woke_poller_end / n,
-                      c->loop_woke_deadline / n, c->loop_rx_rounds / n);
+                      c->loop_woke_deadline / n, c->loop_rx_rounds / n, c->loop_spins / n);
         out.details.push_back(line);
         // The pollers' own syscalls (this run's one thread polls both hosts' drivers).
         std::snprintf(line, sizeof line,
