@@ -8,7 +8,6 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <sched.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -913,7 +912,8 @@ TEST_F(UdpPair, Idle_ThreadSleeps) { idle_threads_sleep(); }
 
 // UdpConfig::spin: after its rounds with work each thread polls without sleeping (rounds that
 // found nothing are counted), on both sides of a WRITE; once the spin has run out with
-// nothing more to do, the threads sleep (idle_threads_sleep: flat loop counts).
+// nothing more to do, the threads sleep: no spin and at most a stray round (an alarm a post
+// armed, ringing after its ACK cancelled the deadline) in 200 ms, as without spin.
 class UdpPairSpin : public UdpPair {
  protected:
   void tweak(UdpConfig& c) override {
@@ -926,7 +926,43 @@ TEST_F(UdpPairSpin, Spin_PollsAfterWorkThenSleeps) {
   auto [a, b] = write_16mib();
   EXPECT_GT(a.loop_spins, 0u) << "the sender's threads never polled without sleeping";
   EXPECT_GT(b.loop_spins, 0u) << "the receiver's threads never polled without sleeping";
-  idle_threads_sleep();
+  const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+  auto settled = [&] {
+    for (auto& h : hosts_)
+      if (!h.drv->with_engine([](Engine& e) { return e.idle() && e.next_deadline() == kNever; }))
+        return false;
+    return true;
+  };
+  while (!settled()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "engines never went idle";
+    std::this_thread::sleep_for(10ms);
+  }
+  std::this_thread::sleep_for(100ms);  // 20 spins past the last call (with_engine wakes)
+  UdpCounters before[2], after[2];
+  for (int i = 0; i < 2; ++i) before[i] = hosts_[i].drv->counters();
+  std::this_thread::sleep_for(200ms);
+  for (int i = 0; i < 2; ++i) after[i] = hosts_[i].drv->counters();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(after[i].loop_spins, before[i].loop_spins) << "host " << i << " spun while idle";
+    EXPECT_LE(after[i].loop_iterations - before[i].loop_iterations, 5u)
+        << "host " << i << " loop ran while idle";
+  }
+}
+
+// A driver that never had work does not spin (a thread's spin starts with its first work, not
+// at start()).
+TEST(UdpDriver, Spin_NoneBeforeAnyWork) {
+  UdpConfig cfg = loopback_config(2);
+  cfg.spin = kMaxSpin;
+  cfg.progress_threads = 2;
+  auto d = make_driver(cfg);
+  ASSERT_NE(d, nullptr);
+  d->start();
+  std::this_thread::sleep_for(50ms);
+  const UdpCounters c = d->counters();
+  EXPECT_EQ(c.loop_spins, 0u);
+  EXPECT_LE(c.loop_iterations, 5u);
+  d->stop();
 }
 
 // A QP of `d` toward `p` (a plain socket that never answers) on `paths`, with traffic class

@@ -208,7 +208,7 @@ struct UdpDriver::Shard {
   // time the pollers' timerfd is watched; pollers push it later only then (poll_progress).
   std::atomic<bool> stepped_back{false};
   std::unique_ptr<TxStage> stage;  // its sends (made by its first run_once)
-  int64_t busy_ns = INT64_MIN;      // io::now() of its last round that had work (spin)
+  int64_t spin_until_ns = INT64_MIN;  // io::now() until which it spins (UdpConfig::spin)
   std::thread thread;
   ~Shard() {
     if (index != 0 && wake_fd >= 0) ::close(wake_fd);
@@ -990,7 +990,7 @@ bool UdpDriver::flush_unlock(std::unique_lock<std::mutex>& lock) {
   bool alarm_moved = true;
   for (;;) {
     const Staged staged = stage(t, *st);
-    alarm_moved = move_alarm_locked(t) && alarm_moved;
+    alarm_moved = move_alarm_locked() && alarm_moved;
     lock.unlock();
     if (!send_staged(*st) || !(staged.full || staged.blocked)) break;
     lock.lock();
@@ -1006,9 +1006,12 @@ bool UdpDriver::flush_unlock(std::unique_lock<std::mutex>& lock) {
   return blocked || !alarm_moved;
 }
 
-bool UdpDriver::move_alarm_locked(Time t) {
+bool UdpDriver::move_alarm_locked() {
   const Time deadline = engine_->next_deadline();
   if (deadline.count() >= planned_wake_ns_) return true;
+  // Relative to a fresh reading: the caller's may be a send loop old, and alarm_at_ns_ must
+  // be when it rings (the loop leaves the deadlines after it to it).
+  const Time t = cfg_.clock();
   // A timer earlier than thread 0's sleep planned (a post's RTO, or one another thread's round
   // set): move its alarm instead of waking it (one timerfd_settime, no loop round: issue 17's
   // wakeup per message). Relative to cfg_.clock(), as the loop's own sleep is.
@@ -1069,8 +1072,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
   const size_t m = s.planes.size();
   const bool first = s.index == 0;  // thread 0 (or step()): timers, wakeups, observer, links
   // Spinning (UdpConfig::spin): a round with work was less than spin ago.
-  const int64_t spin_ns = cfg_.spin.count();
-  const bool spinning = spin_ns > 0 && io::now().count() - s.busy_ns < spin_ns;
+  const bool spinning = cfg_.spin.count() > 0 && io::now().count() < s.spin_until_ns;
   Time wait = cfg_.busy_poll ? Duration{0} : max_wait;
   bool spin_poll = false;  // this round's zero timeout is the spin's (not a due deadline's)
   std::vector<pollfd>& fds = s.fds;
@@ -1149,7 +1151,6 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
   }
   const int ready = ::ppoll(fds.data(), fds.size(), tsp, nullptr);
   const bool spun = spin_poll && ready == 0;
-  if (ready > 0) s.busy_ns = io::now().count();
   if (ready > 0 && (fds[m].revents & POLLIN)) {
     uint64_t v;
     (void)!::read(s.wake_fd, &v, sizeof v);
@@ -1181,6 +1182,10 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
   std::vector<int>& got = s.got;  // under rx
   if (readable) got.assign(n, kNotRead);
   bool wake_first = false;  // threads 1..: thread 0's alarm could not be moved (wake it)
+  // Work that starts a spin: datagrams, an app call, a timer run. Not a ring alone (an alarm
+  // whose deadline an ACK cancelled since, the pollers' hold ending), which would spin for
+  // nothing.
+  bool worked = readable || (ready > 0 && (fds[m].revents & POLLIN));
   for (size_t round = 0; round < kMaxRxRounds; ++round) {
     bool full = false;
     for (size_t i = 0; i < m && readable; ++i) {
@@ -1216,6 +1221,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     if (engine_->next_deadline() <= t) {
       ++counters_.timeouts;
       engine_->on_timeout(t);
+      worked = true;
     }
     if (addresses_->next_deadline() <= t) send_address_queries(t);
     // Before transmit: the ACKs it sends let peers act on what was just completed here, and
@@ -1230,7 +1236,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     // (issue 17: the sendmmsg was most of a sender's hold, and N threads serialized on it).
     for (;;) {
       const Staged staged = stage(t, *s.stage);
-      if (!first && !move_alarm_locked(t)) wake_first = true;
+      if (!first && !move_alarm_locked()) wake_first = true;
       lock.unlock();
       const bool clear = send_staged(*s.stage);
       wake_pending_owners(s);
@@ -1240,6 +1246,7 @@ void UdpDriver::run_once(Shard& s, Duration max_wait) {
     if (!full) break;
   }
   if (rx.owns_lock()) rx.unlock();
+  if (worked && cfg_.spin.count() > 0) s.spin_until_ns = io::now().count() + cfg_.spin.count();
   if (wake_first) wake();
   if (on_progress_) on_progress_();
   if (first && observer_) {

@@ -111,7 +111,7 @@ struct UdpConfig {
   // sets engine.rx_placement from it (off: the engine keeps no placement record per packet).
   bool rx_placement = false;
   bool busy_poll = false;                      // progress thread never sleeps (latency)
-  // After a round woken by something (a datagram, an app call, an alarm), each progress
+  // After a round with work (datagrams, an app call, a timer run), each progress
   // thread polls its sockets without sleeping for this long before it sleeps again, as
   // net.core.busy_poll does for a socket: a datagram that comes meanwhile is read at once,
   // not after a wakeup (on the 16-core device ~6 us each way: the blocking UDP ping-pong's
@@ -487,9 +487,10 @@ class UdpDriver {
   // the caller's (stages_), releases mu_ and sends it; true if the loop must be woken (a
   // socket of its was full, or its alarm could not be moved).
   bool flush_unlock(std::unique_lock<std::mutex>& lock);
-  // Under mu_, at `t`: an engine deadline earlier than thread 0's planned wake moves its alarm
-  // (deadline_timer_fd_); false if that failed and thread 0 must be woken instead.
-  bool move_alarm_locked(engine::Time t);
+  // Under mu_: an engine deadline earlier than thread 0's planned wake moves its alarm
+  // (deadline_timer_fd_, armed relative to a fresh clock reading); false if that failed and
+  // thread 0 must be woken instead.
+  bool move_alarm_locked();
   // Under mu_: counters()'s snapshot (counters_ with the counts kept outside mu_ added).
   UdpCounters counters_locked() const;
   void run_once(Shard& s, engine::Duration max_wait);
