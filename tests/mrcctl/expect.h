@@ -253,6 +253,7 @@ inline const std::map<std::string, T> kDeviceShape = {{"pid", T::kUint},
                                                       {"poller_ready_checks", T::kUint},
                                                       {"poller_recvmmsg", T::kUint},
                                                       {"poller_timer_arms", T::kUint},
+                                                      {"loop_spins", T::kUint},
                                                       {"generation", T::kUint},
                                                       {"age_s", T::kNumber}};
 inline const std::map<std::string, T> kPortShape = {

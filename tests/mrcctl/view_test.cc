@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "expect.h"
@@ -201,6 +202,7 @@ TEST(View, DevicesJson_WakeCountersAndStalePortStatus) {
   s.device.poller_ready_checks = 23;
   s.device.poller_recvmmsg = 24;
   s.device.poller_timer_arms = 25;
+  s.device.loop_spins = 26;
   const std::vector<Snapshot> snaps{s};
   const Json dev = devices_json(snaps, Filter{}, 3'000'000'000);
   const auto samples = parse_exposition(metrics_text(snaps));
@@ -210,7 +212,7 @@ TEST(View, DevicesJson_WakeCountersAndStalePortStatus) {
       {"loop_rx_rounds", 16},    {"poller_rounds", 17},        {"poller_timeouts", 18},
       {"other_thread_rounds", 19}, {"app_wakeups", 20},        {"poller_polls", 21},
       {"poller_busy", 22},         {"poller_ready_checks", 23}, {"poller_recvmmsg", 24},
-      {"poller_timer_arms", 25}};
+      {"poller_timer_arms", 25},   {"loop_spins", 26}};
   for (const auto& [n, v] : want) {
     EXPECT_EQ(dev[0][n], v) << n;
     EXPECT_EQ(sample(samples, std::string("mrc_udp_") + n + "_total", {{"device", "mrc0"}}), v)
@@ -230,7 +232,7 @@ TEST(View, DevicesJson_OlderWriterLeavesOutCountersItNeverHad) {
   const Json dev = devices_json(snaps, Filter{}, 3'000'000'000);
   EXPECT_EQ(dev[0]["rx_datagrams"], 7);
   for (const char* n : {"addr_queries_sent", "port_status_sent", "port_link_changes",
-                        "loop_woke_socket", "app_wakeups"})
+                        "loop_woke_socket", "app_wakeups", "loop_spins"})
     EXPECT_FALSE(dev[0].contains(n)) << n;
   const std::string text = metrics_text(snaps);
   const auto samples = parse_exposition(text);
@@ -239,11 +241,18 @@ TEST(View, DevicesJson_OlderWriterLeavesOutCountersItNeverHad) {
                         "app_wakeups"})
     EXPECT_EQ(text.find(std::string("mrc_udp_") + n + "_total"), std::string::npos) << n;
 
+  // A writer from before loop_spins: the poller counters, not it.
+  s.device_size = static_cast<uint32_t>(offsetof(observe::DeviceRecord, loop_spins));
+  const Json before_spins = devices_json({s}, Filter{}, 3'000'000'000);
+  EXPECT_TRUE(before_spins[0].contains("poller_timer_arms"));
+  EXPECT_FALSE(before_spins[0].contains("loop_spins"));
+
   // The newest record: all of them.
   s.device_size = sizeof(observe::DeviceRecord);
   const Json all = devices_json({s}, Filter{}, 3'000'000'000);
   EXPECT_EQ(all[0]["port_status_sent"], 1);
   EXPECT_TRUE(all[0].contains("app_wakeups"));
+  EXPECT_TRUE(all[0].contains("loop_spins"));
 }
 
 TEST(View, EventsJson_FollowReturnsOnlyNew) {

@@ -341,6 +341,7 @@ TEST(Publisher, PortCounters_PublishedAndALinkChangeAloneRepublishes) {
   c.poller_ready_checks = 23;
   c.poller_recvmmsg = 24;
   c.poller_timer_arms = 25;
+  c.loop_spins = 26;
   Time now{1'000'000'000};
   pub->tick(now, e, c, false, true);
   const std::string name = segment_name(::getpid(), pub->index());
@@ -367,6 +368,7 @@ TEST(Publisher, PortCounters_PublishedAndALinkChangeAloneRepublishes) {
   EXPECT_EQ(s->device.poller_ready_checks, 23u);
   EXPECT_EQ(s->device.poller_recvmmsg, 24u);
   EXPECT_EQ(s->device.poller_timer_arms, 25u);
+  EXPECT_EQ(s->device.loop_spins, 26u);
   const uint64_t gen = s->generation;
 
   now += Duration{20'000'000'000};  // past any publish interval

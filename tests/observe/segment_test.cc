@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -173,11 +174,19 @@ TEST(ReadSegment, OlderWritersShorterDeviceRecord_PrefixReadRestAbsent) {
   EXPECT_EQ(s->device.probes_answered, 0xababababababababull);
   EXPECT_FALSE(s->has(&DeviceRecord::probes_rate_limited));
 
+  // A writer from before loop_spins was appended: the field before it is there, it is not.
+  w->header().device_size = offsetof(DeviceRecord, loop_spins);
+  s = read_segment(name);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_TRUE(s->has(&DeviceRecord::poller_timer_arms));
+  EXPECT_FALSE(s->has(&DeviceRecord::loop_spins));
+
   // Our own size: everything is there.
   w->header().device_size = sizeof(DeviceRecord);
   s = read_segment(name);
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_TRUE(s->has(&DeviceRecord::app_wakeups));
+  EXPECT_TRUE(s->has(&DeviceRecord::loop_spins));
 
   // Shorter than any layout 1 record: refused, saying so.
   w->header().device_size = kDeviceRecordMinSize - 8;

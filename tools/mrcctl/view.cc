@@ -130,7 +130,8 @@ Counters wake_counters(const Snapshot& s) {
       {"poller_busy", &R::poller_busy},
       {"poller_ready_checks", &R::poller_ready_checks},
       {"poller_recvmmsg", &R::poller_recvmmsg},
-      {"poller_timer_arms", &R::poller_timer_arms}};
+      {"poller_timer_arms", &R::poller_timer_arms},
+      {"loop_spins", &R::loop_spins}};
   return present(s, kFields);
 }
 

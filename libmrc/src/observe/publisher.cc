@@ -231,6 +231,7 @@ void device_counters(DeviceRecord& d, const engine::Engine& e, const io::UdpCoun
   d.poller_ready_checks = c.poller_ready_checks;
   d.poller_recvmmsg = c.poller_recvmmsg;
   d.poller_timer_arms = c.poller_timer_arms;
+  d.loop_spins = c.loop_spins;
 }
 
 // One QP's record without its EVs: attributes, counters, congestion window.

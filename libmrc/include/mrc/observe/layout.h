@@ -136,6 +136,9 @@ struct DeviceRecord {
   // Appended: what the polling application threads did on the sockets (io::UdpCounters,
   // same names; poll_progress).
   uint64_t poller_polls, poller_busy, poller_ready_checks, poller_recvmmsg, poller_timer_arms;
+  // Appended: the progress threads' polls without sleep that found nothing (io::UdpCounters::
+  // loop_spins; UdpConfig::spin): the CPU the spin after work costs.
+  uint64_t loop_spins;
 };
 
 /// The shortest DeviceRecord a reader takes: the record as layout 1 first shipped (through
