@@ -250,18 +250,7 @@ class UdpPairBase {
     post(0, wr);
     ASSERT_EQ(wait_cq(0, 1, "WRITE").size(), 1u);
 
-    const auto until = std::chrono::steady_clock::now() + kWaitLimit;
-    auto settled = [&] {
-      for (auto& h : hosts_) {
-        if (!h.drv->with_engine([](Engine& e) { return e.idle() && e.next_deadline() == kNever; }))
-          return false;
-      }
-      return true;
-    };
-    while (!settled()) {
-      ASSERT_LT(std::chrono::steady_clock::now(), until) << "engines never went idle";
-      std::this_thread::sleep_for(10ms);
-    }
+    ASSERT_TRUE(wait_engines_idle()) << "engines never went idle";
     std::this_thread::sleep_for(20ms);  // let the wakeups our polling caused run out
     uint64_t before[2], after[2];
     for (int i = 0; i < 2; ++i) before[i] = hosts_[i].drv->counters().loop_iterations;
@@ -274,6 +263,21 @@ class UdpPairBase {
     const auto t0 = std::chrono::steady_clock::now();
     for (auto& h : hosts_) h.drv->stop();
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "stop() did not return promptly";
+  }
+
+  // True once both engines are idle with no timer (polled every 10 ms; each poll is an app
+  // call, which wakes the loops); false after kWaitLimit.
+  bool wait_engines_idle() {
+    const auto until = std::chrono::steady_clock::now() + kWaitLimit;
+    for (;;) {
+      bool idle = true;
+      for (auto& h : hosts_)
+        idle = idle && h.drv->with_engine(
+                           [](Engine& e) { return e.idle() && e.next_deadline() == kNever; });
+      if (idle) return true;
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(10ms);
+    }
   }
 
   // An app that polled for a while (its driver's progress thread has stepped back) and stops.
@@ -926,17 +930,7 @@ TEST_F(UdpPairSpin, Spin_PollsAfterWorkThenSleeps) {
   auto [a, b] = write_16mib();
   EXPECT_GT(a.loop_spins, 0u) << "the sender's threads never polled without sleeping";
   EXPECT_GT(b.loop_spins, 0u) << "the receiver's threads never polled without sleeping";
-  const auto until = std::chrono::steady_clock::now() + kWaitLimit;
-  auto settled = [&] {
-    for (auto& h : hosts_)
-      if (!h.drv->with_engine([](Engine& e) { return e.idle() && e.next_deadline() == kNever; }))
-        return false;
-    return true;
-  };
-  while (!settled()) {
-    ASSERT_LT(std::chrono::steady_clock::now(), until) << "engines never went idle";
-    std::this_thread::sleep_for(10ms);
-  }
+  ASSERT_TRUE(wait_engines_idle()) << "engines never went idle";
   std::this_thread::sleep_for(100ms);  // 20 spins past the last call (with_engine wakes)
   UdpCounters before[2], after[2];
   for (int i = 0; i < 2; ++i) before[i] = hosts_[i].drv->counters();

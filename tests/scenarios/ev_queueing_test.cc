@@ -61,13 +61,7 @@ struct QueueingRun {
     tb.add_host();
     tb.add_host();
     fab = std::make_unique<Fabric>(tb.net(), fabric_config());
-    QpAttr at;
-    at.mtu = 4096;
-    at.max_psn_range = 1024;
-    at.timeout = 14;  // 16.8 ms
-    at.retry_cnt_linear = 7;
-    at.retry_cnt_exp = 7;
-    qp = tb.connect(0, 1, fab->paths(0, 1, 2), at);  // one EV per spine and plane
+    qp = tb.connect(0, 1, fab->paths(0, 1, 2), bulk_stream_attr());  // one EV per spine and plane
     BulkWrite::Config bc;
     bc.msg_bytes = 256 << 10;
     w = std::make_unique<BulkWrite>(tb, 0, 1, qp, bc);

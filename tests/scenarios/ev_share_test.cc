@@ -52,13 +52,7 @@ struct EvShareRun {
     tb.add_host();
     tb.add_host();
     fab = std::make_unique<Fabric>(tb.net(), fabric_config());
-    QpAttr at;
-    at.mtu = 4096;
-    at.max_psn_range = 1024;
-    at.timeout = 14;
-    at.retry_cnt_linear = 7;
-    at.retry_cnt_exp = 7;
-    qp = tb.connect(0, 1, fab->paths(0, 1, 2), at);  // one EV per spine and plane
+    qp = tb.connect(0, 1, fab->paths(0, 1, 2), bulk_stream_attr());  // one EV per spine and plane
     w = std::make_unique<BulkWrite>(tb, 0, 1, qp);
   }
   /// Host 0's uplink to spine 1 of plane 0 (the EV Fabric::ev(0, 1, 0) goes through it).

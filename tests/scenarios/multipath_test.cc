@@ -59,12 +59,7 @@ struct FaultRun {
 
   /// Connects src -> dst with 16 EVs per plane and 4 backups per plane, and starts a stream.
   BulkWrite& stream(PeerId src, PeerId dst) {
-    QpAttr at;
-    at.mtu = 4096;
-    at.max_psn_range = 1024;
-    at.timeout = 14;  // 16.8 ms
-    at.retry_cnt_linear = 7;
-    at.retry_cnt_exp = 7;
+    QpAttr at = bulk_stream_attr();
     at.backup_paths = fab->backup_paths(src, dst, 4);
     auto paths = fab->paths(src, dst, 16);
     pairs.push_back(tb.connect(src, dst, paths, at));

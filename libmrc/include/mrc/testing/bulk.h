@@ -57,6 +57,19 @@ class BulkWrite {
   uint64_t slot(uint64_t k) const { return (k % (2 * cfg_.outstanding)) * cfg_.msg_bytes; }
 };
 
+/// The QP attributes of the scenario tests' long-running streams: 4 KiB MTU, a 1,024-PSN
+/// window, ack timeout 14 (16.8 ms), 7 linear and 7 exponential retries. Paths and backups
+/// are the caller's.
+inline engine::QpAttr bulk_stream_attr() {
+  engine::QpAttr at;
+  at.mtu = 4096;
+  at.max_psn_range = 1024;
+  at.timeout = 14;
+  at.retry_cnt_linear = 7;
+  at.retry_cnt_exp = 7;
+  return at;
+}
+
 /// Runs every stream's pump() every `step` until `t` (streams sharing one network).
 void run_streams(SimNet& net, std::span<BulkWrite* const> streams, Time t,
                  Duration step = Duration{100'000});
