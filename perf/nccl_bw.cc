@@ -22,6 +22,13 @@
 // without sleeping as NCCL's proxy polls. TCP sends the size first and polls non-blocking
 // sockets, as NCCL's socket transport does. The sender prints a line per size:
 // "<transport> latency <bytes> B p50 <us> us p99 <us> us (<n> round trips, <k> corrupt)".
+// --latency --exchange: the step of an NCCL collective or send/recv instead, where both ranks
+// post their receive and their send at once and the next step waits for the receive (so a
+// rank's send may have to wait for the other's receive to be known: the plugin's CTS, or its
+// eager ring). As NCCL keeps several steps in flight, a round's send is waited for in the next
+// round, after its receive. Both sides run every size's rounds; the sender times each round,
+// from its receive's post to the receive's completion. TCP sends and receives on both
+// connections at once, polled non-blocking.
 #include <arpa/inet.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -53,6 +60,7 @@ struct Options {
   int streams = 1;
   bool verify = true;
   bool latency = false;   // round trips per size (see the file comment), not a stream
+  bool exchange = false;  // --latency: both ranks send and receive each round (file comment)
   int iterations = 1000;  // --latency: timed round trips per size
   int warmup = 100;       // --latency: untimed round trips before them
 };
@@ -287,13 +295,40 @@ int run_mrc_latency(const Options& o) {
   constexpr size_t kMax = kLatencySizes.back();
   // Pinger: [0] sent, [1] received. Echoer: the two halves take turns to receive, and the
   // echo leaves from where the ping landed (registered on both comms).
-  std::vector<uint8_t> mem(2 * kMax);
+  std::vector<uint8_t> mem(3 * kMax);  // the exchange: two sends' buffers and a receive's
   void *smh = nullptr, *rmh = nullptr;
   if (a.reg_mr(sc, mem.data(), mem.size(), MRC_NCCL_PTR_HOST, &smh) ||
       a.reg_mr(rc, mem.data(), mem.size(), MRC_NCCL_PTR_HOST, &rmh))
     return 1;
   uint64_t bad_total = 0;
-  if (pinger) {
+  if (o.exchange) {  // both ranks alike (see the file comment)
+    std::array<uint8_t*, 2> outs = {mem.data(), mem.data() + kMax};  // round k sends from [k % 2]
+    uint8_t* in = mem.data() + 2 * kMax;
+    void* last_sr = nullptr;  // the previous round's send
+    uint64_t seq = 0;
+    for (size_t size : kLatencySizes) {
+      std::vector<double> us;
+      uint64_t bad = 0;
+      for (int i = 0; i < o.warmup + o.iterations; ++i, ++seq) {
+        uint8_t* out = outs[seq % 2];
+        if (o.verify) fill_seq(out, size, seq);
+        void *sr = nullptr, *rr = nullptr;
+        int got = 0;
+        const double t0 = now();
+        if (!post_recv(a, rc, in, kMax, rmh, &rr) || !post_send(a, sc, out, size, smh, &sr) ||
+            !wait_all(a, {rr}, &got))
+          return 1;
+        const double t1 = now();
+        if (last_sr && !wait_all(a, {last_sr}, nullptr)) return 1;
+        last_sr = sr;
+        if (static_cast<size_t>(got) != size || (o.verify && !check_seq(in, size, seq))) ++bad;
+        if (i >= o.warmup) us.push_back((t1 - t0) * 1e6);
+      }
+      if (pinger) print_latency("mrc", size, us, bad);
+      bad_total += bad;
+    }
+    if (last_sr && !wait_all(a, {last_sr}, nullptr)) return 1;
+  } else if (pinger) {
     uint8_t* out = mem.data();
     uint8_t* in = mem.data() + kMax;
     uint64_t seq = 0;
@@ -484,7 +519,54 @@ int run_tcp_latency(const Options& o) {
            (*n == 0 || io_all(fd, p, *n, false, true));
   };
   uint64_t bad_total = 0;
-  if (o.role == "send") {
+  if (o.exchange) {  // both ranks alike: send on one connection while receiving on the other
+    const bool pinger = o.role == "send";
+    const int tx = fds[pinger ? 0 : 1], rx = fds[pinger ? 1 : 0];
+    uint64_t seq = 0;
+    for (size_t size : kLatencySizes) {
+      std::vector<double> us;
+      uint64_t bad = 0;
+      for (int i = 0; i < o.warmup + o.iterations; ++i, ++seq) {
+        if (o.verify) fill_seq(out, size, seq);
+        uint64_t n = size, got = 0;
+        std::array<uint8_t, 8> hdr_in{};
+        const double t0 = now();
+        // Each direction: the 8-byte size, then the payload; both advanced as they can.
+        size_t sent = 0, recvd = 0;
+        const size_t total = 8 + size;
+        while (sent < total || recvd < 8 + got) {
+          if (sent < total) {
+            const ssize_t k = sent < 8
+                                  ? ::send(tx, reinterpret_cast<uint8_t*>(&n) + sent, 8 - sent,
+                                           MSG_NOSIGNAL | MSG_DONTWAIT)
+                                  : ::send(tx, out + (sent - 8), total - sent,
+                                           MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k > 0) sent += static_cast<size_t>(k);
+            else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return 1;
+          }
+          if (recvd < 8 + got) {
+            const ssize_t k = recvd < 8
+                                  ? ::recv(rx, hdr_in.data() + recvd, 8 - recvd, MSG_DONTWAIT)
+                                  : ::recv(rx, in + (recvd - 8), 8 + got - recvd, MSG_DONTWAIT);
+            if (k > 0) {
+              recvd += static_cast<size_t>(k);
+              if (recvd == 8) {
+                std::memcpy(&got, hdr_in.data(), 8);
+                if (got > kMax) return 1;
+              }
+            } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+              return 1;
+            }
+          }
+        }
+        const double t1 = now();
+        if (got != size || (o.verify && !check_seq(in, size, seq))) ++bad;
+        if (i >= o.warmup) us.push_back((t1 - t0) * 1e6);
+      }
+      if (pinger) print_latency("tcp", size, us, bad);
+      bad_total += bad;
+    }
+  } else if (o.role == "send") {
     uint64_t seq = 0;
     for (size_t size : kLatencySizes) {
       std::vector<double> us;
@@ -539,6 +621,8 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-verify", o.verify, "do not check the received bytes");
   app.add_flag("--latency", o.latency,
                "round trips of 8 B .. 64 KiB, p50/p99 per size at the sender (see the top)");
+  app.add_flag("--exchange", o.exchange,
+               "--latency: both ranks post a receive and a send each round (NCCL's step)");
   app.add_option("--iterations", o.iterations, "--latency: timed round trips per size")
       ->check(CLI::Range(1, 10000000));
   app.add_option("--warmup", o.warmup, "--latency: untimed round trips before them per size")

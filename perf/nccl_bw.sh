@@ -10,7 +10,10 @@
 # Latency mode: the round trip of one message at a time, 8 B .. 64 KiB (nccl_bw --latency),
 # through the plugin and through NCCL-style TCP sockets (one connection each way, size then
 # payload, non-blocking sockets polled without sleeping) on the same fabric, one after the
-# other; prints p50 and p99 per size and MRC / TCP for each.
+# other; prints p50 and p99 per size and MRC / TCP for each. Then the same for the step of a
+# collective (nccl_bw --latency --exchange): both ranks post a receive and a send at once and
+# wait for both, so a send may wait for the other rank's receive (the plugin's CTS record, or
+# its eager ring for small messages: NCCL_MRC_EAGER).
 #
 # Usage: bash perf/nccl_bw.sh latency [round trips per size=1000] [rate=2]
 set -euo pipefail
@@ -66,6 +69,15 @@ if [[ $MODE == latency ]]; then
        <(awk '$2 == "latency" {print $3, $6, $9}' "$WORK/out-tcp-send" | sort -k1,1) | sort -n |
     awk '{printf "  %6s B  %7.1f us %7.1f us  %7.1f us %7.1f us  %9.2f %9.2f\n", $1, $2, $3, $4, $5, $2 / $4, $3 / $5}'
   grep -h corrupt "$WORK/out-mrc-send" "$WORK/out-tcp-send" | grep -v ' 0 corrupt' && { echo "corrupt round trips" >&2; exit 1; }
+  # The step of a collective: both ranks post a receive and a send at once, wait for both.
+  start mrcx mrc --latency --exchange --iterations "$ITERS"
+  start tcpx tcp --latency --exchange --iterations "$ITERS"
+  printf 'exchange (both ranks receive and send each round, as an NCCL step), p50 / p99 per round\n'
+  printf '  %8s  %10s %10s  %10s %10s  %9s %9s\n' size "MRC p50" "MRC p99" "TCP p50" "TCP p99" "p50 ratio" "p99 ratio"
+  join <(awk '$2 == "latency" {print $3, $6, $9}' "$WORK/out-mrcx-send" | sort -k1,1) \
+       <(awk '$2 == "latency" {print $3, $6, $9}' "$WORK/out-tcpx-send" | sort -k1,1) | sort -n |
+    awk '{printf "  %6s B  %7.1f us %7.1f us  %7.1f us %7.1f us  %9.2f %9.2f\n", $1, $2, $3, $4, $5, $2 / $4, $3 / $5}'
+  grep -h corrupt "$WORK/out-mrcx-send" "$WORK/out-tcpx-send" | grep -v ' 0 corrupt' && { echo "corrupt rounds" >&2; exit 1; }
   exit 0
 fi
 

@@ -93,6 +93,10 @@ std::vector<uint8_t> encode(const Frame& f) {
       w.put<uint32_t>(e.fabric_host);
       w.put<uint32_t>(e.token);
       w.put<uint32_t>(e.mtu);
+      w.put<uint64_t>(e.eager_addr);
+      w.put<uint32_t>(e.eager_rkey);
+      w.put<uint32_t>(e.eager_slots);
+      w.put<uint32_t>(e.eager_slot_bytes);
       for (uint32_t q : e.qpns) w.put<uint32_t>(q);
       for (const sockaddr_in6& a : e.planes) {
         w.bytes(&a.sin6_addr, 16);
@@ -164,7 +168,23 @@ Result<Frame, std::string> decode(std::span<const uint8_t> bytes) {
       e.fabric_host = r.get<uint32_t>();
       e.token = r.get<uint32_t>();
       e.mtu = r.get<uint32_t>();
+      e.eager_addr = r.get<uint64_t>();
+      e.eager_rkey = r.get<uint32_t>();
+      e.eager_slots = r.get<uint32_t>();
+      e.eager_slot_bytes = r.get<uint32_t>();
       if (reserved != 0) return Err(std::string(type_name(f.type)) + ": reserved field not zero");
+      if (!r.short_read && e.eager_slots > kMaxEagerSlots)
+        return Err(std::string(type_name(f.type)) + ": eager ring of " +
+                   std::to_string(e.eager_slots) + " slots (at most " +
+                   std::to_string(kMaxEagerSlots) + ")");
+      if (!r.short_read && e.eager_slots > 0 &&
+          (e.eager_addr == 0 || e.eager_slot_bytes < 4 || e.eager_slot_bytes > kMaxEagerSlotBytes))
+        return Err(std::string(type_name(f.type)) + ": eager ring at 0x" + [&] {
+          char b[24];
+          std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(e.eager_addr));
+          return std::string(b);
+        }() + " with slots of " + std::to_string(e.eager_slot_bytes) + " bytes (4.." +
+                   std::to_string(kMaxEagerSlotBytes) + ")");
       if (qps == 0 || qps > kMaxQps)
         return Err(std::string(type_name(f.type)) + ": " + std::to_string(qps) + " QPs (1.." +
                    std::to_string(kMaxQps) + ")");

@@ -20,8 +20,9 @@
 //
 // Frame: {u32 magic "MRCN", u16 version, u16 type, u32 body length} + body, little endian.
 // HELLO/REPLY body: u64 listen_id, u8 path mode, u8 planes, u8 QPs, u8 reserved, u32 fabric
-// host, u32 token, u32 mtu, per QP u32 qpn, then per plane {16 B address, u16 port, u32 scope
-// id}. READY: empty. BYE: u8 QPs, per QP u64 delivered. Every field is checked on decode; a
+// host, u32 token, u32 mtu, the eager ring {u64 address, u32 rkey, u32 slots, u32 slot bytes}
+// (a receive comm's, net.h; all 0: none), per QP u32 qpn, then per plane {16 B address, u16
+// port, u32 scope id}. READY: empty. BYE: u8 QPs, per QP u64 delivered. Every field is checked on decode; a
 // frame from an older or newer plugin version is refused with a message that says so.
 #pragma once
 
@@ -40,11 +41,13 @@
 namespace mrc::nccl {
 
 inline constexpr uint32_t kFrameMagic = 0x4e43524d;  // "MRCN" as little-endian bytes
-inline constexpr uint16_t kFrameVersion = 2;         // 2: several QPs per connection
+inline constexpr uint16_t kFrameVersion = 3;         // 2: several QPs per connection; 3: eager
 inline constexpr size_t kFrameHeader = 12;
 inline constexpr size_t kMaxPlanes = 16;
 inline constexpr size_t kMaxQps = 8;  // QPs per connection
-inline constexpr size_t kMaxFrameBody = 24 + kMaxQps * 4 + kMaxPlanes * 22;
+inline constexpr size_t kMaxEagerSlots = 64;         // an eager ring's slots, at most
+inline constexpr size_t kMaxEagerSlotBytes = 4 + 65536;  // its slot: tag, then the message
+inline constexpr size_t kMaxFrameBody = 44 + kMaxQps * 4 + kMaxPlanes * 22;
 
 enum class FrameType : uint16_t { kHello = 1, kReply = 2, kReady = 3, kBye = 4 };
 
@@ -55,6 +58,12 @@ struct Endpoint {
   std::vector<uint32_t> qpns;        // 1..kMaxQps
   uint32_t token = 0;
   uint32_t mtu = 4096;
+  // A receive comm's eager ring (net.h): where its sender writes small messages that go
+  // before their receive's CTS. slots 0: none (a send comm, or eager sends off).
+  uint64_t eager_addr = 0;
+  uint32_t eager_rkey = 0;
+  uint32_t eager_slots = 0;
+  uint32_t eager_slot_bytes = 0;
 };
 
 struct Frame {

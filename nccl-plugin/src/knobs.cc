@@ -54,6 +54,7 @@ Result<Knobs, std::string> read_knobs(const io::Getenv& env) {
   num("NCCL_MRC_CC_MAX_RATE", k.cc_max_mbps, 0, 100'000'000);
   num("NCCL_MRC_MAX_PSN_RANGE", k.max_psn_range, 1, 1u << 20);
   num("NCCL_MRC_QPS_PER_CONN", k.qps_per_conn, 1, kMaxQps);
+  num("NCCL_MRC_EAGER", k.eager_bytes, 0, kMaxEagerSlotBytes - 4);
   if (!error.empty()) return Err(error);
   if (k.cc_max_mbps && k.cc_min_mbps > k.cc_max_mbps)
     return Err("NCCL_MRC_CC_MIN_RATE: " + std::to_string(k.cc_min_mbps) +

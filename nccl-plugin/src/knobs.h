@@ -21,6 +21,9 @@
 //   NCCL_MRC_MAX_PSN_RANGE      packets in flight per QP (MPR)                           [1024]
 //   NCCL_MRC_QPS_PER_CONN       QPs per connection (1..8): a send comm's messages go to them
 //                               in turn; the acceptor follows the connector's count      [1]
+//   NCCL_MRC_EAGER              largest message, bytes, a sender writes to the receive
+//                               comm's eager ring before the receive's CTS has come
+//                               (0..65536; 0: off; one QP per connection only; net.h)  [8192]
 #pragma once
 
 #include <cstdint>
@@ -45,6 +48,7 @@ struct Knobs {
   std::string ctrl_addr;                  // empty: plane 0's address
   uint32_t max_psn_range = engine::kDefaultMaxPsnRange;
   uint32_t qps_per_conn = 1;
+  uint32_t eager_bytes = 8192;
 };
 
 /// Reads the knobs; the error names the variable and what it takes.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,11 +44,15 @@ constexpr uint64_t kCtsSend = 1ull << 61;    // a CTS record sent (receiver; err
 constexpr uint64_t kImmRecv = 1ull << 60;    // a WRITE_IMM arrived (receiver)
 constexpr int kCtsSlots = 2 * kMaxRequests;  // CTS receives the sender keeps
 constexpr size_t kCtsEntry = 20;             // addr u64, rkey u32, size u32, tag i32
-constexpr size_t kCtsBytes = 8 + kCtsEntry * kMaxRecvs;  // 168 <= engine::kMaxInline
+constexpr size_t kCtsHeader = 12;            // seq u32, n u32, eager slots freed u32
+constexpr size_t kCtsBytes = kCtsHeader + kCtsEntry * kMaxRecvs;  // 172 <= engine::kMaxInline
 constexpr size_t kCtsSlotBytes = 256;
 constexpr int kImmRecvs = 2 * kMaxRequests * kMaxRecvs;  // receives posted for WRITE_IMMs
 constexpr int kSendRequests = kMaxRequests * kMaxRecvs;  // a send comm's requests in flight
-constexpr uint32_t kSeqMask = (1u << 29) - 1;            // imm = (seq << 3) | buffer index
+constexpr uint32_t kSeqMask = (1u << 28) - 1;            // imm = (seq << 3) | buffer index
+constexpr uint32_t kEagerImm = 1u << 31;                  // imm = kEagerImm | eager ring slot
+constexpr uint32_t kEagerSlots = 8;  // a receive comm's eager ring: NCCL keeps 8 steps in flight
+constexpr uint32_t kEagerTag = 4;    // a slot: the message's tag (i32), then the message
 constexpr auto kPeerCheckEvery = std::chrono::milliseconds(1);
 constexpr uint64_t kKeepalive = 1ull << 59;  // a 0-byte WRITE from a waiting receiver
 // A receiver waiting this long with nothing arriving sends a 0-byte WRITE, so that a network
@@ -117,8 +122,13 @@ struct Request {
   uint32_t seq = 0;
   uint8_t pending = 0;    // receive: buffers still waiting for their WRITE_IMM
   uint8_t qp = 0;         // send: index of the QP its WRITE_IMM went on
+  bool unplaced = false;  // send: eager, and no CTS record has placed it yet (not done before)
   uint64_t write_no = 0;  // send: position of its WRITE_IMM among that QP's
   std::array<size_t, kMaxRecvs> sizes{};
+  // receive: each buffer as irecv gave it (an eager message is copied there; net.h).
+  std::array<uint64_t, kMaxRecvs> addrs{};
+  std::array<size_t, kMaxRecvs> caps{};
+  std::array<int32_t, kMaxRecvs> tags{};
 };
 
 struct MemHandle {
@@ -167,9 +177,37 @@ struct Comm {
   uint32_t send_seq = 0;                // receive the next isend goes to
   uint64_t sends = 0;                   // isends posted: the next goes to qps[sends % size]
   std::vector<uint64_t> writes_posted;  // per QP
+  // Eager sends (net.h): the peer's ring, the largest message sent there (0: none), slots
+  // written and freed (the peer's count, from its CTS records), the tag word of each slot's
+  // message (registered: a WRITE_IMM's first gather entry), and the eager sends not yet
+  // placed in a receive (tag, size; oldest first): placed as their CTS records come.
+  uint64_t eager_addr = 0;
+  uint32_t eager_rkey = 0, eager_slot_bytes = 0, eager_max = 0;
+  uint32_t eager_posted = 0, eager_freed = 0;
+  std::array<int32_t, kEagerSlots> eager_tags{};
+  uint32_t eager_tags_key = 0;
+  struct Unplaced {
+    int32_t tag = 0;
+    uint32_t size = 0;
+    uint32_t req = 0;
+  };
+  std::deque<Unplaced> unplaced;
   // Receive comm.
   uint32_t recv_seq = 0;
   std::vector<uint64_t> writes_received;  // per QP (each delivers its WRITE_IMMs in order)
+  // Eager messages (net.h): the ring the sender writes them to (kEagerSlots slots of
+  // kEagerTag + eager_max bytes, registered), those arrived and not yet copied to a receive
+  // (slot, tag, size; in order), slots freed (copied out: each CTS record says how many), and
+  // the receive the next message fills (all before it are full).
+  std::vector<uint8_t> eager_ring;
+  uint32_t eager_ring_key = 0;
+  struct Arrived {
+    uint32_t slot = 0;
+    int32_t tag = 0;
+    uint32_t size = 0;
+  };
+  std::deque<Arrived> arrived;
+  uint32_t match_seq = 0;
 
   void break_with(Code c, std::string what) {
     if (broken) return;
@@ -293,6 +331,12 @@ Endpoint local_endpoint(const Comm& c) {
   e.qpns = c.qps;
   e.token = c.token;
   e.mtu = c.dev->cfg.mtu;
+  if (c.eager_ring_key) {
+    e.eager_addr = reinterpret_cast<uint64_t>(c.eager_ring.data());
+    e.eager_rkey = c.eager_ring_key;
+    e.eager_slots = kEagerSlots;
+    e.eager_slot_bytes = static_cast<uint32_t>(c.eager_ring.size() / kEagerSlots);
+  }
   return e;
 }
 
@@ -347,6 +391,12 @@ Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role, siz
     c->cts_ring.assign(kCtsSlots * kCtsSlotBytes, 0);
   } else {
     c->reqs.resize(kMaxRequests);
+    const uint32_t eager = [] {
+      std::lock_guard lock(state().mu);
+      return state().knobs.eager_bytes;
+    }();
+    // One QP only: the receiver matches eager messages in the order they come (net.h).
+    if (eager > 0 && nqps == 1) c->eager_ring.assign(kEagerSlots * (kEagerTag + eager), 0);
   }
   for (Request& r : c->reqs) r.comm = c.get();
   auto st = d.drv->with_engine([&](Engine& e) -> Status<Failure> {
@@ -379,6 +429,19 @@ Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role, siz
       if (!k.ok())
         return err(Code::kSystem, std::string("register_mr: ") + engine::to_string(k.error()));
       c->cts_key = *k;
+      auto t = e.register_mr(c->eager_tags.data(), sizeof c->eager_tags,
+                             reinterpret_cast<uint64_t>(c->eager_tags.data()), 0, c->pd);
+      if (!t.ok())
+        return err(Code::kSystem, std::string("register_mr: ") + engine::to_string(t.error()));
+      c->eager_tags_key = *t;
+    }
+    if (!c->eager_ring.empty()) {
+      auto k = e.register_mr(c->eager_ring.data(), c->eager_ring.size(),
+                             reinterpret_cast<uint64_t>(c->eager_ring.data()),
+                             engine::access::kLocalWrite | engine::access::kRemoteWrite, c->pd);
+      if (!k.ok())
+        return err(Code::kSystem, std::string("register_mr: ") + engine::to_string(k.error()));
+      c->eager_ring_key = *k;
     }
     return {};
   });
@@ -394,6 +457,8 @@ void destroy_comm(Comm& c) {
     for (engine::Qpn q : c.qps) (void)e.destroy_qp(q);
     if (c.cq) (void)e.destroy_cq(c.cq);
     if (c.cts_key) (void)e.deregister_mr(c.cts_key);
+    if (c.eager_tags_key) (void)e.deregister_mr(c.eager_tags_key);
+    if (c.eager_ring_key) (void)e.deregister_mr(c.eager_ring_key);
   });
 }
 
@@ -455,6 +520,15 @@ NetStatus connect_qp(Comm& c, const Endpoint& peer) {
     return {};
   });
   if (!st.ok()) return st;
+  // Eager sends where the receive comm offers a ring of the slots this plugin uses, and its
+  // own knob allows (the acceptor makes a ring only for one QP).
+  if (c.role == Comm::Role::kSend && c.qps.size() == 1 && peer.eager_slots == kEagerSlots &&
+      k.eager_bytes > 0) {
+    c.eager_addr = peer.eager_addr;
+    c.eager_rkey = peer.eager_rkey;
+    c.eager_slot_bytes = peer.eager_slot_bytes;
+    c.eager_max = std::min<uint32_t>(k.eager_bytes, peer.eager_slot_bytes - kEagerTag);
+  }
   log(mrcNcclLogInfo, d.name + ": " + (c.role == Comm::Role::kSend ? "send" : "recv") + " comm " +
                           (c.qps.size() == 1 ? "QP " : "QPs ") + qp_list(c.qps) + " connected to " +
                           c.peer + ", " + std::to_string(npaths) + " paths over " +
@@ -464,21 +538,31 @@ NetStatus connect_qp(Comm& c, const Endpoint& peer) {
 
 // ---- Data path ---------------------------------------------------------------------------
 
+void place_eager(Comm& c);
+
 void on_cts(Comm& c, const uint8_t* p, uint32_t len) {
   auto u32 = [&](size_t at) {
     uint32_t v;
     std::memcpy(&v, p + at, 4);
     return v;
   };
-  if (len < 8) return c.break_with(Code::kRemote, "short CTS record");
-  const uint32_t seq = u32(0), n = u32(4);
-  if (n < 1 || n > kMaxRecvs || len != 8 + kCtsEntry * n)
+  if (len < kCtsHeader) return c.break_with(Code::kRemote, "short CTS record");
+  const uint32_t seq = u32(0), n = u32(4), freed = u32(8);
+  if (n < 1 || n > kMaxRecvs || len != kCtsHeader + kCtsEntry * n)
     return c.break_with(Code::kRemote, "malformed CTS record (" + std::to_string(n) + " buffers)");
+  if (freed - c.eager_freed > c.eager_posted - c.eager_freed)
+    return c.break_with(Code::kRemote, "CTS record frees eager slots never written (" +
+                                           std::to_string(freed) + " of " +
+                                           std::to_string(c.eager_posted) + ")");
+  c.eager_freed = freed;
   if (seq != c.cts_expected)
     return c.break_with(Code::kRemote, "CTS record " + std::to_string(seq) +
                                            " out of order (expected " +
                                            std::to_string(c.cts_expected) + ")");
   Cts& t = c.cts[seq % kMaxRequests];
+  // The receive 32 before this one may still wait for eager sends to be placed in it: their
+  // messages filled it (the peer posted this one after), so they place now.
+  if (t.valid) place_eager(c);
   if (t.valid) return c.break_with(Code::kRemote, "more than 32 receives posted by the peer");
   ++c.cts_expected;
   t = Cts{};
@@ -486,11 +570,87 @@ void on_cts(Comm& c, const uint8_t* p, uint32_t len) {
   t.seq = seq;
   t.n = static_cast<int>(n);
   for (uint32_t i = 0; i < n; ++i) {
-    const uint8_t* q = p + 8 + kCtsEntry * i;
+    const uint8_t* q = p + kCtsHeader + kCtsEntry * i;
     std::memcpy(&t.e[i].addr, q, 8);
     std::memcpy(&t.e[i].rkey, q + 8, 4);
     std::memcpy(&t.e[i].size, q + 12, 4);
     std::memcpy(&t.e[i].tag, q + 16, 4);
+  }
+}
+
+// The first buffer of receive `t` not yet sent to that has this tag, or -1: how a send finds
+// its buffer, by CTS record (isend) or after the fact for an eager one (place_eager), and how
+// the receiver matches eager messages (match_arrived), so both ends agree.
+int free_buffer(const Cts& t, int32_t tag) {
+  for (int i = 0; i < t.n; ++i)
+    if (!(t.used & (1u << i)) && t.e[i].tag == tag) return i;
+  return -1;
+}
+
+// Buffer `idx` of the receive the sends fill now is sent to; once all are, the next
+// receive's turn.
+void use_buffer(Comm& c, Cts& t, int idx) {
+  t.used |= static_cast<uint8_t>(1u << idx);
+  if (t.used == (1u << t.n) - 1) {
+    t.valid = false;
+    ++c.send_seq;
+  }
+}
+
+// Places the eager sends not placed yet (oldest first) in the receives whose CTS records have
+// come. One that fits no buffer breaks the comm: its data went already.
+void place_eager(Comm& c) {
+  while (!c.unplaced.empty() && !c.broken) {
+    Cts& t = c.cts[c.send_seq % kMaxRequests];
+    if (!t.valid || t.seq != c.send_seq) return;
+    const auto [tag, size, req] = c.unplaced.front();
+    const int idx = free_buffer(t, tag);
+    if (idx < 0)
+      return c.break_with(Code::kInvalidUsage, "isend: tag " + std::to_string(tag) +
+                                                   " matches no buffer of the peer's receive " +
+                                                   std::to_string(t.seq));
+    if (size > t.e[idx].size)
+      return c.break_with(Code::kInvalidUsage, "isend of " + std::to_string(size) +
+                                                   " bytes into a receive of " +
+                                                   std::to_string(t.e[idx].size) + " bytes");
+    c.unplaced.pop_front();
+    c.reqs[req].unplaced = false;
+    use_buffer(c, t, idx);
+  }
+}
+
+// Receiver: copies the eager messages that came (in order) into the receives they belong to,
+// found as the sender placed them (free_buffer's rule over the buffers still waiting); one
+// whose receive is not posted yet waits for irecv. Each one copied frees its slot.
+void match_arrived(Comm& c) {
+  const size_t slot_bytes = c.eager_ring.size() / kEagerSlots;
+  while (!c.arrived.empty() && !c.broken) {
+    for (; c.match_seq != c.recv_seq; ++c.match_seq) {  // past the receives already full
+      const Request& r = c.reqs[c.match_seq % kMaxRequests];
+      if (r.busy && r.seq == c.match_seq && r.pending) break;
+    }
+    if (c.match_seq == c.recv_seq) return;
+    Request& r = c.reqs[c.match_seq % kMaxRequests];
+    const Comm::Arrived m = c.arrived.front();
+    int idx = -1;
+    for (int i = 0; i < r.n && idx < 0; ++i)
+      if ((r.pending & (1u << i)) && r.tags[i] == m.tag) idx = i;
+    if (idx < 0)
+      return c.break_with(Code::kInvalidUsage, "eager message with tag " + std::to_string(m.tag) +
+                                                   " matches no buffer of receive " +
+                                                   std::to_string(r.seq));
+    if (m.size > r.caps[idx])
+      return c.break_with(Code::kInvalidUsage, "a send of " + std::to_string(m.size) +
+                                                   " bytes into a receive of " +
+                                                   std::to_string(r.caps[idx]) + " bytes");
+    if (m.size > 0)
+      std::memcpy(reinterpret_cast<void*>(r.addrs[idx]),
+                  c.eager_ring.data() + m.slot * slot_bytes + kEagerTag, m.size);
+    c.arrived.pop_front();
+    ++c.eager_freed;
+    r.sizes[idx] = m.size;
+    r.pending &= static_cast<uint8_t>(~(1u << idx));
+    if (!r.pending) r.done = true;
   }
 }
 
@@ -546,6 +706,25 @@ void progress(Comm& c, bool force = false) {
         const size_t q =
             static_cast<size_t>(std::find(c.qps.begin(), c.qps.end(), w.qpn) - c.qps.begin());
         if (q < c.writes_received.size()) ++c.writes_received[q];
+        if (w.imm & kEagerImm) {  // a message in the eager ring, its slots written in turn
+          const uint32_t slot = w.imm & ~kEagerImm;
+          const size_t slot_bytes = c.eager_ring.size() / kEagerSlots;
+          const uint32_t expected =
+              (c.eager_freed + static_cast<uint32_t>(c.arrived.size())) % kEagerSlots;
+          if (slot_bytes == 0 || slot != expected || w.byte_len < kEagerTag ||
+              w.byte_len > slot_bytes) {
+            c.break_with(Code::kRemote, "malformed eager message (slot " + std::to_string(slot) +
+                                            ", " + std::to_string(w.byte_len) + " bytes)");
+            continue;
+          }
+          Comm::Arrived a;
+          a.slot = slot;
+          a.size = w.byte_len - kEagerTag;
+          std::memcpy(&a.tag, c.eager_ring.data() + slot * slot_bytes, kEagerTag);
+          c.arrived.push_back(a);
+          match_arrived(c);
+          continue;
+        }
         const uint32_t seq = w.imm >> 3, idx = w.imm & 7;
         Request& r = c.reqs[seq % kMaxRequests];
         if (!r.busy || (r.seq & kSeqMask) != seq || !(r.pending & (1u << idx))) {
@@ -560,6 +739,7 @@ void progress(Comm& c, bool force = false) {
     }
     if (n < wc.size()) break;
   }
+  place_eager(c);  // CTS records that came place the eager sends sent before them
   if (cts_repost.empty() && imm_repost.empty()) return;
   c.dev->drv->peek_engine([&](Engine& e) {
     for (uint64_t slot : cts_repost) {
@@ -915,19 +1095,55 @@ NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Reque
   if (c.broken) return Err(c.failure);
   progress(c);
   if (c.broken) return Err(c.failure);
+  if (size > 0 && (!mh || mh->key == 0 || reinterpret_cast<uint64_t>(data) < mh->addr ||
+                   reinterpret_cast<uint64_t>(data) + size > mh->addr + mh->len))
+    return err(Code::kInvalidArgument, "isend: buffer not inside its registered memory handle");
   Cts& t = c.cts[c.send_seq % kMaxRequests];
-  if (!t.valid || t.seq != c.send_seq) {
+  // Its CTS here means every eager send before it is placed (progress ran place_eager).
+  if (!t.valid || t.seq != c.send_seq || !c.unplaced.empty()) {
     check_peer(c);
     if (c.peer_closed)
       return err(Code::kRemote, "isend: the peer " + c.peer + " closed the connection");
-    return {};  // the matching receive is not posted yet: NCCL retries
-  }
-  int idx = -1;
-  for (int i = 0; i < t.n; ++i)
-    if (!(t.used & (1u << i)) && t.e[i].tag == tag) {
-      idx = i;
-      break;
+    // The matching receive's CTS is not here: a small message goes to the eager ring while
+    // it has a free slot, else NCCL retries.
+    if (c.eager_max == 0 || size > c.eager_max || c.free_reqs.empty() ||
+        c.eager_posted - c.eager_freed >= kEagerSlots)
+      return {};
+    const uint32_t slot = c.eager_posted % kEagerSlots;
+    c.eager_tags[slot] = tag;
+    const std::array<engine::Sge, 2> sg{
+        engine::Sge{reinterpret_cast<uint64_t>(&c.eager_tags[slot]), kEagerTag, c.eager_tags_key},
+        engine::Sge{reinterpret_cast<uint64_t>(data), static_cast<uint32_t>(size),
+                    mh ? mh->key : 0}};
+    const uint32_t ri = c.free_reqs.back();
+    engine::SendWr wr;
+    wr.wr_id = ri;
+    wr.opcode = engine::Opcode::kWriteImm;
+    wr.sg = {sg.data(), size > 0 ? 2u : 1u};
+    wr.remote_addr = c.eager_addr + uint64_t{slot} * c.eager_slot_bytes;
+    wr.rkey = c.eager_rkey;
+    wr.imm = kEagerImm | slot;
+    auto st = c.dev->drv->with_engine_flush([&](Engine& en) { return en.post_send(c.qps[0], wr); });
+    if (!st.ok()) {
+      if (st.error() == engine::Error::kQueueFull) return {};
+      return err(Code::kInternal, std::string("isend: post_send: ") + engine::to_string(st.error()));
     }
+    ++c.eager_posted;
+    c.unplaced.push_back(Comm::Unplaced{tag, static_cast<uint32_t>(size), ri});
+    c.free_reqs.pop_back();
+    ++c.sends;
+    Request& r = c.reqs[ri];
+    r.busy = true;
+    r.done = false;
+    r.unplaced = true;
+    r.n = 1;
+    r.sizes[0] = size;
+    r.qp = 0;
+    r.write_no = c.writes_posted[0]++;
+    *out = &r;
+    return {};
+  }
+  const int idx = free_buffer(t, tag);
   if (idx < 0)
     return err(Code::kInvalidUsage, "isend: tag " + std::to_string(tag) +
                                         " matches no buffer of the peer's receive " +
@@ -937,9 +1153,6 @@ NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Reque
     return err(Code::kInvalidUsage, "isend of " + std::to_string(size) +
                                         " bytes into a receive of " + std::to_string(e.size) +
                                         " bytes");
-  if (size > 0 && (!mh || mh->key == 0 || reinterpret_cast<uint64_t>(data) < mh->addr ||
-                   reinterpret_cast<uint64_t>(data) + size > mh->addr + mh->len))
-    return err(Code::kInvalidArgument, "isend: buffer not inside its registered memory handle");
   if (c.free_reqs.empty()) return {};
   const uint32_t ri = c.free_reqs.back();
   Request& r = c.reqs[ri];
@@ -964,12 +1177,9 @@ NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Reque
   r.n = 1;
   r.sizes[0] = size;
   r.qp = q;
+  r.unplaced = false;
   r.write_no = c.writes_posted[q]++;
-  t.used |= static_cast<uint8_t>(1u << idx);
-  if (t.used == (1u << t.n) - 1) {
-    t.valid = false;
-    ++c.send_seq;
-  }
+  use_buffer(c, t, idx);
   *out = &r;
   return {};
 }
@@ -989,6 +1199,7 @@ NetStatus irecv(Comm* cp, int n, void** data, const size_t* sizes, const int* ta
   const uint32_t seq = c.recv_seq, nn = static_cast<uint32_t>(n);
   std::memcpy(rec, &seq, 4);
   std::memcpy(rec + 4, &nn, 4);
+  std::memcpy(rec + 8, &c.eager_freed, 4);
   for (int i = 0; i < n; ++i) {
     if (sizes[i] > MRC_NCCL_MAX_NET_SIZE)
       return err(Code::kInvalidArgument,
@@ -1000,13 +1211,14 @@ NetStatus irecv(Comm* cp, int n, void** data, const size_t* sizes, const int* ta
                  "irecv: buffer " + std::to_string(i) + " not inside its registered memory handle");
     const uint32_t key = sizes[i] > 0 ? mh->key : 0, sz = static_cast<uint32_t>(sizes[i]);
     const int32_t tag = tags ? tags[i] : 0;
-    uint8_t* q = rec + 8 + kCtsEntry * i;
+    uint8_t* q = rec + kCtsHeader + kCtsEntry * i;
     std::memcpy(q, &a, 8);
     std::memcpy(q + 8, &key, 4);
     std::memcpy(q + 12, &sz, 4);
     std::memcpy(q + 16, &tag, 4);
   }
-  engine::Sge sge{reinterpret_cast<uint64_t>(rec), static_cast<uint32_t>(8 + kCtsEntry * n), 0};
+  engine::Sge sge{reinterpret_cast<uint64_t>(rec), static_cast<uint32_t>(kCtsHeader + kCtsEntry * n),
+                  0};
   engine::SendWr wr;
   wr.wr_id = kCtsSend;
   wr.opcode = engine::Opcode::kSend;
@@ -1027,6 +1239,12 @@ NetStatus irecv(Comm* cp, int n, void** data, const size_t* sizes, const int* ta
   r.seq = seq;
   r.pending = static_cast<uint8_t>((1u << n) - 1);
   r.sizes.fill(0);
+  for (int i = 0; i < n; ++i) {
+    r.addrs[i] = reinterpret_cast<uint64_t>(data[i]);
+    r.caps[i] = sizes[i];
+    r.tags[i] = tags ? tags[i] : 0;
+  }
+  match_arrived(c);  // eager messages that came before this receive
   *out = &r;
   return {};
 }
@@ -1035,18 +1253,20 @@ NetStatus test(Request* r, int* done, int* sizes) {
   *done = 0;
   Comm& c = *r->comm;
   if (!r->busy) return err(Code::kInvalidUsage, "test: request already completed");
-  if (!r->done) progress(c);
-  if (!r->done && !c.broken) {
+  // An eager send is done once acknowledged and placed in its receive (place_eager).
+  if (!r->done || r->unplaced) progress(c);
+  if ((!r->done || r->unplaced) && !c.broken) {
     check_peer(c);
     // What the peer did before it closed is in the CQ by now (it closes after its completions,
     // which follow our placement); look once more before calling the request lost.
     if (c.peer_closed) progress(c, /*force=*/true);
+    if (c.peer_closed && r->done) r->unplaced = false;  // delivered; the peer posted no receive
     if (c.peer_closed && !r->done)
       c.break_with(Code::kRemote,
                    "the peer closed the connection (ended or was killed) with this "
                    "request outstanding");
   }
-  if (r->done) {
+  if (r->done && !r->unplaced) {
     *done = 1;
     if (sizes)
       for (int i = 0; i < r->n; ++i) sizes[i] = static_cast<int>(r->sizes[i]);

@@ -17,13 +17,28 @@
 // that its peer is gone (closed or killed) at once.
 //
 // Transfers, receiver driven (the shape of NCCL's IB transport, over MRC verbs):
-//   irecv(n buffers, tags) -> the receiver SENDs a clear-to-send (CTS) record {seq, n, per
-//       buffer: address, rkey, size, tag} to the sender (inline, 8 + 20 n bytes);
+//   irecv(n buffers, tags) -> the receiver SENDs a clear-to-send (CTS) record {seq, n, eager
+//       slots freed, per buffer: address, rkey, size, tag} to the sender (inline, 12 + 20 n
+//       bytes);
 //   isend(data, tag)       -> waits (returns a NULL request) until the CTS of its sequence
 //       number has arrived, picks the buffer with its tag, then one WRITE_IMM of the data into
 //       it, imm = (seq << 3) | buffer index; done when the WRITE_IMM is acknowledged;
 //   the receiver's request is done when every buffer got its WRITE_IMM (the completion
 //       carries the size). Receives for WRITE_IMMs are posted up front and reposted.
+// Eager sends (NCCL_MRC_EAGER, 8 KiB; one QP per connection): a message that small whose CTS
+//   has not come yet does not wait for it. The receive comm offers an eager ring in its REPLY
+//   (8 slots, each the tag then the message); isend WRITE_IMMs {tag, data} into the next free
+//   slot, imm = kEagerImm | slot, and returns its request at once. This takes the CTS's trip
+//   off the first step of every collective (both ranks post a receive and a send at once),
+//   where NCCL's sockets need none. The receiver copies each eager message, in the order they
+//   come, into the receive it belongs to (waiting for irecv if it is not posted yet) and frees
+//   its slot; every CTS record says how many slots were freed, so the sender reuses them. Which
+//   buffer a message belongs to follows one rule on both ends: in FIFO order, the first buffer
+//   of the current receive with its tag not yet sent to. The sender applies it to its eager
+//   sends once their receive's CTS comes (place_eager: a send that does not fit is an error
+//   then, InvalidUsage, and its request is not done before it is placed), so a later CTS-driven
+//   send picks the same buffer the receiver expects. In-order completion of the one QP makes
+//   the receiver's count agree.
 // Sends and receives match in FIFO order per connection; a send larger than its receive is an
 // error (InvalidUsage), as NCCL requires.
 //

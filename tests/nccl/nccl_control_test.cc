@@ -20,6 +20,10 @@ Endpoint endpoint(int planes, int qps = 1) {
   for (int q = 0; q < qps; ++q) e.qpns.push_back(static_cast<uint32_t>(17 + q));
   e.token = 0xdeadbeef;
   e.mtu = 2048;
+  e.eager_addr = 0x7f0012345600ull;
+  e.eager_rkey = 0x51;
+  e.eager_slots = 8;
+  e.eager_slot_bytes = 4 + 8192;
   for (int p = 0; p < planes; ++p) {
     sockaddr_in6 a{};
     a.sin6_family = AF_INET6;
@@ -46,6 +50,10 @@ TEST(ControlFrame, HelloRoundTrip) {
   EXPECT_EQ(d->endpoint.qpns, (std::vector<uint32_t>{17, 18, 19, 20, 21, 22, 23, 24}));
   EXPECT_EQ(d->endpoint.token, 0xdeadbeefu);
   EXPECT_EQ(d->endpoint.mtu, 2048u);
+  EXPECT_EQ(d->endpoint.eager_addr, 0x7f0012345600ull);
+  EXPECT_EQ(d->endpoint.eager_rkey, 0x51u);
+  EXPECT_EQ(d->endpoint.eager_slots, 8u);
+  EXPECT_EQ(d->endpoint.eager_slot_bytes, 4u + 8192);
   ASSERT_EQ(d->endpoint.planes.size(), 16u);
   EXPECT_EQ(to_string(d->endpoint.planes[5]), "[fd00:5::1]:4796");
   EXPECT_EQ(d->endpoint.planes[5].sin6_scope_id, 5u);
@@ -112,14 +120,25 @@ TEST(ControlFrame, BadInput_NamesTheProblem) {
   b[kFrameHeader + 11] = 1;
   EXPECT_NE(decode_error(b).find("reserved field not zero"), std::string::npos);
   b = good;
-  std::memset(&b[kFrameHeader + 28], 0, 4);  // the second QPN
+  std::memset(&b[kFrameHeader + 48], 0, 4);  // the second QPN
   EXPECT_NE(decode_error(b).find("QPN 0"), std::string::npos);
   b = good;
   b[kFrameHeader + 20] = 0x01;  // mtu 2048 -> 2049
   EXPECT_NE(decode_error(b).find("MTU 2049"), std::string::npos);
   b = good;
+  b[kFrameHeader + 36] = 65;  // eager slots
+  EXPECT_NE(decode_error(b).find("eager ring of 65 slots (at most 64)"), std::string::npos);
+  b = good;
+  std::memset(&b[kFrameHeader + 40], 0xff, 4);  // eager slot bytes
+  EXPECT_NE(decode_error(b).find("with slots of 4294967295 bytes (4..65540)"), std::string::npos);
+  b = good;
+  std::memset(&b[kFrameHeader + 24], 0, 8);  // eager ring address, with slots
+  EXPECT_NE(decode_error(b).find("eager ring at 0x0"), std::string::npos);
+  b = good;
   b[4] = 1;  // a version-1 plugin (one QP per connection) on the other side
-  EXPECT_NE(decode_error(b).find("peer speaks version 1, this plugin 2"), std::string::npos);
+  EXPECT_NE(decode_error(b).find("peer speaks version 1, this plugin 3"), std::string::npos);
+  b[4] = 2;  // version 2: no eager ring
+  EXPECT_NE(decode_error(b).find("peer speaks version 2, this plugin 3"), std::string::npos);
   EXPECT_NE(decode_error({1, 2, 3}).find("shorter than a header"), std::string::npos);
 }
 
@@ -139,8 +158,10 @@ TEST(Knobs, DefaultsAndValues) {
   EXPECT_EQ(k->retry_cnt_exp, 5);
   EXPECT_TRUE(k->qp_hint);
   EXPECT_EQ(k->qps_per_conn, 1u);
+  EXPECT_EQ(k->eager_bytes, 8192u);
   k = read_knobs(env({{"NCCL_MRC_TIMEOUT", "20"},
                       {"NCCL_MRC_QPS_PER_CONN", "4"},
+                      {"NCCL_MRC_EAGER", "0"},
                       {"NCCL_MRC_RETRY_CNT_EXP", "25"},
                       {"NCCL_MRC_CC_MAX_RATE", "100000"},
                       {"NCCL_MRC_CONFIG", "/a.json,/b.json"},
@@ -154,6 +175,7 @@ TEST(Knobs, DefaultsAndValues) {
   EXPECT_EQ(k->devices, (std::vector<uint32_t>{1, 0}));
   EXPECT_EQ(k->ctrl_addr, "fd00::5");
   EXPECT_EQ(k->qps_per_conn, 4u);
+  EXPECT_EQ(k->eager_bytes, 0u);
 }
 
 // With nothing set, the plugin's QPs get the connection policy every face uses (the engine's
@@ -177,6 +199,8 @@ TEST(Knobs, BadValues_NameTheVariable) {
             "NCCL_MRC_TIMEOUT: must be an integer in 1..24, got \"25\"");
   EXPECT_EQ(bad("NCCL_MRC_QPS_PER_CONN", "9"),
             "NCCL_MRC_QPS_PER_CONN: must be an integer in 1..8, got \"9\"");
+  EXPECT_EQ(bad("NCCL_MRC_EAGER", "65537"),
+            "NCCL_MRC_EAGER: must be an integer in 0..65536, got \"65537\"");
   EXPECT_NE(bad("NCCL_MRC_RETRY_CNT_LINEAR", "8").find("NCCL_MRC_RETRY_CNT_LINEAR"),
             std::string::npos);
   EXPECT_NE(bad("NCCL_MRC_QP_HINT_ENABLE", "yes").find("NCCL_MRC_QP_HINT_ENABLE"),

@@ -73,6 +73,9 @@ std::string pair_up(Plugin& pl, Board& b, int rank, Pair* p, int version = 12) {
   return wait_connect(p->a, p->handle, &p->send);
 }
 
+// The plugin's last WARN, for a failure's message.
+std::string last_warn() { return warnings().empty() ? "" : " (WARN: " + warnings().back() + ")"; }
+
 // Sends `sizes` (in order) from rank 0 to rank 1, `inflight` at a time; the receiver's buffers
 // are `extra` bytes larger than each send. Every byte checked, every reported size checked.
 std::string transfer(Pair& p, int rank, const std::vector<size_t>& sizes, int inflight,
@@ -98,7 +101,7 @@ std::string transfer(Pair& p, int rank, const std::vector<size_t>& sizes, int in
         void* mh = buf.mh;
         r = p.a.irecv(p.recv, 1, &d, &sz, &tag, &mh, &req[s]);
       }
-      if (r) return "post " + std::to_string(next) + " returned " + std::to_string(r);
+      if (r) return "post " + std::to_string(next) + " returned " + std::to_string(r) + last_warn();
       if (req[s]) ++next;
     }
     const size_t s = done % static_cast<size_t>(slots);
@@ -106,7 +109,8 @@ std::string transfer(Pair& p, int rank, const std::vector<size_t>& sizes, int in
     int got = -1;
     int d = 0;
     if (int r = p.a.test(req[s], &d, &got))
-      return "test of message " + std::to_string(done) + " returned " + std::to_string(r);
+      return "test of message " + std::to_string(done) + " returned " + std::to_string(r) +
+             last_warn();
     if (!d) continue;
     req[s] = nullptr;
     if (got != static_cast<int>(sizes[done]))
@@ -401,14 +405,88 @@ TEST(NcclTransfer, GroupedReceiveWithTags) {
   EXPECT_EQ(err, "");
 }
 
-TEST(NcclTransfer, SendLargerThanReceive_IsAnError) {
+// Eager sends (net.h): up to 8 messages of at most NCCL_MRC_EAGER (8 KiB) leave before the
+// receiver has posted anything (isend returns a request at once, not NULL); the ninth waits
+// for a slot. Their requests complete only once the receives' CTS records place them. Each
+// lands in its receive with its size and bytes; then a stream that mixes eager and CTS-driven
+// (rendezvous) sizes, 8 in flight, keeps its order.
+TEST(NcclTransfer, EagerSends_GoBeforeTheReceive_ThenMixWithRendezvousInOrder) {
   Board b(1);
+  const std::vector<size_t> early = {0, 1, 7, 100, 4096, 8191, 8192, 64, 9};
   const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
     Plugin pl;
     Pair p;
     if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
-    Buf buf(p.a, rank == 0 ? p.send : p.recv, 8192);
+    {
+      Buf buf(p.a, rank == 0 ? p.send : p.recv, early.size() * 8192);
+      if (!buf.mh) return "regMr failed";
+      std::vector<void*> reqs(early.size(), nullptr);
+      if (rank == 0) {
+        for (size_t i = 0; i < early.size(); ++i) {
+          uint8_t* at = buf.data() + i * 8192;
+          fill(at, early[i], i);
+          if (int r = p.a.isend(p.send, at, early[i], 7, buf.mh, &reqs[i]))
+            return "isend " + std::to_string(i) + " returned " + std::to_string(r);
+          if (i < 8 && !reqs[i]) return "eager isend " + std::to_string(i) + " waited";
+          if (i == 8 && reqs[i]) return "a ninth eager isend found a slot";
+        }
+        int done = 0;
+        if (p.a.test(reqs[0], &done, nullptr) || done) return "done before its receive";
+        Handle go{};
+        b.put(0, go);
+        while (!reqs[8])
+          if (p.a.isend(p.send, buf.data() + 8 * 8192, early[8], 7, buf.mh, &reqs[8]))
+            return "isend 8";
+        for (size_t i = 0; i < early.size(); ++i) {
+          int got = -1;
+          if (int r = wait_test(p.a, reqs[i], &got)) return "test send " + std::to_string(r);
+        }
+      } else {
+        Handle go;
+        if (!b.get(0, &go, 30)) return "no word from the sender";
+        for (size_t i = 0; i < early.size(); ++i) {
+          size_t sz = 8192;
+          int tag = 7;
+          void* d = buf.data() + i * 8192;
+          void* mh = buf.mh;
+          while (!reqs[i])
+            if (p.a.irecv(p.recv, 1, &d, &sz, &tag, &mh, &reqs[i])) return "irecv";
+        }
+        for (size_t i = 0; i < early.size(); ++i) {
+          int got = -1;
+          if (int r = wait_test(p.a, reqs[i], &got)) return "test recv " + std::to_string(r);
+          if (got != static_cast<int>(early[i]))
+            return "message " + std::to_string(i) + ": size " + std::to_string(got);
+          if (auto e = verify(buf.data() + i * 8192, early[i], i); !e.empty()) return e;
+        }
+      }
+    }
+    const std::vector<size_t> mixed = {8,     100000, 0, 8192, 8193, 1, 65536, 3, 3, 3,
+                                       3,     3,      3, 3,    3,    3, 1 << 20, 5, 9000, 2};
+    if (auto e = transfer(p, rank, mixed, 8); !e.empty()) return e;
+    if (auto e = transfer(p, rank, mixed, 8, 4096); !e.empty()) return e;
+    return close_pair(p);
+  });
+  EXPECT_EQ(err, "");
+}
+
+// A send larger than its receive: InvalidUsage with a WARN that says so. Above the eager
+// limit (NCCL_MRC_EAGER, 8 KiB) isend sees it in the receive's CTS record; at or below it
+// the message may go to the eager ring before that record comes: its request is not done
+// before the record places it, so the sender's test reports it then, and the receiver's test
+// reports it too, its buffer left as it was.
+void send_larger_than_receive(size_t send_bytes) {
+  Board b(2);
+  const std::string want =
+      "isend of " + std::to_string(send_bytes) + " bytes into a receive of 4096 bytes";
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    Buf buf(p.a, rank == 0 ? p.send : p.recv, send_bytes);
     if (rank == 1) {
+      Handle sent;
+      if (send_bytes <= 8192 && !b.get(1, &sent, 30)) return "no word from the sender";
       size_t sz = 4096;
       int tag = 1;
       void* d = buf.data();
@@ -416,26 +494,50 @@ TEST(NcclTransfer, SendLargerThanReceive_IsAnError) {
       void* req = nullptr;
       while (!req)
         if (p.a.irecv(p.recv, 1, &d, &sz, &tag, &mh, &req)) return "irecv";
+      if (send_bytes <= 8192) {  // the eager message came first: the receiver's test says so
+        int done = 0, r = 0;
+        for (const double end = now_s() + 10; r == 0 && !done && now_s() < end;)
+          r = p.a.test(req, &done, nullptr);
+        if (r != mrcNcclInvalidUsage) return "receiver's test returned " + std::to_string(r);
+        if (warnings().back().find("a send of " + std::to_string(send_bytes) +
+                                   " bytes into a receive of 4096 bytes") == std::string::npos)
+          return "receiver's WARN: " + warnings().back();
+        for (size_t i = 0; i < 4096; ++i)
+          if (buf.data()[i] != 0) return "the receive buffer was written";
+      }
       Handle done;
       b.get(0, &done, 30);  // wait for the sender's verdict before closing
       return "";
     }
+    std::memset(buf.data(), 0xab, send_bytes);
     void* req = nullptr;
     int r = 0;
     const double end = now_s() + 10;
     while (!req && r == 0 && now_s() < end)
-      r = p.a.isend(p.send, buf.data(), 8192, 1, buf.mh, &req);
+      r = p.a.isend(p.send, buf.data(), send_bytes, 1, buf.mh, &req);
+    if (send_bytes <= 8192) {
+      // No receive posted yet: the message goes to the eager ring at once.
+      if (r != 0 || !req) return "eager isend returned " + std::to_string(r) + " and no request";
+      Handle h{};
+      b.put(1, h);
+      int done = 0;
+      while (r == 0 && !done && now_s() < end) r = p.a.test(req, &done, nullptr);
+      if (done) return "the eager send into a smaller receive completed";
+    }
     Handle h{};
     b.put(0, h);
     if (r != mrcNcclInvalidUsage)
-      return "isend of 8192 B into 4096 B returned " + std::to_string(r);
-    if (warnings().back().find("isend of 8192 bytes into a receive of 4096 bytes") ==
-        std::string::npos)
-      return "WARN: " + warnings().back();
+      return "isend of " + std::to_string(send_bytes) + " B into 4096 B returned " +
+             std::to_string(r);
+    if (warnings().back().find(want) == std::string::npos) return "WARN: " + warnings().back();
     return "";
   });
   EXPECT_EQ(err, "");
 }
+
+TEST(NcclTransfer, SendLargerThanReceive_IsAnError) { send_larger_than_receive(16384); }
+
+TEST(NcclTransfer, SendLargerThanReceive_Eager_BothSidesSayIt) { send_larger_than_receive(8192); }
 
 TEST(NcclTransfer, CloseWithRequestsInFlight_ThenConnectAgain) {
   Board b(1);
