@@ -233,6 +233,29 @@ void print_latency(const char* transport, size_t size, std::vector<double>& us, 
   std::fflush(stdout);
 }
 
+// Every size's rounds (--warmup untimed, then --iterations timed), sequence numbers counting on
+// across sizes: round(size, seq, &good) runs one and returns false on a failure; `good` false
+// counts it corrupt. With `print`, a line per size. The number of corrupt rounds, or -1.
+template <class Round>
+int64_t time_rounds(const Options& o, const char* transport, bool print, Round&& round) {
+  uint64_t seq = 0, bad_total = 0;
+  for (size_t size : kLatencySizes) {
+    std::vector<double> us;
+    uint64_t bad = 0;
+    for (int i = 0; i < o.warmup + o.iterations; ++i, ++seq) {
+      bool good = true;
+      const double t0 = now();
+      if (!round(size, seq, good)) return -1;
+      const double t1 = now();
+      if (!good) ++bad;
+      if (i >= o.warmup) us.push_back((t1 - t0) * 1e6);
+    }
+    if (print) print_latency(transport, size, us, bad);
+    bad_total += bad;
+  }
+  return static_cast<int64_t>(bad_total);
+}
+
 // Polls test() on each request until all are done, without sleeping; false on an error.
 // `size` (may be null) gets the last one's size.
 bool wait_all(Api& a, std::initializer_list<void*> reqs, int* size) {
@@ -300,56 +323,38 @@ int run_mrc_latency(const Options& o) {
   if (a.reg_mr(sc, mem.data(), mem.size(), MRC_NCCL_PTR_HOST, &smh) ||
       a.reg_mr(rc, mem.data(), mem.size(), MRC_NCCL_PTR_HOST, &rmh))
     return 1;
-  uint64_t bad_total = 0;
+  int64_t bad_total = 0;
   if (o.exchange) {  // both ranks alike (see the file comment)
     std::array<uint8_t*, 2> outs = {mem.data(), mem.data() + kMax};  // round k sends from [k % 2]
     uint8_t* in = mem.data() + 2 * kMax;
-    void* last_sr = nullptr;  // the previous round's send
-    uint64_t seq = 0;
-    for (size_t size : kLatencySizes) {
-      std::vector<double> us;
-      uint64_t bad = 0;
-      for (int i = 0; i < o.warmup + o.iterations; ++i, ++seq) {
-        uint8_t* out = outs[seq % 2];
-        if (o.verify) fill_seq(out, size, seq);
-        void *sr = nullptr, *rr = nullptr;
-        int got = 0;
-        const double t0 = now();
-        if (!post_recv(a, rc, in, kMax, rmh, &rr) || !post_send(a, sc, out, size, smh, &sr) ||
-            !wait_all(a, {rr}, &got))
-          return 1;
-        const double t1 = now();
-        if (last_sr && !wait_all(a, {last_sr}, nullptr)) return 1;
-        last_sr = sr;
-        if (static_cast<size_t>(got) != size || (o.verify && !check_seq(in, size, seq))) ++bad;
-        if (i >= o.warmup) us.push_back((t1 - t0) * 1e6);
-      }
-      if (pinger) print_latency("mrc", size, us, bad);
-      bad_total += bad;
-    }
-    if (last_sr && !wait_all(a, {last_sr}, nullptr)) return 1;
+    void* last_sr = nullptr;  // the previous round's send, waited for after this one's receive
+    bad_total = time_rounds(o, "mrc", pinger, [&](size_t size, uint64_t seq, bool& good) {
+      uint8_t* out = outs[seq % 2];
+      if (o.verify) fill_seq(out, size, seq);
+      void *sr = nullptr, *rr = nullptr;
+      int got = 0;
+      if (!post_recv(a, rc, in, kMax, rmh, &rr) || !post_send(a, sc, out, size, smh, &sr) ||
+          !wait_all(a, {rr}, &got) || (last_sr && !wait_all(a, {last_sr}, nullptr)))
+        return false;
+      last_sr = sr;
+      good = static_cast<size_t>(got) == size && (!o.verify || check_seq(in, size, seq));
+      return true;
+    });
+    if (bad_total < 0 || (last_sr && !wait_all(a, {last_sr}, nullptr))) return 1;
   } else if (pinger) {
     uint8_t* out = mem.data();
     uint8_t* in = mem.data() + kMax;
-    uint64_t seq = 0;
-    for (size_t size : kLatencySizes) {
-      std::vector<double> us;
-      uint64_t bad = 0;
-      for (int i = 0; i < o.warmup + o.iterations; ++i, ++seq) {
-        if (o.verify) fill_seq(out, size, seq);
-        void *sr = nullptr, *rr = nullptr;
-        int got = 0;
-        const double t0 = now();
-        if (!post_recv(a, rc, in, kMax, rmh, &rr) || !post_send(a, sc, out, size, smh, &sr) ||
-            !wait_all(a, {sr}, nullptr) || !wait_all(a, {rr}, &got))
-          return 1;
-        const double t1 = now();
-        if (static_cast<size_t>(got) != size || (o.verify && !check_seq(in, size, seq))) ++bad;
-        if (i >= o.warmup) us.push_back((t1 - t0) * 1e6);
-      }
-      print_latency("mrc", size, us, bad);
-      bad_total += bad;
-    }
+    bad_total = time_rounds(o, "mrc", true, [&](size_t size, uint64_t seq, bool& good) {
+      if (o.verify) fill_seq(out, size, seq);
+      void *sr = nullptr, *rr = nullptr;
+      int got = 0;
+      if (!post_recv(a, rc, in, kMax, rmh, &rr) || !post_send(a, sc, out, size, smh, &sr) ||
+          !wait_all(a, {sr}, nullptr) || !wait_all(a, {rr}, &got))
+        return false;
+      good = static_cast<size_t>(got) == size && (!o.verify || check_seq(in, size, seq));
+      return true;
+    });
+    if (bad_total < 0) return 1;
     void* sr = nullptr;  // the end: a 0-byte ping, not echoed
     if (!post_send(a, sc, out, 0, smh, &sr) || !wait_all(a, {sr}, nullptr)) return 1;
   } else {
@@ -518,71 +523,55 @@ int run_tcp_latency(const Options& o) {
     return io_all(fd, reinterpret_cast<uint8_t*>(n), sizeof *n, false, true) && *n <= kMax &&
            (*n == 0 || io_all(fd, p, *n, false, true));
   };
-  uint64_t bad_total = 0;
+  int64_t bad_total = 0;
   if (o.exchange) {  // both ranks alike: send on one connection while receiving on the other
     const bool pinger = o.role == "send";
     const int tx = fds[pinger ? 0 : 1], rx = fds[pinger ? 1 : 0];
-    uint64_t seq = 0;
-    for (size_t size : kLatencySizes) {
-      std::vector<double> us;
-      uint64_t bad = 0;
-      for (int i = 0; i < o.warmup + o.iterations; ++i, ++seq) {
-        if (o.verify) fill_seq(out, size, seq);
-        uint64_t n = size, got = 0;
-        std::array<uint8_t, 8> hdr_in{};
-        const double t0 = now();
-        // Each direction: the 8-byte size, then the payload; both advanced as they can.
-        size_t sent = 0, recvd = 0;
-        const size_t total = 8 + size;
-        while (sent < total || recvd < 8 + got) {
-          if (sent < total) {
-            const ssize_t k = sent < 8
-                                  ? ::send(tx, reinterpret_cast<uint8_t*>(&n) + sent, 8 - sent,
-                                           MSG_NOSIGNAL | MSG_DONTWAIT)
-                                  : ::send(tx, out + (sent - 8), total - sent,
-                                           MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (k > 0) sent += static_cast<size_t>(k);
-            else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return 1;
-          }
-          if (recvd < 8 + got) {
-            const ssize_t k = recvd < 8
-                                  ? ::recv(rx, hdr_in.data() + recvd, 8 - recvd, MSG_DONTWAIT)
-                                  : ::recv(rx, in + (recvd - 8), 8 + got - recvd, MSG_DONTWAIT);
-            if (k > 0) {
-              recvd += static_cast<size_t>(k);
-              if (recvd == 8) {
-                std::memcpy(&got, hdr_in.data(), 8);
-                if (got > kMax) return 1;
-              }
-            } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-              return 1;
-            }
+    bad_total = time_rounds(o, "tcp", pinger, [&](size_t size, uint64_t seq, bool& good) {
+      if (o.verify) fill_seq(out, size, seq);
+      uint64_t n = size, got = 0;
+      std::array<uint8_t, 8> hdr_in{};
+      // Each direction: the 8-byte size, then the payload; both advanced as they can.
+      size_t sent = 0, recvd = 0;
+      const size_t total = 8 + size;
+      const auto would_block = [](ssize_t k) {
+        return k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+      };
+      while (sent < total || recvd < 8 + got) {
+        if (sent < total) {
+          const ssize_t k =
+              sent < 8 ? ::send(tx, reinterpret_cast<uint8_t*>(&n) + sent, 8 - sent,
+                                MSG_NOSIGNAL | MSG_DONTWAIT)
+                       : ::send(tx, out + (sent - 8), total - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+          if (k > 0) sent += static_cast<size_t>(k);
+          else if (!would_block(k)) return false;
+        }
+        if (recvd < 8 + got) {
+          const ssize_t k = recvd < 8
+                                ? ::recv(rx, hdr_in.data() + recvd, 8 - recvd, MSG_DONTWAIT)
+                                : ::recv(rx, in + (recvd - 8), 8 + got - recvd, MSG_DONTWAIT);
+          if (k > 0) {
+            recvd += static_cast<size_t>(k);
+            if (recvd == 8) std::memcpy(&got, hdr_in.data(), 8);
+            if (got > kMax) return false;
+          } else if (!would_block(k)) {
+            return false;
           }
         }
-        const double t1 = now();
-        if (got != size || (o.verify && !check_seq(in, size, seq))) ++bad;
-        if (i >= o.warmup) us.push_back((t1 - t0) * 1e6);
       }
-      if (pinger) print_latency("tcp", size, us, bad);
-      bad_total += bad;
-    }
+      good = got == size && (!o.verify || check_seq(in, size, seq));
+      return true;
+    });
+    if (bad_total < 0) return 1;
   } else if (o.role == "send") {
-    uint64_t seq = 0;
-    for (size_t size : kLatencySizes) {
-      std::vector<double> us;
-      uint64_t bad = 0;
-      for (int i = 0; i < o.warmup + o.iterations; ++i, ++seq) {
-        if (o.verify) fill_seq(out, size, seq);
-        uint64_t got = 0;
-        const double t0 = now();
-        if (!send_msg(fds[0], out, size) || !recv_msg(fds[1], in, &got)) return 1;
-        const double t1 = now();
-        if (got != size || (o.verify && !check_seq(in, size, seq))) ++bad;
-        if (i >= o.warmup) us.push_back((t1 - t0) * 1e6);
-      }
-      print_latency("tcp", size, us, bad);
-      bad_total += bad;
-    }
+    bad_total = time_rounds(o, "tcp", true, [&](size_t size, uint64_t seq, bool& good) {
+      if (o.verify) fill_seq(out, size, seq);
+      uint64_t got = 0;
+      if (!send_msg(fds[0], out, size) || !recv_msg(fds[1], in, &got)) return false;
+      good = got == size && (!o.verify || check_seq(in, size, seq));
+      return true;
+    });
+    if (bad_total < 0) return 1;
     if (!send_msg(fds[0], out, 0)) return 1;
   } else {
     for (;;) {

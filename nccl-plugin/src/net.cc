@@ -150,6 +150,14 @@ struct Cts {  // a receive the peer posted, as its CTS record describes it
   std::array<Entry, kMaxRecvs> e{};
 };
 
+// An eager message a comm keeps track of: its tag and size, and `at`, the sender's request
+// (send comm: sent, not yet placed) or its ring slot (receive comm: arrived, not yet copied).
+struct EagerMsg {
+  int32_t tag = 0;
+  uint32_t size = 0;
+  uint32_t at = 0;
+};
+
 struct Comm {
   enum class Role : uint8_t { kSend, kRecv } role = Role::kSend;
   Device* dev = nullptr;
@@ -180,33 +188,23 @@ struct Comm {
   // Eager sends (net.h): the peer's ring, the largest message sent there (0: none), slots
   // written and freed (the peer's count, from its CTS records), the tag word of each slot's
   // message (registered: a WRITE_IMM's first gather entry), and the eager sends not yet
-  // placed in a receive (tag, size; oldest first): placed as their CTS records come.
+  // placed in a receive (oldest first): placed as their CTS records come.
   uint64_t eager_addr = 0;
   uint32_t eager_rkey = 0, eager_slot_bytes = 0, eager_max = 0;
   uint32_t eager_posted = 0, eager_freed = 0;
   std::array<int32_t, kEagerSlots> eager_tags{};
   uint32_t eager_tags_key = 0;
-  struct Unplaced {
-    int32_t tag = 0;
-    uint32_t size = 0;
-    uint32_t req = 0;
-  };
-  std::deque<Unplaced> unplaced;
+  std::deque<EagerMsg> unplaced;
   // Receive comm.
   uint32_t recv_seq = 0;
   std::vector<uint64_t> writes_received;  // per QP (each delivers its WRITE_IMMs in order)
   // Eager messages (net.h): the ring the sender writes them to (kEagerSlots slots of
   // kEagerTag + eager_max bytes, registered), those arrived and not yet copied to a receive
-  // (slot, tag, size; in order), slots freed (copied out: each CTS record says how many), and
+  // (in order), slots freed (copied out: each CTS record says how many), and
   // the receive the next message fills (all before it are full).
   std::vector<uint8_t> eager_ring;
   uint32_t eager_ring_key = 0;
-  struct Arrived {
-    uint32_t slot = 0;
-    int32_t tag = 0;
-    uint32_t size = 0;
-  };
-  std::deque<Arrived> arrived;
+  std::deque<EagerMsg> arrived;
   uint32_t match_seq = 0;
 
   void break_with(Code c, std::string what) {
@@ -603,7 +601,7 @@ void place_eager(Comm& c) {
   while (!c.unplaced.empty() && !c.broken) {
     Cts& t = c.cts[c.send_seq % kMaxRequests];
     if (!t.valid || t.seq != c.send_seq) return;
-    const auto [tag, size, req] = c.unplaced.front();
+    const auto [tag, size, req] = c.unplaced.front();  // `at`: the send's request
     const int idx = free_buffer(t, tag);
     if (idx < 0)
       return c.break_with(Code::kInvalidUsage, "isend: tag " + std::to_string(tag) +
@@ -631,7 +629,7 @@ void match_arrived(Comm& c) {
     }
     if (c.match_seq == c.recv_seq) return;
     Request& r = c.reqs[c.match_seq % kMaxRequests];
-    const Comm::Arrived m = c.arrived.front();
+    const EagerMsg m = c.arrived.front();  // `at`: its slot
     int idx = -1;
     for (int i = 0; i < r.n && idx < 0; ++i)
       if ((r.pending & (1u << i)) && r.tags[i] == m.tag) idx = i;
@@ -645,7 +643,7 @@ void match_arrived(Comm& c) {
                                                    std::to_string(r.caps[idx]) + " bytes");
     if (m.size > 0)
       std::memcpy(reinterpret_cast<void*>(r.addrs[idx]),
-                  c.eager_ring.data() + m.slot * slot_bytes + kEagerTag, m.size);
+                  c.eager_ring.data() + m.at * slot_bytes + kEagerTag, m.size);
     c.arrived.pop_front();
     ++c.eager_freed;
     r.sizes[idx] = m.size;
@@ -717,8 +715,8 @@ void progress(Comm& c, bool force = false) {
                                             ", " + std::to_string(w.byte_len) + " bytes)");
             continue;
           }
-          Comm::Arrived a;
-          a.slot = slot;
+          EagerMsg a;
+          a.at = slot;
           a.size = w.byte_len - kEagerTag;
           std::memcpy(&a.tag, c.eager_ring.data() + slot * slot_bytes, kEagerTag);
           c.arrived.push_back(a);
@@ -1129,7 +1127,7 @@ NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Reque
       return err(Code::kInternal, std::string("isend: post_send: ") + engine::to_string(st.error()));
     }
     ++c.eager_posted;
-    c.unplaced.push_back(Comm::Unplaced{tag, static_cast<uint32_t>(size), ri});
+    c.unplaced.push_back(EagerMsg{tag, static_cast<uint32_t>(size), ri});
     c.free_reqs.pop_back();
     ++c.sends;
     Request& r = c.reqs[ri];

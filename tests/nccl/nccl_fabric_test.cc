@@ -432,16 +432,22 @@ TEST_P(NcclHandFabric, NcclBw_CompletesUncorruptedOnBothPlanes) {
 
 // nccl_bw --latency: both sides listen and connect (a comm each way), every size from 8 B to
 // 64 KiB makes its round trips, each echo holds the ping's bytes (its sequence number) and the
-// sender prints one line per size.
+// sender prints one line per size. Then --exchange, both ranks sending and receiving each round
+// (small messages through the plugin's eager ring, the others after the receive's CTS): every
+// round's message holds the other rank's bytes.
 TEST_P(NcclHandFabric, NcclBw_LatencyRoundTripsEverySize) {
-  const NcclBwRun r =
-      run_nccl_bw(GetParam(), {"--latency", "--iterations", "20", "--warmup", "2"}, 60);
-  EXPECT_EQ(r.send_rc, 0) << r.send_out;
-  EXPECT_EQ(r.recv_rc, 0) << r.recv_out;
-  for (const char* size : {"8", "32", "128", "512", "2048", "8192", "32768", "65536"}) {
-    const std::regex line(std::string("mrc latency ") + size +
-                          R"( B p50 [0-9.]+ us p99 [0-9.]+ us \(20 round trips, 0 corrupt\))");
-    EXPECT_TRUE(std::regex_search(r.send_out, line)) << size << " B:\n" << r.send_out;
+  for (const bool exchange : {false, true}) {
+    std::vector<std::string> args = {"--latency", "--iterations", "20", "--warmup", "2"};
+    if (exchange) args.push_back("--exchange");
+    const NcclBwRun r = run_nccl_bw(GetParam(), args, 60);
+    EXPECT_EQ(r.send_rc, 0) << r.send_out;
+    EXPECT_EQ(r.recv_rc, 0) << r.recv_out;
+    for (const char* size : {"8", "32", "128", "512", "2048", "8192", "32768", "65536"}) {
+      const std::regex line(std::string("mrc latency ") + size +
+                            R"( B p50 [0-9.]+ us p99 [0-9.]+ us \(20 round trips, 0 corrupt\))");
+      EXPECT_TRUE(std::regex_search(r.send_out, line))
+          << (exchange ? "exchange " : "") << size << " B:\n" << r.send_out;
+    }
   }
 }
 #endif
