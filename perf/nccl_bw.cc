@@ -27,8 +27,9 @@
 // rank's send may have to wait for the other's receive to be known: the plugin's CTS, or its
 // eager ring). As NCCL keeps several steps in flight, a round's send is waited for in the next
 // round, after its receive. Both sides run every size's rounds; the sender times each round,
-// from its receive's post to the receive's completion. TCP sends and receives on both
-// connections at once, polled non-blocking.
+// from its receive's post through its send's post, the receive's completion and the previous
+// round's send (done by then as a rule). TCP sends and receives on both connections at once,
+// polled non-blocking.
 #include <arpa/inet.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -608,10 +609,12 @@ int main(int argc, char** argv) {
                  "TCP connections (NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS)")
       ->check(CLI::Range(1, 64));
   app.add_flag("!--no-verify", o.verify, "do not check the received bytes");
-  app.add_flag("--latency", o.latency,
-               "round trips of 8 B .. 64 KiB, p50/p99 per size at the sender (see the top)");
+  auto* latency = app.add_flag(
+      "--latency", o.latency,
+      "round trips of 8 B .. 64 KiB, p50/p99 per size at the sender (see the top)");
   app.add_flag("--exchange", o.exchange,
-               "--latency: both ranks post a receive and a send each round (NCCL's step)");
+               "--latency: both ranks post a receive and a send each round (NCCL's step)")
+      ->needs(latency);
   app.add_option("--iterations", o.iterations, "--latency: timed round trips per size")
       ->check(CLI::Range(1, 10000000));
   app.add_option("--warmup", o.warmup, "--latency: untimed round trips before them per size")

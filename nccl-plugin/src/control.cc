@@ -110,6 +110,7 @@ std::vector<uint8_t> encode(const Frame& f) {
     case FrameType::kBye:
       w.put<uint8_t>(static_cast<uint8_t>(f.delivered.size()));
       for (uint64_t d : f.delivered) w.put<uint64_t>(d);
+      w.put<uint32_t>(f.eager_copied);
       break;
   }
   std::vector<uint8_t> out;
@@ -219,6 +220,7 @@ Result<Frame, std::string> decode(std::span<const uint8_t> bytes) {
       if (!r.short_read && (qps == 0 || qps > kMaxQps))
         return Err("BYE: " + std::to_string(qps) + " QPs (1.." + std::to_string(kMaxQps) + ")");
       for (uint8_t q = 0; q < qps && !r.short_read; ++q) f.delivered.push_back(r.get<uint64_t>());
+      f.eager_copied = r.get<uint32_t>();
       break;
     }
   }

@@ -22,8 +22,9 @@
 // HELLO/REPLY body: u64 listen_id, u8 path mode, u8 planes, u8 QPs, u8 reserved, u32 fabric
 // host, u32 token, u32 mtu, the eager ring {u64 address, u32 rkey, u32 slots, u32 slot bytes}
 // (a receive comm's, net.h; all 0: none), per QP u32 qpn, then per plane {16 B address, u16
-// port, u32 scope id}. READY: empty. BYE: u8 QPs, per QP u64 delivered. Every field is checked on decode; a
-// frame from an older or newer plugin version is refused with a message that says so.
+// port, u32 scope id}. READY: empty. BYE: u8 QPs, per QP u64 delivered, u32 eager messages
+// copied. Every field is checked on decode; a frame from an older or newer plugin version is
+// refused with a message that says so.
 #pragma once
 
 #include <netinet/in.h>
@@ -71,6 +72,7 @@ struct Frame {
   uint64_t listen_id = 0;  // HELLO
   Endpoint endpoint;       // HELLO, REPLY
   std::vector<uint64_t> delivered;  // BYE: WRITE_IMMs received, per QP (1..kMaxQps)
+  uint32_t eager_copied = 0;        // BYE: eager messages copied into receives (net.h)
 };
 
 std::vector<uint8_t> encode(const Frame& f);

@@ -123,6 +123,7 @@ struct Request {
   uint8_t pending = 0;    // receive: buffers still waiting for their WRITE_IMM
   uint8_t qp = 0;         // send: index of the QP its WRITE_IMM went on
   bool unplaced = false;  // send: eager, and no CTS record has placed it yet (not done before)
+  uint32_t eager_no = 0;  // send, eager: its number among the comm's eager sends
   uint64_t write_no = 0;  // send: position of its WRITE_IMM among that QP's
   std::array<size_t, kMaxRecvs> sizes{};
   // receive: each buffer as irecv gave it (an eager message is copied there; net.h).
@@ -192,6 +193,10 @@ struct Comm {
   uint64_t eager_addr = 0;
   uint32_t eager_rkey = 0, eager_slot_bytes = 0, eager_max = 0;
   uint32_t eager_posted = 0, eager_freed = 0;
+  // CTS records came, and none for a grouped receive: eager sends only then. A grouped
+  // receive's sends may come in any order of tags (NCCL's proxy retries a tag that the current
+  // receive has no buffer for), which only its CTS record can sort out.
+  bool cts_seen = false, grouped_seen = false;
   std::array<int32_t, kEagerSlots> eager_tags{};
   uint32_t eager_tags_key = 0;
   std::deque<EagerMsg> unplaced;
@@ -206,6 +211,7 @@ struct Comm {
   uint32_t eager_ring_key = 0;
   std::deque<EagerMsg> arrived;
   uint32_t match_seq = 0;
+  bool closing = false;  // close_recv: messages are matched and counted, never copied
 
   void break_with(Code c, std::string what) {
     if (broken) return;
@@ -530,7 +536,12 @@ NetStatus connect_qp(Comm& c, const Endpoint& peer) {
   log(mrcNcclLogInfo, d.name + ": " + (c.role == Comm::Role::kSend ? "send" : "recv") + " comm " +
                           (c.qps.size() == 1 ? "QP " : "QPs ") + qp_list(c.qps) + " connected to " +
                           c.peer + ", " + std::to_string(npaths) + " paths over " +
-                          std::to_string(d.drv->planes()) + " planes");
+                          std::to_string(d.drv->planes()) + " planes" +
+                          (c.role == Comm::Role::kRecv ? ""
+                           : c.eager_max              ? ", eager sends up to " +
+                                                 std::to_string(c.eager_max) + " B"
+                           : c.qps.size() > 1 ? ", no eager sends (one QP per connection only)"
+                                              : ", no eager sends"));
   return {};
 }
 
@@ -548,15 +559,17 @@ void on_cts(Comm& c, const uint8_t* p, uint32_t len) {
   const uint32_t seq = u32(0), n = u32(4), freed = u32(8);
   if (n < 1 || n > kMaxRecvs || len != kCtsHeader + kCtsEntry * n)
     return c.break_with(Code::kRemote, "malformed CTS record (" + std::to_string(n) + " buffers)");
+  if (seq != c.cts_expected)
+    return c.break_with(Code::kRemote, "CTS record " + std::to_string(seq) +
+                                           " out of order (expected " +
+                                           std::to_string(c.cts_expected) + ")");
   if (freed - c.eager_freed > c.eager_posted - c.eager_freed)
     return c.break_with(Code::kRemote, "CTS record frees eager slots never written (" +
                                            std::to_string(freed) + " of " +
                                            std::to_string(c.eager_posted) + ")");
   c.eager_freed = freed;
-  if (seq != c.cts_expected)
-    return c.break_with(Code::kRemote, "CTS record " + std::to_string(seq) +
-                                           " out of order (expected " +
-                                           std::to_string(c.cts_expected) + ")");
+  c.cts_seen = true;
+  c.grouped_seen = c.grouped_seen || n > 1;
   Cts& t = c.cts[seq % kMaxRequests];
   // The receive 32 before this one may still wait for eager sends to be placed in it: their
   // messages filled it (the peer posted this one after), so they place now.
@@ -604,13 +617,15 @@ void place_eager(Comm& c) {
     const auto [tag, size, req] = c.unplaced.front();  // `at`: the send's request
     const int idx = free_buffer(t, tag);
     if (idx < 0)
-      return c.break_with(Code::kInvalidUsage, "isend: tag " + std::to_string(tag) +
-                                                   " matches no buffer of the peer's receive " +
-                                                   std::to_string(t.seq));
+      return c.break_with(Code::kInvalidUsage,
+                          "eager send (written before its receive's CTS) with tag " +
+                              std::to_string(tag) + ": no buffer of the peer's receive " +
+                              std::to_string(t.seq) + " has it");
     if (size > t.e[idx].size)
-      return c.break_with(Code::kInvalidUsage, "isend of " + std::to_string(size) +
-                                                   " bytes into a receive of " +
-                                                   std::to_string(t.e[idx].size) + " bytes");
+      return c.break_with(Code::kInvalidUsage,
+                          "eager send (written before its receive's CTS) of " +
+                              std::to_string(size) + " bytes into a receive of " +
+                              std::to_string(t.e[idx].size) + " bytes");
     c.unplaced.pop_front();
     c.reqs[req].unplaced = false;
     use_buffer(c, t, idx);
@@ -641,7 +656,7 @@ void match_arrived(Comm& c) {
       return c.break_with(Code::kInvalidUsage, "a send of " + std::to_string(m.size) +
                                                    " bytes into a receive of " +
                                                    std::to_string(r.caps[idx]) + " bytes");
-    if (m.size > 0)
+    if (m.size > 0 && !c.closing)  // closing: NCCL may have deregistered and freed it
       std::memcpy(reinterpret_cast<void*>(r.addrs[idx]),
                   c.eager_ring.data() + m.at * slot_bytes + kEagerTag, m.size);
     c.arrived.pop_front();
@@ -709,10 +724,12 @@ void progress(Comm& c, bool force = false) {
           const size_t slot_bytes = c.eager_ring.size() / kEagerSlots;
           const uint32_t expected =
               (c.eager_freed + static_cast<uint32_t>(c.arrived.size())) % kEagerSlots;
-          if (slot_bytes == 0 || slot != expected || w.byte_len < kEagerTag ||
-              w.byte_len > slot_bytes) {
-            c.break_with(Code::kRemote, "malformed eager message (slot " + std::to_string(slot) +
-                                            ", " + std::to_string(w.byte_len) + " bytes)");
+          if (slot_bytes == 0 || slot != expected || c.arrived.size() >= kEagerSlots ||
+              w.byte_len < kEagerTag || w.byte_len > slot_bytes) {
+            c.break_with(Code::kRemote,
+                         "malformed eager message (slot " + std::to_string(slot) + ", expected " +
+                             std::to_string(expected) + ", " + std::to_string(c.arrived.size()) +
+                             " not yet copied; " + std::to_string(w.byte_len) + " bytes)");
             continue;
           }
           EagerMsg a;
@@ -773,8 +790,13 @@ void check_peer(Comm& c) {
                                         std::to_string(c.qps.size()));
         return;
       }
-      for (Request& r : c.reqs)
+      for (Request& r : c.reqs) {
         if (r.busy && r.write_no < got[r.qp]) r.done = true;
+        // An eager one reached a receive only if it was copied there (else it is lost: test()).
+        if (r.busy && r.unplaced &&
+            static_cast<int32_t>((*f)->eager_copied - r.eager_no) > 0)
+          r.unplaced = false;
+      }
     }
     c.peer_closed = true;
     break;
@@ -1104,8 +1126,8 @@ NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Reque
       return err(Code::kRemote, "isend: the peer " + c.peer + " closed the connection");
     // The matching receive's CTS is not here: a small message goes to the eager ring while
     // it has a free slot, else NCCL retries.
-    if (c.eager_max == 0 || size > c.eager_max || c.free_reqs.empty() ||
-        c.eager_posted - c.eager_freed >= kEagerSlots)
+    if (c.eager_max == 0 || size > c.eager_max || !c.cts_seen || c.grouped_seen ||
+        c.free_reqs.empty() || c.eager_posted - c.eager_freed >= kEagerSlots)
       return {};
     const uint32_t slot = c.eager_posted % kEagerSlots;
     c.eager_tags[slot] = tag;
@@ -1134,6 +1156,7 @@ NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Reque
     r.busy = true;
     r.done = false;
     r.unplaced = true;
+    r.eager_no = c.eager_posted - 1;
     r.n = 1;
     r.sizes[0] = size;
     r.qp = 0;
@@ -1258,11 +1281,14 @@ NetStatus test(Request* r, int* done, int* sizes) {
     // What the peer did before it closed is in the CQ by now (it closes after its completions,
     // which follow our placement); look once more before calling the request lost.
     if (c.peer_closed) progress(c, /*force=*/true);
-    if (c.peer_closed && r->done) r->unplaced = false;  // delivered; the peer posted no receive
     if (c.peer_closed && !r->done)
       c.break_with(Code::kRemote,
                    "the peer closed the connection (ended or was killed) with this "
                    "request outstanding");
+    else if (c.peer_closed && r->unplaced)  // in its eager ring, never copied to a receive
+      c.break_with(Code::kRemote,
+                   "the peer closed the connection (ended or was killed) before posting the "
+                   "receive for an eager send");
   }
   if (r->done && !r->unplaced) {
     *done = 1;
@@ -1307,10 +1333,12 @@ NetStatus close_send(Comm* c) {
 
 NetStatus close_recv(Comm* c) {
   std::unique_ptr<Comm> own(c);
+  c->closing = true;
   progress(*c, /*force=*/true);  // count every WRITE_IMM that arrived, for the sender's sake
   Frame bye;
   bye.type = FrameType::kBye;
   bye.delivered = c->writes_received;
+  bye.eager_copied = c->eager_freed;
   c->ctrl.queue(bye);
   (void)c->ctrl.flush();
   destroy_comm(*c);

@@ -25,8 +25,9 @@
 //       it, imm = (seq << 3) | buffer index; done when the WRITE_IMM is acknowledged;
 //   the receiver's request is done when every buffer got its WRITE_IMM (the completion
 //       carries the size). Receives for WRITE_IMMs are posted up front and reposted.
-// Eager sends (NCCL_MRC_EAGER, 8 KiB; one QP per connection): a message that small whose CTS
-//   has not come yet does not wait for it. The receive comm offers an eager ring in its REPLY
+// Eager sends (NCCL_MRC_EAGER, 8 KiB; one QP per connection, once a CTS record came and none
+//   for a grouped receive: a group's sends may come in any order of tags): a message that
+//   small whose CTS has not come yet does not wait for it. The receive comm offers an eager ring in its REPLY
 //   (8 slots, each the tag then the message); isend WRITE_IMMs {tag, data} into the next free
 //   slot, imm = kEagerImm | slot, and returns its request at once. This takes the CTS's trip
 //   off the first step of every collective (both ranks post a receive and a send at once),
@@ -38,7 +39,8 @@
 //   sends once their receive's CTS comes (place_eager: a send that does not fit is an error
 //   then, InvalidUsage, and its request is not done before it is placed), so a later CTS-driven
 //   send picks the same buffer the receiver expects. In-order completion of the one QP makes
-//   the receiver's count agree.
+//   the receiver's count agree. A receiver that closes counts its eager messages copied in its
+//   BYE; an eager send not among them fails (the peer never posted its receive).
 // Sends and receives match in FIFO order per connection; a send larger than its receive is an
 // error (InvalidUsage), as NCCL requires.
 //

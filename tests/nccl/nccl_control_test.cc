@@ -63,10 +63,12 @@ TEST(ControlFrame, ReadyAndByeRoundTrip) {
   Frame bye;
   bye.type = FrameType::kBye;
   bye.delivered = {123456789, 0, 7};
+  bye.eager_copied = 0xfffffff9u;
   auto d = decode(encode(bye));
   ASSERT_TRUE(d.ok()) << d.error();
   EXPECT_EQ(d->type, FrameType::kBye);
   EXPECT_EQ(d->delivered, (std::vector<uint64_t>{123456789, 0, 7}));
+  EXPECT_EQ(d->eager_copied, 0xfffffff9u);
   bye.delivered.clear();
   EXPECT_NE(decode(encode(bye)).error().find("BYE: 0 QPs"), std::string::npos);
   Frame ready;

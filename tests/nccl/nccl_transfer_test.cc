@@ -405,6 +405,20 @@ TEST(NcclTransfer, GroupedReceiveWithTags) {
   EXPECT_EQ(err, "");
 }
 
+// Eager sends go once the send comm has seen a CTS record (and no grouped receive): one
+// message through the CTS first.
+std::string warm_up(Pair& p, int rank) { return transfer(p, rank, {8}, 1); }
+
+// Polls test() on a request for `seconds`: "" if it stayed not done and without error.
+std::string stays_pending(Api& a, void* req, double seconds) {
+  for (const double end = now_s() + seconds; now_s() < end;) {
+    int done = 0;
+    if (int r = a.test(req, &done, nullptr)) return "test returned " + std::to_string(r);
+    if (done) return "done";
+  }
+  return "";
+}
+
 // Eager sends (net.h): up to 8 messages of at most NCCL_MRC_EAGER (8 KiB) leave before the
 // receiver has posted anything (isend returns a request at once, not NULL); the ninth waits
 // for a slot. Their requests complete only once the receives' CTS records place them. Each
@@ -417,6 +431,7 @@ TEST(NcclTransfer, EagerSends_GoBeforeTheReceive_ThenMixWithRendezvousInOrder) {
     Plugin pl;
     Pair p;
     if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    if (auto e = warm_up(p, rank); !e.empty()) return e;
     {
       Buf buf(p.a, rank == 0 ? p.send : p.recv, early.size() * 8192);
       if (!buf.mh) return "regMr failed";
@@ -430,8 +445,9 @@ TEST(NcclTransfer, EagerSends_GoBeforeTheReceive_ThenMixWithRendezvousInOrder) {
           if (i < 8 && !reqs[i]) return "eager isend " + std::to_string(i) + " waited";
           if (i == 8 && reqs[i]) return "a ninth eager isend found a slot";
         }
-        int done = 0;
-        if (p.a.test(reqs[0], &done, nullptr) || done) return "done before its receive";
+        // Acknowledged by now, but not placed: not done.
+        if (auto e = stays_pending(p.a, reqs[0], 0.05); !e.empty())
+          return "eager send before its receive: " + e;
         Handle go{};
         b.put(0, go);
         while (!reqs[8])
@@ -477,16 +493,19 @@ TEST(NcclTransfer, EagerSends_GoBeforeTheReceive_ThenMixWithRendezvousInOrder) {
 // reports it too, its buffer left as it was.
 void send_larger_than_receive(size_t send_bytes) {
   Board b(2);
-  const std::string want =
-      "isend of " + std::to_string(send_bytes) + " bytes into a receive of 4096 bytes";
+  const bool eager = send_bytes <= 8192;
+  const std::string want = std::string(eager ? "eager send (written before its receive's CTS) of "
+                                             : "isend of ") +
+                           std::to_string(send_bytes) + " bytes into a receive of 4096 bytes";
   const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
     Plugin pl;
     Pair p;
     if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    if (auto e = warm_up(p, rank); !e.empty()) return e;
     Buf buf(p.a, rank == 0 ? p.send : p.recv, send_bytes);
     if (rank == 1) {
       Handle sent;
-      if (send_bytes <= 8192 && !b.get(1, &sent, 30)) return "no word from the sender";
+      if (eager && !b.get(1, &sent, 30)) return "no word from the sender";
       size_t sz = 4096;
       int tag = 1;
       void* d = buf.data();
@@ -494,7 +513,7 @@ void send_larger_than_receive(size_t send_bytes) {
       void* req = nullptr;
       while (!req)
         if (p.a.irecv(p.recv, 1, &d, &sz, &tag, &mh, &req)) return "irecv";
-      if (send_bytes <= 8192) {  // the eager message came first: the receiver's test says so
+      if (eager) {  // the eager message came first: the receiver's test says so
         int done = 0, r = 0;
         for (const double end = now_s() + 10; r == 0 && !done && now_s() < end;)
           r = p.a.test(req, &done, nullptr);
@@ -515,7 +534,7 @@ void send_larger_than_receive(size_t send_bytes) {
     const double end = now_s() + 10;
     while (!req && r == 0 && now_s() < end)
       r = p.a.isend(p.send, buf.data(), send_bytes, 1, buf.mh, &req);
-    if (send_bytes <= 8192) {
+    if (eager) {
       // No receive posted yet: the message goes to the eager ring at once.
       if (r != 0 || !req) return "eager isend returned " + std::to_string(r) + " and no request";
       Handle h{};
@@ -538,6 +557,167 @@ void send_larger_than_receive(size_t send_bytes) {
 TEST(NcclTransfer, SendLargerThanReceive_IsAnError) { send_larger_than_receive(16384); }
 
 TEST(NcclTransfer, SendLargerThanReceive_Eager_BothSidesSayIt) { send_larger_than_receive(8192); }
+
+// 8 eager sends wait to be placed while the receiver, having copied them, posts 32 more
+// receives (40 in all, 32 in flight at once): the sender then reads 40 CTS records at once,
+// the 33rd for the slot of the 1st, whose eager send it places first (net.h). Then 32 sends
+// of mixed sizes fill the rest; every size and byte checked.
+TEST(NcclTransfer, EagerSends_PlacedWhenTheReceiveWindowWraps) {
+  Board b(2);
+  constexpr size_t kN = 40, kBuf = 20480;
+  auto size_of = [](size_t i) { return i < 8 ? 1 + i * 1000 : (i * 997) % 20000; };
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    if (auto e = warm_up(p, rank); !e.empty()) return e;
+    {
+      Buf buf(p.a, rank == 0 ? p.send : p.recv, kN * kBuf);
+      if (!buf.mh) return "regMr failed";
+      std::vector<void*> reqs(kN, nullptr);
+      Handle h{};
+      if (rank == 0) {
+        for (size_t i = 0; i < kN; ++i) fill(buf.data() + i * kBuf, size_of(i), i);
+        for (size_t i = 0; i < 8; ++i)
+          if (p.a.isend(p.send, buf.data() + i * kBuf, size_of(i), 7, buf.mh, &reqs[i]) ||
+              !reqs[i])
+            return "eager isend " + std::to_string(i);
+        b.put(0, h);
+        if (!b.get(1, &h, 30)) return "no word from the receiver";
+        for (size_t i = 8; i < kN; ++i)
+          while (!reqs[i])
+            if (int r = p.a.isend(p.send, buf.data() + i * kBuf, size_of(i), 7, buf.mh, &reqs[i]))
+              return "isend " + std::to_string(i) + " returned " + std::to_string(r) + last_warn();
+        for (size_t i = 0; i < kN; ++i)
+          if (int r = wait_test(p.a, reqs[i], nullptr))
+            return "test send " + std::to_string(i) + " returned " + std::to_string(r) +
+                   last_warn();
+      } else {
+        if (!b.get(0, &h, 30)) return "no word from the sender";
+        auto post = [&](size_t i) -> std::string {
+          size_t sz = kBuf;
+          int tag = 7;
+          void* d = buf.data() + i * kBuf;
+          void* mh = buf.mh;
+          while (!reqs[i])
+            if (p.a.irecv(p.recv, 1, &d, &sz, &tag, &mh, &reqs[i])) return "irecv";
+          return "";
+        };
+        auto check = [&](size_t i) -> std::string {
+          int got = -1;
+          if (int r = wait_test(p.a, reqs[i], &got))
+            return "test recv " + std::to_string(i) + " returned " + std::to_string(r);
+          if (got != static_cast<int>(size_of(i)))
+            return "message " + std::to_string(i) + ": size " + std::to_string(got);
+          return verify(buf.data() + i * kBuf, size_of(i), i);
+        };
+        for (size_t i = 0; i < 32; ++i)
+          if (auto e = post(i); !e.empty()) return e;
+        for (size_t i = 0; i < 8; ++i)
+          if (auto e = check(i); !e.empty()) return e;
+        for (size_t i = 32; i < kN; ++i)
+          if (auto e = post(i); !e.empty()) return e;
+        b.put(1, h);
+        for (size_t i = 8; i < kN; ++i)
+          if (auto e = check(i); !e.empty()) return e;
+      }
+    }
+    return close_pair(p);
+  });
+  EXPECT_EQ(err, "");
+}
+
+// A receiver that closes before posting the receive for an eager send it holds: the sender's
+// test() says so (RemoteError), it does not report the send done.
+TEST(NcclTransfer, EagerSend_PeerClosesWithoutItsReceive_IsAnError) {
+  Board b(2);
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    if (auto e = warm_up(p, rank); !e.empty()) return e;
+    Handle h{};
+    if (rank == 1) {
+      if (!b.get(0, &h, 30)) return "no word from the sender";
+      const double until = now_s() + 0.05;  // the message lands and is acknowledged
+      while (now_s() < until) {
+      }
+      auto e = close_pair(p);
+      b.put(1, h);
+      return e;
+    }
+    Buf buf(p.a, p.send, 8);
+    void* req = nullptr;
+    if (p.a.isend(p.send, buf.data(), 8, 7, buf.mh, &req) || !req) return "eager isend";
+    b.put(0, h);
+    if (!b.get(1, &h, 30)) return "no word from the receiver";
+    int done = 0, r = 0;
+    for (const double end = now_s() + 10; r == 0 && !done && now_s() < end;)
+      r = p.a.test(req, &done, nullptr);
+    if (done) return "the eager send completed; its receive was never posted";
+    if (r != mrcNcclRemoteError) return "test returned " + std::to_string(r);
+    if (warnings().back().find("before posting the receive for an eager send") ==
+        std::string::npos)
+      return "WARN: " + warnings().back();
+    return "";
+  });
+  EXPECT_EQ(err, "");
+}
+
+// A connection that has seen a grouped receive sends nothing eagerly: the sends of a group may
+// come in any order of tags, which only the receive's CTS record sorts out.
+TEST(NcclTransfer, EagerSends_NotAfterAGroupedReceive) {
+  Board b(2);
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    auto buf_p = std::make_unique<Buf>(p.a, rank == 0 ? p.send : p.recv, 3 * 64);
+    Buf& buf = *buf_p;  // deregistered before the comm closes
+    Handle h{};
+    if (rank == 1) {
+      void* d[2] = {buf.data(), buf.data() + 64};
+      size_t sz[2] = {64, 64};
+      int tags[2] = {1, 2};
+      void* mh[2] = {buf.mh, buf.mh};
+      void* req = nullptr;
+      while (!req)
+        if (p.a.irecv(p.recv, 2, d, sz, tags, mh, &req)) return "irecv";
+      int got[2];
+      if (wait_test(p.a, req, got)) return "test grouped";
+      if (!b.get(0, &h, 30)) return "no word from the sender";
+      void* d1 = buf.data() + 128;
+      size_t sz1 = 64;
+      int tag1 = 1;
+      void* mh1 = buf.mh;
+      req = nullptr;
+      while (!req)
+        if (p.a.irecv(p.recv, 1, &d1, &sz1, &tag1, &mh1, &req)) return "irecv";
+      int got1 = 0;
+      if (wait_test(p.a, req, &got1) || got1 != 8) return "test single";
+      buf_p.reset();
+      return close_pair(p);
+    }
+    for (int tag : {2, 1}) {  // the group's tags in the other order
+      void* req = nullptr;
+      while (!req)
+        if (p.a.isend(p.send, buf.data(), 8, tag, buf.mh, &req)) return "isend grouped";
+      if (wait_test(p.a, req, nullptr)) return "test grouped send";
+    }
+    void* req = nullptr;
+    for (const double end = now_s() + 0.05; now_s() < end;) {
+      if (p.a.isend(p.send, buf.data(), 8, 1, buf.mh, &req)) return "isend";
+      if (req) return "an eager send after a grouped receive";
+    }
+    b.put(0, h);
+    while (!req)
+      if (p.a.isend(p.send, buf.data(), 8, 1, buf.mh, &req)) return "isend";
+    if (wait_test(p.a, req, nullptr)) return "test send";
+    buf_p.reset();
+    return close_pair(p);
+  });
+  EXPECT_EQ(err, "");
+}
 
 TEST(NcclTransfer, CloseWithRequestsInFlight_ThenConnectAgain) {
   Board b(1);
