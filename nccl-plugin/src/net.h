@@ -21,8 +21,10 @@
 //       slots freed, per buffer: address, rkey, size, tag} to the sender (inline, 12 + 20 n
 //       bytes);
 //   isend(data, tag)       -> waits (returns a NULL request) until the CTS of its sequence
-//       number has arrived, picks the buffer with its tag, then one WRITE_IMM of the data into
-//       it, imm = (seq << 3) | buffer index; done when the WRITE_IMM is acknowledged;
+//       number has arrived, picks the buffer with its tag (none still free: NULL too, the
+//       send is for a later receive, as NCCL's IB transport answers), then one WRITE_IMM of
+//       the data into it, imm = (seq << 3) | buffer index; done when the WRITE_IMM is
+//       acknowledged;
 //   the receiver's request is done when every buffer got its WRITE_IMM (the completion
 //       carries the size). Receives for WRITE_IMMs are posted up front and reposted.
 // Eager sends (NCCL_MRC_EAGER, 8 KiB; one QP per connection, once a CTS record came and none

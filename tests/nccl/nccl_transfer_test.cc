@@ -486,6 +486,65 @@ TEST(NcclTransfer, EagerSends_GoBeforeTheReceive_ThenMixWithRendezvousInOrder) {
   EXPECT_EQ(err, "");
 }
 
+// Two grouped receives of tags {1, 2}: a send of tag 1 while the first group waits for its tag
+// 2 is for the second group, so isend returns NULL (NCCL retries it, as with its IB transport)
+// until tag 2 has filled the first; every message lands in its group's buffer of its tag.
+TEST(NcclTransfer, GroupedReceives_ATagForTheNextGroupWaits) {
+  Board b(1);
+  const std::string err = run_ranks(ranks(2), [&](int rank) -> std::string {
+    Plugin pl;
+    Pair p;
+    if (auto e = pair_up(pl, b, rank, &p); !e.empty()) return e;
+    {
+      Buf buf(p.a, rank == 0 ? p.send : p.recv, 4 * 64);
+      if (!buf.mh) return "regMr failed";
+      if (rank == 1) {
+        std::vector<void*> reqs(2, nullptr);
+        for (int g = 0; g < 2; ++g) {
+          void* d[2] = {buf.data() + g * 128, buf.data() + g * 128 + 64};
+          size_t sz[2] = {64, 64};
+          int tags[2] = {1, 2};
+          void* mh[2] = {buf.mh, buf.mh};
+          while (!reqs[g])
+            if (p.a.irecv(p.recv, 2, d, sz, tags, mh, &reqs[g])) return "irecv";
+        }
+        for (int g = 0; g < 2; ++g) {
+          int got[2] = {0, 0};
+          if (wait_test(p.a, reqs[g], got)) return "test group " + std::to_string(g);
+          for (int t = 0; t < 2; ++t) {
+            const size_t n = 10 + 10 * g + t;  // group g, tag t + 1
+            if (got[t] != static_cast<int>(n)) return "size " + std::to_string(got[t]);
+            if (auto e = verify(buf.data() + g * 128 + t * 64, n, 10 * g + t); !e.empty()) return e;
+          }
+        }
+      } else {
+        // (group, tag) in the order sent: 0/1, then 1/1 (must wait), 0/2, 1/2.
+        auto send = [&](int g, int tag, bool must_wait, void** req) -> std::string {
+          uint8_t* at = buf.data() + g * 128 + (tag - 1) * 64;
+          const size_t n = 10 + 10 * g + (tag - 1);
+          fill(at, n, 10 * g + (tag - 1));
+          *req = nullptr;
+          for (const double end = now_s() + (must_wait ? 0.05 : 30); !*req && now_s() < end;)
+            if (int r = p.a.isend(p.send, at, n, tag, buf.mh, req))
+              return "isend returned " + std::to_string(r) + last_warn();
+          if (must_wait == (*req != nullptr)) return must_wait ? "did not wait" : "never went";
+          return "";
+        };
+        std::array<void*, 4> reqs{};
+        void* early = nullptr;
+        for (auto e : {send(0, 1, false, &reqs[0]), send(1, 1, true, &early),
+                       send(0, 2, false, &reqs[1]), send(1, 1, false, &reqs[2]),
+                       send(1, 2, false, &reqs[3])})
+          if (!e.empty()) return e;
+        for (void* r : reqs)
+          if (wait_test(p.a, r, nullptr)) return "test send";
+      }
+    }
+    return close_pair(p);
+  });
+  EXPECT_EQ(err, "");
+}
+
 // A send larger than its receive: InvalidUsage with a WARN that says so. Above the eager
 // limit (NCCL_MRC_EAGER, 8 KiB) isend sees it in the receive's CTS record; at or below it
 // the message may go to the eager ring before that record comes: its request is not done
