@@ -186,8 +186,9 @@ struct Comm {
   uint32_t send_seq = 0;                // receive the next isend goes to
   uint64_t sends = 0;                   // isends posted: the next goes to qps[sends % size]
   std::vector<uint64_t> writes_posted;  // per QP
-  // Eager sends (net.h): the peer's ring, the largest message sent there (0: none), slots
-  // written and freed (the peer's count, from its CTS records), the tag word of each slot's
+  // Eager sends (net.h): the peer's ring (its slots' size; a receive comm's own ring's too),
+  // the largest message sent there (0: none), slots written and freed (the peer's count, from
+  // its CTS records), the tag word of each slot's
   // message (registered: a WRITE_IMM's first gather entry), and the eager sends not yet
   // placed in a receive (oldest first): placed as their CTS records come.
   uint64_t eager_addr = 0;
@@ -339,7 +340,7 @@ Endpoint local_endpoint(const Comm& c) {
     e.eager_addr = reinterpret_cast<uint64_t>(c.eager_ring.data());
     e.eager_rkey = c.eager_ring_key;
     e.eager_slots = kEagerSlots;
-    e.eager_slot_bytes = static_cast<uint32_t>(c.eager_ring.size() / kEagerSlots);
+    e.eager_slot_bytes = c.eager_slot_bytes;
   }
   return e;
 }
@@ -400,7 +401,10 @@ Result<std::unique_ptr<Comm>, Failure> make_comm(Device& d, Comm::Role role, siz
       return state().knobs.eager_bytes;
     }();
     // One QP only: the receiver matches eager messages in the order they come (net.h).
-    if (eager > 0 && nqps == 1) c->eager_ring.assign(kEagerSlots * (kEagerTag + eager), 0);
+    if (eager > 0 && nqps == 1) {
+      c->eager_slot_bytes = kEagerTag + eager;
+      c->eager_ring.assign(kEagerSlots * c->eager_slot_bytes, 0);
+    }
   }
   for (Request& r : c->reqs) r.comm = c.get();
   auto st = d.drv->with_engine([&](Engine& e) -> Status<Failure> {
@@ -636,7 +640,7 @@ void place_eager(Comm& c) {
 // found as the sender placed them (free_buffer's rule over the buffers still waiting); one
 // whose receive is not posted yet waits for irecv. Each one copied frees its slot.
 void match_arrived(Comm& c) {
-  const size_t slot_bytes = c.eager_ring.size() / kEagerSlots;
+  const size_t slot_bytes = c.eager_slot_bytes;
   while (!c.arrived.empty() && !c.broken) {
     for (; c.match_seq != c.recv_seq; ++c.match_seq) {  // past the receives already full
       const Request& r = c.reqs[c.match_seq % kMaxRequests];
@@ -721,7 +725,7 @@ void progress(Comm& c, bool force = false) {
         if (q < c.writes_received.size()) ++c.writes_received[q];
         if (w.imm & kEagerImm) {  // a message in the eager ring, its slots written in turn
           const uint32_t slot = w.imm & ~kEagerImm;
-          const size_t slot_bytes = c.eager_ring.size() / kEagerSlots;
+          const size_t slot_bytes = c.eager_slot_bytes;  // 0: no ring
           const uint32_t expected =
               (c.eager_freed + static_cast<uint32_t>(c.arrived.size())) % kEagerSlots;
           if (slot_bytes == 0 || slot != expected || c.arrived.size() >= kEagerSlots ||
@@ -1108,6 +1112,32 @@ NetStatus dereg_mr(Comm*, MemHandle* mh) {
 
 // ---- Transfers ------------------------------------------------------------------------------
 
+// Posts `wr` (its target, gather list and imm set) as a WRITE_IMM on QP `q` for the next free
+// send request (there is one), sending it from the caller's thread, and fills that request
+// (*out). *out stays NULL when the QP's send queue is full: NCCL retries.
+NetStatus post_write(Comm& c, engine::SendWr& wr, uint8_t q, size_t size, Request** out) {
+  const uint32_t ri = c.free_reqs.back();
+  wr.wr_id = ri;
+  wr.opcode = engine::Opcode::kWriteImm;
+  auto st = c.dev->drv->with_engine_flush([&](Engine& en) { return en.post_send(c.qps[q], wr); });
+  if (!st.ok()) {
+    if (st.error() == engine::Error::kQueueFull) return {};
+    return err(Code::kInternal, std::string("isend: post_send: ") + engine::to_string(st.error()));
+  }
+  c.free_reqs.pop_back();
+  ++c.sends;
+  Request& r = c.reqs[ri];
+  r.busy = true;
+  r.done = false;
+  r.unplaced = false;
+  r.n = 1;
+  r.sizes[0] = size;
+  r.qp = q;
+  r.write_no = c.writes_posted[q]++;
+  *out = &r;
+  return {};
+}
+
 NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Request** out) {
   *out = nullptr;
   Comm& c = *cp;
@@ -1135,33 +1165,17 @@ NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Reque
         engine::Sge{reinterpret_cast<uint64_t>(&c.eager_tags[slot]), kEagerTag, c.eager_tags_key},
         engine::Sge{reinterpret_cast<uint64_t>(data), static_cast<uint32_t>(size),
                     mh ? mh->key : 0}};
-    const uint32_t ri = c.free_reqs.back();
     engine::SendWr wr;
-    wr.wr_id = ri;
-    wr.opcode = engine::Opcode::kWriteImm;
     wr.sg = {sg.data(), size > 0 ? 2u : 1u};
     wr.remote_addr = c.eager_addr + uint64_t{slot} * c.eager_slot_bytes;
     wr.rkey = c.eager_rkey;
     wr.imm = kEagerImm | slot;
-    auto st = c.dev->drv->with_engine_flush([&](Engine& en) { return en.post_send(c.qps[0], wr); });
-    if (!st.ok()) {
-      if (st.error() == engine::Error::kQueueFull) return {};
-      return err(Code::kInternal, std::string("isend: post_send: ") + engine::to_string(st.error()));
-    }
-    ++c.eager_posted;
-    c.unplaced.push_back(EagerMsg{tag, static_cast<uint32_t>(size), ri});
-    c.free_reqs.pop_back();
-    ++c.sends;
-    Request& r = c.reqs[ri];
-    r.busy = true;
-    r.done = false;
+    if (auto st = post_write(c, wr, 0, size, out); !st.ok() || !*out) return st;
+    Request& r = **out;
     r.unplaced = true;
-    r.eager_no = c.eager_posted - 1;
-    r.n = 1;
-    r.sizes[0] = size;
-    r.qp = 0;
-    r.write_no = c.writes_posted[0]++;
-    *out = &r;
+    r.eager_no = c.eager_posted++;
+    c.unplaced.push_back(EagerMsg{tag, static_cast<uint32_t>(size),
+                                  static_cast<uint32_t>(&r - c.reqs.data())});
     return {};
   }
   // No buffer of the current receive with this tag still free: the send belongs to a later
@@ -1175,33 +1189,15 @@ NetStatus isend(Comm* cp, void* data, size_t size, int tag, MemHandle* mh, Reque
                                         " bytes into a receive of " + std::to_string(e.size) +
                                         " bytes");
   if (c.free_reqs.empty()) return {};
-  const uint32_t ri = c.free_reqs.back();
-  Request& r = c.reqs[ri];
   engine::Sge sge{reinterpret_cast<uint64_t>(data), static_cast<uint32_t>(size), mh ? mh->key : 0};
   engine::SendWr wr;
-  wr.wr_id = ri;
-  wr.opcode = engine::Opcode::kWriteImm;
   if (size > 0) wr.sg = {&sge, 1};
   wr.remote_addr = e.addr;
   wr.rkey = e.rkey;
   wr.imm = ((t.seq & kSeqMask) << 3) | static_cast<uint32_t>(idx);
   const auto q = static_cast<uint8_t>(c.sends % c.qps.size());
-  auto st = c.dev->drv->with_engine_flush([&](Engine& en) { return en.post_send(c.qps[q], wr); });
-  if (!st.ok()) {
-    if (st.error() == engine::Error::kQueueFull) return {};
-    return err(Code::kInternal, std::string("isend: post_send: ") + engine::to_string(st.error()));
-  }
-  c.free_reqs.pop_back();
-  ++c.sends;
-  r.busy = true;
-  r.done = false;
-  r.n = 1;
-  r.sizes[0] = size;
-  r.qp = q;
-  r.unplaced = false;
-  r.write_no = c.writes_posted[q]++;
+  if (auto st = post_write(c, wr, q, size, out); !st.ok() || !*out) return st;
   use_buffer(c, t, idx);
-  *out = &r;
   return {};
 }
 
