@@ -715,9 +715,12 @@ TEST(NcclTransfer, EagerSend_PeerClosesWithoutItsReceive_IsAnError) {
       r = p.a.test(req, &done, nullptr);
     if (done) return "the eager send completed; its receive was never posted";
     if (r != mrcNcclRemoteError) return "test returned " + std::to_string(r);
-    if (warnings().back().find("before posting the receive for an eager send") ==
-        std::string::npos)
-      return "WARN: " + warnings().back();
+    // The receiver waits 50 ms for the message to land before it closes; on a machine too busy
+    // for that, the send was still unacknowledged when the peer went, and says so instead.
+    const std::string& w = warnings().back();
+    if (w.find("before posting the receive for an eager send") == std::string::npos &&
+        w.find("with this request outstanding") == std::string::npos)
+      return "WARN: " + w;
     return "";
   });
   EXPECT_EQ(err, "");
