@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "loop.h"
@@ -1858,31 +1859,175 @@ TEST(Engine, Read_PipelinedRequestsBehindAResponseAreAcked) {
 }
 
 // ib_write_lat's loop in virtual time: each side WRITEs when the other's WRITE has landed in
-// its memory (the app spins on memory, never polls). Each WRITE lands one one-way latency
-// after its post, and each side sends its WRITEs and the ACKs of the other's, nothing else.
-TEST(Engine, Write_PingPongEveryWriteOneWay) {
-  Loop l;
+// its memory (the app spins on memory, never polls). Returns the
+// datagrams sent by kind; checks that each WRITE lands one one-way latency after its post, and
+// that the WRITE before it (the other way) has completed by then.
+std::map<wire::Kind, int> write_ping_pong(Loop& l, int writes) {
   std::map<wire::Kind, int> sent;
   l.hook = [&](int, std::vector<uint8_t>& d) {
     ++sent[peek(d).common.kind];
     return Loop::Verdict::kDeliver;
   };
-  constexpr int kWrites = 200;
-  for (int i = 0; i < kWrites; ++i) {
+  for (int i = 0; i < writes; ++i) {
     testing::Side& from = i % 2 ? l.b : l.a;
     testing::Side& to = i % 2 ? l.a : l.b;
     from.mem[0] = static_cast<uint8_t>(i);
     const Time posted = l.now;
     l.post_write(from, static_cast<uint64_t>(i), 0, 2, 0);
-    ASSERT_TRUE(l.run_until([&] { return to.mem[0] == static_cast<uint8_t>(i); }))
+    EXPECT_TRUE(l.run_until([&] { return to.mem[0] == static_cast<uint8_t>(i); }))
         << "WRITE " << i << " never landed";
     EXPECT_EQ(l.now - posted, l.latency) << "WRITE " << i << " waited for a timer";
+    if (i > 0) {  // `to` sent WRITE i - 1: its ACK came alone or riding on WRITE i
+      const auto c = l.poll(to);
+      EXPECT_EQ(c.size(), 1u) << "WRITE " << i - 1 << " not complete when WRITE " << i << " lands";
+      if (c.size() == 1) {
+        EXPECT_EQ(c[0].wr_id, static_cast<uint64_t>(i - 1));
+      }
+    }
   }
   l.run();
+  l.hook = {};
+  return sent;
+}
+
+// With ACKs riding on replies (the default): the first WRITE each way is ACKed alone (neither
+// end knows yet that the other reads trailers, or that it replies); from then on each WRITE
+// carries the ACK of the one it answers, and the last, with no reply to ride on, is ACKed
+// alone ack_delay after it landed. Completions come no later: an ACK that rides arrives with
+// the reply, when a lone ACK sent at once would have.
+TEST(Engine, Write_PingPongEveryWriteOneWay) {
+  Loop l;
+  constexpr int kWrites = 200;
+  auto sent = write_ping_pong(l, kWrites);
   EXPECT_EQ(sent[wire::Kind::kWrite], kWrites);
-  // One ACK a WRITE, on its own (a data header carries no ACK to ride on the reply WRITE).
-  EXPECT_EQ(sent[wire::Kind::kAck], kWrites);
+  EXPECT_EQ(sent[wire::Kind::kAck], 3);
   EXPECT_EQ(sent.size(), 2u) << "something besides WRITEs and ACKs was sent";
+  const QpStats& a = *l.a.eng.qp_stats(l.a.qpn);
+  const QpStats& b = *l.b.eng.qp_stats(l.b.qpn);
+  EXPECT_EQ(a.tx_ack_rides + b.tx_ack_rides, static_cast<uint64_t>(kWrites - 3));
+  EXPECT_EQ(a.rx_ack_rides, b.tx_ack_rides);
+  EXPECT_EQ(b.rx_ack_rides, a.tx_ack_rides);
+  EXPECT_EQ(a.tx_acks + b.tx_acks, static_cast<uint64_t>(kWrites));  // rides are ACKs too
+  EXPECT_EQ(a.tail_probes + b.tail_probes + a.rto_fired + b.rto_fired, 0u);
+  EXPECT_EQ(l.poll(l.b).size(), 1u);  // the last WRITE (b's), ACKed alone
+}
+
+// EngineConfig::ack_rides off: one ACK a WRITE, on its own, as before trailers.
+TEST(Engine, Write_PingPong_AckRidesOff_EveryAckAlone) {
+  EngineConfig cfg;
+  cfg.ack_rides = false;
+  Loop l(1000, cfg);
+  constexpr int kWrites = 200;
+  auto sent = write_ping_pong(l, kWrites);
+  EXPECT_EQ(sent[wire::Kind::kWrite], kWrites);
+  EXPECT_EQ(sent[wire::Kind::kAck], kWrites);
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->tx_ack_rides + l.b.eng.qp_stats(l.b.qpn)->tx_ack_rides,
+            0u);
+}
+
+// A reply slower than ride_wait: the ACK that waited for it goes alone at ride_wait, and the
+// end stops waiting (the next ACK goes at once) until a reply is quick again, and then skips
+// 2 more messages (4, 8 .. 256 after further misses) before it waits again. So a slow app
+// costs its peer one ride_wait per miss, and fewer the more it misses.
+TEST(Engine, Write_PingPong_SlowReplies_AckAloneAtOnceThenBackOff) {
+  Loop l;
+  const Duration wait = EngineConfig{}.ride_wait;
+  (void)write_ping_pong(l, 4);  // quick: b now waits for replies
+  // WRITE i goes a -> b, b answers `late` after it landed; per step, when b's lone ACK went
+  // (relative to the landing), or none (it rode on b's answer).
+  std::vector<Time> ack_at;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    if (from == 1 && peek(d).common.kind == wire::Kind::kAck) ack_at.push_back(l.now);
+    return Loop::Verdict::kDeliver;
+  };
+  auto step = [&](int i, Duration late) -> std::optional<Duration> {
+    const size_t before = ack_at.size();
+    l.a.mem[0] = static_cast<uint8_t>(i);
+    l.post_write(l.a, static_cast<uint64_t>(i), 0, 2, 0);
+    EXPECT_TRUE(l.run_until([&] { return l.b.mem[0] == static_cast<uint8_t>(i); }));
+    const Time landed = l.now;
+    l.run_until([] { return false; }, late);
+    l.now = std::max(l.now, landed + late);  // run_until returns early once nothing is pending
+    l.b.mem[0] = static_cast<uint8_t>(i + 1);
+    l.post_write(l.b, static_cast<uint64_t>(i + 1), 0, 2, 0);
+    EXPECT_TRUE(l.run_until([&] { return l.a.mem[0] == static_cast<uint8_t>(i + 1); }));
+    EXPECT_LE(ack_at.size(), before + 1);
+    if (ack_at.size() == before) return std::nullopt;
+    return ack_at.back() - landed;
+  };
+  const Duration slow = 3 * wait;
+  EXPECT_EQ(step(4, slow), wait) << "the first slow reply: the ACK waited ride_wait";
+  EXPECT_EQ(step(6, slow), Duration{0}) << "after a slow reply the ACK goes at once";
+  EXPECT_EQ(step(8, Duration{0}), Duration{0}) << "a quick reply again, but after an ACK alone";
+  EXPECT_EQ(step(10, Duration{0}), Duration{0}) << "backing off: 1 of 2 skipped";
+  EXPECT_EQ(step(12, Duration{0}), Duration{0}) << "backing off: 2 of 2 skipped";
+  EXPECT_EQ(step(14, Duration{0}), std::nullopt) << "waiting again: the ACK rides";
+  EXPECT_EQ(step(16, Duration{0}), std::nullopt);
+  l.run();
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->tail_probes, 0u);
+}
+
+// A peer whose ACKs do not say it reads trailers (an older build: ack_flag::kRides clear)
+// never gets one: every datagram it receives is as long as its headers say.
+TEST(Engine, Write_PingPong_PeerWithoutRides_NeverGetsATrailer) {
+  Loop l;
+  int trailers = 0, acks = 0;
+  auto strip = [&](int, std::vector<uint8_t>& d) {
+    wire::Packet p = peek(d);
+    if (wire::is_data(p.common.kind))
+      trailers += d.size() != wire::kDataHeaderSize + p.data.payload_len;
+    if (p.common.kind == wire::Kind::kAck) {
+      ++acks;
+      p.ack.ack_flags &= static_cast<uint8_t>(~wire::ack_flag::kRides);
+      wire::encode_header(p, {}, d);
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  for (int i = 0; i < 40; ++i) {
+    testing::Side& from = i % 2 ? l.b : l.a;
+    testing::Side& to = i % 2 ? l.a : l.b;
+    l.hook = strip;
+    from.mem[0] = static_cast<uint8_t>(i);
+    l.post_write(from, static_cast<uint64_t>(i), 0, 2, 0);
+    ASSERT_TRUE(l.run_until([&] { return to.mem[0] == static_cast<uint8_t>(i); }));
+  }
+  l.run();
+  EXPECT_EQ(trailers, 0);
+  EXPECT_EQ(acks, 40);
+}
+
+// A WRITE carrying the ACK of the one before is lost: both are recovered (the WRITE by its
+// sender's tail probe, the ACK by the receiver's ACK of that probe's duplicate or the reply's
+// next trailer), every WRITE completes and lands.
+TEST(Engine, Write_PingPong_LostRide_BothRecovered) {
+  Loop l;
+  (void)write_ping_pong(l, 6);  // riding from here on
+  bool dropped = false;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    const wire::Packet p = peek(d);
+    if (from == 0 && !dropped && p.has_ack) {
+      dropped = true;
+      return Loop::Verdict::kDrop;
+    }
+    return Loop::Verdict::kDeliver;
+  };
+  for (int i = 6; i < 20; ++i) {
+    testing::Side& from = i % 2 ? l.b : l.a;
+    testing::Side& to = i % 2 ? l.a : l.b;
+    from.mem[0] = static_cast<uint8_t>(i);
+    l.post_write(from, static_cast<uint64_t>(i), 0, 2, 0);
+    ASSERT_TRUE(l.run_until([&] { return to.mem[0] == static_cast<uint8_t>(i); }))
+        << "WRITE " << i << " never landed";
+  }
+  l.run();
+  EXPECT_TRUE(dropped);
+  size_t done = 0;
+  for (testing::Side* s : {&l.a, &l.b})
+    for (const auto& c : l.poll(*s)) {
+      EXPECT_EQ(c.status, WcStatus::kSuccess);
+      ++done;
+    }
+  EXPECT_EQ(done, 20u - 6u + 1u);  // this part's 14, and write_ping_pong's last (b's)
 }
 
 TEST(Engine, ResizeCq_KeepsItsCompletionsRefusesFewerSlots) {

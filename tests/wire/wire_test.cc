@@ -103,11 +103,16 @@ std::optional<WireError> reference_verdict(std::span<const uint8_t> b) {
   const size_t payload_len = load_be16(b, kOffPayloadLen);
   const size_t got = b.size() - 72;
   if (payload_len > 8192) return WireError::kPayloadTooLarge;
-  if (got > payload_len) return WireError::kBadLength;
+  const bool trailer = got == payload_len + 68;  // an ACK riding on the packet
+  if (got > payload_len && !trailer) return WireError::kBadLength;
   if (got < payload_len || (b[kOffNetFlags] & 0x03) != 0) return std::nullopt;  // trimmed
-  if ((b[2] & 0x08) != 0 && crc32c(0, b.data() + 72, got) != load_be32(b, kOffPayloadCrc)) {
+  if ((b[2] & 0x08) != 0 &&
+      crc32c(0, b.data() + 72, payload_len) != load_be32(b, kOffPayloadCrc)) {
     return WireError::kBadPayloadCrc;
   }
+  if (trailer && crc32c(load_be32(b, kOffHdrCrc), b.data() + 72 + payload_len, 64) !=
+                     load_be32(b, 72 + payload_len + 64))
+    return WireError::kBadPayloadCrc;
   return std::nullopt;
 }
 
@@ -179,6 +184,19 @@ Bytes valid_datagram(Kind kind, size_t payload_len = 1499) {
   p.data.payload_len = static_cast<uint16_t>(payload_len);
   const Bytes payload = make_payload(payload_len);
   return encode_packet(p, payload);
+}
+
+// A valid data datagram of `kind` with an ACK trailer (distinctive_packet's ACK fields).
+Bytes datagram_with_ack(Kind kind, size_t payload_len) {
+  Packet p = distinctive_packet(kind);
+  p.data.payload_len = static_cast<uint16_t>(payload_len);
+  const Bytes payload = make_payload(payload_len);
+  Bytes b = encode_packet(p, payload);
+  b.resize(b.size() + kAckTrailerSize);
+  EXPECT_EQ(encode_ack_trailer(p, std::span(b).first(kDataHeaderSize),
+                               std::span(b).subspan(kDataHeaderSize + payload_len)),
+            kAckTrailerSize);
+  return b;
 }
 
 // Every field of the extension of `kind` (and the common header but hdr_crc) matches.
@@ -869,6 +887,91 @@ TEST(Wire, Decode_PayloadPointsIntoTheInput) {
   EXPECT_EQ(r->payload.size(), 777u);
 }
 
+// ---- ACK trailers ----------------------------------------------------------------------
+
+// An ACK riding on data: the trailer after the payload is the ACK extension's 64 bytes as an
+// ACK packet lays them out, then CRC32C of them seeded with the data header's hdr_crc; decode
+// gives the ACK's fields and the payload without it, for every data kind and payload size.
+TEST(Wire, AckTrailer_KnownBytesAndRoundTripEveryDataKind) {
+  const Packet want = distinctive_packet(Kind::kWrite);
+  Packet ack = distinctive_packet(Kind::kAck);
+  const Bytes ack_bytes = encode_packet(ack);
+  for (const Kind kind : kDataKinds) {
+    for (size_t len : {size_t{0}, size_t{1}, size_t{8}, size_t{1499}, size_t{8192 - 68}}) {
+      const Bytes b = datagram_with_ack(kind, len);
+      ASSERT_EQ(b.size(), kDataHeaderSize + len + kAckTrailerSize);
+      const size_t t = kDataHeaderSize + len;
+      EXPECT_TRUE(std::equal(b.begin() + t, b.begin() + t + 64, ack_bytes.begin() + kCommonSize));
+      EXPECT_EQ(load_be32(b, t + 64), crc32c(load_be32(b, kOffHdrCrc), b.data() + t, 64));
+      const auto r = decode(b);
+      ASSERT_TRUE(r.ok()) << describe(r) << " " << to_string(kind) << " " << len;
+      EXPECT_TRUE(r->has_ack);
+      EXPECT_FALSE(r->trimmed);
+      EXPECT_EQ(r->payload.data(), b.data() + kDataHeaderSize);
+      EXPECT_EQ(r->payload.size(), len);
+      EXPECT_EQ(r->ack.cum_psn, want.ack.cum_psn);
+      EXPECT_EQ(r->ack.sack_base, want.ack.sack_base);
+      EXPECT_EQ(r->ack.echo_ev, want.ack.echo_ev);
+      EXPECT_EQ(r->ack.echo_psn, want.ack.echo_psn);
+      EXPECT_EQ(r->ack.echo_ts, want.ack.echo_ts);
+      EXPECT_EQ(r->ack.ack_delay_ns, want.ack.ack_delay_ns);
+      EXPECT_EQ(r->ack.ack_flags, want.ack.ack_flags);
+      EXPECT_EQ(r->ack.ports_down, want.ack.ports_down);
+      EXPECT_EQ(r->ack.sack, want.ack.sack);
+    }
+  }
+  // Without a trailer the same Packet (reused, as the engine does) says none.
+  Packet p;
+  ASSERT_TRUE(decode(datagram_with_ack(Kind::kSend, 64), p).ok());
+  EXPECT_TRUE(p.has_ack);
+  ASSERT_TRUE(decode(valid_datagram(Kind::kSend, 64), p).ok());
+  EXPECT_FALSE(p.has_ack);
+}
+
+// A flipped bit anywhere in the trailer, or a trailer moved onto another packet (its CRC is
+// seeded with the header's), is refused as a bad CRC; the payload's CRC still covers only
+// the payload.
+TEST(Wire, AckTrailer_BitFlipOrAnotherPacketsTrailerIsBadPayloadCrc) {
+  const Bytes good = datagram_with_ack(Kind::kWriteImm, 40);
+  for (size_t bit = (kDataHeaderSize + 40) * 8; bit < good.size() * 8; ++bit) {
+    Bytes b = good;
+    b[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    EXPECT_WIRE_ERROR(decode(b), WireError::kBadPayloadCrc);
+  }
+  Bytes other = datagram_with_ack(Kind::kWriteImm, 40);
+  store_be32(other, 16, 0x1234);  // another PSN
+  reseal(other);
+  std::copy(good.end() - kAckTrailerSize, good.end(), other.end() - kAckTrailerSize);
+  EXPECT_WIRE_ERROR(decode(other), WireError::kBadPayloadCrc);
+  EXPECT_STREQ(to_string(WireError::kBadPayloadCrc), "bad payload crc (or ACK trailer crc)");
+}
+
+// Only exactly a trailer may follow the payload: 1..67 or 69+ bytes more are a bad length.
+TEST(Wire, AckTrailer_AnyOtherLengthPastThePayloadIsBadLength) {
+  const Bytes good = datagram_with_ack(Kind::kSend, 100);
+  for (size_t extra : {size_t{1}, size_t{4}, size_t{64}, size_t{67}, size_t{69}, size_t{200}}) {
+    Bytes b = good;
+    b.resize(kDataHeaderSize + 100 + extra, 0);
+    SCOPED_TRACE(extra);
+    EXPECT_WIRE_ERROR(decode(b), WireError::kBadLength);
+  }
+}
+
+// A switch trims the packet to its header (the trailer goes with the payload): trimmed, no
+// ACK. Marked trimmed with everything still there: trimmed, and the ACK is not read either.
+TEST(Wire, AckTrailer_TrimmedPacketCarriesNoAck) {
+  Bytes b = datagram_with_ack(Kind::kWrite, 1499);
+  const auto cut = decode(std::span(b).first(kDataHeaderSize));
+  ASSERT_TRUE(cut.ok()) << describe(cut);
+  EXPECT_TRUE(cut->trimmed);
+  EXPECT_FALSE(cut->has_ack);
+  b[kOffNetFlags] = net_flag::kTrimmed;
+  const auto marked = decode(b);
+  ASSERT_TRUE(marked.ok()) << describe(marked);
+  EXPECT_TRUE(marked->trimmed);
+  EXPECT_FALSE(marked->has_ack);
+}
+
 // ---- hostile input ---------------------------------------------------------------------
 
 // Compares decode with the reference verdict; on success also the payload and trim.
@@ -885,8 +988,10 @@ void check_against_reference(std::span<const uint8_t> b) {
   if (is_data(r->common.kind)) {
     const bool trimmed =
         b.size() - kDataHeaderSize < r->data.payload_len || (b[kOffNetFlags] & 0x03) != 0;
+    const bool trailer = b.size() - kDataHeaderSize == r->data.payload_len + kAckTrailerSize;
     ASSERT_EQ(r->trimmed, trimmed);
-    ASSERT_EQ(r->payload.size(), trimmed ? 0 : b.size() - kDataHeaderSize);
+    ASSERT_EQ(r->has_ack, trailer && !trimmed);
+    ASSERT_EQ(r->payload.size(), trimmed ? 0 : r->data.payload_len);
     if (!trimmed) {
       ASSERT_EQ(r->payload.data(), b.data() + kDataHeaderSize);
     }
@@ -923,7 +1028,8 @@ TEST(Wire, Decode_MutatedValidPacketsMatchTheReference) {
   int decoded = 0;
   for (int iter = 0; iter < 100000; ++iter) {
     const Kind kind = kAllKinds[rng() % 11];  // the data kinds, ACK and NACK
-    Bytes b = valid_datagram(kind, rng() % 300);
+    Bytes b = is_data(kind) && rng() % 3 == 0 ? datagram_with_ack(kind, rng() % 300)
+                                              : valid_datagram(kind, rng() % 300);
     switch (rng() % 6) {
       case 0:
         b.resize(rng() % (b.size() + 1));

@@ -376,6 +376,56 @@ TEST_F(Dissector, TrimsAndBadPackets_FlaggedAsDecodeRefusesThem) {
   }
 }
 
+// A data packet with an ACK riding on it (wire.h: the trailer after the payload): the
+// dissector shows the ACK's fields as decode reads them, alone and inside a GSO aggregate;
+// a trailer whose CRC fails is flagged as decode refuses it.
+TEST_F(Dissector, AckTrailer_FieldsReadBackAsDecodedAndBadCrcFlagged) {
+  auto with_trailer = [](wire::Packet p, const Bytes& payload) {
+    Bytes b = encode(p, payload);
+    p.data.payload_len = static_cast<uint16_t>(payload.size());
+    b.resize(b.size() + wire::kAckTrailerSize);
+    wire::encode_ack_trailer(p, std::span(b).first(wire::kDataHeaderSize),
+                             std::span(b).subspan(wire::kDataHeaderSize + payload.size()));
+    return b;
+  };
+  wire::Packet p = packet_of(wire::Kind::kWriteImm, 5);
+  p.common.flags |= wire::flag::kPayloadCrc;
+  p.ack.ack_flags = wire::ack_flag::kEcnEcho | wire::ack_flag::kRides;
+  const Bytes one_packet = with_trailer(p, payload_of(8));
+  Bytes aggregate = one_packet;
+  const Bytes next = encode(packet_of(wire::Kind::kSend, 6), payload_of(8));
+  aggregate.insert(aggregate.end(), next.begin(), next.end());
+  Bytes bad = one_packet;
+  bad[wire::kDataHeaderSize + 8 + 3] ^= 0x01;  // a bit of the trailer's cum_psn
+  auto ref = wire::decode(one_packet);
+  ASSERT_TRUE(ref.ok());
+  ASSERT_TRUE(ref->has_ack);
+  EXPECT_EQ(wire::decode(bad).error(), wire::WireError::kBadPayloadCrc);
+  const std::vector<Frame> frames = {{{}, {}, wire::kDefaultUdpPort, one_packet},
+                                     {{}, {}, wire::kDefaultUdpPort, aggregate},
+                                     {{}, {}, wire::kDefaultUdpPort, bad}};
+  const Fields out = decode(frames, {"mrc.kind", "mrc.error", "mrc.cum_psn", "mrc.ack.sack_base",
+                                     "mrc.ack.echo_psn", "mrc.ack.ack_delay_ns", "mrc.ack.flags",
+                                     "mrc.ack.rides", "mrc.ack.sack_psns",
+                                     "mrc.ack_trailer.crc.ok"});
+  ASSERT_EQ(out.rows.size(), 3u);
+  for (size_t i = 0; i < 2; ++i) {
+    const Row& r = out.rows[i];
+    EXPECT_EQ(all(r, "mrc.error"), "") << i;
+    EXPECT_EQ(one(r, "mrc.cum_psn"), dec(ref->ack.cum_psn)) << i;
+    EXPECT_EQ(one(r, "mrc.ack.sack_base"), dec(ref->ack.sack_base)) << i;
+    EXPECT_EQ(one(r, "mrc.ack.echo_psn"), dec(ref->ack.echo_psn)) << i;
+    EXPECT_EQ(one(r, "mrc.ack.ack_delay_ns"), dec(ref->ack.ack_delay_ns)) << i;
+    EXPECT_EQ(one(r, "mrc.ack.flags"), hex(ref->ack.ack_flags, 2)) << i;
+    EXPECT_EQ(one(r, "mrc.ack.rides"), "1") << i;
+    EXPECT_FALSE(one(r, "mrc.ack.sack_psns").empty()) << i;
+    EXPECT_EQ(one(r, "mrc.ack_trailer.crc.ok"), "1") << i;
+  }
+  EXPECT_EQ(all(out.rows[1], "mrc.kind"), "2,3");  // the trailer, then the next packet
+  EXPECT_NE(all(out.rows[2], "mrc.error").find("bad ACK trailer CRC32C"), std::string::npos)
+      << all(out.rows[2], "mrc.error");
+}
+
 TEST_F(Dissector, PortPreferenceAndAggregates_DecodedOnTheConfiguredPortOnly) {
   Bytes aggregate = encode(packet_of(wire::Kind::kSend, 1), payload_of(300));
   const Bytes second = encode(packet_of(wire::Kind::kSend, 2), payload_of(300));

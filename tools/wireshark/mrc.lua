@@ -18,6 +18,7 @@ local mrc = Proto("mrc", "MRC (Multipath Reliable Connection)")
 local DEFAULT_PORT = 4791
 local COMMON = 32
 local MAX_PAYLOAD = 8192  -- wire::kMaxPayload (8192 on jumbo links)
+local ACK_TRAILER = 68   -- wire::kAckTrailerSize: an ACK riding on a data packet, after its payload
 
 local bit = bit32 or bit  -- Lua 5.2's bit32; Wireshark's BitOp otherwise
 local band, bor, bxor, rshift, lshift = bit.band, bit.bor, bit.bxor, bit.rshift, bit.lshift
@@ -101,6 +102,10 @@ local F = {
   ack_delay = ProtoField.uint32("mrc.ack.ack_delay_ns", "ACK delay (ns)", base.DEC),
   ack_flags = ProtoField.uint8("mrc.ack.flags", "ACK flags", base.HEX),
   ecn_echo = ProtoField.bool("mrc.ecn_echo", "ECN echo", 8, nil, 0x01),
+  rides = ProtoField.bool("mrc.ack.rides", "Reads ACK trailers", 8, nil, 0x02),
+  ack_trailer = ProtoField.bytes("mrc.ack_trailer", "ACK trailer (an ACK riding on this packet)"),
+  ack_trailer_crc = ProtoField.uint32("mrc.ack_trailer.crc", "ACK trailer CRC32C", base.HEX),
+  ack_trailer_crc_ok = ProtoField.bool("mrc.ack_trailer.crc.ok", "ACK trailer CRC32C good"),
   ports_down = ProtoField.uint16("mrc.ports_down", "Sender's ports with no link (bit p: plane p)", base.HEX),
   sack = ProtoField.uint64("mrc.ack.sack", "SACK word", base.HEX),
   sack_psns = ProtoField.string("mrc.ack.sack_psns", "SACKed PSNs"),
@@ -165,9 +170,10 @@ for i = 0, 255 do
   CRC_TABLE[i] = c
 end
 
--- CRC32C of string s; bytes at the 1-based positions in `zero` are taken as 0.
-local function crc32c(s, zero)
-  local crc = 0xFFFFFFFF
+-- CRC32C of string s; bytes at the 1-based positions in `zero` are taken as 0; `seed` continues
+-- a CRC (as mrc::crc32c's first argument: an ACK trailer's is seeded with its hdr_crc).
+local function crc32c(s, zero, seed)
+  local crc = bxor(seed or 0, 0xFFFFFFFF)
   local byte = string.byte
   for i = 1, #s do
     local b = byte(s, i)
@@ -492,6 +498,31 @@ local function sack_ranges(tvb, o, base_psn)
   return table.concat(out, ", "), count
 end
 
+-- The ACK extension's fields (an ACK packet's, or an ACK trailer's) at offset x.
+local function add_ack(tree, tvb, x)
+  tree:add(F.cum_psn, tvb(x, 4))
+  tree:add(F.sack_base, tvb(x + 4, 4))
+  add_ev(tree, F.echo_ev, tvb(x + 8, 4))
+  tree:add(F.echo_psn, tvb(x + 12, 4))
+  tree:add(F.echo_ts, tvb(x + 16, 8))
+  tree:add(F.ack_delay, tvb(x + 24, 4))
+  local af = tree:add(F.ack_flags, tvb(x + 28, 1))
+  af:add(F.ecn_echo, tvb(x + 28, 1))
+  af:add(F.rides, tvb(x + 28, 1))
+  tree:add(F.reserved, tvb(x + 29, 1))
+  tree:add(F.ports_down, tvb(x + 30, 2))
+  for w = 0, 3 do tree:add(F.sack, tvb(x + 32 + 8 * w, 8)):append_text(string.format(" (PSNs +%d..+%d)", 64 * w, 64 * w + 63)) end
+  local ranges, count = sack_ranges(tvb, x + 32, u32(tvb, x + 4))
+  tree:add(F.sack_count, count):set_generated()
+  if count > 0 then tree:add(F.sack_psns, ranges):set_generated() end
+end
+
+-- True when the ACK_TRAILER bytes at `t` are an ACK trailer of the data packet at `o` (its CRC,
+-- seeded with the packet's hdr_crc, holds).
+local function trailer_ok(tvb, o, t)
+  return crc32c(tvb:raw(t, ACK_TRAILER - 4), nil, u32(tvb, o + 20)) == u32(tvb, t + ACK_TRAILER - 4)
+end
+
 -- Dissects one MRC packet at offset o of tvb; returns the bytes it took, and a summary.
 local function dissect_one(tvb, pinfo, root, o)
   local n = tvb:len() - o
@@ -552,14 +583,23 @@ local function dissect_one(tvb, pinfo, root, o)
     local plen = tvb(x + 28, 2):uint()
     if plen > MAX_PAYLOAD then return bad(E.malformed, "payload_len " .. plen .. " above " .. MAX_PAYLOAD) end
     local have = n - hs
+    local trailer = false  -- an ACK riding after the payload (wire.h kAckTrailerSize)
     if have > plen then
-      -- More bytes than this packet carried: the next packet of an aggregate, or garbage.
-      if not starts_packet(tvb, o + hs + plen) then
+      local t = o + hs + plen
+      if have == plen + ACK_TRAILER then
+        if not trailer_ok(tvb, o, t) then
+          return bad(E.bad_payload_crc, "bad ACK trailer CRC32C")
+        end
+        trailer = true
+      elseif have > plen + ACK_TRAILER and trailer_ok(tvb, o, t) and starts_packet(tvb, t + ACK_TRAILER) then
+        trailer = true
+      elseif not starts_packet(tvb, t) then
+        -- More bytes than this packet carried: the next packet of an aggregate, or garbage.
         return bad(E.malformed, string.format("payload %d bytes longer than payload_len %d", have, plen))
       end
       have = plen
     end
-    used = hs + have
+    used = hs + have + (trailer and ACK_TRAILER or 0)
     local trimmed = have < plen or band(net_flags, 0x03) ~= 0
     if trimmed then
       tree:add(F.trimmed, true):set_generated()
@@ -580,27 +620,22 @@ local function dissect_one(tvb, pinfo, root, o)
         end
       end
     end
+    if trailer then
+      local t = o + hs + plen
+      local at = tree:add(F.ack_trailer, tvb(t, ACK_TRAILER))
+      add_ack(at, tvb, t)
+      at:add(F.ack_trailer_crc, tvb(t + ACK_TRAILER - 4, 4))
+      at:add(F.ack_trailer_crc_ok, true):set_generated()
+    end
     tree:set_len(used)
     summary = summary .. string.format(" len %d", plen)
+    if trailer then summary = summary .. string.format(" +ACK cum %d", u32(tvb, o + hs + plen)) end
   else
     if n > hs and not starts_packet(tvb, o + hs) then
       return bad(E.malformed, string.format("%d bytes after a %s header of %d", n - hs, kname, hs))
     end
     if kind == 16 then
-      tree:add(F.cum_psn, tvb(x, 4))
-      tree:add(F.sack_base, tvb(x + 4, 4))
-      add_ev(tree, F.echo_ev, tvb(x + 8, 4))
-      tree:add(F.echo_psn, tvb(x + 12, 4))
-      tree:add(F.echo_ts, tvb(x + 16, 8))
-      tree:add(F.ack_delay, tvb(x + 24, 4))
-      local af = tree:add(F.ack_flags, tvb(x + 28, 1))
-      af:add(F.ecn_echo, tvb(x + 28, 1))
-      tree:add(F.reserved, tvb(x + 29, 1))
-      tree:add(F.ports_down, tvb(x + 30, 2))
-      for w = 0, 3 do tree:add(F.sack, tvb(x + 32 + 8 * w, 8)):append_text(string.format(" (PSNs +%d..+%d)", 64 * w, 64 * w + 63)) end
-      local ranges, count = sack_ranges(tvb, x + 32, u32(tvb, x + 4))
-      tree:add(F.sack_count, count):set_generated()
-      if count > 0 then tree:add(F.sack_psns, ranges):set_generated() end
+      add_ack(tree, tvb, x)
       summary = string.format("ACK cum %d", u32(tvb, x))
     elseif kind == 17 then
       tree:add(F.cum_psn, tvb(x, 4))

@@ -590,6 +590,14 @@ class Core {
   const Mr* data_mr(const Qp& q, const wire::DataHeader& d);
   void receiver_timeout(Qp& q, Time now);
   size_t build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path);
+  /// The ACK of what q has received (standalone or riding on data): echo, cumulative PSN,
+  /// SACK, delay; resets what it acknowledges (unacked, the kAck timer).
+  void fill_ack(Qp& q, Time now, wire::AckHeader& a);
+  /// Whether the ACK that message-ending packet `h` asks for waits for the app's reply
+  /// (EngineConfig::ack_rides): the peer reads trailers, the last message got a reply, and no
+  /// late reply lately (RecvState::ride_skip, counted down here).
+  bool waits_for_reply(Qp& q, const wire::CommonHeader& h);
+
   void nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r);
 
  private:

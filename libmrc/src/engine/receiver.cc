@@ -355,15 +355,34 @@ void Core::received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, ui
                         sends_in(q.state) && q.pending_reads == 1 && unacked_before == 0 &&
                         !had_holes && !q.rcv.sb.has_holes() && !rx.ecn_ce &&
                         psn_diff(q.rcv.sb.cum(), h.psn) > 0;
+  if (h.flags & wire::flag::kLast) q.rcv.last_msg_at = now;
   if (answered) return;
   ++q.rcv.unacked;
   if (rx.ecn_ce) q.rcv.last_rx.ack_flags |= wire::ack_flag::kEcnEcho;
-  if ((h.flags & wire::flag::kAckReq) || had_holes || q.rcv.sb.has_holes() ||
-      q.rcv.unacked >= cfg.ack_every) {
+  const bool holes = had_holes || q.rcv.sb.has_holes();
+  if (!holes && q.rcv.unacked < cfg.ack_every && (h.flags & wire::flag::kAckReq) &&
+      waits_for_reply(q, h)) {
+    // A ping-pong: the reply the app sends next carries this ACK (Core::send_data), else
+    // it goes alone at the timer.
+    q.rcv.held = true;
+    if (q.timers.at(Timer::kAck) == kNever || q.timers.at(Timer::kAck) > now + cfg.ride_wait)
+      q.timers.set(Timer::kAck, now + cfg.ride_wait);
+  } else if ((h.flags & wire::flag::kAckReq) || holes || q.rcv.unacked >= cfg.ack_every) {
     want_ack(q);
   } else if (q.timers.at(Timer::kAck) == kNever) {
     q.timers.set(Timer::kAck, now + cfg.ack_delay);
   }
+}
+
+bool Core::waits_for_reply(Qp& q, const wire::CommonHeader& h) {
+  if (!cfg.ack_rides || !q.rcv.peer_rides || !q.rcv.replies || !(h.flags & wire::flag::kLast) ||
+      (h.flags & wire::flag::kRetransmit) || !sends_in(q.state))
+    return false;
+  if (q.rcv.ride_skip > 0) {  // replies came too late lately: not this message
+    --q.rcv.ride_skip;
+    return false;
+  }
+  return true;
 }
 
 void RecvState::grow_acts(uint32_t ahead) {
@@ -420,14 +439,26 @@ void Core::run_action(Qp& q, Action& a) {
 void Core::receiver_timeout(Qp& q, Time now) {
   if (q.timers.expired(Timer::kAck, now)) {
     q.timers.cancel(Timer::kAck);
+    if (q.rcv.held) {  // no reply came in time: ACK at once until one does again, and
+      q.rcv.held = false;  // skip 2, 4 .. 256 messages before waiting again
+      q.rcv.replies = false;
+      q.rcv.ride_misses = static_cast<uint8_t>(std::min(q.rcv.ride_misses + 1, 8));
+      q.rcv.ride_skip = static_cast<uint16_t>(1u << q.rcv.ride_misses);
+    }
     if (q.rcv.unacked > 0) want_ack(q);
   }
 }
 
 size_t Core::build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path) {
   wire::Packet& pk = tx_header(q, wire::Kind::kAck, q.rcv.ack_path.ev, 0, now);
-  wire::AckHeader& a = pk.ack;
+  fill_ack(q, now, pk.ack);
+  *path = q.rcv.ack_path;
+  return wire::encode_header(pk, {}, buf);
+}
+
+void Core::fill_ack(Qp& q, Time now, wire::AckHeader& a) {
   a = q.rcv.last_rx;
+  a.ack_flags |= wire::ack_flag::kRides;  // this end reads trailers, whatever ack_rides says
   a.ports_down = health.local_down();
   a.cum_psn = q.rcv.sb.cum();
   const int32_t ahead = psn_diff(a.echo_psn, a.cum_psn);
@@ -440,10 +471,9 @@ size_t Core::build_ack(Qp& q, Time now, std::span<uint8_t> buf, Path* path) {
           : 0;
   q.rcv.unacked = 0;
   q.rcv.last_rx.ack_flags = 0;
+  q.rcv.held = false;
   q.timers.cancel(Timer::kAck);
   ++q.stats.tx_acks;
-  *path = q.rcv.ack_path;
-  return wire::encode_header(pk, {}, buf);
 }
 
 }  // namespace mrc::engine

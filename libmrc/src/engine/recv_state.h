@@ -65,6 +65,17 @@ struct RecvState {
   Path ack_path;  // path of the newest data packet (ACKs go back on it)
   Time last_rx_at{0};
   wire::AckHeader last_rx;  // echo fields of the newest data packet (ack_flags, echo_*)
+  // ACKs riding on data (docs/engine.md "ACKs that ride on replies"): when the newest message
+  // ended here (kNever: none yet); whether this end's last message left within ride_wait of
+  // one (a ping-pong: its next ACK may wait for the reply); whether the ACK pending now waits
+  // for one (Timer::kAck bounds the wait); whether the peer reads trailers (its ACKs said so);
+  // waits in a row that no reply ended, and messages to ACK at once before waiting again.
+  Time last_msg_at = kNever;
+  bool replies = false;
+  bool held = false;
+  bool peer_rides = false;
+  uint8_t ride_misses = 0;
+  uint16_t ride_skip = 0;
 
   /// The slot of the action at `psn` (acts non-empty, psn within sb.cum() + acts.size()).
   Action& act(uint32_t psn) { return acts[psn & (acts.size() - 1)]; }

@@ -362,7 +362,13 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
     p.lost_by = kLostOther;
     p.proven = false;
     if (!q.snd.tx_not_before.empty()) q.snd.tx_not_before[psn & q.snd.tx_mask] = Time{0};
-    if (p.first) w.first_psn = psn;
+    if (p.first) {
+      w.first_psn = psn;
+      // A message leaving within ride_wait of the last one that came: a reply (a ping-pong),
+      // so the next message's ACK may wait for the next reply (Core::waits_for_reply).
+      if (q.rcv.last_msg_at != kNever && now - q.rcv.last_msg_at <= cfg.ride_wait)
+        q.rcv.replies = true;
+    }
     if (++w.sent == w.npkts) ++cursor;
     ++q.stats.tx_data_packets;
     q.stats.tx_payload_bytes += p.len;
@@ -419,9 +425,28 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
       }
     }
   }
+  // The ACK this end owes the peer rides along when the packet has room for it below the
+  // MTU: a trailer after the payload (wire.h), the whole datagram in `buf`.
+  const bool ride = q.rcv.unacked > 0 && q.rcv.peer_rides && cfg.ack_rides &&
+                    p.len + wire::kAckTrailerSize <= q.attr.mtu && connected_in(q.state);
+  if (ride) {
+    if (q.rcv.held) q.rcv.ride_misses = 0;  // the reply came in time
+    fill_ack(q, now, pk.ack);
+    ++q.stats.tx_ack_rides;
+  }
   const size_t hl = wire::encode_header(pk, payload, buf);
   arm_rto(q, now);
-  return Transmit{q.attr.peer, path, hl, payload, q.attr.traffic_class};
+  if (!ride) return Transmit{q.attr.peer, path, hl, payload, q.attr.traffic_class};
+  uint8_t* const at = buf.data() + hl;
+  if (!payload.empty() && payload.data() != at) {
+    if (!w.inline_buf.empty())
+      std::memcpy(at, payload.data(), payload.size());
+    else
+      sg_copy_out(w.sg, p.offset, at, p.len, cfg.copy);
+  }
+  wire::encode_ack_trailer(pk, buf.first(hl), buf.subspan(hl + p.len));
+  return Transmit{q.attr.peer, path, hl + p.len + wire::kAckTrailerSize, {},
+                  q.attr.traffic_class};
 }
 
 void Core::start_cc(Qp& q) {
@@ -641,6 +666,7 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
     return;
   }
   ++q.stats.rx_acks;
+  if (a.ack_flags & wire::ack_flag::kRides) q.rcv.peer_rides = true;
   // Which path the echoed packet went on: its record is still in the ring.
   int echo_path = -1;
   if (psn_diff(q.snd.snd_nxt, a.echo_psn) > 0 &&

@@ -34,6 +34,7 @@ struct Fields {
   std::string netns;
   bool gso = true, gro = true, zero_udp_checksum = false, busy_poll = false;
   bool poller_progress = false;
+  bool ack_rides = true;
   double poller_grace_us = static_cast<double>(kDefaultPollerGrace.count()) / 1000;
   std::optional<double> spin_us;  // none: the driver's default_spin()
   uint32_t ecmp_source_ports = 16;
@@ -143,6 +144,8 @@ void from_json(const json& j, const std::string& src, Fields& f) {
     else if (key == "busy_poll") f.busy_poll = boolean();
     else if (key == "poller_progress")
       f.poller_progress = boolean();
+    else if (key == "ack_rides")
+      f.ack_rides = boolean();
     else if (key == "poller_grace_us")
       f.poller_grace_us = number(kMaxPollerGraceUs);
     else if (key == "spin_us")
@@ -207,6 +210,7 @@ void from_env(const Getenv& env, Fields& f, std::string& sources) {
   get("MRC_ZERO_UDP_CHECKSUM", [&](auto n, auto v) { f.zero_udp_checksum = to_bool(n, v); });
   get("MRC_BUSY_POLL", [&](auto n, auto v) { f.busy_poll = to_bool(n, v); });
   get("MRC_POLLER_PROGRESS", [&](auto n, auto v) { f.poller_progress = to_bool(n, v); });
+  get("MRC_ACK_RIDES", [&](auto n, auto v) { f.ack_rides = to_bool(n, v); });
   get("MRC_POLLER_GRACE_US",
       [&](auto n, auto v) { f.poller_grace_us = to_double(n, v, kMaxPollerGraceUs); });
   get("MRC_SPIN_US", [&](auto n, auto v) { f.spin_us = to_double(n, v, kMaxSpinUs); });
@@ -350,6 +354,7 @@ HostConfig build(const Fields& f, std::string sources) {
   u.engine.payload_crc = f.zero_udp_checksum;
   u.busy_poll = f.busy_poll;
   u.poller_progress = f.poller_progress;
+  u.engine.ack_rides = f.ack_rides;
   u.poller_grace = engine::Duration{std::llround(f.poller_grace_us * 1000)};
   if (f.spin_us) u.spin = engine::Duration{std::llround(*f.spin_us * 1000)};
   u.ecmp_source_ports = f.ecmp_source_ports;

@@ -88,6 +88,9 @@ struct WireAckExt {
 static_assert(sizeof(WireAckExt) == kAckExtSize);
 static_assert(offsetof(WireAckExt, ack_flags) == 28 && offsetof(WireAckExt, ports_down) == 30 &&
               offsetof(WireAckExt, sack) == 32);
+// An ACK trailer (wire.h) is a WireAckExt, then a Be32: CRC32C of it, seeded with the data
+// header's hdr_crc.
+static_assert(kAckTrailerSize == sizeof(WireAckExt) + 4);
 
 struct WireNackExt {
   Be32 cum_psn;
@@ -247,18 +250,32 @@ void get_ext(const WireData& h, Packet& p) {
   d.ports_down = h.ext.ports_down.get();
 }
 
-void get_ext(const WireAck& h, Packet& p) {
-  AckHeader& a = p.ack;
-  a.cum_psn = h.ext.cum_psn.get();
-  a.sack_base = h.ext.sack_base.get();
-  a.echo_ev = h.ext.echo_ev.get();
-  a.echo_psn = h.ext.echo_psn.get();
-  a.echo_ts = h.ext.echo_ts.get();
-  a.ack_delay_ns = h.ext.ack_delay_ns.get();
-  a.ack_flags = h.ext.ack_flags;
-  a.ports_down = h.ext.ports_down.get();
-  for (size_t i = 0; i < a.sack.size(); ++i) a.sack[i] = h.ext.sack[i].get();
+void get_ack(const WireAckExt& w, AckHeader& a) {
+  a.cum_psn = w.cum_psn.get();
+  a.sack_base = w.sack_base.get();
+  a.echo_ev = w.echo_ev.get();
+  a.echo_psn = w.echo_psn.get();
+  a.echo_ts = w.echo_ts.get();
+  a.ack_delay_ns = w.ack_delay_ns.get();
+  a.ack_flags = w.ack_flags;
+  a.ports_down = w.ports_down.get();
+  for (size_t i = 0; i < a.sack.size(); ++i) a.sack[i] = w.sack[i].get();
 }
+
+void put_ack(const AckHeader& a, WireAckExt& w) {
+  w.cum_psn.set(a.cum_psn);
+  w.sack_base.set(a.sack_base);
+  w.echo_ev.set(a.echo_ev);
+  w.echo_psn.set(a.echo_psn);
+  w.echo_ts.set(a.echo_ts);
+  w.ack_delay_ns.set(a.ack_delay_ns);
+  w.ack_flags = a.ack_flags;
+  w.reserved = 0;
+  w.ports_down.set(a.ports_down);
+  for (size_t i = 0; i < a.sack.size(); ++i) w.sack[i].set(a.sack[i]);
+}
+
+void get_ext(const WireAck& h, Packet& p) { get_ack(h.ext, p.ack); }
 
 void get_ext(const WireNack& h, Packet& p) {
   NackHeader& n = p.nack;
@@ -326,6 +343,7 @@ void make_packet(const H& h, std::span<const uint8_t> payload, bool trimmed, Pac
   get_ext(h, p);
   p.payload = payload;
   p.trimmed = trimmed;
+  p.has_ack = false;
 }
 
 // `header` holds (at least) the data header; `payload` is what follows it in the datagram, or
@@ -338,16 +356,33 @@ void make_packet(const H& h, std::span<const uint8_t> payload, bool trimmed, Pac
   if (!load_checked(header, h)) return Err{WireError::kBadHeaderCrc};
   const size_t payload_len = h.ext.payload_len.get();
   if (payload_len > kMaxPayload) return Err{WireError::kPayloadTooLarge};
-  if (payload.size() > payload_len) return Err{WireError::kBadLength};
+  // What follows the payload: nothing, or exactly an ACK trailer (a trimmed packet has
+  // neither: the switch cut both).
+  const bool trailer = payload.size() == payload_len + kAckTrailerSize;
+  if (payload.size() > payload_len && !trailer) return Err{WireError::kBadLength};
   if (payload.size() < payload_len || (h.common.net_flags & kTrimmedMask) != 0) {
     make_packet(h, {}, /*trimmed=*/true, out);
     return {};
   }
+  if (trailer) payload = payload.first(payload_len);
   if ((h.common.flags & flag::kPayloadCrc) != 0 &&
       crc32c(0, payload.data(), payload.size()) != h.ext.payload_crc.get()) {
     return Err{WireError::kBadPayloadCrc};
   }
+  WireAckExt t;
+  if (trailer) {
+    const uint8_t* at = payload.data() + payload_len;
+    Be32 crc;
+    std::memcpy(&t, at, sizeof t);
+    std::memcpy(&crc, at + sizeof t, sizeof crc);
+    if (crc32c(h.common.hdr_crc.get(), at, sizeof t) != crc.get())
+      return Err{WireError::kBadPayloadCrc};
+  }
   make_packet(h, payload, /*trimmed=*/false, out);
+  if (trailer) {
+    get_ack(t, out.ack);
+    out.has_ack = true;
+  }
   return {};
 }
 
@@ -419,7 +454,7 @@ const char* to_string(WireError e) {
     case WireError::kBadHeaderCrc:
       return "bad header crc";
     case WireError::kBadPayloadCrc:
-      return "bad payload crc";
+      return "bad payload crc (or ACK trailer crc)";
     case WireError::kBadField:
       return "field out of range";
   }
@@ -453,19 +488,9 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
 
   switch (c.kind) {
     case Kind::kAck: {
-      const AckHeader& a = p.ack;
       WireAck h;
       put_common(c, h.common);
-      h.ext.cum_psn.set(a.cum_psn);
-      h.ext.sack_base.set(a.sack_base);
-      h.ext.echo_ev.set(a.echo_ev);
-      h.ext.echo_psn.set(a.echo_psn);
-      h.ext.echo_ts.set(a.echo_ts);
-      h.ext.ack_delay_ns.set(a.ack_delay_ns);
-      h.ext.ack_flags = a.ack_flags;
-      h.ext.reserved = 0;
-      h.ext.ports_down.set(a.ports_down);
-      for (size_t i = 0; i < a.sack.size(); ++i) h.ext.sack[i].set(a.sack[i]);
+      put_ack(p.ack, h.ext);
       return seal(h, c.net_flags, out);
     }
     case Kind::kNack: {
@@ -538,6 +563,20 @@ size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::spa
   }
   assert(false && "encode_header: unknown kind");
   return 0;
+}
+
+size_t encode_ack_trailer(const Packet& p, std::span<const uint8_t> header, std::span<uint8_t> out) {
+  assert(header.size() >= kDataHeaderSize && is_data(static_cast<Kind>(header[1])));
+  assert(out.size() >= kAckTrailerSize);
+  WireCommon c;
+  std::memcpy(&c, header.data(), sizeof c);
+  WireAckExt t;
+  put_ack(p.ack, t);
+  Be32 crc;
+  crc.set(crc32c(c.hdr_crc.get(), &t, sizeof t));
+  std::memcpy(out.data(), &t, sizeof t);
+  std::memcpy(out.data() + sizeof t, &crc, sizeof crc);
+  return kAckTrailerSize;
 }
 
 Status<WireError> decode_split(std::span<const uint8_t> header, std::span<const uint8_t> payload,

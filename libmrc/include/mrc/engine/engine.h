@@ -56,6 +56,17 @@ struct EngineConfig {
   bool payload_crc = true;    // send a payload CRC32C and check received ones
   uint32_t ack_every = 2;     // ACK after this many data packets (out of order: at once)
   Duration ack_delay{8'000};  // ...or this long after the first unacked one
+  // An ACK rides on a data packet the QP sends to the peer (wire.h: a trailer) when one
+  // leaves in time, and in a ping-pong (a reply left within ride_wait of the last message)
+  // a message's ACK waits up to ride_wait for the reply instead of going alone: one
+  // datagram, and one wakeup at each end, less per round trip (docs/engine.md, "ACKs that
+  // ride on replies"). ride_wait: an app's reply on the 2-core VM comes 1.7 us after its
+  // message when it has a CPU, 20-45 us when it waits for one (perf/RESULTS.md 2026-11-28
+  // (rides)). A sender's tail loss probe waits past it (tlp_min_slack, 100 us, is more);
+  // where a small RTO clamps the probe (rtt.h tlp_at), an ACK still waiting for its reply
+  // may draw a probe, whose duplicate is then ACKed at once.
+  bool ack_rides = true;
+  Duration ride_wait{32'000};
   uint32_t max_qps = 65536;
   uint32_t max_cqs = 65536;
   uint32_t max_mrs = 1 << 20;

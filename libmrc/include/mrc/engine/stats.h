@@ -88,6 +88,9 @@ struct QpStats {
   uint64_t cross_ev_losses = 0;
   uint64_t spurious_per_ev = 0;
   uint64_t spurious_cross_ev = 0;
+  // ACKs that rode on data (EngineConfig::ack_rides; counted in tx_acks / rx_acks too).
+  uint64_t tx_ack_rides = 0;
+  uint64_t rx_ack_rides = 0;
 };
 
 struct PathStats {

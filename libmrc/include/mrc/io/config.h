@@ -33,6 +33,9 @@
 //     "poller_grace_us": 10,         // with poller_progress: how long the progress thread
 //                                    // leaves the sockets to pollers after their last poll,
 //                                    // 0..1000000 (UdpConfig::poller_grace)
+//     "ack_rides": true,             // an ACK rides on a data packet going back, and in
+//                                    // a ping-pong waits up to 32 us for the reply
+//                                    // (engine.h EngineConfig::ack_rides)
 //     "spin_us": 50,                 // after a round with work the progress threads poll
 //                                    // without sleeping this long, 0..10000; absent: 50
 //                                    // with 8 CPUs or more, else 0 (UdpConfig::spin)

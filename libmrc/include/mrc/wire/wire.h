@@ -17,6 +17,13 @@
 // kPayloadCrc is set) because the transport may run with UDP checksums off
 // so that switches can trim.
 //
+// An ACK may ride on a data packet going the other way: the ACK's extension and its own
+// CRC32C follow the payload as a trailer (kAckTrailerSize bytes; the datagram is then
+// kDataHeaderSize + payload_len + kAckTrailerSize long, which is how the receiver knows).
+// A switch that trims the packet cuts the trailer with the payload: the ACK is lost, as
+// a dropped ACK is. A sender attaches trailers only to a peer whose ACKs carry
+// ack_flag::kRides (it reads them); a peer without this never gets one.
+//
 // Trimming: a switch cuts a data packet to its header. The receiver
 // recognises it from what is left: the payload is shorter than
 // `payload_len`, and/or net_flags has kTrimmed. Decode reports
@@ -107,6 +114,8 @@ inline constexpr uint8_t kTrimmedLastHop = 0x02;
 /// AckHeader::ack_flags.
 namespace ack_flag {
 inline constexpr uint8_t kEcnEcho = 0x01;  // a packet first acked here arrived with ECN CE
+inline constexpr uint8_t kRides = 0x02;    // the ACK's sender reads ACKs riding on data
+                                           // (trailers); older peers send 0 and get none
 }
 
 /// NACK reason codes. 0x01..0x0B follow UET as MRC uses them; 0x20.. are ours (RC errors).
@@ -239,6 +248,7 @@ struct Packet {
   PortStatusHeader port_status;      // kPortStatus, kPortStatusAck
   std::span<const uint8_t> payload;  // data packets: the payload (empty when trimmed)
   bool trimmed = false;              // data packet cut by a switch
+  bool has_ack = false;              // data packet with an ACK trailer: `ack` holds it
 };
 
 // ---- Sizes ----------------------------------------------------------------------------
@@ -252,6 +262,9 @@ inline constexpr size_t kAddrQueryExtSize = 16;
 inline constexpr size_t kAddrPlaneSize = 20;  // address 16, port 2, reserved 2
 inline constexpr size_t kAddrReplyExtSize = 16 + kMaxAddrPlanes * kAddrPlaneSize;
 inline constexpr size_t kPortStatusExtSize = 16;
+/// An ACK riding on a data packet: the ACK extension, then CRC32C of it seeded with the
+/// data header's hdr_crc (a trailer is bound to its packet), after the payload.
+inline constexpr size_t kAckTrailerSize = kAckExtSize + 4;
 /// Largest header of the QP kinds (data, ACK, NACK, probes): what the engine builds. The
 /// connectionless ADDR_REPLY is larger (kAddrReplySize); only the driver sends it.
 inline constexpr size_t kMaxHeaderSize = kCommonSize + kAckExtSize;
@@ -298,7 +311,7 @@ enum class WireError : uint8_t {
   kBadLength,        // control packet with trailing bytes, or payload longer than payload_len
   kPayloadTooLarge,  // payload_len above kMaxPayload
   kBadHeaderCrc,     // hdr_crc does not match
-  kBadPayloadCrc,    // payload_crc does not match (untrimmed packet)
+  kBadPayloadCrc,    // payload_crc does not match (untrimmed packet), or an ACK trailer's CRC
   kBadField,         // a field out of its range (ADDR_REPLY: more planes than it holds)
 };
 const char* to_string(WireError e);
@@ -308,6 +321,11 @@ const char* to_string(WireError e);
 /// that will follow; its length must equal p.data.payload_len, and when
 /// flag::kPayloadCrc is set its CRC goes in the header. Returns the header length.
 size_t encode_header(const Packet& p, std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+/// Writes p.ack as the trailer of the data packet whose encoded header is `header` (what
+/// encode_header wrote); `out` must hold kAckTrailerSize bytes and is placed right after the
+/// payload. Returns kAckTrailerSize.
+size_t encode_ack_trailer(const Packet& p, std::span<const uint8_t> header, std::span<uint8_t> out);
 
 /// Parses one datagram into `out`. Never trusts the input: every malformed
 /// datagram gets a WireError, never a crash or an out-of-bounds read. On
