@@ -111,9 +111,24 @@ struct Harness {
       p.probe_reply.echo_ev = p.common.ev;
       p.probe_reply.echo_ts = p.common.ts;
     }
-    std::vector<uint8_t> out(wire::header_size(p.common.kind) + payload.size());
+    // A data packet may carry an ACK (a trailer after the payload): fuzzed as an ACK's fields.
+    const bool trailer = wire::is_data(p.common.kind) && (in.take<uint8_t>() & 1);
+    if (trailer) {
+      p.ack.cum_psn = in.take<uint16_t>();
+      p.ack.sack_base = p.ack.cum_psn + in.take<uint8_t>();
+      for (auto& w : p.ack.sack) w = in.take<uint64_t>();
+      p.ack.echo_ev = p.common.ev;
+      p.ack.echo_psn = in.take<uint16_t>();
+      p.ack.echo_ts = p.common.ts;
+      p.ack.ack_flags = in.take<uint8_t>();
+    }
+    std::vector<uint8_t> out(wire::header_size(p.common.kind) + payload.size() +
+                             (trailer ? wire::kAckTrailerSize : 0));
     const size_t h = wire::encode_header(p, payload, out);
     std::copy(payload.begin(), payload.end(), out.begin() + h);
+    if (trailer)
+      wire::encode_ack_trailer(p, std::span(out).first(h),
+                               std::span(out).subspan(h + payload.size()));
     if (p.common.net_flags && wire::is_data(p.common.kind)) out.resize(h);  // trimmed
     return out;
   }

@@ -1967,6 +1967,75 @@ TEST(Engine, Write_PingPong_SlowReplies_AckAloneAtOnceThenBackOff) {
   EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->tail_probes, 0u);
 }
 
+// Only a one-packet message's ACK waits for the reply: with a ping-pong going (b waits for
+// replies), a 2-byte WRITE that b does not answer completes ride_wait late, a 3-packet one at
+// once (its ACK goes as soon as its last packet lands, as before trailers).
+TEST(Engine, Write_OnlyOnePacketMessagesWaitForTheReply) {
+  Loop l;
+  (void)write_ping_pong(l, 4);  // b waits for replies now
+  auto complete_after = [&](uint32_t len, uint64_t id) {
+    const Time posted = l.now;
+    l.post_write(l.a, id, 0, len, 0);
+    EXPECT_TRUE(l.run_until([&] { return !l.poll(l.a).empty(); }));
+    const Duration took = l.now - posted;
+    l.run();
+    return took;
+  };
+  const uint32_t mtu = QpAttr{}.mtu;
+  EXPECT_EQ(complete_after(3 * mtu, 100), 2 * l.latency) << "a 3-packet WRITE's ACK went at once";
+  (void)l.poll(l.b);  // write_ping_pong's last WRITE is b's, done by now
+  (void)write_ping_pong(l, 4);  // still a ping-pong: b waits for replies
+  EXPECT_EQ(complete_after(2, 101), 2 * l.latency + EngineConfig{}.ride_wait)
+      << "a 2-byte WRITE's ACK waited for a reply that never came";
+}
+
+// A small verbs timeout (5: 32.8 us) on a 10 us round trip: a tail probe clamped before that
+// RTO would go before an ACK that waited ride_wait came back, so no ACK waits: each goes at
+// once, and no probe or RTO fires in a ping-pong of 100 WRITEs.
+TEST(Engine, Write_PingPong_SmallRto_NoAckWaits) {
+  Loop l;
+  QpAttr small;
+  small.timeout = 5;
+  ASSERT_TRUE(l.a.eng.modify_qp(l.a.qpn, small, attr::kTimeout).ok());
+  ASSERT_TRUE(l.b.eng.modify_qp(l.b.qpn, small, attr::kTimeout).ok());
+  auto sent = write_ping_pong(l, 100);
+  EXPECT_EQ(sent[wire::Kind::kAck], 100);
+  for (testing::Side* s : {&l.a, &l.b}) {
+    const QpStats& q = *s->eng.qp_stats(s->qpn);
+    EXPECT_EQ(q.tail_probes + q.rto_fired + q.tx_retransmits, 0u);
+  }
+}
+
+// The reply leaves but has no room for the ACK that waited (a full-MTU packet): the ACK goes
+// at once, right behind it, not at ride_wait; packets without payload (READ requests) never
+// carry one either (a switch could trim them).
+TEST(Engine, Write_ReplyWithoutRoom_AckGoesAtOnce_NoTrailerWithoutPayload) {
+  Loop l;
+  (void)write_ping_pong(l, 4);  // b waits for replies now
+  (void)l.poll(l.b);
+  const uint32_t mtu = QpAttr{}.mtu;
+  int trailers_on_empty = 0;
+  l.hook = [&](int, std::vector<uint8_t>& d) {
+    const wire::Packet p = peek(d);
+    trailers_on_empty += p.has_ack && p.data.payload_len == 0;
+    return Loop::Verdict::kDeliver;
+  };
+  const Time posted = l.now;
+  l.a.mem[0] = 77;
+  l.post_write(l.a, 200, 0, 2, 0);
+  ASSERT_TRUE(l.run_until([&] { return l.b.mem[0] == 77; }));
+  l.post_write(l.b, 201, 0, mtu, 0);  // b's reply: one full packet
+  ASSERT_TRUE(l.run_until([&] { return !l.poll(l.a).empty(); }));
+  EXPECT_EQ(l.now - posted, 2 * l.latency) << "the ACK waited past the reply";
+  l.run();
+  for (int i = 0; i < 20; ++i) {  // READs both ways: requests carry no payload
+    l.post_write(l.a, 300 + i, 0, 64, 0, Opcode::kRead);
+    l.post_write(l.b, 400 + i, 0, 64, 0, Opcode::kRead);
+    l.run();
+  }
+  EXPECT_EQ(trailers_on_empty, 0);
+}
+
 // A peer whose ACKs do not say it reads trailers (an older build: ack_flag::kRides clear)
 // never gets one: every datagram it receives is as long as its headers say.
 TEST(Engine, Write_PingPong_PeerWithoutRides_NeverGetsATrailer) {

@@ -62,6 +62,27 @@ TEST(HostConfig, PollerProgress_OffByDefaultFileThenEnvironment) {
   EXPECT_FALSE(e->udp.poller_progress);
 }
 
+TEST(HostConfig, AckRides_OnByDefaultFileThenEnvironmentBadNamed) {
+  auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_TRUE(d->udp.engine.ack_rides);
+  auto f = parse_host_config(R"({"planes": ["::1"], "ack_rides": false})", "a.json", env_of({}));
+  ASSERT_TRUE(f.ok()) << f.error();
+  EXPECT_FALSE(f->udp.engine.ack_rides);
+  auto e = parse_host_config(R"({"planes": ["::1"], "ack_rides": false})", "a.json",
+                             env_of({{"MRC_ACK_RIDES", "1"}}));
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_TRUE(e->udp.engine.ack_rides);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "ack_rides": 1})", "a.json",
+                                       env_of({})))
+                .find("a.json: /ack_rides"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
+                                       env_of({{"MRC_ACK_RIDES", "maybe"}})))
+                .find("MRC_ACK_RIDES: must be 0/1/true/false, got maybe"),
+            std::string::npos);
+}
+
 TEST(HostConfig, Spin_DriverChoosesUnlessFileOrEnvironmentBadNamed) {
   auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
   ASSERT_TRUE(d.ok()) << d.error();

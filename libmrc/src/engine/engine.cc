@@ -978,10 +978,7 @@ namespace {
   const bool tx_ok = sends_in(q->state);
   if (wire::is_data(p.common.kind)) {
     // An ACK riding on the data first: what it completes comes before what the data starts.
-    if (p.has_ack && tx_ok) {
-      ++q->stats.rx_ack_rides;
-      c.on_ack(*q, now, p);
-    }
+    if (p.has_ack && tx_ok && c.on_ack(*q, now, p)) ++q->stats.rx_ack_rides;
     if (!connected_in(q->state)) {
       c.stats.drop(Drop::kQpNotReady);
       if (q->state == QpState::kError) c.nack(*q, p, rx, wire::NackReason::kRemoteOperation);

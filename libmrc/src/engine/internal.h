@@ -510,7 +510,8 @@ class Core {
   /// and completing only on error whatever sq_sig_all says.
   Status<Error> post_send(Qp& q, const SendWr& wr, bool internal = false);
   std::optional<Transmit> send_data(Qp& q, Time now, std::span<uint8_t> buf);
-  void on_ack(Qp& q, Time now, const wire::Packet& p);
+  /// False: refused (it acknowledges PSNs never sent), counted as Drop::kBadAck.
+  bool on_ack(Qp& q, Time now, const wire::Packet& p);
   void on_nack(Qp& q, Time now, const wire::Packet& p);
   void sender_timeout(Qp& q, Time now);
   /// Empties every EV's list and relinks what is in flight (after the path set changed).
@@ -594,9 +595,13 @@ class Core {
   /// SACK, delay; resets what it acknowledges (unacked, the kAck timer).
   void fill_ack(Qp& q, Time now, wire::AckHeader& a);
   /// Whether the ACK that message-ending packet `h` asks for waits for the app's reply
-  /// (EngineConfig::ack_rides): the peer reads trailers, the last message got a reply, and no
+  /// (EngineConfig::ack_rides): a one-packet message, the peer reads trailers, the last
+  /// message got a reply, and no
   /// late reply lately (RecvState::ride_skip, counted down here).
   bool waits_for_reply(Qp& q, const wire::CommonHeader& h);
+  /// An ACK that waited for a reply went without one (its timer, or the peer resent):
+  /// stop waiting until a reply is quick again, and back off (RecvState::ride_skip).
+  void ride_missed(Qp& q);
 
   void nack(Qp& q, const wire::Packet& p, const RxInfo& rx, wire::NackReason r);
 

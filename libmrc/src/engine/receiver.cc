@@ -255,6 +255,9 @@ void Core::on_data(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p) {
     // sample is this transmission's.
     note_rx(q, now, rx, h);
     want_ack(q);
+    // A resend of what an ACK waiting for a reply covers: the sender's timer beat the wait
+    // (a small RTO), a miss as a reply that never came.
+    if (q.rcv.held) ride_missed(q);
     return;
   }
   const uint32_t window = q.attr.max_psn_range_dest
@@ -360,13 +363,12 @@ void Core::received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, ui
   ++q.rcv.unacked;
   if (rx.ecn_ce) q.rcv.last_rx.ack_flags |= wire::ack_flag::kEcnEcho;
   const bool holes = had_holes || q.rcv.sb.has_holes();
-  if (!holes && q.rcv.unacked < cfg.ack_every && (h.flags & wire::flag::kAckReq) &&
+  if (!holes && !rx.ecn_ce && q.rcv.unacked < cfg.ack_every && (h.flags & wire::flag::kAckReq) &&
       waits_for_reply(q, h)) {
     // A ping-pong: the reply the app sends next carries this ACK (Core::send_data), else
-    // it goes alone at the timer.
+    // it goes alone at the timer (which then covers earlier packets' delayed ACK too).
     q.rcv.held = true;
-    if (q.timers.at(Timer::kAck) == kNever || q.timers.at(Timer::kAck) > now + cfg.ride_wait)
-      q.timers.set(Timer::kAck, now + cfg.ride_wait);
+    q.timers.set(Timer::kAck, now + cfg.ride_wait);
   } else if ((h.flags & wire::flag::kAckReq) || holes || q.rcv.unacked >= cfg.ack_every) {
     want_ack(q);
   } else if (q.timers.at(Timer::kAck) == kNever) {
@@ -375,14 +377,29 @@ void Core::received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, ui
 }
 
 bool Core::waits_for_reply(Qp& q, const wire::CommonHeader& h) {
-  if (!cfg.ack_rides || !q.rcv.peer_rides || !q.rcv.replies || !(h.flags & wire::flag::kLast) ||
+  // One-packet messages only: a longer message's ACK is a small share of its datagrams, and
+  // its sender's next message (bulk, the NCCL plugin's) may wait for that completion.
+  constexpr uint8_t kWhole = wire::flag::kFirst | wire::flag::kLast;
+  if (!cfg.ack_rides || !q.rcv.peer_rides || !q.rcv.replies || (h.flags & kWhole) != kWhole ||
       (h.flags & wire::flag::kRetransmit) || !sends_in(q.state))
     return false;
   if (q.rcv.ride_skip > 0) {  // replies came too late lately: not this message
     --q.rcv.ride_skip;
     return false;
   }
-  return true;
+  // The peer's RTO (as this end's, from the same path's round trips and, as verbs apps set
+  // it, the same timeout) must leave room for the wait: a tail probe clamped before a small
+  // RTO goes at RTO - (SRTT + 4 RTTVAR + ack_delay) after the send (rtt.h tlp_at), which must
+  // come after the ACK that waited.
+  return q.rto(cfg.ack_delay) >=
+         q.rtt.rto_floor(cfg.ack_delay) + q.rtt.srtt() + cfg.ride_wait;
+}
+
+void Core::ride_missed(Qp& q) {
+  q.rcv.held = false;
+  q.rcv.replies = false;  // ACK at once until a reply is quick again, then skip 2, 4 .. 256
+  q.rcv.ride_misses = static_cast<uint8_t>(std::min(q.rcv.ride_misses + 1, 8));
+  q.rcv.ride_skip = static_cast<uint16_t>(1u << q.rcv.ride_misses);
 }
 
 void RecvState::grow_acts(uint32_t ahead) {
@@ -439,12 +456,7 @@ void Core::run_action(Qp& q, Action& a) {
 void Core::receiver_timeout(Qp& q, Time now) {
   if (q.timers.expired(Timer::kAck, now)) {
     q.timers.cancel(Timer::kAck);
-    if (q.rcv.held) {  // no reply came in time: ACK at once until one does again, and
-      q.rcv.held = false;  // skip 2, 4 .. 256 messages before waiting again
-      q.rcv.replies = false;
-      q.rcv.ride_misses = static_cast<uint8_t>(std::min(q.rcv.ride_misses + 1, 8));
-      q.rcv.ride_skip = static_cast<uint16_t>(1u << q.rcv.ride_misses);
-    }
+    if (q.rcv.held) ride_missed(q);  // no reply came in time
     if (q.rcv.unacked > 0) want_ack(q);
   }
 }

@@ -366,8 +366,8 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
       w.first_psn = psn;
       // A message leaving within ride_wait of the last one that came: a reply (a ping-pong),
       // so the next message's ACK may wait for the next reply (Core::waits_for_reply).
-      if (q.rcv.last_msg_at != kNever && now - q.rcv.last_msg_at <= cfg.ride_wait)
-        q.rcv.replies = true;
+      if (!from_rsp && q.rcv.last_msg_at != kNever && now - q.rcv.last_msg_at <= cfg.ride_wait)
+        q.rcv.replies = true;  // (an app's message: a READ response is the engine's)
     }
     if (++w.sent == w.npkts) ++cursor;
     ++q.stats.tx_data_packets;
@@ -427,8 +427,15 @@ std::optional<Transmit> Core::send_data(Qp& q, Time now, std::span<uint8_t> buf)
   }
   // The ACK this end owes the peer rides along when the packet has room for it below the
   // MTU: a trailer after the payload (wire.h), the whole datagram in `buf`.
-  const bool ride = q.rcv.unacked > 0 && q.rcv.peer_rides && cfg.ack_rides &&
+  // Never on a packet without payload (a READ request, a 0-byte message): its trailer would
+  // make a packet that switches may trim (they cut what passes the data header).
+  const bool ride = q.rcv.unacked > 0 && q.rcv.peer_rides && cfg.ack_rides && p.len > 0 &&
                     p.len + wire::kAckTrailerSize <= q.attr.mtu && connected_in(q.state);
+  // The reply left, but has no room for the ACK that waited for it: the ACK goes at once.
+  if (!ride && q.rcv.held && p.first && !retransmit) {
+    q.rcv.held = false;
+    want_ack(q);
+  }
   if (ride) {
     if (q.rcv.held) q.rcv.ride_misses = 0;  // the reply came in time
     fill_ack(q, now, pk.ack);
@@ -659,11 +666,11 @@ void Core::ack_through(Qp& q, uint32_t cum, Time now, AckTally* acked) {
   }
 }
 
-void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
+bool Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   const wire::AckHeader& a = pk.ack;
   if (psn_diff(a.cum_psn, q.snd.snd_nxt) > 0) {
     stats.drop(Drop::kBadAck);
-    return;
+    return false;
   }
   ++q.stats.rx_acks;
   if (a.ack_flags & wire::ack_flag::kRides) q.rcv.peer_rides = true;
@@ -739,6 +746,7 @@ void Core::on_ack(Qp& q, Time now, const wire::Packet& pk) {
   }
   if (a.ports_down != 0) lose_planes(q, a.ports_down, now);
   after_acks(q, now, acked.packets > 0);
+  return true;
 }
 
 void Core::ack_by_response(Qp& q, uint32_t cum, Time now) {
