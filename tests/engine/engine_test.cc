@@ -2036,6 +2036,37 @@ TEST(Engine, Write_ReplyWithoutRoom_AckGoesAtOnce_NoTrailerWithoutPayload) {
   EXPECT_EQ(trailers_on_empty, 0);
 }
 
+// ib_read_lat's loop: each READ posted when the last completes. The requester ACKs each
+// response at once (a READ request has no payload to carry the ACK, which would go behind
+// it), and every request is acknowledged by its response: the responder sends no ACK at all.
+TEST(Engine, Read_OneAtATime_ResponseAckNotHeld_ResponderSendsNoAck) {
+  Loop l;
+  (void)write_ping_pong(l, 4);  // both ends in a ping-pong first
+  (void)l.poll(l.b);
+  l.run();
+  const uint64_t acks_before = l.a.eng.qp_stats(l.a.qpn)->tx_acks;
+  int acks_from_responder = 0, response_acks_at_once = 0;
+  Time ack_at = kNever;
+  l.hook = [&](int from, std::vector<uint8_t>& d) {
+    const wire::Kind k = peek(d).common.kind;
+    acks_from_responder += from == 1 && k == wire::Kind::kAck;
+    if (from == 0 && k == wire::Kind::kAck) ack_at = l.now;
+    return Loop::Verdict::kDeliver;
+  };
+  for (int i = 0; i < 20; ++i) {
+    const Time posted = l.now;
+    l.post_write(l.a, static_cast<uint64_t>(i), 0, 2, 0, Opcode::kRead);
+    ASSERT_TRUE(l.run_until([&] { return !l.poll(l.a).empty(); })) << "READ " << i;
+    response_acks_at_once += ack_at == l.now;  // sent as the response landed
+    EXPECT_EQ(l.now - posted, 2 * l.latency);
+    l.run_until([] { return false; }, 1us);  // the app posts its next READ a moment later
+  }
+  l.run();
+  EXPECT_EQ(acks_from_responder, 0);
+  EXPECT_EQ(l.a.eng.qp_stats(l.a.qpn)->tx_acks - acks_before, 20u) << "one per response";
+  EXPECT_EQ(response_acks_at_once, 20) << "each response's ACK left when the response landed";
+}
+
 // A peer whose ACKs do not say it reads trailers (an older build: ack_flag::kRides clear)
 // never gets one: every datagram it receives is as long as its headers say.
 TEST(Engine, Write_PingPong_PeerWithoutRides_NeverGetsATrailer) {

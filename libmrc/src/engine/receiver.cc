@@ -379,9 +379,12 @@ void Core::received(Qp& q, Time now, const RxInfo& rx, const wire::Packet& p, ui
 bool Core::waits_for_reply(Qp& q, const wire::CommonHeader& h) {
   // One-packet messages only: a longer message's ACK is a small share of its datagrams, and
   // its sender's next message (bulk, the NCCL plugin's) may wait for that completion.
+  // Nor a READ response's (or an atomic's): the app's next request has no payload to carry it
+  // (send_data), so it would only go later, behind that request.
   constexpr uint8_t kWhole = wire::flag::kFirst | wire::flag::kLast;
   if (!cfg.ack_rides || !q.rcv.peer_rides || !q.rcv.replies || (h.flags & kWhole) != kWhole ||
-      (h.flags & wire::flag::kRetransmit) || !sends_in(q.state))
+      (h.flags & wire::flag::kRetransmit) || h.kind == wire::Kind::kReadResp ||
+      !sends_in(q.state))
     return false;
   if (q.rcv.ride_skip > 0) {  // replies came too late lately: not this message
     --q.rcv.ride_skip;
