@@ -65,6 +65,17 @@ struct Harness {
     }
   }
 
+  // An ACK's fields (an ACK packet's, or a data packet's trailer), echoing p's EV and time.
+  static void fuzz_ack(fuzz::Input& in, wire::Packet& p) {
+    p.ack.cum_psn = in.take<uint16_t>();
+    p.ack.sack_base = p.ack.cum_psn + in.take<uint8_t>();
+    for (auto& w : p.ack.sack) w = in.take<uint64_t>();
+    p.ack.echo_ev = p.common.ev;
+    p.ack.echo_psn = in.take<uint16_t>();
+    p.ack.echo_ts = p.common.ts;
+    p.ack.ack_flags = in.take<uint8_t>();
+  }
+
   // A well-formed packet of a fuzzed kind; the fields that matter pick "right" or "random".
   std::vector<uint8_t> packet(fuzz::Input& in) {
     wire::Packet p;
@@ -94,13 +105,7 @@ struct Harness {
       payload = in.bytes(in.take<uint16_t>() % (wire::kMaxPayload + 1));
       p.data.payload_len = static_cast<uint16_t>(payload.size());
     } else if (p.common.kind == wire::Kind::kAck) {
-      p.ack.cum_psn = in.take<uint16_t>();
-      p.ack.sack_base = p.ack.cum_psn + in.take<uint8_t>();
-      for (auto& w : p.ack.sack) w = in.take<uint64_t>();
-      p.ack.echo_ev = p.common.ev;
-      p.ack.echo_psn = in.take<uint16_t>();
-      p.ack.echo_ts = p.common.ts;
-      p.ack.ack_flags = in.take<uint8_t>();
+      fuzz_ack(in, p);
     } else if (p.common.kind == wire::Kind::kNack) {
       p.nack.cum_psn = in.take<uint16_t>();
       p.nack.nack_psn = in.take<uint16_t>();
@@ -113,15 +118,7 @@ struct Harness {
     }
     // A data packet may carry an ACK (a trailer after the payload): fuzzed as an ACK's fields.
     const bool trailer = wire::is_data(p.common.kind) && (in.take<uint8_t>() & 1);
-    if (trailer) {
-      p.ack.cum_psn = in.take<uint16_t>();
-      p.ack.sack_base = p.ack.cum_psn + in.take<uint8_t>();
-      for (auto& w : p.ack.sack) w = in.take<uint64_t>();
-      p.ack.echo_ev = p.common.ev;
-      p.ack.echo_psn = in.take<uint16_t>();
-      p.ack.echo_ts = p.common.ts;
-      p.ack.ack_flags = in.take<uint8_t>();
-    }
+    if (trailer) fuzz_ack(in, p);
     std::vector<uint8_t> out(wire::header_size(p.common.kind) + payload.size() +
                              (trailer ? wire::kAckTrailerSize : 0));
     const size_t h = wire::encode_header(p, payload, out);
