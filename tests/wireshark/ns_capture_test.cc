@@ -281,12 +281,15 @@ TEST_F(NsCapture, SendRunOverEcmp_EveryPacketDecodedAndCountsEqualEngineCounters
 }
 
 // READ through a port that trims: host 0 sends READ requests, receives responses, some cut to
-// their header by host 0's T0 in plane 0 (a 50 Mbit/s port's queue, 16 KiB), and NACKs them.
+// their header by host 0's T0 in plane 0 (a 20 Mbit/s port's queue, 16 KiB: well below
+// plane 0's share of the run even when a sanitizer build on a busy machine runs at half speed:
+// at 50 Mbit/s an ASan run under CI load once offered about the port's rate and was cut nothing),
+// and NACKs them.
 TEST_F(NsCapture, ReadRunTrimmed_TrimsAndNacksDecodedAndCountEqualEngineCounters) {
   perf::SessionOptions o = short_run(perf::Op::kRead);
   o.duration_s = 0.5;  // no GSO here: a frame per packet, each checked by the Lua CRC32C
   o.trimming = true;
-  o.faults = {{0, "trim link h0 p0 0.05 16"}};
+  o.faults = {{0, "trim link h0 p0 0.02 16"}};
   capture_and_check(o, {wire::Kind::kReadReq, wire::Kind::kReadResp, /*trims=*/true});
 }
 
