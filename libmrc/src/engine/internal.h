@@ -595,9 +595,9 @@ class Core {
   /// SACK, delay; resets what it acknowledges (unacked, the kAck timer).
   void fill_ack(Qp& q, Time now, wire::AckHeader& a);
   /// Whether the ACK that message-ending packet `h` asks for waits for the app's reply
-  /// (EngineConfig::ack_rides): a one-packet message, the peer reads trailers, the last
-  /// message got a reply, and no
-  /// late reply lately (RecvState::ride_skip, counted down here).
+  /// (EngineConfig::ack_rides): a one-packet message that is no READ response, the peer reads
+  /// trailers, the last message got a reply, no late reply lately (RecvState::ride_skip,
+  /// counted down here), and the RTO leaves room for the wait.
   bool waits_for_reply(Qp& q, const wire::CommonHeader& h);
   /// An ACK that waited for a reply went without one (its timer, or the peer resent):
   /// stop waiting until a reply is quick again, and back off (RecvState::ride_skip).
