@@ -221,6 +221,11 @@ TEST(HostConfig, MinBaseRtt_DefaultAndOverride) {
   auto r = parse_host_config(R"({"planes": ["::1"]})", "t.json", env_of({}));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->udp.engine.min_base_rtt, std::chrono::microseconds(100));
+  // A UdpConfig made in code (mrc-perf, C++ users of the driver) has the same floor; the
+  // engine's own default stays 0 (simulated hardware fabrics).
+  EXPECT_EQ(UdpConfig{}.engine.min_base_rtt, kDefaultMinBaseRtt);
+  EXPECT_EQ(r->udp.engine.min_base_rtt, kDefaultMinBaseRtt);
+  EXPECT_EQ(engine::EngineConfig{}.min_base_rtt, engine::Duration{0});
   r = parse_host_config(R"({"planes": ["::1"], "min_base_rtt_us": 0})", "t.json",
                         env_of({{"MRC_MIN_BASE_RTT_US", "40"}}));
   ASSERT_TRUE(r.ok());

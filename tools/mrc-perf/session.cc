@@ -248,8 +248,10 @@ Result<SessionResult, std::string> run_session(const FabricHandle& fab, const Se
       c.engine.congestion_control = o.congestion_control;
       c.progress_threads = o.progress_threads;
       c.engine.base_rtt = engine::Duration{static_cast<int64_t>(o.base_rtt_us * 1e3)};
-      if (fab.port_gbps > 0)
-        c.engine.nic_bps = static_cast<uint64_t>(fab.port_gbps * 1e9 * f.config().planes);
+      // The ports' rate: the shaping's, else (unshaped) the fabric's nominal port rate, as a
+      // host config of this fabric gives it (io/config.cc).
+      const double gbps = fab.port_gbps > 0 ? fab.port_gbps : f.config().host_port_gbps;
+      c.engine.nic_bps = static_cast<uint64_t>(gbps * 1e9 * f.config().planes);
     };
     if (plan) {
       spec.hosts.resize(o.pattern->hosts);

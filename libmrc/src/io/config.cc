@@ -43,7 +43,7 @@ struct Fields {
   bool peer_query = true;
   double nic_gbps = 0;
   double base_rtt_us = 0;
-  double min_base_rtt_us = 100;
+  double min_base_rtt_us = static_cast<double>(kDefaultMinBaseRtt.count()) / 1000;
   int progress_nice = -10;
   uint32_t progress_threads = 0;  // 0: the driver's kDefaultProgressThreads
 };

@@ -75,6 +75,23 @@ inline constexpr engine::Duration kMaxSpin{10'000'000};
 /// the CPU from the application's own threads (perftest and NCCL's proxy spin too).
 engine::Duration default_spin();
 
+/// The floor of a learned base RTT on this datapath (EngineConfig::min_base_rtt), 100 us. The
+/// smallest RTT sample of a software datapath is one that met no scheduling delay: a busy QP's
+/// packets wait for the receiving thread's wakeup and batch, so its RTT is several times that
+/// minimum with no queue in the network. NSCC's window cap and target delay derived from the
+/// minimum (23 us on the 2-core VM's unshaped veth fabric) read that wait as congestion: a bulk
+/// WRITE ran at 14 Gbit/s with 15,000 delay decreases in 4 s, against 29 with this floor
+/// (perf/RESULTS.md 2026-11-28 (floor)). The host config's min_base_rtt_us defaults to it.
+inline constexpr engine::Duration kDefaultMinBaseRtt{100'000};
+
+/// EngineConfig with this datapath's defaults where they differ from the engine's (which
+/// also runs on simulated hardware fabrics): min_base_rtt = kDefaultMinBaseRtt.
+inline engine::EngineConfig udp_engine_defaults() {
+  engine::EngineConfig e;
+  e.min_base_rtt = kDefaultMinBaseRtt;
+  return e;
+}
+
 /// How a Transmit's path becomes a destination (see the file comment).
 enum class PathMode : uint8_t { kDirect, kSrv6, kEcmp };
 
@@ -86,7 +103,7 @@ struct PlaneConfig {
 };
 
 struct UdpConfig {
-  engine::EngineConfig engine;
+  engine::EngineConfig engine = udp_engine_defaults();
   std::vector<PlaneConfig> planes;  // index = plane number; at least one
   PathMode path_mode = PathMode::kDirect;
   std::shared_ptr<const srv6::Fabric> fabric;  // kSrv6: the fabric this host is part of
