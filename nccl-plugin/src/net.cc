@@ -1113,13 +1113,15 @@ NetStatus dereg_mr(Comm*, MemHandle* mh) {
 // ---- Transfers ------------------------------------------------------------------------------
 
 // Posts `wr` (its target, gather list and imm set) as a WRITE_IMM on QP `q` for the next free
-// send request (there is one), sending it from the caller's thread, and fills that request
+// send request (there is one), sending it from the caller's thread when the QP is idle
+// (UdpDriver::with_engine_post; else the progress thread batches it), and fills that request
 // (*out). *out stays NULL when the QP's send queue is full: NCCL retries.
 NetStatus post_write(Comm& c, engine::SendWr& wr, uint8_t q, size_t size, Request** out) {
   const uint32_t ri = c.free_reqs.back();
   wr.wr_id = ri;
   wr.opcode = engine::Opcode::kWriteImm;
-  auto st = c.dev->drv->with_engine_flush([&](Engine& en) { return en.post_send(c.qps[q], wr); });
+  auto st = c.dev->drv->with_engine_post(c.qps[q],
+                                          [&](Engine& en) { return en.post_send(c.qps[q], wr); });
   if (!st.ok()) {
     if (st.error() == engine::Error::kQueueFull) return {};
     return err(Code::kInternal, std::string("isend: post_send: ") + engine::to_string(st.error()));
@@ -1242,7 +1244,8 @@ NetStatus irecv(Comm* cp, int n, void** data, const size_t* sizes, const int* ta
   wr.sg = {&sge, 1};
   wr.inline_data = true;
   wr.signaled = false;
-  auto st = c.dev->drv->with_engine_flush([&](Engine& e) { return e.post_send(c.qps[0], wr); });
+  auto st = c.dev->drv->with_engine_post(c.qps[0],
+                                          [&](Engine& e) { return e.post_send(c.qps[0], wr); });
   if (!st.ok()) {
     if (st.error() == engine::Error::kQueueFull) return {};
     return err(Code::kInternal,

@@ -959,45 +959,59 @@ TEST(UdpDriver, Spin_NoneBeforeAnyWork) {
   d->stop();
 }
 
-// A QP of `d` toward `p` (a plain socket that never answers) on `paths`, with traffic class
-// `tclass` and ack timeout `timeout` (1.024 us x 2^timeout), and one WRITE of `src` posted on
-// it (sent once the driver runs).
+// An RTS QP of `e` toward `p` (a plain socket that never answers) on `paths`, with traffic
+// class `tclass` and ack timeout `timeout` (1.024 us x 2^timeout); 0 if a step failed.
+Qpn unanswered_qp(Engine& e, PeerId p, std::vector<Path> paths, uint8_t tclass, uint8_t timeout) {
+  const CqId cq = *e.create_cq(64);
+  QpInit init;
+  init.send_cq = init.recv_cq = cq;
+  init.local_token = 5;
+  const Qpn q = *e.create_qp(init);
+  QpAttr at;
+  at.state = QpState::kInit;
+  if (!e.modify_qp(q, at, attr::kState).ok()) return 0;
+  at.state = QpState::kRtr;
+  at.peer = p;
+  at.dest_qpn = 9;
+  at.remote_token = 6;
+  at.paths = std::move(paths);
+  at.traffic_class = tclass;
+  at.timeout = timeout;
+  if (!e.modify_qp(q, at,
+                   attr::kState | attr::kDest | attr::kPaths | attr::kTrafficClass |
+                       attr::kTimeout)
+           .ok())
+    return 0;
+  at.state = QpState::kRts;
+  return e.modify_qp(q, at, attr::kState).ok() ? q : 0;
+}
+
+// One WRITE of `src` (registered as `lkey`) on QP `q`.
+Status<Error> post_write_of(Engine& e, Qpn q, std::vector<uint8_t>& src, uint32_t lkey) {
+  Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
+  SendWr wr;
+  wr.opcode = Opcode::kWrite;
+  wr.sg = {&sge, 1};
+  wr.remote_addr = 0x1000;
+  wr.rkey = 1;
+  return e.post_send(q, wr);
+}
+
+// A QP of `d` toward `p` (unanswered_qp) and one WRITE of `src` posted on it (sent once the
+// driver runs); the QP and the lkey of `src` are returned.
 // flush: posted through with_engine_flush (the WRITE leaves from the caller's thread, as a
 // front end's post does) instead of with_engine (the progress loop sends it).
-void post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths, uint8_t tclass,
-                           std::vector<uint8_t>& src, uint8_t timeout = QpAttr{}.timeout,
-                           bool flush = false) {
+std::pair<Qpn, uint32_t> post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths,
+                                               uint8_t tclass, std::vector<uint8_t>& src,
+                                               uint8_t timeout = QpAttr{}.timeout,
+                                               bool flush = false) {
+  Qpn q = 0;
+  uint32_t lkey = 0;
   auto post = [&](Engine& e) {
-    const CqId cq = *e.create_cq(64);
-    QpInit init;
-    init.send_cq = init.recv_cq = cq;
-    init.local_token = 5;
-    const Qpn q = *e.create_qp(init);
-    QpAttr at;
-    at.state = QpState::kInit;
-    ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
-    at.state = QpState::kRtr;
-    at.peer = p;
-    at.dest_qpn = 9;
-    at.remote_token = 6;
-    at.paths = std::move(paths);
-    at.traffic_class = tclass;
-    at.timeout = timeout;
-    ASSERT_TRUE(e.modify_qp(q, at,
-                            attr::kState | attr::kDest | attr::kPaths | attr::kTrafficClass |
-                                attr::kTimeout)
-                    .ok());
-    at.state = QpState::kRts;
-    ASSERT_TRUE(e.modify_qp(q, at, attr::kState).ok());
-    const uint32_t lkey =
-        *e.register_mr(src.data(), src.size(), reinterpret_cast<uint64_t>(src.data()), 0);
-    Sge sge{reinterpret_cast<uint64_t>(src.data()), static_cast<uint32_t>(src.size()), lkey};
-    SendWr wr;
-    wr.opcode = Opcode::kWrite;
-    wr.sg = {&sge, 1};
-    wr.remote_addr = 0x1000;
-    wr.rkey = 1;
-    ASSERT_TRUE(e.post_send(q, wr).ok());
+    q = unanswered_qp(e, p, std::move(paths), tclass, timeout);
+    ASSERT_NE(q, 0u);
+    lkey = *e.register_mr(src.data(), src.size(), reinterpret_cast<uint64_t>(src.data()), 0);
+    ASSERT_TRUE(post_write_of(e, q, src, lkey).ok());
   };
   if (flush)
     d.with_engine_flush([&](Engine& e) {
@@ -1006,6 +1020,7 @@ void post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths, uint
     });
   else
     d.with_engine(post);
+  return {q, lkey};
 }
 
 // A plain UDP socket on ::1 (an ephemeral port, receives time out after 5 s) that a driver
@@ -1214,6 +1229,44 @@ TEST(UdpDriver, Counters_AppWakeupsCountOnlyCallsThatWake) {
   for (int i = 0; i < 5; ++i) d->with_engine([](Engine&) { return 0; });
   EXPECT_EQ(d->counters().app_wakeups, before + 5);
   d->stop();
+  ::close(fd);
+}
+
+// with_engine_post: a post to a QP with nothing in flight leaves from the caller's thread at
+// once (the latency path, no loop round); one to a QP with packets in flight is left to the
+// loop, which sends it in its next round with whatever else is ready (one batch per plane,
+// GSO runs across messages) and is woken for it.
+TEST(UdpDriver, WithEnginePost_IdleQpSendsAtOnce_BusyQpLeftToTheLoop) {
+  int fd = -1;
+  sockaddr_in6 peer{};
+  auto d = driver_and_silent_peer(fd, peer);
+  ASSERT_NE(d, nullptr);
+  const PeerId p = d->add_peer({peer});
+  auto src = pattern(4000, 9);  // one packet
+  // Not started: only the caller's thread and step() send. Ack timeout 16 (268 ms): no RTO.
+  Qpn q = 0;
+  uint32_t lkey = 0;
+  d->with_engine([&](Engine& e) {
+    q = unanswered_qp(e, p, {Path{1, 0}}, 0, 16);
+    lkey = *e.register_mr(src.data(), src.size(), reinterpret_cast<uint64_t>(src.data()), 0);
+  });
+  ASSERT_NE(q, 0u);
+  d->step(0ms);  // the wakeup of with_engine, consumed
+  const UdpCounters before = d->counters();
+  ASSERT_TRUE(d->with_engine_post(q, [&](Engine& e) { return post_write_of(e, q, src, lkey); })
+                  .ok());
+  EXPECT_EQ(d->counters().datagrams_sent, before.datagrams_sent + 1) << "idle QP: sent at once";
+  EXPECT_EQ(d->counters().app_wakeups, before.app_wakeups);
+  EXPECT_EQ(d->peek_engine([&](Engine& e) { return e.in_flight(q); }), 1u);
+  ASSERT_TRUE(d->with_engine_post(q, [&](Engine& e) { return post_write_of(e, q, src, lkey); })
+                  .ok());
+  EXPECT_EQ(d->counters().datagrams_sent, before.datagrams_sent + 1) << "busy QP: left to the loop";
+  EXPECT_EQ(d->counters().app_wakeups, before.app_wakeups + 1);
+  d->step(0ms);  // the loop's round (woken: its event is readable) sends it
+  EXPECT_EQ(d->counters().datagrams_sent, before.datagrams_sent + 2);
+  EXPECT_EQ(d->peek_engine([&](Engine& e) { return e.in_flight(q); }), 2u);
+  uint8_t rx[9000];
+  for (int i = 0; i < 2; ++i) EXPECT_GT(::recv(fd, rx, sizeof rx, 0), 0) << i;
   ::close(fd);
 }
 

@@ -1330,6 +1330,11 @@ bool Engine::path_stats(Qpn qpn, std::vector<PathStats>& out) const {
   return true;
 }
 
+size_t Engine::in_flight(Qpn qpn) const {
+  const Qp* q = impl_->qp(qpn);
+  return q ? q->snd.inflight() : 0;
+}
+
 bool Engine::idle() const {
   const Core& c = *impl_;
   if (!c.ctrl.empty() || !c.ackq.empty() || !c.udq.empty()) return false;

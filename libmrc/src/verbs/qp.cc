@@ -270,7 +270,7 @@ int wr_complete(ibv_qp_ex* q) {
   McastFans fans;  // a multicast AH's members, found before the engine's lock
   if (q->qp_base.qp_type == IBV_QPT_UD)
     for (auto& w : p->pending) fans.prepare(p->ctx->dev, w.ah);
-  driver_of(&q->qp_base).with_engine_flush([&](engine::Engine& e) {
+  driver_of(&q->qp_base).with_engine_post(q->qp_base.qp_num, [&](engine::Engine& e) {
     for (auto& w : p->pending) {
       engine::Sge inl;
       if (w.local_op) {  // a window bound or invalidated now, completed in order (mw.cc)
@@ -811,7 +811,7 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   McastFans fans;  // a multicast AH's members, found before the engine's lock
   if (qp->qp_type == IBV_QPT_UD)
     for (ibv_send_wr* w = wr; w; w = w->next) fans.prepare(q->ctx->dev, w->wr.ud.ah);
-  driver_of(qp).with_engine_flush([&](engine::Engine& e) {
+  driver_of(qp).with_engine_post(qp->qp_num, [&](engine::Engine& e) {
     Scratch<engine::Sge, engine::kMaxSge> sge_room;  // convert fills the WR's num_sge
     engine::Sge* const sges = sge_room.v;
     for (ibv_send_wr* w = wr; w; w = w->next) {

@@ -535,6 +535,8 @@ class Engine {
   Qpn max_qpn() const;
   /// True when no QP has anything in flight or queued to send.
   bool idle() const;
+  /// Packets of `qpn` sent and not yet cumulatively acknowledged (0: no such QP). O(1).
+  size_t in_flight(Qpn qpn) const;
   /// Entries in the timer heap, superseded ones not yet dropped included (tests: the heap
   /// stays bounded by the QPs with a timer plus the compaction's slack, docs/engine.md).
   size_t timer_heap_size() const;

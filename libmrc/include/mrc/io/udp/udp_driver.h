@@ -404,6 +404,39 @@ class UdpDriver {
     return r;
   }
 
+  /// A post to QP `qpn` (verbs post_send, the NCCL plugin's sends): with_engine_flush when
+  /// the QP has nothing in flight (a message to an idle pipe leaves from the caller's thread,
+  /// without a wakeup: the latency path), else with_engine (the progress thread sends it with
+  /// what the ACKs release). Flushing every post of a busy pipe sent each message's packets
+  /// alone: a 64 KiB WRITE sprayed 2 datagrams to each of 4 planes, 4 sendmmsg calls of
+  /// 2 datagrams and no GSO run, each forwarded in the app's thread, where the loop's batch
+  /// groups many messages' packets into one sendmmsg per plane with GSO runs per path
+  /// (ib_write_bw on the unshaped 4 x 4 fabric: 8.2 sendmmsg per message, 6.7-10 Gbit/s;
+  /// perf/RESULTS.md 2026-11-28 (floor)). f must return a value.
+  template <class F>
+  decltype(auto) with_engine_post(engine::Qpn qpn, F&& f) {
+    bool must_wake = false;
+    struct After {
+      UdpDriver* d;
+      bool& wake;
+      ~After() {
+        d->activity_.fetch_add(1, std::memory_order_release);
+        if (wake) d->wake();
+      }
+    } after_unlock{this, must_wake};  // destroyed after `lock`
+    std::unique_lock lock(mu_);
+    const bool busy = engine_->in_flight(qpn) > 0;
+    auto r = f(*engine_);
+    if (busy) {  // the loop sends it: woken after the unlock, as with_engine does
+      ++counters_.app_wakeups;
+      must_wake = true;
+      return r;
+    }
+    must_wake = flush_unlock(lock);
+    if (must_wake) app_flush_wakeups_.fetch_add(1, std::memory_order_relaxed);
+    return r;
+  }
+
   /// The poller's turn (see the file comment): for a thread that waits for a completion and
   /// found none. Receives what the plane sockets hold (one batch each, no waiting), feeds it to
   /// the engine, runs its timers when one is due (the loop leaves them to pollers while they
