@@ -1232,11 +1232,12 @@ TEST(UdpDriver, Counters_AppWakeupsCountOnlyCallsThatWake) {
   ::close(fd);
 }
 
-// with_engine_post: a post to a QP with nothing in flight leaves from the caller's thread at
-// once (the latency path, no loop round); one to a QP with packets in flight is left to the
-// loop, which sends it in its next round with whatever else is ready (one batch per plane,
-// GSO runs across messages) and is woken for it.
-TEST(UdpDriver, WithEnginePost_IdleQpSendsAtOnce_BusyQpLeftToTheLoop) {
+// with_engine_post: a post to a QP with fewer than kPostBatchInFlight packets in flight (an
+// idle one, a ping-pong's) leaves from the caller's thread at once (the latency path, no loop
+// round); one to a QP with that backlog is left to the loop, which is woken for it and sends it
+// in its next round with whatever else is ready (one batch per plane, GSO runs across
+// messages).
+TEST(UdpDriver, WithEnginePost_SentAtOnceUntilABacklog_ThenLeftToTheLoop) {
   int fd = -1;
   sockaddr_in6 peer{};
   auto d = driver_and_silent_peer(fd, peer);
@@ -1253,20 +1254,26 @@ TEST(UdpDriver, WithEnginePost_IdleQpSendsAtOnce_BusyQpLeftToTheLoop) {
   ASSERT_NE(q, 0u);
   d->step(0ms);  // the wakeup of with_engine, consumed
   const UdpCounters before = d->counters();
-  ASSERT_TRUE(d->with_engine_post(q, [&](Engine& e) { return post_write_of(e, q, src, lkey); })
-                  .ok());
-  EXPECT_EQ(d->counters().datagrams_sent, before.datagrams_sent + 1) << "idle QP: sent at once";
+  const auto post = [&] {
+    return d->with_engine_post(q, [&](Engine& e) { return post_write_of(e, q, src, lkey); });
+  };
+  for (size_t i = 0; i < kPostBatchInFlight; ++i) {
+    ASSERT_TRUE(post().ok()) << i;
+    EXPECT_EQ(d->counters().datagrams_sent, before.datagrams_sent + i + 1) << "sent at once " << i;
+  }
   EXPECT_EQ(d->counters().app_wakeups, before.app_wakeups);
-  EXPECT_EQ(d->peek_engine([&](Engine& e) { return e.in_flight(q); }), 1u);
-  ASSERT_TRUE(d->with_engine_post(q, [&](Engine& e) { return post_write_of(e, q, src, lkey); })
-                  .ok());
-  EXPECT_EQ(d->counters().datagrams_sent, before.datagrams_sent + 1) << "busy QP: left to the loop";
+  EXPECT_EQ(d->peek_engine([&](Engine& e) { return e.in_flight(q); }), kPostBatchInFlight);
+  ASSERT_TRUE(post().ok());
+  EXPECT_EQ(d->counters().datagrams_sent, before.datagrams_sent + kPostBatchInFlight)
+      << "a backlog: left to the loop";
   EXPECT_EQ(d->counters().app_wakeups, before.app_wakeups + 1);
-  d->step(0ms);  // the loop's round (woken: its event is readable) sends it
-  EXPECT_EQ(d->counters().datagrams_sent, before.datagrams_sent + 2);
-  EXPECT_EQ(d->peek_engine([&](Engine& e) { return e.in_flight(q); }), 2u);
+  const uint64_t woke = d->counters().loop_woke_app;
+  d->step(0ms);  // the loop's round, woken by the post's eventfd, sends it
+  EXPECT_EQ(d->counters().loop_woke_app, woke + 1) << "the post woke the loop";
+  EXPECT_EQ(d->counters().datagrams_sent, before.datagrams_sent + kPostBatchInFlight + 1);
+  EXPECT_EQ(d->peek_engine([&](Engine& e) { return e.in_flight(q); }), kPostBatchInFlight + 1);
   uint8_t rx[9000];
-  for (int i = 0; i < 2; ++i) EXPECT_GT(::recv(fd, rx, sizeof rx, 0), 0) << i;
+  for (size_t i = 0; i <= kPostBatchInFlight; ++i) EXPECT_GT(::recv(fd, rx, sizeof rx, 0), 0) << i;
   ::close(fd);
 }
 

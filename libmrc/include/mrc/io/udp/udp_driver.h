@@ -92,6 +92,11 @@ inline engine::EngineConfig udp_engine_defaults() {
   return e;
 }
 
+/// Packets in flight on a QP from which UdpDriver::with_engine_post leaves a post to the
+/// loop's batch (16: two GSO runs of 8 full datagrams). Below it (a ping-pong whose last
+/// message's ACK went alone, a QP's occasional control record) the post is sent at once.
+inline constexpr size_t kPostBatchInFlight = 16;
+
 /// How a Transmit's path becomes a destination (see the file comment).
 enum class PathMode : uint8_t { kDirect, kSrv6, kEcmp };
 
@@ -244,7 +249,8 @@ struct UdpCounters {
                             // found nothing
   uint64_t loop_rx_rounds = 0;  // loop rounds (any thread) that read datagrams: the receive
                                 // work pollers left to it
-  uint64_t app_wakeups = 0;      // app calls (with_engine, with_engine_flush) that woke thread 0
+  uint64_t app_wakeups = 0;      // app calls (with_engine, with_engine_flush, with_engine_post)
+                                 // that woke thread 0
   // Connectionless probes (io/udp/probes.h).
   uint64_t probes_answered = 0;        // probes to dst_qpn 0 answered
   uint64_t probes_rate_limited = 0;    // ...not answered: over Probes::kAnswersPerSecond
@@ -404,15 +410,18 @@ class UdpDriver {
     return r;
   }
 
-  /// A post to QP `qpn` (verbs post_send, the NCCL plugin's sends): with_engine_flush when
-  /// the QP has nothing in flight (a message to an idle pipe leaves from the caller's thread,
-  /// without a wakeup: the latency path), else with_engine (the progress thread sends it with
-  /// what the ACKs release). Flushing every post of a busy pipe sent each message's packets
-  /// alone: a 64 KiB WRITE sprayed 2 datagrams to each of 4 planes, 4 sendmmsg calls of
-  /// 2 datagrams and no GSO run, each forwarded in the app's thread, where the loop's batch
-  /// groups many messages' packets into one sendmmsg per plane with GSO runs per path
-  /// (ib_write_bw on the unshaped 4 x 4 fabric: 8.2 sendmmsg per message, 6.7-10 Gbit/s;
-  /// perf/RESULTS.md 2026-11-28 (floor)). f must return a value.
+  /// A post to QP `qpn` (verbs post_send, the NCCL plugin's sends): with_engine_flush unless
+  /// the QP has a backlog (kPostBatchInFlight packets or more in flight) and no poller holds
+  /// the sockets; then as with_engine: the progress loop is woken and sends it in its round,
+  /// with every other ready packet (one sendmmsg per plane, GSO runs per path). A post to an
+  /// idle QP, a ping-pong's every message, small control records, and posts while an app
+  /// thread polls leave from the caller's thread as before. Flushed alone, each post of a deep
+  /// queue went out as its own sends: a 64 KiB WRITE sprayed over 4 planes was 4 sendmmsg of
+  /// 2 datagrams, no GSO run, forwarded in the app's thread (ib_write_bw on the unshaped 4 x 4
+  /// fabric: 8.2 sendmmsg per message in a run at 0.84-1.25 GB/s; perf/RESULTS.md 2026-11-28
+  /// (floor), where that slow state did not come back and the gain measured is 1.02-1.15x).
+  /// A flush sends whatever the engine has ready, other QPs' backlog included (flush_unlock).
+  /// f must return a value.
   template <class F>
   decltype(auto) with_engine_post(engine::Qpn qpn, F&& f) {
     bool must_wake = false;
@@ -425,9 +434,10 @@ class UdpDriver {
       }
     } after_unlock{this, must_wake};  // destroyed after `lock`
     std::unique_lock lock(mu_);
-    const bool busy = engine_->in_flight(qpn) > 0;
+    const bool backlog = engine_->in_flight(qpn) >= kPostBatchInFlight &&
+                         poller_until_ns_.load(std::memory_order_relaxed) <= io::now().count();
     auto r = f(*engine_);
-    if (busy) {  // the loop sends it: woken after the unlock, as with_engine does
+    if (backlog) {  // the loop sends it: woken after the unlock, as with_engine does
       ++counters_.app_wakeups;
       must_wake = true;
       return r;
