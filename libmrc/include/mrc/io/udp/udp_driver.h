@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "mrc/common/result.h"
@@ -394,20 +395,7 @@ class UdpDriver {
   /// post never costs a loop round. f must return a value.
   template <class F>
   decltype(auto) with_engine_flush(F&& f) {
-    bool must_wake = false;
-    struct After {
-      UdpDriver* d;
-      bool& wake;
-      ~After() {
-        d->activity_.fetch_add(1, std::memory_order_release);
-        if (wake) d->wake();
-      }
-    } after_unlock{this, must_wake};  // destroyed after `lock`
-    std::unique_lock lock(mu_);
-    auto r = f(*engine_);
-    must_wake = flush_unlock(lock);
-    if (must_wake) app_flush_wakeups_.fetch_add(1, std::memory_order_relaxed);
-    return r;
+    return post_call(nullptr, std::forward<F>(f));
   }
 
   /// A post to QP `qpn` (verbs post_send, the NCCL plugin's sends): with_engine_flush unless
@@ -424,27 +412,7 @@ class UdpDriver {
   /// f must return a value.
   template <class F>
   decltype(auto) with_engine_post(engine::Qpn qpn, F&& f) {
-    bool must_wake = false;
-    struct After {
-      UdpDriver* d;
-      bool& wake;
-      ~After() {
-        d->activity_.fetch_add(1, std::memory_order_release);
-        if (wake) d->wake();
-      }
-    } after_unlock{this, must_wake};  // destroyed after `lock`
-    std::unique_lock lock(mu_);
-    const bool backlog = engine_->in_flight(qpn) >= kPostBatchInFlight &&
-                         poller_until_ns_.load(std::memory_order_relaxed) <= io::now().count();
-    auto r = f(*engine_);
-    if (backlog) {  // the loop sends it: woken after the unlock, as with_engine does
-      ++counters_.app_wakeups;
-      must_wake = true;
-      return r;
-    }
-    must_wake = flush_unlock(lock);
-    if (must_wake) app_flush_wakeups_.fetch_add(1, std::memory_order_relaxed);
-    return r;
+    return post_call(&qpn, std::forward<F>(f));
   }
 
   /// The poller's turn (see the file comment): for a thread that waits for a completion and
@@ -682,6 +650,34 @@ class UdpDriver {
   // The progress threads' shares of the planes (shards_[0]: thread 0's, with event_fd_),
   // and step()'s: every plane, as thread 0.
   std::vector<std::unique_ptr<Shard>> shards_;
+  // with_engine_flush (qpn null) and with_engine_post (*qpn): f under mu_, then flush_unlock,
+  // or, for a post to a QP with a backlog while no poller holds the sockets, a wakeup of the
+  // loop after the unlock (with_engine's way). activity_ grows after the unlock either way.
+  template <class F>
+  decltype(auto) post_call(const engine::Qpn* qpn, F&& f) {
+    bool must_wake = false;
+    struct After {
+      UdpDriver* d;
+      bool& wake;
+      ~After() {
+        d->activity_.fetch_add(1, std::memory_order_release);
+        if (wake) d->wake();
+      }
+    } after_unlock{this, must_wake};  // destroyed after `lock`
+    std::unique_lock lock(mu_);
+    const bool backlog = qpn && engine_->in_flight(*qpn) >= kPostBatchInFlight &&
+                         poller_until_ns_.load(std::memory_order_relaxed) <= io::now().count();
+    auto r = f(*engine_);
+    if (backlog) {  // the loop sends it
+      ++counters_.app_wakeups;
+      must_wake = true;
+      return r;
+    }
+    must_wake = flush_unlock(lock);
+    if (must_wake) app_flush_wakeups_.fetch_add(1, std::memory_order_relaxed);
+    return r;
+  }
+
   std::unique_ptr<Shard> step_shard_;
   std::vector<uint32_t> plane_shard_;  // plane -> index into shards_
   std::atomic<bool> started_{false};  // written under mu_ (start, stop)
