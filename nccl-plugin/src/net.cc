@@ -1113,9 +1113,9 @@ NetStatus dereg_mr(Comm*, MemHandle* mh) {
 // ---- Transfers ------------------------------------------------------------------------------
 
 // Posts `wr` (its target, gather list and imm set) as a WRITE_IMM on QP `q` for the next free
-// send request (there is one), sending it from the caller's thread when the QP is idle
-// (UdpDriver::with_engine_post; else the progress thread batches it), and fills that request
-// (*out). *out stays NULL when the QP's send queue is full: NCCL retries.
+// send request (there is one), sending it from the caller's thread unless the QP has a
+// backlog in flight (UdpDriver::with_engine_post: then the progress thread batches it), and
+// fills that request (*out). *out stays NULL when the QP's send queue is full: NCCL retries.
 NetStatus post_write(Comm& c, engine::SendWr& wr, uint8_t q, size_t size, Request** out) {
   const uint32_t ri = c.free_reqs.back();
   wr.wr_id = ri;

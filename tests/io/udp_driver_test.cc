@@ -998,19 +998,17 @@ Status<Error> post_write_of(Engine& e, Qpn q, std::vector<uint8_t>& src, uint32_
 }
 
 // A QP of `d` toward `p` (unanswered_qp) and one WRITE of `src` posted on it (sent once the
-// driver runs); the QP and the lkey of `src` are returned.
+// driver runs).
 // flush: posted through with_engine_flush (the WRITE leaves from the caller's thread, as a
 // front end's post does) instead of with_engine (the progress loop sends it).
-std::pair<Qpn, uint32_t> post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths,
-                                               uint8_t tclass, std::vector<uint8_t>& src,
-                                               uint8_t timeout = QpAttr{}.timeout,
-                                               bool flush = false) {
-  Qpn q = 0;
-  uint32_t lkey = 0;
+void post_unanswered_write(UdpDriver& d, PeerId p, std::vector<Path> paths, uint8_t tclass,
+                           std::vector<uint8_t>& src, uint8_t timeout = QpAttr{}.timeout,
+                           bool flush = false) {
   auto post = [&](Engine& e) {
-    q = unanswered_qp(e, p, std::move(paths), tclass, timeout);
+    const Qpn q = unanswered_qp(e, p, std::move(paths), tclass, timeout);
     ASSERT_NE(q, 0u);
-    lkey = *e.register_mr(src.data(), src.size(), reinterpret_cast<uint64_t>(src.data()), 0);
+    const uint32_t lkey =
+        *e.register_mr(src.data(), src.size(), reinterpret_cast<uint64_t>(src.data()), 0);
     ASSERT_TRUE(post_write_of(e, q, src, lkey).ok());
   };
   if (flush)
@@ -1020,7 +1018,6 @@ std::pair<Qpn, uint32_t> post_unanswered_write(UdpDriver& d, PeerId p, std::vect
     });
   else
     d.with_engine(post);
-  return {q, lkey};
 }
 
 // A plain UDP socket on ::1 (an ephemeral port, receives time out after 5 s) that a driver
