@@ -362,6 +362,27 @@ TEST_F(NsFabricTest, Up_EverySrv6PathAndPlainEcmp_Deliver) {
   EXPECT_EQ(fabric().paths(0, 1, 0).size(), 2u);
 }
 
+// Every port, host or switch, re-solicits a neighbour after kNeighRetransMs (IPv6 and IPv4):
+// a solicitation lost to a full port queue left a plane dark for Linux's 1 s.
+TEST_F(NsFabricTest, Up_EveryPortResolicitsNeighboursIn100Ms) {
+  const std::string ms = std::to_string(kNeighRetransMs) + "\n";
+  std::vector<std::pair<std::string, std::string>> ports;  // (namespace, interface)
+  for (uint32_t p = 0; p < 2; ++p) {
+    ports.emplace_back(nf_->host_netns(0), fabric().host_ifname(0, p));
+    const SwitchId t0{Tier::kT0, p, fabric().t0_of(0)};
+    for (const srv6::Port& port : fabric().ports(t0))
+      ports.emplace_back(nf_->switch_netns(t0), port.ifname);  // its host and spine ports
+  }
+  for (const auto& [ns, ifname] : ports) {
+    for (const char* v : {"ipv6", "ipv4"}) {
+      auto r = run_command({"ip", "netns", "exec", ns, "sysctl", "-n",
+                            std::string("net.") + v + ".neigh." + ifname + ".retrans_time_ms"});
+      ASSERT_TRUE(r.ok()) << r.error();
+      EXPECT_EQ(*r, ms) << ns << " " << ifname << " " << v;
+    }
+  }
+}
+
 TEST_F(NsFabricTest, Up_StateAttachAndSecondUpRefused) {
   EXPECT_EQ(netns_with(prefix_).size(), 11u);
   EXPECT_TRUE(std::filesystem::exists(state_dir(prefix_) + "/fabric.json"));

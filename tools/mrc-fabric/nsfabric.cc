@@ -938,6 +938,16 @@ Status<std::string> build(const Layout& l, const Options& o) {
       for (const std::string& i : ifs) {
         if (auto r = srv6::set_link_up(i, true); !r) return r;
       }
+      // A lost neighbour solicitation (a port's queue full, a backlog drop under load) is sent
+      // again after kNeighRetransMs, not Linux's 1 s: a fresh fabric's plane stayed dark for a
+      // whole short run (NsCapture.ReadRunTrimmed: its T0's entry for the host INCOMPLETE).
+      // Per port: a namespace other than the first has no neigh "default" to inherit from.
+      for (const std::string& i : l.ports(n)) {
+        for (const char* v : {"ipv6", "ipv4"}) {
+          const std::string k = std::string("net.") + v + ".neigh." + i + ".retrans_time_ms";
+          if (auto r = set_sysctl(k, std::to_string(kNeighRetransMs)); !r) return r;
+        }
+      }
       if (n.is_host && o.mgmt) {
         if (auto r = set_mgmt_port(n.host); !r) return r;
       }

@@ -9,7 +9,8 @@
 //                switch_name); every cable a veth pair with fabric.h's interface names,
 //                MTU Options::mtu, made directly into its two namespaces.
 //   sysctls      all: accept_dad=0 (addresses usable at once), addr_gen_mode=1 (only the
-//                plan's link-locals), keep_addr_on_down=1; switches also forwarding=1,
+//                plan's link-locals), keep_addr_on_down=1; every port's neighbour
+//                retrans_time_ms kNeighRetransMs (IPv6, IPv4); switches also forwarding=1,
 //                seg6_enabled=1 (all and every interface), fib_multipath_hash_policy=1.
 //   routes       export_linux.h plans through srv6/netlink.h (or, with use_netlink=false,
 //                through its ip commands): hosts host_plan (per-plane tables); switches
@@ -82,6 +83,9 @@ inline const srv6::SwitchPlanOptions kSwitchPlan = {.plain_routes = true, .end_d
 
 inline constexpr uint32_t kTbfBurstBytes = 128 * 1024;
 inline constexpr uint32_t kTbfLimitBytes = 512 * 1024;
+// Every namespace's neighbour retransmit time (Linux's default 1000): a solicitation lost to a
+// full port queue costs a next hop this long, not a second.
+inline constexpr int kNeighRetransMs = 100;
 // kMaxShapedGbps (fault.h): up() refuses faster ports while shaping.
 
 // The management network: host H is 10.255.<H / 250>.<H % 250 + 1>/16 on its mgmt0
