@@ -83,7 +83,7 @@ inline const srv6::SwitchPlanOptions kSwitchPlan = {.plain_routes = true, .end_d
 
 inline constexpr uint32_t kTbfBurstBytes = 128 * 1024;
 inline constexpr uint32_t kTbfLimitBytes = 512 * 1024;
-// Every namespace's neighbour retransmit time (Linux's default 1000): a solicitation lost to a
+// Every fabric port's neighbour retransmit time (Linux's default 1000): a solicitation lost to a
 // full port queue costs a next hop this long, not a second.
 inline constexpr int kNeighRetransMs = 100;
 // kMaxShapedGbps (fault.h): up() refuses faster ports while shaping.
