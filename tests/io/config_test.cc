@@ -48,60 +48,34 @@ TEST(HostConfig, Parse_FileThenEnvironmentWins) {
   EXPECT_NE(r->sources.find("MRC_PORT"), std::string::npos) << r->sources;
 }
 
-TEST(HostConfig, PollerProgress_OffByDefaultFileThenEnvironment) {
+TEST(HostConfig, PollerProgress_OnByDefaultFileThenEnvironment) {
   auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
   ASSERT_TRUE(d.ok()) << d.error();
-  EXPECT_FALSE(d->udp.poller_progress);
-  auto f = parse_host_config(R"({"planes": ["::1"], "poller_progress": true})", "a.json",
+  EXPECT_TRUE(d->udp.poller_progress);
+  EXPECT_EQ(d->udp.poller_grace, engine::Duration{200'000});
+  auto f = parse_host_config(R"({"planes": ["::1"], "poller_progress": false})", "a.json",
                              env_of({}));
   ASSERT_TRUE(f.ok()) << f.error();
-  EXPECT_TRUE(f->udp.poller_progress);
-  auto e = parse_host_config(R"({"planes": ["::1"], "poller_progress": true})", "a.json",
-                             env_of({{"MRC_POLLER_PROGRESS", "0"}}));
+  EXPECT_FALSE(f->udp.poller_progress);
+  auto e = parse_host_config(R"({"planes": ["::1"], "poller_progress": false})", "a.json",
+                             env_of({{"MRC_POLLER_PROGRESS", "1"}}));
   ASSERT_TRUE(e.ok()) << e.error();
-  EXPECT_FALSE(e->udp.poller_progress);
+  EXPECT_TRUE(e->udp.poller_progress);
 }
 
-TEST(HostConfig, AckRides_OnByDefaultFileThenEnvironmentBadNamed) {
+// The progress threads' nice value: 0 unless asked (-10 starved the polling app threads on
+// 2 cores), from the file, then the environment.
+TEST(HostConfig, ProgressNice_ZeroByDefaultFileThenEnvironment) {
   auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
   ASSERT_TRUE(d.ok()) << d.error();
-  EXPECT_TRUE(d->udp.engine.ack_rides);
-  auto f = parse_host_config(R"({"planes": ["::1"], "ack_rides": false})", "a.json", env_of({}));
+  EXPECT_EQ(d->udp.progress_nice, 0);
+  auto f = parse_host_config(R"({"planes": ["::1"], "progress_nice": -5})", "a.json", env_of({}));
   ASSERT_TRUE(f.ok()) << f.error();
-  EXPECT_FALSE(f->udp.engine.ack_rides);
-  auto e = parse_host_config(R"({"planes": ["::1"], "ack_rides": false})", "a.json",
-                             env_of({{"MRC_ACK_RIDES", "1"}}));
+  EXPECT_EQ(f->udp.progress_nice, -5);
+  auto e = parse_host_config(R"({"planes": ["::1"], "progress_nice": -5})", "a.json",
+                             env_of({{"MRC_PROGRESS_NICE", "3"}}));
   ASSERT_TRUE(e.ok()) << e.error();
-  EXPECT_TRUE(e->udp.engine.ack_rides);
-  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "ack_rides": 1})", "a.json",
-                                       env_of({})))
-                .find("a.json: /ack_rides"),
-            std::string::npos);
-  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
-                                       env_of({{"MRC_ACK_RIDES", "maybe"}})))
-                .find("MRC_ACK_RIDES: must be 0/1/true/false, got maybe"),
-            std::string::npos);
-}
-
-TEST(HostConfig, Spin_DriverChoosesUnlessFileOrEnvironmentBadNamed) {
-  auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
-  ASSERT_TRUE(d.ok()) << d.error();
-  EXPECT_EQ(d->udp.spin, kAutoSpin);
-  auto f = parse_host_config(R"({"planes": ["::1"], "spin_us": 20})", "a.json", env_of({}));
-  ASSERT_TRUE(f.ok()) << f.error();
-  EXPECT_EQ(f->udp.spin, engine::Duration{20'000});
-  auto e = parse_host_config(R"({"planes": ["::1"], "spin_us": 20})", "a.json",
-                             env_of({{"MRC_SPIN_US", "0"}}));
-  ASSERT_TRUE(e.ok()) << e.error();
-  EXPECT_EQ(e->udp.spin, engine::Duration{0});
-  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"], "spin_us": 10001})", "a.json",
-                                       env_of({})))
-                .find("a.json: /spin_us: must be a number 0..10000, got 10001"),
-            std::string::npos);
-  EXPECT_NE(error_of(parse_host_config(R"({"planes": ["::1"]})", "a.json",
-                                       env_of({{"MRC_SPIN_US", "fast"}})))
-                .find("MRC_SPIN_US: must be a number 0..10000, got fast"),
-            std::string::npos);
+  EXPECT_EQ(e->udp.progress_nice, 3);
 }
 
 TEST(HostConfig, PollerGrace_DriverDefaultFileThenEnvironmentBadNamed) {

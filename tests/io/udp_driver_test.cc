@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -1353,6 +1354,54 @@ TEST(UdpDriver, PollProgress_PollerRunsTimersLoopTakesThemBack) {
   // ran this timer may not be counted yet).
   EXPECT_GT(after.timeouts, polled.timeouts);
   EXPECT_EQ(after.poller_rounds, polled.poller_rounds);
+  d->stop();
+  ::close(fd);
+}
+
+// An app that stops polling to sleep (poller_leaves; the verbs face calls it from
+// ibv_req_notify_cq) hands the sockets and timers back to the loop at once, not after
+// poller_grace. With a 1 s grace and a WRITE nobody answers: after one poll, no retransmission
+// comes while the hold lasts (nobody runs the RTO); after poller_leaves, one comes at once.
+TEST(UdpDriver, PollerLeaves_LoopTakesTheTimersBackAtOnce) {
+  sockaddr_in6 peer{};
+  const int fd = plain_socket(&peer);
+  ASSERT_GE(fd, 0);
+  UdpConfig cfg;
+  cfg.planes.push_back(PlaneConfig{"::1", 0});
+  cfg.poller_progress = true;
+  cfg.poller_grace = kMaxPollerGrace;  // 1 s
+  auto d = make_driver(cfg);
+  ASSERT_NE(d, nullptr);
+  const PeerId p = d->add_peer({peer});
+  d->start();
+  auto src = pattern(4000, 9);  // one packet
+  post_unanswered_write(*d, p, {Path{1, 0}}, 0, src, 12, /*flush=*/true);  // RTO 4.2 ms
+  uint8_t rx[8192];
+  ASSERT_GT(::recv(fd, rx, sizeof rx, 0), 0) << std::strerror(errno);  // the first copy
+  const auto copy_within = [&](std::chrono::milliseconds ms) {
+    pollfd q{fd, POLLIN, 0};
+    return ::poll(&q, 1, static_cast<int>(ms.count())) > 0;
+  };
+  // The hold: what the loop or the poll itself sent around the poll is drained for 20 ms,
+  // then nothing for 300 ms. A machine so slow that this ends past 800 ms into the 1 s hold
+  // tries again (three times).
+  bool held = false;
+  for (int attempt = 0; attempt < 3 && !held; ++attempt) {
+    const auto polled_at = std::chrono::steady_clock::now();
+    (void)d->poll_progress();
+    std::this_thread::sleep_for(20ms);
+    while (::recv(fd, rx, sizeof rx, MSG_DONTWAIT) > 0) {
+    }
+    const bool copy = copy_within(300ms);
+    if (std::chrono::steady_clock::now() - polled_at > 800ms) continue;
+    EXPECT_FALSE(copy) << "the loop ran the RTO while a poller held the timers";
+    held = true;
+  }
+  ASSERT_TRUE(held) << "three tries each took over 800 ms";
+  const UdpCounters before = d->counters();
+  d->poller_leaves();
+  EXPECT_TRUE(copy_within(300ms)) << "no retransmission 300 ms after the poller left";
+  EXPECT_GT(d->counters().timeouts, before.timeouts);
   d->stop();
   ::close(fd);
 }

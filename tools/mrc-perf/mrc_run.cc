@@ -187,9 +187,10 @@ Status<std::string> Runner::setup() {
     io::UdpConfig cfg = *side_[h].cfg;
     observe::attach_publisher(cfg);  // mrcctl sees each host's device
     // A latency run's one thread polls every end and receives for them (poll_progress), and
-    // holds each host's sockets across its work for the other (io::kLatencyRunPollerGrace).
+    // holds each host's sockets across its work for the other (io::kDefaultPollerGrace at
+    // least, even where a host config asked for less).
     cfg.poller_progress = cfg.poller_progress || spec_.spin;
-    if (spec_.spin) cfg.poller_grace = std::max(cfg.poller_grace, io::kLatencyRunPollerGrace);
+    if (spec_.spin) cfg.poller_grace = std::max(cfg.poller_grace, io::kDefaultPollerGrace);
     auto d = io::UdpDriver::create(cfg);
     if (!d.ok()) {
       const std::string who = many ? "host " + std::to_string(h) : h == 0 ? "client" : "server";

@@ -33,7 +33,7 @@ struct Fields {
   uint32_t mtu = 0;
   std::string netns;
   bool gso = true, gro = true, zero_udp_checksum = false, busy_poll = false;
-  bool poller_progress = false;
+  bool poller_progress = UdpConfig{}.poller_progress;
   bool ack_rides = true;
   double poller_grace_us = static_cast<double>(kDefaultPollerGrace.count()) / 1000;
   std::optional<double> spin_us;  // none: the driver's default_spin()
@@ -44,7 +44,7 @@ struct Fields {
   double nic_gbps = 0;
   double base_rtt_us = 0;
   double min_base_rtt_us = static_cast<double>(kDefaultMinBaseRtt.count()) / 1000;
-  int progress_nice = -10;
+  int progress_nice = UdpConfig{}.progress_nice;
   uint32_t progress_threads = 0;  // 0: the driver's kDefaultProgressThreads
 };
 

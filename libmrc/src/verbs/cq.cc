@@ -428,6 +428,8 @@ int req_notify_cq(ibv_cq* cq, int) {
   Cq* q = cq_of(cq);
   if (!q->channel) return fail(EINVAL, "ibv_req_notify_cq: the CQ has no completion channel");
   Device* dev = device_of(cq->context);
+  // The app stops polling to sleep on the channel: the progress thread receives from now.
+  dev->driver->poller_leaves();
   // Armed first, then checked: a completion landing in between is seen by on_progress.
   std::lock_guard lock(dev->mu);
   dev->armed.insert(q);

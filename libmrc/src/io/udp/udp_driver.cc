@@ -1348,6 +1348,16 @@ bool UdpDriver::port_link_up(uint16_t plane) const {
   return !link_watch_ || link_watch_->up(plane);
 }
 
+void UdpDriver::poller_leaves() {
+  if (!cfg_.poller_progress || poller_until_ns_.load() == 0) return;
+  poller_until_ns_.store(0);
+  // A loop asleep stepped back wakes on the pollers' timer: ring it now. (A loop that is just
+  // stepping back may arm it again to the old end after this: then it waits out that grace,
+  // as without this call.)
+  if (shards_[0]->stepped_back.load() || step_shard_->stepped_back.load())
+    arm_poller_timer(io::now().count());
+}
+
 void UdpDriver::arm_poller_timer(int64_t at_ns) {
   // Any caller's arm leaves it armed: a loop that sleeps after its own arm is woken by
   // whichever arm comes last (a poller's is later, so at worst it wakes once for nothing).

@@ -54,18 +54,17 @@ inline constexpr size_t kTxBurst = 256;            // datagrams polled from the 
 inline constexpr size_t kMaxGsoSegments = 64;      // kernel's UDP_MAX_SEGMENTS
 inline constexpr size_t kMaxGsoBytes = 65000;      // UDP payload of one GSO message (IPv6 limit)
 
-/// UdpConfig::poller_grace's default, 10 us: a polling loop (verbs poll_cq, the NCCL plugin's
-/// test) calls poll_progress every few us; 50 us cost ib_write_lat (poll for the ACK, then spin
-/// on memory for the peer's WRITE, which waits for the thread) up to that much per message.
-inline constexpr engine::Duration kDefaultPollerGrace{10'000};
+/// UdpConfig::poller_grace's default, 200 us: the hold must outlast the poller's own gap between
+/// polls, and that gap holds the peer's whole turn when app threads and progress threads share
+/// the cores (ib_write_lat on the 2-core VM: 10 us took the loop back mid-round-trip so often
+/// that the median stayed 21-61 us; 200 us gave 6.4-7.1 us, perf/RESULTS.md 2026-11-28
+/// (pollers)). mrc-perf --latency, one thread playing both hosts that sends ~9 us across the
+/// fabric between two polls of one host, needs it too (2026-11-27 (lat2)). An app that stops
+/// polling to sleep on a completion channel hands the sockets back at once (poller_leaves); one
+/// that stops polling and spins on memory waits for the loop at most this.
+inline constexpr engine::Duration kDefaultPollerGrace{200'000};
 /// The longest UdpConfig::poller_grace create() takes.
 inline constexpr engine::Duration kMaxPollerGrace{1'000'000'000};
-/// The grace mrc-perf --latency gives both hosts' drivers, 200 us: its one thread plays both
-/// ends, so between two polls of one host it sends a datagram from the other (~9 us on the
-/// veth fabric, longer when preempted). With 10 us the loops took the sockets back in 0.4-0.6
-/// of round trips and each datagram then woke one inside the send (perf/RESULTS.md
-/// 2026-11-27 (lat2); 50 us: still 0.15-0.20 hold ends per round trip at load 9).
-inline constexpr engine::Duration kLatencyRunPollerGrace{200'000};
 
 /// UdpConfig::spin's "decide for me": default_spin().
 inline constexpr engine::Duration kAutoSpin{-1};
@@ -142,27 +141,28 @@ struct UdpConfig {
   // work, never while idle. kAutoSpin: default_spin().
   engine::Duration spin = kAutoSpin;
   // poll_progress does the work in the polling app thread (see the file comment); false:
-  // it returns false at once and only the progress thread receives. Off by default: on the
-  // 2-core shared VM the project measures on, with more busy threads than cores, moving the
-  // receive from the progress thread (nice -10, woken by the kernel) to app pollers (nice 0,
-  // queued behind other work) made ib_*_lat slower (perf/RESULTS.md 2026-11-26, issue 17).
-  // Turn it on where the polling threads have cores of their own.
-  bool poller_progress = false;
+  // it returns false at once and only the progress thread receives. On by default: with the
+  // 200 us hold the polling thread receives and answers with no thread wakeup in between
+  // (ib_write_lat 6.4-7.1 against 21-61 us, the NCCL plugin's 8 B round trip 21-23 against
+  // 134-181 us, ib_send_bw 1.8-2.8x on the 2-core VM: perf/RESULTS.md 2026-11-28 (pollers)).
+  // With a 10 us hold it made the _lat tools slower there (2026-11-26).
+  bool poller_progress = true;
   // How long pollers hold the sockets after their last poll_progress call (see the file
   // comment and docs/fabric.md): the progress thread stays off the sockets and timers that
-  // long. Short enough that an app that stops polling (sleeps on a completion channel, spins
-  // on memory as ib_write_lat does between its polls) waits at most this for the thread;
-  // long enough to cover the poller's own gap between polls, else the thread takes the
+  // long. Long enough to cover the poller's own gap between polls, else the thread takes the
   // sockets back mid-gap and every datagram that then arrives wakes it (a wakeup, on a VM
-  // an IPI, inside the sender's send) while the poller competes with it for the receive.
-  // 0..1 s (create() refuses others). mrc-perf --latency, one thread polling two hosts that
-  // sends ~9 us across the fabric between one host's polls, sets kLatencyRunPollerGrace.
+  // an IPI, inside the sender's send) while the poller competes with it for the receive;
+  // short enough that an app that stops polling and spins on memory waits little for the
+  // thread (one that sleeps on a completion channel hands them back: poller_leaves).
+  // 0..1 s (create() refuses others).
   engine::Duration poller_grace = kDefaultPollerGrace;
   std::string netns;                           // make sockets in this netns; "" = current
   int socket_buffer_bytes = 4 << 20;           // SO_SNDBUF/SO_RCVBUF asked for (kernel may cap)
   // Nice value of the progress thread (-20..19; 0 leaves it). Below 0 it preempts app
-  // threads that spin (perftest, NCCL's proxy) at once when a datagram arrives, as a NIC's
-  // engine would not compete with them. Best effort: needs CAP_SYS_NICE.
+  // threads that spin at once when a datagram arrives, but where threads outnumber cores it
+  // also starves the app threads that do the other half of the work: with pollers on, -10
+  // (the host config's default before) halved ib_write_bw and ib_send_bw on the 2-core VM
+  // against 0 (perf/RESULTS.md 2026-11-28 (pollers)). Best effort: below 0 needs CAP_SYS_NICE.
   int progress_nice = 0;
   // Progress threads start() runs (1..engine::kMaxPlanes; 0: kDefaultProgressThreads). Thread
   // k serves the plane sockets p with p % threads == k (a plane's socket and receive buffers
@@ -423,6 +423,13 @@ class UdpDriver {
   /// is off, when the loop or another poller is receiving, and when nothing came and no timer
   /// was due; true when it fed the engine (activity() grew: poll the CQ again). Thread or not.
   bool poll_progress();
+
+  /// A poller that is about to stop polling and sleep (verbs ibv_req_notify_cq: the app arms a
+  /// completion channel) ends the pollers' hold now, so the progress thread takes the sockets
+  /// and timers back at once instead of after UdpConfig::poller_grace: what arrives while the
+  /// app sleeps is received, and its event raised, without that wait. Another thread still
+  /// polling takes the hold again with its next poll. Thread-safe; never blocks.
+  void poller_leaves();
 
   /// Runs f(Probes&) under the driver's mutex: connectionless probes of paths to a peer
   /// (io/udp/probes.h), answered by the peer's driver with no QP on either side. Probes
