@@ -268,7 +268,9 @@ int cqx_next(ibv_cq_ex* c) {
 int cqx_start(ibv_cq_ex* c, ibv_poll_cq_attr*) {
   Cq* q = cq_ex_of(c);
   q->poll_mu.lock();
-  const int r = cqx_next(c);
+  int r = cqx_next(c);
+  // Empty: the app waits, so receive and answer in its thread as poll_cq does.
+  if (r == ENOENT && device_of(c->context)->driver->poll_progress()) r = cqx_next(c);
   if (r) q->poll_mu.unlock();  // verbs: no end_poll after a start_poll that found nothing
   return r;
 }
