@@ -118,8 +118,11 @@ struct seen {
 	int data;        /* MRC data packets (WRITE, WRITE_IMM) between our planes */
 	int data_plane1; /* ... of them from plane 1's socket */
 	int wrong_plane; /* data whose EV names another plane than the socket it left from */
-	int probes;      /* MRC probes */
-	int probe_tclass; /* the IPv6 traffic class of the last probe */
+	/* MRC connectionless probes (dst_qpn 0: mrc_ctl_ep_batch_send_wait's). A QP's own path
+	 * probes are not counted: one of an earlier step's QPs once sent one with the socket's
+	 * traffic class while a check of req_tc's watched. */
+	int probes;
+	int probe_tclass; /* the IPv6 traffic class of the last probe counted */
 	int acks;        /* MRC ACKs */
 	int data_before_ack; /* data packets captured before the first ACK */
 	/* The most data packets outstanding at once as the wire shows it: a data packet's PSN
@@ -132,7 +135,7 @@ struct seen {
 	int nevs;        /* distinct data EVs */
 	uint32_t labels[64];
 	int nlabels;     /* distinct IPv6 flow labels of the data packets */
-	uint32_t probe_label; /* the IPv6 flow label of the last probe */
+	uint32_t probe_label; /* the IPv6 flow label of the last probe counted */
 };
 
 static inline int cap_open(void)
@@ -172,7 +175,9 @@ static inline void cap_read(int fd, struct seen *s)
 			continue;
 		uint32_t ev = (uint32_t)mrc[12] << 24 | (uint32_t)mrc[13] << 16 | mrc[14] << 8 | mrc[15];
 		const uint32_t label = (uint32_t)(b[1] & 0x0f) << 16 | (uint32_t)b[2] << 8 | b[3];
-		if (mrc[1] == 32) {
+		const uint32_t dst_qpn = (uint32_t)mrc[4] << 24 | (uint32_t)mrc[5] << 16 |
+					 mrc[6] << 8 | mrc[7];
+		if (mrc[1] == 32 && dst_qpn == 0) {
 			s->probes++;
 			s->probe_tclass = (b[0] & 0x0f) << 4 | b[1] >> 4;
 			s->probe_label = label;
