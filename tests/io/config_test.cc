@@ -48,10 +48,10 @@ TEST(HostConfig, Parse_FileThenEnvironmentWins) {
   EXPECT_NE(r->sources.find("MRC_PORT"), std::string::npos) << r->sources;
 }
 
-TEST(HostConfig, PollerProgress_OnByDefaultFileThenEnvironment) {
+TEST(HostConfig, PollerProgress_OffByDefaultFileThenEnvironment) {
   auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
   ASSERT_TRUE(d.ok()) << d.error();
-  EXPECT_TRUE(d->udp.poller_progress);
+  EXPECT_FALSE(d->udp.poller_progress);
   EXPECT_EQ(d->udp.poller_grace, engine::Duration{200'000});
   auto f = parse_host_config(R"({"planes": ["::1"], "poller_progress": false})", "a.json",
                              env_of({}));
@@ -63,12 +63,11 @@ TEST(HostConfig, PollerProgress_OnByDefaultFileThenEnvironment) {
   EXPECT_TRUE(e->udp.poller_progress);
 }
 
-// The progress threads' nice value: 0 unless asked (-10 starved the polling app threads on
-// 2 cores), from the file, then the environment.
-TEST(HostConfig, ProgressNice_ZeroByDefaultFileThenEnvironment) {
+// The progress threads' nice value: -10 unless asked, from the file, then the environment.
+TEST(HostConfig, ProgressNice_MinusTenByDefaultFileThenEnvironment) {
   auto d = parse_host_config(R"({"planes": ["::1"]})", "a.json", env_of({}));
   ASSERT_TRUE(d.ok()) << d.error();
-  EXPECT_EQ(d->udp.progress_nice, 0);
+  EXPECT_EQ(d->udp.progress_nice, -10);
   auto f = parse_host_config(R"({"planes": ["::1"], "progress_nice": -5})", "a.json", env_of({}));
   ASSERT_TRUE(f.ok()) << f.error();
   EXPECT_EQ(f->udp.progress_nice, -5);

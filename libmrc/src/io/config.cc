@@ -44,7 +44,7 @@ struct Fields {
   double nic_gbps = 0;
   double base_rtt_us = 0;
   double min_base_rtt_us = static_cast<double>(kDefaultMinBaseRtt.count()) / 1000;
-  int progress_nice = UdpConfig{}.progress_nice;
+  int progress_nice = -10;  // with pollers off: the thread preempts spinning apps
   uint32_t progress_threads = 0;  // 0: the driver's kDefaultProgressThreads
 };
 

@@ -28,7 +28,7 @@
 //     "zero_udp_checksum": false,    // needed where switches trim (turns GSO off); MRC's
 //                                    // payload CRC is on exactly when this is (one checksum)
 //     "busy_poll": false,            // progress thread spins instead of sleeping
-//     "poller_progress": true,       // a thread polling for completions receives and
+//     "poller_progress": false,      // a thread polling for completions receives and
 //                                    // answers itself (UdpDriver::poll_progress)
 //     "poller_grace_us": 200,        // with poller_progress: how long the progress thread
 //                                    // leaves the sockets to pollers after their last poll,
@@ -52,7 +52,7 @@
 //     "base_rtt_us": 0,              // unloaded RTT for congestion control; 0 = learn
 //                                    //   (engine/policy.h BaseRttFilter; leave it)
 //     "min_base_rtt_us": 100,        // floor of a learned one (engine.h EngineConfig)
-//     "progress_nice": 0,            // the progress threads' nice value (udp_driver.h);
+//     "progress_nice": -10,          // the progress threads' nice value (udp_driver.h);
 //                                    // best effort, needs CAP_SYS_NICE below 0
 //     "progress_threads": 0          // progress threads, 1..16, at most one per plane
 //                                    // (udp_driver.h); 0: kDefaultProgressThreads

@@ -141,12 +141,13 @@ struct UdpConfig {
   // work, never while idle. kAutoSpin: default_spin().
   engine::Duration spin = kAutoSpin;
   // poll_progress does the work in the polling app thread (see the file comment); false:
-  // it returns false at once and only the progress thread receives. On by default: with the
-  // 200 us hold the polling thread receives and answers with no thread wakeup in between
-  // (ib_write_lat 6.4-7.1 against 21-61 us, the NCCL plugin's 8 B round trip 21-23 against
-  // 134-181 us, ib_send_bw 1.8-2.8x on the 2-core VM: perf/RESULTS.md 2026-11-28 (pollers)).
-  // With a 10 us hold it made the _lat tools slower there (2026-11-26).
-  bool poller_progress = true;
+  // it returns false at once and only the progress thread receives. With the 200 us hold the
+  // polling thread receives and answers with no thread wakeup in between (ib_write_lat 6.4-7.1
+  // against 21-61 us, the NCCL plugin's 8 B round trip 21-23 against 134-181 us on the 2-core
+  // VM: perf/RESULTS.md 2026-11-28 (pollers)). Still off by default: TSan saw a progress
+  // thread's sendmmsg read an NCCL send buffer the app was refilling, a datagram staged before
+  // a poller completed its message (sends leave outside the mutex), which pollers make likely.
+  bool poller_progress = false;
   // How long pollers hold the sockets after their last poll_progress call (see the file
   // comment and docs/fabric.md): the progress thread stays off the sockets and timers that
   // long. Long enough to cover the poller's own gap between polls, else the thread takes the
@@ -161,7 +162,7 @@ struct UdpConfig {
   // Nice value of the progress thread (-20..19; 0 leaves it). Below 0 it preempts app
   // threads that spin at once when a datagram arrives, but where threads outnumber cores it
   // also starves the app threads that do the other half of the work: with pollers on, -10
-  // (the host config's default before) halved ib_write_bw and ib_send_bw on the 2-core VM
+  // (the host config's default, for pollers off) halved ib_write_bw and ib_send_bw on the 2-core VM
   // against 0 (perf/RESULTS.md 2026-11-28 (pollers)). Best effort: below 0 needs CAP_SYS_NICE.
   int progress_nice = 0;
   // Progress threads start() runs (1..engine::kMaxPlanes; 0: kDefaultProgressThreads). Thread
