@@ -142,8 +142,8 @@ class NsCapture : public perf::NsFabricSuite<NsCapture> {
           "packets? dropped by kernel");
       std::optional<std::array<uint64_t, 3>> last;
       const std::string tail = dump_err.substr(from);
-      for (auto it = std::sregex_iterator(tail.begin(), tail.end(), re); it != std::sregex_iterator();
-           ++it)
+      for (auto it = std::sregex_iterator(tail.begin(), tail.end(), re);
+           it != std::sregex_iterator(); ++it)
         last = {std::stoull((*it)[1]), std::stoull((*it)[2]), std::stoull((*it)[3])};
       return last;
     };
